@@ -1,0 +1,44 @@
+"""spec -> plan -> program -> assembled model (DESIGN.md section 1)."""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import ShortcutError
+from .spec import Semiautomaton, load_spec
+
+METHODS = ("auto", "scan")
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+MAX_LEN_LIMIT = 1 << 20
+
+
+def plan(automaton: Semiautomaton, method: str) -> tuple[str, str]:
+    """The construction to use and why."""
+    if method not in METHODS:
+        raise ShortcutError(f"unknown method {method!r}; choose one of {list(METHODS)}")
+    if method == "scan":
+        return "scan", "requested with --method scan"
+    return "scan", "auto: the scan (Theorem 10) handles every automaton; no shorter construction is available yet"
+
+
+def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: torch.dtype = torch.float32,
+                      positions: str = "sinusoidal"):
+    """Compile ``automaton`` (a Semiautomaton, dict, JSON path or catalog name) to a
+    :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``."""
+    from constructions import scan
+    from constructions.assemble import assemble
+    from constructions.positions import KINDS
+
+    automaton = load_spec(automaton)
+    if not isinstance(max_len, int) or max_len < 1:
+        raise ShortcutError(f"max_len must be a positive integer, got {max_len!r}")
+    if max_len > MAX_LEN_LIMIT:
+        raise ShortcutError(f"max_len {max_len} is above the supported limit {MAX_LEN_LIMIT}")
+    if dtype not in DTYPES.values():
+        raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
+    if positions not in KINDS:
+        raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
+    chosen, why = plan(automaton, method)
+    program, meta = scan.build(automaton, max_len=max_len, positions=positions)
+    meta = {"automaton": automaton.to_dict(), "why": why, "requested_method": method, **meta}
+    return assemble(program, max_len=max_len, dtype=dtype, meta=meta)

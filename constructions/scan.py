@@ -1,0 +1,122 @@
+"""Theorem 10: any automaton in ceil(log2 T) attention layers by a parallel prefix scan.
+
+Residual subspaces:
+  ``one``, ``bos``        constant 1; 1 only at BOS
+  ``pos:*``               position code (constructions/positions.py)
+  ``scan:map[x]``         integer code of f_t(x), the running transition map on points x
+  ``scan:prev[x]``        scratch: the map fetched from t - 2^(l-1); cleared by the MLP
+  ``readout:dist[...]``   only for element readouts (compiler/representation.py)
+
+Embedding: symbol a writes its transition map, BOS the identity map.  Layer l
+fetches f_(t - 2^(l-1)) (BOS's identity when that position does not exist) and
+the composition MLP (Lemma 14) replaces f_t by "f_(t-2^(l-1)), then f_t", in place.
+After layer l, position t holds the map of letters max(1, t-2^l+1)..t -- the
+invariant the verifier checks -- so after ceil(log2 T) layers it holds
+delta(., sigma_1..sigma_t) and the state is f_t(q0).  The start state enters only
+the unembedding, so one model serves every start state (:func:`readout`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from compiler.representation import Representation, choose
+from compiler.spec import Semiautomaton
+
+from .gadgets import compose_mlp, distance_units, offset_head
+from .positions import position_code, position_table
+from .program import Block, Program, fuse
+from .workspace import Workspace
+
+
+def n_scan_layers(max_len: int) -> int:
+    """ceil(log2 T) attention layers (at least one, so T = 1 still has a block)."""
+    return max(1, math.ceil(math.log2(max_len)))
+
+
+def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unembedding (W_U, b_U) giving one logit per state for start state ``start``.
+
+    Natural action: x = f_t(q0) is an exact integer code in ``scan:map[q0]``;
+    logit_q = 2 q x - q^2 is maximal at q = x with margin (x - q)^2 >= 1.
+    Element readout: logit_q = -||f_t - s_q||_1 over the distance units, where
+    s_q is the unique group element with q0.s_q = q (margin >= 1).
+    """
+    n = automaton.n_states
+    W_U = np.zeros((ws.d_model, n))
+    b_U = np.zeros(n)
+    if rep.natural:
+        x = ws["scan:map"][start]
+        for q in range(n):
+            W_U[x, q] = 2.0 * q
+            b_U[q] = -float(q * q)
+        return W_U, b_U
+    dist = ws["readout:dist"]
+    m = rep.n_points
+    for point_map, state_map in rep.elements:
+        q = state_map[start]
+        for i in range(m):
+            base = (i * m + point_map[i]) * 2
+            W_U[dist[base], q] -= 1.0
+            W_U[dist[base + 1], q] -= 1.0
+    return W_U, b_U
+
+
+def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal",
+          rep: Representation | None = None) -> tuple[Program, dict[str, Any]]:
+    """The scan program for ``automaton`` at length ``max_len`` and its metadata."""
+    rep = rep or choose(automaton)
+    m = rep.n_points
+    code = position_code(positions, max_len)
+    ws = Workspace()
+    one, bos = ws.add("one"), ws.add("bos")
+    pos = ws.add("pos", code.labels)
+    F, G = ws.add("scan:map", m), ws.add("scan:prev", m)
+    if not rep.natural:
+        ws.add("readout:dist", [f"{d}{i},{v}" for i in range(m) for v in range(m) for d in ("above", "below")])
+    d = ws.d_model
+
+    W_E = np.zeros((automaton.n_symbols + 1, d))
+    W_E[:, one[0]] = 1.0
+    for a, fmap in enumerate(rep.letter_maps):
+        W_E[a, list(F.dims)] = fmap
+    W_E[-1, bos[0]] = 1.0
+    W_E[-1, list(F.dims)] = np.arange(m)
+    W_pos = np.zeros((max_len + 1, d))
+    W_pos[:, list(pos.dims)] = position_table(code)
+
+    blocks = []
+    L = n_scan_layers(max_len)
+    for l in range(1, L + 1):
+        head = offset_head(f"scan{l}.lookback", d, pos, code, bos[0], one[0], 2 ** (l - 1), F, G,
+                           value_range=m - 1)
+        blocks.append(Block([head], compose_mlp(f"scan{l}.compose", d, F, G)))
+    if not rep.natural:
+        last = blocks[-1]
+        last.mlp = fuse(last.mlp, distance_units("readout", d, F, m, ws["readout:dist"]))
+    W_U, b_U = readout(rep, automaton, ws, automaton.start)
+    meta = {
+        "method": "scan",
+        "positions": positions,
+        "scan": {
+            "n_points": m,
+            "natural": rep.natural,
+            "letter_maps": [list(x) for x in rep.letter_maps],
+            "elements": None if rep.natural else [[list(p), list(s)] for p, s in rep.elements],
+        },
+        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in blocks],
+    }
+    program = Program(ws, W_E, W_pos, blocks, W_U, b_U)
+    return program, meta
+
+
+def representation_from_meta(meta: dict[str, Any]) -> Representation:
+    """Rebuild the :class:`Representation` stored in a checkpoint's metadata."""
+    s = meta["scan"]
+    if s["natural"]:
+        return Representation(s["n_points"], tuple(tuple(x) for x in s["letter_maps"]))
+    elements = tuple((tuple(p), tuple(q)) for p, q in s["elements"])
+    return Representation(s["n_points"], tuple(tuple(x) for x in s["letter_maps"]), elements)

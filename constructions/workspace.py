@@ -1,0 +1,67 @@
+"""The residual stream as named subspaces (DESIGN.md section 3).
+
+Every residual dimension has a label such as ``bos``, ``one``, ``pos:cos3`` or
+``scan:map[2]``.  Constructions ask the workspace for subspaces by name and never
+index raw integers; the labels travel into the checkpoint so that the verifier
+can decode any named subspace at any layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Subspace:
+    """A named group of residual dimensions (``labels[i]`` lives at ``dims[i]``)."""
+
+    name: str
+    labels: tuple[str, ...]
+    dims: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.dims)
+
+    def __getitem__(self, i: int) -> int:
+        return self.dims[i]
+
+
+class Workspace:
+    """Allocates labelled residual dimensions; ``d_model`` is the number allocated."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+        self._index: dict[str, int] = {}
+        self.subspaces: dict[str, Subspace] = {}
+
+    @property
+    def d_model(self) -> int:
+        return len(self.labels)
+
+    def add(self, name: str, parts: "int | list[str] | None" = None) -> Subspace:
+        """Allocate subspace ``name``: one dim (``parts=None``), ``parts`` dims
+        labelled ``name[i]``, or one dim per given part labelled ``name:part``."""
+        if name in self.subspaces:
+            raise ValueError(f"subspace {name!r} allocated twice")
+        if parts is None:
+            labels = [name]
+        elif isinstance(parts, int):
+            labels = [f"{name}[{i}]" for i in range(parts)]
+        else:
+            labels = [f"{name}:{p}" for p in parts]
+        dims = []
+        for lab in labels:
+            if lab in self._index:
+                raise ValueError(f"residual label {lab!r} allocated twice")
+            self._index[lab] = len(self.labels)
+            dims.append(len(self.labels))
+            self.labels.append(lab)
+        sub = Subspace(name, tuple(labels), tuple(dims))
+        self.subspaces[name] = sub
+        return sub
+
+    def __getitem__(self, name: str) -> Subspace:
+        return self.subspaces[name]
+
+    def dim(self, label: str) -> int:
+        return self._index[label]
