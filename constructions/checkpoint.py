@@ -12,7 +12,6 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 from compiler.errors import CheckpointError
 
@@ -26,16 +25,40 @@ def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
+_DTYPE_CODES = {torch.float32: "F32", torch.float64: "F64"}
+
+
+def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """safetensors bytes with a canonical header (sorted keys, fixed layout).
+
+    The format is an 8-byte little-endian header length, a JSON header mapping
+    names to dtype/shape/byte range (plus ``__metadata__``), then the raw data.
+    The reference writer keeps metadata in a hash map whose order varies between
+    runs; writing the header ourselves makes checkpoints byte-identical.
+    """
+    header: dict[str, object] = {"__metadata__": metadata}
+    chunks, offset = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        data = t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": _DTYPE_CODES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + b"".join(chunks)
+
+
 def save(model: CompiledTransformer, path: "str | Path") -> None:
     """Write ``model`` to ``path`` (byte-identical for identical models)."""
-    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     metadata = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "config": _canonical(model.config),
         "meta": _canonical(model.meta),
     }
-    save_file(tensors, str(path), metadata=metadata)
+    Path(path).write_bytes(_serialize(model.state_dict(), metadata))
 
 
 def load(path: "str | Path") -> CompiledTransformer:

@@ -1,0 +1,205 @@
+"""The ``shortcut`` command line (also ``python -m compiler``).
+
+Every user error prints one line ``error: ...`` on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .errors import InputError, ShortcutError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line and exit 2 like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ShortcutError(f"{self.prog}: {message}")
+
+
+def _dtype(name: str):
+    from .pipeline import DTYPES
+
+    if name not in DTYPES:
+        raise ShortcutError(f"unknown dtype {name!r}; choose one of {list(DTYPES)}")
+    return DTYPES[name]
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from . import compile_automaton, load_spec, save
+
+    automaton = load_spec(args.spec)
+    model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
+                              positions=args.positions)
+    save(model, args.output)
+    i = model.info()
+    print(f"compiled {i['automaton']} ({i['n_states']} states, {i['n_symbols']} symbols) with {i['method']}: "
+          f"{i['n_layers']} layers, d_model {i['d_model']}, d_mlp {i['d_mlp']}, {i['n_params']} params, "
+          f"max_len {i['max_len']}, {i['dtype']} -> {args.output}")
+    return 0
+
+
+def _read_inputs(args: argparse.Namespace) -> list[list[str]]:
+    lines: list[str] = []
+    if args.input is not None:
+        lines.append(args.input)
+    if args.input_file is not None:
+        try:
+            text = sys.stdin.read() if args.input_file == "-" else Path(args.input_file).read_text()
+        except OSError as e:
+            raise InputError(f"cannot read input file {args.input_file!r}: {e.strerror}") from None
+        lines.extend(text.splitlines())
+    if not lines:
+        raise InputError("no input: give --input \"a b a\" or --input-file FILE (one sequence per line)")
+    return [line.split() for line in lines]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import load
+
+    model = load(args.model)
+    words = _read_inputs(args)
+    a = model.automaton
+    for i, w in enumerate(words):  # validate everything before printing anything
+        a.symbol_ids(w)
+        if len(w) > model.max_len:
+            raise InputError(f"input {i + 1} has length {len(w)}, longer than the model's max_len {model.max_len}")
+    for states in model.simulate(words):
+        if args.json:
+            rec = {"states": states}
+            if a.outputs is not None:
+                out = dict(zip(a.states, a.outputs))
+                rec["outputs"] = [out[s] for s in states]
+            print(json.dumps(rec))
+        else:
+            print(" ".join(states))
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from . import load
+
+    info = load(args.model).info()
+    if args.json:
+        print(json.dumps(info))
+    else:
+        for k, v in info.items():
+            if k != "verification":
+                print(f"{k}: {v}")
+    return 0
+
+
+def _progress() -> Callable[[str, int, int], None] | None:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(name: str, done: int, total: int) -> None:
+        width = 30
+        filled = int(width * done / max(total, 1))
+        sys.stderr.write(f"\rverifying [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name:<28}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from verify.check import verify
+    from verify.report import report_dict, write_report
+
+    from . import load
+
+    model = load(args.model)
+    if args.samples < 0:
+        raise ShortcutError("--samples must be >= 0")
+    result = verify(model, samples=args.samples, seed=args.seed, exhaustive_budget=args.exhaustive_budget,
+                    progress=_progress())
+    rep = write_report(result, model, args.report, args.model) if args.report else report_dict(result, model, args.model)
+    if args.json:
+        print(json.dumps(rep))
+    else:
+        c = rep["checked"]
+        verdict = "exact" if result.exact else "NOT exact"
+        print(f"{rep['automaton']['name']}: {verdict} — {result.n_errors} errors in {result.n_positions} positions "
+              f"(exhaustive to length {c['exhaustive_length']}, {c['random_sequences']} random at length "
+              f"{c['random_length']}, {sum(c['adversarial_families'].values())} adversarial)")
+        ce = result.counterexample
+        if ce is not None:
+            print(f"counterexample ({ce.check}): {' '.join(ce.input)} -> at position {ce.position} expected "
+                  f"{ce.expected}, got {ce.got}")
+        for f in rep.get("invariants", {}).get("failures", []):
+            print(f"invariant failed: {f}")
+        if args.report:
+            print(f"report written to {args.report}/report.json and report.md")
+    return 0 if result.exact else 1
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from .catalog import entries
+
+    rows = entries()
+    w = max(len(e.pattern) for e in rows)
+    for e in rows:
+        print(f"{e.pattern:<{w}}  {e.description}  (e.g. {e.example})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="shortcut", description="Compile finite automata into exact, hand-set Transformers.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("compile", help="compile a spec (JSON path or catalog name) to a .safetensors checkpoint")
+    c.add_argument("spec")
+    c.add_argument("-o", "--output", required=True)
+    c.add_argument("--max-len", type=int, default=128)
+    c.add_argument("--method", default="auto", choices=["auto", "scan"])
+    c.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    c.add_argument("--positions", default="sinusoidal", choices=["sinusoidal", "circle"])
+    c.set_defaults(func=cmd_compile)
+
+    r = sub.add_parser("run", help="run a compiled model on space-separated symbol sequences")
+    r.add_argument("model")
+    r.add_argument("--input")
+    r.add_argument("--input-file", help="one sequence per line ('-' for stdin)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    i = sub.add_parser("info", help="describe a compiled model")
+    i.add_argument("model")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=cmd_info)
+
+    v = sub.add_parser("verify", help="check a compiled model against step-by-step simulation")
+    v.add_argument("model")
+    v.add_argument("--report", metavar="DIR")
+    v.add_argument("--samples", type=int, default=64, help="random sequences at full max_len")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--exhaustive-budget", type=int, default=1 << 15,
+                   help="largest number of sequences in the exhaustive check")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=cmd_verify)
+
+    k = sub.add_parser("catalog", help="list the built-in automata")
+    k.set_defaults(func=cmd_catalog)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except ShortcutError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The command line: each subcommand, and one-line errors with exit status 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from compiler.cli import main
+
+
+@pytest.fixture(scope="module")
+def q8(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "q8.safetensors"
+    assert main(["compile", "quaternion", "-o", str(path), "--max-len", "16"]) == 0
+    return path
+
+
+def test_run_prints_states(q8, capsys):
+    assert main(["run", str(q8), "--input", "i j k"]) == 0
+    assert capsys.readouterr().out.split() == ["i", "k", "-1"]
+    assert main(["run", str(q8), "--input", "i i", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"states": ["i", "-1"]}
+
+
+def test_run_reads_input_file(q8, tmp_path, capsys):
+    f = tmp_path / "in.txt"
+    f.write_text("i\nj j\n")
+    assert main(["run", str(q8), "--input-file", str(f)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["i", "j -1"]
+
+
+def test_info_json_keys(q8, capsys):
+    assert main(["info", str(q8), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["method"] == "scan" and info["n_layers"] == 4 and info["n_states"] == 8
+
+
+def test_verify_writes_reports(q8, tmp_path, capsys):
+    assert main(["verify", str(q8), "--report", str(tmp_path / "r"), "--samples", "4"]) == 0
+    rep = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert rep["exact"] is True and rep["schema"].startswith("shortcut-verification/")
+    assert len(rep["checkpoint_sha256"]) == 64
+    assert "EXACT" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_catalog_lists_entries(capsys):
+    assert main(["catalog"]) == 0
+    out = capsys.readouterr().out
+    assert "cyclic:n" in out and "dyck:n,k" in out
+
+
+def test_compile_spec_file(tmp_path, capsys):
+    spec = {"name": "toggle", "states": ["a", "b"], "alphabet": ["t", "s"],
+            "transitions": {"a": {"t": "b", "s": "a"}, "b": {"t": "a", "s": "b"}}}
+    path = tmp_path / "toggle.json"
+    path.write_text(json.dumps(spec))
+    out = tmp_path / "t.safetensors"
+    assert main(["compile", str(path), "-o", str(out), "--max-len", "8"]) == 0
+    assert "toggle" in capsys.readouterr().out
+    assert main(["run", str(out), "--input", "t s t t"]) == 0
+    assert capsys.readouterr().out.split() == ["b", "b", "a", "b"]
+
+
+BAD = [
+    (["compile", "nosuch", "-o", "x.safetensors"], "unknown catalog automaton"),
+    (["compile", "cyclic:1", "-o", "x.safetensors"], "cyclic"),
+    (["compile", "parity", "-o", "x.safetensors", "--max-len", "0"], "max_len"),
+    (["info", "missing.safetensors"], "does not exist"),
+    (["frobnicate"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("argv,needle", BAD)
+def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_run_errors(q8, tmp_path, capsys):
+    assert main(["run", str(q8), "--input", "i q"]) == 2
+    assert "unknown symbol 'q'" in capsys.readouterr().err
+    assert main(["run", str(q8), "--input", " ".join(["i"] * 17)]) == 2
+    assert "longer than the model's max_len 16" in capsys.readouterr().err
+    corrupt = tmp_path / "c.safetensors"
+    corrupt.write_bytes(q8.read_bytes()[:300])
+    assert main(["run", str(corrupt), "--input", "i"]) == 2
+    assert "checkpoint" in capsys.readouterr().err
+
+
+def test_partial_spec_suggests_sink(tmp_path, capsys):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"states": ["a", "b"], "alphabet": ["x"], "transitions": {"a": {"x": "b"}}}))
+    assert main(["compile", str(path), "-o", str(tmp_path / "o.safetensors")]) == 2
+    assert "sink" in capsys.readouterr().err
+
+
+def test_module_entry_point_and_exit_status(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "compiler", "compile", "nosuch", "-o", str(tmp_path / "x")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr

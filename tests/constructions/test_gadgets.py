@@ -1,0 +1,124 @@
+"""Unit tests of the gadgets: positions, step units, composition MLP, fusion, offset head."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from constructions.gadgets import STEP_TOLERANCE, compose_mlp, distance_units, offset_head, onehot_bias, step_units
+from constructions.positions import position_code, position_table
+from constructions.program import MLP, fuse
+from constructions.workspace import Workspace
+
+
+def test_rotation_shifts_code():
+    code = position_code("sinusoidal", 300)
+    t = np.arange(0, 301)
+    for off in (1, 2, 64, 257):
+        np.testing.assert_allclose(code.code(t) @ code.rotation(off), code.code(t - off), atol=1e-12)
+
+
+@pytest.mark.parametrize("kind,T", [("sinusoidal", 300), ("sinusoidal", 1024), ("circle", 100)])
+def test_match_beats_every_miss(kind, T):
+    code = position_code(kind, T)
+    table = code.code(np.arange(-T, T + 1))
+    scores = table @ code.code(0)
+    miss = np.delete(scores, T)
+    assert scores[T] == pytest.approx(code.match_score)
+    assert miss.max() <= code.miss_score + 1e-9
+    if kind == "sinusoidal":
+        assert code.match_score - code.miss_score == 2  # the gap does not shrink with T
+
+
+def test_bos_row_is_zero():
+    assert np.all(position_table(position_code("sinusoidal", 16))[0] == 0)
+
+
+@pytest.mark.parametrize("n", [2, 3, 7])
+def test_step_units_onehot_within_tolerance(n):
+    w, b, M = step_units(n)
+    for v in range(n):
+        for noise in (-0.24, -0.1, 0.0, 0.1, 0.24):
+            onehot = np.maximum((v + noise) * w + b, 0) @ M + onehot_bias(n)
+            assert np.array_equal(onehot, np.eye(n)[v]), (v, noise, onehot)
+    # beyond the tolerance the output is no longer a clean one-hot
+    if n > 2:
+        onehot = np.maximum((1 + 0.6) * w + b, 0) @ M + onehot_bias(n)
+        assert not np.array_equal(onehot, np.eye(n)[1])
+    assert STEP_TOLERANCE == 0.25
+
+
+def _compose_workspace(n):
+    ws = Workspace()
+    ws.add("one")
+    F, G = ws.add("F", n), ws.add("G", n)
+    return ws, F, G
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_compose_mlp_is_exact_on_all_pairs(n):
+    ws, F, G = _compose_workspace(n)
+    mlp = compose_mlp("c", ws.d_model, F, G)
+    rng = np.random.default_rng(0)
+    maps = list(itertools.product(range(n), repeat=n))
+    if len(maps) > 60:
+        maps = [maps[i] for i in rng.choice(len(maps), 60, replace=False)]
+    for f in maps:
+        for g in maps:
+            x = np.zeros(ws.d_model)
+            x[list(F.dims)] = f
+            x[list(G.dims)] = np.array(g) + rng.uniform(-0.2, 0.2, n)
+            y = x + mlp(x)
+            assert np.allclose(y[list(F.dims)], [f[g[q]] for q in range(n)], atol=1e-9)
+            assert np.all(y[list(G.dims)] == 0)
+
+
+def test_fuse_equals_sequential_application():
+    ws, F, G = _compose_workspace(3)
+    out = ws.add("dist", 2 * 3 * 3)
+    first = compose_mlp("c", ws.d_model, F, G)
+    second = distance_units("r", ws.d_model, F, 3, out)
+    fused = fuse(first, second)
+    assert len(fused.hidden_sizes) == 3
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        x = np.zeros(ws.d_model)
+        x[list(F.dims)] = rng.integers(0, 3, 3)
+        x[list(G.dims)] = rng.integers(0, 3, 3) + rng.uniform(-0.2, 0.2, 3)
+        y1 = x + first(x)
+        y2 = y1 + second(y1)
+        np.testing.assert_allclose(x + fused(x), y2, atol=1e-9)
+
+
+def test_distance_units_give_l1_distance():
+    ws = Workspace()
+    X = ws.add("X", 2)
+    out = ws.add("d", 2 * 2 * 4)
+    mlp = distance_units("d", ws.d_model, X, 4, out)
+    x = np.zeros(ws.d_model)
+    x[list(X.dims)] = [3, 1]
+    units = mlp(x)[list(out.dims)]
+    for s in itertools.product(range(4), repeat=2):
+        d = sum(units[(i * 4 + s[i]) * 2] + units[(i * 4 + s[i]) * 2 + 1] for i in range(2))
+        assert d == abs(3 - s[0]) + abs(1 - s[1])
+
+
+def test_offset_head_selects_offset_or_bos():
+    T = 40
+    code = position_code("sinusoidal", T)
+    ws = Workspace()
+    one, bos = ws.add("one"), ws.add("bos")
+    pos = ws.add("pos", code.labels)
+    src, dst = ws.add("src"), ws.add("dst")
+    head = offset_head("h", ws.d_model, pos, code, bos[0], one[0], 8, src, dst, value_range=1)
+    x = np.zeros((T + 1, ws.d_model))
+    x[:, one[0]] = 1
+    x[0, bos[0]] = 1
+    x[:, list(pos.dims)] = position_table(code)
+    scores = (x @ head.W_Q) @ (x @ head.W_K).T
+    for t in range(T + 1):
+        winner = int(np.argmax(scores[t, : t + 1]))
+        assert winner == max(t - 8, 0)
+        s = np.sort(scores[t, : t + 1])
+        if t:
+            assert s[-1] - s[-2] >= head.notes["score_gap"] - 1e-6

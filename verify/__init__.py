@@ -1,0 +1,1 @@
+"""Reference simulators, checks, reports and benchmarks."""
