@@ -62,6 +62,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import load
 
     model = load(args.model)
+    if args.start is not None:
+        from constructions.scan import set_start
+
+        set_start(model, args.start)
     words = _read_inputs(args)
     a = model.automaton
     for i, w in enumerate(words):  # validate everything before printing anything
@@ -167,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input")
     r.add_argument("--input-file", help="one sequence per line ('-' for stdin)")
     r.add_argument("--json", action="store_true")
+    r.add_argument("--start", help="read out from this start state instead of the spec's")
     r.set_defaults(func=cmd_run)
 
     i = sub.add_parser("info", help="describe a compiled model")

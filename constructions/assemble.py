@@ -42,7 +42,8 @@ def assemble(program: Program, *, max_len: int, dtype: torch.dtype, meta: dict[s
         "n_out": program.W_U.shape[1],
         "blocks": blocks_cfg,
     }
-    meta = {**meta, "residual_labels": list(ws.labels)}
+    meta = {**meta, "residual_labels": list(ws.labels),
+            "subspaces": {name: list(sub.dims) for name, sub in ws.subspaces.items()}}
     model = CompiledTransformer(config, meta)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(dtype)  # noqa: E731
     with torch.no_grad():

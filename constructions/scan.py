@@ -65,11 +65,36 @@ def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start:
     return W_U, b_U
 
 
+MAX_PARAMS = 150_000_000
+"""Default parameter budget: about 600 MB of float32 weights."""
+
+
+def estimated_params(n_points: int, max_len: int) -> int:
+    """Parameters of a scan model on ``n_points`` points (dense weights, Lemma 14 widths)."""
+    m = n_points
+    h1, h2 = 2 * m * (m - 1) + 4 * m, m * m + 4 * m
+    d = 2 * m + 2 + 2 * (math.ceil(math.log2(max_len + 1)) + 1)
+    return n_scan_layers(max_len) * (d * h1 + h1 * h2 + h2 * d + 4 * d * (m + 1))
+
+
+def check_budget(n_points: int, max_len: int, max_params: int) -> None:
+    """Refuse (BudgetError) a scan model larger than ``max_params``."""
+    from compiler.errors import BudgetError
+
+    est = estimated_params(n_points, max_len)
+    if est > max_params:
+        raise BudgetError(
+            f"a scan model composing maps on {n_points} points at max_len {max_len} would have about "
+            f"{est:,} parameters, over the budget of {max_params:,}; the MLP width grows like |Q|^2"
+        )
+
+
 def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal",
-          rep: Representation | None = None) -> tuple[Program, dict[str, Any]]:
+          rep: Representation | None = None, max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
     """The scan program for ``automaton`` at length ``max_len`` and its metadata."""
     rep = rep or choose(automaton)
     m = rep.n_points
+    check_budget(m, max_len, max_params)
     code = position_code(positions, max_len)
     ws = Workspace()
     one, bos = ws.add("one"), ws.add("bos")
@@ -111,6 +136,32 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     }
     program = Program(ws, W_E, W_pos, blocks, W_U, b_U)
     return program, meta
+
+
+def set_start(model, start: str) -> None:
+    """Point ``model``'s unembedding at start state ``start`` (in place).
+
+    Position t holds delta(., sigma_1..sigma_t) for every state at once, so only the
+    readout depends on q0 (Theorem 10 serves every start state)."""
+    import torch
+
+    from compiler.errors import InputError
+
+    from .workspace import workspace_from_meta
+
+    a = model.automaton
+    if start not in a.state_index:
+        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
+    q0 = a.state_index[start]
+    ws = workspace_from_meta(model.meta["residual_labels"], model.meta["subspaces"])
+    W_U, b_U = readout(representation_from_meta(model.meta), a, ws, q0)
+    with torch.no_grad():
+        model.W_U.copy_(torch.from_numpy(W_U).to(model.W_U.dtype))
+        model.b_U.copy_(torch.from_numpy(b_U).to(model.b_U.dtype))
+    spec = dict(model.meta["automaton"])
+    spec["start"] = start
+    model.meta = {**model.meta, "automaton": spec}
+    model._automaton = None
 
 
 def representation_from_meta(meta: dict[str, Any]) -> Representation:

@@ -65,3 +65,13 @@ class Workspace:
 
     def dim(self, label: str) -> int:
         return self._index[label]
+
+
+def workspace_from_meta(labels: list[str], subspaces: dict[str, list[int]]) -> Workspace:
+    """Rebuild a checkpoint's workspace from its stored labels and subspace dims."""
+    ws = Workspace()
+    ws.labels = list(labels)
+    ws._index = {lab: i for i, lab in enumerate(labels)}
+    ws.subspaces = {name: Subspace(name, tuple(labels[d] for d in dims), tuple(dims))
+                    for name, dims in subspaces.items()}
+    return ws

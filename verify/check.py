@@ -26,6 +26,7 @@ import torch
 
 from compiler.spec import Semiautomaton
 
+from .recurrent import RecurrentSimulator
 from .simulate import simulate, window_maps
 
 DEFAULT_EXHAUSTIVE_BUDGET = 1 << 15
@@ -122,9 +123,15 @@ class _Tally:
         self.count_at = np.zeros(max_len)
         self.min_margin = math.inf
         self.counterexample: Counterexample | None = None
+        self.rnn = RecurrentSimulator(automaton, torch.float64)
+        self.rnn_positions = 0
 
     def add(self, check: str, tokens: np.ndarray, logits: torch.Tensor) -> None:
         expected = simulate(self.a, tokens)
+        rnn = self.rnn(torch.from_numpy(tokens)).argmax(-1).numpy()
+        if not np.array_equal(rnn, expected):  # the two references must agree before we judge the model
+            raise RuntimeError(f"reference disagreement on {self.a.name}: recurrent module vs integer simulation")
+        self.rnn_positions += tokens.size
         lg = logits.detach().double()
         got = lg.argmax(-1).numpy()
         top2 = lg.topk(2, dim=-1).values if lg.shape[-1] > 1 else None
@@ -228,7 +235,8 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
         checked={"exhaustive_length": L, "exhaustive_sequences": int(len(checks[0][1])),
                  "random_sequences": int(len(rand)), "random_length": T,
                  "adversarial_families": {k: int(len(v)) for k, v in fams.items()},
-                 "layerwise": invariants.get("checked")},
+                 "layerwise": invariants.get("checked"),
+                 "recurrent_reference_agreed_positions": tally.rnn_positions},
         n_sequences=tally.n_sequences, n_positions=tally.n_positions, n_errors=tally.n_errors,
         accuracy_by_position=(tally.correct_at / np.maximum(tally.count_at, 1)).tolist(),
         margins=margins, invariants=invariants, counterexample=tally.counterexample,
