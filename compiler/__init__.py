@@ -32,4 +32,16 @@ def load(path):
     return _load(path)
 
 
-__all__ = ["Semiautomaton", "ShortcutError", "compile_automaton", "load", "load_spec", "save", "__version__"]
+def with_start(model, start: str):
+    """The same model read out from another start state (a copy; the weights of the
+    scan are start-independent, only the unembedding changes)."""
+    import copy
+
+    from constructions.scan import set_start
+
+    other = copy.deepcopy(model)
+    set_start(other, start)
+    return other
+
+
+__all__ = ["Semiautomaton", "ShortcutError", "compile_automaton", "load", "load_spec", "save", "with_start", "__version__"]
