@@ -36,6 +36,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
                               positions=args.positions)
     save(model, args.output)
+    for w in model.meta.get("warnings", []):
+        print(f"warning: {w}", file=sys.stderr)
     i = model.info()
     print(f"compiled {i['automaton']} ({i['n_states']} states, {i['n_symbols']} symbols) with {i['method']}: "
           f"{i['n_layers']} layers, d_model {i['d_model']}, d_mlp {i['d_mlp']}, {i['n_params']} params, "

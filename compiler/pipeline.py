@@ -39,6 +39,6 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
     chosen, why = plan(automaton, method)
-    program, meta = scan.build(automaton, max_len=max_len, positions=positions)
+    program, meta = scan.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
     meta = {"automaton": automaton.to_dict(), "why": why, "requested_method": method, **meta}
     return assemble(program, max_len=max_len, dtype=dtype, meta=meta)

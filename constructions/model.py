@@ -209,5 +209,6 @@ class CompiledTransformer(nn.Module):
             "positions": self.meta.get("positions"),
             "start": a.states[a.start],
             "why": self.meta.get("why"),
+            "warnings": self.meta.get("warnings", []),
             "verification": self.meta.get("verification"),
         }

@@ -90,8 +90,11 @@ def check_budget(n_points: int, max_len: int, max_params: int) -> None:
 
 
 def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal",
-          rep: Representation | None = None, max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
-    """The scan program for ``automaton`` at length ``max_len`` and its metadata."""
+          rep: Representation | None = None, max_params: int = MAX_PARAMS, eps: float = 2.0**-23) -> tuple[Program, dict[str, Any]]:
+    """The scan program for ``automaton`` at length ``max_len`` and its metadata.
+
+    ``eps`` is the machine epsilon of the target dtype: it decides whether the
+    position code's score gap survives rounding (recorded, and warned about)."""
     rep = rep or choose(automaton)
     m = rep.n_points
     check_budget(m, max_len, max_params)
@@ -123,9 +126,18 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
         last = blocks[-1]
         last.mlp = fuse(last.mlp, distance_units("readout", d, F, m, ws["readout:dist"]))
     W_U, b_U = readout(rep, automaton, ws, automaton.start)
+    margin = code.precision_margin(eps)
+    warnings = []
+    if margin < 1:
+        warnings.append(
+            f"{positions} positions at max_len {max_len}: the attention score gap is below the rounding error of "
+            f"this dtype (margin {margin:.2g}); expect wrong look-backs -- use sinusoidal positions or float64"
+        )
     meta = {
         "method": "scan",
         "positions": positions,
+        "position_precision_margin": margin,
+        "warnings": warnings,
         "scan": {
             "n_points": m,
             "natural": rep.natural,

@@ -101,3 +101,16 @@ def test_module_entry_point_and_exit_status(tmp_path):
     r = subprocess.run([sys.executable, "-m", "compiler", "compile", "nosuch", "-o", str(tmp_path / "x")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr
+
+
+def test_run_from_another_start_state(q8, capsys):
+    assert main(["run", str(q8), "--input", "i", "--start", "j"]) == 0
+    assert capsys.readouterr().out.split() == ["-k"]
+    assert main(["run", str(q8), "--input", "i", "--start", "z"]) == 2
+    assert "unknown start state" in capsys.readouterr().err
+
+
+def test_over_budget_automaton_exits_2(tmp_path, capsys):
+    assert main(["compile", "grid:300", "-o", str(tmp_path / "g.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert "budget" in err and len(err.strip().splitlines()) == 1

@@ -93,3 +93,30 @@ def test_unknown_symbol_and_too_long_inputs_raise():
         model.simulate([["2"]])
     with pytest.raises(compiler.ShortcutError, match="longer than"):
         model.simulate([["1"] * 5])
+
+
+def test_circle_positions_warn_where_float32_cannot_resolve_them():
+    bad = compiler.compile_automaton("parity", max_len=4096, positions="circle")
+    assert bad.meta["position_precision_margin"] < 1 and bad.meta["warnings"]
+    good = compiler.compile_automaton("parity", max_len=4096)
+    assert good.meta["position_precision_margin"] > 1e4 and not good.meta["warnings"]
+    f64 = compiler.compile_automaton("parity", max_len=4096, positions="circle", dtype=torch.float64)
+    assert not f64.meta["warnings"]
+
+
+def test_one_model_reads_out_every_start_state():
+    for name in ("symmetric:4", "dyck:2,2"):  # element readout and natural readout
+        model = compiler.compile_automaton(name, max_len=32)
+        a = model.automaton
+        toks = torch.randint(0, a.n_symbols, (8, 32))
+        for q0 in a.states[:5]:
+            other = compiler.with_start(model, q0)
+            want = [a.run(row, start=a.state_index[q0]) for row in toks.tolist()]
+            assert other.predict(toks).tolist() == want
+            assert other.automaton.states[other.automaton.start] == q0
+        assert model.automaton.start == a.start  # the original is untouched
+
+
+def test_oversized_scan_is_refused_with_budget_error():
+    with pytest.raises(compiler.ShortcutError, match="budget"):
+        compiler.compile_automaton("grid:300", max_len=64)
