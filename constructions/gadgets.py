@@ -15,6 +15,7 @@ records its derived constants in ``notes``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -179,3 +180,160 @@ def distance_units(name: str, d_model: int, X: Subspace, n_values: int, out: Sub
     W2 = np.zeros((2 * n * n_values, d_model))
     W2[np.arange(2 * n * n_values), list(out.dims)] = 1.0
     return MLP(name, [W1, W2], [b1, np.zeros(d_model)], {"kind": "distance", "n": n, "values": n_values})
+
+
+# --- constant-depth gadgets (Theorem 11): counters, memory units, table lookups ------------
+
+
+def prefix_mean_head(name: str, d_model: int, logmass: int, bos: int, src: Subspace, dst: Subspace,
+                     max_len: int) -> Head:
+    """Uniform causal attention with a BOS that absorbs weight (Lemma 15).
+
+    Every real position scores 0 and BOS scores log(2T - t) (the ``pos:logmass`` entry of
+    t's position code), so the weights are 1/(2T) on positions 1..t and the rest on BOS,
+    whose value is 0: the output is sum_{tau<=t} src_tau / (2T), exactly proportional to
+    the prefix sum at every t.  Several counters of a level share the head (one value dim
+    each)."""
+    W_Q = np.zeros((d_model, 1))
+    W_K = np.zeros((d_model, 1))
+    W_Q[logmass, 0] = 1.0
+    W_K[bos, 0] = 1.0
+    W_V = np.zeros((d_model, len(src)))
+    W_V[list(src.dims), np.arange(len(src))] = 1.0
+    W_O = np.zeros((len(src), d_model))
+    W_O[np.arange(len(src)), list(dst.dims)] = 1.0
+    return Head(name, W_Q, W_K, W_V, W_O, {"kind": "prefix-mean", "scale": 2 * max_len})
+
+
+def recent_flag_head(name: str, d_model: int, flag: int, recency: int, one: int, src: Subspace,
+                     dst: Subspace, max_len: int, value_range: float) -> Head:
+    """Attend to the most recent position whose ``flag`` is 1 (Lemma 16); BOS is flagged.
+
+    Score = beta * (flag + recency / 2) with recency = tau/(T+1) from the position code:
+    any flagged position beats any unflagged one by >= beta/2, and among flagged ones the
+    latest wins by beta/(2(T+1)); beta is derived from that gap (Lemma 13)."""
+    gap = 1.0 / (2 * (max_len + 1))
+    t = attention_temperature(max_len, value_range, gap, STEP_TOLERANCE / 2)
+    W_Q = np.zeros((d_model, 2))
+    W_K = np.zeros((d_model, 2))
+    W_Q[one, 0], W_Q[one, 1] = t["beta"], t["beta"] / 2
+    W_K[flag, 0], W_K[recency, 1] = 1.0, 1.0
+    W_V = np.zeros((d_model, len(src)))
+    W_V[list(src.dims), np.arange(len(src))] = 1.0
+    W_O = np.zeros((len(src), d_model))
+    W_O[np.arange(len(src)), list(dst.dims)] = 1.0
+    return Head(name, W_Q, W_K, W_V, W_O, {"kind": "most-recent-flag", **t})
+
+
+def modular_count_mlp(name: str, d_model: int, mean: int, scale: float, initial: int, modulus: int,
+                      max_count: int, new: int, increment: int | None = None, old: int | None = None) -> MLP:
+    """Decode a prefix mean into the counter value (Lemma 15's MLP, via Lemma 10 steps).
+
+    x = scale * mean + initial is an integer in [initial, initial + max_count] up to noise.
+    With steps s_j = 1[x >= j] for j = 1..M, x mod n = sum_j (1 - n [n | j]) s_j exactly,
+    written as an integer code into ``new``.  With ``increment``/``old`` given, a second
+    bank of steps on x - increment_t writes the value before step t into ``old``.
+    Width 2M (4M with ``old``): it grows like n*T, as the paper's does.
+    """
+    s = 1.0 / STEP_TOLERANCE
+    M = initial + max_count
+    j = np.arange(1, M + 1, dtype=np.float64)
+    weights_out = 1.0 - modulus * (j % modulus == 0)
+    banks = [(new, None)] + ([(old, increment)] if old is not None else [])
+    W1 = np.zeros((d_model, 2 * M * len(banks)))
+    b1 = np.zeros(2 * M * len(banks))
+    W2 = np.zeros((2 * M * len(banks), d_model))
+    for k, (out, minus) in enumerate(banks):
+        cols = slice(2 * M * k, 2 * M * (k + 1))
+        W1[mean, cols] = s * scale
+        if minus is not None:
+            W1[minus, cols] = -s
+        b1[cols] = np.stack([s * (initial - j) + 2.0, s * (initial - j) + 1.0], axis=1).reshape(-1)
+        W2[cols, out] = np.stack([weights_out, -weights_out], axis=1).reshape(-1)
+    return MLP(name, [W1, W2], [b1, np.zeros(d_model)],
+               {"kind": "modular-count", "modulus": modulus, "steps": M, "input_tolerance": STEP_TOLERANCE / scale,
+                "scale": scale})
+
+
+def round_mlp(name: str, d_model: int, src: Subspace, n_values: int, dst: Subspace) -> MLP:
+    """Write the exact integer nearest to each noisy code in ``src`` (|noise| < 1/4) into
+    ``dst`` and clear ``src`` (scratch filled by attention)."""
+    w, b, _ = step_units(n_values)
+    k = len(w)
+    n = len(src)
+    carry = carry_units(d_model, list(src.dims))
+    W1 = np.zeros((d_model, n * k + 2 * n))
+    b1 = np.zeros(n * k + 2 * n)
+    W2 = np.zeros((n * k + 2 * n, d_model))
+    for i in range(n):
+        W1[src[i], i * k : (i + 1) * k] = w
+        b1[i * k : (i + 1) * k] = b
+        W2[i * k : (i + 1) * k : 2, dst[i]] = 1.0  # sum of steps = the integer
+        W2[i * k + 1 : (i + 1) * k : 2, dst[i]] = -1.0
+    W1[:, n * k :] = carry
+    W2[n * k : n * k + n, list(src.dims)] = -np.eye(n)
+    W2[n * k + n :, list(src.dims)] = np.eye(n)
+    return MLP(name, [W1, W2], [b1, np.zeros(d_model)], {"kind": "round", "input_tolerance": STEP_TOLERANCE})
+
+
+@dataclass(frozen=True)
+class CodeInput:
+    """A residual dim holding an integer code in 0..n_values-1 (noise below STEP_TOLERANCE)."""
+
+    dim: int
+    n_values: int
+
+
+@dataclass(frozen=True)
+class OneHotInput:
+    """Residual dims holding an exact one-hot (e.g. the current token); all zero matches nothing."""
+
+    dims: tuple[int, ...]
+
+
+def lookup_mlp(name: str, d_model: int, inputs: list, table: dict[tuple[int, ...], np.ndarray]) -> MLP:
+    """A finite function of several discrete inputs (Lemma 11), exact on its table.
+
+    Hidden 1: the one-hot of every input (step units for codes, a copy for one-hots).
+    Hidden 2: one unit per table key, relu(sum_i onehot_i[key_i] - (m - 1)) = 1[input == key].
+    Output: sum over keys of unit * table[key] (a residual update vector).
+    Inputs matching no key (e.g. BOS, whose token one-hot is zero) produce no output.
+    """
+    cols: list[np.ndarray] = []  # per input: matrix [hidden1, n_values] giving its one-hot
+    consts: list[np.ndarray] = []
+    W1_parts, b1_parts = [], []
+    offset = 0
+    for inp in inputs:
+        if isinstance(inp, CodeInput):
+            w, b, to_onehot = step_units(inp.n_values)
+            W = np.zeros((d_model, len(w)))
+            W[inp.dim] = w
+            W1_parts.append(W)
+            b1_parts.append(b)
+            cols.append((offset, to_onehot))
+            consts.append(onehot_bias(inp.n_values))
+            offset += len(w)
+        else:
+            k = len(inp.dims)
+            W = np.zeros((d_model, k))
+            W[list(inp.dims), np.arange(k)] = 1.0
+            W1_parts.append(W)
+            b1_parts.append(np.zeros(k))
+            cols.append((offset, np.eye(k)))
+            consts.append(np.zeros(k))
+            offset += k
+    W1 = np.concatenate(W1_parts, axis=1) if W1_parts else np.zeros((d_model, 0))
+    b1 = np.concatenate(b1_parts) if b1_parts else np.zeros(0)
+    keys = sorted(table)
+    m = len(inputs)
+    W2 = np.zeros((offset, len(keys)))
+    b2 = np.full(len(keys), -(m - 1.0))
+    W3 = np.zeros((len(keys), d_model))
+    for u, key in enumerate(keys):
+        for i, v in enumerate(key):
+            off, onehot = cols[i]
+            W2[off : off + onehot.shape[0], u] += onehot[:, v]
+            b2[u] += consts[i][v]
+        W3[u] = table[key]
+    return MLP(name, [W1, W2, W3], [b1, b2, np.zeros(d_model)],
+               {"kind": "lookup", "keys": len(keys), "inputs": m, "input_tolerance": STEP_TOLERANCE})

@@ -122,3 +122,94 @@ def test_offset_head_selects_offset_or_bos():
         s = np.sort(scores[t, : t + 1])
         if t:
             assert s[-1] - s[-2] >= head.notes["score_gap"] - 1e-6
+
+
+def _softmax_attend(head, x):
+    """Causal softmax attention of one head on residual rows x [T+1, d] (float64)."""
+    q, k, v = x @ head.W_Q, x @ head.W_K, x @ head.W_V
+    s = q @ k.T
+    s[np.triu_indices(len(x), 1)] = -np.inf
+    p = np.exp(s - s.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    return (p @ v) @ head.W_O
+
+
+def test_prefix_mean_head_and_modular_count_give_exact_counts():
+    from constructions.gadgets import modular_count_mlp, prefix_mean_head
+
+    T, n = 50, 5
+    ws = Workspace()
+    bos, logmass = ws.add("bos"), ws.add("logmass")
+    inc, mean, new, old = ws.add("inc"), ws.add("mean"), ws.add("new"), ws.add("old")
+    head = prefix_mean_head("h", ws.d_model, logmass[0], bos[0], inc, mean, T)
+    mlp = modular_count_mlp("m", ws.d_model, mean[0], 2 * T, initial=3, modulus=n, max_count=(n - 1) * T,
+                            new=new[0], increment=inc[0], old=old[0])
+    rng = np.random.default_rng(0)
+    incs = rng.integers(0, n, T)
+    x = np.zeros((T + 1, ws.d_model))
+    x[0, bos[0]] = 1
+    x[:, logmass[0]] = np.log(2 * T - np.arange(T + 1))
+    x[1:, inc[0]] = incs
+    x = x + _softmax_attend(head, x)
+    x = x + np.stack([mlp(r) for r in x])
+    want = (3 + np.cumsum(incs)) % n
+    np.testing.assert_allclose(x[1:, new[0]], want, atol=1e-9)
+    np.testing.assert_allclose(x[1:, old[0]], np.concatenate([[3], want[:-1]]), atol=1e-9)
+
+
+def test_recent_flag_head_finds_latest_flag_or_bos():
+    from constructions.gadgets import recent_flag_head
+
+    T = 200
+    ws = Workspace()
+    one, flag, rec, val, out = ws.add("one"), ws.add("flag"), ws.add("rec"), ws.add("val"), ws.add("out")
+    head = recent_flag_head("h", ws.d_model, flag[0], rec[0], one[0], val, out, T, value_range=6)
+    rng = np.random.default_rng(1)
+    flags = rng.random(T + 1) < 0.05
+    flags[0] = True
+    vals = rng.integers(0, 7, T + 1)
+    x = np.zeros((T + 1, ws.d_model))
+    x[:, one[0]] = 1
+    x[:, flag[0]] = flags
+    x[:, rec[0]] = np.arange(T + 1) / (T + 1)
+    x[:, val[0]] = vals
+    got = _softmax_attend(head, x)[:, out[0]]
+    last = np.maximum.accumulate(np.where(flags, np.arange(T + 1), 0))
+    assert np.abs(got - vals[last]).max() < STEP_TOLERANCE / 2
+
+
+def test_lookup_mlp_is_exact_on_keys_and_silent_elsewhere():
+    from constructions.gadgets import CodeInput, OneHotInput, lookup_mlp
+
+    ws = Workspace()
+    a, tok, out = ws.add("a"), ws.add("tok", 3), ws.add("out")
+    table = {}
+    for v in range(4):
+        for t in range(3):
+            e = np.zeros(ws.d_model)
+            e[out[0]] = 10 * v + t + 1
+            table[(v, t)] = e
+    del table[(2, 1)]
+    mlp = lookup_mlp("l", ws.d_model, [CodeInput(a[0], 4), OneHotInput(tok.dims)], table)
+    for v in range(4):
+        for t in range(3):
+            x = np.zeros(ws.d_model)
+            x[a[0]] = v + 0.2
+            x[tok[t]] = 1
+            want = 0 if (v, t) == (2, 1) else 10 * v + t + 1
+            assert mlp(x)[out[0]] == pytest.approx(want, abs=1e-9)
+        x = np.zeros(ws.d_model)
+        x[a[0]] = v  # no token (BOS): nothing matches
+        assert mlp(x)[out[0]] == 0
+
+
+def test_round_mlp_cleans_and_clears():
+    from constructions.gadgets import round_mlp
+
+    ws = Workspace()
+    src, dst = ws.add("src", 2), ws.add("dst", 2)
+    mlp = round_mlp("r", ws.d_model, src, 5, dst)
+    x = np.zeros(ws.d_model)
+    x[list(src.dims)] = [3.2, 0.1]
+    y = x + mlp(x)
+    assert list(y[list(dst.dims)]) == [3, 0] and np.all(y[list(src.dims)] == 0)
