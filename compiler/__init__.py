@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from .decompose import decompose
 from .errors import ShortcutError
 from .pipeline import compile_automaton
 from .spec import Semiautomaton, load_spec
@@ -37,7 +38,7 @@ def with_start(model, start: str):
     scan are start-independent, only the unembedding changes)."""
     import copy
 
-    from constructions.scan import set_start
+    from .pipeline import set_start
 
     other = copy.deepcopy(model)
     set_start(other, start)

@@ -40,7 +40,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"warning: {w}", file=sys.stderr)
     i = model.info()
     print(f"compiled {i['automaton']} ({i['n_states']} states, {i['n_symbols']} symbols) with {i['method']}: "
-          f"{i['n_layers']} layers, d_model {i['d_model']}, d_mlp {i['d_mlp']}, {i['n_params']} params, "
+          f"{i['n_layers']} layers, d_model {i['d_model']}, d_mlp {i['d_mlp']} "
+          f"(up to {i['mlp_hidden_layers']} hidden layers), {i['n_params']} params, "
           f"max_len {i['max_len']}, {i['dtype']} -> {args.output}")
     return 0
 
@@ -65,7 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     model = load(args.model)
     if args.start is not None:
-        from constructions.scan import set_start
+        from .pipeline import set_start
 
         set_start(model, args.start)
     words = _read_inputs(args)
@@ -145,6 +146,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.exact else 1
 
 
+def cmd_decompose(args: argparse.Namespace) -> int:
+    from .cascade import summary_json, summary_text, to_dot
+    from .decompose import decompose
+
+    cascade = decompose(args.spec)
+    if args.dot:
+        try:
+            Path(args.dot).write_text(to_dot(cascade))
+        except OSError as e:
+            raise ShortcutError(f"cannot write DOT file {args.dot!r}: {e.strerror}") from None
+    print(json.dumps(summary_json(cascade)) if args.json else summary_text(cascade))
+    return 0
+
+
 def cmd_catalog(args: argparse.Namespace) -> int:
     from .catalog import entries
 
@@ -163,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("spec")
     c.add_argument("-o", "--output", required=True)
     c.add_argument("--max-len", type=int, default=128)
-    c.add_argument("--method", default="auto", choices=["auto", "scan"])
+    c.add_argument("--method", default="auto", choices=["auto", "scan", "gridworld"])
     c.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     c.add_argument("--positions", default="sinusoidal", choices=["sinusoidal", "circle"])
     c.set_defaults(func=cmd_compile)
@@ -190,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest number of sequences in the exhaustive check")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=cmd_verify)
+
+    d = sub.add_parser("decompose", help="Krohn-Rhodes decomposition into a verified cascade of counters and resets")
+    d.add_argument("spec")
+    d.add_argument("--json", action="store_true")
+    d.add_argument("--dot", metavar="FILE", help="also write the cascade as a Graphviz DOT graph")
+    d.set_defaults(func=cmd_decompose)
 
     k = sub.add_parser("catalog", help="list the built-in automata")
     k.set_defaults(func=cmd_catalog)

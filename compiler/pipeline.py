@@ -7,7 +7,7 @@ import torch
 from .errors import ShortcutError
 from .spec import Semiautomaton, load_spec
 
-METHODS = ("auto", "scan")
+METHODS = ("auto", "scan", "gridworld")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MAX_LEN_LIMIT = 1 << 20
 
@@ -18,6 +18,17 @@ def plan(automaton: Semiautomaton, method: str) -> tuple[str, str]:
         raise ShortcutError(f"unknown method {method!r}; choose one of {list(METHODS)}")
     if method == "scan":
         return "scan", "requested with --method scan"
+    from .gridworld_detect import detect
+
+    world, reason = detect(automaton)
+    if method == "gridworld":
+        if world is None:
+            raise ShortcutError(f"--method gridworld needs a line or box world, but "
+                                f"{automaton.name or 'this automaton'} is not one up to renaming: {reason}")
+        return "gridworld", f"requested with --method gridworld: {world.describe(automaton)}"
+    if world is not None:
+        return "gridworld", (f"auto: a {world.describe(automaton)} up to renaming; Theorem 12 gives 2 attention "
+                             f"layers at every max_len")
     return "scan", "auto: the scan (Theorem 10) handles every automaton; no shorter construction is available yet"
 
 
@@ -39,6 +50,21 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
     chosen, why = plan(automaton, method)
-    program, meta = scan.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
+    if chosen == "gridworld":
+        from constructions import gridworld
+
+        program, meta = gridworld.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
+    else:
+        program, meta = scan.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
     meta = {"automaton": automaton.to_dict(), "why": why, "requested_method": method, **meta}
     return assemble(program, max_len=max_len, dtype=dtype, meta=meta)
+
+
+def set_start(model, start: str) -> None:
+    """Point a compiled model at another start state, in place (each construction
+    keeps q0 in one place: the scan in its unembedding, gridworld in its embedding)."""
+    if model.meta.get("method") == "gridworld":
+        from constructions.gridworld import set_start as _set
+    else:
+        from constructions.scan import set_start as _set
+    _set(model, start)

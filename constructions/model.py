@@ -202,6 +202,8 @@ class CompiledTransformer(nn.Module):
             "d_head": c["d_head"],
             "d_mlp": max((max(b["mlp_hidden"], default=0) for b in c["blocks"]), default=0),
             "mlp_hidden_layers": max((len(b["mlp_hidden"]) for b in c["blocks"]), default=0),
+            "mlp_hidden_by_layer": [list(b["mlp_hidden"]) for b in c["blocks"]],
+            "heads_by_layer": [b["n_heads"] for b in c["blocks"]],
             "n_params": sum(p.numel() for p in self.parameters()),
             "automaton": a.name,
             "n_states": a.n_states,

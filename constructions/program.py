@@ -130,3 +130,34 @@ def fuse(first: MLP, second: MLP, name: str | None = None) -> MLP:
     biases.append(second.biases[-1] + c1)
     notes = {**first.notes, "fused": [first.name, second.name], second.name: second.notes}
     return MLP(name or f"{first.name}+{second.name}", weights, biases, notes)
+
+
+def parallel(mlps: list[MLP], name: str) -> MLP:
+    """One MLP running ``mlps`` side by side (a direct product, Lemma 17).
+
+    All must have the same number of hidden layers; hidden layers are concatenated,
+    hidden-to-hidden weights are block diagonal, and the outputs add up (so the
+    parts should write disjoint residual dims).
+    """
+    if len(mlps) == 1:
+        m = mlps[0]
+        return MLP(name, m.weights, m.biases, m.notes)
+    depth = {len(m.weights) for m in mlps}
+    if len(depth) != 1:
+        raise ValueError("parallel MLPs need the same number of hidden layers")
+    weights = [np.concatenate([m.weights[0] for m in mlps], axis=1)]
+    biases = [np.concatenate([m.biases[0] for m in mlps])]
+    for i in range(1, len(mlps[0].weights) - 1):
+        rows = sum(m.weights[i].shape[0] for m in mlps)
+        cols = sum(m.weights[i].shape[1] for m in mlps)
+        W = np.zeros((rows, cols))
+        r = c = 0
+        for m in mlps:
+            h, w = m.weights[i].shape
+            W[r : r + h, c : c + w] = m.weights[i]
+            r, c = r + h, c + w
+        weights.append(W)
+        biases.append(np.concatenate([m.biases[i] for m in mlps]))
+    weights.append(np.concatenate([m.weights[-1] for m in mlps], axis=0))
+    biases.append(np.sum([m.biases[-1] for m in mlps], axis=0))
+    return MLP(name, weights, biases, {"parallel": [m.notes for m in mlps]})

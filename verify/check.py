@@ -9,7 +9,9 @@ What is checked, each at every position:
 * adversarial families at max_len: constant runs, alternations, a long run then one
   different symbol (and the reverse), periodic sweeps with periods near powers of two;
 * layer-wise invariants on named subspaces (scan: after layer l, position t holds
-  the map of its last 2^l letters, and the scratch is cleared).
+  the map of its last 2^l letters, and the scratch is cleared; gridworld: prefix
+  sums, residue codes, nearest-value heads and coordinates, see verify/gridworld.py,
+  which also adds wall-pinned and wall-free walks to the adversarial families).
 
 A model is exact only if every scored position agrees and every invariant holds.
 """
@@ -32,7 +34,7 @@ from .simulate import simulate, window_maps
 DEFAULT_EXHAUSTIVE_BUDGET = 1 << 15
 DEFAULT_SAMPLES = 64
 SCORE_BUDGET = 1 << 26
-"""Largest batch * T^2 evaluated at once (attention scores are [B, H, T, T])."""
+"""Largest batch * heads * T^2 evaluated at once (attention scores are [B, H, T, T])."""
 
 
 @dataclass
@@ -105,8 +107,8 @@ def adversarial_families(n_symbols: int, T: int) -> dict[str, np.ndarray]:
     return {k: np.array(v, dtype=np.int64).reshape(-1, T) for k, v in fams.items() if v}
 
 
-def _batches(tokens: np.ndarray, T: int) -> Iterator[np.ndarray]:
-    size = max(1, SCORE_BUDGET // max(T + 1, 1) ** 2)
+def _batches(tokens: np.ndarray, T: int, heads: int = 1) -> Iterator[np.ndarray]:
+    size = max(1, SCORE_BUDGET // (max(T + 1, 1) ** 2 * max(heads, 1)))
     for i in range(0, len(tokens), size):
         yield tokens[i : i + size]
 
@@ -210,13 +212,17 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     rand = rng.integers(0, a.n_symbols, size=(samples, T)) if samples else np.zeros((0, T), dtype=np.int64)
     checks.append(("random", rand))
     fams = adversarial_families(a.n_symbols, T) if families else {}
+    if families and model.meta.get("method") == "gridworld":
+        from .gridworld import families as gridworld_families
+
+        fams.update(gridworld_families(model, T, seed))
     for name, toks in fams.items():
         checks.append((f"adversarial:{name}", toks))
     total = sum(len(t) for _, t in checks)
     done = 0
     with torch.no_grad():
         for name, toks in checks:
-            for batch in _batches(toks, toks.shape[1]):
+            for batch in _batches(toks, toks.shape[1], max(b["n_heads"] for b in model.config["blocks"])):
                 tally.add(name, batch, model(torch.from_numpy(batch)))
                 done += len(batch)
                 if progress:
@@ -225,6 +231,11 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     if layerwise and model.meta.get("method") == "scan" and len(rand):
         k = 4 if T <= 1024 else 1
         invariants = _scan_invariants(model, rand[:k])
+    if layerwise and model.meta.get("method") == "gridworld" and len(rand):
+        from .gridworld import invariants as gridworld_invariants
+
+        extra = [fams[f][:1] for f in ("wall-pinned", "wall-free") if len(fams.get(f, ()))]
+        invariants = gridworld_invariants(model, np.concatenate([rand[:2], *extra]))
     exact = tally.n_errors == 0 and not invariants.get("failures")
     margins = {"readout_min_logit_margin": tally.min_margin if tally.min_margin < math.inf else None}
     if invariants:

@@ -111,6 +111,6 @@ def test_run_from_another_start_state(q8, capsys):
 
 
 def test_over_budget_automaton_exits_2(tmp_path, capsys):
-    assert main(["compile", "grid:300", "-o", str(tmp_path / "g.safetensors")]) == 2
+    assert main(["compile", "grid:300", "--method", "scan", "-o", str(tmp_path / "g.safetensors")]) == 2
     err = capsys.readouterr().err
     assert "budget" in err and len(err.strip().splitlines()) == 1

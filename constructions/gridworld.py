@@ -1,0 +1,413 @@
+"""Theorem 12: line and box worlds in two attention layers (nearest boundary, in closed form).
+
+One axis with walls at 0 and S (S + 1 cells), moves m_t in {-1, 0, +1}, start q0, and
+prefix sums z_t = m_1 + ... + m_t (z_0 = 0 at BOS).  For a value w let r(w) be the
+most recent position j in 1..t with z_j = w (0 if there is none).  Then
+
+    q_t = sum_{k=1..S} ( [r(z_t - k) > r(z_t + S + 1 - k)]
+                         + [r(z_t - k) = r(z_t + S + 1 - k) = 0] * [z_t + q0 >= k] ).   (*)
+
+Why (the reference's Algorithm 1 / Lemma 22, turned into a count).  Prepend a virtual
+history that starts at the wall S, walks down to 0 and up to q0 (no move is blocked,
+so it is a legal walk of the same world and ends in q0 at BOS).  For the extended walk
+and 1 <= k <= S put w1 = z_t - k, w2 = z_t + S + 1 - k, u = last visit to w1, v = last
+visit to w2.  Claim: q_t >= k iff u > v.  If u > v, the walk stays strictly between
+w1 and w2 after u (steps have size <= 1), so it cannot cross the S + 1 levels a
+wall-to-wall trip needs; hence after u it touches at most the wall it is pushed
+against last: no wall -> q_t = q_u + k >= k; last wall S at tau -> q_t = S + z_t -
+z_tau >= k because z_tau <= w2 - 1; last wall 0 at tau > u would need a visit to S
+in between (the state fell while z rose), i.e. a visit to level >= w2 after u,
+impossible.  The case v > u is the mirror image, and exactly one of u, v exists
+(the visited levels form an interval of >= S + 1 values around z_t, and (w1, w2)
+holds only S).  Summing the indicators [q_t >= k] over k gives q_t.  Real visits
+(positions >= 1) always beat virtual ones (times <= 0); when neither level was
+visited for real, the virtual history decides, and it visited w1 iff
+z_t - k >= -q0.  So (*) needs the two most-recent-visit times per k, and nothing
+else -- no minimum over windows: the MLP after layer 2 has constant depth and
+width 4S (better than both variants in the reference, depth O(log S) or width
+2^O(S)).  The reference's 2S + 1 heads become 2S (offset 0 is never needed).
+
+Matching residues mod M is enough.  If a head looks for the last j with
+z_j = w (mod M), M >= S + 2, an alias w + nM above w2 can only be followed by a
+visit to w2 on the way back down to z_t, and one below w1 by a visit to w1, so an
+alias is never the deciding visit and every comparison in (*) is unchanged (and
+"neither visited" is unchanged too).  tests/constructions/test_gridworld.py checks
+(*) and the aliasing exhaustively.  This keeps the value code exact and small: the
+code of z mod M is read out of a one-hot over M residues, so keys with equal
+residues are bitwise equal and softmax only has to resolve recency.
+
+Residual subspaces (axis a; all axes side by side in the same two layers):
+  ``one``, ``bos``            constant 1; 1 only at BOS
+  ``pos:index``, ``pos:absorb`` t; log(D - t) (D = max_len + 1; BOS 0)
+  ``gw{a}:move``              the letter's move on axis a (+1, -1, 0)
+  ``gw{a}:start``             q0's coordinate (every embedding row): the start enters only here
+  ``gw{a}:z``                 layer-1 attention: the prefix sum z_t
+  ``gw{a}:code``              MLP 1: value code of z_t mod M (cos/sin pi r / 2^k), 0 at BOS
+  ``gw{a}:rec:{d}``           layer-2 head d: last j >= 1 with z_j = z_t + d (mod M), else 0
+  ``gw{a}:state``             MLP 2: the coordinate q_t (exact integer); read out linearly
+
+Layer 1: one head, uniform causal attention with BOS absorbing weight (Lemma 15):
+scores log(D - t) on BOS, 0 elsewhere, so every real position weighs exactly 1/D;
+values D * move give z_t.  MLP 1 (4 hidden layers, width ~ 2 max_len / M + 2M per
+axis): exact coarse steps 1[z + T' < iM] (a ramp, then relu(1 - ramp)), the residue
+r = z + T' - M floor(.), and an exact one-hot over r (p, m ramps, then
+relu(1 - p - m)); the code is sum_v code(v) e_v with one nonzero term.
+Layer 2: 2S heads per axis, head d scores
+beta * (<code(z_t + d), code(z_j)> + lambda * j) at j >= 1 and beta * (P - g/2) at BOS.
+MLP 2 (2 hidden layers, width 2S each per axis) evaluates (*) with exact steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.gridworld_detect import BoxWorld, detect
+from compiler.spec import Semiautomaton
+
+from .gadgets import attention_temperature
+from .positions import PositionCode
+from .program import MLP, Block, Head, Program, parallel
+from .workspace import Workspace
+
+MAX_PARAMS = 150_000_000
+"""Parameter budget (the same default as the scan)."""
+
+INPUT_TOLERANCE = 0.25
+"""Noise every ramp/step in the MLPs absorbs around an integer input."""
+
+
+@dataclass(frozen=True)
+class AxisPlan:
+    """Constants of one axis (derived from S and max_len; nothing is hand-tuned)."""
+
+    axis: int
+    S: int  # walls at 0 and S
+    modulus: int  # M = 2^p >= max(S + 2, sqrt(max_len)): residues matched by layer 2
+    offset: int  # T' = smallest multiple of M >= max_len, so z + T' >= 0 and = z (mod M)
+    code: PositionCode  # value code of residues
+
+    @property
+    def offsets(self) -> list[int]:
+        """The heads' value offsets d (z_j = z_t + d): -S..-1 and 1..S."""
+        return [d for d in range(-self.S, self.S + 1) if d != 0]
+
+    @property
+    def n_coarse(self) -> int:
+        return 2 * self.offset // self.modulus
+
+
+def residue_modulus(S: int, max_len: int) -> int:
+    """M = 2^p: at least S + 2 (needed for aliasing to be harmless) and sqrt(max_len)
+    (balances the coarse steps, 2 max_len / M, against the one-hot over M residues)."""
+    need = max(S + 2, math.isqrt(max_len))
+    return 1 << max(2, (need - 1).bit_length())
+
+
+def value_code(kind: str, M: int) -> PositionCode:
+    """Code of residues mod M: ``sinusoidal`` = cos/sin(pi r / 2^k), k = 0..p-1 (match p,
+    miss <= p - 2: gap 2 for every M); ``circle`` = one circle of period M (gap 1 - cos(2 pi / M))."""
+    if kind == "sinusoidal":
+        return PositionCode(kind, M, tuple(2**k for k in range(M.bit_length() - 1)))
+    if kind == "circle":
+        return PositionCode(kind, M, (M // 2,))
+    raise ValueError(f"unknown value code {kind!r}")
+
+
+def axis_plans(world: BoxWorld, max_len: int, positions: str) -> list[AxisPlan]:
+    plans = []
+    for a, n in enumerate(world.sizes):
+        M = residue_modulus(n - 1, max_len)
+        plans.append(AxisPlan(a, n - 1, M, M * math.ceil(max_len / M), value_code(positions, M)))
+    return plans
+
+
+def constants(plan: AxisPlan, max_len: int) -> dict[str, float]:
+    """Every derived constant of an axis's layer-2 heads and MLP 2 (see the module doc).
+
+    G: weight of "a head matched" in the both-unmatched test: a matched head (output
+       >= 1 - tol) must push z + q0 - k + 1 (<= max_len + S) below 1/2.
+    tol: head output error: 2 G tol = 1/32 of the 1/4 input tolerance goes to the
+       (near-zero) outputs of unmatched heads, leaving 7/32 for the prefix sum's rounding.
+    lambda: recency weight per position; the recency span lambda * max_len stays below
+       half the value gap, so a match always beats BOS and BOS beats every mismatch.
+    """
+    code = plan.code
+    P, g = code.match_score, code.match_score - code.miss_score
+    G = 2.0 * (max_len + plan.S + 1)
+    tol = 1.0 / (64.0 * G)
+    lam = g / (2.0 * (max_len + 1))
+    t = attention_temperature(max_len, value_range=max_len, score_gap=lam, tolerance=tol)
+    return {"P": P, "gap": g, "G": G, "tol": tol, "lambda": lam, "sink": P - g / 2, **t,
+            "z_tolerance": INPUT_TOLERANCE - 2 * G * tol}
+
+
+# ---------------------------------------------------------------------------------------
+# the pieces
+
+
+def _prefix_head(ws: Workspace, plans: list[AxisPlan], D: int) -> Head:
+    """Layer 1: z_t on every axis (Lemma 15): BOS scores log(D - t), the rest 0."""
+    d = ws.d_model
+    W_Q, W_K = np.zeros((d, 1)), np.zeros((d, 1))
+    W_Q[ws.dim("pos:absorb"), 0] = 1.0
+    W_K[ws.dim("bos"), 0] = 1.0
+    n = len(plans)
+    W_V, W_O = np.zeros((d, n)), np.zeros((n, d))
+    for p in plans:
+        W_V[ws.dim(f"gw{p.axis}:move"), p.axis] = float(D)
+        W_O[p.axis, ws.dim(f"gw{p.axis}:z")] = 1.0
+    notes = {"kind": "prefix-sum", "absorb": D,
+             "why": "weights exactly 1/D on each real position and (D - t)/D on BOS; values D * move"}
+    return Head("gw.prefix", W_Q, W_K, W_V, W_O, notes)
+
+
+def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
+    """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (4 hidden layers)."""
+    d = ws.d_model
+    z, bos = ws.dim(f"gw{p.axis}:z"), ws.dim("bos")
+    M, Tp, Nc = p.modulus, p.offset, p.n_coarse
+    s = 1.0 / INPUT_TOLERANCE  # ramp slope
+    # hidden 1: u_i = relu(s(x - iM) + 2), x = z + T'; carries x (>= 0) and bos
+    W1, b1 = np.zeros((d, Nc + 2)), np.zeros(Nc + 2)
+    for i in range(1, Nc + 1):
+        W1[z, i - 1], b1[i - 1] = s, s * (Tp - i * M) + 2.0
+    W1[z, Nc], b1[Nc] = 1.0, float(Tp)
+    W1[bos, Nc + 1] = 1.0
+    # hidden 2: h_i = relu(1 - u_i) = 1[x < iM] exactly (u_i = 0 for x <= iM - 1/2, >= 1 for x >= iM - 1/4)
+    W2, b2 = np.zeros((Nc + 2, Nc + 2)), np.zeros(Nc + 2)
+    W2[np.arange(Nc), np.arange(Nc)], b2[:Nc] = -1.0, 1.0
+    W2[Nc, Nc] = W2[Nc + 1, Nc + 1] = 1.0
+    # hidden 3: r = x - M (Nc - sum h); p_v = relu(s(r - v) - 1), m_v = relu(s(v - r) - 1); carry bos
+    W3, b3 = np.zeros((Nc + 2, 2 * M + 1)), np.zeros(2 * M + 1)
+    for v in range(M):
+        W3[Nc, v], W3[:Nc, v], b3[v] = s, s * M, -s * M * Nc - s * v - 1.0
+        W3[Nc, M + v], W3[:Nc, M + v], b3[M + v] = -s, -s * M, s * M * Nc + s * v - 1.0
+    W3[Nc + 1, 2 * M] = 1.0
+    # hidden 4: e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v] exactly, all 0 at BOS
+    W4, b4 = np.zeros((2 * M + 1, M)), np.ones(M)
+    W4[np.arange(M), np.arange(M)] = -1.0
+    W4[M + np.arange(M), np.arange(M)] = -1.0
+    W4[2 * M, :] = -2.0
+    # out: the code of the residue (one nonzero term, so it is exactly code(v) in any dtype)
+    W5 = np.zeros((M, d))
+    W5[:, list(ws[f"gw{p.axis}:code"].dims)] = p.code.code(np.arange(M))
+    notes = {"kind": "residue-code", "axis": p.axis, "modulus": M, "offset": Tp, "coarse_steps": Nc,
+             "input_tolerance": INPUT_TOLERANCE, "slope": s, "hidden": [Nc + 2, Nc + 2, 2 * M + 1, M]}
+    return MLP(f"gw{p.axis}.residue", [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(d)], notes)
+
+
+def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float]) -> Head:
+    """Layer 2: the last position j >= 1 with z_j = z_t + offset (mod M), or BOS; copies j."""
+    d = ws.d_model
+    code = p.code
+    cd = code.dim
+    beta = c["beta"]
+    code_dims = list(ws[f"gw{p.axis}:code"].dims)
+    W_Q, W_K = np.zeros((d, cd + 2)), np.zeros((d, cd + 2))
+    W_Q[code_dims, :cd] = beta * code.rotation(-offset)  # code(r) @ R(-d) = code(r + d)
+    W_K[code_dims, :cd] = np.eye(cd)
+    W_Q[ws.dim("one"), cd] = beta * c["lambda"]
+    W_K[ws.dim("pos:index"), cd] = 1.0
+    W_Q[ws.dim("one"), cd + 1] = beta * c["sink"]
+    W_K[ws.dim("bos"), cd + 1] = 1.0
+    W_V, W_O = np.zeros((d, 1)), np.zeros((1, d))
+    W_V[ws.dim("pos:index"), 0] = 1.0
+    W_O[0, ws.dim(f"gw{p.axis}:rec:{offset:+d}")] = 1.0
+    notes = {"kind": "nearest-value", "axis": p.axis, "offset": offset, "modulus": p.modulus,
+             "beta": beta, "lambda": c["lambda"], "sink": c["sink"], "match": c["P"], "value_gap": c["gap"],
+             "score_gap": c["score_gap"], "leak_bound": c["leak_bound"], "output_error_bound": c["tol"]}
+    return Head(f"gw{p.axis}.find{offset:+d}", W_Q, W_K, W_V, W_O, notes)
+
+
+def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
+    """MLP 2 for one axis: formula (*) with exact steps (2 hidden layers of width 2S)."""
+    d = ws.d_model
+    S, G = p.S, c["G"]
+    s = 1.0 / INPUT_TOLERANCE
+    z, q0 = ws.dim(f"gw{p.axis}:z"), ws.dim(f"gw{p.axis}:start")
+    rec = lambda off: ws.dim(f"gw{p.axis}:rec:{off:+d}")  # noqa: E731
+    W1, b1 = np.zeros((d, 2 * S)), np.zeros(2 * S)
+    for k in range(1, S + 1):
+        r1, r2 = rec(-k), rec(S + 1 - k)
+        # u_k = relu(s(r1 - r2) - 1): 0 iff r1 <= r2 (integers up to the heads' error)
+        W1[r1, k - 1] += s
+        W1[r2, k - 1] -= s
+        b1[k - 1] = -1.0
+        # v_k = relu(3 - s x), x = z + q0 - k + 1 - G (r1 + r2): 0 iff x >= 1 (only possible if no head matched)
+        j = S + k - 1
+        W1[z, j], W1[q0, j] = -s, -s
+        W1[r1, j] += s * G
+        W1[r2, j] += s * G
+        b1[j] = 3.0 - s * (1 - k)
+    # hidden 2: A_k = relu(1 - u_k) = [r1 <= r2], B_k = relu(1 - v_k) = [no match and z + q0 >= k]
+    W2, b2 = -np.eye(2 * S), np.ones(2 * S)
+    W3 = np.zeros((2 * S, d))
+    state = ws.dim(f"gw{p.axis}:state")
+    W3[:S, state], W3[S:, state] = -1.0, 1.0
+    b3 = np.zeros(d)
+    b3[state] = float(S)  # q = sum_k (1 - A_k + B_k)
+    notes = {"kind": "boundary-count", "axis": p.axis, "S": S, "G": G, "input_tolerance": INPUT_TOLERANCE,
+             "z_tolerance": c["z_tolerance"], "head_output_tolerance": c["tol"], "hidden": [2 * S, 2 * S]}
+    return MLP(f"gw{p.axis}.boundary", [W1, W2, W3], [b1, b2, b3], notes)
+
+
+def readout(world: BoxWorld, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
+    """logit_q = sum_a 2 c_a(q) x_a - c_a(q)^2: maximal at the state whose coordinates are
+    the exact integers x_a in ``gw{a}:state``, with margin sum_a (x_a - c_a)^2 >= 1."""
+    n = len(world.coords)
+    W_U, b_U = np.zeros((ws.d_model, n)), np.zeros(n)
+    for q, c in enumerate(world.coords):
+        for a, x in enumerate(c):
+            W_U[ws.dim(f"gw{a}:state"), q] = 2.0 * x
+            b_U[q] -= float(x * x)
+    return W_U, b_U
+
+
+# ---------------------------------------------------------------------------------------
+# sizes, precision, build
+
+
+def _sizes(plans: list[AxisPlan], max_len: int) -> dict[str, int]:
+    n_rec = sum(2 * p.S for p in plans)
+    d = 4 + sum(4 + p.code.dim for p in plans) + n_rec
+    d_head = max([p.code.dim + 2 for p in plans] + [len(plans)])
+    h1 = [sum(p.n_coarse + 2 for p in plans), sum(p.n_coarse + 2 for p in plans),
+          sum(2 * p.modulus + 1 for p in plans), sum(p.modulus for p in plans)]
+    h2 = [n_rec, n_rec]
+    mlp = lambda hs: sum(a * b for a, b in zip([d, *hs], [*hs, d])) + sum(hs) + d  # noqa: E731
+    # positional table, two attention blocks (1 head, then n_rec heads, sharing d_head), two MLPs;
+    # the embedding and unembedding (|Sigma| + 1 and |Q| columns) come on top
+    params = (max_len + 1) * d + 4 * d * d_head * (1 + n_rec) + mlp(h1) + mlp(h2)
+    return {"d_model": d, "d_head": d_head, "n_heads_layer2": n_rec, "mlp1_hidden": h1, "mlp2_hidden": h2,
+            "params_estimate": params}
+
+
+def estimated_params(world: BoxWorld, max_len: int, positions: str = "sinusoidal") -> int:
+    return _sizes(axis_plans(world, max_len, positions), max_len)["params_estimate"]
+
+
+def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]:
+    """How far the dtype's rounding stays inside each tolerance (margins > 1 are safe).
+
+    * scores: a layer-2 score sums d_head products of size <= beta (P + 1); the
+      recency step between neighbours is gamma = beta * lambda logits.  Keys with
+      equal residues are bitwise equal (one-hot readout), so only this rounding
+      competes with recency: margin = (gamma / 2) / (4 eps d_head beta (P + 2)).
+    * prefix sums: summing t terms of size ~1 in float rounds by at most
+      ~eps * t^2 (worst case, recursive summation); tolerance z_tolerance (7/32).
+    * residue ramps: the third hidden layer of MLP 1 sums three terms of size up to
+      4 * 2T'; a ramp tolerates 1 (a quarter of a residue step at slope 4).
+    """
+    worst = math.inf
+    rows = []
+    for p in plans:
+        c = constants(p, max_len)
+        cd = p.code.dim + 2
+        score = (c["score_gap"] / 2) / (4 * eps * cd * c["beta"] * (c["P"] + 2))
+        prefix = c["z_tolerance"] / (eps * max_len * (max_len + 1) + 1e-300)
+        # |s x|, |s M sum h| and the bias are each <= s 2T'; a ramp tolerates s/4 of rounding
+        ramps = (INPUT_TOLERANCE * 4) / (2 * eps * 3 * 4 * 2 * p.offset)
+        rows.append({"axis": p.axis, "score_margin": score, "prefix_sum_margin": prefix, "ramp_margin": ramps})
+        worst = min(worst, score, prefix, ramps)
+    return {"margin": worst, "axes": rows}
+
+
+def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal", world: BoxWorld | None = None,
+          eps: float = float(np.finfo(np.float32).eps), max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
+    """The two-layer program for a line/box world and its metadata."""
+    from compiler.errors import BudgetError, ShortcutError
+
+    if world is None:
+        world, reason = detect(automaton)
+        if world is None:
+            raise ShortcutError(f"{automaton.name or 'the automaton'} is not a line or box world ({reason}); "
+                                f"use --method scan or auto")
+    plans = axis_plans(world, max_len, positions)
+    sizes = _sizes(plans, max_len)
+    if sizes["params_estimate"] > max_params:
+        raise BudgetError(f"a gridworld model of {automaton.name} at max_len {max_len} would have about "
+                          f"{sizes['params_estimate']:,} parameters, over the budget of {max_params:,}")
+    D = max_len + 1
+    ws = Workspace()
+    ws.add("one"), ws.add("bos")
+    ws.add("pos", ["index", "absorb"])
+    for p in plans:
+        a = p.axis
+        ws.add(f"gw{a}:move"), ws.add(f"gw{a}:start"), ws.add(f"gw{a}:z")
+        ws.add(f"gw{a}:code", p.code.labels)
+        ws.add(f"gw{a}:rec", [f"{o:+d}" for o in p.offsets])
+        ws.add(f"gw{a}:state")
+    d = ws.d_model
+    assert d == sizes["d_model"]
+
+    W_E = np.zeros((automaton.n_symbols + 1, d))
+    W_E[:, ws.dim("one")] = 1.0
+    W_E[-1, ws.dim("bos")] = 1.0
+    for s, mv in enumerate(world.moves):
+        if mv is not None:
+            W_E[s, ws.dim(f"gw{mv[0]}:move")] = float(mv[1])
+    for a, x in enumerate(world.coords[automaton.start]):
+        W_E[:, ws.dim(f"gw{a}:start")] = float(x)
+    W_pos = np.zeros((max_len + 1, d))
+    t = np.arange(1, max_len + 1, dtype=np.float64)
+    W_pos[1:, ws.dim("pos:index")] = t
+    W_pos[1:, ws.dim("pos:absorb")] = np.log(D - t)
+
+    consts = [constants(p, max_len) for p in plans]
+    block1 = Block([_prefix_head(ws, plans, D)], parallel([_residue_mlp(ws, p) for p in plans], "gw.residue"))
+    heads2 = [_nearest_value_head(ws, p, o, c) for p, c in zip(plans, consts) for o in p.offsets]
+    block2 = Block(heads2, parallel([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary"))
+    W_U, b_U = readout(world, ws)
+
+    prec = precision(plans, max_len, eps)
+    warnings = []
+    if prec["margin"] < 1:
+        what = {"score_margin": "layer-2 attention scores", "prefix_sum_margin": "layer-1 prefix sums",
+                "ramp_margin": "residue ramps"}
+        weak = sorted({what[k] for row in prec["axes"] for k in what if row[k] < 1})
+        warnings.append(f"gridworld at max_len {max_len}: the worst-case rounding bound of this dtype for the "
+                        f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured errors "
+                        f"are far smaller (see README), but verify before trusting, or use float64")
+    meta = {
+        "method": "gridworld",
+        "positions": positions,
+        "warnings": warnings,
+        "gridworld": {
+            **world.to_dict(),
+            "world": world.describe(automaton),
+            "absorb": D,
+            "axes": [{"axis": p.axis, "S": p.S, "modulus": p.modulus, "offset": p.offset,
+                      "code_periods": list(p.code.periods), "offsets": p.offsets,
+                      **{k: c[k] for k in ("P", "gap", "G", "tol", "lambda", "sink", "beta", "z_tolerance")}}
+                     for p, c in zip(plans, consts)],
+            "precision": prec,
+            "model_sizes": sizes,
+        },
+        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in (block1, block2)],
+    }
+    return Program(ws, W_E, W_pos, [block1, block2], W_U, b_U), meta
+
+
+def set_start(model, start: str) -> None:
+    """Point ``model`` at start state ``start`` (in place): q0's coordinates live in the
+    ``gw{a}:start`` column of every embedding row and nowhere else."""
+    import torch
+
+    from compiler.errors import InputError
+
+    a = model.automaton
+    if start not in a.state_index:
+        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
+    coords = model.meta["gridworld"]["coords"][a.state_index[start]]
+    labels = model.meta["residual_labels"]
+    with torch.no_grad():
+        for axis, x in enumerate(coords):
+            model.W_E[:, labels.index(f"gw{axis}:start")] = float(x)
+    spec = dict(model.meta["automaton"])
+    spec["start"] = start
+    model.meta = {**model.meta, "automaton": spec}
+    model._automaton = None

@@ -1,0 +1,287 @@
+"""The gridworld construction (Theorem 12): the closed form, its gadgets, and end to end."""
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+from compiler.cli import main
+from compiler.gridworld_detect import detect
+from compiler.spec import from_dict, load_spec
+from constructions import gridworld
+from constructions.workspace import Workspace
+from verify.check import verify
+
+WORLDS = ["grid:4", "grid:9", "grid:16", "grid:9,noop", "grid2d:3,4", "grid2d:5,5"]
+
+
+# --- the formula (*) in the module doc, on integers ------------------------------------
+
+
+def clamped_walk(moves, S, q0):
+    q, out = q0, []
+    for m in moves:
+        q = min(max(q + m, 0), S)
+        out.append(q)
+    return out
+
+
+def closed_form(moves, S, q0, M=None):
+    """(*) with r(w) = last j >= 1 with z_j = w (mod M if given), else 0."""
+    z = list(itertools.accumulate(moves, initial=0))
+    key = (lambda v: v % M) if M else (lambda v: v)
+    last, out = {}, []
+    for t in range(1, len(z)):
+        last[key(z[t])] = t
+        q = 0
+        for k in range(1, S + 1):
+            r1, r2 = last.get(key(z[t] - k), 0), last.get(key(z[t] + S + 1 - k), 0)
+            q += (r1 > r2) + (r1 == r2 == 0 and z[t] + q0 >= k)
+        out.append(q)
+    return out
+
+
+@pytest.mark.parametrize("S", [1, 2, 3, 4])
+def test_closed_form_exhaustively(S):
+    """Every move sequence up to length 7 from every start, exact values and residues mod S + 2."""
+    for q0 in range(S + 1):
+        for T in range(1, 8):
+            for moves in itertools.product((-1, 0, 1), repeat=T):
+                want = clamped_walk(moves, S, q0)
+                assert closed_form(moves, S, q0) == want
+                assert closed_form(moves, S, q0, M=S + 2) == want
+
+
+def test_closed_form_random_long_walks():
+    rng = random.Random(1)
+    for _ in range(300):
+        S, T = rng.randint(1, 15), rng.randint(1, 400)
+        q0, p = rng.randint(0, S), rng.random()
+        moves = [rng.choice((-1, 0, 1)) if rng.random() < 0.3 else (1 if rng.random() < p else -1) for _ in range(T)]
+        M = gridworld.residue_modulus(S, T)
+        assert closed_form(moves, S, q0, M) == clamped_walk(moves, S, q0)
+
+
+def test_residues_mod_s_plus_1_are_not_enough():
+    bad = [m for m in itertools.product((-1, 1), repeat=8) if closed_form(m, 2, 0, M=3) != clamped_walk(m, 2, 0)]
+    assert bad  # so M >= S + 2 is needed, and residue_modulus guarantees it
+    for S in range(1, 40):
+        for T in (1, 10, 1024, 1 << 20):
+            M = gridworld.residue_modulus(S, T)
+            assert M >= S + 2 and M >= math.isqrt(T) and M & (M - 1) == 0
+
+
+# --- gadgets ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind,T,S", [("sinusoidal", 100, 3), ("sinusoidal", 1024, 15), ("circle", 64, 4)])
+def test_residue_mlp_is_exact_under_noise(kind, T, S):
+    M = gridworld.residue_modulus(S, T)
+    plan = gridworld.AxisPlan(0, S, M, M * math.ceil(T / M), gridworld.value_code(kind, M))
+    ws = Workspace()
+    ws.add("one"), ws.add("bos"), ws.add("gw0:z"), ws.add("gw0:code", plan.code.labels)
+    mlp = gridworld._residue_mlp(ws, plan)
+    assert mlp.hidden_sizes == [plan.n_coarse + 2, plan.n_coarse + 2, 2 * M + 1, M]
+    z = np.arange(-T, T + 1)
+    for noise in (0.0, 0.2, -0.2):
+        x = np.zeros((len(z), ws.d_model))
+        x[:, ws.dim("gw0:z")] = z + noise
+        out = mlp(x)[:, list(ws["gw0:code"].dims)]
+        np.testing.assert_array_equal(out, plan.code.code(np.mod(z, M)))  # bitwise: one nonzero term
+    bos = np.zeros((1, ws.d_model))
+    bos[0, ws.dim("bos")] = 1.0
+    assert not mlp(bos).any()
+
+
+def test_value_codes_separate_residues():
+    for kind in ("sinusoidal", "circle"):
+        code = gridworld.value_code(kind, 32)
+        table = code.code(np.arange(32))
+        scores = table @ table.T
+        off = scores[~np.eye(32, dtype=bool)]
+        assert np.allclose(np.diag(scores), code.match_score)
+        assert off.max() <= code.miss_score + 1e-12
+        for d in (-5, 3):
+            np.testing.assert_allclose(table @ code.rotation(-d), code.code(np.arange(32) + d), atol=1e-12)
+
+
+def test_constants_are_derived_and_consistent():
+    plan = gridworld.axis_plans(detect(load_spec("grid:9"))[0], 1024, "sinusoidal")[0]
+    c = gridworld.constants(plan, 1024)
+    assert c["gap"] == 2 and c["lambda"] * 1024 < c["gap"] / 2  # recency never beats a value mismatch
+    assert c["score_gap"] == pytest.approx(c["beta"] * c["lambda"])
+    assert c["leak_bound"] * 1024 == pytest.approx(c["tol"])  # head output error <= tol
+    assert 2 * c["G"] * c["tol"] + c["z_tolerance"] == pytest.approx(0.25)
+    assert c["G"] * (1 - c["tol"]) > 1024 + plan.S + 0.5  # a matched head always vetoes the start rule
+
+
+# --- end to end ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", WORLDS)
+def test_worlds_compile_to_two_layers_and_verify(name):
+    model = compiler.compile_automaton(name, max_len=64, method="gridworld")
+    info = model.info()
+    assert info["method"] == "gridworld" and info["n_layers"] == 2
+    assert info["mlp_hidden_by_layer"][1] == [2 * sum(n - 1 for n in model.meta["gridworld"]["sizes"])] * 2
+    r = verify(model, samples=8, exhaustive_budget=2048)
+    assert r.exact, r.counterexample
+    assert r.invariants["failures"] == [] and r.invariants["sequences"] >= 4
+    assert r.margins["readout_min_logit_margin"] == pytest.approx(1.0)
+    assert {"wall-pinned", "wall-free"} <= set(r.checked["adversarial_families"])
+
+
+def test_size_estimate_is_exact_and_budget_is_enforced():
+    for name in ("grid:9", "grid2d:3,4"):
+        m = compiler.compile_automaton(name, max_len=100)
+        a, d = m.automaton, m.config["d_model"]
+        est = gridworld.estimated_params(detect(a)[0], 100)
+        assert est + (a.n_symbols + 1) * d + (d + 1) * a.n_states == m.info()["n_params"]
+    with pytest.raises(compiler.ShortcutError, match="budget"):
+        gridworld.build(load_spec("grid:9"), max_len=100, max_params=1000)
+
+
+def test_auto_picks_gridworld_for_every_world():
+    for name in WORLDS:
+        assert compiler.compile_automaton(name, max_len=8).meta["method"] == "gridworld"
+    assert compiler.compile_automaton("parity", max_len=8).meta["method"] == "scan"
+
+
+def _walks(a, world, T, rng, kind):
+    """Token rows: pinned against a wall for most of T, or never reaching a wall."""
+    coords, sizes = world.coords, world.sizes
+    rows = []
+    for _ in range(4):
+        q, row = a.start, []
+        for t in range(T):
+            if kind == "pinned":
+                s = 0 if t < T // 3 else (1 if t < 2 * T // 3 else rng.randrange(a.n_symbols))
+            else:
+                ok = [s for s in range(a.n_symbols)
+                      if all(0 < x < n - 1 for x, n in zip(coords[a.maps[s][q]], sizes))]
+                s = rng.choice(ok)
+            row.append(s)
+            q = a.maps[s][q]
+        rows.append(row)
+    return torch.tensor(rows)
+
+
+@pytest.mark.parametrize("name", ["grid:9", "grid2d:5,5"])
+def test_long_pins_and_wall_free_walks_from_every_start(name):
+    T = 300  # pinned for T/3 = 100 steps at each wall; the slow sweep pins for 512
+    model = compiler.compile_automaton(name, max_len=T)
+    a = model.automaton
+    world = detect(a)[0]
+    rng = random.Random(0)
+    starts = a.states if len(a.states) < 10 else [a.states[i] for i in (0, 1, 7, 12, 18, 24)]
+    for q0 in starts:
+        other = compiler.with_start(model, q0)
+        qi = a.state_index[q0]
+        kinds = ["pinned"] + (["free"] if all(0 < x < n - 1 for x, n in zip(world.coords[qi], world.sizes)) else [])
+        for kind in kinds:
+            toks = _walks(other.automaton, world, T, rng, kind)
+            want = [a.run(row, start=qi) for row in toks.tolist()]
+            assert other.predict(toks).tolist() == want, (q0, kind)
+        if name == "grid:9" and q0 == "4":
+            # the wall-free walks really never touch a wall, and the pinned ones push for T/3 steps
+            assert all(0 < q < 8 for row in want for q in row)
+
+
+def test_three_axes_side_by_side():
+    sizes = (2, 3, 2)
+    cells = list(itertools.product(*(range(n) for n in sizes)))
+    letters = {"a+": (0, 1), "b-": (1, -1), "b+": (1, 1), "c+": (2, 1), "c-": (2, -1), "a-": (0, -1), "z": None}
+    name = lambda c: "".join(map(str, c))  # noqa: E731
+
+    def move(c, mv):
+        c = list(c)
+        if mv:
+            c[mv[0]] = min(max(c[mv[0]] + mv[1], 0), sizes[mv[0]] - 1)
+        return tuple(c)
+
+    spec = {"name": "box-2x3x2", "states": [name(c) for c in cells], "alphabet": list(letters), "start": "011",
+            "transitions": {name(c): {s: name(move(c, mv)) for s, mv in letters.items()} for c in cells}}
+    model = compiler.compile_automaton(spec, max_len=48)
+    assert model.meta["method"] == "gridworld" and model.info()["heads_by_layer"] == [1, 2 + 4 + 2]
+    r = verify(model, samples=8, exhaustive_budget=512)
+    assert r.exact and r.invariants["failures"] == []
+
+
+def test_start_state_is_only_in_the_embedding():
+    m = compiler.compile_automaton("grid2d:3,4", max_len=32)
+    other = compiler.with_start(m, "2,1")
+    diff = [k for k, v in m.state_dict().items() if not torch.equal(v, other.state_dict()[k])]
+    assert diff == ["W_E"]
+    assert m.automaton.states[m.automaton.start] == "0,0"  # the original is untouched
+    spec = load_spec("grid:7").to_dict()
+    spec["start"] = "5"
+    r = verify(compiler.compile_automaton(spec, max_len=64), samples=8, exhaustive_budget=2048)
+    assert r.exact
+
+
+def test_float64_and_circle_value_code():
+    assert verify(compiler.compile_automaton("grid:9,noop", max_len=64, dtype=torch.float64),
+                  samples=4, exhaustive_budget=512).exact
+    m = compiler.compile_automaton("grid:9,noop", max_len=64, positions="circle")
+    assert m.meta["positions"] == "circle" and m.meta["gridworld"]["axes"][0]["gap"] < 0.1
+    assert verify(m, samples=4, exhaustive_budget=512).exact
+
+
+def test_checkpoint_round_trip_and_cli(tmp_path, capsys):
+    path = tmp_path / "g.safetensors"
+    assert main(["compile", "grid:5,noop", "-o", str(path), "--max-len", "32", "--method", "gridworld"]) == 0
+    assert main(["run", str(path), "--input", "R R R N R R L", "--start", "2"]) == 0
+    assert capsys.readouterr().out.split()[-7:] == ["3", "4", "4", "4", "4", "4", "3"]
+    assert main(["info", str(path), "--json"]) == 0
+    info = __import__("json").loads(capsys.readouterr().out)
+    assert info["method"] == "gridworld" and info["mlp_hidden_by_layer"][1] == [8, 8]
+    assert main(["compile", "parity", "-o", str(path), "--method", "gridworld"]) == 2
+    assert "not one up to renaming" in capsys.readouterr().err
+    model = compiler.load(path)
+    assert model.meta["gridworld"]["sizes"] == [5]
+
+
+def test_deterministic_build():
+    a = compiler.compile_automaton("grid2d:3,4", max_len=40)
+    b = compiler.compile_automaton("grid2d:3,4", max_len=40)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_broken_components_are_named():
+    model = compiler.compile_automaton("grid:6", max_len=32)
+    with torch.no_grad():
+        model.blocks[1].mlp.b_out.zero_()  # the boundary count loses its constant S
+    r = verify(model, samples=4, exhaustive_budget=256)
+    assert not r.exact and any("gw0.boundary" in f for f in r.invariants["failures"])
+    model = compiler.compile_automaton("grid:6", max_len=32)
+    with torch.no_grad():
+        model.blocks[1].attn.W_Q[0].mul_(0.0)  # head find-5 forgets what to look for
+    r = verify(model, samples=4, exhaustive_budget=256)
+    assert any("find-5" in f for f in r.invariants["failures"])
+
+
+# --- the acceptance sweep (slow) -----------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", WORLDS + ["shuffled:9"])
+def test_acceptance_at_1024(name):
+    if name == "shuffled:9":
+        rng = random.Random(7)
+        names = [f"cell-{c}" for c in rng.sample("abcdefghi", 9)]
+        spec = {"name": "shuffled-line-9", "states": rng.sample(names, 9), "alphabet": ["back", "stay", "fwd"],
+                "start": names[4],
+                "transitions": {names[i]: {"back": names[max(i - 1, 0)], "stay": names[i], "fwd": names[min(i + 1, 8)]}
+                                for i in range(9)}}
+        spec = from_dict(spec)
+        model = compiler.compile_automaton(spec, max_len=1024)
+    else:
+        model = compiler.compile_automaton(name, max_len=1024)
+    assert model.meta["method"] == "gridworld" and model.info()["n_layers"] == 2
+    r = verify(model)
+    assert r.exact, r.counterexample
+    assert r.invariants["failures"] == []

@@ -1,0 +1,179 @@
+"""Gridworld-specific checks: input families and layer-wise invariants (DESIGN.md section 5).
+
+Families (at max_len): walks pinned against a wall for long stretches, and walks that
+never reach a wall after the start (the two regimes of the nearest-boundary formula:
+a recent wall contact decides, or only the start and the prefix sums do).
+
+Invariants, decoded from the named subspaces of ``constructions/gridworld.py`` and
+compared with exact integer recomputation (each failure names its component):
+
+* layer 1 attention (``gw.prefix``): ``gw{a}:z`` = z_t, the prefix sum of the moves;
+* layer 1 MLP (``gw{a}.residue``): ``gw{a}:code`` = code(z_t mod M), and 0 at BOS;
+* layer 2 heads (``gw{a}.find{d}``): ``gw{a}:rec:{d}`` = the last j >= 1 with
+  z_j = z_t + d (mod M), else 0; and the attention mass left off that position;
+* layer 2 MLP (``gw{a}.boundary``): ``gw{a}:state`` = the true coordinate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from constructions.positions import PositionCode
+
+
+def _axis_symbols(moves: list, n_axes: int) -> list[dict[int, int]]:
+    """For each axis, {+1: a symbol moving up, -1: a symbol moving down} (when present)."""
+    out: list[dict[int, int]] = [{} for _ in range(n_axes)]
+    for s, mv in enumerate(moves):
+        if mv is not None:
+            out[mv[0]].setdefault(mv[1], s)
+    return out
+
+
+def families(model, T: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """``wall-pinned`` and ``wall-free`` walks of length T for a gridworld model."""
+    g = model.meta["gridworld"]
+    a = model.automaton
+    sizes, coords, moves = g["sizes"], g["coords"], g["moves"]
+    rng = np.random.default_rng(seed + 12)
+    syms = _axis_symbols(moves, len(sizes))
+    pinned: list[np.ndarray] = []
+    for ax in syms:
+        for step, s in ax.items():
+            other = ax.get(-step)
+            seq = rng.integers(0, a.n_symbols, T)
+            seq[T // 2:] = s  # random half, then pinned for T/2 steps
+            pinned.append(seq.copy())
+            seq = rng.integers(0, a.n_symbols, T)
+            seq[: T // 2] = s  # pinned first, then random
+            pinned.append(seq.copy())
+            if other is not None:  # long pins against alternating walls
+                block = max(1, T // 4)
+                pinned.append(np.array([s if (i // block) % 2 == 0 else other for i in range(T)]))
+    # wall-free: choose uniformly among symbols keeping every axis with an interior strictly inside
+    free: list[np.ndarray] = []
+    for _ in range(6):
+        q = a.start
+        seq = []
+        for _t in range(T):
+            ok = []
+            for s in range(a.n_symbols):
+                c = coords[a.maps[s][q]]
+                if all(L < 3 or 0 < x < L - 1 for x, L in zip(c, sizes)):
+                    ok.append(s)
+            s = int(rng.choice(ok)) if ok else int(rng.integers(0, a.n_symbols))
+            seq.append(s)
+            q = a.maps[s][q]
+        free.append(np.array(seq))
+    return {"wall-pinned": np.array(pinned, dtype=np.int64).reshape(-1, T),
+            "wall-free": np.array(free, dtype=np.int64).reshape(-1, T)}
+
+
+def _expected(model, tokens: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """Exact z, codes, head targets and coordinates per axis ([B, T+1, ...], BOS at 0)."""
+    g = model.meta["gridworld"]
+    a = model.automaton
+    moves = np.zeros((len(g["sizes"]), a.n_symbols), dtype=np.int64)
+    for s, mv in enumerate(g["moves"]):
+        if mv is not None:
+            moves[mv[0], s] = mv[1]
+    B, T = tokens.shape
+    states = np.array([a.run(row) for row in tokens.tolist()]).reshape(B, T)
+    coords = np.asarray(g["coords"])
+    out = []
+    for ax, info in enumerate(g["axes"]):
+        M = info["modulus"]
+        z = np.zeros((B, T + 1), dtype=np.int64)
+        z[:, 1:] = np.cumsum(moves[ax][tokens], axis=1)
+        code = PositionCode(model.meta["positions"], M, tuple(info["code_periods"]))
+        codes = code.code(np.mod(z, M))
+        codes[:, 0] = 0.0
+        offs = info["offsets"]
+        rec = np.zeros((B, T + 1, len(offs)), dtype=np.int64)
+        last = np.zeros((B, M), dtype=np.int64)
+        rows = np.arange(B)
+        for t in range(1, T + 1):
+            last[rows, np.mod(z[:, t], M)] = t
+            for i, d in enumerate(offs):
+                rec[:, t, i] = last[rows, np.mod(z[:, t] + d, M)]
+        state = np.zeros((B, T + 1), dtype=np.int64)
+        state[:, 1:] = coords[states][..., ax]
+        out.append({"z": z, "code": codes, "rec": rec, "state": state})
+    return out
+
+
+def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
+    """Decode every gridworld subspace after each layer; compare with :func:`_expected`.
+    Sequences are run one at a time (the cached patterns are [heads, T+1, T+1])."""
+    g = model.meta["gridworld"]
+    labels = model.meta["residual_labels"]
+
+    def dims(prefix: str) -> list[int]:
+        return [i for i, lab in enumerate(labels) if lab == prefix or lab.startswith(prefix + ":")]
+
+    layer2 = model.meta["layers"][1]["heads"]
+    worst: dict[str, float] = {"z": 0.0, "code": 0.0, "rec_matched": 0.0, "rec_unmatched": 0.0, "state": 0.0}
+    heads: dict[str, dict[str, Any]] = {}
+    failures: list[str] = []
+
+    def fail(msg: str) -> None:
+        if msg not in failures:
+            failures.append(msg)
+
+    for row in tokens:
+        one = row[None, :]
+        with torch.no_grad():
+            _, cache = model.run_with_cache(torch.from_numpy(one))
+        mid0 = cache["blocks.0.resid_mid"][0].double().numpy()
+        post0 = cache["resid_post.0"][0].double().numpy()
+        mid1 = cache["blocks.1.resid_mid"][0].double().numpy()
+        post1 = cache["resid_post.1"][0].double().numpy()
+        pattern = cache["blocks.1.attn.pattern"][0]  # [H, T+1, T+1]
+        T1 = one.shape[1] + 1
+        t_idx = torch.arange(T1)
+        head0 = 0
+        for ax, (want, info) in enumerate(zip(_expected(model, one), g["axes"])):
+            zt = info["z_tolerance"]
+            dz = float(np.abs(mid0[:, dims(f"gw{ax}:z")][:, 0] - want["z"][0]).max())
+            worst["z"] = max(worst["z"], dz)
+            if dz >= zt:
+                fail(f"layer 1 attention (gw.prefix): gw{ax}:z deviates from the prefix sum by {dz:.3g} "
+                     f"(tolerance {zt:.3g})")
+            dc = float(np.abs(post0[:, dims(f"gw{ax}:code")] - want["code"][0]).max())
+            worst["code"] = max(worst["code"], dc)
+            if dc >= 1e-5:
+                fail(f"layer 1 MLP (gw{ax}.residue): gw{ax}:code deviates from code(z mod {info['modulus']}) "
+                     f"by {dc:.3g}")
+            dev = np.abs(mid1[:, dims(f"gw{ax}:rec")] - want["rec"][0])  # [T+1, heads]
+            matched = want["rec"][0] > 0
+            unmatched_tol = (0.25 - dz) / (2 * info["G"])
+            for i, d in enumerate(info["offsets"]):
+                name = f"gw{ax}.find{d:+d}"
+                notes = layer2[head0 + i]
+                tgt = torch.from_numpy(want["rec"][0][:, i])  # 0 means BOS
+                leaked = float((1.0 - pattern[head0 + i][t_idx, tgt].double())[1:].max())
+                m = matched[1:, i]
+                dmi = float(dev[1:, i][m].max()) if m.any() else 0.0
+                dui = float(dev[1:, i][~m].max()) if (~m).any() else 0.0
+                worst["rec_matched"] = max(worst["rec_matched"], dmi)
+                worst["rec_unmatched"] = max(worst["rec_unmatched"], dui)
+                h = heads.setdefault(name, {"layer": 2, "head": name, "score_gap": notes["score_gap"],
+                                            "worst_leaked_mass": 0.0, "derived_leak_bound": notes["leak_bound"],
+                                            "worst_mlp_input_noise": 0.0,
+                                            "mlp_input_tolerance": notes["output_error_bound"]})
+                h["worst_leaked_mass"] = max(h["worst_leaked_mass"], leaked)
+                h["worst_mlp_input_noise"] = max(h["worst_mlp_input_noise"], dmi, dui)
+                if dmi >= 0.125 or dui >= unmatched_tol:
+                    fail(f"layer 2 head {name}: gw{ax}:rec:{d:+d} is off the last position with value z_t{d:+d} "
+                         f"(mod {info['modulus']})")
+            head0 += len(info["offsets"])
+            ds = float(np.abs(post1[1:, dims(f"gw{ax}:state")][:, 0] - want["state"][0, 1:]).max())
+            worst["state"] = max(worst["state"], ds)
+            if ds >= 0.25:
+                fail(f"layer 2 MLP (gw{ax}.boundary): gw{ax}:state deviates from the coordinate by {ds:.3g}")
+    return {"checked": "gridworld prefix sums, residue codes, nearest-value heads, coordinates",
+            "sequences": int(len(tokens)), "worst_deviation": worst, "heads": list(heads.values()),
+            "failures": failures}
