@@ -2,22 +2,51 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .errors import ShortcutError
 from .spec import Semiautomaton, load_spec
 
-METHODS = ("auto", "scan", "gridworld")
+METHODS = ("auto", "scan", "krohn-rhodes", "gridworld")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MAX_LEN_LIMIT = 1 << 20
 
 
-def plan(automaton: Semiautomaton, method: str) -> tuple[str, str]:
-    """The construction to use and why."""
+@dataclass
+class Decision:
+    """The construction chosen, why, and (for krohn-rhodes) the program already built."""
+
+    method: str
+    why: str
+    built: tuple | None = None
+
+
+def _krohn_rhodes(automaton: Semiautomaton, max_len: int, eps: float) -> tuple:
+    """Decompose and build the Theorem 11 program (errors name the reason)."""
+    from constructions import krohn_rhodes
+
+    from .decompose import decompose
+
+    return krohn_rhodes.build(automaton, max_len=max_len, eps=eps, cascade=decompose(automaton))
+
+
+def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23) -> Decision:
+    """Which construction compiles ``automaton`` (DESIGN.md section 4, "Choosing automatically").
+
+    auto: gridworld for line/box worlds; else krohn-rhodes when the automaton is
+    solvable, within the decomposer's budgets and no deeper than the scan at this
+    max_len; else scan.
+    """
+    from constructions.scan import n_scan_layers
+
     if method not in METHODS:
         raise ShortcutError(f"unknown method {method!r}; choose one of {list(METHODS)}")
     if method == "scan":
-        return "scan", "requested with --method scan"
+        return Decision("scan", "requested with --method scan")
+    if method == "krohn-rhodes":
+        return Decision("krohn-rhodes", "requested with --method krohn-rhodes", _krohn_rhodes(automaton, max_len, eps))
     from .gridworld_detect import detect
 
     world, reason = detect(automaton)
@@ -25,11 +54,27 @@ def plan(automaton: Semiautomaton, method: str) -> tuple[str, str]:
         if world is None:
             raise ShortcutError(f"--method gridworld needs a line or box world, but "
                                 f"{automaton.name or 'this automaton'} is not one up to renaming: {reason}")
-        return "gridworld", f"requested with --method gridworld: {world.describe(automaton)}"
+        return Decision("gridworld", f"requested with --method gridworld: {world.describe(automaton)}")
     if world is not None:
-        return "gridworld", (f"auto: a {world.describe(automaton)} up to renaming; Theorem 12 gives 2 attention "
-                             f"layers at every max_len")
-    return "scan", "auto: the scan (Theorem 10) handles every automaton; no shorter construction is available yet"
+        return Decision("gridworld", f"auto: a {world.describe(automaton)} up to renaming; Theorem 12 gives 2 "
+                                     f"attention layers at every max_len")
+    scan_depth = n_scan_layers(max_len)
+    try:
+        built = _krohn_rhodes(automaton, max_len, eps)
+    except ShortcutError as e:
+        return Decision("scan", f"auto: krohn-rhodes not possible ({e}); the scan (Theorem 10) handles every automaton")
+    kr_depth = len(built[0].blocks)
+    if kr_depth <= scan_depth:
+        return Decision("krohn-rhodes", f"auto: solvable; the Krohn-Rhodes cascade needs {kr_depth} attention layers "
+                                        f"at every max_len (scan would need {scan_depth} at {max_len})", built)
+    return Decision("scan", f"auto: solvable, but the Krohn-Rhodes cascade needs {kr_depth} attention layers and the "
+                            f"scan only {scan_depth} at max_len {max_len}")
+
+
+def plan(automaton: Semiautomaton, method: str, max_len: int = 128) -> tuple[str, str]:
+    """The construction to use and why (see :func:`decide`)."""
+    d = decide(automaton, method, max_len)
+    return d.method, d.why
 
 
 def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: torch.dtype = torch.float32,
@@ -49,8 +94,11 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
-    chosen, why = plan(automaton, method)
-    if chosen == "gridworld":
+    decision = decide(automaton, method, max_len, torch.finfo(dtype).eps)
+    chosen, why = decision.method, decision.why
+    if chosen == "krohn-rhodes":
+        program, meta = decision.built
+    elif chosen == "gridworld":
         from constructions import gridworld
 
         program, meta = gridworld.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
@@ -65,6 +113,8 @@ def set_start(model, start: str) -> None:
     keeps q0 in one place: the scan in its unembedding, gridworld in its embedding)."""
     if model.meta.get("method") == "gridworld":
         from constructions.gridworld import set_start as _set
+    elif model.meta.get("method") == "krohn-rhodes":
+        from constructions.krohn_rhodes import set_start as _set
     else:
         from constructions.scan import set_start as _set
     _set(model, start)

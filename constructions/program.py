@@ -81,8 +81,9 @@ def fuse(first: MLP, second: MLP, name: str | None = None) -> MLP:
     """One MLP computing ``x + first(x) + second(x + first(x))``'s update.
 
     The residual dims that ``second`` reads are carried through ``first``'s hidden
-    layers as ``relu(x) - relu(-x)`` pairs, and ``first``'s last hidden layer
-    (non-negative) is carried through ``second``'s hidden layers, so the fused
+    layers as ``relu(x) - relu(-x)`` pairs, and ``first``'s result is carried through
+    ``second``'s hidden layers (its last hidden layer, or its output as +/- pairs when
+    that is narrower), so the fused
     MLP has ``len(first.hidden) + len(second.hidden)`` hidden layers.  Used to
     place a readout inside the last block's MLP without an extra layer.
     """
@@ -106,28 +107,37 @@ def fuse(first: MLP, second: MLP, name: str | None = None) -> MLP:
         biases.append(np.concatenate([b, np.zeros(2 * len(read))]))
     h_last = first.weights[-1].shape[0]
     O1, c1 = first.weights[-1], first.biases[-1]
-    # second's hidden layers, with first's last hidden layer carried alongside
+    # carry first's result through second's hidden layers: either its last hidden layer
+    # (non-negative, identity) or, when narrower, its output on the dims it writes as +/- pairs
+    written = np.flatnonzero(np.any(O1 != 0, axis=0) | (c1 != 0))
+    if 2 * len(written) < h_last:
+        E = np.zeros((d_model, len(written)))
+        E[written, np.arange(len(written))] = 1.0
+        C_in, C_b = np.concatenate([O1 @ E, -O1 @ E], axis=1), np.concatenate([c1 @ E, -c1 @ E])
+        C_out, out_bias = np.concatenate([E.T, -E.T], axis=0), np.zeros(d_model)
+    else:
+        C_in, C_b, C_out, out_bias = np.eye(h_last), np.zeros(h_last), O1, c1
+    k = C_in.shape[1]
     for j, (w, b) in enumerate(zip(second.weights[:-1], second.biases[:-1])):
         h = w.shape[1]
         if j == 0:
-            W = np.zeros((h_last + 2 * len(read), h + h_last))
+            W = np.zeros((h_last + 2 * len(read), h + k))
             W[:h_last, :h] = O1 @ w  # second reads first's output ...
             W[h_last:h_last + len(read), :h] = w[read]  # ... and x_S = p - m
             W[h_last + len(read):, :h] = -w[read]
-            W[:h_last, h:] = np.eye(h_last)
-            B = np.concatenate([b + c1 @ w, np.zeros(h_last)])
+            W[:h_last, h:] = C_in
+            B = np.concatenate([b + c1 @ w, C_b])
         else:
-            n_prev = weights[-1].shape[1] - h_last
-            W = np.zeros((n_prev + h_last, h + h_last))
+            n_prev = weights[-1].shape[1] - k
+            W = np.zeros((n_prev + k, h + k))
             W[:n_prev, :h] = w
-            W[n_prev:, h:] = np.eye(h_last)
-            B = np.concatenate([b, np.zeros(h_last)])
+            W[n_prev:, h:] = np.eye(k)
+            B = np.concatenate([b, np.zeros(k)])
         weights.append(W)
         biases.append(B)
-    n_prev = weights[-1].shape[1] - h_last
-    W_out = np.concatenate([second.weights[-1][:n_prev], O1], axis=0)
-    weights.append(W_out)
-    biases.append(second.biases[-1] + c1)
+    n_prev = weights[-1].shape[1] - k
+    weights.append(np.concatenate([second.weights[-1][:n_prev], C_out], axis=0))
+    biases.append(second.biases[-1] + out_bias)
     notes = {**first.notes, "fused": [first.name, second.name], second.name: second.notes}
     return MLP(name or f"{first.name}+{second.name}", weights, biases, notes)
 

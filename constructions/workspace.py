@@ -26,6 +26,11 @@ class Subspace:
         return self.dims[i]
 
 
+def join(name: str, parts: list[Subspace]) -> Subspace:
+    """Several subspaces viewed as one (e.g. the values of counters that share a head)."""
+    return Subspace(name, tuple(l for p in parts for l in p.labels), tuple(d for p in parts for d in p.dims))
+
+
 class Workspace:
     """Allocates labelled residual dimensions; ``d_model`` is the number allocated."""
 

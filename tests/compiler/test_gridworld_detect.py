@@ -125,7 +125,8 @@ def test_auto_plans_gridworld_and_says_why():
     chosen, why = plan(load_spec("grid:9"), "auto")
     assert chosen == "gridworld" and "line world" in why and "Theorem 12" in why
     assert plan(load_spec("grid2d:3,4"), "auto")[0] == "gridworld"
-    assert plan(load_spec("parity"), "auto")[0] == "scan"
+    assert plan(load_spec("parity"), "auto")[0] == "krohn-rhodes"
+    assert plan(load_spec("symmetric:5"), "auto")[0] == "scan"
     assert plan(load_spec("grid:9"), "scan")[0] == "scan"
     with pytest.raises(compiler.ShortcutError, match="not one up to renaming"):
         plan(load_spec("parity"), "gridworld")

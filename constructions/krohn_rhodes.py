@@ -1,0 +1,319 @@
+"""Theorem 11: solvable automata in depth independent of T, from a verified cascade.
+
+The Krohn-Rhodes decomposer (compiler/decompose.py) gives a cascade of modular
+counters and reset (memory) units; component c's input at step t is a table of
+the *pre-update* values of the components above it and the letter.  This module
+compiles it:
+
+* counter (Lemma 15): a prefix-mean head sums its increments; the MLP decodes the
+  sum mod n (``kr:c.new``) and, subtracting the increment at t, the value before
+  the update (``kr:c.old``) -- no look-back needed;
+* reset unit (Lemma 16): a most-recent-flag head fetches the latest target (BOS
+  holds the initial value); the MLP rounds it into ``kr:c.new``.  Its value before
+  the update is ``new`` at t-1: when a reader's table really depends on it, an
+  offset-1 head in the next block fetches it into ``kr:c.old`` (the gap in the
+  reference's Lemma 21, which wires post-update values, DESIGN.md section 4).
+  When no reader depends on it at the letters that can reset c, readers key on
+  ``new`` instead (equal to ``old`` whenever c keeps its value) and the layer is saved;
+* inputs: a table lookup (Lemma 11) keyed by the exact codes of the values read
+  and the token one-hot writes each component's increment / flag and target
+  before its attention layer; inputs that depend on the letter only come from the
+  embedding; views (stateless tables between levels) are folded into the tables;
+* components whose inputs are ready at the same block share it (Lemma 17);
+* readout: a lookup of the new values into one logit per state, in the last MLP.
+
+Each block's MLP = [decode these components | round fetched old values] then
+[input lookups for the next block | readout]: at most 3 hidden layers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from compiler.cascade import Cascade, Component
+from compiler.errors import BudgetError, ShortcutError
+from compiler.spec import Semiautomaton
+
+from .gadgets import (CodeInput, OneHotInput, lookup_mlp, modular_count_mlp, offset_head, prefix_mean_head,
+                      recent_flag_head, round_mlp)
+from .positions import position_code, position_table
+from .program import MLP, Block, Program, fuse, parallel
+from .workspace import Workspace, join
+
+TABLE_ROW_BUDGET = 200_000
+"""Most rows of a flattened input table (views folded in) or of the readout."""
+
+
+def _assignments(cascade: Cascade, name: str, value: int, memo: dict) -> list[dict[str, int]]:
+    """Base-component assignments under which signal ``name`` has ``value`` (views expanded)."""
+    views = {v.name: v for v in cascade.views}
+    if name not in views:
+        return [{name: value}]
+    key = (name, value)
+    if key not in memo:
+        v = views[name]
+        out = []
+        for vals, res in v.table.items():
+            if res != value:
+                continue
+            partial = [{}]
+            for r, x in zip(v.reads, vals):
+                partial = [_merge(p, q) for p in partial for q in _assignments(cascade, r, x, memo)]
+                partial = [p for p in partial if p is not None]
+            out.extend(partial)
+        memo[key] = out
+    return memo[key]
+
+
+def _merge(a: dict, b: dict) -> dict | None:
+    for k, v in b.items():
+        if a.get(k, v) != v:
+            return None
+    return {**a, **b}
+
+
+def flatten(cascade: Cascade, reads: tuple[str, ...], table: dict, letter_keyed: bool) -> tuple[list[str], dict]:
+    """Re-key ``table`` by the values of base components (views folded in)."""
+    order = {c.name: i for i, c in enumerate(cascade.components)}
+    memo: dict = {}
+    rows: dict = {}
+    base: set[str] = set()
+    items = []
+    for key, action in table.items():
+        vals, letter = key if letter_keyed else (key, None)
+        partial = [{}]
+        for r, x in zip(reads, vals):
+            partial = [m for p in partial for q in _assignments(cascade, r, x, memo) if (m := _merge(p, q)) is not None]
+        for p in partial:
+            base |= set(p)
+            items.append((p, letter, action))
+            if len(items) > TABLE_ROW_BUDGET:
+                raise BudgetError(f"a krohn-rhodes input table would have more than {TABLE_ROW_BUDGET} rows; "
+                                  f"use --method scan")
+    names = sorted(base, key=order.__getitem__)
+    for p, letter, action in items:
+        if any(n not in p for n in names):  # a view that does not read every base: expand freely
+            missing = [n for n in names if n not in p]
+            sizes = [cascade.component(n).size for n in missing]
+            for combo in itertools.product(*map(range, sizes)):
+                q = {**p, **dict(zip(missing, combo))}
+                rows[(tuple(q[n] for n in names), letter)] = action
+        else:
+            rows[(tuple(p[n] for n in names), letter)] = action
+    return names, rows
+
+
+def _reset_letters(c: Component) -> set[int]:
+    return {letter for (_, letter), act in c.table.items() if act is not None}
+
+
+def _needs_old(reader_names: list[str], rows: dict, r: str, resets_at: set[int]) -> bool:
+    """Whether a table keyed by ``reader_names`` depends on reset ``r``'s value at a letter that can reset r."""
+    i = reader_names.index(r)
+    seen: dict = {}
+    for (vals, letter), act in rows.items():
+        if letter not in resets_at:
+            continue
+        key = (vals[:i] + vals[i + 1 :], letter)
+        if seen.setdefault(key, act) != act:
+            return True
+    return False
+
+
+def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
+          cascade: Cascade | None = None) -> tuple[Program, dict[str, Any]]:
+    """The constant-depth program for a solvable automaton and its metadata."""
+    from compiler.decompose import decompose
+
+    cascade = cascade or decompose(automaton)
+    if not cascade.solvable:
+        raise ShortcutError(
+            f"krohn-rhodes needs a solvable automaton, but {automaton.name} contains the non-solvable group "
+            f"{', '.join(cascade.non_solvable_groups)}; use --method scan (depth ceil(log2 T))")
+    comps = cascade.components
+    if any(c.kind == "group" for c in comps):
+        raise ShortcutError(f"{automaton.name}: cascade has a whole-group component; use --method scan")
+    T = max_len
+    start = cascade.encode(automaton.start)
+    init = dict(zip((c.name for c in comps), start))
+
+    # inputs as flat tables over base components, and which resets need their old value
+    inputs = {c.name: flatten(cascade, c.reads, c.table, True) for c in comps}
+    resets = {c.name: c for c in comps if c.kind == "reset"}
+    needs_old = {r: any(r in names and _needs_old(names, rows, r, _reset_letters(resets[r]))
+                        for names, rows in inputs.values()) for r in resets}
+
+    # schedule: block of each component's attention; ready(c) = block whose MLP can read c's pre-update value
+    block_of: dict[str, int] = {}
+    ready: dict[str, int] = {}
+    for c in comps:  # components are in level order
+        names, _ = inputs[c.name]
+        block_of[c.name] = 1 + max((ready[n] for n in names), default=0)
+        ready[c.name] = block_of[c.name] + (1 if needs_old.get(c.name) else 0)
+    L = max(max(block_of.values()), max(ready.values()))
+
+    ws = Workspace()
+    one, bos = ws.add("one"), ws.add("bos")
+    tok = ws.add("tok", list(automaton.alphabet))
+    logmass, recency = ws.add("pos:logmass"), ws.add("pos:recency")
+    code = position_code("sinusoidal", T)
+    pos = ws.add("pos", code.labels) if any(needs_old.values()) else None
+    dims: dict[str, dict[str, Any]] = {}
+    for c in comps:
+        d = {"new": ws.add(f"kr:{c.name}.new")}
+        if c.kind == "counter":
+            d["inc"], d["mean"], d["old"] = ws.add(f"kr:{c.name}.inc"), ws.add(f"kr:{c.name}.mean"), ws.add(f"kr:{c.name}.old")
+        else:
+            d["flag"], d["target"] = ws.add(f"kr:{c.name}.flag"), ws.add(f"kr:{c.name}.target")
+            d["fetched"] = ws.add(f"kr:{c.name}.fetched")
+            if needs_old[c.name]:
+                d["old"], d["prev"] = ws.add(f"kr:{c.name}.old"), ws.add(f"kr:{c.name}.prev")
+        dims[c.name] = d
+    state = ws.add("kr:state", list(automaton.states))
+    D = ws.d_model
+
+    def value_dim(name: str) -> int:
+        """Where a reader finds component ``name``'s pre-update value."""
+        d = dims[name]
+        return d["old"][0] if "old" in d else d["new"][0]
+
+    def input_update(c: Component, action) -> np.ndarray:
+        e = np.zeros(D)
+        if c.kind == "counter":
+            e[dims[c.name]["inc"][0]] = action % c.size
+        elif action is not None:
+            e[dims[c.name]["flag"][0]] = 1.0
+            e[dims[c.name]["target"][0]] = action
+        return e
+
+    # embedding: token one-hot, letter-only inputs; BOS carries flags and initial targets
+    W_E = np.zeros((automaton.n_symbols + 1, D))
+    W_E[:, one[0]] = 1.0
+    W_E[-1, bos[0]] = 1.0
+    for a in range(automaton.n_symbols):
+        W_E[a, tok[a]] = 1.0
+    for c in comps:
+        names, rows = inputs[c.name]
+        if not names:
+            for ((), letter), act in rows.items():
+                W_E[letter] += input_update(c, act)
+        if c.kind == "reset":
+            W_E[-1, dims[c.name]["flag"][0]] = 1.0
+            W_E[-1, dims[c.name]["target"][0]] = init[c.name]
+    W_pos = np.zeros((T + 1, D))
+    t = np.arange(T + 1, dtype=np.float64)
+    W_pos[:, logmass[0]] = np.log(2 * T - t)
+    W_pos[:, recency[0]] = t / (T + 1)
+    if pos is not None:
+        W_pos[:, list(pos.dims)] = position_table(code)
+
+    blocks: list[Block] = []
+    for b in range(1, L + 1):
+        heads, first = [], []
+        counters = [c for c in comps if block_of[c.name] == b and c.kind == "counter"]
+        if counters:
+            src = join(f"block{b}.increments", [dims[c.name]["inc"] for c in counters])
+            dst = join(f"block{b}.means", [dims[c.name]["mean"] for c in counters])
+            heads.append(prefix_mean_head(f"block{b}.counters", D, logmass[0], bos[0], src, dst, T))
+            for c in counters:
+                # steps cover initial + count for every initial value, so shapes do not depend on the start
+                first.append(modular_count_mlp(f"{c.name}.count", D, dims[c.name]["mean"][0], 2 * T, init[c.name],
+                                               c.size, (c.size - 1) * (T + 1) - init[c.name], dims[c.name]["new"][0],
+                                               dims[c.name]["inc"][0], dims[c.name]["old"][0]))
+        for c in comps:
+            if block_of[c.name] == b and c.kind == "reset":
+                d = dims[c.name]
+                heads.append(recent_flag_head(f"{c.name}.recent", D, d["flag"][0], recency[0], one[0], d["target"],
+                                              d["fetched"], T, value_range=c.size - 1))
+                first.append(round_mlp(f"{c.name}.round", D, d["fetched"], c.size, d["new"]))
+            if needs_old.get(c.name) and block_of[c.name] + 1 == b:
+                d = dims[c.name]
+                heads.append(offset_head(f"{c.name}.previous", D, pos, code, bos[0], one[0], 1, d["new"], d["prev"],
+                                         value_range=c.size - 1))
+                first.append(round_mlp(f"{c.name}.old", D, d["prev"], c.size, d["old"]))
+        second = []
+        for c in comps:
+            names, rows = inputs[c.name]
+            if names and block_of[c.name] == b + 1:
+                ins = [CodeInput(value_dim(n), cascade.component(n).size) for n in names] + [OneHotInput(tok.dims)]
+                table = {(*vals, letter): input_update(c, act) for (vals, letter), act in rows.items()}
+                table = {k: v for k, v in table.items() if v.any()}
+                if table:
+                    second.append(lookup_mlp(f"{c.name}.input", D, ins, table))
+        if b == L:
+            second.append(_readout_mlp(cascade, automaton, dims, state, D))
+        mlp = _stack(first, second, f"block{b}.mlp")
+        blocks.append(Block(heads, mlp))
+
+    W_U = np.zeros((D, automaton.n_states))
+    W_U[list(state.dims), np.arange(automaton.n_states)] = 1.0
+    meta = {
+        "method": "krohn-rhodes",
+        "positions": "sinusoidal" if pos is not None else None,
+        "warnings": [],
+        "krohn_rhodes": {
+            "levels": len(cascade.levels),
+            "blocks": L,
+            "components": [{"name": c.name, "kind": c.kind, "size": c.size, "level": c.level,
+                            "block": block_of[c.name], "reads": inputs[c.name][0],
+                            "old_fetched": bool(needs_old.get(c.name))} for c in comps],
+        },
+        "layers": [{"heads": [h.notes for h in blk.heads], "mlp": blk.mlp.notes if blk.mlp else None}
+                   for blk in blocks],
+    }
+    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states)), meta
+
+
+def _stack(first: list[MLP], second: list[MLP], name: str) -> MLP | None:
+    """[first side by side] then [second side by side], fused into one MLP."""
+    a = parallel(first, name + ".decode") if first else None
+    b = parallel(_same_depth(second), name + ".lookup") if second else None
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return fuse(a, b, name)
+
+
+def _same_depth(mlps: list[MLP]) -> list[MLP]:
+    return mlps  # every lookup and the readout have two hidden layers
+
+
+def _readout_mlp(cascade: Cascade, automaton: Semiautomaton, dims, state, D: int) -> MLP:
+    """New component values -> one-hot of the state (logit margin 1)."""
+    names, rows = flatten(cascade, cascade.readout.reads, cascade.readout.table, False)
+    ins = [CodeInput(dims[n]["new"][0], cascade.component(n).size) for n in names]
+    table = {}
+    for (vals, _), q in rows.items():
+        e = np.zeros(D)
+        e[state[q]] = 1.0
+        table[vals] = e
+    return lookup_mlp("readout", D, ins, table)
+
+
+def set_start(model, start: str) -> None:
+    """Recompile ``model`` for start state ``start`` and copy the weights in (in place).
+
+    The start state lives in the initial values (BOS's targets, the counters' offsets);
+    every shape is start-independent, so the weights swap in directly."""
+    import torch
+
+    from compiler.errors import InputError
+    from compiler.spec import from_dict
+
+    from .assemble import assemble
+
+    a = model.automaton
+    if start not in a.state_index:
+        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
+    spec = {**model.meta["automaton"], "start": start}
+    other = from_dict(spec)
+    program, meta = build(other, max_len=model.max_len)
+    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype, meta={**model.meta, **meta, "automaton": spec})
+    model.load_state_dict(new.state_dict())
+    model.meta = new.meta
+    model._automaton = None
