@@ -12,7 +12,7 @@ from compiler.cli import main
 @pytest.fixture(scope="module")
 def q8(tmp_path_factory):
     path = tmp_path_factory.mktemp("m") / "q8.safetensors"
-    assert main(["compile", "quaternion", "-o", str(path), "--max-len", "16"]) == 0
+    assert main(["compile", "quaternion", "-o", str(path), "--max-len", "16", "--method", "scan"]) == 0
     return path
 
 
@@ -34,6 +34,16 @@ def test_info_json_keys(q8, capsys):
     assert main(["info", str(q8), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["method"] == "scan" and info["n_layers"] == 4 and info["n_states"] == 8
+
+
+def test_auto_and_krohn_rhodes_from_the_cli(tmp_path, capsys):
+    path = tmp_path / "q8.safetensors"
+    assert main(["compile", "quaternion", "-o", str(path), "--max-len", "64"]) == 0
+    assert main(["info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert info["method"] == "krohn-rhodes" and info["n_layers"] == 2 and "solvable" in info["why"]
+    assert main(["compile", "alternating:5", "-o", str(tmp_path / "a5.safetensors"), "--method", "krohn-rhodes"]) == 2
+    assert "A5" in capsys.readouterr().err
 
 
 def test_verify_writes_reports(q8, tmp_path, capsys):
