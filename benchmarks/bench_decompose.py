@@ -36,21 +36,8 @@ def full_transformation_monoid(n: int) -> Semiautomaton:
 
 
 def random_automaton(rng: random.Random, n: int, k: int, family: str, i: int) -> Semiautomaton:
-    """``uniform``: every letter an arbitrary map; ``mixed``: each letter a permutation (30%),
-    a reset (15%) or an arbitrary map, as in the property test."""
-    maps = []
-    for _ in range(k):
-        r = rng.random() if family == "mixed" else 1.0
-        if r < 0.3:
-            m = list(range(n))
-            rng.shuffle(m)
-        elif r < 0.45:
-            m = [rng.randrange(n)] * n
-        else:
-            m = [rng.randrange(n) for _ in range(n)]
-        maps.append(tuple(m))
-    return Semiautomaton(f"random-{family}-{n}x{k}#{i}", tuple(map(str, range(n))),
-                         tuple(f"a{j}" for j in range(k)), tuple(maps), 0)
+    """``uniform``: every letter an arbitrary map; ``mixed``: as in the property test."""
+    return catalog.random_automaton(rng, n, k, family, name=f"random-{family}-{n}x{k}#{i}")
 
 
 def row(a: Semiautomaton | str) -> str:

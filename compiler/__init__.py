@@ -45,4 +45,4 @@ def with_start(model, start: str):
     return other
 
 
-__all__ = ["Semiautomaton", "ShortcutError", "compile_automaton", "load", "load_spec", "save", "with_start", "__version__"]
+__all__ = ["Semiautomaton", "ShortcutError", "compile_automaton", "decompose", "load", "load_spec", "save", "with_start", "__version__"]

@@ -25,6 +25,8 @@ Conventions shared by all entries:
 
 from __future__ import annotations
 
+import random
+
 import dataclasses
 import itertools
 from dataclasses import dataclass
@@ -476,3 +478,28 @@ def build(name: str) -> Semiautomaton:
     params = _parse_params(family, args)
     canonical = family_name + (":" + ",".join(map(str, params)) if params else "")
     return dataclasses.replace(family.make(*params), name=canonical)
+
+
+def random_maps(rng: "random.Random", n_states: int, n_letters: int, family: str = "mixed") -> list[tuple[int, ...]]:
+    """Random transition maps: ``mixed`` makes each letter a permutation (30%), a reset (15%)
+    or an arbitrary map; ``uniform`` makes every letter an arbitrary map."""
+    maps = []
+    for _ in range(n_letters):
+        r = rng.random() if family == "mixed" else 1.0
+        if r < 0.3:
+            m = list(range(n_states))
+            rng.shuffle(m)
+        elif r < 0.45:
+            m = [rng.randrange(n_states)] * n_states
+        else:
+            m = [rng.randrange(n_states) for _ in range(n_states)]
+        maps.append(tuple(m))
+    return maps
+
+
+def random_automaton(rng: "random.Random", n_states: int, n_letters: int, family: str = "mixed",
+                     start: int = 0, name: str = "random") -> Semiautomaton:
+    """A random automaton (see :func:`random_maps`) with states "0".. and letters "a0".. -- used by
+    property tests and benchmarks."""
+    return Semiautomaton(name, tuple(map(str, range(n_states))), tuple(f"a{j}" for j in range(n_letters)),
+                         tuple(random_maps(rng, n_states, n_letters, family)), start)

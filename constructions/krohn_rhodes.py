@@ -29,7 +29,6 @@ Each block's MLP = [decode these components | round fetched old values] then
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any
 
 import numpy as np
@@ -271,16 +270,12 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
 def _stack(first: list[MLP], second: list[MLP], name: str) -> MLP | None:
     """[first side by side] then [second side by side], fused into one MLP."""
     a = parallel(first, name + ".decode") if first else None
-    b = parallel(_same_depth(second), name + ".lookup") if second else None
+    b = parallel(second, name + ".lookup") if second else None  # lookups and readout: 2 hidden layers each
     if a is None:
         return b
     if b is None:
         return a
     return fuse(a, b, name)
-
-
-def _same_depth(mlps: list[MLP]) -> list[MLP]:
-    return mlps  # every lookup and the readout have two hidden layers
 
 
 def _readout_mlp(cascade: Cascade, automaton: Semiautomaton, dims, state, D: int) -> MLP:
@@ -300,8 +295,6 @@ def set_start(model, start: str) -> None:
 
     The start state lives in the initial values (BOS's targets, the counters' offsets);
     every shape is start-independent, so the weights swap in directly."""
-    import torch
-
     from compiler.errors import InputError
     from compiler.spec import from_dict
 

@@ -29,18 +29,7 @@ def automaton(maps, start: int = 0, name: str = "test") -> Semiautomaton:
 def random_automaton(rng: random.Random) -> Semiautomaton:
     """2-6 states, 1-4 letters, each a permutation, a reset or an arbitrary map."""
     n, k = rng.randint(2, 6), rng.randint(1, 4)
-    maps = []
-    for _ in range(k):
-        r = rng.random()
-        if r < 0.3:
-            m = list(range(n))
-            rng.shuffle(m)
-        elif r < 0.45:
-            m = [rng.randrange(n)] * n
-        else:
-            m = [rng.randrange(n) for _ in range(n)]
-        maps.append(m)
-    return automaton(maps, start=rng.randrange(n), name="random")
+    return automaton(catalog.random_maps(rng, n, k), start=rng.randrange(n), name="random")
 
 
 def check_structure(c: Cascade) -> None:

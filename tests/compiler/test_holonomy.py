@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from compiler.catalog import random_maps
 from compiler.errors import BudgetError
 from compiler.groups import generate, is_identity
 from compiler.holonomy import Holonomy, members, popcount, set_image
@@ -17,19 +18,6 @@ def full_transformation_generators(n: int) -> list[tuple[int, ...]]:
     return [tuple(list(range(1, n)) + [0]), (1, 0) + tuple(range(2, n)), (0, 0) + tuple(range(2, n))]
 
 
-def random_maps(rng: random.Random, n: int, k: int) -> list[tuple[int, ...]]:
-    maps = []
-    for _ in range(k):
-        r = rng.random()
-        if r < 0.3:
-            m = list(range(n))
-            rng.shuffle(m)
-        elif r < 0.45:
-            m = [rng.randrange(n)] * n
-        else:
-            m = [rng.randrange(n) for _ in range(n)]
-        maps.append(tuple(m))
-    return maps
 
 
 def crosscheck(h: Holonomy) -> None:

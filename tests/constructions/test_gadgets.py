@@ -7,7 +7,7 @@ import pytest
 
 from constructions.gadgets import STEP_TOLERANCE, compose_mlp, distance_units, offset_head, onehot_bias, step_units
 from constructions.positions import position_code, position_table
-from constructions.program import MLP, fuse
+from constructions.program import fuse
 from constructions.workspace import Workspace
 
 

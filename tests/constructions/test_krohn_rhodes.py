@@ -1,12 +1,12 @@
 """Theorem 11 end to end: cascades compiled to constant-depth Transformers."""
 
-import numpy as np
+import random
+
 import pytest
 import torch
 
 import compiler
-from compiler.catalog import paper_suite
-from compiler.spec import Semiautomaton
+from compiler.catalog import paper_suite, random_automaton
 from verify.check import verify
 
 SOLVABLE = [n for n in paper_suite() if n not in ("alternating:5", "symmetric:5")] + [
@@ -75,25 +75,15 @@ def test_broken_component_is_named():
 
 def _random_solvable(rng, n_states, n_letters):
     while True:
-        maps = []
-        for _ in range(n_letters):
-            kind = rng.integers(3)
-            if kind == 0:
-                maps.append(tuple(int(x) for x in rng.permutation(n_states)))
-            elif kind == 1:
-                maps.append(tuple([int(rng.integers(n_states))] * n_states))
-            else:
-                maps.append(tuple(int(x) for x in rng.integers(0, n_states, n_states)))
-        a = Semiautomaton("random", tuple(map(str, range(n_states))), tuple(f"a{i}" for i in range(n_letters)),
-                          tuple(maps))
+        a = random_automaton(rng, n_states, n_letters)
         if compiler.decompose(a).solvable:
             return a
 
 
 def _check_random(count, seed, T):
-    rng = np.random.default_rng(seed)
+    rng = random.Random(seed)
     for _ in range(count):
-        a = _random_solvable(rng, int(rng.integers(2, 6)), int(rng.integers(1, 4)))
+        a = _random_solvable(rng, rng.randint(2, 5), rng.randint(1, 3))
         model = compiler.compile_automaton(a, max_len=T, method="krohn-rhodes")
         r = verify(model, samples=4, exhaustive_budget=512, families=False)
         assert r.exact, (a, r.counterexample, r.invariants.get("failures"))
