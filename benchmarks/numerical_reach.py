@@ -1,51 +1,133 @@
 """Numerical reach of the scan construction: at which max_len does it stop being exact?
 
-For each automaton, positions code and dtype, compiles at T = 2^k and verifies with
-random full-length sequences plus the adversarial families (exhaustive checks are
-short-length and do not depend on T much, so they are skipped here).  Prints a
-table: 'exact' or the first failure.  Example:
+For each automaton, positions code and dtype, compiles a scan model (``--method scan``)
+at T = 2^k and verifies it with random sequences of exactly T plus the adversarial
+families (constant runs, alternations, run-then-switch, periodic), every position
+scored.  Exhaustive checks are short-length and do not depend on T, so they are
+skipped, as are the layer-wise invariants.  Inputs up to 4096 run through the model's
+own forward; longer ones through ``verify.chunked.forward_chunked`` (query-chunked
+attention, one attention pattern shared by the batch since scan heads select by
+position only; the test suite checks it against the plain forward).
 
-    python benchmarks/numerical_reach.py --automata parity quaternion --max-exp 12
+``--find-max`` doubles T from 2^min-exp and stops each row at its first failure, so a
+row costs about twice its largest exact T.  ``--quick`` is the setting of
+``benchmarks/run_all.py`` (2 random sequences, 1 sequence per adversarial family,
+T = 2^8 .. 2^12, chunked forward at every T).  Examples:
+
+    python benchmarks/numerical_reach.py --find-max --max-exp 16 --out benchmarks/results/reach_full.md
+    python benchmarks/numerical_reach.py --quick
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 import compiler
 from verify.check import verify
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import header  # noqa: E402
 
-def main() -> None:
+DEFAULT_AUTOMATA = ["parity", "quaternion", "alternating:5", "symmetric:5"]
+
+
+def check(name: str, positions: str, dtype: str, T: int, samples: int, family_limit: int | None,
+          forward: str = "auto") -> dict:
+    t0 = time.perf_counter()
+    model = compiler.compile_automaton(name, max_len=T, method="scan", dtype=getattr(torch, dtype),
+                                       positions=positions)
+    r = verify(model, samples=samples, exhaustive_budget=1, layerwise=False, family_limit=family_limit,
+               forward=forward)
+    heads = r.margins.get("heads") or []
+    return {"T": T, "exact": r.exact, "errors": r.n_errors, "positions": r.n_positions, "sequences": r.n_sequences,
+            "margin": r.margins.get("readout_min_logit_margin"),
+            "leak": max((h["worst_leaked_mass"] for h in heads), default=None),
+            "predicted": model.meta.get("position_precision_margin"),
+            "forward": "chunked" if "chunked" in r.checked["forward"] else "plain",
+            "seconds": time.perf_counter() - t0}
+
+
+def _f(x, fmt: str = ".3g") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def main(argv: list[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--automata", nargs="+", default=["parity", "quaternion", "alternating:5", "symmetric:5"])
+    p.add_argument("--automata", nargs="+", default=DEFAULT_AUTOMATA)
     p.add_argument("--positions", nargs="+", default=["sinusoidal", "circle"])
-    p.add_argument("--dtypes", nargs="+", default=["float32"])
-    p.add_argument("--min-exp", type=int, default=4)
-    p.add_argument("--max-exp", type=int, default=12)
-    p.add_argument("--samples", type=int, default=16)
-    p.add_argument("--stop-at-failure", action="store_true", help="stop a row at its first failure")
-    args = p.parse_args()
-    print(f"# numerical reach of scan models ({platform.machine()}, {torch.get_num_threads()} threads, "
-          f"torch {torch.__version__}); samples={args.samples} random full-length sequences + adversarial families")
-    print("| automaton | positions | dtype | T | exact | errors/positions | readout margin | seconds |")
-    print("|---|---|---|---|---|---|---|---|")
+    p.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
+    p.add_argument("--min-exp", type=int, default=None, help="smallest T = 2^min-exp (default 6)")
+    p.add_argument("--max-exp", type=int, default=None, help="largest T = 2^max-exp (default 16; --quick: 13)")
+    p.add_argument("--samples", type=int, default=None, help="random full-length sequences (default 4; --quick: 2)")
+    p.add_argument("--family-limit", type=int, default=None,
+                   help="sequences per adversarial family (default 2; --quick: 1)")
+    p.add_argument("--find-max", "--stop-at-failure", action="store_true", dest="find_max",
+                   help="stop each row at its first failure")
+    p.add_argument("--forward", choices=["auto", "plain", "chunked"], default=None,
+                   help="auto: the model's own forward up to T = 4096, chunked above (default); --quick: chunked")
+    p.add_argument("--quick", action="store_true", help="few samples, T = 2^8 .. 2^12, chunked forward, --find-max")
+    p.add_argument("--out", help="also write the tables to this file")
+    args = p.parse_args(argv)
+    quick = args.quick
+    min_exp = args.min_exp if args.min_exp is not None else (8 if quick else 6)
+    max_exp = args.max_exp if args.max_exp is not None else (12 if quick else 16)
+    forward = args.forward or ("chunked" if quick else "auto")
+    samples = args.samples if args.samples is not None else (2 if quick else 4)
+    family_limit = args.family_limit if args.family_limit is not None else (1 if quick else 2)
+    find_max = args.find_max or quick
+
+    lines = [header(f"Numerical reach of scan models, T = 2^{min_exp} .. 2^{max_exp}"), "",
+             f"Per T: {samples} random sequences of length T and at most {family_limit} sequence(s) of each "
+             f"adversarial family (constant, alternate, run-then-switch, switch-then-run, periodic), every position "
+             f"scored against the integer simulation; {'each row stops at its first failure' if find_max else 'all T'}. "
+             f"`predicted` is the compile-time position precision margin (half the score gap over a rounding "
+             f"bound; below 1 the compiler warns). Forward: "
+             + {"auto": "the model's own up to T = 4096, query-chunked above.",
+                "plain": "the model's own.",
+                "chunked": "query-chunked at every T (verify.chunked; equal to the model's own forward in the tests)."}[
+                 forward],
+             "", "| automaton | positions | dtype | T | exact | errors / positions | readout margin | "
+             "max leaked mass | predicted | forward | seconds |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    summary = []
+    t_all = time.perf_counter()
     for name in args.automata:
         for positions in args.positions:
             for dt in args.dtypes:
-                for k in range(args.min_exp, args.max_exp + 1):
-                    T = 2**k
-                    t0 = time.time()
-                    model = compiler.compile_automaton(name, max_len=T, dtype=getattr(torch, dt), positions=positions)
-                    r = verify(model, samples=args.samples, exhaustive_budget=1, layerwise=False)
-                    print(f"| {name} | {positions} | {dt} | {T} | {r.exact} | {r.n_errors}/{r.n_positions} | "
-                          f"{r.margins['readout_min_logit_margin']} | {time.time() - t0:.1f} |", flush=True)
-                    if not r.exact and args.stop_at_failure:
-                        break
+                best, fail, secs = None, None, 0.0
+                for k in range(min_exp, max_exp + 1):
+                    r = check(name, positions, dt, 2**k, samples, family_limit, forward)
+                    secs += r["seconds"]
+                    line = (f"| {name} | {positions} | {dt} | {r['T']} | {r['exact']} | {r['errors']}/{r['positions']} | "
+                            f"{_f(r['margin'])} | {_f(r['leak'])} | {_f(r['predicted'])} | {r['forward']} | "
+                            f"{r['seconds']:.1f} |")
+                    print(line, flush=True)
+                    lines.append(line)
+                    if r["exact"]:
+                        best = r["T"] if fail is None else best
+                    elif fail is None:
+                        fail = r
+                        if find_max:
+                            break
+                summary.append((name, positions, dt, best, fail, secs))
+    lines += ["", "## Largest exact power of two", "",
+              f"| automaton | positions | dtype | largest exact T (checked ≤ 2^{max_exp}) | first failure | seconds |",
+              "|---|---|---|---|---|---|"]
+    for name, positions, dt, best, fail, secs in summary:
+        f = "none" if fail is None else f"T = {fail['T']}: {fail['errors']}/{fail['positions']} wrong"
+        lines.append(f"| {name} | {positions} | {dt} | {best if best is not None else '< ' + str(2**min_exp)} | "
+                     f"{f} | {secs:.0f} |")
+    lines.append(f"\nTotal {time.perf_counter() - t_all:.0f} s.")
+    print("\n".join(lines[-len(summary) - 6:]), flush=True)
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    return text
 
 
 if __name__ == "__main__":

@@ -29,12 +29,27 @@ def _dtype(name: str):
     return DTYPES[name]
 
 
+COMPILE_FAMILY_LIMIT = 4
+"""compile --verify keeps at most this many sequences of each adversarial family."""
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from . import compile_automaton, load_spec, save
 
     automaton = load_spec(args.spec)
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
                               positions=args.positions)
+    exact = True
+    if args.verify:  # a modest check, recorded in the checkpoint so that `info` shows it
+        from verify.check import verify
+        from verify.report import summary_line, verification_summary
+
+        if args.verify_samples < 0:
+            raise ShortcutError("--verify-samples must be >= 0")
+        result = verify(model, samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
+                        family_limit=COMPILE_FAMILY_LIMIT, progress=_progress())
+        model.meta = {**model.meta, "verification": verification_summary(result)}
+        exact = result.exact
     save(model, args.output)
     for w in model.meta.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
@@ -43,7 +58,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
           f"{i['n_layers']} layers, d_model {i['d_model']}, d_mlp {i['d_mlp']} "
           f"(up to {i['mlp_hidden_layers']} hidden layers), {i['n_params']} params, "
           f"max_len {i['max_len']}, {i['dtype']} -> {args.output}")
-    return 0
+    if args.verify:
+        print(f"verification: {summary_line(model.meta['verification'])}")
+        ce = model.meta["verification"]["counterexample"]
+        if ce is not None:
+            print(f"counterexample ({ce['check']}): {' '.join(ce['input'])} -> at position {ce['position']} "
+                  f"expected {ce['expected']}, got {ce['got']}")
+    return 0 if exact else 1
 
 
 def _read_inputs(args: argparse.Namespace) -> list[list[str]]:
@@ -97,6 +118,12 @@ def cmd_info(args: argparse.Namespace) -> int:
         for k, v in info.items():
             if k != "verification":
                 print(f"{k}: {v}")
+        if info.get("verification"):
+            from verify.report import summary_line
+
+            print(f"verification: {summary_line(info['verification'])}")
+        else:
+            print("verification: none stored (compiled with --no-verify; run `shortcut verify`)")
     return 0
 
 
@@ -124,8 +151,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     model = load(args.model)
     if args.samples < 0:
         raise ShortcutError("--samples must be >= 0")
+    if args.family_limit is not None and args.family_limit < 1:
+        raise ShortcutError("--family-limit must be >= 1")
     result = verify(model, samples=args.samples, seed=args.seed, exhaustive_budget=args.exhaustive_budget,
-                    progress=_progress())
+                    family_limit=args.family_limit, progress=_progress())
     rep = write_report(result, model, args.report, args.model) if args.report else report_dict(result, model, args.model)
     if args.json:
         print(json.dumps(rep))
@@ -142,7 +171,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for f in rep.get("invariants", {}).get("failures", []):
             print(f"invariant failed: {f}")
         if args.report:
-            print(f"report written to {args.report}/report.json and report.md")
+            print(f"report written to {args.report}/report.json, report.md and report.html")
     return 0 if result.exact else 1
 
 
@@ -178,9 +207,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("spec")
     c.add_argument("-o", "--output", required=True)
     c.add_argument("--max-len", type=int, default=128)
-    c.add_argument("--method", default="auto", choices=["auto", "scan", "gridworld"])
+    c.add_argument("--method", default="auto", choices=["auto", "scan", "krohn-rhodes", "gridworld"])
     c.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     c.add_argument("--positions", default="sinusoidal", choices=["sinusoidal", "circle"])
+    c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
+                   help="verify after compiling (a modest check; store the summary in the checkpoint, exit 1 if "
+                        "not exact); --no-verify skips it")
+    c.add_argument("--verify-samples", type=int, default=16, help="random full-length sequences for --verify")
+    c.add_argument("--verify-budget", type=int, default=4096, help="exhaustive-check budget for --verify")
     c.set_defaults(func=cmd_compile)
 
     r = sub.add_parser("run", help="run a compiled model on space-separated symbol sequences")
@@ -203,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--exhaustive-budget", type=int, default=1 << 15,
                    help="largest number of sequences in the exhaustive check")
+    v.add_argument("--family-limit", type=int, default=None,
+                   help="at most this many sequences per adversarial family (default: all)")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=cmd_verify)
 

@@ -14,6 +14,20 @@ What is checked, each at every position:
   which also adds wall-pinned and wall-free walks to the adversarial families).
 
 A model is exact only if every scored position agrees and every invariant holds.
+
+Margins (``VerificationResult.margins``), measured on sample inputs:
+
+* ``heads``: per attention head, the worst (smallest) score gap between the intended
+  key and the best other key, and the worst softmax mass leaked off the intended key
+  (scan: t - 2^(l-1) or BOS; gridworld: the last position with the wanted value; other
+  constructions: the argmax key; uniform heads report the spread of their scores);
+* ``mlps``: per lookup MLP, the worst distance of its input from the nearest decision
+  boundary of its step units = declared input tolerance - measured input noise;
+* ``readout_min_logit_margin``: the smallest top-vs-second logit gap at a correct position.
+
+Inputs longer than ``PLAIN_MAX_LEN`` run through :func:`verify.chunked.forward_chunked`
+(query-chunked attention; one pattern per batch when the heads are purely positional),
+which keeps memory at [B, chunk, T] instead of [B, H, T, T].
 """
 
 from __future__ import annotations
@@ -35,6 +49,11 @@ DEFAULT_EXHAUSTIVE_BUDGET = 1 << 15
 DEFAULT_SAMPLES = 64
 SCORE_BUDGET = 1 << 26
 """Largest batch * heads * T^2 evaluated at once (attention scores are [B, H, T, T])."""
+PLAIN_MAX_LEN = 4096
+"""Longest input run through the model's own forward; longer ones use the chunked forward."""
+LAYERWISE_MAX_LEN = 4096
+"""Layer-wise invariants cache every layer's [H, T, T] pattern: only up to this length."""
+CHUNK = 1024
 
 
 @dataclass
@@ -107,8 +126,18 @@ def adversarial_families(n_symbols: int, T: int) -> dict[str, np.ndarray]:
     return {k: np.array(v, dtype=np.int64).reshape(-1, T) for k, v in fams.items() if v}
 
 
-def _batches(tokens: np.ndarray, T: int, heads: int = 1) -> Iterator[np.ndarray]:
-    size = max(1, SCORE_BUDGET // (max(T + 1, 1) ** 2 * max(heads, 1)))
+ACTIVATION_BUDGET = 1 << 27
+"""Largest batch * T * (widest MLP layer) evaluated at once (about 0.5 GB of float32)."""
+
+
+def model_width(model) -> int:
+    """The widest activation a position carries (d_model or an MLP hidden layer)."""
+    return max([model.config["d_model"]] + [h for b in model.config["blocks"] for h in b["mlp_hidden"]])
+
+
+def _batches(tokens: np.ndarray, T: int, heads: int = 1, width: int = 1) -> Iterator[np.ndarray]:
+    size = max(1, min(SCORE_BUDGET // (max(T + 1, 1) ** 2 * max(heads, 1)),
+                      ACTIVATION_BUDGET // (max(T + 1, 1) * max(width, 1))))
     for i in range(0, len(tokens), size):
         yield tokens[i : i + size]
 
@@ -128,12 +157,18 @@ class _Tally:
         self.rnn = RecurrentSimulator(automaton, torch.float64)
         self.rnn_positions = 0
 
-    def add(self, check: str, tokens: np.ndarray, logits: torch.Tensor) -> None:
+    def reference(self, tokens: np.ndarray) -> np.ndarray:
+        """Reference states [B, T]; the integer simulation and the recurrent module must agree."""
         expected = simulate(self.a, tokens)
         rnn = self.rnn(torch.from_numpy(tokens)).argmax(-1).numpy()
         if not np.array_equal(rnn, expected):  # the two references must agree before we judge the model
             raise RuntimeError(f"reference disagreement on {self.a.name}: recurrent module vs integer simulation")
         self.rnn_positions += tokens.size
+        return expected
+
+    def add(self, check: str, tokens: np.ndarray, logits: torch.Tensor, expected: np.ndarray | None = None) -> None:
+        if expected is None:
+            expected = self.reference(tokens)
         lg = logits.detach().double()
         got = lg.argmax(-1).numpy()
         top2 = lg.topk(2, dim=-1).values if lg.shape[-1] > 1 else None
@@ -150,18 +185,137 @@ class _Tally:
         self.count_at[:T] += B
         if self.counterexample is None and not ok.all():
             b, t = map(int, np.argwhere(~ok)[0])
-            self.counterexample = self._counterexample(check, tokens[b], expected[b], got[b], t)
+            self.counterexample = self._counterexample(check, tokens[b], expected[b], got[b], t, lg[b].numpy())
 
-    def _counterexample(self, check: str, toks, exp, got, t: int) -> Counterexample:
+    def _counterexample(self, check: str, toks, exp, got, t: int, logits: np.ndarray) -> Counterexample:
+        """The failing sequence up to position t; per step the reference and model states and
+        ``logit_gap`` = logit of the reference state minus the best other logit (< 0: wrong)."""
         a = self.a
-        trace = [{"symbol": a.alphabet[toks[i]], "expected": a.states[exp[i]], "got": a.states[got[i]]}
-                 for i in range(t + 1)]
+        trace = []
+        for i in range(t + 1):
+            row = logits[i]
+            others = np.delete(row, exp[i])
+            gap = float(row[exp[i]] - others.max()) if len(others) else math.inf
+            trace.append({"symbol": a.alphabet[toks[i]], "expected": a.states[exp[i]], "got": a.states[got[i]],
+                          "logit_gap": gap})
         return Counterexample(check, [a.alphabet[x] for x in toks[: t + 1]], t + 1,
                               a.states[exp[t]], a.states[got[t]], trace)
 
 
+def target_margins(scores: torch.Tensor, pattern: torch.Tensor, target: torch.Tensor) -> tuple[float, float]:
+    """Worst score gap and worst leaked mass of one head over query rows ``1..``.
+
+    ``scores``/``pattern``: [B, rows, keys] (masked keys at -inf); ``target``: [B or 1, rows]
+    key index each query should select.  Gap = score(target) - max score of another key."""
+    s = scores.double()
+    tgt = target.expand(s.shape[0], -1)[..., None]
+    want = s.gather(-1, tgt)[..., 0]
+    other = s.scatter(-1, tgt, float("-inf")).max(-1).values
+    gap = (want - other)[:, 1:] if s.shape[1] > 1 else want[:, :0]
+    leaked = 1.0 - pattern.double().gather(-1, tgt)[..., 0]
+    leaked = leaked[:, 1:] if s.shape[1] > 1 else leaked[:, :0]
+    worst_gap = float(gap[torch.isfinite(gap)].min()) if torch.isfinite(gap).any() else math.inf
+    return worst_gap, float(leaked.max()) if leaked.numel() else 0.0
+
+
+def generic_head_margins(model, cache: dict[str, torch.Tensor], layers: list[int] | None = None) -> list[dict[str, Any]]:
+    """Head margins without construction knowledge: the intended key is the argmax key;
+    heads whose notes say they average uniformly report the spread of their scores."""
+    out = []
+    for l in layers if layers is not None else range(len(model.blocks)):
+        notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
+        scores = cache[f"blocks.{l}.attn.scores"]
+        pattern = cache[f"blocks.{l}.attn.pattern"]
+        for h in range(scores.shape[1]):
+            n = notes[h] if h < len(notes) else {}
+            entry = {"layer": l + 1, "head": n.get("kind", f"head{h}"), "derived_score_gap": n.get("score_gap"),
+                     "derived_leak_bound": n.get("leak_bound")}
+            if n.get("kind") in ("prefix-sum", "prefix-mean", "uniform"):
+                s = scores[:, h, 1:, 1:].double()  # real keys only; BOS absorbs by design
+                fin = torch.isfinite(s)
+                hi = torch.where(fin, s, -math.inf).max(-1).values
+                lo = torch.where(fin, s, math.inf).min(-1).values
+                entry.update(target="uniform over positions 1..t", worst_score_spread=float((hi - lo).max()))
+            else:
+                tgt = pattern[:, h].argmax(-1)
+                gap, leak = target_margins(scores[:, h], pattern[:, h], tgt)
+                entry.update(target="argmax key", worst_score_gap=gap, worst_leaked_mass=leak)
+            out.append(entry)
+    return out
+
+
+def generic_mlp_margins(model, cache: dict[str, torch.Tensor], layers: list[int] | None = None) -> list[dict[str, Any]]:
+    """MLP margins from the notes of constructions that declare their integer-coded inputs
+    (``meta["layers"][l]["mlp"]["integer_inputs"]``: residual labels or label prefixes, optional
+    ``input_scale``): noise = worst |scale*x - round(scale*x)| over those inputs at ``resid_mid``."""
+    labels = model.meta.get("residual_labels", [])
+    out = []
+    for l in layers if layers is not None else range(len(model.blocks)):
+        notes = model.meta.get("layers", [{}] * (l + 1))[l].get("mlp") or {}
+        if model.blocks[l].mlp is None or not notes:
+            continue
+        entry: dict[str, Any] = {"layer": l + 1, "mlp": notes.get("kind", "mlp"),
+                                 "input_tolerance": notes.get("input_tolerance")}
+        wanted = notes.get("integer_inputs")
+        if wanted and entry["input_tolerance"] is not None:
+            dims = [i for i, lab in enumerate(labels) if any(lab == w or lab.startswith(w) for w in wanted)]
+            x = cache[f"blocks.{l}.resid_mid"][..., dims].double() * float(notes.get("input_scale", 1.0))
+            noise = float((x - x.round()).abs().max()) if dims else 0.0
+            entry.update(inputs=", ".join(wanted), worst_input_noise=noise,
+                         distance_to_boundary=entry["input_tolerance"] - noise)
+        else:
+            entry.update(inputs=None, worst_input_noise=None, distance_to_boundary=None,
+                         note="inputs not declared by the construction: tolerance only")
+        out.append(entry)
+    return out
+
+
+def _kr_mlp_margins(model, cache: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    """Per krohn-rhodes MLP, the noise of the integer codes it reads (dims found from ``W_in``).
+
+    ``kr:c.mean`` (a counter's prefix mean, decoded mod n) is an integer count once
+    multiplied by the prefix-mean head's ``scale``; ``kr:c.fetched`` / ``.prev`` (a reset
+    unit's fetched value, rounded) and ``kr:c.new`` / ``.old`` (codes keying the input
+    lookups) are integers.  Step units decide at 1/4 from an integer (STEP_TOLERANCE)."""
+    from constructions.gadgets import STEP_TOLERANCE
+
+    labels = model.meta["residual_labels"]
+    out = []
+    for l, block in enumerate(model.blocks):
+        if block.mlp is None:
+            continue
+        reads = torch.nonzero(block.mlp.W_in.detach().abs().sum(1) > 0).flatten().tolist()
+        heads = model.meta["layers"][l].get("heads", [])
+        scale = next((h["scale"] for h in heads if h.get("kind") == "prefix-mean" and "scale" in h), None)
+        groups: dict[str, tuple[list[int], float]] = {}
+        for i in reads:
+            lab = labels[i]
+            if not lab.startswith("kr:") or lab.startswith("kr:state"):
+                continue
+            suffix = lab.rsplit(".", 1)[-1]
+            if suffix == "mean":
+                if scale is None:
+                    continue
+                groups.setdefault("counter sums (mean x scale)", ([], float(scale)))[0].append(i)
+            else:
+                groups.setdefault(f"codes .{suffix}", ([], 1.0))[0].append(i)
+        mid = cache[f"blocks.{l}.resid_mid"].double()
+        for what, (dims, sc) in groups.items():
+            x = mid[..., dims] * sc
+            noise = float((x - x.round()).abs().max())
+            names = sorted({labels[i][3:].rsplit(".", 1)[0] for i in dims})
+            out.append({"layer": l + 1, "mlp": f"block{l + 1}: {what}",
+                        "inputs": ", ".join(names[:4]) + (f", … ({len(names)})" if len(names) > 4 else ""),
+                        "input_tolerance": STEP_TOLERANCE, "worst_input_noise": noise,
+                        "distance_to_boundary": STEP_TOLERANCE - noise,
+                        **({"input_scale": sc} if sc != 1.0 else {})})
+    return out
+
+
 def _scan_invariants(model, tokens: np.ndarray) -> dict[str, Any]:
-    """Decode ``scan:map`` / ``scan:prev`` after every layer and compare with the exact windows."""
+    """Decode ``scan:map`` / ``scan:prev`` after every layer and compare with the exact windows;
+    measure each lookback head (score gap and leaked mass at t - 2^(l-1)) and each composition
+    MLP (noise of its integer inputs against the step units' tolerance)."""
     labels = model.meta["residual_labels"]
     F = [i for i, lab in enumerate(labels) if lab.startswith("scan:map[")]
     G = [i for i, lab in enumerate(labels) if lab.startswith("scan:prev[")]
@@ -171,8 +325,9 @@ def _scan_invariants(model, tokens: np.ndarray) -> dict[str, Any]:
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.from_numpy(tokens))
     worst_map, worst_scratch, failures = 0.0, 0.0, []
-    heads = []
+    heads, mlps = [], []
     T = tokens.shape[1]
+    t = torch.arange(T + 1)
     for l in range(L):
         post = cache[f"resid_post.{l}"].double().numpy()
         dev = np.abs(post[..., F] - want[l + 1]).max()
@@ -181,28 +336,87 @@ def _scan_invariants(model, tokens: np.ndarray) -> dict[str, Any]:
         if dev >= 0.25:
             failures.append(f"layer {l + 1}: scan:map deviates by {dev:.3g} from the 2^{l + 1}-window map")
         # attention: weight on the intended position (t - 2^l, or BOS)
-        pattern = cache[f"blocks.{l}.attn.pattern"][:, 0].double().numpy()  # [B, T+1, T+1]
-        t = np.arange(T + 1)
-        target = np.maximum(t - 2**l, 0)
-        leaked = 1.0 - pattern[:, t, target]
-        heads.append({"layer": l + 1, "head": model.meta["layers"][l]["heads"][0].get("kind", "offset"),
-                      "worst_leaked_mass": float(leaked.max()),
-                      "derived_leak_bound": model.meta["layers"][l]["heads"][0].get("leak_bound"),
-                      "score_gap": model.meta["layers"][l]["heads"][0].get("score_gap")})
-        mid = cache[f"blocks.{l}.resid_mid"].double().numpy()[..., G]
-        heads[-1]["worst_mlp_input_noise"] = float(np.abs(mid - np.rint(mid)).max())
-        heads[-1]["mlp_input_tolerance"] = model.meta["layers"][l]["mlp"].get("input_tolerance")
+        notes = model.meta["layers"][l]["heads"][0]
+        target = torch.clamp(t - 2**l, min=0)[None, :]
+        gap, leak = target_margins(cache[f"blocks.{l}.attn.scores"][:, 0], cache[f"blocks.{l}.attn.pattern"][:, 0],
+                                   target)
+        heads.append({"layer": l + 1, "head": notes.get("kind", "offset"), "target": f"t - {2**l} or BOS",
+                      "worst_score_gap": gap, "worst_leaked_mass": leak,
+                      "derived_leak_bound": notes.get("leak_bound"), "score_gap": notes.get("score_gap")})
+        mid = cache[f"blocks.{l}.resid_mid"].double().numpy()
+        noise_prev = float(np.abs(mid[..., G] - np.rint(mid[..., G])).max())
+        noise = max(noise_prev, float(np.abs(mid[..., F] - np.rint(mid[..., F])).max()))
+        tol = model.meta["layers"][l]["mlp"].get("input_tolerance")
+        heads[-1]["worst_mlp_input_noise"] = noise_prev
+        heads[-1]["mlp_input_tolerance"] = tol
+        mlps.append({"layer": l + 1, "mlp": model.meta["layers"][l]["mlp"].get("kind", "compose"),
+                     "inputs": "scan:map, scan:prev", "input_tolerance": tol, "worst_input_noise": noise,
+                     "distance_to_boundary": None if tol is None else tol - noise})
     if worst_scratch >= 0.25:
         failures.append(f"scan:prev not cleared (max |value| {worst_scratch:.3g})")
     return {"checked": "scan windows per layer", "sequences": int(tokens.shape[0]),
             "worst_map_deviation": worst_map, "worst_scratch_residue": worst_scratch,
-            "heads": heads, "failures": failures}
+            "heads": heads, "mlps": mlps, "failures": failures}
+
+
+class _ChunkMargins:
+    """Head margins collected while :func:`verify.chunked.forward_chunked` runs (long inputs)."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.scan = model.meta.get("method") == "scan"
+        self.worst: dict[tuple[int, int], list[float]] = {}
+
+    def __call__(self, l: int, h: int, i: int, j: int, scores: torch.Tensor, pattern: torch.Tensor) -> None:
+        """Worst gap and leak over rows i..j-1 (row 0, BOS, has no other key); overwrites ``scores``."""
+        rows = torch.arange(i, j)
+        if self.scan:
+            tgt = torch.clamp(rows - 2**l, min=0)[None, :, None].expand(scores.shape[0], -1, 1)
+        else:
+            tgt = pattern.argmax(-1, keepdim=True)
+        keep = slice(1 if i == 0 else 0, None)
+        want = scores.gather(-1, tgt)[:, keep, 0].double()
+        leak = float((1.0 - pattern.gather(-1, tgt)[:, keep, 0].double()).max()) if want.numel() else 0.0
+        other = scores.scatter_(-1, tgt, float("-inf")).max(-1).values[:, keep].double()
+        gap = want - other
+        fin = torch.isfinite(gap)
+        w = self.worst.setdefault((l, h), [math.inf, 0.0])
+        if fin.any():
+            w[0] = min(w[0], float(gap[fin].min()))
+        w[1] = max(w[1], leak)
+
+    def heads(self) -> list[dict[str, Any]]:
+        out = []
+        for (l, h), (gap, leak) in sorted(self.worst.items()):
+            notes = self.model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [{}])
+            n = notes[h] if h < len(notes) else {}
+            out.append({"layer": l + 1, "head": n.get("kind", f"head{h}"),
+                        "target": f"t - {2**l} or BOS" if self.scan else "argmax key",
+                        "worst_score_gap": gap, "worst_leaked_mass": leak,
+                        "derived_leak_bound": n.get("leak_bound"), "score_gap": n.get("score_gap")})
+        return out
+
+
+def _subset(rows: np.ndarray, limit: int | None) -> np.ndarray:
+    """At most ``limit`` rows, evenly spread (all of them when limit is None)."""
+    if limit is None or len(rows) <= limit:
+        return rows
+    idx = np.unique(np.linspace(0, len(rows) - 1, max(limit, 1)).round().astype(int))
+    return rows[idx]
 
 
 def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
            exhaustive_budget: int = DEFAULT_EXHAUSTIVE_BUDGET, families: bool = True,
-           layerwise: bool = True, progress: Callable[[str, int, int], None] | None = None) -> VerificationResult:
-    """Run every check on ``model`` and return a structured result."""
+           family_limit: int | None = None, layerwise: bool = True, forward: str = "auto",
+           progress: Callable[[str, int, int], None] | None = None) -> VerificationResult:
+    """Run every check on ``model`` and return a structured result.
+
+    ``family_limit`` keeps at most that many sequences of each adversarial family (evenly
+    spread); ``forward``: "plain" (the model's own forward), "chunked"
+    (:func:`verify.chunked.forward_chunked`) or "auto" (plain up to ``PLAIN_MAX_LEN``);
+    ``progress(check, done, total)`` is called after every batch."""
+    if forward not in ("auto", "plain", "chunked"):
+        raise ValueError(f"forward must be 'auto', 'plain' or 'chunked', got {forward!r}")
     a = model.automaton
     T = model.max_len
     tally = _Tally(a, T)
@@ -216,39 +430,96 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
         from .gridworld import families as gridworld_families
 
         fams.update(gridworld_families(model, T, seed))
+    fams = {k: _subset(v, family_limit) for k, v in fams.items()}
     for name, toks in fams.items():
         checks.append((f"adversarial:{name}", toks))
     total = sum(len(t) for _, t in checks)
     done = 0
+    n_heads = max(b["n_heads"] for b in model.config["blocks"])
+    chunk_margins = _ChunkMargins(model)
+    used = "plain"
+    is_plain = [forward == "plain" or (forward == "auto" and t.shape[1] <= PLAIN_MAX_LEN) for _, t in checks]
+    plain = [c for c, p in zip(checks, is_plain) if p]
+    chunked = [c for c, p in zip(checks, is_plain) if not p and len(c[1])]
     with torch.no_grad():
-        for name, toks in checks:
-            for batch in _batches(toks, toks.shape[1], max(b["n_heads"] for b in model.config["blocks"])):
+        for name, toks in plain:
+            for batch in _batches(toks, toks.shape[1], n_heads, model_width(model)):
                 tally.add(name, batch, model(torch.from_numpy(batch)))
                 done += len(batch)
                 if progress:
                     progress(name, done, total)
-    invariants: dict[str, Any] = {}
-    if layerwise and model.meta.get("method") == "scan" and len(rand):
-        k = 4 if T <= 1024 else 1
-        invariants = _scan_invariants(model, rand[:k])
-    if layerwise and model.meta.get("method") == "gridworld" and len(rand):
-        from .gridworld import invariants as gridworld_invariants
+    if chunked:  # every long check in one stream of batches, so a shared pattern is computed once per batch
+        from .chunked import forward_chunked, positional_layers
 
-        extra = [fams[f][:1] for f in ("wall-pinned", "wall-free") if len(fams.get(f, ()))]
-        invariants = gridworld_invariants(model, np.concatenate([rand[:2], *extra]))
+        shared = all(positional_layers(model))
+        used = (f"query-chunked{f' above length {PLAIN_MAX_LEN}' if forward == 'auto' else ''} (chunks of {CHUNK} rows"
+                + (", one attention pattern per batch: the heads are purely positional)" if shared else ")"))
+        for length in sorted({t.shape[1] for _, t in chunked}):
+            group = [(n, t) for n, t in chunked if t.shape[1] == length]
+            toks = np.concatenate([t for _, t in group])
+            owner = np.concatenate([np.full(len(t), i) for i, (_, t) in enumerate(group)])
+            size = (max(1, (1 << 20) // (length + 1)) if shared
+                    else max(1, SCORE_BUDGET // (CHUNK * (length + 1) * n_heads)))
+            for i in range(0, len(toks), size):
+                batch = toks[i : i + size]
+                logits = forward_chunked(model, torch.from_numpy(batch), CHUNK, observe=chunk_margins)
+                expected = tally.reference(batch)
+                for g in np.unique(owner[i : i + size]):
+                    sel = owner[i : i + size] == g
+                    tally.add(group[g][0], batch[sel], logits[torch.from_numpy(sel)], expected[sel])
+                done += len(batch)
+                if progress:
+                    progress(group[owner[min(i + size, len(toks)) - 1]][0], done, total)
+    invariants: dict[str, Any] = {}
+    method = model.meta.get("method")
+    sample = rand if len(rand) else np.concatenate([v for v in fams.values()] or [np.zeros((0, T), np.int64)])
+    if layerwise and T <= LAYERWISE_MAX_LEN and len(sample):
+        if method == "scan":
+            invariants = _scan_invariants(model, sample[: 4 if T <= 1024 else 1])
+        elif method == "gridworld":
+            from .gridworld import invariants as gridworld_invariants
+
+            extra = [fams[f][:1] for f in ("wall-pinned", "wall-free") if len(fams.get(f, ()))]
+            invariants = gridworld_invariants(model, np.concatenate([sample[:2], *extra]))
+        elif method == "krohn-rhodes":
+            from .krohn_rhodes import invariants as kr_invariants
+
+            invariants = kr_invariants(model, sample[:4 if T <= 1024 else 1])
+            with torch.no_grad():
+                _, cache = model.run_with_cache(torch.from_numpy(sample[:1 if T > 1024 else 2]))
+            invariants["heads"] = generic_head_margins(model, cache)
+            invariants["mlps"] = _kr_mlp_margins(model, cache)
+            del cache
+        else:  # no construction-specific invariants: generic margins on one sample
+            with torch.no_grad():
+                _, cache = model.run_with_cache(torch.from_numpy(sample[:1 if T > 1024 else 2]))
+            invariants = {"checked": None, "heads": generic_head_margins(model, cache),
+                          "mlps": generic_mlp_margins(model, cache), "failures": []}
+            del cache
+    elif layerwise and len(sample):
+        invariants = {"checked": None, "skipped": f"layer-wise invariants need every layer's [H, T, T] pattern: "
+                                                  f"skipped above max_len {LAYERWISE_MAX_LEN}", "failures": []}
     exact = tally.n_errors == 0 and not invariants.get("failures")
-    margins = {"readout_min_logit_margin": tally.min_margin if tally.min_margin < math.inf else None}
-    if invariants:
+    margins: dict[str, Any] = {"readout_min_logit_margin": tally.min_margin if tally.min_margin < math.inf else None}
+    if invariants.get("heads") is not None:
         margins["heads"] = invariants.pop("heads")
+    elif chunk_margins.worst:
+        margins["heads"] = chunk_margins.heads()
+    if invariants.get("mlps") is not None:
+        margins["mlps"] = invariants.pop("mlps")
     return VerificationResult(
-        exact=exact, automaton=a.name, method=model.meta.get("method", "?"), max_len=T,
+        exact=exact, automaton=a.name, method=method or "?", max_len=T,
         dtype=model.config["dtype"], seed=seed,
         checked={"exhaustive_length": L, "exhaustive_sequences": int(len(checks[0][1])),
                  "random_sequences": int(len(rand)), "random_length": T,
                  "adversarial_families": {k: int(len(v)) for k, v in fams.items()},
+                 "adversarial_family_limit": family_limit,
                  "layerwise": invariants.get("checked"),
+                 "layerwise_sequences": invariants.get("sequences"),
+                 "forward": used,
                  "recurrent_reference_agreed_positions": tally.rnn_positions},
         n_sequences=tally.n_sequences, n_positions=tally.n_positions, n_errors=tally.n_errors,
         accuracy_by_position=(tally.correct_at / np.maximum(tally.count_at, 1)).tolist(),
         margins=margins, invariants=invariants, counterexample=tally.counterexample,
+        notes=[invariants["skipped"]] if invariants.get("skipped") else [],
     )

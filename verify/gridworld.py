@@ -16,12 +16,15 @@ compared with exact integer recomputation (each failure names its component):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import torch
 
 from constructions.positions import PositionCode
+
+from .check import target_margins
 
 
 def _axis_symbols(moves: list, n_axes: int) -> list[dict[int, int]]:
@@ -119,6 +122,10 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
     heads: dict[str, dict[str, Any]] = {}
     failures: list[str] = []
 
+    prefix_head: dict[str, Any] = {"layer": 1, "head": "gw.prefix", "target": "uniform over positions 1..t",
+                                   "worst_score_spread": 0.0}
+    mlp_noise: dict[tuple[int, str], Any] = {}
+
     def fail(msg: str) -> None:
         if msg not in failures:
             failures.append(msg)
@@ -132,6 +139,11 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
         mid1 = cache["blocks.1.resid_mid"][0].double().numpy()
         post1 = cache["resid_post.1"][0].double().numpy()
         pattern = cache["blocks.1.attn.pattern"][0]  # [H, T+1, T+1]
+        scores = cache["blocks.1.attn.scores"][0]
+        s0 = cache["blocks.0.attn.scores"][0, 0, 1:, 1:].double()  # prefix head: equal scores on real keys
+        fin = torch.isfinite(s0)
+        spread = float((torch.where(fin, s0, -np.inf).max(-1).values - torch.where(fin, s0, np.inf).min(-1).values).max())
+        prefix_head["worst_score_spread"] = max(prefix_head["worst_score_spread"], spread)
         T1 = one.shape[1] + 1
         t_idx = torch.arange(T1)
         head0 = 0
@@ -139,6 +151,7 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
             zt = info["z_tolerance"]
             dz = float(np.abs(mid0[:, dims(f"gw{ax}:z")][:, 0] - want["z"][0]).max())
             worst["z"] = max(worst["z"], dz)
+            mlp_noise[(ax, "z")] = max(mlp_noise.get((ax, "z"), 0.0), dz)
             if dz >= zt:
                 fail(f"layer 1 attention (gw.prefix): gw{ax}:z deviates from the prefix sum by {dz:.3g} "
                      f"(tolerance {zt:.3g})")
@@ -154,17 +167,24 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
                 name = f"gw{ax}.find{d:+d}"
                 notes = layer2[head0 + i]
                 tgt = torch.from_numpy(want["rec"][0][:, i])  # 0 means BOS
-                leaked = float((1.0 - pattern[head0 + i][t_idx, tgt].double())[1:].max())
+                gap, leaked = target_margins(scores[head0 + i][None], pattern[head0 + i][None], tgt[None])
                 m = matched[1:, i]
                 dmi = float(dev[1:, i][m].max()) if m.any() else 0.0
                 dui = float(dev[1:, i][~m].max()) if (~m).any() else 0.0
                 worst["rec_matched"] = max(worst["rec_matched"], dmi)
                 worst["rec_unmatched"] = max(worst["rec_unmatched"], dui)
                 h = heads.setdefault(name, {"layer": 2, "head": name, "score_gap": notes["score_gap"],
+                                            "target": f"last j with z_j = z_t{d:+d} (mod {info['modulus']}), else BOS",
+                                            "worst_score_gap": math.inf,
                                             "worst_leaked_mass": 0.0, "derived_leak_bound": notes["leak_bound"],
                                             "worst_mlp_input_noise": 0.0,
                                             "mlp_input_tolerance": notes["output_error_bound"]})
                 h["worst_leaked_mass"] = max(h["worst_leaked_mass"], leaked)
+                h["worst_score_gap"] = min(h["worst_score_gap"], gap)
+                key = (ax, "rec")
+                mlp_noise[key] = (max(mlp_noise.get(key, (0.0, 0.0, 0.0))[0], dmi),
+                                  max(mlp_noise.get(key, (0.0, 0.0, 0.0))[1], dui),
+                                  min(mlp_noise.get(key, (0.0, 0.0, math.inf))[2], unmatched_tol))
                 h["worst_mlp_input_noise"] = max(h["worst_mlp_input_noise"], dmi, dui)
                 if dmi >= 0.125 or dui >= unmatched_tol:
                     fail(f"layer 2 head {name}: gw{ax}:rec:{d:+d} is off the last position with value z_t{d:+d} "
@@ -174,6 +194,16 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
             worst["state"] = max(worst["state"], ds)
             if ds >= 0.25:
                 fail(f"layer 2 MLP (gw{ax}.boundary): gw{ax}:state deviates from the coordinate by {ds:.3g}")
+    mlps = []
+    for ax, info in enumerate(g["axes"]):
+        dz = mlp_noise.get((ax, "z"), 0.0)
+        mlps.append({"layer": 1, "mlp": f"gw{ax}.residue", "inputs": f"gw{ax}:z", "input_tolerance": info["z_tolerance"],
+                     "worst_input_noise": dz, "distance_to_boundary": info["z_tolerance"] - dz})
+        dm, du, ut = mlp_noise.get((ax, "rec"), (0.0, 0.0, math.inf))
+        mlps.append({"layer": 2, "mlp": f"gw{ax}.boundary", "inputs": f"gw{ax}:rec (matched heads)",
+                     "input_tolerance": 0.125, "worst_input_noise": dm, "distance_to_boundary": 0.125 - dm})
+        mlps.append({"layer": 2, "mlp": f"gw{ax}.boundary", "inputs": f"gw{ax}:rec (unmatched heads, near 0)",
+                     "input_tolerance": ut, "worst_input_noise": du, "distance_to_boundary": ut - du})
     return {"checked": "gridworld prefix sums, residue codes, nearest-value heads, coordinates",
-            "sequences": int(len(tokens)), "worst_deviation": worst, "heads": list(heads.values()),
-            "failures": failures}
+            "sequences": int(len(tokens)), "worst_deviation": worst, "heads": [prefix_head, *heads.values()],
+            "mlps": mlps, "failures": failures}

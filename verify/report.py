@@ -1,15 +1,18 @@
-"""Verification reports: ``report.json`` (versioned schema) and ``report.md``."""
+"""Verification reports: ``report.json`` (versioned schema), ``report.md`` and ``report.html``,
+and the short summary stored in a checkpoint's metadata at compile time."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from .check import VerificationResult
 
 REPORT_SCHEMA = "shortcut-verification/1"
+SUMMARY_SCHEMA = "shortcut-verification-summary/1"
 
 
 def file_sha256(path: "str | Path") -> str:
@@ -20,31 +23,142 @@ def file_sha256(path: "str | Path") -> str:
     return h.hexdigest()
 
 
+def _finite(x: Any) -> Any:
+    """JSON has no infinities: inf/nan become None (recursively)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
+
+
+def margin_summary(margins: dict[str, Any]) -> dict[str, Any]:
+    """The worst value of each margin kind over heads and MLPs."""
+    heads = margins.get("heads") or []
+    mlps = margins.get("mlps") or []
+
+    def worst(rows, key, fn):
+        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+        return fn(vals) if vals else None
+
+    return {
+        "readout_min_logit_margin": margins.get("readout_min_logit_margin"),
+        "heads_min_score_gap": worst(heads, "worst_score_gap", min),
+        "heads_max_leaked_mass": worst(heads, "worst_leaked_mass", max),
+        "mlps_min_distance_to_boundary": worst(mlps, "distance_to_boundary", min),
+        "n_heads_measured": len(heads),
+        "n_mlps_measured": len(mlps),
+    }
+
+
+def seeds(result: VerificationResult) -> dict[str, int]:
+    s = {"random_sequences": result.seed}
+    if result.method == "gridworld":
+        s["gridworld_families"] = result.seed + 12  # verify/gridworld.py families()
+    return s
+
+
 def report_dict(result: VerificationResult, model, checkpoint: "str | Path | None" = None) -> dict[str, Any]:
     """The JSON report: tool version, automaton hash, checkpoint hash, what was checked, results."""
     import compiler
 
     d = result.to_dict()
-    return {
+    return _finite({
         **d,
         "schema": REPORT_SCHEMA,
         "tool_version": compiler.__version__,
         "automaton": {"name": model.automaton.name, "sha256": model.automaton.digest(),
                       "n_states": model.automaton.n_states, "n_symbols": model.automaton.n_symbols},
         "checkpoint_sha256": file_sha256(checkpoint) if checkpoint else None,
+        "seeds": seeds(result),
+        "margin_summary": margin_summary(result.margins),
         "model": {k: v for k, v in model.info().items() if k != "verification"},
-    }
+    })
+
+
+def _sig(x: Any, digits: int = 6) -> Any:
+    """Round floats to ``digits`` significant digits (stable metadata across tiny float noise)."""
+    if isinstance(x, float):
+        return float(f"{x:.{digits}g}") if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _sig(v, digits) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_sig(v, digits) for v in x]
+    return x
+
+
+def verification_summary(result: VerificationResult) -> dict[str, Any]:
+    """What ``compile --verify`` stores in ``meta["verification"]``: deterministic given the
+    seed (no timestamps, floats rounded to 6 significant digits)."""
+    import compiler
+
+    c = result.checked
+    ce = result.counterexample
+    return _sig({
+        "schema": SUMMARY_SCHEMA,
+        "tool_version": compiler.__version__,
+        "exact": result.exact,
+        "n_sequences": result.n_sequences,
+        "n_positions": result.n_positions,
+        "n_errors": result.n_errors,
+        "seed": result.seed,
+        "checked": {
+            "exhaustive_length": c["exhaustive_length"],
+            "exhaustive_sequences": c["exhaustive_sequences"],
+            "random_sequences": c["random_sequences"],
+            "random_length": c["random_length"],
+            "adversarial_sequences": sum(c["adversarial_families"].values()),
+            "adversarial_families": sorted(c["adversarial_families"]),
+            "adversarial_family_limit": c.get("adversarial_family_limit"),
+            "layerwise": c.get("layerwise"),
+        },
+        "margins": margin_summary(result.margins),
+        "invariant_failures": list(result.invariants.get("failures", [])),
+        "counterexample": None if ce is None else {"check": ce.check, "input": ce.input, "position": ce.position,
+                                                   "expected": ce.expected, "got": ce.got},
+    })
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """One line for ``shortcut info`` / ``compile``: verdict and what was checked."""
+    c = summary.get("checked", {})
+    verdict = "exact" if summary.get("exact") else f"NOT exact ({summary.get('n_errors')} errors)"
+    m = summary.get("margins", {})
+    return (f"{verdict} on {summary.get('n_positions')} positions: exhaustive to length {c.get('exhaustive_length')}, "
+            f"{c.get('random_sequences')} random at length {c.get('random_length')}, "
+            f"{c.get('adversarial_sequences')} adversarial, layer-wise: {c.get('layerwise') or 'none'} "
+            f"(seed {summary.get('seed')}); readout margin {m.get('readout_min_logit_margin')}, "
+            f"max leaked mass {m.get('heads_max_leaked_mass')}, "
+            f"min MLP distance to boundary {m.get('mlps_min_distance_to_boundary')}")
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return str(x)
 
 
 def report_markdown(report: dict[str, Any]) -> str:
     """A short human-readable version of :func:`report_dict`."""
     c = report["checked"]
     verdict = "EXACT" if report["exact"] else "NOT EXACT"
+    acc = report["accuracy_by_position"]
+    worst_pos = min(range(len(acc)), key=lambda i: acc[i]) if acc else None
     lines = [
         f"# Verification: {report['automaton']['name']} ({report['method']}, max_len {report['max_len']}, {report['dtype']})",
         "",
         f"**{verdict}** — {report['n_errors']} wrong of {report['n_positions']} scored positions "
-        f"in {report['n_sequences']} sequences (seed {report['seed']}).",
+        f"in {report['n_sequences']} sequences (seed {report['seed']}); accuracy {report['accuracy']:.6g}"
+        + (f", worst position {worst_pos + 1} ({acc[worst_pos]:.4g})" if worst_pos is not None and acc[worst_pos] < 1 else "")
+        + ".",
+        "",
+        f"Automaton sha256 `{report['automaton']['sha256'][:16]}…`, checkpoint sha256 "
+        + (f"`{report['checkpoint_sha256'][:16]}…`" if report.get("checkpoint_sha256") else "n/a")
+        + f", tool {report['tool_version']}.",
         "",
         "| check | what |",
         "|---|---|",
@@ -52,36 +166,60 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"| random | {c['random_sequences']} sequences of length {c['random_length']}, every position |",
         f"| adversarial | {', '.join(f'{k} ({v})' for k, v in c['adversarial_families'].items()) or 'none'} |",
         f"| layer-wise | {c.get('layerwise') or 'none'} |",
+        f"| forward | {c.get('forward', 'plain')} |",
         "",
-        f"Smallest readout logit margin: {report['margins'].get('readout_min_logit_margin')}",
+        f"Smallest readout logit margin: {_fmt(report['margins'].get('readout_min_logit_margin'))}",
     ]
     heads = report["margins"].get("heads") or []
     if heads:
-        lines += ["", "| layer | score gap (logits) | worst leaked mass | derived bound | worst MLP input noise | tolerance |",
+        lines += ["", "| layer | head | intended key | worst score gap | worst leaked mass | derived leak bound |",
                   "|---|---|---|---|---|---|"]
         for h in heads:
-            lines.append(f"| {h['layer']} | {h['score_gap']:.3g} | {h['worst_leaked_mass']:.3g} | "
-                         f"{h['derived_leak_bound']:.3g} | {h['worst_mlp_input_noise']:.3g} | {h['mlp_input_tolerance']} |")
+            gap = h.get("worst_score_gap")
+            if gap is None and "worst_score_spread" in h:
+                gap = f"spread {_fmt(h['worst_score_spread'])}"
+            lines.append(f"| {h['layer']} | {h['head']} | {h.get('target', '')} | {_fmt(gap)} | "
+                         f"{_fmt(h.get('worst_leaked_mass'))} | {_fmt(h.get('derived_leak_bound'))} |")
+    mlps = report["margins"].get("mlps") or []
+    if mlps:
+        lines += ["", "| layer | MLP | inputs | worst input noise | tolerance | distance to decision boundary |",
+                  "|---|---|---|---|---|---|"]
+        for m in mlps:
+            lines.append(f"| {m['layer']} | {m['mlp']} | {m.get('inputs') or '—'} | {_fmt(m.get('worst_input_noise'))} | "
+                         f"{_fmt(m.get('input_tolerance'))} | {_fmt(m.get('distance_to_boundary'))} |")
     inv = report.get("invariants") or {}
     for f in inv.get("failures", []):
         lines.append(f"- invariant failed: {f}")
+    for n in report.get("notes") or []:
+        lines.append(f"- note: {n}")
     ce = report.get("counterexample")
     if ce:
         lines += ["", f"## First counterexample ({ce['check']})", "",
                   f"Input: `{' '.join(ce['input'])}` — at position {ce['position']} expected "
                   f"`{ce['expected']}`, model gave `{ce['got']}`.", "",
-                  "| t | symbol | reference | model |", "|---|---|---|---|"]
-        for i, s in enumerate(ce["trace"], 1):
-            lines.append(f"| {i} | {s['symbol']} | {s['expected']} | {s['got']} |")
+                  "| t | symbol | reference | model | logit gap |", "|---|---|---|---|---|"]
+        trace = ce["trace"]
+        shown = list(enumerate(trace, 1))
+        if len(shown) > 40:  # long traces: the start and the end
+            shown = shown[:10] + [(None, None)] + shown[-30:]
+        for i, s in shown:
+            if i is None:
+                lines.append("| … | | | | |")
+                continue
+            lines.append(f"| {i} | {s['symbol']} | {s['expected']} | {s['got']} | {_fmt(s.get('logit_gap'))} |")
     return "\n".join(lines) + "\n"
 
 
 def write_report(result: VerificationResult, model, out_dir: "str | Path",
-                 checkpoint: "str | Path | None" = None) -> dict[str, Any]:
-    """Write report.json and report.md into ``out_dir``; return the JSON dict."""
+                 checkpoint: "str | Path | None" = None, html: bool = True) -> dict[str, Any]:
+    """Write report.json, report.md and (``html``) report.html into ``out_dir``; return the JSON dict."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = report_dict(result, model, checkpoint)
     (out / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True) + "\n")
     (out / "report.md").write_text(report_markdown(rep))
+    if html:
+        from .html import report_html
+
+        (out / "report.html").write_text(report_html(rep, model))
     return rep

@@ -1,0 +1,314 @@
+"""``report.html``: one self-contained page for people (DESIGN.md section 5).
+
+Sections: verdict and model, what was checked, accuracy by position, the attention
+pattern of every head on a sample input, the margins, the first counterexample, and for
+Krohn-Rhodes models the cascade diagram.  Plots are PNGs embedded as data URIs, drawn
+with matplotlib when it is installed (``pip install "shortcut[plots]"``); without it the
+page has tables only and says so.  No external resources are referenced.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import shutil
+import subprocess
+from typing import Any
+
+import numpy as np
+import torch
+
+SAMPLE_LEN = 32
+"""Length of the sample input whose attention patterns are shown."""
+MAX_HEADS_PER_LAYER = 16
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+     padding:0 1em;color:#222;line-height:1.4}
+h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+th{background:#f3f3f3}.ok{color:#070;font-weight:bold}.bad{color:#b00;font-weight:bold}
+.note{background:#fff8e0;border:1px solid #e8d48a;padding:.4em .8em}pre{background:#f6f6f6;padding:.6em;overflow:auto}
+img{max-width:100%}code{background:#f3f3f3;padding:0 .2em}
+"""
+
+
+def _load_matplotlib():
+    """(Figure, FigureCanvasAgg) or None.  Object-oriented API only: no global pyplot state."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    return Figure, FigureCanvasAgg
+
+
+def _png(fig, canvas_cls) -> str:
+    buf = io.BytesIO()
+    canvas_cls(fig).print_png(buf)
+    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _f(x: Any) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return _e(x)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(f"<td>{_f(c)}</td>" for c in r) + "</tr>")
+    return "".join(out) + "</table>"
+
+
+def sample_tokens(report: dict[str, Any], model) -> np.ndarray:
+    """The sample input: the counterexample when there is a short one, else a seeded random word."""
+    a = model.automaton
+    ce = report.get("counterexample")
+    if ce and len(ce["input"]) <= 2 * SAMPLE_LEN:
+        return np.array([a.symbol_ids(ce["input"])], dtype=np.int64)
+    rng = np.random.default_rng(report.get("seed", 0) + 99)
+    return rng.integers(0, a.n_symbols, (1, min(SAMPLE_LEN, model.max_len)))
+
+
+def cascade_dot(model) -> str | None:
+    """The cascade diagram of a Krohn-Rhodes model as DOT: from ``meta["cascade"]`` (a DOT
+    string, or a dict with a ``dot`` entry), else rebuilt by the decomposer; None otherwise."""
+    c = model.meta.get("cascade")
+    if isinstance(c, str) and c.lstrip().startswith("digraph"):
+        return c
+    if isinstance(c, dict) and isinstance(c.get("dot"), str):
+        return c["dot"]
+    if c is None and model.meta.get("method") != "krohn-rhodes":
+        return None
+    try:
+        from compiler.cascade import to_dot
+        from compiler.decompose import decompose
+
+        return to_dot(decompose(model.automaton))
+    except Exception:  # the decomposer may refuse (budget) or be unavailable: no diagram then
+        return None
+
+
+def dot_svg(dot: str) -> str | None:
+    """Render DOT to inline SVG with the ``dot`` binary, when it is installed."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return None
+    try:
+        res = subprocess.run([exe, "-Tsvg"], input=dot.encode(), capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    svg = res.stdout.decode(errors="replace")
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else None
+
+
+def _accuracy_section(report, mpl) -> str:
+    acc = np.asarray(report["accuracy_by_position"], dtype=float)
+    T = len(acc)
+    parts = ["<h2>Accuracy by position</h2>"]
+    if mpl is not None and T:
+        Figure, Canvas = mpl
+        fig = Figure(figsize=(8, 2.6), dpi=100)
+        ax = fig.add_subplot()
+        ax.plot(np.arange(1, T + 1), acc, lw=1.2, color="#1f77b4")
+        lo = min(0.0 if acc.min() < 0.9 else 0.9, float(acc.min()))
+        ax.set_ylim(lo - 0.01, 1.01)
+        ax.set_xlabel("position t")
+        ax.set_ylabel("accuracy")
+        ax.set_title("fraction of scored sequences right at position t")
+        fig.tight_layout()
+        parts.append(_png(fig, Canvas))
+    buckets = min(16, T)
+    rows = []
+    for b in range(buckets):
+        i, j = b * T // buckets, (b + 1) * T // buckets
+        if j > i:
+            rows.append([f"{i + 1}–{j}", float(acc[i:j].min()), float(acc[i:j].mean())])
+    parts.append(_table(["positions", "min accuracy", "mean accuracy"], rows))
+    return "".join(parts)
+
+
+def _attention_section(model, tokens: np.ndarray, mpl) -> str:
+    a = model.automaton
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    word = ["BOS"] + [a.alphabet[t] for t in tokens[0]]
+    parts = ["<h2>Attention patterns on a sample input</h2>",
+             f"<p>Input ({len(word) - 1} symbols): <code>{_e(' '.join(word[1:]))}</code>. Row t is the query at "
+             f"position t (0 = BOS), column j the key; causal, so the upper triangle is 0.</p>"]
+    for l in range(len(model.blocks)):
+        pat = cache[f"blocks.{l}.attn.pattern"][0].double().numpy()  # [H, T+1, T+1]
+        notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
+        H = min(pat.shape[0], MAX_HEADS_PER_LAYER)
+        names = [(notes[h].get("kind", "") + (f" {notes[h]['offset']:+d}" if isinstance(notes[h].get("offset"), int)
+                                              else "")) if h < len(notes) else f"head {h}" for h in range(H)]
+        parts.append(f"<h3>Layer {l + 1}</h3>")
+        if pat.shape[0] > H:
+            parts.append(f"<p>First {H} of {pat.shape[0]} heads.</p>")
+        if mpl is not None:
+            Figure, Canvas = mpl
+            cols = min(H, 4)
+            rows = (H + cols - 1) // cols
+            fig = Figure(figsize=(3.0 * cols, 3.0 * rows), dpi=90)
+            for h in range(H):
+                ax = fig.add_subplot(rows, cols, h + 1)
+                ax.imshow(pat[h], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+                ax.set_title(f"L{l + 1} {names[h]}", fontsize=8)
+                ax.set_xlabel("key", fontsize=7)
+                ax.set_ylabel("query", fontsize=7)
+                ax.tick_params(labelsize=6)
+            fig.tight_layout()
+            parts.append(_png(fig, Canvas))
+        else:  # tables only: each query's strongest key and its weight
+            rows = []
+            for h in range(H):
+                top = pat[h].argmax(-1)
+                cells = " ".join(f"{t}→{int(top[t])}({pat[h, t, top[t]]:.2f})" for t in range(pat.shape[1]))
+                rows.append([names[h], cells])
+            parts.append(_table(["head", "query→strongest key (weight)"], rows))
+    return "".join(parts)
+
+
+def _margins_section(report, mpl) -> str:
+    m = report["margins"]
+    heads = m.get("heads") or []
+    mlps = m.get("mlps") or []
+    parts = ["<h2>Numerical margins</h2>",
+             f"<p>Smallest readout logit margin (top minus second logit at a correct position): "
+             f"<b>{_f(m.get('readout_min_logit_margin'))}</b>.</p>"]
+    if mpl is not None and (heads or mlps):
+        Figure, Canvas = mpl
+        fig = Figure(figsize=(9, 2.8), dpi=100)
+        if heads:
+            ax = fig.add_subplot(1, 2, 1)
+            leak = [max(h.get("worst_leaked_mass") or 0.0, 1e-18) for h in heads]
+            ax.bar(range(len(heads)), leak, color="#d62728")
+            bounds = [h.get("derived_leak_bound") for h in heads]
+            if any(b is not None for b in bounds):
+                ax.plot(range(len(heads)), [b if b is not None else np.nan for b in bounds], "k_", ms=12,
+                        label="derived bound")
+                ax.legend(fontsize=7)
+            ax.set_yscale("log")
+            ax.set_title("worst leaked softmax mass per head", fontsize=9)
+            ax.set_xlabel("head (in table order)", fontsize=8)
+            if len(heads) <= 24:
+                ax.set_xticks(range(len(heads)))
+        if mlps:
+            ax = fig.add_subplot(1, 2, 2)
+            frac = [(x["distance_to_boundary"] / x["input_tolerance"])
+                    if x.get("distance_to_boundary") is not None and x.get("input_tolerance") else 0.0 for x in mlps]
+            ax.bar(range(len(mlps)), frac, color=["#2ca02c" if f > 0 else "#d62728" for f in frac])
+            ax.set_ylim(min(0.0, min(frac)) - 0.05, 1.05)
+            ax.axhline(0, color="k", lw=0.8)
+            ax.set_title("MLP inputs: distance to a decision boundary / tolerance", fontsize=9)
+            ax.set_xlabel("MLP (in table order)", fontsize=8)
+            if len(mlps) <= 24:
+                ax.set_xticks(range(len(mlps)))
+        fig.tight_layout()
+        parts.append(_png(fig, Canvas))
+    if heads:
+        rows = []
+        for h in heads:
+            gap = h.get("worst_score_gap")
+            if gap is None and "worst_score_spread" in h:
+                gap = f"spread {h['worst_score_spread']:.3g}"
+            rows.append([h["layer"], h["head"], h.get("target", ""), gap, h.get("worst_leaked_mass"),
+                         h.get("derived_leak_bound")])
+        parts.append("<h3>Attention heads</h3>" + _table(
+            ["layer", "head", "intended key", "worst score gap", "worst leaked mass", "derived leak bound"], rows))
+    if mlps:
+        parts.append("<h3>Lookup MLPs</h3>" + _table(
+            ["layer", "MLP", "inputs", "worst input noise", "tolerance", "distance to decision boundary"],
+            [[x["layer"], x["mlp"], x.get("inputs"), x.get("worst_input_noise"), x.get("input_tolerance"),
+              x.get("distance_to_boundary")] for x in mlps]))
+    if not heads and not mlps:
+        parts.append("<p>No per-head or per-MLP margins were measured for this run.</p>")
+    return "".join(parts)
+
+
+def _counterexample_section(report) -> str:
+    ce = report.get("counterexample")
+    if not ce:
+        return ""
+    trace = ce["trace"]
+    rows = [[i, s["symbol"], s["expected"], s["got"], s.get("logit_gap")] for i, s in enumerate(trace, 1)]
+    if len(rows) > 200:
+        rows = rows[:20] + [["…", "", "", "", None]] + rows[-100:]
+    return (f"<h2>First counterexample ({_e(ce['check'])})</h2><p>At position {ce['position']} the reference is "
+            f"<code>{_e(ce['expected'])}</code>, the model gives <code>{_e(ce['got'])}</code>.</p>"
+            + _table(["t", "symbol", "reference state", "model state", "logit gap (reference − best other)"], rows))
+
+
+def _cascade_section(model) -> str:
+    dot = cascade_dot(model)
+    if dot is None:
+        return ""
+    svg = dot_svg(dot)
+    out = ["<h2>Cascade</h2>"]
+    if svg is not None:
+        out.append(svg)
+    else:
+        out.append('<p class="note">The Graphviz <code>dot</code> program is not installed: the diagram is given '
+                   "as DOT source (render it with <code>dot -Tsvg</code>).</p>")
+    out.append(f"<pre>{_e(dot)}</pre>")
+    return "".join(out)
+
+
+def report_html(report: dict[str, Any], model, plots: bool = True) -> str:
+    """The HTML page for ``report`` (a :func:`verify.report.report_dict`) of ``model``."""
+    mpl = _load_matplotlib() if plots else None
+    c = report["checked"]
+    exact = report["exact"]
+    info = report.get("model") or {}
+    title = f"Verification: {report['automaton']['name']} ({report['method']}, max_len {report['max_len']})"
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+             f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"]
+    verdict = ('<span class="ok">EXACT</span>' if exact else '<span class="bad">NOT EXACT</span>')
+    parts.append(f"<p>{verdict}: {report['n_errors']} wrong of {report['n_positions']} scored positions in "
+                 f"{report['n_sequences']} sequences (accuracy {report['accuracy']:.6g}).</p>")
+    if mpl is None:
+        parts.append('<p class="note">matplotlib is not installed, so this page has tables only '
+                     '(<code>pip install "shortcut[plots]"</code> adds the plots).</p>')
+    parts.append(_table(["", ""], [
+        ["method", report["method"]], ["why", info.get("why")], ["dtype", report["dtype"]],
+        ["layers", info.get("n_layers")], ["heads per layer", info.get("heads_by_layer")],
+        ["d_model", info.get("d_model")], ["d_mlp", info.get("d_mlp")], ["parameters", info.get("n_params")],
+        ["positions", info.get("positions")],
+        ["automaton sha256", report["automaton"]["sha256"]],
+        ["checkpoint sha256", report.get("checkpoint_sha256")],
+        ["tool version", report.get("tool_version")], ["schema", report.get("schema")],
+        ["seeds", json.dumps(report.get("seeds"))],
+    ]))
+    fam = c.get("adversarial_families") or {}
+    parts.append("<h2>What was checked</h2>" + _table(["check", "what"], [
+        ["exhaustive", f"all {c['exhaustive_sequences']} sequences of length {c['exhaustive_length']} "
+                       f"(so every shorter one: the model is causal)"],
+        ["random", f"{c['random_sequences']} sequences of length {c['random_length']}, every position"],
+        ["adversarial", ", ".join(f"{k} ({v})" for k, v in fam.items()) or "none"],
+        ["layer-wise", c.get("layerwise") or "none"],
+        ["forward", c.get("forward", "plain")],
+        ["recurrent reference", f"agreed with the integer simulation on {c.get('recurrent_reference_agreed_positions')} "
+                                f"positions"],
+    ]))
+    for f in (report.get("invariants") or {}).get("failures", []):
+        parts.append(f'<p class="bad">invariant failed: {_e(f)}</p>')
+    for n in report.get("notes") or []:
+        parts.append(f'<p class="note">{_e(n)}</p>')
+    parts.append(_counterexample_section(report))
+    parts.append(_accuracy_section(report, mpl))
+    parts.append(_margins_section(report, mpl))
+    parts.append(_attention_section(model, sample_tokens(report, model), mpl))
+    parts.append(_cascade_section(model))
+    parts.append("</body></html>\n")
+    return "".join(parts)
