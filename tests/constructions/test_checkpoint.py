@@ -23,7 +23,7 @@ def test_round_trip_gives_same_outputs(tmp_path):
 
 def test_metadata_holds_spec_method_labels_and_version(tmp_path):
     path = tmp_path / "m.safetensors"
-    compiler.save(compiler.compile_automaton("parity", max_len=8), path)
+    compiler.save(compiler.compile_automaton("parity", max_len=8, method="scan"), path)
     with safe_open(str(path), framework="pt") as f:
         md = f.metadata()
     assert md["format_version"] == "1"
@@ -34,7 +34,7 @@ def test_metadata_holds_spec_method_labels_and_version(tmp_path):
 
 
 def test_same_spec_gives_byte_identical_checkpoints(tmp_path):
-    for name in ("symmetric:4", "dyck:2,2"):
+    for name in ("symmetric:4", "dyck:2,2", "grid:5", "quaternion"):  # krohn-rhodes, scan, gridworld, kr
         a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
         compiler.save(compiler.compile_automaton(name, max_len=64), a)
         compiler.save(compiler.compile_automaton(name, max_len=64), b)

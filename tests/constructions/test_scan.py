@@ -39,31 +39,31 @@ def test_depth_is_ceil_log2(T, layers):
 @pytest.mark.parametrize("T", [1, 2, 3, 5, 17])
 def test_short_and_odd_lengths_are_exact(T):
     for name in ("parity", "dihedral:3", "dyck:2,1"):
-        assert verify(compiler.compile_automaton(name, max_len=T), samples=8, exhaustive_budget=4096).exact
+        assert verify(compiler.compile_automaton(name, max_len=T, method="scan"), samples=8, exhaustive_budget=4096).exact
 
 
 def test_group_automata_scan_a_small_faithful_action():
-    assert compiler.compile_automaton("symmetric:5", max_len=8).meta["scan"]["n_points"] == 5
-    assert compiler.compile_automaton("alternating:5", max_len=8).meta["scan"]["n_points"] == 5
-    assert compiler.compile_automaton("dihedral:4", max_len=8).meta["scan"]["n_points"] == 4
+    assert compiler.compile_automaton("symmetric:5", max_len=8, method="scan").meta["scan"]["n_points"] == 5
+    assert compiler.compile_automaton("alternating:5", max_len=8, method="scan").meta["scan"]["n_points"] == 5
+    assert compiler.compile_automaton("dihedral:4", max_len=8, method="scan").meta["scan"]["n_points"] == 4
     # non-group automata keep the natural action
-    assert compiler.compile_automaton("dyck:4,2", max_len=8).meta["scan"]["natural"]
+    assert compiler.compile_automaton("dyck:4,2", max_len=8, method="scan").meta["scan"]["natural"]
 
 
 def test_circle_positions_are_exact_at_small_length():
-    model = compiler.compile_automaton("quaternion", max_len=64, positions="circle")
+    model = compiler.compile_automaton("quaternion", max_len=64, positions="circle", method="scan")
     assert model.meta["positions"] == "circle"
     assert verify(model, samples=8, exhaustive_budget=1024).exact
 
 
 def test_float64_models_are_exact():
-    model = compiler.compile_automaton("alternating:4", max_len=64, dtype=torch.float64)
+    model = compiler.compile_automaton("alternating:4", max_len=64, dtype=torch.float64, method="scan")
     assert model.info()["dtype"] == "float64"
     assert verify(model, samples=8, exhaustive_budget=1024).exact
 
 
 def test_perturbed_model_is_caught_with_a_counterexample():
-    model = compiler.compile_automaton("cyclic:3", max_len=32)
+    model = compiler.compile_automaton("cyclic:3", max_len=32, method="scan")
     with torch.no_grad():
         model.blocks[2].mlp.W_out.mul_(0.0)  # break layer 3's composition
     r = verify(model, samples=8, exhaustive_budget=256)
@@ -76,7 +76,7 @@ def test_perturbed_model_is_caught_with_a_counterexample():
 
 
 def test_simulate_and_info_interfaces():
-    model = compiler.compile_automaton("parity", max_len=16)
+    model = compiler.compile_automaton("parity", max_len=16, method="scan")
     assert model.simulate([["1", "1", "0", "1"], []]) == [["odd", "even", "even", "odd"], []]
     info = model.info()
     for key in ("method", "max_len", "dtype", "n_layers", "d_model", "n_heads", "d_head", "d_mlp",
@@ -88,7 +88,7 @@ def test_simulate_and_info_interfaces():
 
 
 def test_unknown_symbol_and_too_long_inputs_raise():
-    model = compiler.compile_automaton("parity", max_len=4)
+    model = compiler.compile_automaton("parity", max_len=4, method="scan")
     with pytest.raises(compiler.ShortcutError, match="unknown symbol"):
         model.simulate([["2"]])
     with pytest.raises(compiler.ShortcutError, match="longer than"):
@@ -96,17 +96,17 @@ def test_unknown_symbol_and_too_long_inputs_raise():
 
 
 def test_circle_positions_warn_where_float32_cannot_resolve_them():
-    bad = compiler.compile_automaton("parity", max_len=4096, positions="circle")
+    bad = compiler.compile_automaton("parity", max_len=4096, positions="circle", method="scan")
     assert bad.meta["position_precision_margin"] < 1 and bad.meta["warnings"]
-    good = compiler.compile_automaton("parity", max_len=4096)
+    good = compiler.compile_automaton("parity", max_len=4096, method="scan")
     assert good.meta["position_precision_margin"] > 1e4 and not good.meta["warnings"]
-    f64 = compiler.compile_automaton("parity", max_len=4096, positions="circle", dtype=torch.float64)
+    f64 = compiler.compile_automaton("parity", max_len=4096, positions="circle", dtype=torch.float64, method="scan")
     assert not f64.meta["warnings"]
 
 
 def test_one_model_reads_out_every_start_state():
     for name in ("symmetric:4", "dyck:2,2"):  # element readout and natural readout
-        model = compiler.compile_automaton(name, max_len=32)
+        model = compiler.compile_automaton(name, max_len=32, method="scan")
         a = model.automaton
         toks = torch.randint(0, a.n_symbols, (8, 32))
         for q0 in a.states[:5]:
