@@ -29,6 +29,7 @@ Each block's MLP = [decode these components | round fetched old values] then
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -46,63 +47,60 @@ from .workspace import Workspace, join
 TABLE_ROW_BUDGET = 200_000
 """Most rows of a flattened input table (views folded in) or of the readout."""
 
+COMBINATION_BUDGET = 2_000_000
+"""Most value combinations of the components one table depends on that flattening visits."""
 
-def _assignments(cascade: Cascade, name: str, value: int, memo: dict) -> list[dict[str, int]]:
-    """Base-component assignments under which signal ``name`` has ``value`` (views expanded)."""
+
+def _base_components(cascade: Cascade, reads: tuple[str, ...]) -> list[str]:
+    """The components a list of signals depends on, views expanded (in cascade order)."""
     views = {v.name: v for v in cascade.views}
-    if name not in views:
-        return [{name: value}]
-    key = (name, value)
-    if key not in memo:
-        v = views[name]
-        out = []
-        for vals, res in v.table.items():
-            if res != value:
-                continue
-            partial = [{}]
-            for r, x in zip(v.reads, vals):
-                partial = [_merge(p, q) for p in partial for q in _assignments(cascade, r, x, memo)]
-                partial = [p for p in partial if p is not None]
-            out.extend(partial)
-        memo[key] = out
-    return memo[key]
-
-
-def _merge(a: dict, b: dict) -> dict | None:
-    for k, v in b.items():
-        if a.get(k, v) != v:
-            return None
-    return {**a, **b}
+    order = {c.name: i for i, c in enumerate(cascade.components)}
+    out: set[str] = set()
+    todo = list(reads)
+    while todo:
+        r = todo.pop()
+        if r in views:
+            todo.extend(views[r].reads)
+        else:
+            out.add(r)
+    return sorted(out, key=order.__getitem__)
 
 
 def flatten(cascade: Cascade, reads: tuple[str, ...], table: dict, letter_keyed: bool) -> tuple[list[str], dict]:
-    """Re-key ``table`` by the values of base components (views folded in)."""
-    order = {c.name: i for i, c in enumerate(cascade.components)}
-    memo: dict = {}
-    rows: dict = {}
-    base: set[str] = set()
-    items = []
+    """Re-key ``table`` by the values of the base components it depends on (views folded in).
+
+    Runs over every combination of those components' values, evaluates the views
+    forward and keeps the combinations the tables know (the others are unreachable).
+    Rows are ``(values, letter)`` (letter None for an unkeyed table)."""
+    names = _base_components(cascade, reads)
+    sizes = [cascade.component(n).size for n in names]
+    if math.prod(sizes) > COMBINATION_BUDGET:
+        raise BudgetError(f"a krohn-rhodes input table would range over {math.prod(sizes):,} value combinations "
+                          f"(budget {COMBINATION_BUDGET:,}); use --method scan")
+    needed = set(reads)
+    views = [v for v in cascade.views]
+    for v in reversed(views):  # views a needed view reads are needed too
+        if v.name in needed:
+            needed |= set(v.reads)
+    views = [v for v in views if v.name in needed]
+    by_key: dict = {}
     for key, action in table.items():
         vals, letter = key if letter_keyed else (key, None)
-        partial = [{}]
-        for r, x in zip(reads, vals):
-            partial = [m for p in partial for q in _assignments(cascade, r, x, memo) if (m := _merge(p, q)) is not None]
-        for p in partial:
-            base |= set(p)
-            items.append((p, letter, action))
-            if len(items) > TABLE_ROW_BUDGET:
-                raise BudgetError(f"a krohn-rhodes input table would have more than {TABLE_ROW_BUDGET} rows; "
-                                  f"use --method scan")
-    names = sorted(base, key=order.__getitem__)
-    for p, letter, action in items:
-        if any(n not in p for n in names):  # a view that does not read every base: expand freely
-            missing = [n for n in names if n not in p]
-            sizes = [cascade.component(n).size for n in missing]
-            for combo in itertools.product(*map(range, sizes)):
-                q = {**p, **dict(zip(missing, combo))}
-                rows[(tuple(q[n] for n in names), letter)] = action
+        by_key.setdefault(vals, []).append((letter, action))
+    rows: dict = {}
+    for combo in itertools.product(*map(range, sizes)):
+        vals = dict(zip(names, combo))
+        for v in views:
+            k = tuple(vals[r] for r in v.reads)
+            if k not in v.table:
+                break
+            vals[v.name] = v.table[k]
         else:
-            rows[(tuple(p[n] for n in names), letter)] = action
+            for letter, action in by_key.get(tuple(vals[r] for r in reads), ()):
+                rows[(combo, letter)] = action
+    if len(rows) > TABLE_ROW_BUDGET:
+        raise BudgetError(f"a krohn-rhodes input table would have {len(rows):,} rows (budget {TABLE_ROW_BUDGET:,}); "
+                          f"use --method scan")
     return names, rows
 
 
