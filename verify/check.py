@@ -460,6 +460,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
             owner = np.concatenate([np.full(len(t), i) for i, (_, t) in enumerate(group)])
             size = (max(1, (1 << 20) // (length + 1)) if shared
                     else max(1, SCORE_BUDGET // (CHUNK * (length + 1) * n_heads)))
+            size = max(1, min(size, ACTIVATION_BUDGET // ((length + 1) * model_width(model))))
             for i in range(0, len(toks), size):
                 batch = toks[i : i + size]
                 logits = forward_chunked(model, torch.from_numpy(batch), CHUNK, observe=chunk_margins)
