@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--positions", nargs="+", default=["sinusoidal", "circle"])
     p.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
     p.add_argument("--min-exp", type=int, default=None, help="smallest T = 2^min-exp (default 6)")
-    p.add_argument("--max-exp", type=int, default=None, help="largest T = 2^max-exp (default 16; --quick: 13)")
+    p.add_argument("--max-exp", type=int, default=None, help="largest T = 2^max-exp (default 16; --quick: 12)")
     p.add_argument("--samples", type=int, default=None, help="random full-length sequences (default 4; --quick: 2)")
     p.add_argument("--family-limit", type=int, default=None,
                    help="sequences per adversarial family (default 2; --quick: 1)")

@@ -18,18 +18,27 @@ compiles it:
 * inputs: a table lookup (Lemma 11) keyed by the exact codes of the values read
   and the token one-hot writes each component's increment / flag and target
   before its attention layer; inputs that depend on the letter only come from the
-  embedding; views (stateless tables between levels) are folded into the tables;
+  embedding;
+* views (stateless tables between levels, e.g. holonomy tiles) are folded into the
+  tables that read them when the folded table stays small (no extra MLP layers);
+  when folding would exceed the budgets, the view is evaluated in the network
+  instead -- a lookup writing its value (of the pre-update values, ``kr:v.old``; of
+  the updated values for the readout, ``kr:v.new``) into the residual -- and the
+  table is keyed by the view's value, which keeps it as small as the cascade's own;
 * components whose inputs are ready at the same block share it (Lemma 17);
 * readout: a lookup of the new values into one logit per state, in the last MLP.
 
-Each block's MLP = [decode these components | round fetched old values] then
-[input lookups for the next block | readout]: at most 3 hidden layers.
+Each block's MLP = [decode these components | round fetched old values], then
+[view lookups] (only for views evaluated in the network, one stage per nesting
+depth), then [input lookups for the next block | readout]: 3 hidden layers, plus 2
+per view stage.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -66,17 +75,18 @@ def _base_components(cascade: Cascade, reads: tuple[str, ...]) -> list[str]:
     return sorted(out, key=order.__getitem__)
 
 
-def flatten(cascade: Cascade, reads: tuple[str, ...], table: dict, letter_keyed: bool) -> tuple[list[str], dict]:
+def flatten(cascade: Cascade, reads: tuple[str, ...], table: dict, letter_keyed: bool,
+            max_rows: int = TABLE_ROW_BUDGET) -> tuple[list[str], dict] | None:
     """Re-key ``table`` by the values of the base components it depends on (views folded in).
 
     Runs over every combination of those components' values, evaluates the views
     forward and keeps the combinations the tables know (the others are unreachable).
-    Rows are ``(values, letter)`` (letter None for an unkeyed table)."""
+    Rows are ``(values, letter)`` (letter None for an unkeyed table).  None when the
+    combinations would exceed their budget or the rows ``max_rows``."""
     names = _base_components(cascade, reads)
     sizes = [cascade.component(n).size for n in names]
     if math.prod(sizes) > COMBINATION_BUDGET:
-        raise BudgetError(f"a krohn-rhodes input table would range over {math.prod(sizes):,} value combinations "
-                          f"(budget {COMBINATION_BUDGET:,}); use --method scan")
+        return None
     needed = set(reads)
     views = [v for v in cascade.views]
     for v in reversed(views):  # views a needed view reads are needed too
@@ -98,21 +108,77 @@ def flatten(cascade: Cascade, reads: tuple[str, ...], table: dict, letter_keyed:
         else:
             for letter, action in by_key.get(tuple(vals[r] for r in reads), ()):
                 rows[(combo, letter)] = action
-    if len(rows) > TABLE_ROW_BUDGET:
-        raise BudgetError(f"a krohn-rhodes input table would have {len(rows):,} rows (budget {TABLE_ROW_BUDGET:,}); "
-                          f"use --method scan")
+                if len(rows) > max_rows:
+                    return None
     return names, rows
+
+
+@dataclass
+class TablePlan:
+    """How the network looks a table up.
+
+    ``keys``: the signals whose values key the lookup -- base components when the
+    views were folded in, else the table's own reads; ``rows``: ``(values of keys,
+    letter) -> action`` (letter None for the readout); ``views``: the views the
+    network must evaluate for it (empty when folded); ``bases``: the components it
+    depends on, directly or through views (they decide when it can run)."""
+
+    keys: list[str]
+    rows: dict
+    views: list[str]
+    bases: list[str]
+
+
+def plan_table(cascade: Cascade, reads: tuple[str, ...], table: dict, letter_keyed: bool) -> TablePlan:
+    """Fold the views into ``table`` unless that needs more lookup units than evaluating them.
+
+    A folded table costs one hidden unit per row; keyed by its reads, it costs one per
+    row of its own plus one per row of each view it needs (and 2 hidden layers per
+    view stage).  Folding wins for the catalog (tile views feed only the readouts of
+    groups); deep holonomy cascades, whose tables read every tile above them, grow
+    folded tables multiplicatively and are keyed by their reads."""
+    bases = _base_components(cascade, reads)
+    views = _views_read(cascade, reads)
+    direct_units = len(table) + sum(len(v.table) for v in cascade.views if v.name in views)
+    folded = flatten(cascade, reads, table, letter_keyed, max_rows=min(TABLE_ROW_BUDGET, direct_units))
+    if folded is not None:
+        return TablePlan(folded[0], folded[1], [], bases)
+    rows = {(key if letter_keyed else (key, None)): act for key, act in table.items()}
+    if len(rows) > TABLE_ROW_BUDGET:
+        raise BudgetError(f"a krohn-rhodes input table has {len(rows):,} rows (budget {TABLE_ROW_BUDGET:,}); "
+                          f"use --method scan")
+    return TablePlan(list(reads), rows, views, bases)
+
+
+def _views_read(cascade: Cascade, reads: tuple[str, ...]) -> list[str]:
+    """The views ``reads`` depend on, directly or through other views (in evaluation order)."""
+    views = {v.name: v for v in cascade.views}
+    needed: set[str] = set()
+    todo = [r for r in reads if r in views]
+    while todo:
+        r = todo.pop()
+        if r not in needed:
+            needed.add(r)
+            todo.extend(x for x in views[r].reads if x in views)
+    return [v.name for v in cascade.views if v.name in needed]
 
 
 def _reset_letters(c: Component) -> set[int]:
     return {letter for (_, letter), act in c.table.items() if act is not None}
 
 
-def _needs_old(reader_names: list[str], rows: dict, r: str, resets_at: set[int]) -> bool:
-    """Whether a table keyed by ``reader_names`` depends on reset ``r``'s value at a letter that can reset r."""
-    i = reader_names.index(r)
+def _needs_old(cascade: Cascade, plan: TablePlan, r: str, resets_at: set[int]) -> bool:
+    """Whether a table depends on reset ``r``'s value at a letter that can reset r.
+
+    Exact for a key the table reads directly; a dependence through a view evaluated
+    in the network is assumed (the view reads r's value before the update)."""
+    if r not in plan.bases:
+        return False
+    if any(r in _base_components(cascade, (v,)) for v in plan.views):
+        return True
+    i = plan.keys.index(r)
     seen: dict = {}
-    for (vals, letter), act in rows.items():
+    for (vals, letter), act in plan.rows.items():
         if letter not in resets_at:
             continue
         key = (vals[:i] + vals[i + 1 :], letter)
@@ -138,20 +204,28 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
     start = cascade.encode(automaton.start)
     init = dict(zip((c.name for c in comps), start))
 
-    # inputs as flat tables over base components, and which resets need their old value
-    inputs = {c.name: flatten(cascade, c.reads, c.table, True) for c in comps}
+    # inputs (views folded in where small), and which resets need their old value
+    inputs = {c.name: plan_table(cascade, c.reads, c.table, True) for c in comps}
+    readout = plan_table(cascade, cascade.readout.reads, cascade.readout.table, False)
     resets = {c.name: c for c in comps if c.kind == "reset"}
-    needs_old = {r: any(r in names and _needs_old(names, rows, r, _reset_letters(resets[r]))
-                        for names, rows in inputs.values()) for r in resets}
+    needs_old = {r: any(_needs_old(cascade, plan, r, _reset_letters(resets[r])) for plan in inputs.values())
+                 for r in resets}
 
     # schedule: block of each component's attention; ready(c) = block whose MLP can read c's pre-update value
     block_of: dict[str, int] = {}
     ready: dict[str, int] = {}
     for c in comps:  # components are in level order
-        names, _ = inputs[c.name]
-        block_of[c.name] = 1 + max((ready[n] for n in names), default=0)
+        block_of[c.name] = 1 + max((ready[n] for n in inputs[c.name].bases), default=0)
         ready[c.name] = block_of[c.name] + (1 if needs_old.get(c.name) else 0)
     L = max(max(block_of.values()), max(ready.values()))
+    views = {v.name: v for v in cascade.views}
+    old_views = [v for v in views if any(v in plan.views for plan in inputs.values())]
+    new_views = readout.views
+    # a view of pre-update values runs in the MLP of the block where its last base is ready, after
+    # the views it reads (stage = nesting depth within that block); views of new values run in the last MLP
+    view_block = {v: max(ready[n] for n in _base_components(cascade, (v,))) for v in old_views}
+    old_stage = _view_stages(views, old_views, view_block)
+    new_stage = _view_stages(views, new_views, {v: L for v in new_views})
 
     ws = Workspace()
     one, bos = ws.add("one"), ws.add("bos")
@@ -170,8 +244,14 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
             if needs_old[c.name]:
                 d["old"], d["prev"] = ws.add(f"kr:{c.name}.old"), ws.add(f"kr:{c.name}.prev")
         dims[c.name] = d
+    for v in views:
+        if v in old_views or v in new_views:
+            dims[v] = {k: ws.add(f"kr:{v}.{k}") for k, used in (("old", v in old_views), ("new", v in new_views))
+                       if used}
     state = ws.add("kr:state", list(automaton.states))
     D = ws.d_model
+
+    sizes = {c.name: c.size for c in comps} | {v.name: v.size for v in cascade.views}
 
     def value_dim(name: str) -> int:
         """Where a reader finds component ``name``'s pre-update value."""
@@ -194,9 +274,8 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
     for a in range(automaton.n_symbols):
         W_E[a, tok[a]] = 1.0
     for c in comps:
-        names, rows = inputs[c.name]
-        if not names:
-            for ((), letter), act in rows.items():
+        if not inputs[c.name].keys:
+            for ((), letter), act in inputs[c.name].rows.items():
                 W_E[letter] += input_update(c, act)
         if c.kind == "reset":
             W_E[-1, dims[c.name]["flag"][0]] = 1.0
@@ -232,19 +311,26 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
                 heads.append(offset_head(f"{c.name}.previous", D, pos, code, bos[0], one[0], 1, d["new"], d["prev"],
                                          value_range=c.size - 1))
                 first.append(round_mlp(f"{c.name}.old", D, d["prev"], c.size, d["old"]))
+        stages: list[list[MLP]] = [first]
+        for k in range(1, 1 + max([old_stage[v] for v in old_views if view_block[v] == b]
+                                  + [new_stage[v] for v in new_views if b == L], default=0)):
+            stages.append([_view_mlp(views[v], "old", sizes, dims, D) for v in old_views
+                           if view_block[v] == b and old_stage[v] == k]
+                          + [_view_mlp(views[v], "new", sizes, dims, D) for v in new_views
+                             if b == L and new_stage[v] == k])
         second = []
         for c in comps:
-            names, rows = inputs[c.name]
-            if names and block_of[c.name] == b + 1:
-                ins = [CodeInput(value_dim(n), cascade.component(n).size) for n in names] + [OneHotInput(tok.dims)]
-                table = {(*vals, letter): input_update(c, act) for (vals, letter), act in rows.items()}
+            plan = inputs[c.name]
+            if plan.keys and block_of[c.name] == b + 1:
+                ins = [CodeInput(value_dim(n), sizes[n]) for n in plan.keys] + [OneHotInput(tok.dims)]
+                table = {(*vals, letter): input_update(c, act) for (vals, letter), act in plan.rows.items()}
                 table = {k: v for k, v in table.items() if v.any()}
                 if table:
                     second.append(lookup_mlp(f"{c.name}.input", D, ins, table))
         if b == L:
-            second.append(_readout_mlp(cascade, automaton, dims, state, D))
-        mlp = _stack(first, second, f"block{b}.mlp")
-        blocks.append(Block(heads, mlp))
+            second.append(_readout_mlp(readout, sizes, dims, state, D))
+        stages.append(second)
+        blocks.append(Block(heads, _stack(stages, f"block{b}.mlp")))
 
     W_U = np.zeros((D, automaton.n_states))
     W_U[list(state.dims), np.arange(automaton.n_states)] = 1.0
@@ -256,8 +342,11 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
             "levels": len(cascade.levels),
             "blocks": L,
             "components": [{"name": c.name, "kind": c.kind, "size": c.size, "level": c.level,
-                            "block": block_of[c.name], "reads": inputs[c.name][0],
+                            "block": block_of[c.name], "reads": inputs[c.name].keys,
                             "old_fetched": bool(needs_old.get(c.name))} for c in comps],
+            "views": [{"name": v, "size": sizes[v], "old": v in old_views, "new": v in new_views,
+                       "block": view_block.get(v, L)} for v in views if v in old_views or v in new_views],
+            "readout_reads": readout.keys,
         },
         "layers": [{"heads": [h.notes for h in blk.heads], "mlp": blk.mlp.notes if blk.mlp else None}
                    for blk in blocks],
@@ -265,23 +354,43 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
     return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states)), meta
 
 
-def _stack(first: list[MLP], second: list[MLP], name: str) -> MLP | None:
-    """[first side by side] then [second side by side], fused into one MLP."""
-    a = parallel(first, name + ".decode") if first else None
-    b = parallel(second, name + ".lookup") if second else None  # lookups and readout: 2 hidden layers each
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return fuse(a, b, name)
+def _view_stages(views: dict, names: list[str], block: dict[str, int]) -> dict[str, int]:
+    """Nesting depth of each view among those evaluated in the same block (1 = reads no such view)."""
+    stage: dict[str, int] = {}
+    for v in views:  # evaluation order: a view's reads come first
+        if v in names:
+            stage[v] = 1 + max((stage[r] for r in views[v].reads if r in stage and block[r] == block[v]), default=0)
+    return stage
 
 
-def _readout_mlp(cascade: Cascade, automaton: Semiautomaton, dims, state, D: int) -> MLP:
-    """New component values -> one-hot of the state (logit margin 1)."""
-    names, rows = flatten(cascade, cascade.readout.reads, cascade.readout.table, False)
-    ins = [CodeInput(dims[n]["new"][0], cascade.component(n).size) for n in names]
+def _stack(stages: list[list[MLP]], name: str) -> MLP | None:
+    """Each stage's MLPs side by side (Lemma 17), the stages fused one after another."""
+    out = None
+    for i, stage in enumerate(s for s in stages if s):
+        m = parallel(stage, f"{name}.{i}")
+        out = m if out is None else fuse(out, m, name)
+    return out
+
+
+def _view_mlp(view, when: str, sizes: dict[str, int], dims, D: int) -> MLP:
+    """A view (Lemma 11 lookup) of the pre-update (``old``) or updated (``new``) values into ``kr:v.<when>``."""
+    def dim(n: str) -> int:
+        d = dims[n]
+        return d[when][0] if when in d else d["new"][0]  # a reset without an old copy keeps its value
+    ins = [CodeInput(dim(r), sizes[r]) for r in view.reads]
     table = {}
-    for (vals, _), q in rows.items():
+    for key, value in view.table.items():
+        if value:  # no match writes 0
+            table[key] = np.zeros(D)
+            table[key][dims[view.name][when][0]] = value
+    return lookup_mlp(f"{view.name}.{when}", D, ins, table)
+
+
+def _readout_mlp(plan: TablePlan, sizes: dict[str, int], dims, state, D: int) -> MLP:
+    """New values (of components, or of views evaluated in the network) -> one-hot of the state (logit margin 1)."""
+    ins = [CodeInput(dims[n]["new"][0], sizes[n]) for n in plan.keys]
+    table = {}
+    for (vals, _), q in plan.rows.items():
         e = np.zeros(D)
         e[state[q]] = 1.0
         table[vals] = e

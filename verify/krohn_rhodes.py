@@ -2,8 +2,9 @@
 
 After the block that runs component c, ``kr:c.new`` at position t must hold c's value
 in the cascade's own step-by-step simulation, and ``kr:c.old`` (where the model has
-it) the value before step t.  A failure names the component and the block, so a
-broken model points at the gadget that broke.
+it) the value before step t; a view the model evaluates in the network
+(``kr:v.old`` / ``kr:v.new``) must hold the view of those values.  A failure names
+the component or view and the block, so a broken model points at the gadget that broke.
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ def cascade_coordinates(cascade, tokens: np.ndarray) -> np.ndarray:
             coords = cascade.step(coords, int(tokens[b, t]))
             out[b, t + 1] = coords
     return out
+
+
+def cascade_signals(cascade, coords: np.ndarray) -> np.ndarray:
+    """[..., n_components + n_views]: component values followed by view values, per configuration."""
+    flat = coords.reshape(-1, coords.shape[-1])
+    memo: dict[tuple[int, ...], list[int]] = {}
+    out = np.array([memo.setdefault(k, cascade.signals(k)) for k in map(tuple, flat.tolist())], dtype=np.int64)
+    return out.reshape(*coords.shape[:-1], -1)
 
 
 def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
@@ -56,5 +65,21 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
             failures.append(f"{name} ({comp['kind']}, block {block}): value deviates by {dev_new:.3g} from the cascade")
         if row.get("worst_old_deviation", 0) >= TOLERANCE:
             failures.append(f"{name} ({comp['kind']}): pre-update value deviates by {row['worst_old_deviation']:.3g}")
-    return {"checked": "cascade component values per block", "sequences": int(tokens.shape[0]),
+    views = model.meta["krohn_rhodes"].get("views", [])
+    if views:
+        signals = cascade_signals(cascade, want)
+        slot = {v.name: len(cascade.components) + j for j, v in enumerate(cascade.views)}
+        final = cache[last].double().numpy()
+        for view in views:
+            col = signals[..., slot[view["name"]]]
+            row = {"view": view["name"], "block": view["block"]}
+            for when, target in (("old", col[:, :-1]), ("new", col[:, 1:])):  # position t: before / after step t
+                if view[when]:
+                    dev = float(np.abs(final[:, 1:, labels[f"kr:{view['name']}.{when}"]] - target).max())
+                    row[f"worst_{when}_deviation"] = dev
+                    if dev >= TOLERANCE:
+                        failures.append(f"view {view['name']} ({'pre-update' if when == 'old' else 'updated'} values, "
+                                        f"block {view['block']}): deviates by {dev:.3g} from the cascade")
+            rows.append(row)
+    return {"checked": "cascade component and view values per block", "sequences": int(tokens.shape[0]),
             "components": rows, "failures": failures}
