@@ -81,5 +81,6 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
                         failures.append(f"view {view['name']} ({'pre-update' if when == 'old' else 'updated'} values, "
                                         f"block {view['block']}): deviates by {dev:.3g} from the cascade")
             rows.append(row)
-    return {"checked": "cascade component and view values per block", "sequences": int(tokens.shape[0]),
+    checked = "cascade component values per block" + (" and views evaluated in the network" if views else "")
+    return {"checked": checked, "sequences": int(tokens.shape[0]),
             "components": rows, "failures": failures}
