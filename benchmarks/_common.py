@@ -1,9 +1,11 @@
-"""Shared bits of the benchmark scripts: a header naming the machine."""
+"""Shared bits of the benchmark scripts: a header naming the machine, a footer writing the table."""
 
 from __future__ import annotations
 
 import os
 import platform
+import time
+from pathlib import Path
 
 import torch
 
@@ -29,3 +31,12 @@ def machine() -> str:
 
 def header(title: str) -> str:
     return f"# {title}\n\nMachine: {machine()}."
+
+
+def finish(lines: list[str], t_start: float, out: str | None, note: str = "") -> str:
+    """Append the total time (and ``note``), write the table to ``out`` when given, return its text."""
+    lines.append(f"\nTotal {time.perf_counter() - t_start:.0f} s.{note}")
+    text = "\n".join(lines) + "\n"
+    if out:
+        Path(out).write_text(text)
+    return text

@@ -22,7 +22,7 @@ import compiler
 from compiler.pipeline import METHODS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header  # noqa: E402
+from _common import finish, header  # noqa: E402
 
 
 def random_automaton(n: int, k: int, seed: int) -> dict:
@@ -70,11 +70,7 @@ def main(argv: list[str] | None = None) -> str:
         spec = random_automaton(n, 4, seed=n)
         lines.append(compile_row(spec, f"random {n} states", "scan", args.states_max_len))
         print(lines[-1], flush=True)
-    lines.append(f"\nTotal {time.perf_counter() - t_all:.0f} s.")
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        Path(args.out).write_text(text)
-    return text
+    return finish(lines, t_all, args.out)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import compiler
 from verify.check import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header  # noqa: E402
+from _common import finish, header  # noqa: E402
 
 DEFAULT_AUTOMATA = ["parity", "quaternion", "alternating:5", "symmetric:5"]
 
@@ -187,11 +187,8 @@ def main(argv: list[str] | None = None) -> str:
                 f"{best_full if best_full is not None else '—'} (above: sampled certificate)")
         lines.append(f"| {name} | {positions} | {dt} | {best if best is not None else '< ' + str(2**min_exp)} | "
                      f"{full} | {f} | {secs:.0f} |")
-    lines.append(f"\nTotal {time.perf_counter() - t_all:.0f} s.")
+    text = finish(lines, t_all, args.out)
     print("\n".join(lines[-len(summary) - 6:]), flush=True)
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        Path(args.out).write_text(text)
     return text
 
 

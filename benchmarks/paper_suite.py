@@ -27,7 +27,7 @@ from compiler.catalog import build, paper_suite
 from verify.check import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header  # noqa: E402
+from _common import finish, header  # noqa: E402
 
 PAPER_NAMES = {"dyck:4,2": "Dyck", "grid:4": "Grid4", "grid:9": "Grid9", "cyclic-product:2,2": "C2²",
                "cyclic-product:2,2,2": "C2³", "dihedral:3": "D6", "dihedral:4": "D8", "quaternion": "Q8",
@@ -120,12 +120,8 @@ def main(argv: list[str] | None = None) -> str:
         r = row(name, T, args.samples, args.exhaustive_budget, args.method)
         print(r, flush=True)
         lines.append(r)
-    tail = f"\nTotal {time.perf_counter() - t_all:.0f} s. sympy {sympy.__version__}."
-    print(tail)
-    lines.append(tail)
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        Path(args.out).write_text(text)
+    text = finish(lines, t_all, args.out, f" sympy {sympy.__version__}.")
+    print(lines[-1])
     return text
 
 

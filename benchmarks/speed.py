@@ -32,7 +32,7 @@ from verify.recurrent import RecurrentSimulator
 from verify.simulate import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header  # noqa: E402
+from _common import finish, header  # noqa: E402
 
 DEFAULT = ["parity:auto", "symmetric:5:auto", "grid:9:auto"]
 
@@ -124,11 +124,7 @@ def main(argv: list[str] | None = None) -> str:
         for item in args.automata:
             lines += rows(item, args.lengths, args.batch, device)
         lines.append("")
-    lines.append(f"Total {time.perf_counter() - t_all:.0f} s.")
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        Path(args.out).write_text(text)
-    return text
+    return finish(lines, t_all, args.out)
 
 
 if __name__ == "__main__":

@@ -122,16 +122,21 @@ class _Level:
             i += k
         return out
 
+    def group_part(self, v: int) -> tuple[Block, int] | None:
+        """The block of level value ``v`` and the index of the group part acting on it (None: no group acts)."""
+        if v == self.dummy:
+            return None
+        b = self.block_of_value[v]
+        pi = self.part_of_block.get(b.index)
+        return None if pi is None else (b, pi)
+
     def tile(self, gkey: Sequence[int], y: int) -> int:
         """The level value (raw) a local state (group coordinates, stored y) stands for."""
-        if y == self.dummy:
+        found = self.group_part(y)
+        if found is None:
             return y
-        b = self.block_of_value[y]
-        pi = self.part_of_block.get(b.index)
-        if pi is None:
-            return y
-        part = self.parts[pi]
-        g = part.unflat[self.split(gkey)[pi]]
+        b, pi = found
+        g = self.parts[pi].unflat[self.split(gkey)[pi]]
         return b.offset + g[y - b.offset]
 
     def local_states(self, v: int) -> list[tuple[tuple[int, ...], int]]:
@@ -247,12 +252,10 @@ def _plan_level(hol: Holonomy, ex: Exploration, depth: int, group_budget: int) -
 
 def _initial_y(lvl: _Level, v: int) -> int:
     """The stored value y of level value v in an encoding (its orbit representative)."""
-    if v == lvl.dummy:
+    found = lvl.group_part(v)
+    if found is None:
         return v
-    b = lvl.block_of_value[v]
-    pi = lvl.part_of_block.get(b.index)
-    if pi is None:
-        return v
+    b, pi = found
     return b.offset + lvl.parts[pi].transversal[v - b.offset][0]
 
 

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .report import _fmt
+
 SAMPLE_LEN = 32
 """Length of the sample input whose attention patterns are shown."""
 MAX_HEADS_PER_LAYER = 16
@@ -56,11 +58,7 @@ def _e(x: Any) -> str:
 
 
 def _f(x: Any) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:.3g}"
-    return _e(x)
+    return _e(_fmt(x))
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:

@@ -135,6 +135,7 @@ def summary_line(summary: dict[str, Any]) -> str:
 
 
 def _fmt(x: Any) -> str:
+    """A number for a table: 3 significant digits, "—" for missing."""
     if x is None:
         return "—"
     if isinstance(x, float):
