@@ -2,7 +2,7 @@
 
 Prints one markdown row per automaton: states, letters, semigroup size,
 holonomy levels, cascade levels, components (counters/resets/groups), table
-rows, wall and CPU seconds of ``compiler.decompose`` (which includes its own
+rows, wall and CPU seconds of ``compiler.automata.decompose`` (which includes its own
 verification), and the outcome -- or the one-line BudgetError that stopped it.
 Targets: every catalog automaton under 1 s, T6 under 10 s, random 16-state
 4-letter automata under 5 s (decomposed, or stopped by a budget).  Example:
@@ -18,11 +18,11 @@ import platform
 import random
 import time
 
-from compiler import catalog
-from compiler.cascade import summary_json
-from compiler.decompose import decompose
-from compiler.errors import BudgetError
-from compiler.spec import Semiautomaton
+from compiler.automata import catalog
+from compiler.automata.cascade import summary_json
+from compiler.automata.decompose import decompose
+from compiler.automata.errors import BudgetError
+from compiler.automata.spec import Semiautomaton
 
 CATALOG = catalog.paper_suite() + ["parity", "flipflop", "memory:3", "grid2d:3,4", "grid:9,noop", "dyck:3,3",
                                    "dihedral:10", "cyclic-product:4,6", "alternating:6", "symmetric:6",
@@ -74,7 +74,7 @@ def main() -> None:
     args = p.parse_args()
     decompose("cyclic:3")  # warm up: imports (numpy, sympy) are not part of any row
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# compiler.decompose timings ({platform.machine()}, {os.cpu_count()} CPUs, load {load:.1f}, "
+    print(f"# compiler.automata.decompose timings ({platform.machine()}, {os.cpu_count()} CPUs, load {load:.1f}, "
           f"Python {platform.python_version()})")
     print("| automaton | states | letters | semigroup | holonomy levels | levels | counters/resets/groups | "
           "table rows | wall s | CPU s | outcome |")

@@ -1,6 +1,6 @@
 """The paper's 19 automata at T = 100: what `auto` compiles, beside the paper's bounds.
 
-For each automaton of ``compiler.catalog.paper_suite()`` compiles with ``--method auto``
+For each automaton of ``compiler.automata.catalog.paper_suite()`` compiles with ``--method auto``
 at max_len T (default 100, the paper's sequence length), verifies (exhaustive up to the
 budget, random full-length sequences, every adversarial family, layer-wise invariants)
 and prints one row: method, attention layers, d_model, d_mlp, parameters, compile and
@@ -23,7 +23,7 @@ import sympy
 from sympy.combinatorics import Permutation, PermutationGroup
 
 import compiler
-from compiler.catalog import build, paper_suite
+from compiler.automata.catalog import build, paper_suite
 from verify.check import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,7 +63,7 @@ def bounds(a, T: int) -> tuple[str, str, str]:
     else:
         n = a.n_states
         t11 = f"Thm 11: O(n² log n), n = {n}: n²·log2 n = {n * n * math.log2(n):.0f}"
-    from compiler.gridworld_detect import detect
+    from compiler.automata.gridworld_detect import detect
 
     world, _ = detect(a)
     t12 = "2" if world is not None else "—"

@@ -7,42 +7,37 @@ Library entry points::
     model = compiler.compile_automaton(a, max_len=128)
     model.simulate([["1", "4", "2"]])
     compiler.save(model, "c5.safetensors"); compiler.load("c5.safetensors")
+
+This module is a lazy facade over the layers below (see ``docs/architecture.md``):
+``import compiler.automata`` alone loads neither torch nor the constructions.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
 
-from .decompose import decompose
-from .errors import ShortcutError
-from .pipeline import compile_automaton
-from .spec import Semiautomaton, load_spec
+from .automata.version import __version__
 
-
-def save(model, path) -> None:
-    """Save a compiled model as one safetensors file (JSON metadata, no pickle)."""
-    from constructions.checkpoint import save as _save
-
-    _save(model, path)
-
-
-def load(path):
-    """Load a checkpoint written by :func:`save` (never executes code)."""
-    from constructions.checkpoint import load as _load
-
-    return _load(path)
+_EXPORTS = {
+    "Semiautomaton": "compiler.automata.spec",
+    "ShortcutError": "compiler.automata.errors",
+    "load_spec": "compiler.automata.load",
+    "decompose": "compiler.automata.decompose",
+    "compile_automaton": "compiler.pipeline",
+    "with_start": "compiler.pipeline",
+    "save": "constructions.checkpoint",
+    "load": "constructions.checkpoint",
+}
 
 
-def with_start(model, start: str):
-    """The same model read out from another start state (a copy; the weights of the
-    scan are start-independent, only the unembedding changes)."""
-    import copy
-
-    from .pipeline import set_start
-
-    other = copy.deepcopy(model)
-    set_start(other, start)
-    return other
+def __getattr__(name: str) -> Any:
+    """Import an exported name's module on first use (PEP 562)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'compiler' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = ["Semiautomaton", "ShortcutError", "compile_automaton", "decompose", "load", "load_spec", "save", "with_start", "__version__"]
+__all__ = [*_EXPORTS, "__version__"]

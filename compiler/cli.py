@@ -11,7 +11,16 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .errors import InputError, ShortcutError
+from constructions.checkpoint import load, save
+from verify.check import verify
+from verify.report import report_dict, summary_line, verification_summary, write_report
+
+from .automata.cascade import summary_json, summary_text, to_dot
+from .automata.catalog import entries
+from .automata.decompose import decompose
+from .automata.errors import InputError, ShortcutError
+from .automata.load import load_spec
+from .pipeline import DTYPES, compile_automaton, set_start
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,8 +31,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _dtype(name: str):
-    from .pipeline import DTYPES
-
     if name not in DTYPES:
         raise ShortcutError(f"unknown dtype {name!r}; choose one of {list(DTYPES)}")
     return DTYPES[name]
@@ -34,15 +41,11 @@ COMPILE_FAMILY_LIMIT = 4
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from . import compile_automaton, load_spec, save
-
     automaton = load_spec(args.spec)
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
                               positions=args.positions)
     exact = True
     if args.verify:  # a modest check, recorded in the checkpoint so that `info` shows it
-        from verify.check import verify
-        from verify.report import summary_line, verification_summary
 
         if args.verify_samples < 0:
             raise ShortcutError("--verify-samples must be >= 0")
@@ -83,12 +86,8 @@ def _read_inputs(args: argparse.Namespace) -> list[list[str]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import load
-
     model = load(args.model)
     if args.start is not None:
-        from .pipeline import set_start
-
         set_start(model, args.start)
     words = _read_inputs(args)
     a = model.automaton
@@ -109,8 +108,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from . import load
-
     info = load(args.model).info()
     if args.json:
         print(json.dumps(info))
@@ -119,8 +116,6 @@ def cmd_info(args: argparse.Namespace) -> int:
             if k != "verification":
                 print(f"{k}: {v}")
         if info.get("verification"):
-            from verify.report import summary_line
-
             print(f"verification: {summary_line(info['verification'])}")
         else:
             print("verification: none stored (compiled with --no-verify; run `shortcut verify`)")
@@ -143,11 +138,6 @@ def _progress() -> Callable[[str, int, int], None] | None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from verify.check import verify
-    from verify.report import report_dict, write_report
-
-    from . import load
-
     model = load(args.model)
     if args.samples < 0:
         raise ShortcutError("--samples must be >= 0")
@@ -176,9 +166,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_decompose(args: argparse.Namespace) -> int:
-    from .cascade import summary_json, summary_text, to_dot
-    from .decompose import decompose
-
     cascade = decompose(args.spec)
     if args.dot:
         try:
@@ -190,8 +177,6 @@ def cmd_decompose(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from .catalog import entries
-
     rows = entries()
     w = max(len(e.pattern) for e in rows)
     for e in rows:

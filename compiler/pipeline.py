@@ -1,13 +1,22 @@
-"""spec -> plan -> program -> assembled model (DESIGN.md section 1)."""
+"""spec -> plan -> program -> assembled model."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
 
-from .errors import ShortcutError
-from .spec import Semiautomaton, load_spec
+from constructions import gridworld, krohn_rhodes, scan
+from constructions.assemble import assemble
+from constructions.positions import KINDS
+from constructions.scan import n_scan_layers
+
+from .automata.decompose import decompose
+from .automata.errors import ShortcutError
+from .automata.gridworld_detect import detect
+from .automata.load import load_spec
+from .automata.spec import Semiautomaton
 
 METHODS = ("auto", "scan", "krohn-rhodes", "gridworld")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -25,29 +34,22 @@ class Decision:
 
 def _krohn_rhodes(automaton: Semiautomaton, max_len: int, eps: float) -> tuple:
     """Decompose and build the Theorem 11 program (errors name the reason)."""
-    from constructions import krohn_rhodes
-
-    from .decompose import decompose
-
     return krohn_rhodes.build(automaton, max_len=max_len, eps=eps, cascade=decompose(automaton))
 
 
 def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23) -> Decision:
-    """Which construction compiles ``automaton`` (DESIGN.md section 4, "Choosing automatically").
+    """Which construction compiles ``automaton``.
 
     auto: gridworld for line/box worlds; else krohn-rhodes when the automaton is
     solvable, within the decomposer's budgets and no deeper than the scan at this
     max_len; else scan.
     """
-    from constructions.scan import n_scan_layers
-
     if method not in METHODS:
         raise ShortcutError(f"unknown method {method!r}; choose one of {list(METHODS)}")
     if method == "scan":
         return Decision("scan", "requested with --method scan")
     if method == "krohn-rhodes":
         return Decision("krohn-rhodes", "requested with --method krohn-rhodes", _krohn_rhodes(automaton, max_len, eps))
-    from .gridworld_detect import detect
 
     world, reason = detect(automaton)
     if method == "gridworld":
@@ -81,10 +83,6 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
                       positions: str = "sinusoidal"):
     """Compile ``automaton`` (a Semiautomaton, dict, JSON path or catalog name) to a
     :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``."""
-    from constructions import scan
-    from constructions.assemble import assemble
-    from constructions.positions import KINDS
-
     automaton = load_spec(automaton)
     if not isinstance(max_len, int) or max_len < 1:
         raise ShortcutError(f"max_len must be a positive integer, got {max_len!r}")
@@ -99,8 +97,6 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     if chosen == "krohn-rhodes":
         program, meta = decision.built
     elif chosen == "gridworld":
-        from constructions import gridworld
-
         program, meta = gridworld.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
     else:
         program, meta = scan.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
@@ -112,9 +108,16 @@ def set_start(model, start: str) -> None:
     """Point a compiled model at another start state, in place (each construction
     keeps q0 in one place: the scan in its unembedding, gridworld in its embedding)."""
     if model.meta.get("method") == "gridworld":
-        from constructions.gridworld import set_start as _set
+        gridworld.set_start(model, start)
     elif model.meta.get("method") == "krohn-rhodes":
-        from constructions.krohn_rhodes import set_start as _set
+        krohn_rhodes.set_start(model, start)
     else:
-        from constructions.scan import set_start as _set
-    _set(model, start)
+        scan.set_start(model, start)
+
+
+def with_start(model, start: str):
+    """The same model read out from another start state (a copy; the weights of the
+    scan are start-independent, only the unembedding changes)."""
+    other = copy.deepcopy(model)
+    set_start(other, start)
+    return other

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from compiler.errors import CheckpointError
+from compiler.automata.errors import CheckpointError
 
 from .model import CompiledTransformer
 

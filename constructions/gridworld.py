@@ -64,9 +64,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
-from compiler.gridworld_detect import BoxWorld, detect
-from compiler.spec import Semiautomaton
+from compiler.automata.errors import BudgetError, InputError, ShortcutError
+from compiler.automata.gridworld_detect import BoxWorld, detect
+from compiler.automata.spec import Semiautomaton
 
 from .gadgets import attention_temperature
 from .positions import PositionCode
@@ -319,8 +321,6 @@ def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]
 def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal", world: BoxWorld | None = None,
           eps: float = float(np.finfo(np.float32).eps), max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
     """The two-layer program for a line/box world and its metadata."""
-    from compiler.errors import BudgetError, ShortcutError
-
     if world is None:
         world, reason = detect(automaton)
         if world is None:
@@ -395,10 +395,6 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
 def set_start(model, start: str) -> None:
     """Point ``model`` at start state ``start`` (in place): q0's coordinates live in the
     ``gw{a}:start`` column of every embedding row and nowhere else."""
-    import torch
-
-    from compiler.errors import InputError
-
     a = model.automaton
     if start not in a.state_index:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")

@@ -12,7 +12,7 @@ compiles it:
   holds the initial value); the MLP rounds it into ``kr:c.new``.  Its value before
   the update is ``new`` at t-1: when a reader's table really depends on it, an
   offset-1 head in the next block fetches it into ``kr:c.old`` (the gap in the
-  reference's Lemma 21, which wires post-update values, DESIGN.md section 4).
+  reference's Lemma 21, which wires post-update values).
   When no reader depends on it at the letters that can reset c, readers key on
   ``new`` instead (equal to ``old`` whenever c keeps its value) and the layer is saved;
 * inputs: a table lookup (Lemma 11) keyed by the exact codes of the values read
@@ -43,12 +43,22 @@ from typing import Any
 
 import numpy as np
 
-from compiler.cascade import Cascade, Component
-from compiler.errors import BudgetError, ShortcutError
-from compiler.spec import Semiautomaton
+from compiler.automata.cascade import Cascade, Component
+from compiler.automata.decompose import decompose
+from compiler.automata.errors import BudgetError, InputError, ShortcutError
+from compiler.automata.spec import Semiautomaton, from_dict
 
-from .gadgets import (CodeInput, OneHotInput, lookup_mlp, modular_count_mlp, offset_head, prefix_mean_head,
-                      recent_flag_head, round_mlp)
+from .assemble import assemble
+from .gadgets import (
+    CodeInput,
+    OneHotInput,
+    lookup_mlp,
+    modular_count_mlp,
+    offset_head,
+    prefix_mean_head,
+    recent_flag_head,
+    round_mlp,
+)
 from .positions import position_code, position_table
 from .program import MLP, Block, Program, fuse, parallel
 from .workspace import Workspace, join
@@ -190,8 +200,6 @@ def _needs_old(cascade: Cascade, plan: TablePlan, r: str, resets_at: set[int]) -
 def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
           cascade: Cascade | None = None) -> tuple[Program, dict[str, Any]]:
     """The constant-depth program for a solvable automaton and its metadata."""
-    from compiler.decompose import decompose
-
     cascade = cascade or decompose(automaton)
     if not cascade.solvable:
         raise ShortcutError(
@@ -402,11 +410,6 @@ def set_start(model, start: str) -> None:
 
     The start state lives in the initial values (BOS's targets, the counters' offsets);
     every shape is start-independent, so the weights swap in directly."""
-    from compiler.errors import InputError
-    from compiler.spec import from_dict
-
-    from .assemble import assemble
-
     a = model.automaton
     if start not in a.state_index:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")

@@ -1,4 +1,4 @@
-"""The compiled model: a plain decoder-only Transformer (DESIGN.md section 2).
+"""The compiled model: a plain decoder-only Transformer.
 
 token embedding + fixed positional table (position 0 is BOS)
 -> L blocks of (causal multi-head softmax attention, ReLU MLP), residual, no LayerNorm
@@ -17,6 +17,9 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from compiler.automata.errors import InputError
+from compiler.automata.spec import from_dict
 
 
 class Attention(nn.Module):
@@ -125,12 +128,8 @@ class CompiledTransformer(nn.Module):
             raise ValueError("tokens must be a [batch, length] tensor of symbol ids")
         B, T = tokens.shape
         if T > self.max_len:
-            from compiler.errors import InputError
-
             raise InputError(f"sequence of length {T} is longer than the model's max_len {self.max_len}")
         if T and (int(tokens.min()) < 0 or int(tokens.max()) >= self.bos_id):
-            from compiler.errors import InputError
-
             raise InputError(f"token ids must lie in 0..{self.bos_id - 1}")
         bos = torch.full((B, 1), self.bos_id, dtype=torch.long, device=tokens.device)
         ids = torch.cat([bos, tokens.long()], dim=1)
@@ -159,10 +158,8 @@ class CompiledTransformer(nn.Module):
 
     @property
     def automaton(self):
-        """The :class:`compiler.spec.Semiautomaton` this model was compiled from."""
+        """The :class:`compiler.automata.spec.Semiautomaton` this model was compiled from."""
         if self._automaton is None:
-            from compiler.spec import from_dict
-
             self._automaton = from_dict(self.meta["automaton"])
         return self._automaton
 
@@ -178,8 +175,6 @@ class CompiledTransformer(nn.Module):
         for word in words:
             ids = a.symbol_ids(word)
             if len(ids) > self.max_len:
-                from compiler.errors import InputError
-
                 raise InputError(f"sequence of length {len(ids)} is longer than the model's max_len {self.max_len}")
             if not ids:
                 out.append([])

@@ -1,4 +1,4 @@
-"""Positional codes and offset selection (DESIGN.md section 4; Proposition 2).
+"""Positional codes and offset selection (Proposition 2).
 
 Two codes for position t (position 0 is BOS and gets the zero code; heads find
 BOS through the ``bos`` dimension instead):

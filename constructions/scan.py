@@ -22,14 +22,16 @@ import math
 from typing import Any
 
 import numpy as np
+import torch
 
-from compiler.representation import Representation, choose
-from compiler.spec import Semiautomaton
+from compiler.automata.errors import BudgetError, InputError
+from compiler.automata.representation import Representation, choose
+from compiler.automata.spec import Semiautomaton
 
 from .gadgets import compose_mlp, distance_units, offset_head
 from .positions import position_code, position_table
 from .program import Block, Program, fuse
-from .workspace import Workspace
+from .workspace import Workspace, workspace_from_meta
 
 
 def n_scan_layers(max_len: int) -> int:
@@ -79,8 +81,6 @@ def estimated_params(n_points: int, max_len: int) -> int:
 
 def check_budget(n_points: int, max_len: int, max_params: int) -> None:
     """Refuse (BudgetError) a scan model larger than ``max_params``."""
-    from compiler.errors import BudgetError
-
     est = estimated_params(n_points, max_len)
     if est > max_params:
         raise BudgetError(
@@ -155,12 +155,6 @@ def set_start(model, start: str) -> None:
 
     Position t holds delta(., sigma_1..sigma_t) for every state at once, so only the
     readout depends on q0 (Theorem 10 serves every start state)."""
-    import torch
-
-    from compiler.errors import InputError
-
-    from .workspace import workspace_from_meta
-
     a = model.automaton
     if start not in a.state_index:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")

@@ -1,4 +1,4 @@
-"""The residual stream as named subspaces (DESIGN.md section 3).
+"""The residual stream as named subspaces.
 
 Every residual dimension has a label such as ``bos``, ``one``, ``pos:cos3`` or
 ``scan:map[2]``.  Constructions ask the workspace for subspaces by name and never

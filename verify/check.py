@@ -1,4 +1,4 @@
-"""Check a compiled model against the step-by-step reference (DESIGN.md section 5).
+"""Check a compiled model against the step-by-step reference.
 
 What is checked, each at every position:
 
@@ -40,8 +40,14 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from compiler.spec import Semiautomaton
+from compiler.automata.spec import Semiautomaton
+from constructions.gadgets import STEP_TOLERANCE
 
+from .chunked import forward_chunked, positional_layers
+from .gridworld import families as gridworld_families
+from .gridworld import invariants as gridworld_invariants
+from .krohn_rhodes import invariants as kr_invariants
+from .margins import target_margins
 from .recurrent import RecurrentSimulator
 from .simulate import simulate, window_maps
 
@@ -202,22 +208,6 @@ class _Tally:
                               a.states[exp[t]], a.states[got[t]], trace)
 
 
-def target_margins(scores: torch.Tensor, pattern: torch.Tensor, target: torch.Tensor) -> tuple[float, float]:
-    """Worst score gap and worst leaked mass of one head over query rows ``1..``.
-
-    ``scores``/``pattern``: [B, rows, keys] (masked keys at -inf); ``target``: [B or 1, rows]
-    key index each query should select.  Gap = score(target) - max score of another key."""
-    s = scores.double()
-    tgt = target.expand(s.shape[0], -1)[..., None]
-    want = s.gather(-1, tgt)[..., 0]
-    other = s.scatter(-1, tgt, float("-inf")).max(-1).values
-    gap = (want - other)[:, 1:] if s.shape[1] > 1 else want[:, :0]
-    leaked = 1.0 - pattern.double().gather(-1, tgt)[..., 0]
-    leaked = leaked[:, 1:] if s.shape[1] > 1 else leaked[:, :0]
-    worst_gap = float(gap[torch.isfinite(gap)].min()) if torch.isfinite(gap).any() else math.inf
-    return worst_gap, float(leaked.max()) if leaked.numel() else 0.0
-
-
 def generic_head_margins(model, cache: dict[str, torch.Tensor], layers: list[int] | None = None) -> list[dict[str, Any]]:
     """Head margins without construction knowledge: the intended key is the argmax key;
     heads whose notes say they average uniformly report the spread of their scores."""
@@ -277,8 +267,6 @@ def _kr_mlp_margins(model, cache: dict[str, torch.Tensor]) -> list[dict[str, Any
     multiplied by the prefix-mean head's ``scale``; ``kr:c.fetched`` / ``.prev`` (a reset
     unit's fetched value, rounded) and ``kr:c.new`` / ``.old`` (codes keying the input
     lookups) are integers.  Step units decide at 1/4 from an integer (STEP_TOLERANCE)."""
-    from constructions.gadgets import STEP_TOLERANCE
-
     labels = model.meta["residual_labels"]
     out = []
     for l, block in enumerate(model.blocks):
@@ -427,8 +415,6 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     checks.append(("random", rand))
     fams = adversarial_families(a.n_symbols, T) if families else {}
     if families and model.meta.get("method") == "gridworld":
-        from .gridworld import families as gridworld_families
-
         fams.update(gridworld_families(model, T, seed))
     fams = {k: _subset(v, family_limit) for k, v in fams.items()}
     for name, toks in fams.items():
@@ -449,7 +435,6 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                 if progress:
                     progress(name, done, total)
     if chunked:  # every long check in one stream of batches, so a shared pattern is computed once per batch
-        from .chunked import forward_chunked, positional_layers
 
         shared = all(positional_layers(model))
         used = (f"query-chunked{f' above length {PLAIN_MAX_LEN}' if forward == 'auto' else ''} (chunks of {CHUNK} rows"
@@ -478,13 +463,9 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
         if method == "scan":
             invariants = _scan_invariants(model, sample[: 4 if T <= 1024 else 1])
         elif method == "gridworld":
-            from .gridworld import invariants as gridworld_invariants
-
             extra = [fams[f][:1] for f in ("wall-pinned", "wall-free") if len(fams.get(f, ()))]
             invariants = gridworld_invariants(model, np.concatenate([sample[:2], *extra]))
         elif method == "krohn-rhodes":
-            from .krohn_rhodes import invariants as kr_invariants
-
             invariants = kr_invariants(model, sample[:4 if T <= 1024 else 1])
             with torch.no_grad():
                 _, cache = model.run_with_cache(torch.from_numpy(sample[:1 if T > 1024 else 2]))

@@ -1,4 +1,4 @@
-"""Gridworld-specific checks: input families and layer-wise invariants (DESIGN.md section 5).
+"""Gridworld-specific checks: input families and layer-wise invariants.
 
 Families (at max_len): walks pinned against a wall for long stretches, and walks that
 never reach a wall after the start (the two regimes of the nearest-boundary formula:
@@ -24,7 +24,7 @@ import torch
 
 from constructions.positions import PositionCode
 
-from .check import target_margins
+from .margins import target_margins
 
 
 def _axis_symbols(moves: list, n_axes: int) -> list[dict[int, int]]:

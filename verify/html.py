@@ -1,4 +1,4 @@
-"""``report.html``: one self-contained page for people (DESIGN.md section 5).
+"""``report.html``: one self-contained page for people.
 
 Sections: verdict and model, what was checked, accuracy by position, the attention
 pattern of every head on a sample input, the margins, the first counterexample, and for
@@ -20,7 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .report import _fmt
+from compiler.automata.cascade import to_dot
+from compiler.automata.decompose import decompose
+
+from .text import fmt
 
 SAMPLE_LEN = 32
 """Length of the sample input whose attention patterns are shown."""
@@ -58,7 +61,7 @@ def _e(x: Any) -> str:
 
 
 def _f(x: Any) -> str:
-    return _e(_fmt(x))
+    return _e(fmt(x))
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -89,9 +92,6 @@ def cascade_dot(model) -> str | None:
     if c is None and model.meta.get("method") != "krohn-rhodes":
         return None
     try:
-        from compiler.cascade import to_dot
-        from compiler.decompose import decompose
-
         return to_dot(decompose(model.automaton))
     except Exception:  # the decomposer may refuse (budget) or be unavailable: no diagram then
         return None

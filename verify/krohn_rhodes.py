@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from compiler.automata.decompose import decompose
+
 TOLERANCE = 0.25
 
 
@@ -40,8 +42,6 @@ def cascade_signals(cascade, coords: np.ndarray) -> np.ndarray:
 
 def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
     """Compare each component's decoded subspaces with the cascade's simulation."""
-    from compiler.decompose import decompose
-
     cascade = decompose(model.automaton)
     want = cascade_coordinates(cascade, tokens)
     labels = {lab: i for i, lab in enumerate(model.meta["residual_labels"])}

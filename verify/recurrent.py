@@ -1,4 +1,4 @@
-"""An explicit recurrent network with hand-set weights (DESIGN.md section 5).
+"""An explicit recurrent network with hand-set weights.
 
 State h_t is one-hot over Q.  One ReLU layer has a unit per (state, symbol) pair,
 u[q, a] = relu(h[q] + x[a] - 1) = 1 exactly when the state is q and the symbol a;
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from compiler.spec import Semiautomaton
+from compiler.automata.spec import Semiautomaton
 
 
 class RecurrentSimulator(nn.Module):

@@ -9,7 +9,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from compiler.automata.version import __version__
+
 from .check import VerificationResult
+from .text import fmt
 
 REPORT_SCHEMA = "shortcut-verification/1"
 SUMMARY_SCHEMA = "shortcut-verification-summary/1"
@@ -62,13 +65,11 @@ def seeds(result: VerificationResult) -> dict[str, int]:
 
 def report_dict(result: VerificationResult, model, checkpoint: "str | Path | None" = None) -> dict[str, Any]:
     """The JSON report: tool version, automaton hash, checkpoint hash, what was checked, results."""
-    import compiler
-
     d = result.to_dict()
     return _finite({
         **d,
         "schema": REPORT_SCHEMA,
-        "tool_version": compiler.__version__,
+        "tool_version": __version__,
         "automaton": {"name": model.automaton.name, "sha256": model.automaton.digest(),
                       "n_states": model.automaton.n_states, "n_symbols": model.automaton.n_symbols},
         "checkpoint_sha256": file_sha256(checkpoint) if checkpoint else None,
@@ -92,13 +93,11 @@ def _sig(x: Any, digits: int = 6) -> Any:
 def verification_summary(result: VerificationResult) -> dict[str, Any]:
     """What ``compile --verify`` stores in ``meta["verification"]``: deterministic given the
     seed (no timestamps, floats rounded to 6 significant digits)."""
-    import compiler
-
     c = result.checked
     ce = result.counterexample
     return _sig({
         "schema": SUMMARY_SCHEMA,
-        "tool_version": compiler.__version__,
+        "tool_version": __version__,
         "exact": result.exact,
         "n_sequences": result.n_sequences,
         "n_positions": result.n_positions,
@@ -134,15 +133,6 @@ def summary_line(summary: dict[str, Any]) -> str:
             f"min MLP distance to boundary {m.get('mlps_min_distance_to_boundary')}")
 
 
-def _fmt(x: Any) -> str:
-    """A number for a table: 3 significant digits, "—" for missing."""
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:.3g}"
-    return str(x)
-
-
 def report_markdown(report: dict[str, Any]) -> str:
     """A short human-readable version of :func:`report_dict`."""
     c = report["checked"]
@@ -169,7 +159,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"| layer-wise | {c.get('layerwise') or 'none'} |",
         f"| forward | {c.get('forward', 'plain')} |",
         "",
-        f"Smallest readout logit margin: {_fmt(report['margins'].get('readout_min_logit_margin'))}",
+        f"Smallest readout logit margin: {fmt(report['margins'].get('readout_min_logit_margin'))}",
     ]
     heads = report["margins"].get("heads") or []
     if heads:
@@ -178,16 +168,16 @@ def report_markdown(report: dict[str, Any]) -> str:
         for h in heads:
             gap = h.get("worst_score_gap")
             if gap is None and "worst_score_spread" in h:
-                gap = f"spread {_fmt(h['worst_score_spread'])}"
-            lines.append(f"| {h['layer']} | {h['head']} | {h.get('target', '')} | {_fmt(gap)} | "
-                         f"{_fmt(h.get('worst_leaked_mass'))} | {_fmt(h.get('derived_leak_bound'))} |")
+                gap = f"spread {fmt(h['worst_score_spread'])}"
+            lines.append(f"| {h['layer']} | {h['head']} | {h.get('target', '')} | {fmt(gap)} | "
+                         f"{fmt(h.get('worst_leaked_mass'))} | {fmt(h.get('derived_leak_bound'))} |")
     mlps = report["margins"].get("mlps") or []
     if mlps:
         lines += ["", "| layer | MLP | inputs | worst input noise | tolerance | distance to decision boundary |",
                   "|---|---|---|---|---|---|"]
         for m in mlps:
-            lines.append(f"| {m['layer']} | {m['mlp']} | {m.get('inputs') or '—'} | {_fmt(m.get('worst_input_noise'))} | "
-                         f"{_fmt(m.get('input_tolerance'))} | {_fmt(m.get('distance_to_boundary'))} |")
+            lines.append(f"| {m['layer']} | {m['mlp']} | {m.get('inputs') or '—'} | {fmt(m.get('worst_input_noise'))} | "
+                         f"{fmt(m.get('input_tolerance'))} | {fmt(m.get('distance_to_boundary'))} |")
     inv = report.get("invariants") or {}
     for f in inv.get("failures", []):
         lines.append(f"- invariant failed: {f}")
@@ -207,7 +197,7 @@ def report_markdown(report: dict[str, Any]) -> str:
             if i is None:
                 lines.append("| … | | | | |")
                 continue
-            lines.append(f"| {i} | {s['symbol']} | {s['expected']} | {s['got']} | {_fmt(s.get('logit_gap'))} |")
+            lines.append(f"| {i} | {s['symbol']} | {s['expected']} | {s['got']} | {fmt(s.get('logit_gap'))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import compiler
-from compiler.errors import CheckpointError
+from compiler.automata.errors import CheckpointError
 
 
 def test_round_trip_gives_same_outputs(tmp_path):

@@ -10,8 +10,9 @@ import torch
 
 import compiler
 from compiler.cli import main
-from compiler.gridworld_detect import detect
-from compiler.spec import from_dict, load_spec
+from compiler.automata.gridworld_detect import detect
+from compiler.automata.load import load_spec
+from compiler.automata.spec import from_dict
 from constructions import gridworld
 from constructions.workspace import Workspace
 from verify.check import verify

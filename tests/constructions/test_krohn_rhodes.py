@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import compiler
-from compiler.errors import BudgetError
-from compiler.catalog import paper_suite, random_automaton
+from compiler.automata.errors import BudgetError
+from compiler.automata.catalog import paper_suite, random_automaton
 from verify.check import verify
 
 SOLVABLE = [n for n in paper_suite() if n not in ("alternating:5", "symmetric:5")] + [

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import compiler
-from compiler.catalog import paper_suite
+from compiler.automata.catalog import paper_suite
 from constructions.scan import n_scan_layers
 from verify.check import verify
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from compiler.catalog import build, entries
+from compiler.automata.catalog import build, entries
 from verify.recurrent import RecurrentSimulator
 from verify.simulate import simulate, window_maps
 

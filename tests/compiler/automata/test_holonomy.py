@@ -1,4 +1,4 @@
-"""Tests for compiler.holonomy: images, tiles, classes, depths, representatives, groups, exploration."""
+"""Tests for compiler.automata.holonomy: images, tiles, classes, depths, representatives, groups, exploration."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from compiler.catalog import random_maps
-from compiler.errors import BudgetError
-from compiler.groups import generate, is_identity
-from compiler.holonomy import Holonomy, members, popcount, set_image
-from compiler.semigroup import then
+from compiler.automata.catalog import random_maps
+from compiler.automata.errors import BudgetError
+from compiler.automata.groups import generate, is_identity
+from compiler.automata.holonomy import Holonomy, members, popcount, set_image
+from compiler.automata.semigroup import then
 
 
 def full_transformation_generators(n: int) -> list[tuple[int, ...]]:

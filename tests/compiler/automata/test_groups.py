@@ -1,4 +1,4 @@
-"""Tests for compiler.groups: solvability, derived series, abelian factors, counter coordinates."""
+"""Tests for compiler.automata.groups: solvability, derived series, abelian factors, counter coordinates."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from compiler import groups as G
-from compiler.errors import BudgetError
+from compiler.automata import groups as G
+from compiler.automata.errors import BudgetError
 
 
 def cyc(n: int, *cycle: int) -> G.Perm:

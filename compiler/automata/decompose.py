@@ -1,6 +1,6 @@
 """Krohn–Rhodes decomposition: automaton -> verified cascade of counters and resets.
 
-Orchestration (reference/holonomy.md; DESIGN.md section 4):
+Orchestration (the holonomy decomposition; docs/architecture.md):
 
 1. semigroup analysis -- size under a budget, group?, letters merged by map;
 2. holonomy decomposition (:mod:`compiler.holonomy`) -- one level per depth of
@@ -30,14 +30,31 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
+
 from . import groups as G
-from .cascade import (Cascade, Component, HolonomyGroupInfo, Readout, Verification, View,
-                      assign_levels)
+from .cascade import (
+    Cascade,
+    Component,
+    HolonomyGroupInfo,
+    Readout,
+    Verification,
+    View,
+    assign_levels,
+)
 from .errors import BudgetError, ShortcutError
-from .holonomy import (DEFAULT_CHAIN_BUDGET, DEFAULT_IMAGE_BUDGET, Block, Exploration, Holonomy,
-                       apply_action, members)
+from .holonomy import (
+    DEFAULT_CHAIN_BUDGET,
+    DEFAULT_IMAGE_BUDGET,
+    Block,
+    Exploration,
+    Holonomy,
+    apply_action,
+    members,
+)
+from .load import load_spec
 from .semigroup import LetterNormalisation, analyse_semigroup, normalise_letters
-from .spec import Semiautomaton, load_spec
+from .spec import Semiautomaton
 
 DEFAULT_COUNT_BUDGET = 50_000
 """Largest semigroup whose size is counted; past it the size is reported as unknown."""
@@ -296,8 +313,6 @@ _CODE_LIMIT = 2 ** 62
 def _combine(code, bound: int, col, r: int):
     """Group code of (code, col) for rows; ``bound`` bounds code, ``r`` bounds col.  Re-numbers
     the groups as 0..k-1 when the mixed-radix code would overflow int64."""
-    import numpy as np
-
     if bound * r >= _CODE_LIMIT:
         uniq, code = np.unique(code, return_inverse=True)
         code, bound = code.reshape(-1).astype(np.int64), len(uniq)
@@ -309,8 +324,6 @@ def _needed(mat, outs, n_reads: int, tried: Sequence[int], extra: Sequence[int] 
     in ``tried`` (last first) while rows agreeing on the remaining columns (and on the columns
     ``extra``) keep equal ``outs``.  Vectorised: prefix group codes are computed once, the
     suffix code grows as columns are kept, and each test is one sort."""
-    import numpy as np
-
     n = mat.shape[0]
     tried = set(tried)
     if len(np.unique(outs)) <= 1:
@@ -352,8 +365,6 @@ def minimise(reads: Sequence[str], table: dict, letter_keyed: bool = True,
     reads and the table keyed by them.  Tables are keyed ``(values, letter)``,
     or ``values`` alone when not ``letter_keyed``.
     """
-    import numpy as np
-
     tried = list(range(len(reads)) if candidates is None else candidates)
     if not tried or not table:
         return tuple(reads), table
@@ -375,8 +386,6 @@ def minimise(reads: Sequence[str], table: dict, letter_keyed: bool = True,
 def _minimise_rows(up_reads: tuple[str, ...], upkeys: list[tuple[int, ...]], umat, outs: list[list]
                    ) -> tuple[tuple[str, ...], dict]:
     """:func:`minimise` for a table given per node (upper key) and letter: ``outs[node][letter]``."""
-    import numpy as np
-
     n_letters = len(outs[0]) if outs else 0
     ids: dict = {}
     flat = np.fromiter((ids.setdefault(o, len(ids)) for row in outs for o in row), dtype=np.int64,
@@ -451,7 +460,6 @@ def _build_level(lvl: _Level, hol: Holonomy, ex: Exploration, letters: LetterNor
     nodes = ex.level_nodes[d - 1]
     upkeys = [tuple(u.code_index[ex.path[n][u.depth - 1]] for u in up_levels) for n in nodes]
     node_acts = [_level_actions(ex, letters, d, n) for n in nodes]
-    import numpy as np
 
     umat = np.asarray(upkeys, dtype=np.int64).reshape(len(nodes), len(up_levels))
     comps: list[Component] = []

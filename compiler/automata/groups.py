@@ -2,8 +2,8 @@
 
 A holonomy group (or the group of a permutation automaton) is turned into a
 cascade of modular counters, one *level* per factor of a normal series with
-abelian factors (DESIGN.md section 4, "Solvable groups without nested wreath
-products"; reference/holonomy.md, "Groups as counter cascades").  For a
+abelian factors -- a flatter route than the nested wreath products of the
+reference's Lemmas 18-19 and Theorem 16, with depth the derived length.  For a
 solvable group the derived series
 
     G = N_0 ▷ N_1 = [G, G] ▷ N_2 ▷ ... ▷ N_k = 1
@@ -30,8 +30,8 @@ Every group the decomposition keeps is enumerated (under a budget), so the
 derived series is computed explicitly (normal closures of commutators) and
 every fact the coordinates rely on -- normality, abelian quotients, indices,
 the coset bijection -- is checked here on explicit element sets (we never
-trust ``PermutationGroup.is_normal``, which can be wrong in sympy 1.14;
-DESIGN.md §6).  sympy (1.14) does the heavy lifting where enumeration is
+trust ``PermutationGroup.is_normal``, which can be wrong in sympy 1.14
+when a cached abelian flag is set).  sympy (1.14) does the heavy lifting where enumeration is
 out of the question -- the order and solvability of a group past the budget,
 for the error message -- and recomputes order and derived series as an
 independent check wherever its Schreier–Sims is cheap (small degrees).
@@ -43,6 +43,8 @@ import itertools
 from dataclasses import dataclass, field
 from math import factorial, gcd
 from typing import Iterable, Sequence
+
+from sympy.combinatorics import Permutation, PermutationGroup
 
 from .errors import BudgetError, ShortcutError
 
@@ -200,8 +202,6 @@ def derived_subgroup(generators: Sequence[Perm], degree: int, budget: int = DEFA
 
 
 def _sympy_group(generators: Sequence[Perm], degree: int):
-    from sympy.combinatorics import Permutation, PermutationGroup
-
     gens = [Permutation(list(g)) for g in generators] or [Permutation(list(range(degree)))]
     return PermutationGroup(gens)
 

@@ -1,4 +1,4 @@
-"""Tests for compiler.catalog: the named automata and the name parser."""
+"""Tests for compiler.automata.catalog: the named automata and the name parser."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from compiler import catalog
-from compiler.errors import SpecError
-from compiler.semigroup import closure
-from compiler.spec import Semiautomaton, from_dict
+from compiler.automata import catalog
+from compiler.automata.errors import SpecError
+from compiler.automata.semigroup import closure
+from compiler.automata.spec import Semiautomaton, from_dict
 
 
 def final_state(a: Semiautomaton, word: str | list[str], start: str | None = None) -> str:

@@ -1,7 +1,7 @@
 """The cascade a decomposition produces: prime components wired feed-forward.
 
 A :class:`Cascade` is what the Krohn–Rhodes construction compiles (one
-attention layer per level; DESIGN.md section 4).  Everything is an explicit
+attention layer per level).  Everything is an explicit
 finite table, so a compiler never has to re-derive algebra:
 
 * a **component** is a modular counter (``kind="counter"``, values 0..n-1, an

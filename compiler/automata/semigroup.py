@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from sympy.combinatorics import Permutation, PermutationGroup
+
 from .errors import BudgetError
+from .groups import closure_with_generators
 
 Map = tuple[int, ...]
 
@@ -169,13 +172,9 @@ def analyse_semigroup(maps: Sequence[Map], n: int, budget: int = DEFAULT_SEMIGRO
         budget = min(budget, max(1, CLOSURE_WORK // (len(gens) * max(n, 1))))
     try:
         if perm:
-            from .groups import closure_with_generators
-
             try:
                 size: int | None = len(closure_with_generators(gens, n, budget)[1])
             except BudgetError:
-                from sympy.combinatorics import Permutation, PermutationGroup
-
                 size = int(PermutationGroup([Permutation(list(g)) for g in gens]).order())
         else:
             size = len(closure(gens, budget))

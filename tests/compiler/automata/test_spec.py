@@ -1,4 +1,4 @@
-"""Tests for compiler.spec: the Semiautomaton type and loading specs."""
+"""Tests for compiler.automata.spec: the Semiautomaton type and loading specs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from compiler.errors import InputError, SpecError
-from compiler.spec import Semiautomaton, from_dict, load_spec
+from compiler.automata.errors import InputError, SpecError
+from compiler.automata.load import load_spec
+from compiler.automata.spec import Semiautomaton, from_dict
 
 PARITY: dict[str, Any] = {
     "name": "parity",

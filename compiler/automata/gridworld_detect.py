@@ -1,4 +1,4 @@
-"""Recognise line and box worlds up to renaming of states and symbols (DESIGN.md section 4).
+"""Recognise line and box worlds up to renaming of states and symbols (Theorem 12 applies to them).
 
 A *box world* has states ``[0, n_1) x ... x [0, n_d)`` (every n_i >= 2) and symbols
 that each either move one coordinate by +1 or -1, clamped at the walls, or do

@@ -1,4 +1,4 @@
-"""Tests for compiler.decompose and compiler.cascade: the verified Krohn–Rhodes cascade."""
+"""Tests for compiler.automata.decompose and compiler.automata.cascade: the verified Krohn–Rhodes cascade."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from compiler import catalog
-from compiler.cascade import Cascade, summary_json, summary_text, to_dot
-from compiler.decompose import decompose, minimise
-from compiler.errors import BudgetError
-from compiler.spec import Semiautomaton
+from compiler.automata import catalog
+from compiler.automata.cascade import Cascade, summary_json, summary_text, to_dot
+from compiler.automata.decompose import decompose, minimise
+from compiler.automata.errors import BudgetError
+from compiler.automata.spec import Semiautomaton
 
 
 def full_transformation_monoid(n: int) -> Semiautomaton:

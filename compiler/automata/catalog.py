@@ -25,10 +25,9 @@ Conventions shared by all entries:
 
 from __future__ import annotations
 
-import random
-
 import dataclasses
 import itertools
+import random
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence, TypeVar
 

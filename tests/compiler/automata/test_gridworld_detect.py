@@ -6,9 +6,10 @@ import random
 import pytest
 
 import compiler
-from compiler.gridworld_detect import BoxWorld, detect
+from compiler.automata.gridworld_detect import BoxWorld, detect
 from compiler.pipeline import plan
-from compiler.spec import Semiautomaton, from_dict, load_spec
+from compiler.automata.load import load_spec
+from compiler.automata.spec import Semiautomaton, from_dict
 
 
 def box_world(sizes, letters, start=None, name="box"):

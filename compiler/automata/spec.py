@@ -12,10 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import SpecError
+from .errors import InputError, SpecError
 
 Map = tuple[int, ...]
 
@@ -54,8 +53,6 @@ class Semiautomaton:
 
     def symbol_ids(self, word: Sequence[str]) -> list[int]:
         """Token ids of a word; raises InputError naming an unknown symbol."""
-        from .errors import InputError
-
         index = self.symbol_index
         out = []
         for pos, sym in enumerate(word):
@@ -211,25 +208,3 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton") -> Semia
 
     name = str(spec.get("name", default_name))
     return Semiautomaton(name, states, alphabet, tuple(tuple(m) for m in maps), start, outputs)
-
-
-def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton") -> Semiautomaton:
-    """Load an automaton from a dict, a JSON file path, or a catalog name."""
-    if isinstance(source, Semiautomaton):
-        return source
-    if isinstance(source, Mapping):
-        return from_dict(source)
-    path = Path(source)
-    if path.suffix == ".json" or path.exists():
-        if not path.is_file():
-            raise SpecError(f"spec file {str(path)!r} does not exist")
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError) as e:
-            raise SpecError(f"cannot read spec file {str(path)!r}: {e}") from None
-        except json.JSONDecodeError as e:
-            raise SpecError(f"spec file {str(path)!r} is not valid JSON: {e}") from None
-        return from_dict(data, default_name=path.stem)
-    from .catalog import build
-
-    return build(str(source))

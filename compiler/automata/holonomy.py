@@ -1,4 +1,4 @@
-"""The holonomy decomposition (Zeiger; Eilenberg; SgpDec), following reference/holonomy.md.
+"""The holonomy decomposition (Zeiger; Eilenberg; as in SgpDec).
 
 Sets of states are integer bitmasks; maps act on the right (``P·s`` is the
 image of P under s).  The pipeline, numbered as in the reference:
@@ -42,6 +42,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
+
+import numpy as np
 
 from .errors import BudgetError, ShortcutError
 from .groups import Perm, is_identity
@@ -219,8 +221,6 @@ class Holonomy:
             self._first_of_size.setdefault(popcount(s), i)
         self._ext_array = None
         if self.n <= 64 and len(self.extended) > 256:
-            import numpy as np
-
             self._ext_array = np.array(self.extended, dtype=np.uint64)
 
     def tiles(self, p: int) -> tuple[int, ...]:
@@ -237,8 +237,6 @@ class Holonomy:
         start = next((self._first_of_size[k] for k in range(size - 1, 0, -1) if k in self._first_of_size),
                      len(self.extended))
         if self._ext_array is not None and len(self.extended) - start > 256:
-            import numpy as np
-
             cand = self._ext_array[start:]
             sel = cand[(cand & np.uint64(~p & self.full)) == 0]
             kept = []
