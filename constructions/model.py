@@ -154,6 +154,14 @@ class CompiledTransformer(nn.Module):
         cache["resid_final"] = x
         return (x @ self.W_U + self.b_U)[:, 1:], cache
 
+    def subspace(self, name: str) -> list[int]:
+        """Residual indices of the named subspace (as allocated by the construction's
+        workspace and stored in the checkpoint); raises KeyError naming the known ones."""
+        subspaces = self.meta.get("subspaces", {})
+        if name not in subspaces:
+            raise KeyError(f"no subspace {name!r}; this model has {sorted(subspaces)}")
+        return list(subspaces[name])
+
     # --- automaton-level conveniences -------------------------------------------------
 
     @property
