@@ -32,12 +32,13 @@ class Decision:
     built: tuple | None = None
 
 
-def _krohn_rhodes(automaton: Semiautomaton, max_len: int, eps: float) -> tuple:
+def _krohn_rhodes(automaton: Semiautomaton, max_len: int, eps: float, positions: str) -> tuple:
     """Decompose and build the Theorem 11 program (errors name the reason)."""
-    return krohn_rhodes.build(automaton, max_len=max_len, eps=eps, cascade=decompose(automaton))
+    return krohn_rhodes.build(automaton, max_len=max_len, eps=eps, cascade=decompose(automaton), positions=positions)
 
 
-def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23) -> Decision:
+def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23,
+           positions: str = "sinusoidal") -> Decision:
     """Which construction compiles ``automaton``.
 
     auto: gridworld for line/box worlds; else krohn-rhodes when the automaton is
@@ -49,7 +50,7 @@ def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float
     if method == "scan":
         return Decision("scan", "requested with --method scan")
     if method == "krohn-rhodes":
-        return Decision("krohn-rhodes", "requested with --method krohn-rhodes", _krohn_rhodes(automaton, max_len, eps))
+        return Decision("krohn-rhodes", "requested with --method krohn-rhodes", _krohn_rhodes(automaton, max_len, eps, positions))
 
     world, reason = detect(automaton)
     if method == "gridworld":
@@ -62,7 +63,7 @@ def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float
                                      f"attention layers at every max_len")
     scan_depth = n_scan_layers(max_len)
     try:
-        built = _krohn_rhodes(automaton, max_len, eps)
+        built = _krohn_rhodes(automaton, max_len, eps, positions)
     except ShortcutError as e:
         return Decision("scan", f"auto: krohn-rhodes not possible ({e}); the scan (Theorem 10) handles every automaton")
     kr_depth = len(built[0].blocks)
@@ -92,7 +93,7 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
-    decision = decide(automaton, method, max_len, torch.finfo(dtype).eps)
+    decision = decide(automaton, method, max_len, torch.finfo(dtype).eps, positions)
     chosen, why = decision.method, decision.why
     if chosen == "krohn-rhodes":
         program, meta = decision.built

@@ -7,9 +7,14 @@
 * :func:`carry_units` -- ``relu(x) - relu(-x)``: move exact values through hidden layers.
 * :func:`distance_units` -- ``relu(x - v)`` and ``relu(v - x)`` for integer v, whose sums
   are L1 distances; used by element readouts.
+* :func:`prefix_mean_head` with :func:`absorb_feature` -- uniform causal attention
+  with a weight-absorbing BOS (Lemma 15), shared by the counters of Theorem 11 and
+  the prefix sums of Theorem 12.
 
-Every gadget returns plain float64 matrices over the full residual width and
-records its derived constants in ``notes``.
+Every gadget takes the :class:`Subspace` s it reads and writes (never raw dims),
+returns plain float64 matrices over the full residual width, declares what it
+touches in ``reads``/``writes`` (workspace subspace names) and records its
+derived constants in ``notes``.
 """
 
 from __future__ import annotations
@@ -19,12 +24,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .budget import STEP_TOLERANCE
 from .positions import PositionCode
 from .program import MLP, Head
-from .workspace import Subspace
+from .workspace import Subspace, names
 
-STEP_TOLERANCE = 0.25
-"""Input noise a step unit absorbs: a quarter of the unit gap between integer codes (Lemma 10)."""
+ABSORB = "pos:absorb"
+"""The position feature log(mass - t) that lets BOS absorb weight in :func:`prefix_mean_head`."""
+
+__all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "absorb_feature", "attention_temperature",
+           "carry_units", "compose_mlp", "distance_units", "lookup_mlp", "modular_count_mlp", "offset_head",
+           "onehot_bias", "prefix_mean_head", "recent_flag_head", "round_mlp", "step_units"]
+
+
+def _copy(d_model: int, src: Subspace, dst: Subspace, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A head's ``W_V``, ``W_O`` copying ``src`` (times ``scale``) into ``dst``, one value dim each."""
+    W_V = np.zeros((d_model, len(src)))
+    W_V[list(src.dims), np.arange(len(src))] = scale
+    W_O = np.zeros((len(src), d_model))
+    W_O[np.arange(len(src)), list(dst.dims)] = 1.0
+    return W_V, W_O
 
 
 def attention_temperature(max_len: int, value_range: float, score_gap: float, tolerance: float) -> dict:
@@ -41,7 +60,7 @@ def attention_temperature(max_len: int, value_range: float, score_gap: float, to
             "output_error_bound": tolerance}
 
 
-def offset_head(name: str, d_model: int, pos: Subspace, code: PositionCode, bos: int, one: int,
+def offset_head(name: str, d_model: int, pos: Subspace, code: PositionCode, bos: Subspace, one: Subspace,
                 offset: int, src: Subspace, dst: Subspace, value_range: float) -> Head:
     """Attend from t to t - offset and copy ``src`` there into ``dst`` (Theorem 10's look-back).
 
@@ -58,14 +77,12 @@ def offset_head(name: str, d_model: int, pos: Subspace, code: PositionCode, bos:
     W_Q = np.zeros((d_model, dq))
     W_K = np.zeros((d_model, dq))
     W_Q[list(pos.dims), : code.dim] = beta * code.rotation(offset)
-    W_Q[one, code.dim] = beta * bos_score
+    W_Q[one[0], code.dim] = beta * bos_score
     W_K[list(pos.dims), : code.dim] = np.eye(code.dim)
-    W_K[bos, code.dim] = 1.0
-    W_V = np.zeros((d_model, len(src)))
-    W_V[list(src.dims), np.arange(len(src))] = 1.0
-    W_O = np.zeros((len(src), d_model))
-    W_O[np.arange(len(src)), list(dst.dims)] = 1.0
-    return Head(name, W_Q, W_K, W_V, W_O, {"kind": "offset", "offset": offset, **t})
+    W_K[bos[0], code.dim] = 1.0
+    W_V, W_O = _copy(d_model, src, dst)
+    return Head(name, W_Q, W_K, W_V, W_O, {"kind": "offset", "offset": offset, **t},
+                reads={"query": names(pos, one), "key": names(pos, bos), "value": src.names}, writes=dst.names)
 
 
 def step_units(n_values: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -99,8 +116,10 @@ def onehot_bias(n_values: int) -> np.ndarray:
     return e
 
 
-def carry_units(d_model: int, dims: list[int]) -> np.ndarray:
-    """Input weights [d_model, 2k] of units relu(x), relu(-x); their difference is x exactly."""
+def carry_units(d_model: int, subspaces: list[Subspace]) -> np.ndarray:
+    """Input weights [d_model, 2k] of units relu(x), relu(-x) over the k dims of ``subspaces``;
+    their difference is x exactly."""
+    dims = [d for sub in subspaces for d in sub.dims]
     W = np.zeros((d_model, 2 * len(dims)))
     W[dims, np.arange(len(dims))] = 1.0
     W[dims, len(dims) + np.arange(len(dims))] = -1.0
@@ -123,7 +142,7 @@ def compose_mlp(name: str, d_model: int, F: Subspace, G: Subspace) -> MLP:
     w, b, to_onehot = step_units(n)
     k = len(w)  # step units per G coordinate
     n_steps = n * k
-    carry = carry_units(d_model, list(F.dims) + list(G.dims))
+    carry = carry_units(d_model, [F, G])
     n_carry = carry.shape[1]
     W1 = np.zeros((d_model, n_steps + n_carry))
     b1 = np.zeros(n_steps + n_carry)
@@ -158,7 +177,7 @@ def compose_mlp(name: str, d_model: int, F: Subspace, G: Subspace) -> MLP:
     b3 = np.zeros(d_model)
     notes = {"kind": "compose", "n": n, "step_slope": 1 / STEP_TOLERANCE,
              "input_tolerance": STEP_TOLERANCE, "selector_weight": big}
-    return MLP(name, [W1, W2, W3], [b1, b2, b3], notes)
+    return MLP(name, [W1, W2, W3], [b1, b2, b3], notes, reads=names(F, G), writes=names(F, G))
 
 
 def distance_units(name: str, d_model: int, X: Subspace, n_values: int, out: Subspace) -> MLP:
@@ -179,33 +198,44 @@ def distance_units(name: str, d_model: int, X: Subspace, n_values: int, out: Sub
             W1[X[i], jb], b1[jb] = -1.0, float(v)
     W2 = np.zeros((2 * n * n_values, d_model))
     W2[np.arange(2 * n * n_values), list(out.dims)] = 1.0
-    return MLP(name, [W1, W2], [b1, np.zeros(d_model)], {"kind": "distance", "n": n, "values": n_values})
+    return MLP(name, [W1, W2], [b1, np.zeros(d_model)], {"kind": "distance", "n": n, "values": n_values},
+               reads=X.names, writes=out.names)
 
 
 # --- constant-depth gadgets (Theorem 11): counters, memory units, table lookups ------------
 
 
-def prefix_mean_head(name: str, d_model: int, logmass: int, bos: int, src: Subspace, dst: Subspace,
-                     max_len: int) -> Head:
+def absorb_feature(mass: int, max_len: int) -> np.ndarray:
+    """The :data:`ABSORB` position feature, log(mass - t) for t = 0..max_len (Lemma 15).
+
+    Row 0 is BOS's own position: BOS only ever attends to itself, so a construction
+    may store it or leave it 0.  ``mass`` > max_len keeps every entry finite."""
+    assert mass > max_len
+    return np.log(mass - np.arange(max_len + 1, dtype=np.float64))
+
+
+def prefix_mean_head(name: str, d_model: int, absorb: Subspace, bos: Subspace, src: Subspace, dst: Subspace,
+                     mass: int, value_scale: float = 1.0) -> Head:
     """Uniform causal attention with a BOS that absorbs weight (Lemma 15).
 
-    Every real position scores 0 and BOS scores log(2T - t) (the ``pos:logmass`` entry of
-    t's position code), so the weights are 1/(2T) on positions 1..t and the rest on BOS,
-    whose value is 0: the output is sum_{tau<=t} src_tau / (2T), exactly proportional to
-    the prefix sum at every t.  Several counters of a level share the head (one value dim
-    each)."""
+    Every real position scores 0 and BOS scores log(mass - t) (the :data:`ABSORB`
+    feature of t's position, :func:`absorb_feature`), so the weights are exactly 1/mass
+    on positions 1..t and the rest on BOS, whose value is 0: ``dst`` receives
+    value_scale * sum_{tau<=t} src_tau / mass, exactly proportional to the prefix sum at
+    every t (``notes["scale"]`` turns it back into the sum).  Several sums share the
+    head (one value dim each)."""
     W_Q = np.zeros((d_model, 1))
     W_K = np.zeros((d_model, 1))
-    W_Q[logmass, 0] = 1.0
-    W_K[bos, 0] = 1.0
-    W_V = np.zeros((d_model, len(src)))
-    W_V[list(src.dims), np.arange(len(src))] = 1.0
-    W_O = np.zeros((len(src), d_model))
-    W_O[np.arange(len(src)), list(dst.dims)] = 1.0
-    return Head(name, W_Q, W_K, W_V, W_O, {"kind": "prefix-mean", "scale": 2 * max_len})
+    W_Q[absorb[0], 0] = 1.0
+    W_K[bos[0], 0] = 1.0
+    W_V, W_O = _copy(d_model, src, dst, value_scale)
+    notes = {"kind": "prefix-mean", "mass": mass, "value_scale": value_scale, "scale": mass / value_scale,
+             "why": f"weights exactly 1/{mass} on each real position and the rest on BOS (value 0)"}
+    return Head(name, W_Q, W_K, W_V, W_O, notes,
+                reads={"query": absorb.names, "key": bos.names, "value": src.names}, writes=dst.names)
 
 
-def recent_flag_head(name: str, d_model: int, flag: int, recency: int, one: int, src: Subspace,
+def recent_flag_head(name: str, d_model: int, flag: Subspace, recency: Subspace, one: Subspace, src: Subspace,
                      dst: Subspace, max_len: int, value_range: float) -> Head:
     """Attend to the most recent position whose ``flag`` is 1 (Lemma 16); BOS is flagged.
 
@@ -216,17 +246,16 @@ def recent_flag_head(name: str, d_model: int, flag: int, recency: int, one: int,
     t = attention_temperature(max_len, value_range, gap, STEP_TOLERANCE / 2)
     W_Q = np.zeros((d_model, 2))
     W_K = np.zeros((d_model, 2))
-    W_Q[one, 0], W_Q[one, 1] = t["beta"], t["beta"] / 2
-    W_K[flag, 0], W_K[recency, 1] = 1.0, 1.0
-    W_V = np.zeros((d_model, len(src)))
-    W_V[list(src.dims), np.arange(len(src))] = 1.0
-    W_O = np.zeros((len(src), d_model))
-    W_O[np.arange(len(src)), list(dst.dims)] = 1.0
-    return Head(name, W_Q, W_K, W_V, W_O, {"kind": "most-recent-flag", **t})
+    W_Q[one[0], 0], W_Q[one[0], 1] = t["beta"], t["beta"] / 2
+    W_K[flag[0], 0], W_K[recency[0], 1] = 1.0, 1.0
+    W_V, W_O = _copy(d_model, src, dst)
+    return Head(name, W_Q, W_K, W_V, W_O, {"kind": "most-recent-flag", **t},
+                reads={"query": one.names, "key": names(flag, recency), "value": src.names}, writes=dst.names)
 
 
-def modular_count_mlp(name: str, d_model: int, mean: int, scale: float, initial: int, modulus: int,
-                      max_count: int, new: int, increment: int | None = None, old: int | None = None) -> MLP:
+def modular_count_mlp(name: str, d_model: int, mean: Subspace, new: Subspace, *, scale: float, initial: int,
+                      modulus: int, max_count: int, increment: Subspace | None = None,
+                      old: Subspace | None = None) -> MLP:
     """Decode a prefix mean into the counter value (Lemma 15's MLP, via Lemma 10 steps).
 
     x = scale * mean + initial is an integer in [initial, initial + max_count] up to noise.
@@ -245,14 +274,14 @@ def modular_count_mlp(name: str, d_model: int, mean: int, scale: float, initial:
     W2 = np.zeros((2 * M * len(banks), d_model))
     for k, (out, minus) in enumerate(banks):
         cols = slice(2 * M * k, 2 * M * (k + 1))
-        W1[mean, cols] = s * scale
+        W1[mean[0], cols] = s * scale
         if minus is not None:
-            W1[minus, cols] = -s
+            W1[minus[0], cols] = -s
         b1[cols] = np.stack([s * (initial - j) + 2.0, s * (initial - j) + 1.0], axis=1).reshape(-1)
-        W2[cols, out] = np.stack([weights_out, -weights_out], axis=1).reshape(-1)
+        W2[cols, out[0]] = np.stack([weights_out, -weights_out], axis=1).reshape(-1)
     return MLP(name, [W1, W2], [b1, np.zeros(d_model)],
                {"kind": "modular-count", "modulus": modulus, "steps": M, "input_tolerance": STEP_TOLERANCE / scale,
-                "scale": scale})
+                "scale": scale}, reads=names(mean, increment if old is not None else None), writes=names(new, old))
 
 
 def round_mlp(name: str, d_model: int, src: Subspace, n_values: int, dst: Subspace) -> MLP:
@@ -261,7 +290,7 @@ def round_mlp(name: str, d_model: int, src: Subspace, n_values: int, dst: Subspa
     w, b, _ = step_units(n_values)
     k = len(w)
     n = len(src)
-    carry = carry_units(d_model, list(src.dims))
+    carry = carry_units(d_model, [src])
     W1 = np.zeros((d_model, n * k + 2 * n))
     b1 = np.zeros(n * k + 2 * n)
     W2 = np.zeros((n * k + 2 * n, d_model))
@@ -273,31 +302,35 @@ def round_mlp(name: str, d_model: int, src: Subspace, n_values: int, dst: Subspa
     W1[:, n * k :] = carry
     W2[n * k : n * k + n, list(src.dims)] = -np.eye(n)
     W2[n * k + n :, list(src.dims)] = np.eye(n)
-    return MLP(name, [W1, W2], [b1, np.zeros(d_model)], {"kind": "round", "input_tolerance": STEP_TOLERANCE})
+    return MLP(name, [W1, W2], [b1, np.zeros(d_model)], {"kind": "round", "input_tolerance": STEP_TOLERANCE},
+               reads=src.names, writes=names(dst, src))
 
 
 @dataclass(frozen=True)
 class CodeInput:
-    """A residual dim holding an integer code in 0..n_values-1 (noise below STEP_TOLERANCE)."""
+    """A one-dim subspace holding an integer code in 0..n_values-1 (noise below STEP_TOLERANCE)."""
 
-    dim: int
+    sub: Subspace
     n_values: int
 
 
 @dataclass(frozen=True)
 class OneHotInput:
-    """Residual dims holding an exact one-hot (e.g. the current token); all zero matches nothing."""
+    """A subspace holding an exact one-hot (e.g. the current token); all zero matches nothing."""
 
-    dims: tuple[int, ...]
+    sub: Subspace
 
 
-def lookup_mlp(name: str, d_model: int, inputs: list, table: dict[tuple[int, ...], np.ndarray]) -> MLP:
+def lookup_mlp(name: str, d_model: int, inputs: list, out: Subspace,
+               table: dict[tuple[int, ...], np.ndarray]) -> MLP:
     """A finite function of several discrete inputs (Lemma 11), exact on its table.
 
     Hidden 1: the one-hot of every input (step units for codes, a copy for one-hots).
     Hidden 2: one unit per table key, relu(sum_i onehot_i[key_i] - (m - 1)) = 1[input == key].
-    Output: sum over keys of unit * table[key] (a residual update vector).
+    Output: sum over keys of unit * table[key], a vector over ``out`` (len(out) entries).
     Inputs matching no key (e.g. BOS, whose token one-hot is zero) produce no output.
+    Declares the inputs that have units (a code of one value has none) and the parts
+    of ``out`` some row writes.
     """
     cols: list[np.ndarray] = []  # per input: matrix [hidden1, n_values] giving its one-hot
     consts: list[np.ndarray] = []
@@ -307,16 +340,16 @@ def lookup_mlp(name: str, d_model: int, inputs: list, table: dict[tuple[int, ...
         if isinstance(inp, CodeInput):
             w, b, to_onehot = step_units(inp.n_values)
             W = np.zeros((d_model, len(w)))
-            W[inp.dim] = w
+            W[inp.sub[0]] = w
             W1_parts.append(W)
             b1_parts.append(b)
             cols.append((offset, to_onehot))
             consts.append(onehot_bias(inp.n_values))
             offset += len(w)
         else:
-            k = len(inp.dims)
+            k = len(inp.sub)
             W = np.zeros((d_model, k))
-            W[list(inp.dims), np.arange(k)] = 1.0
+            W[list(inp.sub.dims), np.arange(k)] = 1.0
             W1_parts.append(W)
             b1_parts.append(np.zeros(k))
             cols.append((offset, np.eye(k)))
@@ -334,6 +367,21 @@ def lookup_mlp(name: str, d_model: int, inputs: list, table: dict[tuple[int, ...
             off, onehot = cols[i]
             W2[off : off + onehot.shape[0], u] += onehot[:, v]
             b2[u] += consts[i][v]
-        W3[u] = table[key]
+        W3[u, list(out.dims)] = table[key]
+    reads = names(*(i.sub for i in inputs if (i.n_values > 1 if isinstance(i, CodeInput) else len(i.sub))))
     return MLP(name, [W1, W2, W3], [b1, b2, np.zeros(d_model)],
-               {"kind": "lookup", "keys": len(keys), "inputs": m, "input_tolerance": STEP_TOLERANCE})
+               {"kind": "lookup", "keys": len(keys), "inputs": m, "input_tolerance": STEP_TOLERANCE},
+               reads=reads, writes=_written(out, [table[k] for k in keys]))
+
+
+def _written(out: Subspace, rows: list[np.ndarray]) -> tuple[str, ...]:
+    """The parts of ``out`` that some row of a table writes (nonzero)."""
+    if not rows:
+        return ()
+    hit = np.any(np.stack(rows) != 0, axis=0)
+    written, at = [], 0
+    for leaf in out.leaves:
+        if hit[at : at + len(leaf)].any():
+            written.append(leaf.name)
+        at += len(leaf)
+    return tuple(written)

@@ -38,7 +38,7 @@ residues are bitwise equal and softmax only has to resolve recency.
 
 Residual subspaces (axis a; all axes side by side in the same two layers):
   ``one``, ``bos``            constant 1; 1 only at BOS
-  ``pos:index``, ``pos:absorb`` t; log(D - t) (D = max_len + 1; BOS 0)
+  ``pos:index``, ``pos:absorb`` t; log(D - t) (D = max_len + 1; BOS 0; gadgets.absorb_feature)
   ``gw{a}:move``              the letter's move on axis a (+1, -1, 0)
   ``gw{a}:start``             q0's coordinate (every embedding row): the start enters only here
   ``gw{a}:z``                 layer-1 attention: the prefix sum z_t
@@ -70,16 +70,11 @@ from compiler.automata.errors import BudgetError, InputError, ShortcutError
 from compiler.automata.gridworld_detect import BoxWorld, detect
 from compiler.automata.spec import Semiautomaton
 
-from .gadgets import attention_temperature
+from .budget import MAX_PARAMS, STEP_TOLERANCE
+from .gadgets import ABSORB, absorb_feature, attention_temperature, prefix_mean_head
 from .positions import PositionCode
 from .program import MLP, Block, Head, Program, parallel
-from .workspace import Workspace
-
-MAX_PARAMS = 150_000_000
-"""Parameter budget (the same default as the scan)."""
-
-INPUT_TOLERANCE = 0.25
-"""Noise every ramp/step in the MLPs absorbs around an integer input."""
+from .workspace import Workspace, join
 
 
 @dataclass(frozen=True)
@@ -144,7 +139,7 @@ def constants(plan: AxisPlan, max_len: int) -> dict[str, float]:
     lam = g / (2.0 * (max_len + 1))
     t = attention_temperature(max_len, value_range=max_len, score_gap=lam, tolerance=tol)
     return {"P": P, "gap": g, "G": G, "tol": tol, "lambda": lam, "sink": P - g / 2, **t,
-            "z_tolerance": INPUT_TOLERANCE - 2 * G * tol}
+            "z_tolerance": STEP_TOLERANCE - 2 * G * tol}
 
 
 # ---------------------------------------------------------------------------------------
@@ -152,19 +147,10 @@ def constants(plan: AxisPlan, max_len: int) -> dict[str, float]:
 
 
 def _prefix_head(ws: Workspace, plans: list[AxisPlan], D: int) -> Head:
-    """Layer 1: z_t on every axis (Lemma 15): BOS scores log(D - t), the rest 0."""
-    d = ws.d_model
-    W_Q, W_K = np.zeros((d, 1)), np.zeros((d, 1))
-    W_Q[ws.dim("pos:absorb"), 0] = 1.0
-    W_K[ws.dim("bos"), 0] = 1.0
-    n = len(plans)
-    W_V, W_O = np.zeros((d, n)), np.zeros((n, d))
-    for p in plans:
-        W_V[ws.dim(f"gw{p.axis}:move"), p.axis] = float(D)
-        W_O[p.axis, ws.dim(f"gw{p.axis}:z")] = 1.0
-    notes = {"kind": "prefix-sum", "absorb": D,
-             "why": "weights exactly 1/D on each real position and (D - t)/D on BOS; values D * move"}
-    return Head("gw.prefix", W_Q, W_K, W_V, W_O, notes)
+    """Layer 1: z_t on every axis (Lemma 15): BOS scores log(D - t), the rest 0; values D * move."""
+    moves = join("gw.moves", [ws[f"gw{p.axis}:move"] for p in plans])
+    zs = join("gw.z", [ws[f"gw{p.axis}:z"] for p in plans])
+    return prefix_mean_head("gw.prefix", ws.d_model, ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D))
 
 
 def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
@@ -172,7 +158,7 @@ def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
     d = ws.d_model
     z, bos = ws.dim(f"gw{p.axis}:z"), ws.dim("bos")
     M, Tp, Nc = p.modulus, p.offset, p.n_coarse
-    s = 1.0 / INPUT_TOLERANCE  # ramp slope
+    s = 1.0 / STEP_TOLERANCE  # ramp slope
     # hidden 1: u_i = relu(s(x - iM) + 2), x = z + T'; carries x (>= 0) and bos
     W1, b1 = np.zeros((d, Nc + 2)), np.zeros(Nc + 2)
     for i in range(1, Nc + 1):
@@ -198,8 +184,9 @@ def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
     W5 = np.zeros((M, d))
     W5[:, list(ws[f"gw{p.axis}:code"].dims)] = p.code.code(np.arange(M))
     notes = {"kind": "residue-code", "axis": p.axis, "modulus": M, "offset": Tp, "coarse_steps": Nc,
-             "input_tolerance": INPUT_TOLERANCE, "slope": s, "hidden": [Nc + 2, Nc + 2, 2 * M + 1, M]}
-    return MLP(f"gw{p.axis}.residue", [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(d)], notes)
+             "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": [Nc + 2, Nc + 2, 2 * M + 1, M]}
+    return MLP(f"gw{p.axis}.residue", [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(d)], notes,
+               reads=(f"gw{p.axis}:z", "bos"), writes=(f"gw{p.axis}:code",))
 
 
 def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float]) -> Head:
@@ -222,14 +209,17 @@ def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, fl
     notes = {"kind": "nearest-value", "axis": p.axis, "offset": offset, "modulus": p.modulus,
              "beta": beta, "lambda": c["lambda"], "sink": c["sink"], "match": c["P"], "value_gap": c["gap"],
              "score_gap": c["score_gap"], "leak_bound": c["leak_bound"], "output_error_bound": c["tol"]}
-    return Head(f"gw{p.axis}.find{offset:+d}", W_Q, W_K, W_V, W_O, notes)
+    code_name = f"gw{p.axis}:code"
+    return Head(f"gw{p.axis}.find{offset:+d}", W_Q, W_K, W_V, W_O, notes,
+                reads={"query": (code_name, "one"), "key": (code_name, "pos:index", "bos"), "value": ("pos:index",)},
+                writes=(f"gw{p.axis}:rec",))
 
 
 def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
     """MLP 2 for one axis: formula (*) with exact steps (2 hidden layers of width 2S)."""
     d = ws.d_model
     S, G = p.S, c["G"]
-    s = 1.0 / INPUT_TOLERANCE
+    s = 1.0 / STEP_TOLERANCE
     z, q0 = ws.dim(f"gw{p.axis}:z"), ws.dim(f"gw{p.axis}:start")
     rec = lambda off: ws.dim(f"gw{p.axis}:rec:{off:+d}")  # noqa: E731
     W1, b1 = np.zeros((d, 2 * S)), np.zeros(2 * S)
@@ -252,9 +242,10 @@ def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
     W3[:S, state], W3[S:, state] = -1.0, 1.0
     b3 = np.zeros(d)
     b3[state] = float(S)  # q = sum_k (1 - A_k + B_k)
-    notes = {"kind": "boundary-count", "axis": p.axis, "S": S, "G": G, "input_tolerance": INPUT_TOLERANCE,
+    notes = {"kind": "boundary-count", "axis": p.axis, "S": S, "G": G, "input_tolerance": STEP_TOLERANCE,
              "z_tolerance": c["z_tolerance"], "head_output_tolerance": c["tol"], "hidden": [2 * S, 2 * S]}
-    return MLP(f"gw{p.axis}.boundary", [W1, W2, W3], [b1, b2, b3], notes)
+    return MLP(f"gw{p.axis}.boundary", [W1, W2, W3], [b1, b2, b3], notes,
+               reads=(f"gw{p.axis}:rec", f"gw{p.axis}:z", f"gw{p.axis}:start"), writes=(f"gw{p.axis}:state",))
 
 
 def readout(world: BoxWorld, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
@@ -312,7 +303,7 @@ def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]
         score = (c["score_gap"] / 2) / (4 * eps * cd * c["beta"] * (c["P"] + 2))
         prefix = c["z_tolerance"] / (eps * max_len * (max_len + 1) + 1e-300)
         # |s x|, |s M sum h| and the bias are each <= s 2T'; a ramp tolerates s/4 of rounding
-        ramps = (INPUT_TOLERANCE * 4) / (2 * eps * 3 * 4 * 2 * p.offset)
+        ramps = (STEP_TOLERANCE * 4) / (2 * eps * 3 * 4 * 2 * p.offset)
         rows.append({"axis": p.axis, "score_margin": score, "prefix_sum_margin": prefix, "ramp_margin": ramps})
         worst = min(worst, score, prefix, ramps)
     return {"margin": worst, "axes": rows}
@@ -334,7 +325,7 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     D = max_len + 1
     ws = Workspace()
     ws.add("one"), ws.add("bos")
-    ws.add("pos", ["index", "absorb"])
+    ws.add("pos:index"), ws.add(ABSORB)
     for p in plans:
         a = p.axis
         ws.add(f"gw{a}:move"), ws.add(f"gw{a}:start"), ws.add(f"gw{a}:z")
@@ -355,7 +346,7 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     W_pos = np.zeros((max_len + 1, d))
     t = np.arange(1, max_len + 1, dtype=np.float64)
     W_pos[1:, ws.dim("pos:index")] = t
-    W_pos[1:, ws.dim("pos:absorb")] = np.log(D - t)
+    W_pos[1:, ws.dim(ABSORB)] = absorb_feature(D, max_len)[1:]  # BOS's row stays 0
 
     consts = [constants(p, max_len) for p in plans]
     block1 = Block([_prefix_head(ws, plans, D)], parallel([_residue_mlp(ws, p) for p in plans], "gw.residue"))

@@ -1,6 +1,6 @@
 """Theorem 11: solvable automata in depth independent of T, from a verified cascade.
 
-The Krohn-Rhodes decomposer (compiler/decompose.py) gives a cascade of modular
+The Krohn-Rhodes decomposer (compiler/automata/decompose.py) gives a cascade of modular
 counters and reset (memory) units; component c's input at step t is a table of
 the *pre-update* values of the components above it and the letter.  This module
 compiles it:
@@ -32,6 +32,11 @@ Each block's MLP = [decode these components | round fetched old values], then
 [view lookups] (only for views evaluated in the network, one stage per nesting
 depth), then [input lookups for the next block | readout]: 3 hidden layers, plus 2
 per view stage.
+
+:func:`build` runs four separately tested steps: :func:`schedule` (which component
+goes in which block, which resets need their old value; no weights), :func:`allocate`
+(the residual subspaces), :func:`embedding` (W_E, W_pos) and :func:`embed` (gadgets
+into blocks); :func:`precision` then checks the target dtype's rounding.
 """
 
 from __future__ import annotations
@@ -49,9 +54,12 @@ from compiler.automata.errors import BudgetError, InputError, ShortcutError
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import assemble
+from .budget import STEP_TOLERANCE
 from .gadgets import (
+    ABSORB,
     CodeInput,
     OneHotInput,
+    absorb_feature,
     lookup_mlp,
     modular_count_mlp,
     offset_head,
@@ -59,9 +67,9 @@ from .gadgets import (
     recent_flag_head,
     round_mlp,
 )
-from .positions import position_code, position_table
-from .program import MLP, Block, Program, fuse, parallel
-from .workspace import Workspace, join
+from .positions import KINDS, PositionCode, position_code, position_table
+from .program import MLP, Block, Head, Program, fuse, parallel
+from .workspace import Subspace, Workspace, join
 
 TABLE_ROW_BUDGET = 200_000
 """Most rows of a flattened input table (views folded in) or of the readout."""
@@ -197,29 +205,47 @@ def _needs_old(cascade: Cascade, plan: TablePlan, r: str, resets_at: set[int]) -
     return False
 
 
-def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
-          cascade: Cascade | None = None) -> tuple[Program, dict[str, Any]]:
-    """The constant-depth program for a solvable automaton and its metadata."""
-    cascade = cascade or decompose(automaton)
-    if not cascade.solvable:
-        raise ShortcutError(
-            f"krohn-rhodes needs a solvable automaton, but {automaton.name} contains the non-solvable group "
-            f"{', '.join(cascade.non_solvable_groups)}; use --method scan (depth ceil(log2 T))")
-    comps = cascade.components
-    if any(c.kind == "group" for c in comps):
-        raise ShortcutError(f"{automaton.name}: cascade has a whole-group component; use --method scan")
-    T = max_len
-    start = cascade.encode(automaton.start)
-    init = dict(zip((c.name for c in comps), start))
+# ---------------------------------------------------------------------------------------
+# schedule: which component runs in which block (no weights)
 
-    # inputs (views folded in where small), and which resets need their old value
+
+@dataclass
+class Schedule:
+    """Where every part of the cascade runs (pure bookkeeping, no weights).
+
+    ``inputs``/``readout``: how each table is looked up; ``needs_old``: resets whose
+    pre-update value a reader needs (an offset-1 head fetches it); ``block_of``: block of
+    each component's attention; ``ready``: block whose MLP can read its pre-update value;
+    ``old_views``/``new_views``: views evaluated in the network on pre-update / updated
+    values, in ``view_block`` at nesting depth ``old_stage``/``new_stage``."""
+
+    inputs: dict[str, TablePlan]
+    readout: TablePlan
+    needs_old: dict[str, bool]
+    block_of: dict[str, int]
+    ready: dict[str, int]
+    n_blocks: int
+    old_views: list[str]
+    new_views: list[str]
+    view_block: dict[str, int]
+    old_stage: dict[str, int]
+    new_stage: dict[str, int]
+
+    @property
+    def needs_positions(self) -> bool:
+        """Whether an offset-1 head (the only user of a position code) is needed."""
+        return any(self.needs_old.values())
+
+
+def schedule(cascade: Cascade) -> Schedule:
+    """Plan the tables, decide which resets need their old value, and place every
+    component and view in a block (Lemma 17: components ready together share a block)."""
+    comps = cascade.components
     inputs = {c.name: plan_table(cascade, c.reads, c.table, True) for c in comps}
     readout = plan_table(cascade, cascade.readout.reads, cascade.readout.table, False)
     resets = {c.name: c for c in comps if c.kind == "reset"}
     needs_old = {r: any(_needs_old(cascade, plan, r, _reset_letters(resets[r])) for plan in inputs.values())
                  for r in resets}
-
-    # schedule: block of each component's attention; ready(c) = block whose MLP can read c's pre-update value
     block_of: dict[str, int] = {}
     ready: dict[str, int] = {}
     for c in comps:  # components are in level order
@@ -232,134 +258,8 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
     # a view of pre-update values runs in the MLP of the block where its last base is ready, after
     # the views it reads (stage = nesting depth within that block); views of new values run in the last MLP
     view_block = {v: max(ready[n] for n in _base_components(cascade, (v,))) for v in old_views}
-    old_stage = _view_stages(views, old_views, view_block)
-    new_stage = _view_stages(views, new_views, {v: L for v in new_views})
-
-    ws = Workspace()
-    one, bos = ws.add("one"), ws.add("bos")
-    tok = ws.add("tok", list(automaton.alphabet))
-    logmass, recency = ws.add("pos:logmass"), ws.add("pos:recency")
-    code = position_code("sinusoidal", T)
-    pos = ws.add("pos", code.labels) if any(needs_old.values()) else None
-    dims: dict[str, dict[str, Any]] = {}
-    for c in comps:
-        d = {"new": ws.add(f"kr:{c.name}.new")}
-        if c.kind == "counter":
-            d["inc"], d["mean"], d["old"] = ws.add(f"kr:{c.name}.inc"), ws.add(f"kr:{c.name}.mean"), ws.add(f"kr:{c.name}.old")
-        else:
-            d["flag"], d["target"] = ws.add(f"kr:{c.name}.flag"), ws.add(f"kr:{c.name}.target")
-            d["fetched"] = ws.add(f"kr:{c.name}.fetched")
-            if needs_old[c.name]:
-                d["old"], d["prev"] = ws.add(f"kr:{c.name}.old"), ws.add(f"kr:{c.name}.prev")
-        dims[c.name] = d
-    for v in views:
-        if v in old_views or v in new_views:
-            dims[v] = {k: ws.add(f"kr:{v}.{k}") for k, used in (("old", v in old_views), ("new", v in new_views))
-                       if used}
-    state = ws.add("kr:state", list(automaton.states))
-    D = ws.d_model
-
-    sizes = {c.name: c.size for c in comps} | {v.name: v.size for v in cascade.views}
-
-    def value_dim(name: str) -> int:
-        """Where a reader finds component ``name``'s pre-update value."""
-        d = dims[name]
-        return d["old"][0] if "old" in d else d["new"][0]
-
-    def input_update(c: Component, action) -> np.ndarray:
-        e = np.zeros(D)
-        if c.kind == "counter":
-            e[dims[c.name]["inc"][0]] = action % c.size
-        elif action is not None:
-            e[dims[c.name]["flag"][0]] = 1.0
-            e[dims[c.name]["target"][0]] = action
-        return e
-
-    # embedding: token one-hot, letter-only inputs; BOS carries flags and initial targets
-    W_E = np.zeros((automaton.n_symbols + 1, D))
-    W_E[:, one[0]] = 1.0
-    W_E[-1, bos[0]] = 1.0
-    for a in range(automaton.n_symbols):
-        W_E[a, tok[a]] = 1.0
-    for c in comps:
-        if not inputs[c.name].keys:
-            for ((), letter), act in inputs[c.name].rows.items():
-                W_E[letter] += input_update(c, act)
-        if c.kind == "reset":
-            W_E[-1, dims[c.name]["flag"][0]] = 1.0
-            W_E[-1, dims[c.name]["target"][0]] = init[c.name]
-    W_pos = np.zeros((T + 1, D))
-    t = np.arange(T + 1, dtype=np.float64)
-    W_pos[:, logmass[0]] = np.log(2 * T - t)
-    W_pos[:, recency[0]] = t / (T + 1)
-    if pos is not None:
-        W_pos[:, list(pos.dims)] = position_table(code)
-
-    blocks: list[Block] = []
-    for b in range(1, L + 1):
-        heads, first = [], []
-        counters = [c for c in comps if block_of[c.name] == b and c.kind == "counter"]
-        if counters:
-            src = join(f"block{b}.increments", [dims[c.name]["inc"] for c in counters])
-            dst = join(f"block{b}.means", [dims[c.name]["mean"] for c in counters])
-            heads.append(prefix_mean_head(f"block{b}.counters", D, logmass[0], bos[0], src, dst, T))
-            for c in counters:
-                # steps cover initial + count for every initial value, so shapes do not depend on the start
-                first.append(modular_count_mlp(f"{c.name}.count", D, dims[c.name]["mean"][0], 2 * T, init[c.name],
-                                               c.size, (c.size - 1) * (T + 1) - init[c.name], dims[c.name]["new"][0],
-                                               dims[c.name]["inc"][0], dims[c.name]["old"][0]))
-        for c in comps:
-            if block_of[c.name] == b and c.kind == "reset":
-                d = dims[c.name]
-                heads.append(recent_flag_head(f"{c.name}.recent", D, d["flag"][0], recency[0], one[0], d["target"],
-                                              d["fetched"], T, value_range=c.size - 1))
-                first.append(round_mlp(f"{c.name}.round", D, d["fetched"], c.size, d["new"]))
-            if needs_old.get(c.name) and block_of[c.name] + 1 == b:
-                d = dims[c.name]
-                heads.append(offset_head(f"{c.name}.previous", D, pos, code, bos[0], one[0], 1, d["new"], d["prev"],
-                                         value_range=c.size - 1))
-                first.append(round_mlp(f"{c.name}.old", D, d["prev"], c.size, d["old"]))
-        stages: list[list[MLP]] = [first]
-        for k in range(1, 1 + max([old_stage[v] for v in old_views if view_block[v] == b]
-                                  + [new_stage[v] for v in new_views if b == L], default=0)):
-            stages.append([_view_mlp(views[v], "old", sizes, dims, D) for v in old_views
-                           if view_block[v] == b and old_stage[v] == k]
-                          + [_view_mlp(views[v], "new", sizes, dims, D) for v in new_views
-                             if b == L and new_stage[v] == k])
-        second = []
-        for c in comps:
-            plan = inputs[c.name]
-            if plan.keys and block_of[c.name] == b + 1:
-                ins = [CodeInput(value_dim(n), sizes[n]) for n in plan.keys] + [OneHotInput(tok.dims)]
-                table = {(*vals, letter): input_update(c, act) for (vals, letter), act in plan.rows.items()}
-                table = {k: v for k, v in table.items() if v.any()}
-                if table:
-                    second.append(lookup_mlp(f"{c.name}.input", D, ins, table))
-        if b == L:
-            second.append(_readout_mlp(readout, sizes, dims, state, D))
-        stages.append(second)
-        blocks.append(Block(heads, _stack(stages, f"block{b}.mlp")))
-
-    W_U = np.zeros((D, automaton.n_states))
-    W_U[list(state.dims), np.arange(automaton.n_states)] = 1.0
-    meta = {
-        "method": "krohn-rhodes",
-        "positions": "sinusoidal" if pos is not None else None,
-        "warnings": [],
-        "krohn_rhodes": {
-            "levels": len(cascade.levels),
-            "blocks": L,
-            "components": [{"name": c.name, "kind": c.kind, "size": c.size, "level": c.level,
-                            "block": block_of[c.name], "reads": inputs[c.name].keys,
-                            "old_fetched": bool(needs_old.get(c.name))} for c in comps],
-            "views": [{"name": v, "size": sizes[v], "old": v in old_views, "new": v in new_views,
-                       "block": view_block.get(v, L)} for v in views if v in old_views or v in new_views],
-            "readout_reads": readout.keys,
-        },
-        "layers": [{"heads": [h.notes for h in blk.heads], "mlp": blk.mlp.notes if blk.mlp else None}
-                   for blk in blocks],
-    }
-    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states)), meta
+    return Schedule(inputs, readout, needs_old, block_of, ready, L, old_views, new_views, view_block,
+                    _view_stages(views, old_views, view_block), _view_stages(views, new_views, {v: L for v in new_views}))
 
 
 def _view_stages(views: dict, names: list[str], block: dict[str, int]) -> dict[str, int]:
@@ -371,6 +271,180 @@ def _view_stages(views: dict, names: list[str], block: dict[str, int]) -> dict[s
     return stage
 
 
+# ---------------------------------------------------------------------------------------
+# allocate: the residual subspaces
+
+
+@dataclass
+class Layout:
+    """The workspace of a krohn-rhodes program and its subspaces.
+
+    ``subs[c]`` maps a component's roles (``new``, ``old``, ``inc``, ``mean``, ``flag``,
+    ``target``, ``fetched``, ``prev``) and a view's (``old``, ``new``) to subspaces;
+    ``pos``/``code`` exist only when an offset-1 head is needed."""
+
+    ws: Workspace
+    one: Subspace
+    bos: Subspace
+    tok: Subspace
+    absorb: Subspace
+    recency: Subspace
+    pos: Subspace | None
+    code: PositionCode | None
+    subs: dict[str, dict[str, Subspace]]
+    state: Subspace
+
+    def value(self, name: str) -> Subspace:
+        """Where a reader finds ``name``'s pre-update value (``new`` when no old copy is kept)."""
+        d = self.subs[name]
+        return d["old"] if "old" in d else d["new"]
+
+    def input_out(self, c: Component) -> Subspace:
+        """What a component's input table writes: a counter's increment, a reset's flag and target."""
+        d = self.subs[c.name]
+        return d["inc"] if c.kind == "counter" else join(f"kr:{c.name}.input", [d["flag"], d["target"]])
+
+
+def allocate(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, max_len: int,
+             positions: str = "sinusoidal") -> Layout:
+    """Allocate the residual stream: constants, token, position features, every
+    component's and in-network view's subspaces, the state one-hot."""
+    ws = Workspace()
+    one, bos = ws.add("one"), ws.add("bos")
+    tok = ws.add("tok", list(automaton.alphabet))
+    absorb, recency = ws.add(ABSORB), ws.add("pos:recency")
+    code = position_code(positions, max_len) if sched.needs_positions else None
+    pos = ws.add("pos", code.labels) if code is not None else None
+    subs: dict[str, dict[str, Subspace]] = {}
+    for c in cascade.components:
+        d = {"new": ws.add(f"kr:{c.name}.new")}
+        roles = ["inc", "mean", "old"] if c.kind == "counter" else ["flag", "target", "fetched"]
+        if c.kind == "reset" and sched.needs_old[c.name]:
+            roles += ["old", "prev"]
+        for role in roles:
+            d[role] = ws.add(f"kr:{c.name}.{role}")
+        subs[c.name] = d
+    for v in (v.name for v in cascade.views):
+        used = [w for w, on in (("old", v in sched.old_views), ("new", v in sched.new_views)) if on]
+        if used:
+            subs[v] = {w: ws.add(f"kr:{v}.{w}") for w in used}
+    state = ws.add("kr:state", list(automaton.states))
+    return Layout(ws, one, bos, tok, absorb, recency, pos, code, subs, state)
+
+
+# ---------------------------------------------------------------------------------------
+# embed: gadgets into blocks
+
+
+def input_update(c: Component, action) -> np.ndarray:
+    """A component's input as a vector over :meth:`Layout.input_out`: a counter's
+    increment mod n; a reset's (flag, target), zero when the letter keeps its value."""
+    if c.kind == "counter":
+        return np.array([action % c.size], dtype=np.float64)
+    return np.zeros(2) if action is None else np.array([1.0, action], dtype=np.float64)
+
+
+def embedding(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int],
+              max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """W_E (token one-hot, letter-only inputs; BOS flags every reset with its initial
+    target) and W_pos (the absorb feature for mass 2T, recency t/(T+1), the position code)."""
+    T, D = max_len, lay.ws.d_model
+    W_E = np.zeros((automaton.n_symbols + 1, D))
+    W_E[:, lay.one[0]] = 1.0
+    W_E[-1, lay.bos[0]] = 1.0
+    for a in range(automaton.n_symbols):
+        W_E[a, lay.tok[a]] = 1.0
+    for c in cascade.components:
+        if not sched.inputs[c.name].keys:
+            out = list(lay.input_out(c).dims)
+            for ((), letter), act in sched.inputs[c.name].rows.items():
+                W_E[letter, out] += input_update(c, act)
+        if c.kind == "reset":
+            W_E[-1, lay.subs[c.name]["flag"][0]] = 1.0
+            W_E[-1, lay.subs[c.name]["target"][0]] = init[c.name]
+    W_pos = np.zeros((T + 1, D))
+    W_pos[:, lay.absorb[0]] = absorb_feature(2 * T, T)
+    W_pos[:, lay.recency[0]] = np.arange(T + 1, dtype=np.float64) / (T + 1)
+    if lay.pos is not None:
+        W_pos[:, list(lay.pos.dims)] = position_table(lay.code)
+    return W_E, W_pos
+
+
+def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int],
+               max_len: int) -> tuple[list[Head], list[MLP]]:
+    """Block b's heads (counters' shared prefix mean, resets' most recent flag, offset-1
+    fetches of old values) and the MLPs decoding what they fetched."""
+    T, D, comps, subs = max_len, lay.ws.d_model, cascade.components, lay.subs
+    heads: list[Head] = []
+    first: list[MLP] = []
+    counters = [c for c in comps if sched.block_of[c.name] == b and c.kind == "counter"]
+    if counters:
+        src = join(f"block{b}.increments", [subs[c.name]["inc"] for c in counters])
+        dst = join(f"block{b}.means", [subs[c.name]["mean"] for c in counters])
+        heads.append(prefix_mean_head(f"block{b}.counters", D, lay.absorb, lay.bos, src, dst, mass=2 * T))
+        for c in counters:
+            d = subs[c.name]
+            # steps cover initial + count for every initial value, so shapes do not depend on the start
+            first.append(modular_count_mlp(f"{c.name}.count", D, d["mean"], d["new"], scale=2 * T,
+                                           initial=init[c.name], modulus=c.size,
+                                           max_count=(c.size - 1) * (T + 1) - init[c.name],
+                                           increment=d["inc"], old=d["old"]))
+    for c in comps:
+        d = subs[c.name]
+        if sched.block_of[c.name] == b and c.kind == "reset":
+            heads.append(recent_flag_head(f"{c.name}.recent", D, d["flag"], lay.recency, lay.one, d["target"],
+                                          d["fetched"], T, value_range=c.size - 1))
+            first.append(round_mlp(f"{c.name}.round", D, d["fetched"], c.size, d["new"]))
+        if sched.needs_old.get(c.name) and sched.block_of[c.name] + 1 == b:
+            heads.append(offset_head(f"{c.name}.previous", D, lay.pos, lay.code, lay.bos, lay.one, 1, d["new"],
+                                     d["prev"], value_range=c.size - 1))
+            first.append(round_mlp(f"{c.name}.old", D, d["prev"], c.size, d["old"]))
+    return heads, first
+
+
+def _lookups(b: int, cascade: Cascade, sched: Schedule, lay: Layout) -> list[MLP]:
+    """Block b's last MLP stage: the input tables of components attending in block b + 1
+    (and the readout in the last block)."""
+    sizes = _sizes(cascade)
+    out = []
+    for c in cascade.components:
+        plan = sched.inputs[c.name]
+        if plan.keys and sched.block_of[c.name] == b + 1:
+            ins = [CodeInput(lay.value(n), sizes[n]) for n in plan.keys] + [OneHotInput(lay.tok)]
+            table = {(*vals, letter): input_update(c, act) for (vals, letter), act in plan.rows.items()}
+            table = {k: v for k, v in table.items() if v.any()}
+            if table:
+                out.append(lookup_mlp(f"{c.name}.input", lay.ws.d_model, ins, lay.input_out(c), table))
+    if b == sched.n_blocks:
+        out.append(_readout_mlp(sched.readout, sizes, lay))
+    return out
+
+
+def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int) -> list[Block]:
+    """The blocks.  Each MLP = [decode this block's components | round fetched old values],
+    then one stage per nesting depth of in-network views, then [next block's inputs | readout]."""
+    views = {v.name: v for v in cascade.views}
+    sizes = _sizes(cascade)
+    L = sched.n_blocks
+    blocks = []
+    for b in range(1, L + 1):
+        heads, first = _attention(b, cascade, sched, lay, init, max_len)
+        old_here = [v for v in sched.old_views if sched.view_block[v] == b]
+        new_here = sched.new_views if b == L else []
+        stages: list[list[MLP]] = [first]
+        for k in range(1, 1 + max([sched.old_stage[v] for v in old_here] + [sched.new_stage[v] for v in new_here],
+                                  default=0)):
+            stages.append([_view_mlp(views[v], "old", sizes, lay) for v in old_here if sched.old_stage[v] == k]
+                          + [_view_mlp(views[v], "new", sizes, lay) for v in new_here if sched.new_stage[v] == k])
+        stages.append(_lookups(b, cascade, sched, lay))
+        blocks.append(Block(heads, _stack(stages, f"block{b}.mlp")))
+    return blocks
+
+
+def _sizes(cascade: Cascade) -> dict[str, int]:
+    return {c.name: c.size for c in cascade.components} | {v.name: v.size for v in cascade.views}
+
+
 def _stack(stages: list[list[MLP]], name: str) -> MLP | None:
     """Each stage's MLPs side by side (Lemma 17), the stages fused one after another."""
     out = None
@@ -380,29 +454,114 @@ def _stack(stages: list[list[MLP]], name: str) -> MLP | None:
     return out
 
 
-def _view_mlp(view, when: str, sizes: dict[str, int], dims, D: int) -> MLP:
+def _view_mlp(view, when: str, sizes: dict[str, int], lay: Layout) -> MLP:
     """A view (Lemma 11 lookup) of the pre-update (``old``) or updated (``new``) values into ``kr:v.<when>``."""
-    def dim(n: str) -> int:
-        d = dims[n]
-        return d[when][0] if when in d else d["new"][0]  # a reset without an old copy keeps its value
-    ins = [CodeInput(dim(r), sizes[r]) for r in view.reads]
-    table = {}
-    for key, value in view.table.items():
-        if value:  # no match writes 0
-            table[key] = np.zeros(D)
-            table[key][dims[view.name][when][0]] = value
-    return lookup_mlp(f"{view.name}.{when}", D, ins, table)
+    def sub(n: str) -> Subspace:
+        d = lay.subs[n]
+        return d[when] if when in d else d["new"]  # a reset without an old copy keeps its value
+    ins = [CodeInput(sub(r), sizes[r]) for r in view.reads]
+    table = {key: np.array([float(value)]) for key, value in view.table.items() if value}  # no match writes 0
+    return lookup_mlp(f"{view.name}.{when}", lay.ws.d_model, ins, lay.subs[view.name][when], table)
 
 
-def _readout_mlp(plan: TablePlan, sizes: dict[str, int], dims, state, D: int) -> MLP:
+def _readout_mlp(plan: TablePlan, sizes: dict[str, int], lay: Layout) -> MLP:
     """New values (of components, or of views evaluated in the network) -> one-hot of the state (logit margin 1)."""
-    ins = [CodeInput(dims[n]["new"][0], sizes[n]) for n in plan.keys]
-    table = {}
-    for (vals, _), q in plan.rows.items():
-        e = np.zeros(D)
-        e[state[q]] = 1.0
-        table[vals] = e
-    return lookup_mlp("readout", D, ins, table)
+    ins = [CodeInput(lay.subs[n]["new"], sizes[n]) for n in plan.keys]
+    eye = np.eye(len(lay.state))
+    table = {vals: eye[q] for (vals, _), q in plan.rows.items()}
+    return lookup_mlp("readout", lay.ws.d_model, ins, lay.state, table)
+
+
+# ---------------------------------------------------------------------------------------
+# precision and build
+
+
+def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps: float) -> dict[str, float]:
+    """How far the dtype's rounding (machine epsilon ``eps``) stays inside each tolerance
+    (margins > 1 are safe; worst-case bounds, the measured errors are far smaller).
+
+    * counters: the prefix mean times 2T sums t increments of size <= n - 1; recursive
+      summation rounds by at most ~eps (n - 1) T (T + 1), against STEP_TOLERANCE;
+    * most-recent-flag heads: scores beta (flag + recency/2) <= 1.5 beta separate the
+      latest flag by beta / (2 (T + 1)); margin = half that gap over 4 eps * 1.5 beta;
+    * offset-1 heads: the position code's own margin (:meth:`PositionCode.precision_margin`).
+    """
+    T = max_len
+    out: dict[str, float] = {}
+    counters = [c.size for c in cascade.components if c.kind == "counter"]
+    if counters:
+        out["prefix_sum_margin"] = STEP_TOLERANCE / (eps * (max(counters) - 1) * T * (T + 1) + 1e-300)
+    if any(c.kind == "reset" for c in cascade.components):
+        out["recency_margin"] = (1.0 / (4 * (T + 1))) / (4 * eps * 1.5)
+    if lay.code is not None:
+        out["position_margin"] = lay.code.precision_margin(eps)
+    out["margin"] = min(out.values(), default=math.inf)
+    return out
+
+
+_WHAT = {"prefix_sum_margin": "counters' prefix sums", "recency_margin": "most-recent-flag scores",
+         "position_margin": "offset-1 position scores"}
+
+
+def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23, cascade: Cascade | None = None,
+          positions: str = "sinusoidal") -> tuple[Program, dict[str, Any]]:
+    """The constant-depth program for a solvable automaton and its metadata.
+
+    ``eps`` is the target dtype's machine epsilon (the precision check warns when a
+    worst-case rounding bound exceeds a tolerance); ``positions`` is the code of the
+    offset-1 heads, the only place a position code is used: only ``sinusoidal``
+    (exact at every max_len, and what :func:`set_start` rebuilds with) is accepted
+    when such heads are needed, and a program without them ignores it."""
+    cascade = cascade or decompose(automaton)
+    if not cascade.solvable:
+        raise ShortcutError(
+            f"krohn-rhodes needs a solvable automaton, but {automaton.name} contains the non-solvable group "
+            f"{', '.join(cascade.non_solvable_groups)}; use --method scan (depth ceil(log2 T))")
+    comps = cascade.components
+    if any(c.kind == "group" for c in comps):
+        raise ShortcutError(f"{automaton.name}: cascade has a whole-group component; use --method scan")
+    if positions not in KINDS:
+        raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
+    T = max_len
+    init = dict(zip((c.name for c in comps), cascade.encode(automaton.start)))
+    sched = schedule(cascade)
+    if sched.needs_positions and positions != "sinusoidal":
+        raise ShortcutError(f"krohn-rhodes for {automaton.name} fetches old values with offset-1 heads, which use "
+                            f"sinusoidal positions only (exact at every max_len); {positions!r} is for --method scan "
+                            f"or gridworld")
+    lay = allocate(automaton, cascade, sched, T, positions)
+    W_E, W_pos = embedding(automaton, cascade, sched, lay, init, T)
+    blocks = embed(cascade, sched, lay, init, T)
+    W_U = np.zeros((lay.ws.d_model, automaton.n_states))
+    W_U[list(lay.state.dims), np.arange(automaton.n_states)] = 1.0
+    prec = precision(cascade, sched, lay, T, eps)
+    warnings = []
+    if prec["margin"] < 1:
+        weak = [w for k, w in _WHAT.items() if prec.get(k, math.inf) < 1]
+        warnings.append(f"krohn-rhodes at max_len {T}: the worst-case rounding bound of this dtype for the "
+                        f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured errors "
+                        f"are far smaller, but verify before trusting, or use float64")
+    sizes = _sizes(cascade)
+    meta = {
+        "method": "krohn-rhodes",
+        "positions": "sinusoidal" if lay.pos is not None else None,
+        "warnings": warnings,
+        "krohn_rhodes": {
+            "levels": len(cascade.levels),
+            "blocks": sched.n_blocks,
+            "components": [{"name": c.name, "kind": c.kind, "size": c.size, "level": c.level,
+                            "block": sched.block_of[c.name], "reads": sched.inputs[c.name].keys,
+                            "old_fetched": bool(sched.needs_old.get(c.name))} for c in comps],
+            "views": [{"name": v.name, "size": sizes[v.name], "old": v.name in sched.old_views,
+                       "new": v.name in sched.new_views, "block": sched.view_block.get(v.name, sched.n_blocks)}
+                      for v in cascade.views if v.name in sched.old_views or v.name in sched.new_views],
+            "readout_reads": sched.readout.keys,
+            "precision": prec,
+        },
+        "layers": [{"heads": [h.notes for h in blk.heads], "mlp": blk.mlp.notes if blk.mlp else None}
+                   for blk in blocks],
+    }
+    return Program(lay.ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states)), meta
 
 
 def set_start(model, start: str) -> None:

@@ -6,7 +6,10 @@ full residual width) and at most one residual MLP.  Weights are float64 numpy
 arrays; the assembler casts them once, which keeps builds deterministic.
 
 ``notes`` on heads and MLPs record the derived constants (temperatures, slopes,
-gaps, tolerances) so they can be reported as margins.
+gaps, tolerances) so they can be reported as margins.  ``reads`` and ``writes``
+declare, by workspace subspace name, what each head and MLP touches: every gadget
+sets them, :func:`fuse` and :func:`parallel` combine them, and the tests check
+them against the nonzero weights.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class Head:
     W_V: np.ndarray  # [d_model, d_v]
     W_O: np.ndarray  # [d_v, d_model]
     notes: dict[str, Any] = field(default_factory=dict)
+    reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # {"query": .., "key": .., "value": ..}
+    writes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -43,6 +48,8 @@ class MLP:
     weights: list[np.ndarray]
     biases: list[np.ndarray]
     notes: dict[str, Any] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
     @property
     def hidden_sizes(self) -> list[int]:
@@ -75,6 +82,11 @@ class Program:
     W_U: np.ndarray  # [d_model, n_out]
     b_U: np.ndarray  # [n_out]
     notes: dict[str, Any] = field(default_factory=dict)
+
+
+def union(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    """Subspace names of several declarations, each once, in first-seen order."""
+    return tuple(dict.fromkeys(n for g in groups for n in g))
 
 
 def fuse(first: MLP, second: MLP, name: str | None = None) -> MLP:
@@ -139,7 +151,8 @@ def fuse(first: MLP, second: MLP, name: str | None = None) -> MLP:
     weights.append(np.concatenate([second.weights[-1][:n_prev], C_out], axis=0))
     biases.append(second.biases[-1] + out_bias)
     notes = {**first.notes, "fused": [first.name, second.name], second.name: second.notes}
-    return MLP(name or f"{first.name}+{second.name}", weights, biases, notes)
+    return MLP(name or f"{first.name}+{second.name}", weights, biases, notes,
+               reads=union(first.reads, second.reads), writes=union(first.writes, second.writes))
 
 
 def parallel(mlps: list[MLP], name: str) -> MLP:
@@ -151,7 +164,7 @@ def parallel(mlps: list[MLP], name: str) -> MLP:
     """
     if len(mlps) == 1:
         m = mlps[0]
-        return MLP(name, m.weights, m.biases, m.notes)
+        return MLP(name, m.weights, m.biases, m.notes, reads=m.reads, writes=m.writes)
     depth = {len(m.weights) for m in mlps}
     if len(depth) != 1:
         raise ValueError("parallel MLPs need the same number of hidden layers")
@@ -170,4 +183,5 @@ def parallel(mlps: list[MLP], name: str) -> MLP:
         biases.append(np.concatenate([m.biases[i] for m in mlps]))
     weights.append(np.concatenate([m.weights[-1] for m in mlps], axis=0))
     biases.append(np.sum([m.biases[-1] for m in mlps], axis=0))
-    return MLP(name, weights, biases, {"parallel": [m.notes for m in mlps]})
+    return MLP(name, weights, biases, {"parallel": [m.notes for m in mlps]},
+               reads=union(*(m.reads for m in mlps)), writes=union(*(m.writes for m in mlps)))

@@ -28,6 +28,7 @@ from compiler.automata.errors import BudgetError, InputError
 from compiler.automata.representation import Representation, choose
 from compiler.automata.spec import Semiautomaton
 
+from .budget import MAX_PARAMS
 from .gadgets import compose_mlp, distance_units, offset_head
 from .positions import position_code, position_table
 from .program import Block, Program, fuse
@@ -65,10 +66,6 @@ def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start:
             W_U[dist[base], q] -= 1.0
             W_U[dist[base + 1], q] -= 1.0
     return W_U, b_U
-
-
-MAX_PARAMS = 150_000_000
-"""Default parameter budget: about 600 MB of float32 weights."""
 
 
 def estimated_params(n_points: int, max_len: int) -> int:
@@ -119,7 +116,7 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     blocks = []
     L = n_scan_layers(max_len)
     for l in range(1, L + 1):
-        head = offset_head(f"scan{l}.lookback", d, pos, code, bos[0], one[0], 2 ** (l - 1), F, G,
+        head = offset_head(f"scan{l}.lookback", d, pos, code, bos, one, 2 ** (l - 1), F, G,
                            value_range=m - 1)
         blocks.append(Block([head], compose_mlp(f"scan{l}.compose", d, F, G)))
     if not rep.natural:

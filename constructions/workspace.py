@@ -13,11 +13,25 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Subspace:
-    """A named group of residual dimensions (``labels[i]`` lives at ``dims[i]``)."""
+    """A named group of residual dimensions (``labels[i]`` lives at ``dims[i]``).
+
+    ``parts`` is empty for a subspace the workspace allocated, and lists the allocated
+    subspaces of a :func:`join` (so gadgets can declare what they read and write)."""
 
     name: str
     labels: tuple[str, ...]
     dims: tuple[int, ...]
+    parts: tuple[Subspace, ...] = ()
+
+    @property
+    def leaves(self) -> tuple[Subspace, ...]:
+        """The allocated subspaces this one is made of (itself when allocated)."""
+        return self.parts or (self,)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Workspace names of :attr:`leaves`, e.g. for a gadget's ``reads``/``writes``."""
+        return tuple(p.name for p in self.leaves)
 
     def __len__(self) -> int:
         return len(self.dims)
@@ -28,7 +42,13 @@ class Subspace:
 
 def join(name: str, parts: list[Subspace]) -> Subspace:
     """Several subspaces viewed as one (e.g. the values of counters that share a head)."""
-    return Subspace(name, tuple(l for p in parts for l in p.labels), tuple(d for p in parts for d in p.dims))
+    leaves = tuple(leaf for p in parts for leaf in p.leaves)
+    return Subspace(name, tuple(l for p in parts for l in p.labels), tuple(d for p in parts for d in p.dims), leaves)
+
+
+def names(*subspaces: Subspace | None) -> tuple[str, ...]:
+    """Workspace names of the allocated subspaces behind ``subspaces`` (None skipped), each once."""
+    return tuple(dict.fromkeys(n for s in subspaces if s is not None for n in s.names))
 
 
 class Workspace:

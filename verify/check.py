@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from compiler.automata.spec import Semiautomaton
-from constructions.gadgets import STEP_TOLERANCE
+from constructions.budget import STEP_TOLERANCE
 
 from .chunked import forward_chunked, positional_layers
 from .gridworld import families as gridworld_families
@@ -321,7 +321,7 @@ def _scan_invariants(model, tokens: np.ndarray) -> dict[str, Any]:
         dev = np.abs(post[..., F] - want[l + 1]).max()
         worst_map = max(worst_map, float(dev))
         worst_scratch = max(worst_scratch, float(np.abs(post[..., G]).max()))
-        if dev >= 0.25:
+        if dev >= STEP_TOLERANCE:
             failures.append(f"layer {l + 1}: scan:map deviates by {dev:.3g} from the 2^{l + 1}-window map")
         # attention: weight on the intended position (t - 2^l, or BOS)
         notes = model.meta["layers"][l]["heads"][0]
@@ -340,7 +340,7 @@ def _scan_invariants(model, tokens: np.ndarray) -> dict[str, Any]:
         mlps.append({"layer": l + 1, "mlp": model.meta["layers"][l]["mlp"].get("kind", "compose"),
                      "inputs": "scan:map, scan:prev", "input_tolerance": tol, "worst_input_noise": noise,
                      "distance_to_boundary": None if tol is None else tol - noise})
-    if worst_scratch >= 0.25:
+    if worst_scratch >= STEP_TOLERANCE:
         failures.append(f"scan:prev not cleared (max |value| {worst_scratch:.3g})")
     return {"checked": "scan windows per layer", "sequences": int(tokens.shape[0]),
             "worst_map_deviation": worst_map, "worst_scratch_residue": worst_scratch,

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from constructions.budget import STEP_TOLERANCE
 from constructions.positions import PositionCode
 
 from .margins import target_margins
@@ -162,7 +163,7 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
                      f"by {dc:.3g}")
             dev = np.abs(mid1[:, dims(f"gw{ax}:rec")] - want["rec"][0])  # [T+1, heads]
             matched = want["rec"][0] > 0
-            unmatched_tol = (0.25 - dz) / (2 * info["G"])
+            unmatched_tol = (STEP_TOLERANCE - dz) / (2 * info["G"])
             for i, d in enumerate(info["offsets"]):
                 name = f"gw{ax}.find{d:+d}"
                 notes = layer2[head0 + i]
@@ -192,7 +193,7 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
             head0 += len(info["offsets"])
             ds = float(np.abs(post1[1:, dims(f"gw{ax}:state")][:, 0] - want["state"][0, 1:]).max())
             worst["state"] = max(worst["state"], ds)
-            if ds >= 0.25:
+            if ds >= STEP_TOLERANCE:
                 fail(f"layer 2 MLP (gw{ax}.boundary): gw{ax}:state deviates from the coordinate by {ds:.3g}")
     mlps = []
     for ax, info in enumerate(g["axes"]):

@@ -15,8 +15,7 @@ import numpy as np
 import torch
 
 from compiler.automata.decompose import decompose
-
-TOLERANCE = 0.25
+from constructions.budget import STEP_TOLERANCE
 
 
 def cascade_coordinates(cascade, tokens: np.ndarray) -> np.ndarray:
@@ -61,9 +60,9 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
             old = np.concatenate([col[:, :1], col[:, :-1]], axis=1)  # value before step t (BOS: initial)
             row["worst_old_deviation"] = float(np.abs(final[:, 1:, labels[f"kr:{name}.old"]] - old[:, 1:]).max())
         rows.append(row)
-        if dev_new >= TOLERANCE:
+        if dev_new >= STEP_TOLERANCE:
             failures.append(f"{name} ({comp['kind']}, block {block}): value deviates by {dev_new:.3g} from the cascade")
-        if row.get("worst_old_deviation", 0) >= TOLERANCE:
+        if row.get("worst_old_deviation", 0) >= STEP_TOLERANCE:
             failures.append(f"{name} ({comp['kind']}): pre-update value deviates by {row['worst_old_deviation']:.3g}")
     views = model.meta["krohn_rhodes"].get("views", [])
     if views:
@@ -77,7 +76,7 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
                 if view[when]:
                     dev = float(np.abs(final[:, 1:, labels[f"kr:{view['name']}.{when}"]] - target).max())
                     row[f"worst_{when}_deviation"] = dev
-                    if dev >= TOLERANCE:
+                    if dev >= STEP_TOLERANCE:
                         failures.append(f"view {view['name']} ({'pre-update' if when == 'old' else 'updated'} values, "
                                         f"block {view['block']}): deviates by {dev:.3g} from the cascade")
             rows.append(row)

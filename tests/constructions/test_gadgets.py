@@ -5,7 +5,14 @@ import itertools
 import numpy as np
 import pytest
 
-from constructions.gadgets import STEP_TOLERANCE, compose_mlp, distance_units, offset_head, onehot_bias, step_units
+from constructions.budget import STEP_TOLERANCE
+from constructions.gadgets import (
+    compose_mlp,
+    distance_units,
+    offset_head,
+    onehot_bias,
+    step_units,
+)
 from constructions.positions import position_code, position_table
 from constructions.program import fuse
 from constructions.workspace import Workspace
@@ -110,7 +117,7 @@ def test_offset_head_selects_offset_or_bos():
     one, bos = ws.add("one"), ws.add("bos")
     pos = ws.add("pos", code.labels)
     src, dst = ws.add("src"), ws.add("dst")
-    head = offset_head("h", ws.d_model, pos, code, bos[0], one[0], 8, src, dst, value_range=1)
+    head = offset_head("h", ws.d_model, pos, code, bos, one, 8, src, dst, value_range=1)
     x = np.zeros((T + 1, ws.d_model))
     x[:, one[0]] = 1
     x[0, bos[0]] = 1
@@ -135,20 +142,26 @@ def _softmax_attend(head, x):
 
 
 def test_prefix_mean_head_and_modular_count_give_exact_counts():
-    from constructions.gadgets import modular_count_mlp, prefix_mean_head
+    from constructions.gadgets import (
+        ABSORB,
+        absorb_feature,
+        modular_count_mlp,
+        prefix_mean_head,
+    )
 
     T, n = 50, 5
     ws = Workspace()
-    bos, logmass = ws.add("bos"), ws.add("logmass")
+    bos, logmass = ws.add("bos"), ws.add(ABSORB)
     inc, mean, new, old = ws.add("inc"), ws.add("mean"), ws.add("new"), ws.add("old")
-    head = prefix_mean_head("h", ws.d_model, logmass[0], bos[0], inc, mean, T)
-    mlp = modular_count_mlp("m", ws.d_model, mean[0], 2 * T, initial=3, modulus=n, max_count=(n - 1) * T,
-                            new=new[0], increment=inc[0], old=old[0])
+    head = prefix_mean_head("h", ws.d_model, logmass, bos, inc, mean, mass=2 * T)
+    mlp = modular_count_mlp("m", ws.d_model, mean, new, scale=2 * T, initial=3, modulus=n, max_count=(n - 1) * T,
+                            increment=inc, old=old)
     rng = np.random.default_rng(0)
     incs = rng.integers(0, n, T)
     x = np.zeros((T + 1, ws.d_model))
     x[0, bos[0]] = 1
-    x[:, logmass[0]] = np.log(2 * T - np.arange(T + 1))
+    x[:, logmass[0]] = absorb_feature(2 * T, T)
+    assert np.array_equal(x[:, logmass[0]], np.log(2 * T - np.arange(T + 1)))
     x[1:, inc[0]] = incs
     x = x + _softmax_attend(head, x)
     x = x + np.stack([mlp(r) for r in x])
@@ -163,7 +176,7 @@ def test_recent_flag_head_finds_latest_flag_or_bos():
     T = 200
     ws = Workspace()
     one, flag, rec, val, out = ws.add("one"), ws.add("flag"), ws.add("rec"), ws.add("val"), ws.add("out")
-    head = recent_flag_head("h", ws.d_model, flag[0], rec[0], one[0], val, out, T, value_range=6)
+    head = recent_flag_head("h", ws.d_model, flag, rec, one, val, out, T, value_range=6)
     rng = np.random.default_rng(1)
     flags = rng.random(T + 1) < 0.05
     flags[0] = True
@@ -186,11 +199,10 @@ def test_lookup_mlp_is_exact_on_keys_and_silent_elsewhere():
     table = {}
     for v in range(4):
         for t in range(3):
-            e = np.zeros(ws.d_model)
-            e[out[0]] = 10 * v + t + 1
-            table[(v, t)] = e
+            table[(v, t)] = np.array([10.0 * v + t + 1])  # a vector over ``out``
     del table[(2, 1)]
-    mlp = lookup_mlp("l", ws.d_model, [CodeInput(a[0], 4), OneHotInput(tok.dims)], table)
+    mlp = lookup_mlp("l", ws.d_model, [CodeInput(a, 4), OneHotInput(tok)], out, table)
+    assert mlp.reads == ("a", "tok") and mlp.writes == ("out",)
     for v in range(4):
         for t in range(3):
             x = np.zeros(ws.d_model)

@@ -129,3 +129,111 @@ def test_broken_view_is_named():
     r = verify(model, samples=4, exhaustive_budget=128, families=False)
     assert any(f.startswith(f"view {view}") for f in r.invariants["failures"])
 
+
+
+# --- the split steps: schedule (no weights), allocate (subspaces), embed (gadgets -> blocks) ---------------
+
+
+def _cascade(name):
+    from compiler.automata.catalog import build as catalog_build
+
+    a = catalog_build(name)
+    return a, compiler.decompose(a)
+
+
+@pytest.mark.parametrize("name", ["parity", "flipflop", "symmetric:4", "grid:4", "dyck:4,2"])
+def test_schedule_places_every_component_after_what_it_reads(name):
+    from constructions.krohn_rhodes import schedule
+
+    _, cascade = _cascade(name)
+    s = schedule(cascade)
+    for c in cascade.components:
+        bases = s.inputs[c.name].bases
+        assert s.block_of[c.name] == 1 + max((s.ready[b] for b in bases), default=0)
+        assert s.ready[c.name] == s.block_of[c.name] + bool(s.needs_old.get(c.name))
+    assert s.n_blocks == max(list(s.block_of.values()) + list(s.ready.values()))
+    assert s.needs_positions == any(s.needs_old.values())
+
+
+def test_schedule_depth_and_old_values():
+    from constructions.krohn_rhodes import schedule
+
+    assert schedule(_cascade("symmetric:4")[1]).n_blocks == DERIVED_LENGTH["symmetric:4"]
+    flip = schedule(_cascade("flipflop")[1])
+    assert flip.n_blocks == 1 and not flip.needs_positions  # nothing reads the reset's old value
+    grid = schedule(_cascade("grid:4")[1])
+    assert grid.needs_positions and any(grid.needs_old.values())
+
+
+def test_allocate_gives_each_role_a_subspace():
+    from constructions.gadgets import ABSORB
+    from constructions.krohn_rhodes import allocate, schedule
+
+    for name in ("parity", "grid:4"):
+        a, cascade = _cascade(name)
+        s = schedule(cascade)
+        lay = allocate(a, cascade, s, 16)
+        ws = lay.ws
+        assert ABSORB in ws.subspaces and len(set(ws.labels)) == ws.d_model
+        assert ("pos" in ws.subspaces) == s.needs_positions == (lay.code is not None)
+        for c in cascade.components:
+            roles = set(lay.subs[c.name])
+            if c.kind == "counter":
+                assert roles == {"new", "inc", "mean", "old"}
+            else:
+                assert roles == {"new", "flag", "target", "fetched"} | ({"old", "prev"} if s.needs_old[c.name]
+                                                                        else set())
+            assert lay.value(c.name) is lay.subs[c.name].get("old", lay.subs[c.name]["new"])
+        assert list(lay.state.labels) == [f"kr:state:{q}" for q in a.states]
+
+
+def test_embed_builds_one_block_per_scheduled_block():
+    from constructions.krohn_rhodes import allocate, embed, schedule
+
+    a, cascade = _cascade("grid:4")
+    s = schedule(cascade)
+    lay = allocate(a, cascade, s, 16)
+    init = dict(zip((c.name for c in cascade.components), cascade.encode(a.start)))
+    blocks = embed(cascade, s, lay, init, 16)
+    assert len(blocks) == s.n_blocks
+    for b, block in enumerate(blocks, start=1):
+        resets = [c for c in cascade.components if s.block_of[c.name] == b and c.kind == "reset"]
+        fetches = [r for r, on in s.needs_old.items() if on and s.block_of[r] + 1 == b]
+        counters = any(s.block_of[c.name] == b and c.kind == "counter" for c in cascade.components)
+        assert len(block.heads) == counters + len(resets) + len(fetches)
+    assert "kr:state" in blocks[-1].mlp.writes
+
+
+def test_build_honours_eps():
+    from constructions.krohn_rhodes import build
+
+    a, cascade = _cascade("cyclic:8")
+    _, f32 = build(a, max_len=64, eps=2.0**-23, cascade=cascade)
+    _, coarse = build(a, max_len=64, eps=2.0**-12, cascade=cascade)
+    _, f64 = build(a, max_len=4096, eps=2.0**-52, cascade=cascade)
+    assert f32["krohn_rhodes"]["precision"]["margin"] > 1 and not f32["warnings"]
+    assert coarse["krohn_rhodes"]["precision"]["prefix_sum_margin"] < 1
+    assert coarse["warnings"] and "prefix sums" in coarse["warnings"][0]
+    assert not f64["warnings"]
+    a, cascade = _cascade("flipflop")
+    _, coarse = build(a, max_len=4096, eps=2.0**-12, cascade=cascade)
+    assert "most-recent-flag" in coarse["warnings"][0]
+
+
+def test_positions_used_only_by_offset_heads():
+    from constructions.krohn_rhodes import build
+
+    a, cascade = _cascade("grid:4")  # needs offset-1 heads
+    _, meta = build(a, max_len=16, cascade=cascade, positions="sinusoidal")
+    assert meta["positions"] == "sinusoidal"
+    with pytest.raises(compiler.ShortcutError, match="sinusoidal"):
+        build(a, max_len=16, cascade=cascade, positions="circle")
+    with pytest.raises(compiler.ShortcutError, match="unknown positions"):
+        build(a, max_len=16, cascade=cascade, positions="rope")
+    a, cascade = _cascade("parity")  # no position code at all: the kind does not matter
+    _, meta = build(a, max_len=16, cascade=cascade, positions="circle")
+    assert meta["positions"] is None
+    with pytest.raises(compiler.ShortcutError, match="offset-1"):
+        compiler.compile_automaton("grid:4", max_len=16, method="krohn-rhodes", positions="circle")
+    m = compiler.compile_automaton("memory:3", max_len=16, positions="circle")
+    assert m.meta["method"] == "krohn-rhodes" and m.meta["positions"] is None

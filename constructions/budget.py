@@ -1,0 +1,15 @@
+"""Limits and tolerances shared by every construction (one definition each).
+
+* :data:`MAX_PARAMS` -- the default parameter budget of a compiled model.
+* :data:`STEP_TOLERANCE` -- the input noise every robust step unit (Lemma 10 with
+  Delta = 1) absorbs around an integer code; MLP ramps, rounding, lookups and the
+  verifier's deviation checks all use this one value.
+"""
+
+from __future__ import annotations
+
+MAX_PARAMS = 150_000_000
+"""Default parameter budget: about 600 MB of float32 weights."""
+
+STEP_TOLERANCE = 0.25
+"""Input noise a step unit absorbs: a quarter of the unit gap between integer codes (Lemma 10)."""

@@ -1,0 +1,108 @@
+"""Every head and MLP declares what it reads and writes, and the declarations cannot lie:
+they name exactly the workspace subspaces whose dims carry nonzero weights."""
+
+import numpy as np
+import pytest
+
+from compiler.automata.catalog import build as catalog_build
+from compiler.automata.spec import Semiautomaton
+from constructions import gridworld, krohn_rhodes, scan
+from constructions.program import MLP, Head, Program, fuse, parallel
+from constructions.workspace import Workspace
+
+# a deep holonomy cascade whose views are evaluated in the network (see test_krohn_rhodes.py)
+DEEP = Semiautomaton("deep-holonomy", ("0", "1", "2", "3", "4"), ("a0", "a1", "a2"),
+                     ((1, 4, 3, 4, 0), (2, 0, 3, 1, 4), (0, 2, 3, 4, 1)), 0)
+
+
+def _owner(ws: Workspace) -> dict[int, str]:
+    return {d: name for name, sub in ws.subspaces.items() for d in sub.dims}
+
+
+def _touched(owner: dict[int, str], mask: np.ndarray) -> set[str]:
+    return {owner[int(d)] for d in np.flatnonzero(mask)}
+
+
+def _actual_head(owner, h: Head) -> tuple[dict[str, set[str]], set[str]]:
+    reads = {role: _touched(owner, np.any(W != 0, axis=1)) for role, W in
+             (("query", h.W_Q), ("key", h.W_K), ("value", h.W_V))}
+    return reads, _touched(owner, np.any(h.W_O != 0, axis=0))
+
+
+def _actual_mlp(owner, m: MLP) -> tuple[set[str], set[str]]:
+    return (_touched(owner, np.any(m.weights[0] != 0, axis=1)),
+            _touched(owner, np.any(m.weights[-1] != 0, axis=0) | (m.biases[-1] != 0)))
+
+
+def check_declarations(program: Program) -> int:
+    """Assert every declaration; returns how many heads and MLPs were checked."""
+    owner = _owner(program.workspace)
+    assert len(owner) == program.workspace.d_model  # every dim belongs to exactly one subspace
+    n = 0
+    for b, block in enumerate(program.blocks):
+        for h in block.heads:
+            reads, writes = _actual_head(owner, h)
+            assert set(h.reads) == {"query", "key", "value"}, h.name
+            assert {r: set(v) for r, v in h.reads.items()} == reads, (b, h.name)
+            assert set(h.writes) == writes, (b, h.name)
+            n += 1
+        if block.mlp is not None:
+            reads, writes = _actual_mlp(owner, block.mlp)
+            assert set(block.mlp.reads) == reads, (b, block.mlp.name)
+            assert set(block.mlp.writes) == writes, (b, block.mlp.name)
+            n += 1
+    return n
+
+
+@pytest.mark.parametrize("name", ["parity", "cyclic:5", "dihedral:3", "symmetric:4", "grid:4", "memory:3"])
+def test_scan_declarations(name):
+    program, meta = scan.build(catalog_build(name), max_len=20)
+    assert check_declarations(program) == 2 * len(program.blocks)
+
+
+def test_scan_covers_element_readout():
+    program, meta = scan.build(catalog_build("dihedral:3"), max_len=9)
+    assert not meta["scan"]["natural"]  # the distance units are fused into the last MLP
+    assert "readout:dist" in program.blocks[-1].mlp.writes and check_declarations(program)
+
+
+@pytest.mark.parametrize("name", ["parity", "flipflop", "memory:3", "quaternion", "symmetric:4", "grid:4",
+                                  "dyck:4,2"])
+def test_krohn_rhodes_declarations(name):
+    program, _ = krohn_rhodes.build(catalog_build(name), max_len=24)
+    assert check_declarations(program) >= len(program.blocks)
+
+
+def test_krohn_rhodes_declarations_with_offset_heads_and_views():
+    program, meta = krohn_rhodes.build(catalog_build("grid:4"), max_len=16)
+    assert any(h.name.endswith(".previous") for b in program.blocks for h in b.heads)
+    check_declarations(program)
+    program, meta = krohn_rhodes.build(DEEP, max_len=16)
+    views = meta["krohn_rhodes"]["views"]
+    assert any(v["old"] for v in views) and any(v["new"] for v in views)
+    check_declarations(program)
+
+
+@pytest.mark.parametrize("name", ["grid:4", "grid:9", "grid2d:3,4"])
+def test_gridworld_declarations(name):
+    program, _ = gridworld.build(catalog_build(name), max_len=30)
+    assert check_declarations(program) == sum(len(b.heads) + 1 for b in program.blocks)
+
+
+def test_fuse_and_parallel_combine_declarations():
+    ws = Workspace()
+    a, b, c = ws.add("a"), ws.add("b"), ws.add("c")
+    d = ws.d_model
+
+    def copy(name, src, dst):
+        W1, W2 = np.zeros((d, 1)), np.zeros((1, d))
+        W1[src[0], 0], W2[0, dst[0]] = 1.0, 1.0
+        return MLP(name, [W1, W2], [np.zeros(1), np.zeros(d)], reads=(src.name,), writes=(dst.name,))
+
+    first, second = copy("ab", a, b), copy("bc", b, c)
+    fused = fuse(first, second)
+    assert fused.reads == ("a", "b") and fused.writes == ("b", "c")
+    both = parallel([first, second], "p")
+    assert both.reads == ("a", "b") and both.writes == ("b", "c")
+    owner = _owner(ws)
+    assert _actual_mlp(owner, fused) == ({"a", "b"}, {"b", "c"})
