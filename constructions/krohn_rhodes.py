@@ -499,8 +499,43 @@ def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps:
     return out
 
 
+def _warnings(prec: dict[str, float], max_len: int) -> list[str]:
+    """A warning naming the mechanisms whose worst-case rounding bound exceeds its tolerance."""
+    if prec["margin"] >= 1:
+        return []
+    weak = [w for k, w in _WHAT.items() if prec.get(k, math.inf) < 1]
+    return [(f"krohn-rhodes at max_len {max_len}: the worst-case rounding bound of this dtype for the "
+             f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured errors "
+             f"are far smaller, but verify before trusting, or use float64")]
+
+
 _WHAT = {"prefix_sum_margin": "counters' prefix sums", "recency_margin": "most-recent-flag scores",
          "position_margin": "offset-1 position scores"}
+
+
+def _meta(cascade: Cascade, sched: Schedule, lay: Layout, blocks: list[Block], prec: dict[str, float],
+          warnings: list[str]) -> dict[str, Any]:
+    """The program's metadata: the schedule per component and view, precision, per-layer notes."""
+    sizes = _sizes(cascade)
+    return {
+        "method": "krohn-rhodes",
+        "positions": "sinusoidal" if lay.pos is not None else None,
+        "warnings": warnings,
+        "krohn_rhodes": {
+            "levels": len(cascade.levels),
+            "blocks": sched.n_blocks,
+            "components": [{"name": c.name, "kind": c.kind, "size": c.size, "level": c.level,
+                            "block": sched.block_of[c.name], "reads": sched.inputs[c.name].keys,
+                            "old_fetched": bool(sched.needs_old.get(c.name))} for c in cascade.components],
+            "views": [{"name": v.name, "size": sizes[v.name], "old": v.name in sched.old_views,
+                       "new": v.name in sched.new_views, "block": sched.view_block.get(v.name, sched.n_blocks)}
+                      for v in cascade.views if v.name in sched.old_views or v.name in sched.new_views],
+            "readout_reads": sched.readout.keys,
+            "precision": prec,
+        },
+        "layers": [{"heads": [h.notes for h in blk.heads], "mlp": blk.mlp.notes if blk.mlp else None}
+                   for blk in blocks],
+    }
 
 
 def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23, cascade: Cascade | None = None,
@@ -535,32 +570,8 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23, casc
     W_U = np.zeros((lay.ws.d_model, automaton.n_states))
     W_U[list(lay.state.dims), np.arange(automaton.n_states)] = 1.0
     prec = precision(cascade, sched, lay, T, eps)
-    warnings = []
-    if prec["margin"] < 1:
-        weak = [w for k, w in _WHAT.items() if prec.get(k, math.inf) < 1]
-        warnings.append(f"krohn-rhodes at max_len {T}: the worst-case rounding bound of this dtype for the "
-                        f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured errors "
-                        f"are far smaller, but verify before trusting, or use float64")
-    sizes = _sizes(cascade)
-    meta = {
-        "method": "krohn-rhodes",
-        "positions": "sinusoidal" if lay.pos is not None else None,
-        "warnings": warnings,
-        "krohn_rhodes": {
-            "levels": len(cascade.levels),
-            "blocks": sched.n_blocks,
-            "components": [{"name": c.name, "kind": c.kind, "size": c.size, "level": c.level,
-                            "block": sched.block_of[c.name], "reads": sched.inputs[c.name].keys,
-                            "old_fetched": bool(sched.needs_old.get(c.name))} for c in comps],
-            "views": [{"name": v.name, "size": sizes[v.name], "old": v.name in sched.old_views,
-                       "new": v.name in sched.new_views, "block": sched.view_block.get(v.name, sched.n_blocks)}
-                      for v in cascade.views if v.name in sched.old_views or v.name in sched.new_views],
-            "readout_reads": sched.readout.keys,
-            "precision": prec,
-        },
-        "layers": [{"heads": [h.notes for h in blk.heads], "mlp": blk.mlp.notes if blk.mlp else None}
-                   for blk in blocks],
-    }
+    warnings = _warnings(prec, T)
+    meta = _meta(cascade, sched, lay, blocks, prec, warnings)
     return Program(lay.ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states)), meta
 
 

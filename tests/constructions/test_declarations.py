@@ -56,7 +56,7 @@ def check_declarations(program: Program) -> int:
 
 @pytest.mark.parametrize("name", ["parity", "cyclic:5", "dihedral:3", "symmetric:4", "grid:4", "memory:3"])
 def test_scan_declarations(name):
-    program, meta = scan.build(catalog_build(name), max_len=20)
+    program, _ = scan.build(catalog_build(name), max_len=20)
     assert check_declarations(program) == 2 * len(program.blocks)
 
 
@@ -74,7 +74,7 @@ def test_krohn_rhodes_declarations(name):
 
 
 def test_krohn_rhodes_declarations_with_offset_heads_and_views():
-    program, meta = krohn_rhodes.build(catalog_build("grid:4"), max_len=16)
+    program, _ = krohn_rhodes.build(catalog_build("grid:4"), max_len=16)
     assert any(h.name.endswith(".previous") for b in program.blocks for h in b.heads)
     check_declarations(program)
     program, meta = krohn_rhodes.build(DEEP, max_len=16)
