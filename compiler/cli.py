@@ -107,8 +107,61 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dims_text(dims: list[int]) -> str:
+    """Residual indices as ranges: [0, 2, 3, 4] -> '0,2-4'."""
+    runs: list[list[int]] = []
+    for d in dims:
+        if runs and d == runs[-1][1] + 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+    return [(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths))).rstrip() for r in rows]
+
+
+def layout_text(layout: dict) -> list[str]:
+    """``info --layout``: the subspaces (residual dims), then per layer each head's query/key/value
+    reads and writes and the MLP's reads and writes, by subspace name, in aligned columns."""
+    names = lambda xs: ", ".join(xs) or "-"  # noqa: E731
+    subspaces = sorted(layout["subspaces"].items(), key=lambda kv: min(kv[1]["dims"], default=-1))
+    lines = ["subspaces:"]
+    lines += _table([(name, _dims_text(s["dims"]), f"{len(s['dims'])} dim{'s' * (len(s['dims']) != 1)}")
+                     for name, s in subspaces])
+    rows: list[tuple[str, ...]] = []
+    starts: dict[int, list[int]] = {}  # index into rows -> the layers starting there
+    for block in layout["blocks"]:
+        starts.setdefault(len(rows), []).append(block["layer"])
+        for h in block["heads"]:
+            r = h["reads"]
+            rows += [(f"head {h['index']}", h["name"], "query", names(r["query"])),
+                     ("", "", "key", names(r["key"])), ("", "", "value", names(r["value"])),
+                     ("", "", "write", names(h["writes"]))]
+        m = block["mlp"]
+        if m is not None:
+            hidden = "x".join(str(w) for w in m["hidden"])
+            rows += [("mlp", m["name"], "read", names(m["reads"])),
+                     ("", f"hidden {hidden}", "write", names(m["writes"]))]
+    for i, line in enumerate([*_table(rows), None]):
+        lines += [f"layer {layer}:" for layer in starts.get(i, [])]
+        if line is not None:
+            lines.append(line)
+    return lines
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    info = load(args.model).info()
+    model = load(args.model)
+    if args.layout:
+        try:
+            layout = model.layout()
+        except KeyError as e:
+            raise ShortcutError(str(e.args[0])) from None
+        print(json.dumps(layout) if args.json else "\n".join(layout_text(layout)))
+        return 0
+    info = model.info()
     if args.json:
         print(json.dumps(info))
     else:
@@ -213,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="describe a compiled model")
     i.add_argument("model")
     i.add_argument("--json", action="store_true")
+    i.add_argument("--layout", action="store_true",
+                   help="what each head and MLP reads and writes, by residual subspace (with --json: the layout JSON)")
     i.set_defaults(func=cmd_info)
 
     v = sub.add_parser("verify", help="check a compiled model against step-by-step simulation")

@@ -9,11 +9,29 @@ W_V, W_O`` of shape [n_heads, d_model, d_head] / [n_heads, d_head, d_model], the
 MLP's ``W_in, W_hid*, W_out`` and biases, and ``W_U, b_U``.  Attention scores are
 ``q . k`` with no 1/sqrt(d_head) factor: each head's temperature is folded into
 its ``W_Q``.
+
+Every intermediate passes through a :class:`HookPoint` (an identity module) named
+as in TransformerLens: ``hook_embed``, ``hook_pos_embed``, per block
+``blocks.{l}.hook_resid_pre``, ``blocks.{l}.attn.hook_q/hook_k/hook_v`` and
+``hook_z`` [batch, pos, head, d_head], ``blocks.{l}.attn.hook_attn_scores`` and
+``hook_pattern`` [batch, head, query, key], ``blocks.{l}.hook_attn_out``,
+``blocks.{l}.hook_resid_mid``, ``blocks.{l}.mlp.hook_pre.{i}`` /
+``hook_post.{i}`` around hidden layer i's ReLU, ``blocks.{l}.hook_mlp_out``,
+``blocks.{l}.hook_resid_post``, and ``hook_resid_final``.  Residual-stream hooks
+include BOS at position 0.  Plain torch forward hooks read them, and patch them
+by returning a replacement::
+
+    hp = model.get_submodule("blocks.0.attn.hook_pattern")
+    handle = hp.register_forward_hook(lambda mod, inp, out: torch.zeros_like(out))
+    logits = model(tokens); handle.remove()
+
+:meth:`CompiledTransformer.run_with_cache` records every hook point by name.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -22,8 +40,34 @@ from compiler.automata.errors import InputError
 from compiler.automata.spec import from_dict
 
 
+class HookPoint(nn.Module):
+    """An identity module marking one named activation (TransformerLens style).
+
+    ``forward`` returns its input unchanged; a torch forward hook registered on it
+    sees the activation and may return a replacement, which is what flows on.
+    ``name`` is the module's dotted path in the model (e.g. ``blocks.0.hook_resid_mid``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = ""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def _heads_last(x: torch.Tensor) -> torch.Tensor:
+    """[b, h, t, e] <-> [b, t, h, e] (a view: the hooks see TransformerLens's shape)."""
+    return x.transpose(1, 2)
+
+
 class Attention(nn.Module):
-    """Causal multi-head softmax attention without biases."""
+    """Causal multi-head softmax attention without biases.
+
+    Hooks: ``hook_q``, ``hook_k``, ``hook_v``, ``hook_z`` [batch, pos, head, d_head];
+    ``hook_attn_scores`` (after the causal mask, -inf above the diagonal) and
+    ``hook_pattern`` [batch, head, query_pos, key_pos].
+    """
 
     def __init__(self, d_model: int, n_heads: int, d_head: int, dtype: torch.dtype) -> None:
         super().__init__()
@@ -32,25 +76,32 @@ class Attention(nn.Module):
         self.W_K = nn.Parameter(torch.zeros(shape_in, dtype=dtype))
         self.W_V = nn.Parameter(torch.zeros(shape_in, dtype=dtype))
         self.W_O = nn.Parameter(torch.zeros(shape_out, dtype=dtype))
+        self.hook_q = HookPoint()
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None, prefix: str = "") -> torch.Tensor:
-        q = torch.einsum("btd,hde->bhte", x, self.W_Q)
-        k = torch.einsum("btd,hde->bhte", x, self.W_K)
-        v = torch.einsum("btd,hde->bhte", x, self.W_V)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = _heads_last(self.hook_q(_heads_last(torch.einsum("btd,hde->bhte", x, self.W_Q))))
+        k = _heads_last(self.hook_k(_heads_last(torch.einsum("btd,hde->bhte", x, self.W_K))))
+        v = _heads_last(self.hook_v(_heads_last(torch.einsum("btd,hde->bhte", x, self.W_V))))
         T = x.shape[1]
         scores = q @ k.transpose(-1, -2)
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        scores = scores.masked_fill(~mask, float("-inf"))
-        pattern = torch.softmax(scores, dim=-1)
-        z = pattern @ v  # [b, h, t, e]
-        if cache is not None:
-            cache[prefix + "scores"] = scores
-            cache[prefix + "pattern"] = pattern
+        scores = self.hook_attn_scores(scores.masked_fill(~mask, float("-inf")))
+        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
+        z = _heads_last(self.hook_z(_heads_last(pattern @ v)))  # [b, h, t, e]
         return torch.einsum("bhte,hed->btd", z, self.W_O)
 
 
 class MLP(nn.Module):
-    """ReLU MLP with any number of hidden layers (``hidden`` = their widths)."""
+    """ReLU MLP with any number of hidden layers (``hidden`` = their widths).
+
+    Hooks: ``hook_pre[i]`` / ``hook_post[i]`` (names ``hook_pre.{i}``, ``hook_post.{i}``)
+    before and after hidden layer i's ReLU.
+    """
 
     def __init__(self, d_model: int, hidden: list[int], dtype: torch.dtype) -> None:
         super().__init__()
@@ -59,6 +110,8 @@ class MLP(nn.Module):
         for i in range(len(sizes) - 1):
             setattr(self, self.weight_name(i), nn.Parameter(torch.zeros(sizes[i], sizes[i + 1], dtype=dtype)))
             setattr(self, self.bias_name(i), nn.Parameter(torch.zeros(sizes[i + 1], dtype=dtype)))
+        self.hook_pre = nn.ModuleList(HookPoint() for _ in hidden)
+        self.hook_post = nn.ModuleList(HookPoint() for _ in hidden)
 
     def weight_name(self, i: int) -> str:
         return "W_in" if i == 0 else ("W_out" if i == self.n_hidden else f"W_hid{i}")
@@ -69,23 +122,42 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x
         for i in range(self.n_hidden):
-            h = torch.relu(h @ getattr(self, self.weight_name(i)) + getattr(self, self.bias_name(i)))
+            pre = self.hook_pre[i](h @ getattr(self, self.weight_name(i)) + getattr(self, self.bias_name(i)))
+            h = self.hook_post[i](torch.relu(pre))
         return h @ getattr(self, self.weight_name(self.n_hidden)) + getattr(self, self.bias_name(self.n_hidden))
 
 
 class Block(nn.Module):
+    """Residual attention then residual MLP.
+
+    Hooks: ``hook_resid_pre``, ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``
+    (only when the block has an MLP) and ``hook_resid_post``, all [batch, pos, d_model].
+    """
+
     def __init__(self, d_model: int, n_heads: int, d_head: int, mlp_hidden: list[int], dtype: torch.dtype) -> None:
         super().__init__()
+        self.hook_resid_pre = HookPoint()  # registered in forward order (hook_points() lists them so)
         self.attn = Attention(d_model, n_heads, d_head, dtype)
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
         self.mlp = MLP(d_model, mlp_hidden, dtype) if mlp_hidden else None
+        self.hook_mlp_out = HookPoint() if self.mlp is not None else None
+        self.hook_resid_post = HookPoint()
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None, prefix: str = "") -> torch.Tensor:
-        x = x + self.attn(x, cache, prefix + "attn.")
-        if cache is not None:
-            cache[prefix + "resid_mid"] = x
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.hook_resid_pre(x)
+        x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(x)))
         if self.mlp is not None:
-            x = x + self.mlp(x)
-        return x
+            x = x + self.hook_mlp_out(self.mlp(x))
+        return self.hook_resid_post(x)
+
+
+def _name_hook_points(model: nn.Module) -> dict[str, HookPoint]:
+    """Set each HookPoint's ``name`` to its path and return them in forward order."""
+    points = {name: m for name, m in model.named_modules() if isinstance(m, HookPoint)}
+    for name, m in points.items():
+        m.name = name
+    return points
 
 
 class CompiledTransformer(nn.Module):
@@ -107,12 +179,16 @@ class CompiledTransformer(nn.Module):
         d = config["d_model"]
         self.W_E = nn.Parameter(torch.zeros(config["n_symbols"] + 1, d, dtype=dtype))
         self.W_pos = nn.Parameter(torch.zeros(config["max_len"] + 1, d, dtype=dtype))
+        self.hook_embed = HookPoint()
+        self.hook_pos_embed = HookPoint()
         self.blocks = nn.ModuleList(
             Block(d, b["n_heads"], config["d_head"], b["mlp_hidden"], dtype) for b in config["blocks"]
         )
         self.W_U = nn.Parameter(torch.zeros(d, config["n_out"], dtype=dtype))
         self.b_U = nn.Parameter(torch.zeros(config["n_out"], dtype=dtype))
+        self.hook_resid_final = HookPoint()
         self._automaton = None
+        self._hook_points = _name_hook_points(self)
 
     @property
     def max_len(self) -> int:
@@ -123,7 +199,8 @@ class CompiledTransformer(nn.Module):
         return self.config["n_symbols"]
 
     def residual(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The embedded input [B, T+1, d_model], BOS prepended."""
+        """The embedded input [B, T+1, d_model], BOS prepended (through ``hook_embed``
+        and ``hook_pos_embed``)."""
         if tokens.dim() != 2:
             raise ValueError("tokens must be a [batch, length] tensor of symbol ids")
         B, T = tokens.shape
@@ -133,26 +210,56 @@ class CompiledTransformer(nn.Module):
             raise InputError(f"token ids must lie in 0..{self.bos_id - 1}")
         bos = torch.full((B, 1), self.bos_id, dtype=torch.long, device=tokens.device)
         ids = torch.cat([bos, tokens.long()], dim=1)
-        return self.W_E[ids] + self.W_pos[: T + 1]
+        return self.hook_embed(self.W_E[ids]) + self.hook_pos_embed(self.W_pos[: T + 1].expand(B, -1, -1))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.residual(tokens)
         for block in self.blocks:
             x = block(x)
+        x = self.hook_resid_final(x)
         return (x @ self.W_U + self.b_U)[:, 1:]
 
-    def run_with_cache(self, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Logits and every intermediate: ``resid_pre.{l}``, ``blocks.{l}.attn.pattern``,
-        ``blocks.{l}.attn.scores``, ``blocks.{l}.resid_mid``, ``resid_post.{l}``
-        (all including the BOS position 0)."""
+    # --- hook points ------------------------------------------------------------------
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Every hook point by name, in forward order (an MLP's ``hook_pre.*`` before its ``hook_post.*``)."""
+        return dict(self._hook_points)
+
+    @contextmanager
+    def hooks(self, fwd_hooks: list[tuple[str, Callable]]) -> Iterator["CompiledTransformer"]:
+        """Register ``(hook name, forward hook)`` pairs for the ``with`` body; removed on exit,
+        also when the body raises."""
+        points = self._hook_points
+        unknown = [name for name, _ in fwd_hooks if name not in points]
+        if unknown:
+            raise KeyError(f"no hook point {unknown[0]!r}; see model.hook_points()")
+        handles = []
+        try:
+            for name, fn in fwd_hooks:
+                handles.append(points[name].register_forward_hook(fn))
+            yield self
+        finally:
+            for h in handles:
+                h.remove()
+
+    def run_with_cache(self, tokens: torch.Tensor, names_filter: "Callable[[str], bool] | None" = None,
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits and every hook point's activation (or those whose name passes ``names_filter``),
+        keyed by hook name (see the module docstring).  Hooks registered before this call run
+        first, so their patches show in the cache; the cache's hooks are removed afterwards."""
         cache: dict[str, torch.Tensor] = {}
-        x = self.residual(tokens)
-        for l, block in enumerate(self.blocks):
-            cache[f"resid_pre.{l}"] = x
-            x = block(x, cache, f"blocks.{l}.")
-            cache[f"resid_post.{l}"] = x
-        cache["resid_final"] = x
-        return (x @ self.W_U + self.b_U)[:, 1:], cache
+
+        def keep(name: str) -> Callable:
+            def hook(module: nn.Module, inputs: Any, output: torch.Tensor) -> None:
+                cache[name] = output
+            return hook
+
+        names = [n for n in self._hook_points if names_filter is None or names_filter(n)]
+        with self.hooks([(name, keep(name)) for name in names]):
+            logits = self(tokens)
+        return logits, cache
+
+    # --- the residual layout ----------------------------------------------------------
 
     def subspace(self, name: str) -> list[int]:
         """Residual indices of the named subspace (as allocated by the construction's
@@ -161,6 +268,38 @@ class CompiledTransformer(nn.Module):
         if name not in subspaces:
             raise KeyError(f"no subspace {name!r}; this model has {sorted(subspaces)}")
         return list(subspaces[name])
+
+    def residual_hook(self, layer: "int | str") -> str:
+        """The hook name of the residual stream after ``layer`` blocks (0 = the embedding,
+        ``n_layers`` = ``hook_resid_final``); a residual-stream hook name is returned as is."""
+        L = len(self.blocks)
+        if isinstance(layer, str):
+            if layer not in self._hook_points:
+                raise KeyError(f"no hook point {layer!r}; see model.hook_points()")
+            return layer
+        if not 0 <= layer <= L:
+            raise KeyError(f"layer {layer} is out of range: this model has layers 0 (embedding) to {L} (final)")
+        return "hook_resid_final" if layer == L else f"blocks.{layer}.hook_resid_pre"
+
+    def read(self, cache: dict[str, torch.Tensor], name: str, layer: "int | str") -> torch.Tensor:
+        """Subspace ``name``'s values [B, T+1, k] in ``cache`` (from :meth:`run_with_cache`)
+        after ``layer`` blocks, or at a d_model-wide hook such as ``blocks.2.hook_resid_mid``."""
+        dims = self.subspace(name)
+        key = self.residual_hook(layer)
+        if key not in cache:
+            raise KeyError(f"the cache has no {key!r}; fill it with model.run_with_cache(tokens)")
+        x = cache[key]
+        if x.shape[-1] != self.config["d_model"]:
+            raise KeyError(f"{key!r} is not a residual-stream hook (last dim {x.shape[-1]}, "
+                           f"d_model {self.config['d_model']})")
+        return x[..., dims]
+
+    def layout(self) -> dict[str, Any]:
+        """The stored layout: subspaces (dims, labels) and, per block, what each head's
+        query/key/value read and what it and the MLP write, by subspace name."""
+        if "layout" not in self.meta:
+            raise KeyError("this checkpoint stores no layout; recompile it with this version of shortcut")
+        return self.meta["layout"]
 
     # --- automaton-level conveniences -------------------------------------------------
 

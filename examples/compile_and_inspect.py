@@ -18,7 +18,7 @@ logits, cache = model.run_with_cache(tokens)
 labels = model.meta["residual_labels"]
 maps = [i for i, lab in enumerate(labels) if lab.startswith("scan:map[")]
 print("scan:map after layer 2 (rows = BOS, t=1..4):")
-print(cache["resid_post.1"][0][:, maps].round())
+print(cache["blocks.1.hook_resid_post"][0][:, maps].round())
 
 result = verify(model)
 print("exact:", result.exact, "| positions checked:", result.n_positions)

@@ -214,8 +214,8 @@ def generic_head_margins(model, cache: dict[str, torch.Tensor], layers: list[int
     out = []
     for l in layers if layers is not None else range(len(model.blocks)):
         notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
-        scores = cache[f"blocks.{l}.attn.scores"]
-        pattern = cache[f"blocks.{l}.attn.pattern"]
+        scores = cache[f"blocks.{l}.attn.hook_attn_scores"]
+        pattern = cache[f"blocks.{l}.attn.hook_pattern"]
         for h in range(scores.shape[1]):
             n = notes[h] if h < len(notes) else {}
             entry = {"layer": l + 1, "head": n.get("kind", f"head{h}"), "derived_score_gap": n.get("score_gap"),
@@ -237,7 +237,7 @@ def generic_head_margins(model, cache: dict[str, torch.Tensor], layers: list[int
 def generic_mlp_margins(model, cache: dict[str, torch.Tensor], layers: list[int] | None = None) -> list[dict[str, Any]]:
     """MLP margins from the notes of constructions that declare their integer-coded inputs
     (``meta["layers"][l]["mlp"]["integer_inputs"]``: residual labels or label prefixes, optional
-    ``input_scale``): noise = worst |scale*x - round(scale*x)| over those inputs at ``resid_mid``."""
+    ``input_scale``): noise = worst |scale*x - round(scale*x)| over those inputs at ``hook_resid_mid``."""
     labels = model.meta.get("residual_labels", [])
     out = []
     for l in layers if layers is not None else range(len(model.blocks)):
@@ -249,7 +249,7 @@ def generic_mlp_margins(model, cache: dict[str, torch.Tensor], layers: list[int]
         wanted = notes.get("integer_inputs")
         if wanted and entry["input_tolerance"] is not None:
             dims = [i for i, lab in enumerate(labels) if any(lab == w or lab.startswith(w) for w in wanted)]
-            x = cache[f"blocks.{l}.resid_mid"][..., dims].double() * float(notes.get("input_scale", 1.0))
+            x = cache[f"blocks.{l}.hook_resid_mid"][..., dims].double() * float(notes.get("input_scale", 1.0))
             noise = float((x - x.round()).abs().max()) if dims else 0.0
             entry.update(inputs=", ".join(wanted), worst_input_noise=noise,
                          distance_to_boundary=entry["input_tolerance"] - noise)
@@ -287,7 +287,7 @@ def _kr_mlp_margins(model, cache: dict[str, torch.Tensor]) -> list[dict[str, Any
                 groups.setdefault("counter sums (mean x scale)", ([], float(scale)))[0].append(i)
             else:
                 groups.setdefault(f"codes .{suffix}", ([], 1.0))[0].append(i)
-        mid = cache[f"blocks.{l}.resid_mid"].double()
+        mid = cache[f"blocks.{l}.hook_resid_mid"].double()
         for what, (dims, sc) in groups.items():
             x = mid[..., dims] * sc
             noise = float((x - x.round()).abs().max())
@@ -317,7 +317,7 @@ def _scan_invariants(model, tokens: np.ndarray) -> dict[str, Any]:
     T = tokens.shape[1]
     t = torch.arange(T + 1)
     for l in range(L):
-        post = cache[f"resid_post.{l}"].double().numpy()
+        post = cache[f"blocks.{l}.hook_resid_post"].double().numpy()
         dev = np.abs(post[..., F] - want[l + 1]).max()
         worst_map = max(worst_map, float(dev))
         worst_scratch = max(worst_scratch, float(np.abs(post[..., G]).max()))
@@ -326,12 +326,12 @@ def _scan_invariants(model, tokens: np.ndarray) -> dict[str, Any]:
         # attention: weight on the intended position (t - 2^l, or BOS)
         notes = model.meta["layers"][l]["heads"][0]
         target = torch.clamp(t - 2**l, min=0)[None, :]
-        gap, leak = target_margins(cache[f"blocks.{l}.attn.scores"][:, 0], cache[f"blocks.{l}.attn.pattern"][:, 0],
+        gap, leak = target_margins(cache[f"blocks.{l}.attn.hook_attn_scores"][:, 0], cache[f"blocks.{l}.attn.hook_pattern"][:, 0],
                                    target)
         heads.append({"layer": l + 1, "head": notes.get("kind", "offset"), "target": f"t - {2**l} or BOS",
                       "worst_score_gap": gap, "worst_leaked_mass": leak,
                       "derived_leak_bound": notes.get("leak_bound"), "score_gap": notes.get("score_gap")})
-        mid = cache[f"blocks.{l}.resid_mid"].double().numpy()
+        mid = cache[f"blocks.{l}.hook_resid_mid"].double().numpy()
         noise_prev = float(np.abs(mid[..., G] - np.rint(mid[..., G])).max())
         noise = max(noise_prev, float(np.abs(mid[..., F] - np.rint(mid[..., F])).max()))
         tol = model.meta["layers"][l]["mlp"].get("input_tolerance")

@@ -12,6 +12,12 @@ When every head of a layer reads only dimensions that are the same for every inp
 them at all), the attention pattern does not depend on the input: it is computed once
 for the whole batch (``shared_pattern``).  This holds for the scan construction, whose
 heads select purely by position.
+
+The residual-stream hook points (``hook_embed``, ``hook_pos_embed``, each block's
+``hook_resid_pre``, ``hook_attn_out``, ``hook_resid_mid``, the MLP's hooks,
+``hook_mlp_out``, ``hook_resid_post``, and ``hook_resid_final``) fire as in the plain
+forward; the attention-internal ones (``attn.hook_q`` ... ``attn.hook_z``) do not --
+use ``observe`` for scores and patterns.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ def forward_chunked(model, tokens: torch.Tensor, chunk: int = 1024, shared_patte
     positional = positional_layers(model) if shared_pattern else [False] * len(model.blocks)
     rows = torch.arange(T1, device=x.device)
     for l, block in enumerate(model.blocks):
+        x = block.hook_resid_pre(x)
         a = block.attn
         qk_live = _live(a.W_Q, a.W_K)
         vo_live = _live(a.W_V, a.W_O.transpose(1, 2))
@@ -94,7 +101,9 @@ def forward_chunked(model, tokens: torch.Tensor, chunk: int = 1024, shared_patte
                 if observe is not None:
                     observe(l, h, i, j, scores, pattern)
             out += z @ a.W_O[h][vo_live[h]]
-        x = x + out
+        x = block.hook_resid_mid(x + block.hook_attn_out(out))
         if block.mlp is not None:
-            x = x + block.mlp(x)
+            x = x + block.hook_mlp_out(block.mlp(x))
+        x = block.hook_resid_post(x)
+    x = model.hook_resid_final(x)
     return (x @ model.W_U + model.b_U)[:, 1:]

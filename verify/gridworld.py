@@ -135,13 +135,13 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
         one = row[None, :]
         with torch.no_grad():
             _, cache = model.run_with_cache(torch.from_numpy(one))
-        mid0 = cache["blocks.0.resid_mid"][0].double().numpy()
-        post0 = cache["resid_post.0"][0].double().numpy()
-        mid1 = cache["blocks.1.resid_mid"][0].double().numpy()
-        post1 = cache["resid_post.1"][0].double().numpy()
-        pattern = cache["blocks.1.attn.pattern"][0]  # [H, T+1, T+1]
-        scores = cache["blocks.1.attn.scores"][0]
-        s0 = cache["blocks.0.attn.scores"][0, 0, 1:, 1:].double()  # prefix head: equal scores on real keys
+        mid0 = cache["blocks.0.hook_resid_mid"][0].double().numpy()
+        post0 = cache["blocks.0.hook_resid_post"][0].double().numpy()
+        mid1 = cache["blocks.1.hook_resid_mid"][0].double().numpy()
+        post1 = cache["blocks.1.hook_resid_post"][0].double().numpy()
+        pattern = cache["blocks.1.attn.hook_pattern"][0]  # [H, T+1, T+1]
+        scores = cache["blocks.1.attn.hook_attn_scores"][0]
+        s0 = cache["blocks.0.attn.hook_attn_scores"][0, 0, 1:, 1:].double()  # prefix head: equal scores on real keys
         fin = torch.isfinite(s0)
         spread = float((torch.where(fin, s0, -np.inf).max(-1).values - torch.where(fin, s0, np.inf).min(-1).values).max())
         prefix_head["worst_score_spread"] = max(prefix_head["worst_score_spread"], spread)

@@ -146,7 +146,7 @@ def _attention_section(model, tokens: np.ndarray, mpl) -> str:
              f"<p>Input ({len(word) - 1} symbols): <code>{_e(' '.join(word[1:]))}</code>. Row t is the query at "
              f"position t (0 = BOS), column j the key; causal, so the upper triangle is 0.</p>"]
     for l in range(len(model.blocks)):
-        pat = cache[f"blocks.{l}.attn.pattern"][0].double().numpy()  # [H, T+1, T+1]
+        pat = cache[f"blocks.{l}.attn.hook_pattern"][0].double().numpy()  # [H, T+1, T+1]
         notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
         H = min(pat.shape[0], MAX_HEADS_PER_LAYER)
         names = [(notes[h].get("kind", "") + (f" {notes[h]['offset']:+d}" if isinstance(notes[h].get("offset"), int)

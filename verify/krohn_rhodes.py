@@ -48,11 +48,11 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
         _, cache = model.run_with_cache(torch.from_numpy(tokens))
     index = {c.name: i for i, c in enumerate(cascade.components)}
     rows, failures = [], []
-    last = f"resid_post.{len(model.blocks) - 1}"
+    last = f"blocks.{len(model.blocks) - 1}.hook_resid_post"
     for comp in model.meta["krohn_rhodes"]["components"]:
         name, block = comp["name"], comp["block"]
         col = want[..., index[name]]
-        resid = cache[f"resid_post.{block - 1}"].double().numpy()
+        resid = cache[f"blocks.{block - 1}.hook_resid_post"].double().numpy()
         dev_new = float(np.abs(resid[..., labels[f"kr:{name}.new"]] - col).max())
         row = {"component": name, "kind": comp["kind"], "block": block, "worst_new_deviation": dev_new}
         if f"kr:{name}.old" in labels:

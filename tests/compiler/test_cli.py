@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
+import compiler
 from compiler.cli import main
+from constructions.checkpoint import save
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +36,31 @@ def test_info_json_keys(q8, capsys):
     assert main(["info", str(q8), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["method"] == "scan" and info["n_layers"] == 4 and info["n_states"] == 8
+
+
+@pytest.mark.parametrize("spec,method", [("quaternion", "scan"), ("cyclic:3", "krohn-rhodes"),
+                                         ("grid:4", "gridworld")])
+def test_info_layout_lists_every_block_and_subspace(spec, method, tmp_path, capsys):
+    path = tmp_path / "m.safetensors"
+    assert main(["compile", spec, "-o", str(path), "--max-len", "8", "--method", method, "--no-verify"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(path), "--layout", "--json"]) == 0
+    layout = json.loads(capsys.readouterr().out)
+    assert main(["info", str(path), "--json"]) == 0
+    n_layers = json.loads(capsys.readouterr().out)["n_layers"]
+    assert [b["layer"] for b in layout["blocks"]] == list(range(n_layers))
+    assert main(["info", str(path), "--layout"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line.startswith("layer ")] == [f"layer {l}:" for l in range(n_layers)]
+    listed = {line.split()[0] for line in lines[1:lines.index("layer 0:")]}
+    assert listed == set(layout["subspaces"])
+    for b in layout["blocks"]:
+        for h in b["heads"]:
+            assert any(line.split()[:3] == ["head", str(h["index"]), h["name"]] for line in lines)
+        assert any(line.split()[:2] == ["mlp", b["mlp"]["name"]] for line in lines)
+    writes = [line.split("write", 1)[1].strip() for line in lines if " write " in line]
+    assert len(writes) == sum(len(b["heads"]) + 1 for b in layout["blocks"])
+    assert writes[0] == ", ".join(layout["blocks"][0]["heads"][0]["writes"])
 
 
 def test_auto_and_krohn_rhodes_from_the_cli(tmp_path, capsys):
@@ -124,3 +151,12 @@ def test_over_budget_automaton_exits_2(tmp_path, capsys):
     assert main(["compile", "grid:300", "--method", "scan", "-o", str(tmp_path / "g.safetensors")]) == 2
     err = capsys.readouterr().err
     assert "budget" in err and len(err.strip().splitlines()) == 1
+
+
+def test_info_layout_without_a_stored_layout_is_a_one_line_error(tmp_path, capsys):
+    model = compiler.compile_automaton("parity", max_len=4)
+    model.meta = {k: v for k, v in model.meta.items() if k != "layout"}
+    save(model, tmp_path / "old.safetensors")
+    assert main(["info", str(tmp_path / "old.safetensors"), "--layout"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "no layout" in err and len(err.strip().splitlines()) == 1
