@@ -43,12 +43,14 @@ from typing import Any
 
 import numpy as np
 
-from compiler.automata.cascade import Cascade, Component
+from compiler.automata.cascade import Cascade, Component, to_dot
 from compiler.automata.decompose import decompose
 from compiler.automata.errors import BudgetError, InputError, ShortcutError
 from compiler.automata.spec import Semiautomaton, from_dict
 
+from . import krohn_rhodes_checks as checks
 from .assemble import assemble
+from .construction import Construction, Cost, Refusal
 from .gadgets import (
     CodeInput,
     OneHotInput,
@@ -62,6 +64,8 @@ from .gadgets import (
 from .positions import position_code, position_table
 from .program import MLP, Block, Program, fuse, parallel
 from .workspace import Workspace, join
+
+NAME = "krohn-rhodes"
 
 TABLE_ROW_BUDGET = 200_000
 """Most rows of a flattened input table (views folded in) or of the readout."""
@@ -197,6 +201,42 @@ def _needs_old(cascade: Cascade, plan: TablePlan, r: str, resets_at: set[int]) -
     return False
 
 
+@dataclass
+class Schedule:
+    """Where each part of the cascade runs (no weights yet).
+
+    ``inputs``/``readout``: how each table is looked up; ``needs_old``: resets whose
+    pre-update value a reader needs (fetched by an offset-1 head one block later);
+    ``block_of[c]``: the block of c's attention; ``ready[c]``: the block whose MLP can
+    read c's pre-update value; ``depth``: the number of blocks."""
+
+    inputs: dict[str, TablePlan]
+    readout: TablePlan
+    needs_old: dict[str, bool]
+    block_of: dict[str, int]
+    ready: dict[str, int]
+    depth: int
+
+
+def schedule(cascade: Cascade) -> Schedule:
+    """Plan the tables (views folded in where small) and place every component in a block
+    (Lemma 17: components whose inputs are ready together share a block).  Raises
+    BudgetError when a table is too large."""
+    comps = cascade.components
+    inputs = {c.name: plan_table(cascade, c.reads, c.table, True) for c in comps}
+    readout = plan_table(cascade, cascade.readout.reads, cascade.readout.table, False)
+    resets = {c.name: c for c in comps if c.kind == "reset"}
+    needs_old = {r: any(_needs_old(cascade, plan, r, _reset_letters(resets[r])) for plan in inputs.values())
+                 for r in resets}
+    block_of: dict[str, int] = {}
+    ready: dict[str, int] = {}
+    for c in comps:  # components are in level order
+        block_of[c.name] = 1 + max((ready[n] for n in inputs[c.name].bases), default=0)
+        ready[c.name] = block_of[c.name] + (1 if needs_old.get(c.name) else 0)
+    depth = max(max(block_of.values()), max(ready.values()))
+    return Schedule(inputs, readout, needs_old, block_of, ready, depth)
+
+
 def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
           cascade: Cascade | None = None) -> tuple[Program, dict[str, Any]]:
     """The constant-depth program for a solvable automaton and its metadata."""
@@ -211,21 +251,9 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
     T = max_len
     start = cascade.encode(automaton.start)
     init = dict(zip((c.name for c in comps), start))
-
-    # inputs (views folded in where small), and which resets need their old value
-    inputs = {c.name: plan_table(cascade, c.reads, c.table, True) for c in comps}
-    readout = plan_table(cascade, cascade.readout.reads, cascade.readout.table, False)
-    resets = {c.name: c for c in comps if c.kind == "reset"}
-    needs_old = {r: any(_needs_old(cascade, plan, r, _reset_letters(resets[r])) for plan in inputs.values())
-                 for r in resets}
-
-    # schedule: block of each component's attention; ready(c) = block whose MLP can read c's pre-update value
-    block_of: dict[str, int] = {}
-    ready: dict[str, int] = {}
-    for c in comps:  # components are in level order
-        block_of[c.name] = 1 + max((ready[n] for n in inputs[c.name].bases), default=0)
-        ready[c.name] = block_of[c.name] + (1 if needs_old.get(c.name) else 0)
-    L = max(max(block_of.values()), max(ready.values()))
+    sch = schedule(cascade)
+    inputs, readout, needs_old = sch.inputs, sch.readout, sch.needs_old
+    block_of, ready, L = sch.block_of, sch.ready, sch.depth
     views = {v.name: v for v in cascade.views}
     old_views = [v for v in views if any(v in plan.views for plan in inputs.values())]
     new_views = readout.views
@@ -343,7 +371,7 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23,
     W_U = np.zeros((D, automaton.n_states))
     W_U[list(state.dims), np.arange(automaton.n_states)] = 1.0
     meta = {
-        "method": "krohn-rhodes",
+        "method": NAME,
         "positions": "sinusoidal" if pos is not None else None,
         "warnings": [],
         "krohn_rhodes": {
@@ -405,18 +433,63 @@ def _readout_mlp(plan: TablePlan, sizes: dict[str, int], dims, state, D: int) ->
     return lookup_mlp("readout", D, ins, table)
 
 
-def set_start(model, start: str) -> None:
-    """Recompile ``model`` for start state ``start`` and copy the weights in (in place).
+def set_start(model, cascade: Cascade, start: str) -> None:
+    """Rebuild ``model`` for start state ``start`` from its cascade and copy the weights in (in place).
 
     The start state lives in the initial values (BOS's targets, the counters' offsets);
-    every shape is start-independent, so the weights swap in directly."""
+    every shape is start-independent, so the weights swap in directly.  The cascade is
+    the decomposition's, whatever the start (only its initial values move)."""
     a = model.automaton
     if start not in a.state_index:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
     spec = {**model.meta["automaton"], "start": start}
     other = from_dict(spec)
-    program, meta = build(other, max_len=model.max_len)
-    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype, meta={**model.meta, **meta, "automaton": spec})
+    restarted = cascade.with_start(other)
+    program, meta = build(other, max_len=model.max_len, cascade=restarted)
+    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
+                   meta={**model.meta, **meta, "automaton": spec, "plan": restarted.to_dict()})
     model.load_state_dict(new.state_dict())
     model.meta = new.meta
     model._automaton = None
+
+
+# ---------------------------------------------------------------------------------------
+# the registry entry: the cascade is the plan
+
+
+def applies(automaton: Semiautomaton) -> Cascade | Refusal:
+    """The verified cascade, or why Theorem 11 does not apply (not solvable, over a budget)."""
+    try:
+        cascade = decompose(automaton)
+    except ShortcutError as e:
+        return Refusal(str(e), type(e))
+    if not cascade.solvable:
+        return Refusal(f"krohn-rhodes needs a solvable automaton, but {automaton.name} contains the non-solvable "
+                       f"group {', '.join(cascade.non_solvable_groups)}; use --method scan (depth ceil(log2 T))")
+    if any(c.kind == "group" for c in cascade.components):
+        return Refusal(f"{automaton.name}: cascade has a whole-group component; use --method scan")
+    return cascade
+
+
+def estimate(cascade: Cascade, max_len: int, positions: str = "sinusoidal") -> Cost:
+    """Depth from the schedule (independent of max_len); parameters are known only once
+    the lookups are laid out."""
+    return Cost(schedule(cascade).depth, None)
+
+
+def build_plan(automaton: Semiautomaton, cascade: Cascade, *, max_len: int, eps: float,
+               positions: str) -> tuple[Program, dict[str, Any]]:
+    """:func:`build` from the plan (``positions`` is not used: offset heads are sinusoidal)."""
+    return build(automaton, max_len=max_len, eps=eps, cascade=cascade)
+
+
+def describe(cascade: Cascade, automaton: Semiautomaton) -> str:
+    return (f"solvable; a cascade of {len(cascade.levels)} level(s), {len(cascade.components)} component(s), "
+            f"{cascade.counter_levels} with counters")
+
+
+CONSTRUCTION = Construction(
+    name=NAME, theorem="Theorem 11", applies=applies, estimate=estimate, build=build_plan, set_start=set_start,
+    plan_to_json=Cascade.to_dict, plan_from_json=Cascade.from_dict, describe=describe,
+    invariants=checks.invariants, diagram=lambda cascade: ("Cascade", to_dot(cascade)),
+)
