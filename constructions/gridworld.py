@@ -445,5 +445,5 @@ CONSTRUCTION = Construction(
     plan_to_json=BoxWorld.to_dict, plan_from_json=BoxWorld.from_dict,
     describe=lambda world, automaton: world.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"gridworld_families": seed + checks.FAMILY_SEED_OFFSET},
-    depth_checked=False,
+    depth_checked=False,  # auto takes Theorem 12's two layers whenever it applies (even at max_len <= 2)
 )
