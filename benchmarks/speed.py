@@ -10,7 +10,7 @@ CPU (and on a GPU when one is present).  Columns:
 * ``chunked``: ``verify.chunked.forward_chunked`` (query-chunked; one attention pattern
   for the batch when the heads select by position only, as in the scan);
 * ``recurrent``: ``verify.recurrent.RecurrentSimulator``, T sequential steps;
-* ``numpy``: ``verify.simulate.simulate``, the integer table lookup, T sequential steps.
+* ``numpy``: ``compiler.automata.simulate.simulate``, the integer table lookup, T sequential steps.
 
     python benchmarks/speed.py --out benchmarks/results/speed.md
 """
@@ -29,7 +29,7 @@ import compiler
 from verify.check import ACTIVATION_BUDGET, SCORE_BUDGET, model_width
 from verify.chunked import forward_chunked, positional_layers
 from verify.recurrent import RecurrentSimulator
-from verify.simulate import simulate
+from compiler.automata.simulate import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import finish, header  # noqa: E402

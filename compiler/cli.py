@@ -20,7 +20,7 @@ from .automata.catalog import entries
 from .automata.decompose import decompose
 from .automata.errors import InputError, ShortcutError
 from .automata.load import load_spec
-from .pipeline import DTYPES, compile_automaton, set_start
+from .pipeline import DTYPES, compile_automaton, methods, set_start
 
 
 class _Parser(argparse.ArgumentParser):
@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("spec")
     c.add_argument("-o", "--output", required=True)
     c.add_argument("--max-len", type=int, default=128)
-    c.add_argument("--method", default="auto", choices=["auto", "scan", "krohn-rhodes", "gridworld"])
+    c.add_argument("--method", default="auto", choices=methods())
     c.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     c.add_argument("--positions", default="sinusoidal", choices=["sinusoidal", "circle"])
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,

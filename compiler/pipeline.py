@@ -1,77 +1,140 @@
-"""spec -> plan -> program -> assembled model."""
+"""spec -> plan -> program -> assembled model.
+
+The planner walks the construction registry (``constructions/registry.py``): each
+construction inspects the automaton once and returns a typed plan or a refusal; the
+plan is built, assembled, and carried in the checkpoint (``meta["plan"]``).
+"""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 
-from constructions import gridworld, krohn_rhodes, scan
+from constructions import registry
 from constructions.assemble import assemble
+from constructions.construction import Construction, Refusal
 from constructions.positions import KINDS
-from constructions.scan import n_scan_layers
 
-from .automata.decompose import decompose
 from .automata.errors import ShortcutError
-from .automata.gridworld_detect import detect
 from .automata.load import load_spec
 from .automata.spec import Semiautomaton
 
-METHODS = ("auto", "scan", "krohn-rhodes", "gridworld")
+AUTO = "auto"
+METHODS = (AUTO, *registry.names())
+"""The ``--method`` values at import time (see :func:`methods`)."""
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MAX_LEN_LIMIT = 1 << 20
 
 
+def methods() -> list[str]:
+    """``auto`` and every registered construction, in preference order."""
+    return [AUTO, *registry.names()]
+
+
+@dataclass
+class Candidate:
+    """One construction as the planner saw it: its estimate, or why it was passed over."""
+
+    name: str
+    layers: int | None = None
+    params: int | None = None
+    refusal: str | None = None
+    chosen: bool = False
+
+
 @dataclass
 class Decision:
-    """The construction chosen, why, and (for krohn-rhodes) the program already built."""
+    """The construction chosen, its plan, why, every candidate, and (when building was part
+    of deciding) the program already built."""
 
-    method: str
+    construction: Construction
+    plan: Any
     why: str
+    candidates: list[Candidate] = field(default_factory=list)
     built: tuple | None = None
 
+    @property
+    def method(self) -> str:
+        return self.construction.name
 
-def _krohn_rhodes(automaton: Semiautomaton, max_len: int, eps: float, positions: str) -> tuple:
-    """Decompose and build the Theorem 11 program (errors name the reason)."""
-    return krohn_rhodes.build(automaton, max_len=max_len, eps=eps, cascade=decompose(automaton), positions=positions)
+
+def _requested(automaton: Semiautomaton, c: Construction, max_len: int, positions: str) -> Decision:
+    """``--method NAME``: that construction, or its refusal as the error."""
+    plan = c.applies(automaton)
+    if isinstance(plan, Refusal):
+        raise plan.error(plan.reason)
+    cost = c.estimate(plan, max_len, positions)
+    cand = Candidate(c.name, cost.layers, cost.params, chosen=True)
+    return Decision(c, plan, f"requested with --method {c.name}: {c.describe(plan, automaton)}", [cand])
+
+
+def _auto(automaton: Semiautomaton, max_len: int, eps: float, positions: str) -> Decision:
+    """The first construction, in registry order, that applies, fits its budgets and (unless
+    it opts out with ``depth_checked=False``) is no deeper than the last resort at
+    ``max_len``; the last resort (it applies to everything) otherwise.  A candidate whose
+    build fails falls through to the next one."""
+    entries = registry.entries()
+    last = entries[-1]
+    last_seen: dict[str, Any] = {}
+
+    def last_resort() -> tuple[Any, int]:
+        if not last_seen:
+            plan = last.applies(automaton)
+            if isinstance(plan, Refusal):
+                raise plan.error(plan.reason)
+            last_seen.update(plan=plan, layers=last.estimate(plan, max_len, positions).layers)
+        return last_seen["plan"], last_seen["layers"]
+
+    cands: list[Candidate] = []
+    for c in entries:
+        cand = Candidate(c.name)
+        cands.append(cand)
+        if c is last:
+            plan, _ = last_resort()
+        else:
+            plan = c.applies(automaton)
+            if isinstance(plan, Refusal):
+                cand.refusal = plan.reason
+                continue
+        try:
+            cost = c.estimate(plan, max_len, positions)
+        except ShortcutError as e:
+            if c is last:
+                raise
+            cand.refusal = str(e)
+            continue
+        cand.layers, cand.params = cost.layers, cost.params
+        built = None
+        if c is not last:
+            depth = last_resort()[1]
+            if c.depth_checked and cost.layers > depth:
+                cand.refusal = (f"needs {cost.layers} attention layers, {last.name} only {depth} "
+                                f"at max_len {max_len}")
+                continue
+            try:
+                built = c.build(automaton, plan, max_len=max_len, eps=eps, positions=positions)
+            except ShortcutError as e:
+                cand.refusal = str(e)
+                continue
+        cand.chosen = True
+        passed = "".join(f"; not {x.name}: {x.refusal}" for x in cands if x.refusal)
+        why = (f"auto: {c.name} ({c.theorem}): {c.describe(plan, automaton)}; {cost.layers} attention layers "
+               f"at max_len {max_len}{passed}")
+        return Decision(c, plan, why, cands, built)
+    raise AssertionError("the last resort always decides")  # pragma: no cover
 
 
 def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23,
            positions: str = "sinusoidal") -> Decision:
-    """Which construction compiles ``automaton``.
-
-    auto: gridworld for line/box worlds; else krohn-rhodes when the automaton is
-    solvable, within the decomposer's budgets and no deeper than the scan at this
-    max_len; else scan.
-    """
-    if method not in METHODS:
-        raise ShortcutError(f"unknown method {method!r}; choose one of {list(METHODS)}")
-    if method == "scan":
-        return Decision("scan", "requested with --method scan")
-    if method == "krohn-rhodes":
-        return Decision("krohn-rhodes", "requested with --method krohn-rhodes", _krohn_rhodes(automaton, max_len, eps, positions))
-
-    world, reason = detect(automaton)
-    if method == "gridworld":
-        if world is None:
-            raise ShortcutError(f"--method gridworld needs a line or box world, but "
-                                f"{automaton.name or 'this automaton'} is not one up to renaming: {reason}")
-        return Decision("gridworld", f"requested with --method gridworld: {world.describe(automaton)}")
-    if world is not None:
-        return Decision("gridworld", f"auto: a {world.describe(automaton)} up to renaming; Theorem 12 gives 2 "
-                                     f"attention layers at every max_len")
-    scan_depth = n_scan_layers(max_len)
-    try:
-        built = _krohn_rhodes(automaton, max_len, eps, positions)
-    except ShortcutError as e:
-        return Decision("scan", f"auto: krohn-rhodes not possible ({e}); the scan (Theorem 10) handles every automaton")
-    kr_depth = len(built[0].blocks)
-    if kr_depth <= scan_depth:
-        return Decision("krohn-rhodes", f"auto: solvable; the Krohn-Rhodes cascade needs {kr_depth} attention layers "
-                                        f"at every max_len (scan would need {scan_depth} at {max_len})", built)
-    return Decision("scan", f"auto: solvable, but the Krohn-Rhodes cascade needs {kr_depth} attention layers and the "
-                            f"scan only {scan_depth} at max_len {max_len}")
+    """Which construction compiles ``automaton``, with which plan (see :func:`_auto`)."""
+    if method not in methods():
+        raise ShortcutError(f"unknown method {method!r}; choose one of {methods()}")
+    if method == AUTO:
+        return _auto(automaton, max_len, eps, positions)
+    return _requested(automaton, registry.get(method), max_len, positions)
 
 
 def plan(automaton: Semiautomaton, method: str, max_len: int = 128) -> tuple[str, str]:
@@ -93,32 +156,24 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
-    decision = decide(automaton, method, max_len, torch.finfo(dtype).eps, positions)
-    chosen, why = decision.method, decision.why
-    if chosen == "krohn-rhodes":
-        program, meta = decision.built
-    elif chosen == "gridworld":
-        program, meta = gridworld.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
-    else:
-        program, meta = scan.build(automaton, max_len=max_len, positions=positions, eps=torch.finfo(dtype).eps)
-    meta = {"automaton": automaton.to_dict(), "why": why, "requested_method": method, **meta}
+    eps = torch.finfo(dtype).eps
+    d = decide(automaton, method, max_len, eps, positions)
+    c = d.construction
+    program, meta = d.built or c.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
+    meta = {"automaton": automaton.to_dict(), "why": d.why, "requested_method": method, **meta,
+            "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
     return assemble(program, max_len=max_len, dtype=dtype, meta=meta)
 
 
 def set_start(model, start: str) -> None:
-    """Point a compiled model at another start state, in place (each construction
-    keeps q0 in one place: the scan in its unembedding, gridworld in its embedding)."""
-    if model.meta.get("method") == "gridworld":
-        gridworld.set_start(model, start)
-    elif model.meta.get("method") == "krohn-rhodes":
-        krohn_rhodes.set_start(model, start)
-    else:
-        scan.set_start(model, start)
+    """Point a compiled model at another start state, in place (through its construction
+    and the plan its checkpoint carries; each keeps q0 in one place)."""
+    c, p = registry.plan_of(model)
+    c.set_start(model, p, start)
 
 
 def with_start(model, start: str):
-    """The same model read out from another start state (a copy; the weights of the
-    scan are start-independent, only the unembedding changes)."""
+    """The same model read out from another start state (a copy)."""
     other = copy.deepcopy(model)
     set_start(other, start)
     return other

@@ -70,11 +70,15 @@ from compiler.automata.errors import BudgetError, InputError, ShortcutError
 from compiler.automata.gridworld_detect import BoxWorld, detect
 from compiler.automata.spec import Semiautomaton
 
+from . import gridworld_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
+from .construction import Construction, Cost, Refusal
 from .gadgets import ABSORB, absorb_feature, attention_temperature, prefix_mean_head
 from .positions import PositionCode
 from .program import MLP, Block, Head, Program, parallel
 from .workspace import Workspace, join
+
+NAME = "gridworld"
 
 
 @dataclass(frozen=True)
@@ -364,10 +368,10 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
                         f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured errors "
                         f"are far smaller (see README), but verify before trusting, or use float64")
     meta = {
-        "method": "gridworld",
+        "method": NAME,
         "positions": positions,
         "warnings": warnings,
-        "gridworld": {
+        NAME: {
             **world.to_dict(),
             "world": world.describe(automaton),
             "absorb": D,
@@ -383,13 +387,13 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     return Program(ws, W_E, W_pos, [block1, block2], W_U, b_U), meta
 
 
-def set_start(model, start: str) -> None:
+def set_start(model, world: BoxWorld, start: str) -> None:
     """Point ``model`` at start state ``start`` (in place): q0's coordinates live in the
     ``gw{a}:start`` column of every embedding row and nowhere else."""
     a = model.automaton
     if start not in a.state_index:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
-    coords = model.meta["gridworld"]["coords"][a.state_index[start]]
+    coords = world.coords[a.state_index[start]]
     labels = model.meta["residual_labels"]
     with torch.no_grad():
         for axis, x in enumerate(coords):
@@ -398,3 +402,39 @@ def set_start(model, start: str) -> None:
     spec["start"] = start
     model.meta = {**model.meta, "automaton": spec}
     model._automaton = None
+
+
+# ---------------------------------------------------------------------------------------
+# the registry entry: the detected box world is the plan
+
+
+def applies(automaton: Semiautomaton) -> BoxWorld | Refusal:
+    """The box world ``automaton`` is up to renaming, or why it is not one."""
+    world, reason = detect(automaton)
+    if world is None:
+        return Refusal(f"Theorem 12 needs a line or box world, but {automaton.name or 'this automaton'} is not "
+                       f"one up to renaming: {reason}")
+    return world
+
+
+def estimate(world: BoxWorld, max_len: int, positions: str = "sinusoidal") -> Cost:
+    return Cost(2, estimated_params(world, max_len, positions))
+
+
+def build_plan(automaton: Semiautomaton, world: BoxWorld, *, max_len: int, eps: float,
+               positions: str) -> tuple[Program, dict[str, Any]]:
+    """:func:`build` from the plan."""
+    return build(automaton, max_len=max_len, positions=positions, world=world, eps=eps)
+
+
+def invariants(model, world: BoxWorld, tokens: np.ndarray) -> dict[str, Any]:
+    return checks.invariants(model, world, model.meta[NAME], tokens)
+
+
+CONSTRUCTION = Construction(
+    name=NAME, theorem="Theorem 12", applies=applies, estimate=estimate, build=build_plan, set_start=set_start,
+    plan_to_json=BoxWorld.to_dict, plan_from_json=BoxWorld.from_dict,
+    describe=lambda world, automaton: world.describe(automaton), invariants=invariants,
+    families=checks.families, family_seeds=lambda seed: {"gridworld_families": seed + checks.FAMILY_SEED_OFFSET},
+    depth_checked=False,  # auto takes Theorem 12's two layers whenever it applies (even at max_len <= 2)
+)

@@ -48,13 +48,15 @@ from typing import Any
 
 import numpy as np
 
-from compiler.automata.cascade import Cascade, Component
+from compiler.automata.cascade import Cascade, Component, to_dot
 from compiler.automata.decompose import decompose
 from compiler.automata.errors import BudgetError, InputError, ShortcutError
 from compiler.automata.spec import Semiautomaton, from_dict
 
+from . import krohn_rhodes_checks as checks
 from .assemble import assemble
 from .budget import STEP_TOLERANCE
+from .construction import Construction, Cost, Refusal
 from .gadgets import (
     ABSORB,
     CodeInput,
@@ -70,6 +72,8 @@ from .gadgets import (
 from .positions import KINDS, PositionCode, position_code, position_table
 from .program import MLP, Block, Head, Program, fuse, parallel
 from .workspace import Subspace, Workspace, join
+
+NAME = "krohn-rhodes"
 
 TABLE_ROW_BUDGET = 200_000
 """Most rows of a flattened input table (views folded in) or of the readout."""
@@ -518,7 +522,7 @@ def _meta(cascade: Cascade, sched: Schedule, lay: Layout, blocks: list[Block], p
     """The program's metadata: the schedule per component and view, precision, per-layer notes."""
     sizes = _sizes(cascade)
     return {
-        "method": "krohn-rhodes",
+        "method": NAME,
         "positions": "sinusoidal" if lay.pos is not None else None,
         "warnings": warnings,
         "krohn_rhodes": {
@@ -575,18 +579,63 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23, casc
     return Program(lay.ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states)), meta
 
 
-def set_start(model, start: str) -> None:
-    """Recompile ``model`` for start state ``start`` and copy the weights in (in place).
+def set_start(model, cascade: Cascade, start: str) -> None:
+    """Rebuild ``model`` for start state ``start`` from its cascade and copy the weights in (in place).
 
     The start state lives in the initial values (BOS's targets, the counters' offsets);
-    every shape is start-independent, so the weights swap in directly."""
+    every shape is start-independent, so the weights swap in directly.  The cascade is
+    the decomposition's, whatever the start (only its initial values move)."""
     a = model.automaton
     if start not in a.state_index:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
     spec = {**model.meta["automaton"], "start": start}
     other = from_dict(spec)
-    program, meta = build(other, max_len=model.max_len)
-    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype, meta={**model.meta, **meta, "automaton": spec})
+    restarted = cascade.with_start(other)
+    program, meta = build(other, max_len=model.max_len, cascade=restarted)
+    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
+                   meta={**model.meta, **meta, "automaton": spec, "plan": restarted.to_dict()})
     model.load_state_dict(new.state_dict())
     model.meta = new.meta
     model._automaton = None
+
+
+# ---------------------------------------------------------------------------------------
+# the registry entry: the cascade is the plan
+
+
+def applies(automaton: Semiautomaton) -> Cascade | Refusal:
+    """The verified cascade, or why Theorem 11 does not apply (not solvable, over a budget)."""
+    try:
+        cascade = decompose(automaton)
+    except ShortcutError as e:
+        return Refusal(str(e), type(e))
+    if not cascade.solvable:
+        return Refusal(f"krohn-rhodes needs a solvable automaton, but {automaton.name} contains the non-solvable "
+                       f"group {', '.join(cascade.non_solvable_groups)}; use --method scan (depth ceil(log2 T))")
+    if any(c.kind == "group" for c in cascade.components):
+        return Refusal(f"{automaton.name}: cascade has a whole-group component; use --method scan")
+    return cascade
+
+
+def estimate(cascade: Cascade, max_len: int, positions: str = "sinusoidal") -> Cost:
+    """Depth from the schedule (independent of max_len); parameters are known only once
+    the lookups are laid out."""
+    return Cost(schedule(cascade).n_blocks, None)
+
+
+def build_plan(automaton: Semiautomaton, cascade: Cascade, *, max_len: int, eps: float,
+               positions: str) -> tuple[Program, dict[str, Any]]:
+    """:func:`build` from the plan."""
+    return build(automaton, max_len=max_len, eps=eps, cascade=cascade, positions=positions)
+
+
+def describe(cascade: Cascade, automaton: Semiautomaton) -> str:
+    return (f"solvable; a cascade of {len(cascade.levels)} level(s), {len(cascade.components)} component(s), "
+            f"{cascade.counter_levels} with counters")
+
+
+CONSTRUCTION = Construction(
+    name=NAME, theorem="Theorem 11", applies=applies, estimate=estimate, build=build_plan, set_start=set_start,
+    plan_to_json=Cascade.to_dict, plan_from_json=Cascade.from_dict, describe=describe,
+    invariants=checks.invariants, diagram=lambda cascade: ("Cascade", to_dot(cascade)),
+)

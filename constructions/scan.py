@@ -28,11 +28,15 @@ from compiler.automata.errors import BudgetError, InputError
 from compiler.automata.representation import Representation, choose
 from compiler.automata.spec import Semiautomaton
 
+from . import scan_checks
 from .budget import MAX_PARAMS
+from .construction import Construction, Cost
 from .gadgets import compose_mlp, distance_units, offset_head
 from .positions import position_code, position_table
 from .program import Block, Program, fuse
 from .workspace import Workspace, workspace_from_meta
+
+NAME = "scan"
 
 
 def n_scan_layers(max_len: int) -> int:
@@ -131,11 +135,11 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
             f"this dtype (margin {margin:.2g}); expect wrong look-backs -- use sinusoidal positions or float64"
         )
     meta = {
-        "method": "scan",
+        "method": NAME,
         "positions": positions,
         "position_precision_margin": margin,
         "warnings": warnings,
-        "scan": {
+        NAME: {
             "n_points": m,
             "natural": rep.natural,
             "letter_maps": [list(x) for x in rep.letter_maps],
@@ -147,7 +151,7 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     return program, meta
 
 
-def set_start(model, start: str) -> None:
+def set_start(model, rep: Representation, start: str) -> None:
     """Point ``model``'s unembedding at start state ``start`` (in place).
 
     Position t holds delta(., sigma_1..sigma_t) for every state at once, so only the
@@ -157,7 +161,7 @@ def set_start(model, start: str) -> None:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
     q0 = a.state_index[start]
     ws = workspace_from_meta(model.meta["residual_labels"], model.meta["subspaces"])
-    W_U, b_U = readout(representation_from_meta(model.meta), a, ws, q0)
+    W_U, b_U = readout(rep, a, ws, q0)
     with torch.no_grad():
         model.W_U.copy_(torch.from_numpy(W_U).to(model.W_U.dtype))
         model.b_U.copy_(torch.from_numpy(b_U).to(model.b_U.dtype))
@@ -167,10 +171,29 @@ def set_start(model, start: str) -> None:
     model._automaton = None
 
 
-def representation_from_meta(meta: dict[str, Any]) -> Representation:
-    """Rebuild the :class:`Representation` stored in a checkpoint's metadata."""
-    s = meta["scan"]
-    if s["natural"]:
-        return Representation(s["n_points"], tuple(tuple(x) for x in s["letter_maps"]))
-    elements = tuple((tuple(p), tuple(q)) for p, q in s["elements"])
-    return Representation(s["n_points"], tuple(tuple(x) for x in s["letter_maps"]), elements)
+# ---------------------------------------------------------------------------------------
+# the registry entry: the chosen representation is the plan (the last resort: always applies)
+
+
+def estimate(rep: Representation, max_len: int, positions: str = "sinusoidal") -> Cost:
+    return Cost(n_scan_layers(max_len), estimated_params(rep.n_points, max_len))
+
+
+def build_plan(automaton: Semiautomaton, rep: Representation, *, max_len: int, eps: float,
+               positions: str) -> tuple[Program, dict[str, Any]]:
+    """:func:`build` from the plan."""
+    return build(automaton, max_len=max_len, positions=positions, rep=rep, eps=eps)
+
+
+def describe(rep: Representation, automaton: Semiautomaton) -> str:
+    if rep.natural:
+        return f"transition maps composed on the {rep.n_points} states"
+    return (f"transition maps composed on {rep.n_points} points (a faithful quotient of the {automaton.n_states} "
+            f"states; read out by group element)")
+
+
+CONSTRUCTION = Construction(
+    name=NAME, theorem="Theorem 10", applies=choose, estimate=estimate, build=build_plan, set_start=set_start,
+    plan_to_json=Representation.to_dict, plan_from_json=Representation.from_dict, describe=describe,
+    invariants=scan_checks.invariants, head_target=scan_checks.head_target,
+)

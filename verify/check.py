@@ -8,10 +8,13 @@ What is checked, each at every position:
 * random: ``samples`` uniform sequences of exactly max_len (seeded);
 * adversarial families at max_len: constant runs, alternations, a long run then one
   different symbol (and the reverse), periodic sweeps with periods near powers of two;
-* layer-wise invariants on named subspaces (scan: after layer l, position t holds
+* layer-wise invariants on named subspaces, from the model's construction in the
+  registry and the plan its checkpoint carries (scan: after layer l, position t holds
   the map of its last 2^l letters, and the scratch is cleared; gridworld: prefix
-  sums, residue codes, nearest-value heads and coordinates, see verify/gridworld.py,
-  which also adds wall-pinned and wall-free walks to the adversarial families).
+  sums, residue codes, nearest-value heads and coordinates, and wall-pinned and
+  wall-free walks added to the adversarial families; krohn-rhodes: every cascade
+  component's value per block).  A checkpoint naming no registered construction, or
+  carrying no plan, is an error.
 
 A model is exact only if every scored position agrees and every invariant holds.
 
@@ -19,8 +22,8 @@ Margins (``VerificationResult.margins``), measured on sample inputs:
 
 * ``heads``: per attention head, the worst (smallest) score gap between the intended
   key and the best other key, and the worst softmax mass leaked off the intended key
-  (scan: t - 2^(l-1) or BOS; gridworld: the last position with the wanted value; other
-  constructions: the argmax key; uniform heads report the spread of their scores);
+  (scan: t - 2^(l-1) or BOS; gridworld: the last position with the wanted value;
+  krohn-rhodes: the argmax key; uniform heads report the spread of their scores);
 * ``mlps``: per lookup MLP, the worst distance of its input from the nearest decision
   boundary of its step units = declared input tolerance - measured input noise;
 * ``readout_min_logit_margin``: the smallest top-vs-second logit gap at a correct position.
@@ -40,16 +43,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton
-from constructions.budget import STEP_TOLERANCE
+from constructions import registry
+from constructions.construction import Construction
 
 from .chunked import forward_chunked, positional_layers
-from .gridworld import families as gridworld_families
-from .gridworld import invariants as gridworld_invariants
-from .krohn_rhodes import invariants as kr_invariants
-from .margins import target_margins
 from .recurrent import RecurrentSimulator
-from .simulate import simulate, window_maps
 
 DEFAULT_EXHAUSTIVE_BUDGET = 1 << 15
 DEFAULT_SAMPLES = 64
@@ -91,6 +91,7 @@ class VerificationResult:
     invariants: dict[str, Any]
     counterexample: Counterexample | None = None
     notes: list[str] = field(default_factory=list)
+    seeds: dict[str, int] = field(default_factory=dict)
 
     @property
     def accuracy(self) -> float:
@@ -208,158 +209,21 @@ class _Tally:
                               a.states[exp[t]], a.states[got[t]], trace)
 
 
-def generic_head_margins(model, cache: dict[str, torch.Tensor], layers: list[int] | None = None) -> list[dict[str, Any]]:
-    """Head margins without construction knowledge: the intended key is the argmax key;
-    heads whose notes say they average uniformly report the spread of their scores."""
-    out = []
-    for l in layers if layers is not None else range(len(model.blocks)):
-        notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
-        scores = cache[f"blocks.{l}.attn.hook_attn_scores"]
-        pattern = cache[f"blocks.{l}.attn.hook_pattern"]
-        for h in range(scores.shape[1]):
-            n = notes[h] if h < len(notes) else {}
-            entry = {"layer": l + 1, "head": n.get("kind", f"head{h}"), "derived_score_gap": n.get("score_gap"),
-                     "derived_leak_bound": n.get("leak_bound")}
-            if n.get("kind") in ("prefix-sum", "prefix-mean", "uniform"):
-                s = scores[:, h, 1:, 1:].double()  # real keys only; BOS absorbs by design
-                fin = torch.isfinite(s)
-                hi = torch.where(fin, s, -math.inf).max(-1).values
-                lo = torch.where(fin, s, math.inf).min(-1).values
-                entry.update(target="uniform over positions 1..t", worst_score_spread=float((hi - lo).max()))
-            else:
-                tgt = pattern[:, h].argmax(-1)
-                gap, leak = target_margins(scores[:, h], pattern[:, h], tgt)
-                entry.update(target="argmax key", worst_score_gap=gap, worst_leaked_mass=leak)
-            out.append(entry)
-    return out
-
-
-def generic_mlp_margins(model, cache: dict[str, torch.Tensor], layers: list[int] | None = None) -> list[dict[str, Any]]:
-    """MLP margins from the notes of constructions that declare their integer-coded inputs
-    (``meta["layers"][l]["mlp"]["integer_inputs"]``: residual labels or label prefixes, optional
-    ``input_scale``): noise = worst |scale*x - round(scale*x)| over those inputs at ``hook_resid_mid``."""
-    labels = model.meta.get("residual_labels", [])
-    out = []
-    for l in layers if layers is not None else range(len(model.blocks)):
-        notes = model.meta.get("layers", [{}] * (l + 1))[l].get("mlp") or {}
-        if model.blocks[l].mlp is None or not notes:
-            continue
-        entry: dict[str, Any] = {"layer": l + 1, "mlp": notes.get("kind", "mlp"),
-                                 "input_tolerance": notes.get("input_tolerance")}
-        wanted = notes.get("integer_inputs")
-        if wanted and entry["input_tolerance"] is not None:
-            dims = [i for i, lab in enumerate(labels) if any(lab == w or lab.startswith(w) for w in wanted)]
-            x = cache[f"blocks.{l}.hook_resid_mid"][..., dims].double() * float(notes.get("input_scale", 1.0))
-            noise = float((x - x.round()).abs().max()) if dims else 0.0
-            entry.update(inputs=", ".join(wanted), worst_input_noise=noise,
-                         distance_to_boundary=entry["input_tolerance"] - noise)
-        else:
-            entry.update(inputs=None, worst_input_noise=None, distance_to_boundary=None,
-                         note="inputs not declared by the construction: tolerance only")
-        out.append(entry)
-    return out
-
-
-def _kr_mlp_margins(model, cache: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
-    """Per krohn-rhodes MLP, the noise of the integer codes it reads (dims found from ``W_in``).
-
-    ``kr:c.mean`` (a counter's prefix mean, decoded mod n) is an integer count once
-    multiplied by the prefix-mean head's ``scale``; ``kr:c.fetched`` / ``.prev`` (a reset
-    unit's fetched value, rounded) and ``kr:c.new`` / ``.old`` (codes keying the input
-    lookups) are integers.  Step units decide at 1/4 from an integer (STEP_TOLERANCE)."""
-    labels = model.meta["residual_labels"]
-    out = []
-    for l, block in enumerate(model.blocks):
-        if block.mlp is None:
-            continue
-        reads = torch.nonzero(block.mlp.W_in.detach().abs().sum(1) > 0).flatten().tolist()
-        heads = model.meta["layers"][l].get("heads", [])
-        scale = next((h["scale"] for h in heads if h.get("kind") == "prefix-mean" and "scale" in h), None)
-        groups: dict[str, tuple[list[int], float]] = {}
-        for i in reads:
-            lab = labels[i]
-            if not lab.startswith("kr:") or lab.startswith("kr:state"):
-                continue
-            suffix = lab.rsplit(".", 1)[-1]
-            if suffix == "mean":
-                if scale is None:
-                    continue
-                groups.setdefault("counter sums (mean x scale)", ([], float(scale)))[0].append(i)
-            else:
-                groups.setdefault(f"codes .{suffix}", ([], 1.0))[0].append(i)
-        mid = cache[f"blocks.{l}.hook_resid_mid"].double()
-        for what, (dims, sc) in groups.items():
-            x = mid[..., dims] * sc
-            noise = float((x - x.round()).abs().max())
-            names = sorted({labels[i][3:].rsplit(".", 1)[0] for i in dims})
-            out.append({"layer": l + 1, "mlp": f"block{l + 1}: {what}",
-                        "inputs": ", ".join(names[:4]) + (f", … ({len(names)})" if len(names) > 4 else ""),
-                        "input_tolerance": STEP_TOLERANCE, "worst_input_noise": noise,
-                        "distance_to_boundary": STEP_TOLERANCE - noise,
-                        **({"input_scale": sc} if sc != 1.0 else {})})
-    return out
-
-
-def _scan_invariants(model, tokens: np.ndarray) -> dict[str, Any]:
-    """Decode ``scan:map`` / ``scan:prev`` after every layer and compare with the exact windows;
-    measure each lookback head (score gap and leaked mass at t - 2^(l-1)) and each composition
-    MLP (noise of its integer inputs against the step units' tolerance)."""
-    labels = model.meta["residual_labels"]
-    F = [i for i, lab in enumerate(labels) if lab.startswith("scan:map[")]
-    G = [i for i, lab in enumerate(labels) if lab.startswith("scan:prev[")]
-    letter_maps = np.asarray(model.meta["scan"]["letter_maps"])
-    L = len(model.blocks)
-    want = window_maps(letter_maps, tokens, L)
-    with torch.no_grad():
-        _, cache = model.run_with_cache(torch.from_numpy(tokens))
-    worst_map, worst_scratch, failures = 0.0, 0.0, []
-    heads, mlps = [], []
-    T = tokens.shape[1]
-    t = torch.arange(T + 1)
-    for l in range(L):
-        post = cache[f"blocks.{l}.hook_resid_post"].double().numpy()
-        dev = np.abs(post[..., F] - want[l + 1]).max()
-        worst_map = max(worst_map, float(dev))
-        worst_scratch = max(worst_scratch, float(np.abs(post[..., G]).max()))
-        if dev >= STEP_TOLERANCE:
-            failures.append(f"layer {l + 1}: scan:map deviates by {dev:.3g} from the 2^{l + 1}-window map")
-        # attention: weight on the intended position (t - 2^l, or BOS)
-        notes = model.meta["layers"][l]["heads"][0]
-        target = torch.clamp(t - 2**l, min=0)[None, :]
-        gap, leak = target_margins(cache[f"blocks.{l}.attn.hook_attn_scores"][:, 0], cache[f"blocks.{l}.attn.hook_pattern"][:, 0],
-                                   target)
-        heads.append({"layer": l + 1, "head": notes.get("kind", "offset"), "target": f"t - {2**l} or BOS",
-                      "worst_score_gap": gap, "worst_leaked_mass": leak,
-                      "derived_leak_bound": notes.get("leak_bound"), "score_gap": notes.get("score_gap")})
-        mid = cache[f"blocks.{l}.hook_resid_mid"].double().numpy()
-        noise_prev = float(np.abs(mid[..., G] - np.rint(mid[..., G])).max())
-        noise = max(noise_prev, float(np.abs(mid[..., F] - np.rint(mid[..., F])).max()))
-        tol = model.meta["layers"][l]["mlp"].get("input_tolerance")
-        heads[-1]["worst_mlp_input_noise"] = noise_prev
-        heads[-1]["mlp_input_tolerance"] = tol
-        mlps.append({"layer": l + 1, "mlp": model.meta["layers"][l]["mlp"].get("kind", "compose"),
-                     "inputs": "scan:map, scan:prev", "input_tolerance": tol, "worst_input_noise": noise,
-                     "distance_to_boundary": None if tol is None else tol - noise})
-    if worst_scratch >= STEP_TOLERANCE:
-        failures.append(f"scan:prev not cleared (max |value| {worst_scratch:.3g})")
-    return {"checked": "scan windows per layer", "sequences": int(tokens.shape[0]),
-            "worst_map_deviation": worst_map, "worst_scratch_residue": worst_scratch,
-            "heads": heads, "mlps": mlps, "failures": failures}
-
-
 class _ChunkMargins:
     """Head margins collected while :func:`verify.chunked.forward_chunked` runs (long inputs)."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, construction: Construction) -> None:
         self.model = model
-        self.scan = model.meta.get("method") == "scan"
+        self.target = construction.head_target  # None: the argmax key
         self.worst: dict[tuple[int, int], list[float]] = {}
+        self.what: dict[int, str] = {}
 
     def __call__(self, l: int, h: int, i: int, j: int, scores: torch.Tensor, pattern: torch.Tensor) -> None:
         """Worst gap and leak over rows i..j-1 (row 0, BOS, has no other key); overwrites ``scores``."""
         rows = torch.arange(i, j)
-        if self.scan:
-            tgt = torch.clamp(rows - 2**l, min=0)[None, :, None].expand(scores.shape[0], -1, 1)
+        if self.target is not None:
+            key, self.what[l] = self.target(l, rows)
+            tgt = key[None, :, None].expand(scores.shape[0], -1, 1)
         else:
             tgt = pattern.argmax(-1, keepdim=True)
         keep = slice(1 if i == 0 else 0, None)
@@ -379,7 +243,7 @@ class _ChunkMargins:
             notes = self.model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [{}])
             n = notes[h] if h < len(notes) else {}
             out.append({"layer": l + 1, "head": n.get("kind", f"head{h}"),
-                        "target": f"t - {2**l} or BOS" if self.scan else "argmax key",
+                        "target": self.what.get(l, "argmax key"),
                         "worst_score_gap": gap, "worst_leaked_mass": leak,
                         "derived_leak_bound": n.get("leak_bound"), "score_gap": n.get("score_gap")})
         return out
@@ -405,6 +269,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     ``progress(check, done, total)`` is called after every batch."""
     if forward not in ("auto", "plain", "chunked"):
         raise ValueError(f"forward must be 'auto', 'plain' or 'chunked', got {forward!r}")
+    construction, plan = registry.plan_of(model)
     a = model.automaton
     T = model.max_len
     tally = _Tally(a, T)
@@ -414,15 +279,17 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     rand = rng.integers(0, a.n_symbols, size=(samples, T)) if samples else np.zeros((0, T), dtype=np.int64)
     checks.append(("random", rand))
     fams = adversarial_families(a.n_symbols, T) if families else {}
-    if families and model.meta.get("method") == "gridworld":
-        fams.update(gridworld_families(model, T, seed))
+    own: dict[str, np.ndarray] = {}
+    if families and construction.families is not None:
+        own = construction.families(model, plan, T, seed)
+        fams.update(own)
     fams = {k: _subset(v, family_limit) for k, v in fams.items()}
     for name, toks in fams.items():
         checks.append((f"adversarial:{name}", toks))
     total = sum(len(t) for _, t in checks)
     done = 0
     n_heads = max(b["n_heads"] for b in model.config["blocks"])
-    chunk_margins = _ChunkMargins(model)
+    chunk_margins = _ChunkMargins(model, construction)
     used = "plain"
     is_plain = [forward == "plain" or (forward == "auto" and t.shape[1] <= PLAIN_MAX_LEN) for _, t in checks]
     plain = [c for c, p in zip(checks, is_plain) if p]
@@ -457,27 +324,10 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                 if progress:
                     progress(group[owner[min(i + size, len(toks)) - 1]][0], done, total)
     invariants: dict[str, Any] = {}
-    method = model.meta.get("method")
     sample = rand if len(rand) else np.concatenate([v for v in fams.values()] or [np.zeros((0, T), np.int64)])
     if layerwise and T <= LAYERWISE_MAX_LEN and len(sample):
-        if method == "scan":
-            invariants = _scan_invariants(model, sample[: 4 if T <= 1024 else 1])
-        elif method == "gridworld":
-            extra = [fams[f][:1] for f in ("wall-pinned", "wall-free") if len(fams.get(f, ()))]
-            invariants = gridworld_invariants(model, np.concatenate([sample[:2], *extra]))
-        elif method == "krohn-rhodes":
-            invariants = kr_invariants(model, sample[:4 if T <= 1024 else 1])
-            with torch.no_grad():
-                _, cache = model.run_with_cache(torch.from_numpy(sample[:1 if T > 1024 else 2]))
-            invariants["heads"] = generic_head_margins(model, cache)
-            invariants["mlps"] = _kr_mlp_margins(model, cache)
-            del cache
-        else:  # no construction-specific invariants: generic margins on one sample
-            with torch.no_grad():
-                _, cache = model.run_with_cache(torch.from_numpy(sample[:1 if T > 1024 else 2]))
-            invariants = {"checked": None, "heads": generic_head_margins(model, cache),
-                          "mlps": generic_mlp_margins(model, cache), "failures": []}
-            del cache
+        extra = [fams[f][:1] for f in own if len(fams[f])]  # one of each of the construction's own families
+        invariants = construction.invariants(model, plan, np.concatenate([sample[: 4 if T <= 1024 else 1], *extra]))
     elif layerwise and len(sample):
         invariants = {"checked": None, "skipped": f"layer-wise invariants need every layer's [H, T, T] pattern: "
                                                   f"skipped above max_len {LAYERWISE_MAX_LEN}", "failures": []}
@@ -490,8 +340,10 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     if invariants.get("mlps") is not None:
         margins["mlps"] = invariants.pop("mlps")
     return VerificationResult(
-        exact=exact, automaton=a.name, method=method or "?", max_len=T,
+        exact=exact, automaton=a.name, method=construction.name, max_len=T,
         dtype=model.config["dtype"], seed=seed,
+        seeds={"random_sequences": seed, **(construction.family_seeds(seed) if own and construction.family_seeds
+                                            else {})},
         checked={"exhaustive_length": L, "exhaustive_sequences": int(len(checks[0][1])),
                  "random_sequences": int(len(rand)), "random_length": T,
                  "adversarial_families": {k: int(len(v)) for k, v in fams.items()},

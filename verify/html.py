@@ -1,8 +1,9 @@
 """``report.html``: one self-contained page for people.
 
 Sections: verdict and model, what was checked, accuracy by position, the attention
-pattern of every head on a sample input, the margins, the first counterexample, and for
-Krohn-Rhodes models the cascade diagram.  Plots are PNGs embedded as data URIs, drawn
+pattern of every head on a sample input, the margins, the first counterexample, and the
+diagram the model's construction draws of the plan its checkpoint carries (Krohn-Rhodes:
+the cascade).  Plots are PNGs embedded as data URIs, drawn
 with matplotlib when it is installed (``pip install "shortcut[plots]"``); without it the
 page has tables only and says so.  No external resources are referenced.
 """
@@ -20,8 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from compiler.automata.cascade import to_dot
-from compiler.automata.decompose import decompose
+from constructions import registry
 
 from .text import fmt
 
@@ -81,20 +81,11 @@ def sample_tokens(report: dict[str, Any], model) -> np.ndarray:
     return rng.integers(0, a.n_symbols, (1, min(SAMPLE_LEN, model.max_len)))
 
 
-def cascade_dot(model) -> str | None:
-    """The cascade diagram of a Krohn-Rhodes model as DOT: from ``meta["cascade"]`` (a DOT
-    string, or a dict with a ``dot`` entry), else rebuilt by the decomposer; None otherwise."""
-    c = model.meta.get("cascade")
-    if isinstance(c, str) and c.lstrip().startswith("digraph"):
-        return c
-    if isinstance(c, dict) and isinstance(c.get("dot"), str):
-        return c["dot"]
-    if c is None and model.meta.get("method") != "krohn-rhodes":
-        return None
-    try:
-        return to_dot(decompose(model.automaton))
-    except Exception:  # the decomposer may refuse (budget) or be unavailable: no diagram then
-        return None
+def plan_diagram(model) -> tuple[str, str] | None:
+    """(title, DOT source) of the diagram the model's construction draws of the plan its
+    checkpoint carries (Krohn-Rhodes: the cascade); None when it draws none."""
+    c, plan = registry.plan_of(model)
+    return None if c.diagram is None else c.diagram(plan)
 
 
 def dot_svg(dot: str) -> str | None:
@@ -248,12 +239,13 @@ def _counterexample_section(report) -> str:
             + _table(["t", "symbol", "reference state", "model state", "logit gap (reference − best other)"], rows))
 
 
-def _cascade_section(model) -> str:
-    dot = cascade_dot(model)
-    if dot is None:
+def _diagram_section(model) -> str:
+    diagram = plan_diagram(model)
+    if diagram is None:
         return ""
+    title, dot = diagram
     svg = dot_svg(dot)
-    out = ["<h2>Cascade</h2>"]
+    out = [f"<h2>{_e(title)}</h2>"]
     if svg is not None:
         out.append(svg)
     else:
@@ -307,6 +299,6 @@ def report_html(report: dict[str, Any], model, plots: bool = True) -> str:
     parts.append(_accuracy_section(report, mpl))
     parts.append(_margins_section(report, mpl))
     parts.append(_attention_section(model, sample_tokens(report, model), mpl))
-    parts.append(_cascade_section(model))
+    parts.append(_diagram_section(model))
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -56,13 +56,6 @@ def margin_summary(margins: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def seeds(result: VerificationResult) -> dict[str, int]:
-    s = {"random_sequences": result.seed}
-    if result.method == "gridworld":
-        s["gridworld_families"] = result.seed + 12  # verify/gridworld.py families()
-    return s
-
-
 def report_dict(result: VerificationResult, model, checkpoint: "str | Path | None" = None) -> dict[str, Any]:
     """The JSON report: tool version, automaton hash, checkpoint hash, what was checked, results."""
     d = result.to_dict()
@@ -73,7 +66,6 @@ def report_dict(result: VerificationResult, model, checkpoint: "str | Path | Non
         "automaton": {"name": model.automaton.name, "sha256": model.automaton.digest(),
                       "n_states": model.automaton.n_states, "n_symbols": model.automaton.n_symbols},
         "checkpoint_sha256": file_sha256(checkpoint) if checkpoint else None,
-        "seeds": seeds(result),
         "margin_summary": margin_summary(result.margins),
         "model": {k: v for k, v in model.info().items() if k != "verification"},
     })

@@ -32,12 +32,13 @@ earlier levels and can be run in parallel.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from .errors import ShortcutError
 from .semigroup import LetterNormalisation, SemigroupInfo
 from .spec import Semiautomaton
+from .spec import from_dict as spec_from_dict
 
 Perm = tuple[int, ...]
 KINDS = ("counter", "reset", "group")
@@ -100,6 +101,23 @@ class Component:
             out = self._mul[key] = self._index[tuple(eh[x] for x in eg)]
         return out
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able and lossless: ``table`` as ``[values, letter, input]`` rows in table order."""
+        return {"name": self.name, "kind": self.kind, "size": self.size, "reads": list(self.reads),
+                "table": [[list(vals), letter, action] for (vals, letter), action in self.table.items()],
+                "initial": self.initial, "holonomy_level": self.holonomy_level, "role": self.role,
+                "elements": None if self.elements is None else [list(e) for e in self.elements],
+                "level": self.level, "depends_on": list(self.depends_on)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Component":
+        """Inverse of :meth:`to_dict`."""
+        return Component(d["name"], d["kind"], d["size"], tuple(d["reads"]),
+                         {(tuple(vals), letter): action for vals, letter, action in d["table"]},
+                         d["initial"], d["holonomy_level"], d["role"],
+                         None if d["elements"] is None else tuple(tuple(e) for e in d["elements"]),
+                         d["level"], tuple(d["depends_on"]))
+
     def describe_action(self, action: int | None) -> Any:
         """JSON-friendly form of an input: an increment, "keep", {"set": v}, or {"element": i}."""
         if self.kind == "counter":
@@ -120,6 +138,14 @@ class View:
     holonomy_level: int = 0
     role: str = ""
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reads": list(self.reads), "table": _rows(self.table), "size": self.size,
+                "holonomy_level": self.holonomy_level, "role": self.role}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "View":
+        return View(d["name"], tuple(d["reads"]), _table(d["table"]), d["size"], d["holonomy_level"], d["role"])
+
 
 @dataclass
 class Readout:
@@ -127,6 +153,22 @@ class Readout:
 
     reads: tuple[str, ...]
     table: dict[tuple[int, ...], int] = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reads": list(self.reads), "table": _rows(self.table)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Readout":
+        return Readout(tuple(d["reads"]), _table(d["table"]))
+
+
+def _rows(table: dict[tuple[int, ...], int]) -> list[list[Any]]:
+    """A values-keyed table as ``[values, value]`` rows (JSON has no tuple keys)."""
+    return [[list(k), v] for k, v in table.items()]
+
+
+def _table(rows: list[list[Any]]) -> dict[tuple[int, ...], int]:
+    return {tuple(k): v for k, v in rows}
 
 
 @dataclass
@@ -223,6 +265,47 @@ class Cascade:
 
     def component(self, name: str) -> Component:
         return self.components[self._compiled()["index"][name]]
+
+    # -- serialisation (the plan a krohn-rhodes checkpoint carries) -------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able and lossless: :meth:`from_dict` gives back an equal cascade."""
+        ln = self.letters
+        return {
+            "automaton": self.automaton.to_dict(),
+            "components": [c.to_dict() for c in self.components],
+            "views": [v.to_dict() for v in self.views],
+            "readout": self.readout.to_dict(),
+            "encoding": [list(e) for e in self.encoding],
+            "semigroup": asdict(self.semigroup),
+            "letters": {"maps": [list(m) for m in ln.maps], "map_of_letter": list(ln.map_of_letter),
+                        "identity_letters": list(ln.identity_letters), "merged": [list(g) for g in ln.merged]},
+            "holonomy_levels": self.holonomy_levels,
+            "holonomy_groups": [{**asdict(g), "representative": list(g.representative)}
+                                for g in self.holonomy_groups],
+            "verification": asdict(self.verification),
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Cascade":
+        """Inverse of :meth:`to_dict` (no decomposition is run)."""
+        ln = d["letters"]
+        letters = LetterNormalisation(tuple(tuple(m) for m in ln["maps"]), tuple(ln["map_of_letter"]),
+                                      tuple(ln["identity_letters"]), tuple(tuple(g) for g in ln["merged"]))
+        groups = [HolonomyGroupInfo(**{**g, "representative": tuple(g["representative"])})
+                  for g in d["holonomy_groups"]]
+        return Cascade(spec_from_dict(d["automaton"]), [Component.from_dict(c) for c in d["components"]],
+                       [View.from_dict(v) for v in d["views"]], Readout.from_dict(d["readout"]),
+                       tuple(tuple(e) for e in d["encoding"]), SemigroupInfo(**d["semigroup"]), letters,
+                       d["holonomy_levels"], groups,
+                       Verification(**{**d["verification"], "notes": list(d["verification"]["notes"])}))
+
+    def with_start(self, automaton: Semiautomaton) -> "Cascade":
+        """The same cascade for ``automaton`` = this one's automaton with another start state
+        (the decomposition does not depend on the start: only the initial values change)."""
+        start = self.encoding[automaton.start]
+        return replace(self, automaton=automaton,
+                       components=[replace(c, initial=v) for c, v in zip(self.components, start)])
 
     # -- running --------------------------------------------------------------
 

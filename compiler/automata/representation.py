@@ -48,6 +48,19 @@ class Representation:
     def natural(self) -> bool:
         return self.elements is None
 
+    def to_dict(self) -> dict:
+        """JSON-able and lossless (the plan a scan checkpoint carries)."""
+        return {"n_points": self.n_points, "letter_maps": [list(m) for m in self.letter_maps],
+                "elements": None if self.elements is None else [[list(p), list(s)] for p, s in self.elements],
+                "block_of": None if self.block_of is None else list(self.block_of)}
+
+    @staticmethod
+    def from_dict(d: dict) -> "Representation":
+        """Inverse of :meth:`to_dict`."""
+        elements = None if d["elements"] is None else tuple((tuple(p), tuple(s)) for p, s in d["elements"])
+        return Representation(d["n_points"], tuple(tuple(m) for m in d["letter_maps"]), elements,
+                              None if d["block_of"] is None else tuple(d["block_of"]))
+
 
 def natural(automaton: Semiautomaton) -> Representation:
     return Representation(automaton.n_states, automaton.maps)

@@ -8,7 +8,7 @@ import torch
 
 from compiler.automata.catalog import build, entries
 from verify.recurrent import RecurrentSimulator
-from verify.simulate import simulate, window_maps
+from compiler.automata.simulate import simulate, window_maps
 
 NAMES = [e.example for e in entries()] + ["symmetric:5", "alternating:5", "dyck:4,2", "grid:9"]
 

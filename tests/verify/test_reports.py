@@ -77,14 +77,20 @@ def test_html_without_matplotlib_has_tables_only(checkpoints, tmp_path, monkeypa
     assert "strongest key" in page and "<table>" in page
 
 
-def test_cascade_section_is_generic(checkpoints):
-    from verify.html import cascade_dot, report_html
+def test_diagram_section_is_generic(checkpoints):
+    from dataclasses import replace
+
+    from constructions import registry
+    from verify.html import plan_diagram, report_html
 
     model = compiler.load(checkpoints["scan"])
-    assert cascade_dot(model) is None  # not a krohn-rhodes model
-    model.meta = {**model.meta, "cascade": {"dot": "digraph cascade {\n  a -> b;\n}\n"}}
-    rep = report_dict(verify(model, samples=1, exhaustive_budget=16, families=False, layerwise=False), model)
-    page = report_html(rep, model, plots=False)
+    assert plan_diagram(model) is None  # the scan draws no diagram
+    drawn = replace(registry.get("scan"), name="scan-drawn",
+                    diagram=lambda plan: ("Cascade", "digraph cascade {\n  a -> b;\n}\n"))
+    with registry.registered(drawn):
+        model.meta = {**model.meta, "method": "scan-drawn"}
+        rep = report_dict(verify(model, samples=1, exhaustive_budget=16, families=False, layerwise=False), model)
+        page = report_html(rep, model, plots=False)
     assert "<h2>Cascade</h2>" in page and "a -&gt; b" in page
 
 

@@ -22,10 +22,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from constructions.budget import STEP_TOLERANCE
-from constructions.positions import PositionCode
+from compiler.automata.gridworld_detect import BoxWorld
 
+from .budget import STEP_TOLERANCE
 from .margins import target_margins
+from .positions import PositionCode
+
+FAMILY_SEED_OFFSET = 12
+"""The gridworld families draw from ``seed + FAMILY_SEED_OFFSET``."""
 
 
 def _axis_symbols(moves: list, n_axes: int) -> list[dict[int, int]]:
@@ -37,12 +41,11 @@ def _axis_symbols(moves: list, n_axes: int) -> list[dict[int, int]]:
     return out
 
 
-def families(model, T: int, seed: int = 0) -> dict[str, np.ndarray]:
+def families(model, world: BoxWorld, T: int, seed: int = 0) -> dict[str, np.ndarray]:
     """``wall-pinned`` and ``wall-free`` walks of length T for a gridworld model."""
-    g = model.meta["gridworld"]
     a = model.automaton
-    sizes, coords, moves = g["sizes"], g["coords"], g["moves"]
-    rng = np.random.default_rng(seed + 12)
+    sizes, coords, moves = world.sizes, world.coords, world.moves
+    rng = np.random.default_rng(seed + FAMILY_SEED_OFFSET)
     syms = _axis_symbols(moves, len(sizes))
     pinned: list[np.ndarray] = []
     for ax in syms:
@@ -76,19 +79,18 @@ def families(model, T: int, seed: int = 0) -> dict[str, np.ndarray]:
             "wall-free": np.array(free, dtype=np.int64).reshape(-1, T)}
 
 
-def _expected(model, tokens: np.ndarray) -> list[dict[str, np.ndarray]]:
+def _expected(model, world: BoxWorld, axes: list[dict[str, Any]], tokens: np.ndarray) -> list[dict[str, np.ndarray]]:
     """Exact z, codes, head targets and coordinates per axis ([B, T+1, ...], BOS at 0)."""
-    g = model.meta["gridworld"]
     a = model.automaton
-    moves = np.zeros((len(g["sizes"]), a.n_symbols), dtype=np.int64)
-    for s, mv in enumerate(g["moves"]):
+    moves = np.zeros((len(world.sizes), a.n_symbols), dtype=np.int64)
+    for s, mv in enumerate(world.moves):
         if mv is not None:
             moves[mv[0], s] = mv[1]
     B, T = tokens.shape
     states = np.array([a.run(row) for row in tokens.tolist()]).reshape(B, T)
-    coords = np.asarray(g["coords"])
+    coords = np.asarray(world.coords)
     out = []
-    for ax, info in enumerate(g["axes"]):
+    for ax, info in enumerate(axes):
         M = info["modulus"]
         z = np.zeros((B, T + 1), dtype=np.int64)
         z[:, 1:] = np.cumsum(moves[ax][tokens], axis=1)
@@ -109,10 +111,11 @@ def _expected(model, tokens: np.ndarray) -> list[dict[str, np.ndarray]]:
     return out
 
 
-def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarray) -> dict[str, Any]:
     """Decode every gridworld subspace after each layer; compare with :func:`_expected`.
+    ``details``: the gridworld section of the model's metadata (per-axis constants).
     Sequences are run one at a time (the cached patterns are [heads, T+1, T+1])."""
-    g = model.meta["gridworld"]
+    g = details
     labels = model.meta["residual_labels"]
 
     def dims(prefix: str) -> list[int]:
@@ -148,7 +151,7 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
         T1 = one.shape[1] + 1
         t_idx = torch.arange(T1)
         head0 = 0
-        for ax, (want, info) in enumerate(zip(_expected(model, one), g["axes"])):
+        for ax, (want, info) in enumerate(zip(_expected(model, world, g["axes"], one), g["axes"])):
             zt = info["z_tolerance"]
             dz = float(np.abs(mid0[:, dims(f"gw{ax}:z")][:, 0] - want["z"][0]).max())
             worst["z"] = max(worst["z"], dz)

@@ -1,4 +1,4 @@
-"""Layer-wise checks for krohn-rhodes models: every component's subspace against the cascade.
+"""Layer-wise checks for Krohn-Rhodes models (Theorem 11): every component's subspace against the cascade.
 
 After the block that runs component c, ``kr:c.new`` at position t must hold c's value
 in the cascade's own step-by-step simulation, and ``kr:c.old`` (where the model has
@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from compiler.automata.decompose import decompose
-from constructions.budget import STEP_TOLERANCE
+from compiler.automata.cascade import Cascade
+
+from .budget import STEP_TOLERANCE
+from .margins import generic_head_margins
 
 
 def cascade_coordinates(cascade, tokens: np.ndarray) -> np.ndarray:
@@ -39,9 +41,9 @@ def cascade_signals(cascade, coords: np.ndarray) -> np.ndarray:
     return out.reshape(*coords.shape[:-1], -1)
 
 
-def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
-    """Compare each component's decoded subspaces with the cascade's simulation."""
-    cascade = decompose(model.automaton)
+def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
+    """Compare each component's decoded subspaces with the cascade's simulation (all of
+    ``tokens``), and measure head and MLP margins on the first two sequences."""
     want = cascade_coordinates(cascade, tokens)
     labels = {lab: i for i, lab in enumerate(model.meta["residual_labels"])}
     with torch.no_grad():
@@ -81,5 +83,49 @@ def invariants(model, tokens: np.ndarray) -> dict[str, Any]:
                                         f"block {view['block']}): deviates by {dev:.3g} from the cascade")
             rows.append(row)
     checked = "cascade component values per block" + (" and views evaluated in the network" if views else "")
+    del cache
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens[:2]))
     return {"checked": checked, "sequences": int(tokens.shape[0]),
-            "components": rows, "failures": failures}
+            "components": rows, "failures": failures,
+            "heads": generic_head_margins(model, cache), "mlps": mlp_margins(model, cache)}
+
+
+def mlp_margins(model, cache: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    """Per krohn-rhodes MLP, the noise of the integer codes it reads (dims found from ``W_in``).
+
+    ``kr:c.mean`` (a counter's prefix mean, decoded mod n) is an integer count once
+    multiplied by the prefix-mean head's ``scale``; ``kr:c.fetched`` / ``.prev`` (a reset
+    unit's fetched value, rounded) and ``kr:c.new`` / ``.old`` (codes keying the input
+    lookups) are integers.  Step units decide at 1/4 from an integer (STEP_TOLERANCE)."""
+    labels = model.meta["residual_labels"]
+    out = []
+    for l, block in enumerate(model.blocks):
+        if block.mlp is None:
+            continue
+        reads = torch.nonzero(block.mlp.W_in.detach().abs().sum(1) > 0).flatten().tolist()
+        heads = model.meta["layers"][l].get("heads", [])
+        scale = next((h["scale"] for h in heads if h.get("kind") == "prefix-mean" and "scale" in h), None)
+        groups: dict[str, tuple[list[int], float]] = {}
+        for i in reads:
+            lab = labels[i]
+            if not lab.startswith("kr:") or lab.startswith("kr:state"):
+                continue
+            suffix = lab.rsplit(".", 1)[-1]
+            if suffix == "mean":
+                if scale is None:
+                    continue
+                groups.setdefault("counter sums (mean x scale)", ([], float(scale)))[0].append(i)
+            else:
+                groups.setdefault(f"codes .{suffix}", ([], 1.0))[0].append(i)
+        mid = cache[f"blocks.{l}.hook_resid_mid"].double()
+        for what, (dims, sc) in groups.items():
+            x = mid[..., dims] * sc
+            noise = float((x - x.round()).abs().max())
+            names = sorted({labels[i][3:].rsplit(".", 1)[0] for i in dims})
+            out.append({"layer": l + 1, "mlp": f"block{l + 1}: {what}",
+                        "inputs": ", ".join(names[:4]) + (f", … ({len(names)})" if len(names) > 4 else ""),
+                        "input_tolerance": STEP_TOLERANCE, "worst_input_noise": noise,
+                        "distance_to_boundary": STEP_TOLERANCE - noise,
+                        **({"input_scale": sc} if sc != 1.0 else {})})
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.automata.spec import Semiautomaton
+from .spec import Semiautomaton
 
 
 def transition_table(automaton: Semiautomaton) -> np.ndarray:

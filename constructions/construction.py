@@ -1,0 +1,82 @@
+"""The record every construction declares once (``CONSTRUCTION = Construction(...)`` at the
+bottom of its module) and the values it passes to the planner and the verifier.
+
+A construction works in two steps.  ``applies`` inspects the automaton and returns a
+typed *plan* (what the construction found: the scan's representation, the gridworld's
+box world, the Krohn-Rhodes cascade) or a :class:`Refusal`; everything after that --
+estimating, building, moving the start state, checking a compiled model -- reads the
+plan and never repeats the analysis.  The plan travels in the checkpoint as
+``meta["plan"]`` (``plan_to_json`` / ``plan_from_json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, TypeVar
+
+import numpy as np
+
+from compiler.automata.errors import ShortcutError
+from compiler.automata.spec import Semiautomaton
+
+from .program import Program
+
+Plan = TypeVar("Plan")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a construction does not apply; ``error`` is the exception raised when it was requested."""
+
+    reason: str
+    error: type[ShortcutError] = ShortcutError
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a plan will cost at a given max_len, known before any weight is built.
+
+    ``params`` is None where it cannot be counted without laying out the lookups."""
+
+    layers: int
+    params: int | None
+
+
+@dataclass(frozen=True)
+class Construction(Generic[Plan]):
+    """One construction, as the planner and the verifier see it.
+
+    name: the ``--method`` name (written to ``meta["method"]``).
+    theorem: the result it implements, for messages ("Theorem 10").
+    applies(automaton) -> Plan | Refusal.
+    estimate(plan, max_len, positions) -> Cost; may raise BudgetError (a budget the plan breaks).
+    build(automaton, plan, *, max_len, eps, positions) -> (Program, meta); may raise BudgetError.
+    set_start(model, plan, state): point a compiled model at another start state, in place
+        (updating ``meta["plan"]`` if the plan depends on the start).
+    plan_to_json(plan) -> JSON-able dict; plan_from_json(dict) -> plan (lossless).
+    describe(plan, automaton) -> one line for ``meta["why"]``.
+    invariants(model, plan, tokens) -> dict: the layer-wise checks (keys ``checked``,
+        ``sequences``, ``failures`` and, when measured, ``heads`` / ``mlps`` margins).
+    families(model, plan, T, seed) -> {name: tokens [n, T]}: extra adversarial inputs (optional);
+        family_seeds(seed) -> {name: seed} records the seeds they used.
+    head_target(layer, rows) -> (key index per query row, description): the key each head of
+        a layer must attend to, for margins measured on the chunked forward (optional).
+    diagram(plan) -> (title, DOT source) for the HTML report (optional).
+    depth_checked: whether ``auto`` takes it only when no deeper than the last resort.
+    """
+
+    name: str
+    theorem: str
+    applies: Callable[[Semiautomaton], Plan | Refusal]
+    estimate: Callable[[Plan, int, str], Cost]
+    build: Callable[..., tuple[Program, dict[str, Any]]]
+    set_start: Callable[[Any, Plan, str], None]
+    plan_to_json: Callable[[Plan], dict[str, Any]]
+    plan_from_json: Callable[[dict[str, Any]], Plan]
+    describe: Callable[[Plan, Semiautomaton], str]
+    invariants: Callable[[Any, Plan, np.ndarray], dict[str, Any]]
+    families: Callable[[Any, Plan, int, int], dict[str, np.ndarray]] | None = None
+    family_seeds: Callable[[int], dict[str, int]] | None = None
+    head_target: Callable[[int, Any], tuple[Any, str]] | None = None
+    diagram: Callable[[Plan], tuple[str, str]] | None = None
+    depth_checked: bool = True

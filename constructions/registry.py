@@ -1,0 +1,68 @@
+"""The constructions, one line each, in the order ``auto`` prefers them.
+
+The last entry is the last resort: it applies to every automaton, and ``auto`` takes
+an earlier construction only when it is no deeper (unless the entry opts out with
+``depth_checked=False``).  Each entry is the ``CONSTRUCTION`` its module declares.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from compiler.automata.errors import ShortcutError
+
+from . import gridworld, krohn_rhodes, scan
+from .construction import Construction, Cost, Refusal
+
+__all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
+
+_ENTRIES: list[Construction] = [
+    gridworld.CONSTRUCTION,  # Theorem 12: line and box worlds, 2 layers
+    krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
+    scan.CONSTRUCTION,  # Theorem 10: every automaton, ceil(log2 T) layers (last resort)
+]
+
+
+def entries() -> tuple[Construction, ...]:
+    """Every construction, in preference order (the last is the last resort)."""
+    return tuple(_ENTRIES)
+
+
+def names() -> list[str]:
+    """The ``--method`` names, in preference order."""
+    return [c.name for c in _ENTRIES]
+
+
+def get(name: str) -> Construction:
+    """The construction called ``name``; ShortcutError naming the known ones otherwise."""
+    for c in _ENTRIES:
+        if c.name == name:
+            return c
+    raise ShortcutError(f"unknown construction {name!r}; the known ones are {names()}")
+
+
+def plan_of(model) -> tuple[Construction, Any]:
+    """A compiled model's construction and the plan its checkpoint carries (``meta["plan"]``)."""
+    method = model.meta.get("method")
+    if method is None:
+        raise ShortcutError("this model's metadata names no construction (no 'method')")
+    c = get(method)
+    if "plan" not in model.meta:
+        raise ShortcutError(f"this {method} model carries no plan (meta['plan']): it was written by an older "
+                            f"shortcut; compile it again")
+    return c, c.plan_from_json(model.meta["plan"])
+
+
+@contextmanager
+def registered(construction: Construction, position: int | None = None) -> Iterator[Construction]:
+    """Add ``construction`` (at ``position``, default just before the last resort) for the
+    duration of a ``with`` block (for tests and experiments)."""
+    if any(c.name == construction.name for c in _ENTRIES):
+        raise ShortcutError(f"a construction called {construction.name!r} is already registered")
+    at = len(_ENTRIES) - 1 if position is None else position
+    _ENTRIES.insert(at, construction)
+    try:
+        yield construction
+    finally:
+        _ENTRIES[:] = [c for c in _ENTRIES if c is not construction]
