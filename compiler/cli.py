@@ -20,6 +20,7 @@ from .automata.catalog import entries
 from .automata.decompose import decompose
 from .automata.errors import InputError, ShortcutError
 from .automata.load import load_spec
+from .automata.version import __version__
 from .pipeline import DTYPES, compile_automaton, methods, set_start
 
 
@@ -82,7 +83,17 @@ def _read_inputs(args: argparse.Namespace) -> list[list[str]]:
         lines.extend(text.splitlines())
     if not lines:
         raise InputError("no input: give --input \"a b a\" or --input-file FILE (one sequence per line)")
-    return [line.split() for line in lines]
+    return [_split(line, args.sep) for line in lines]
+
+
+def _split(line: str, sep: str | None) -> list[str]:
+    """The symbols of one input line: split on whitespace, or on ``sep`` (each symbol stripped;
+    a blank line is the empty sequence, an empty field an empty symbol, which no alphabet has)."""
+    if sep is None:
+        return line.split()
+    if sep == "":
+        raise InputError("--sep must not be empty")
+    return [sym.strip() for sym in line.split(sep)] if line.strip() else []
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -239,6 +250,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="shortcut", description="Compile finite automata into exact, hand-set Transformers.")
+    p.add_argument("--version", action="version", version=f"shortcut {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     c = sub.add_parser("compile", help="compile a spec (JSON path or catalog name) to a .safetensors checkpoint")
@@ -255,10 +267,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--verify-budget", type=int, default=4096, help="exhaustive-check budget for --verify")
     c.set_defaults(func=cmd_compile)
 
-    r = sub.add_parser("run", help="run a compiled model on space-separated symbol sequences")
+    r = sub.add_parser("run", help="run a compiled model on symbol sequences (whitespace-separated, or --sep)")
     r.add_argument("model")
     r.add_argument("--input")
     r.add_argument("--input-file", help="one sequence per line ('-' for stdin)")
+    r.add_argument("--sep", help="split each input line on SEP instead of whitespace (symbols are stripped)")
     r.add_argument("--json", action="store_true")
     r.add_argument("--start", help="read out from this start state instead of the spec's")
     r.set_defaults(func=cmd_run)

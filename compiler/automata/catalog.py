@@ -19,7 +19,10 @@ Conventions shared by all entries:
   mirror image of Definition 9 (the two are isomorphic via ``g -> g^-1``).
 * Permutations of {1..n} are named in one-line notation: state ``"2314"`` maps
   1->2, 2->3, 3->1, 4->4 (the identity is ``"1234"``).  Letters are named in
-  cycle notation, e.g. ``"(1 2 3)"``; the identity letter is ``"e"``.
+  cycle notation with commas and no spaces, e.g. ``"(1,2,3)"``, so that a
+  word is a whitespace-separated line (``shortcut run``); the identity letter
+  is ``"e"``.
+* No state or letter name contains whitespace.
 * States are ordered deterministically, and the start state is always first.
 """
 
@@ -126,7 +129,7 @@ def _cycle(n: int, cycle: Sequence[int]) -> tuple[str, tuple[int, ...]]:
     image = list(range(1, n + 1))
     for a, b in zip(cycle, list(cycle[1:]) + [cycle[0]]):
         image[a - 1] = b
-    return "(" + " ".join(map(str, cycle)) + ")", tuple(image)
+    return "(" + ",".join(map(str, cycle)) + ")", tuple(image)
 
 
 def _one_line(p: tuple[int, ...]) -> str:
@@ -233,7 +236,7 @@ def _quaternion() -> Semiautomaton:
 
 
 def _alternating(n: int) -> Semiautomaton:
-    """A_n on its even permutations, letters the 3-cycles (1 2 i), i = 3..n (Section 3.4.5.1.1)."""
+    """A_n on its even permutations, letters the 3-cycles (1,2,i), i = 3..n (Section 3.4.5.1.1)."""
     _at_least("alternating:n", "n", n, 3)
     _at_most("alternating:n", "n", n, MAX_PERMUTATION_DEGREE, " (A_n has n!/2 states)")
     letters = [_cycle(n, (1, 2, i)) for i in range(3, n + 1)]
@@ -241,7 +244,7 @@ def _alternating(n: int) -> Semiautomaton:
 
 
 def _symmetric(n: int) -> Semiautomaton:
-    """S_n on all permutations, letters (1 2), (1 2 ... n) and the identity e.
+    """S_n on all permutations, letters (1,2), (1,2,...,n) and the identity e.
 
     The reference's experiments (Section 3.4.5.1.1) add 6 more permutations to
     speed up mixing; they do not change the group, and are left out here.
@@ -396,9 +399,9 @@ _FAMILIES: dict[str, _Family] = dict([
     _family("dihedral:n", "dihedral group D_2n: car on a circle, letters advance/reverse",
             "dihedral:4", _dihedral, 1),
     _family("quaternion", "quaternion group Q8, letters 1 i j k", "quaternion", _quaternion, 0),
-    _family("alternating:n", "alternating group A_n (n <= 6), letters (1 2 i)", "alternating:4",
+    _family("alternating:n", "alternating group A_n (n <= 6), letters (1,2,i)", "alternating:4",
             _alternating, 1),
-    _family("symmetric:n", "symmetric group S_n (n <= 6), letters (1 2), (1 2 ... n), e",
+    _family("symmetric:n", "symmetric group S_n (n <= 6), letters (1,2), (1,2,...,n), e",
             "symmetric:4", _symmetric, 1),
     _family("dyck:n,k", "bounded Dyck stack: depth <= n, k bracket types, plus error",
             "dyck:4,2", _dyck, 2),

@@ -120,13 +120,27 @@ def _names(value: Any, what: str) -> tuple[str, ...]:
     return names
 
 
+def _check_symbols(alphabet: Sequence[str]) -> None:
+    """Reject symbol names that no input line could spell: empty, or containing whitespace
+    (``shortcut run`` reads a sequence as symbols separated by whitespace or ``--sep``)."""
+    for sym in alphabet:
+        if not sym:
+            raise SpecError("'alphabet' has an empty symbol name: every symbol needs at least one character")
+        if any(c.isspace() for c in sym):
+            raise SpecError(
+                f"symbol {sym!r} in 'alphabet' contains whitespace; input sequences are split on "
+                f"whitespace, so rename it (e.g. {'_'.join(sym.split()) or '_'!r})"
+            )
+
+
 def from_dict(spec: Mapping[str, Any], default_name: str = "automaton") -> Semiautomaton:
     """Build and validate a :class:`Semiautomaton` from a JSON-style dict.
 
     Accepts the native field names (``states``, ``alphabet``, ``start``,
     ``transitions``, ``outputs``) and automata-lib's (``input_symbols``,
     ``initial_state``, ``final_states`` -> outputs accept/reject).
-    Every problem raises :class:`SpecError` naming it exactly.
+    Symbol names must be non-empty and free of whitespace (an input line is
+    whitespace-separated symbols).  Every problem raises :class:`SpecError` naming it exactly.
     """
     if not isinstance(spec, Mapping):
         raise SpecError(f"a spec must be a JSON object, got {type(spec).__name__}")
@@ -143,6 +157,7 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton") -> Semia
     if "alphabet" not in spec and "input_symbols" not in spec:
         raise SpecError("spec has no 'alphabet' (or 'input_symbols') field")
     alphabet = _names(spec.get("alphabet", spec.get("input_symbols")), "alphabet")
+    _check_symbols(alphabet)
     state_ix = {s: i for i, s in enumerate(states)}
 
     if "start" in spec and "initial_state" in spec:

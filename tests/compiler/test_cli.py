@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import compiler
+from compiler.automata.version import __version__
 from compiler.cli import main
 from constructions.checkpoint import save
 
@@ -160,3 +161,46 @@ def test_info_layout_without_a_stored_layout_is_a_one_line_error(tmp_path, capsy
     assert main(["info", str(tmp_path / "old.safetensors"), "--layout"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "no layout" in err and len(err.strip().splitlines()) == 1
+def test_run_sep_splits_on_another_separator(q8, tmp_path, capsys):
+    assert main(["run", str(q8), "--input", "i, j,k", "--sep", ","]) == 0
+    assert capsys.readouterr().out.split() == ["i", "k", "-1"]
+    f = tmp_path / "in.txt"
+    f.write_text("i;i\n\nj\n")
+    assert main(["run", str(q8), "--input-file", str(f), "--sep", ";"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["i -1", "", "j"]
+    assert main(["run", str(q8), "--input", "i j", "--sep", ","]) == 2  # one field 'i j': not a symbol
+    assert "unknown symbol 'i j'" in capsys.readouterr().err
+
+
+def test_run_sep_lets_symbols_with_commas_through(tmp_path, capsys):
+    spec = {"states": ["lo", "hi"], "alphabet": ["up,1", "down,1"],
+            "transitions": {"lo": {"up,1": "hi", "down,1": "lo"}, "hi": {"up,1": "hi", "down,1": "lo"}}}
+    (tmp_path / "s.json").write_text(json.dumps(spec))
+    out = tmp_path / "s.safetensors"
+    assert main(["compile", str(tmp_path / "s.json"), "-o", str(out), "--max-len", "8"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--input", "up,1 | down,1 | up,1", "--sep", "|"]) == 0
+    assert capsys.readouterr().out.split() == ["hi", "lo", "hi"]
+
+
+def test_spec_with_a_spaced_symbol_is_one_line_exit_2(tmp_path, capsys):
+    spec = {"states": ["a"], "alphabet": ["x y"], "transitions": {"a": {"x y": "a"}}}
+    (tmp_path / "bad.json").write_text(json.dumps(spec))
+    assert main(["compile", str(tmp_path / "bad.json"), "-o", str(tmp_path / "o.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: symbol 'x y'") and "whitespace" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_permutation_letters_run_from_the_cli(tmp_path, capsys):
+    path = tmp_path / "s3.safetensors"
+    assert main(["compile", "symmetric:3", "-o", str(path), "--max-len", "8"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(path), "--input", "(1,2) (1,2,3) e"]) == 0
+    assert capsys.readouterr().out.split() == ["213", "321", "321"]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"shortcut {__version__}"

@@ -102,23 +102,23 @@ def test_dihedral_car_on_a_circle(n: int) -> None:
 
 def test_symmetric_products_read_left_to_right() -> None:
     s3 = catalog.build("symmetric:3")
-    assert s3.alphabet == ("(1 2)", "(1 2 3)", "e")
+    assert s3.alphabet == ("(1,2)", "(1,2,3)", "e")
     assert s3.states[s3.start] == "123"
-    # apply (1 2), then (1 2 3): 1->2->3, 2->1->2, 3->3->1
-    assert final_state(s3, ["(1 2)", "(1 2 3)"]) == "321"
-    assert final_state(s3, ["(1 2 3)", "(1 2)"]) == "132"
+    # apply (1,2), then (1,2,3): 1->2->3, 2->1->2, 3->3->1
+    assert final_state(s3, ["(1,2)", "(1,2,3)"]) == "321"
+    assert final_state(s3, ["(1,2,3)", "(1,2)"]) == "132"
     assert final_state(s3, ["e"]) == "123"
-    assert catalog.build("symmetric:5").alphabet == ("(1 2)", "(1 2 3 4 5)", "e")
+    assert catalog.build("symmetric:5").alphabet == ("(1,2)", "(1,2,3,4,5)", "e")
 
 
 def test_alternating_is_even_permutations_with_3_cycle_letters() -> None:
     a5 = catalog.build("alternating:5")
-    assert a5.alphabet == ("(1 2 3)", "(1 2 4)", "(1 2 5)")
+    assert a5.alphabet == ("(1,2,3)", "(1,2,4)", "(1,2,5)")
     s5 = set(catalog.build("symmetric:5").states)
     assert set(a5.states) < s5
     assert "21345" not in a5.states  # a transposition is odd
-    assert final_state(a5, ["(1 2 3)"]) == "23145"
-    assert final_state(a5, ["(1 2 3)"] * 3) == "12345"
+    assert final_state(a5, ["(1,2,3)"]) == "23145"
+    assert final_state(a5, ["(1,2,3)"] * 3) == "12345"
 
 
 # --- semigroups ----------------------------------------------------------------
@@ -200,6 +200,18 @@ def test_every_entry_example_builds_and_round_trips(entry: catalog.CatalogEntry)
     assert from_dict(a.to_dict()) == a
     assert from_dict(json.loads(a.to_json())) == a
     assert catalog.build(entry.example).digest() == a.digest()  # deterministic
+
+
+WHITESPACE_CHECK = sorted({e.example for e in catalog.entries()} | set(catalog.paper_suite()) | {
+    "symmetric:6", "alternating:6", "dyck:2,5", "grid:3,noop", "grid2d:2,3", "memory:4", "cyclic-product:3,4"})
+
+
+@pytest.mark.parametrize("name", WHITESPACE_CHECK)
+def test_no_name_is_empty_or_contains_whitespace(name: str) -> None:
+    """A word is whitespace-separated symbols (``shortcut run``), and runs print states that way."""
+    a = catalog.build(name)
+    for label in a.states + a.alphabet + (a.outputs or ()):
+        assert label and label == "".join(label.split()), (name, label)
 
 
 def test_paper_suite() -> None:

@@ -118,6 +118,9 @@ MISSING_CELL = {"even": {"0": "even", "1": "odd"}, "odd": {"0": "odd"}}
         ({"color": "blue"}, r"unknown field\(s\) \['color'\]"),
         ({"input_symbols": ["0", "1"]}, r"both 'alphabet' and 'input_symbols'"),
         ({"transitions": None}, r"needs 'transitions'"),
+        ({"alphabet": ["0", ""]}, r"'alphabet' has an empty symbol name"),
+        ({"alphabet": ["0", "1 2"]}, r"symbol '1 2' in 'alphabet' contains whitespace.*'1_2'"),
+        ({"alphabet": ["0", "tab\there"]}, r"contains whitespace"),
     ],
 )
 def test_validation_errors_name_the_problem(changes: dict[str, Any], message: str) -> None:
