@@ -11,10 +11,10 @@
   with a weight-absorbing BOS (Lemma 15), shared by the counters of Theorem 11 and
   the prefix sums of Theorem 12.
 
-Every gadget takes the :class:`Subspace` s it reads and writes (never raw dims),
-returns plain float64 matrices over the full residual width, declares what it
-touches in ``reads``/``writes`` (workspace subspace names) and records its
-derived constants in ``notes``.
+Every gadget takes only the :class:`Subspace` s it reads and writes and constants
+(never ``d_model`` or raw residual dims), declares them in ``reads``/``writes``
+(workspace subspace names) and returns *local* float64 matrices: one row (or column)
+per dim of those subspaces, in declaration order (constructions/program.py).
 """
 
 from __future__ import annotations
@@ -37,12 +37,14 @@ __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "absorb_featu
            "onehot_bias", "prefix_mean_head", "recent_flag_head", "round_mlp", "step_units"]
 
 
-def _copy(d_model: int, src: Subspace, dst: Subspace, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """A head's ``W_V``, ``W_O`` copying ``src`` (times ``scale``) into ``dst``, one value dim each."""
-    W_V = np.zeros((d_model, len(src)))
-    W_V[list(src.dims), np.arange(len(src))] = scale
-    W_O = np.zeros((len(src), d_model))
-    W_O[np.arange(len(src)), list(dst.dims)] = 1.0
+def _copy(src: Subspace, dst: Subspace, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A head's local ``W_V``, ``W_O`` copying ``src`` (times ``scale``) into ``dst``, one value dim each."""
+    assert len(src) == len(dst)
+    k = np.arange(len(src))
+    W_V = np.zeros((len(src), len(src)))
+    W_V[k, k] = scale
+    W_O = np.zeros((len(src), len(dst)))
+    W_O[k, k] = 1.0
     return W_V, W_O
 
 
@@ -60,7 +62,7 @@ def attention_temperature(max_len: int, value_range: float, score_gap: float, to
             "output_error_bound": tolerance}
 
 
-def offset_head(name: str, d_model: int, pos: Subspace, code: PositionCode, bos: Subspace, one: Subspace,
+def offset_head(name: str, pos: Subspace, code: PositionCode, bos: Subspace, one: Subspace,
                 offset: int, src: Subspace, dst: Subspace, value_range: float) -> Head:
     """Attend from t to t - offset and copy ``src`` there into ``dst`` (Theorem 10's look-back).
 
@@ -73,14 +75,14 @@ def offset_head(name: str, d_model: int, pos: Subspace, code: PositionCode, bos:
     bos_score = (match + miss) / 2
     t = attention_temperature(code.max_len, value_range, (match - miss) / 2, STEP_TOLERANCE / 2)
     beta = t["beta"]
-    dq = code.dim + 1
-    W_Q = np.zeros((d_model, dq))
-    W_K = np.zeros((d_model, dq))
-    W_Q[list(pos.dims), : code.dim] = beta * code.rotation(offset)
-    W_Q[one[0], code.dim] = beta * bos_score
-    W_K[list(pos.dims), : code.dim] = np.eye(code.dim)
-    W_K[bos[0], code.dim] = 1.0
-    W_V, W_O = _copy(d_model, src, dst)
+    c = code.dim
+    W_Q = np.zeros((c + 1, c + 1))  # rows: pos, one
+    W_K = np.zeros((c + 1, c + 1))  # rows: pos, bos
+    W_Q[:c, :c] = beta * code.rotation(offset)
+    W_Q[c, c] = beta * bos_score
+    W_K[:c, :c] = np.eye(c)
+    W_K[c, c] = 1.0
+    W_V, W_O = _copy(src, dst)
     return Head(name, W_Q, W_K, W_V, W_O, {"kind": "offset", "offset": offset, **t},
                 reads={"query": names(pos, one), "key": names(pos, bos), "value": src.names}, writes=dst.names)
 
@@ -116,17 +118,16 @@ def onehot_bias(n_values: int) -> np.ndarray:
     return e
 
 
-def carry_units(d_model: int, subspaces: list[Subspace]) -> np.ndarray:
-    """Input weights [d_model, 2k] of units relu(x), relu(-x) over the k dims of ``subspaces``;
+def carry_units(k: int) -> np.ndarray:
+    """Local input weights [k, 2k] of units relu(x), relu(-x) over k input dims;
     their difference is x exactly."""
-    dims = [d for sub in subspaces for d in sub.dims]
-    W = np.zeros((d_model, 2 * len(dims)))
-    W[dims, np.arange(len(dims))] = 1.0
-    W[dims, len(dims) + np.arange(len(dims))] = -1.0
+    W = np.zeros((k, 2 * k))
+    W[np.arange(k), np.arange(k)] = 1.0
+    W[np.arange(k), k + np.arange(k)] = -1.0
     return W
 
 
-def compose_mlp(name: str, d_model: int, F: Subspace, G: Subspace) -> MLP:
+def compose_mlp(name: str, F: Subspace, G: Subspace) -> MLP:
     """Function composition (Lemma 14): F <- F o G, and clear the scratch G.
 
     F[q] holds (exactly) the integer code of f(q), G[q] the code of g(q) up to
@@ -142,12 +143,12 @@ def compose_mlp(name: str, d_model: int, F: Subspace, G: Subspace) -> MLP:
     w, b, to_onehot = step_units(n)
     k = len(w)  # step units per G coordinate
     n_steps = n * k
-    carry = carry_units(d_model, [F, G])
+    carry = carry_units(2 * n)
     n_carry = carry.shape[1]
-    W1 = np.zeros((d_model, n_steps + n_carry))
+    W1 = np.zeros((2 * n, n_steps + n_carry))  # rows: F, G
     b1 = np.zeros(n_steps + n_carry)
     for q in range(n):
-        W1[G[q], q * k : (q + 1) * k] = w
+        W1[n + q, q * k : (q + 1) * k] = w
         b1[q * k : (q + 1) * k] = b
     W1[:, n_steps:] = carry
     # hidden 2
@@ -163,24 +164,25 @@ def compose_mlp(name: str, d_model: int, F: Subspace, G: Subspace) -> MLP:
             W2[n_steps + 2 * n + qq, col] -= 1.0
             b2[col] = big * ob[qq] - big
     W2[n_steps:, n * n :] = np.eye(n_carry)
-    # output
-    W3 = np.zeros((n * n + n_carry, d_model))
+    # output; columns: F, G
+    W3 = np.zeros((n * n + n_carry, 2 * n))
     for q in range(n):
-        W3[q * n : (q + 1) * n, F[q]] = 1.0
+        W3[q * n : (q + 1) * n, q] = 1.0
     off = n * n
     # carry layout: [relu(F) (n), relu(G) (n), relu(-F) (n), relu(-G) (n)]
     Fp, Gp, Fm, Gm = (off + i * n + np.arange(n) for i in range(4))
-    W3[Fp, list(F.dims)] -= 1.0
-    W3[Fm, list(F.dims)] += 1.0
-    W3[Gp, list(G.dims)] -= 1.0
-    W3[Gm, list(G.dims)] += 1.0
-    b3 = np.zeros(d_model)
+    Fc, Gc = np.arange(n), n + np.arange(n)
+    W3[Fp, Fc] -= 1.0
+    W3[Fm, Fc] += 1.0
+    W3[Gp, Gc] -= 1.0
+    W3[Gm, Gc] += 1.0
+    b3 = np.zeros(2 * n)
     notes = {"kind": "compose", "n": n, "step_slope": 1 / STEP_TOLERANCE,
              "input_tolerance": STEP_TOLERANCE, "selector_weight": big}
     return MLP(name, [W1, W2, W3], [b1, b2, b3], notes, reads=names(F, G), writes=names(F, G))
 
 
-def distance_units(name: str, d_model: int, X: Subspace, n_values: int, out: Subspace) -> MLP:
+def distance_units(name: str, X: Subspace, n_values: int, out: Subspace) -> MLP:
     """Write a[i,v] = relu(X[i] - v) and b[i,v] = relu(v - X[i]) into ``out`` (2 n n_values dims).
 
     For an exact integer vector X, sum_i a[i,s_i] + b[i,s_i] = ||X - s||_1, which is 0
@@ -189,16 +191,16 @@ def distance_units(name: str, d_model: int, X: Subspace, n_values: int, out: Sub
     """
     n = len(X)
     assert len(out) == 2 * n * n_values
-    W1 = np.zeros((d_model, 2 * n * n_values))
+    W1 = np.zeros((n, 2 * n * n_values))
     b1 = np.zeros(2 * n * n_values)
     for i in range(n):
         for v in range(n_values):
             ja, jb = (i * n_values + v) * 2, (i * n_values + v) * 2 + 1
-            W1[X[i], ja], b1[ja] = 1.0, -float(v)
-            W1[X[i], jb], b1[jb] = -1.0, float(v)
-    W2 = np.zeros((2 * n * n_values, d_model))
-    W2[np.arange(2 * n * n_values), list(out.dims)] = 1.0
-    return MLP(name, [W1, W2], [b1, np.zeros(d_model)], {"kind": "distance", "n": n, "values": n_values},
+            W1[i, ja], b1[ja] = 1.0, -float(v)
+            W1[i, jb], b1[jb] = -1.0, float(v)
+    W2 = np.zeros((2 * n * n_values, len(out)))
+    W2[np.arange(2 * n * n_values), np.arange(len(out))] = 1.0
+    return MLP(name, [W1, W2], [b1, np.zeros(len(out))], {"kind": "distance", "n": n, "values": n_values},
                reads=X.names, writes=out.names)
 
 
@@ -214,7 +216,7 @@ def absorb_feature(mass: int, max_len: int) -> np.ndarray:
     return np.log(mass - np.arange(max_len + 1, dtype=np.float64))
 
 
-def prefix_mean_head(name: str, d_model: int, absorb: Subspace, bos: Subspace, src: Subspace, dst: Subspace,
+def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, dst: Subspace,
                      mass: int, value_scale: float = 1.0) -> Head:
     """Uniform causal attention with a BOS that absorbs weight (Lemma 15).
 
@@ -224,18 +226,16 @@ def prefix_mean_head(name: str, d_model: int, absorb: Subspace, bos: Subspace, s
     value_scale * sum_{tau<=t} src_tau / mass, exactly proportional to the prefix sum at
     every t (``notes["scale"]`` turns it back into the sum).  Several sums share the
     head (one value dim each)."""
-    W_Q = np.zeros((d_model, 1))
-    W_K = np.zeros((d_model, 1))
-    W_Q[absorb[0], 0] = 1.0
-    W_K[bos[0], 0] = 1.0
-    W_V, W_O = _copy(d_model, src, dst, value_scale)
+    W_Q = np.ones((1, 1))  # row: absorb
+    W_K = np.ones((1, 1))  # row: bos
+    W_V, W_O = _copy(src, dst, value_scale)
     notes = {"kind": "prefix-mean", "mass": mass, "value_scale": value_scale, "scale": mass / value_scale,
              "why": f"weights exactly 1/{mass} on each real position and the rest on BOS (value 0)"}
     return Head(name, W_Q, W_K, W_V, W_O, notes,
                 reads={"query": absorb.names, "key": bos.names, "value": src.names}, writes=dst.names)
 
 
-def recent_flag_head(name: str, d_model: int, flag: Subspace, recency: Subspace, one: Subspace, src: Subspace,
+def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace, src: Subspace,
                      dst: Subspace, max_len: int, value_range: float) -> Head:
     """Attend to the most recent position whose ``flag`` is 1 (Lemma 16); BOS is flagged.
 
@@ -244,16 +244,16 @@ def recent_flag_head(name: str, d_model: int, flag: Subspace, recency: Subspace,
     latest wins by beta/(2(T+1)); beta is derived from that gap (Lemma 13)."""
     gap = 1.0 / (2 * (max_len + 1))
     t = attention_temperature(max_len, value_range, gap, STEP_TOLERANCE / 2)
-    W_Q = np.zeros((d_model, 2))
-    W_K = np.zeros((d_model, 2))
-    W_Q[one[0], 0], W_Q[one[0], 1] = t["beta"], t["beta"] / 2
-    W_K[flag[0], 0], W_K[recency[0], 1] = 1.0, 1.0
-    W_V, W_O = _copy(d_model, src, dst)
+    W_Q = np.zeros((1, 2))  # row: one
+    W_K = np.zeros((2, 2))  # rows: flag, recency
+    W_Q[0, 0], W_Q[0, 1] = t["beta"], t["beta"] / 2
+    W_K[0, 0], W_K[1, 1] = 1.0, 1.0
+    W_V, W_O = _copy(src, dst)
     return Head(name, W_Q, W_K, W_V, W_O, {"kind": "most-recent-flag", **t},
                 reads={"query": one.names, "key": names(flag, recency), "value": src.names}, writes=dst.names)
 
 
-def modular_count_mlp(name: str, d_model: int, mean: Subspace, new: Subspace, *, scale: float, initial: int,
+def modular_count_mlp(name: str, mean: Subspace, new: Subspace, *, scale: float, initial: int,
                       modulus: int, max_count: int, increment: Subspace | None = None,
                       old: Subspace | None = None) -> MLP:
     """Decode a prefix mean into the counter value (Lemma 15's MLP, via Lemma 10 steps).
@@ -269,40 +269,42 @@ def modular_count_mlp(name: str, d_model: int, mean: Subspace, new: Subspace, *,
     j = np.arange(1, M + 1, dtype=np.float64)
     weights_out = 1.0 - modulus * (j % modulus == 0)
     banks = [(new, None)] + ([(old, increment)] if old is not None else [])
-    W1 = np.zeros((d_model, 2 * M * len(banks)))
+    # local rows: mean (and increment); columns: new (and old) -- one bank per column
+    reads = names(mean, increment if old is not None else None)
+    W1 = np.zeros((len(reads), 2 * M * len(banks)))
     b1 = np.zeros(2 * M * len(banks))
-    W2 = np.zeros((2 * M * len(banks), d_model))
-    for k, (out, minus) in enumerate(banks):
+    W2 = np.zeros((2 * M * len(banks), len(banks)))
+    for k, (_, minus) in enumerate(banks):
         cols = slice(2 * M * k, 2 * M * (k + 1))
-        W1[mean[0], cols] = s * scale
+        W1[0, cols] = s * scale
         if minus is not None:
-            W1[minus[0], cols] = -s
+            W1[1, cols] = -s
         b1[cols] = np.stack([s * (initial - j) + 2.0, s * (initial - j) + 1.0], axis=1).reshape(-1)
-        W2[cols, out[0]] = np.stack([weights_out, -weights_out], axis=1).reshape(-1)
-    return MLP(name, [W1, W2], [b1, np.zeros(d_model)],
+        W2[cols, k] = np.stack([weights_out, -weights_out], axis=1).reshape(-1)
+    return MLP(name, [W1, W2], [b1, np.zeros(len(banks))],
                {"kind": "modular-count", "modulus": modulus, "steps": M, "input_tolerance": STEP_TOLERANCE / scale,
-                "scale": scale}, reads=names(mean, increment if old is not None else None), writes=names(new, old))
+                "scale": scale}, reads=reads, writes=names(new, old))
 
 
-def round_mlp(name: str, d_model: int, src: Subspace, n_values: int, dst: Subspace) -> MLP:
+def round_mlp(name: str, src: Subspace, n_values: int, dst: Subspace) -> MLP:
     """Write the exact integer nearest to each noisy code in ``src`` (|noise| < 1/4) into
     ``dst`` and clear ``src`` (scratch filled by attention)."""
     w, b, _ = step_units(n_values)
     k = len(w)
     n = len(src)
-    carry = carry_units(d_model, [src])
-    W1 = np.zeros((d_model, n * k + 2 * n))
+    assert len(dst) == n
+    W1 = np.zeros((n, n * k + 2 * n))  # rows: src
     b1 = np.zeros(n * k + 2 * n)
-    W2 = np.zeros((n * k + 2 * n, d_model))
+    W2 = np.zeros((n * k + 2 * n, 2 * n))  # columns: dst, src
     for i in range(n):
-        W1[src[i], i * k : (i + 1) * k] = w
+        W1[i, i * k : (i + 1) * k] = w
         b1[i * k : (i + 1) * k] = b
-        W2[i * k : (i + 1) * k : 2, dst[i]] = 1.0  # sum of steps = the integer
-        W2[i * k + 1 : (i + 1) * k : 2, dst[i]] = -1.0
-    W1[:, n * k :] = carry
-    W2[n * k : n * k + n, list(src.dims)] = -np.eye(n)
-    W2[n * k + n :, list(src.dims)] = np.eye(n)
-    return MLP(name, [W1, W2], [b1, np.zeros(d_model)], {"kind": "round", "input_tolerance": STEP_TOLERANCE},
+        W2[i * k : (i + 1) * k : 2, i] = 1.0  # sum of steps = the integer
+        W2[i * k + 1 : (i + 1) * k : 2, i] = -1.0
+    W1[:, n * k :] = carry_units(n)
+    W2[n * k : n * k + n, n:] = -np.eye(n)
+    W2[n * k + n :, n:] = np.eye(n)
+    return MLP(name, [W1, W2], [b1, np.zeros(2 * n)], {"kind": "round", "input_tolerance": STEP_TOLERANCE},
                reads=src.names, writes=names(dst, src))
 
 
@@ -321,7 +323,7 @@ class OneHotInput:
     sub: Subspace
 
 
-def lookup_mlp(name: str, d_model: int, inputs: list, out: Subspace,
+def lookup_mlp(name: str, inputs: list, out: Subspace,
                table: dict[tuple[int, ...], np.ndarray]) -> MLP:
     """A finite function of several discrete inputs (Lemma 11), exact on its table.
 
@@ -332,15 +334,20 @@ def lookup_mlp(name: str, d_model: int, inputs: list, out: Subspace,
     Declares the inputs that have units (a code of one value has none) and the parts
     of ``out`` some row writes.
     """
+    used = [i.sub for i in inputs if (i.n_values > 1 if isinstance(i, CodeInput) else len(i.sub))]
+    reads = names(*used)
+    row = _local_rows(used)  # local row of each (leaf name, index)
     cols: list[np.ndarray] = []  # per input: matrix [hidden1, n_values] giving its one-hot
     consts: list[np.ndarray] = []
     W1_parts, b1_parts = [], []
     offset = 0
     for inp in inputs:
+        rows = [row.get((leaf.name, j)) for leaf in inp.sub.leaves for j in range(len(leaf))]
         if isinstance(inp, CodeInput):
             w, b, to_onehot = step_units(inp.n_values)
-            W = np.zeros((d_model, len(w)))
-            W[inp.sub[0]] = w
+            W = np.zeros((len(row), len(w)))
+            if len(w):
+                W[rows[0]] = w
             W1_parts.append(W)
             b1_parts.append(b)
             cols.append((offset, to_onehot))
@@ -348,40 +355,51 @@ def lookup_mlp(name: str, d_model: int, inputs: list, out: Subspace,
             offset += len(w)
         else:
             k = len(inp.sub)
-            W = np.zeros((d_model, k))
-            W[list(inp.sub.dims), np.arange(k)] = 1.0
+            W = np.zeros((len(row), k))
+            W[rows, np.arange(k)] = 1.0
             W1_parts.append(W)
             b1_parts.append(np.zeros(k))
             cols.append((offset, np.eye(k)))
             consts.append(np.zeros(k))
             offset += k
-    W1 = np.concatenate(W1_parts, axis=1) if W1_parts else np.zeros((d_model, 0))
+    W1 = np.concatenate(W1_parts, axis=1) if W1_parts else np.zeros((len(row), 0))
     b1 = np.concatenate(b1_parts) if b1_parts else np.zeros(0)
     keys = sorted(table)
     m = len(inputs)
     W2 = np.zeros((offset, len(keys)))
     b2 = np.full(len(keys), -(m - 1.0))
-    W3 = np.zeros((len(keys), d_model))
+    writes, kept = _written(out, [table[k] for k in keys])
+    W3 = np.zeros((len(keys), len(kept)))  # columns: the written parts of ``out``
     for u, key in enumerate(keys):
         for i, v in enumerate(key):
             off, onehot = cols[i]
             W2[off : off + onehot.shape[0], u] += onehot[:, v]
             b2[u] += consts[i][v]
-        W3[u, list(out.dims)] = table[key]
-    reads = names(*(i.sub for i in inputs if (i.n_values > 1 if isinstance(i, CodeInput) else len(i.sub))))
-    return MLP(name, [W1, W2, W3], [b1, b2, np.zeros(d_model)],
+        W3[u] = table[key][kept]
+    return MLP(name, [W1, W2, W3], [b1, b2, np.zeros(len(kept))],
                {"kind": "lookup", "keys": len(keys), "inputs": m, "input_tolerance": STEP_TOLERANCE},
-               reads=reads, writes=_written(out, [table[k] for k in keys]))
+               reads=reads, writes=writes)
 
 
-def _written(out: Subspace, rows: list[np.ndarray]) -> tuple[str, ...]:
-    """The parts of ``out`` that some row of a table writes (nonzero)."""
+def _local_rows(subspaces: list[Subspace]) -> dict[tuple[str, int], int]:
+    """Local row of dim j of each allocated subspace behind ``subspaces`` (each leaf once, in order)."""
+    out: dict[tuple[str, int], int] = {}
+    for leaf in (leaf for s in subspaces for leaf in s.leaves):
+        for j in range(len(leaf)):
+            out.setdefault((leaf.name, j), len(out))
+    return out
+
+
+def _written(out: Subspace, rows: list[np.ndarray]) -> tuple[tuple[str, ...], list[int]]:
+    """The parts of ``out`` that some row of a table writes (nonzero), and the positions
+    of their dims within ``out``."""
     if not rows:
-        return ()
+        return (), []
     hit = np.any(np.stack(rows) != 0, axis=0)
-    written, at = [], 0
+    written, kept, at = [], [], 0
     for leaf in out.leaves:
         if hit[at : at + len(leaf)].any():
             written.append(leaf.name)
+            kept.extend(range(at, at + len(leaf)))
         at += len(leaf)
-    return tuple(written)
+    return tuple(written), kept

@@ -154,17 +154,16 @@ def _prefix_head(ws: Workspace, plans: list[AxisPlan], D: int) -> Head:
     """Layer 1: z_t on every axis (Lemma 15): BOS scores log(D - t), the rest 0; values D * move."""
     moves = join("gw.moves", [ws[f"gw{p.axis}:move"] for p in plans])
     zs = join("gw.z", [ws[f"gw{p.axis}:z"] for p in plans])
-    return prefix_mean_head("gw.prefix", ws.d_model, ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D))
+    return prefix_mean_head("gw.prefix", ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D))
 
 
 def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
     """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (4 hidden layers)."""
-    d = ws.d_model
-    z, bos = ws.dim(f"gw{p.axis}:z"), ws.dim("bos")
+    z, bos = 0, 1  # local rows: z, bos
     M, Tp, Nc = p.modulus, p.offset, p.n_coarse
     s = 1.0 / STEP_TOLERANCE  # ramp slope
     # hidden 1: u_i = relu(s(x - iM) + 2), x = z + T'; carries x (>= 0) and bos
-    W1, b1 = np.zeros((d, Nc + 2)), np.zeros(Nc + 2)
+    W1, b1 = np.zeros((2, Nc + 2)), np.zeros(Nc + 2)
     for i in range(1, Nc + 1):
         W1[z, i - 1], b1[i - 1] = s, s * (Tp - i * M) + 2.0
     W1[z, Nc], b1[Nc] = 1.0, float(Tp)
@@ -185,31 +184,29 @@ def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
     W4[M + np.arange(M), np.arange(M)] = -1.0
     W4[2 * M, :] = -2.0
     # out: the code of the residue (one nonzero term, so it is exactly code(v) in any dtype)
-    W5 = np.zeros((M, d))
-    W5[:, list(ws[f"gw{p.axis}:code"].dims)] = p.code.code(np.arange(M))
+    W5 = np.zeros((M, p.code.dim))  # columns: code
+    W5[:, :] = p.code.code(np.arange(M))
     notes = {"kind": "residue-code", "axis": p.axis, "modulus": M, "offset": Tp, "coarse_steps": Nc,
              "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": [Nc + 2, Nc + 2, 2 * M + 1, M]}
-    return MLP(f"gw{p.axis}.residue", [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(d)], notes,
+    return MLP(f"gw{p.axis}.residue", [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(p.code.dim)], notes,
                reads=(f"gw{p.axis}:z", "bos"), writes=(f"gw{p.axis}:code",))
 
 
 def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float]) -> Head:
     """Layer 2: the last position j >= 1 with z_j = z_t + offset (mod M), or BOS; copies j."""
-    d = ws.d_model
     code = p.code
     cd = code.dim
     beta = c["beta"]
-    code_dims = list(ws[f"gw{p.axis}:code"].dims)
-    W_Q, W_K = np.zeros((d, cd + 2)), np.zeros((d, cd + 2))
-    W_Q[code_dims, :cd] = beta * code.rotation(-offset)  # code(r) @ R(-d) = code(r + d)
-    W_K[code_dims, :cd] = np.eye(cd)
-    W_Q[ws.dim("one"), cd] = beta * c["lambda"]
-    W_K[ws.dim("pos:index"), cd] = 1.0
-    W_Q[ws.dim("one"), cd + 1] = beta * c["sink"]
-    W_K[ws.dim("bos"), cd + 1] = 1.0
-    W_V, W_O = np.zeros((d, 1)), np.zeros((1, d))
-    W_V[ws.dim("pos:index"), 0] = 1.0
-    W_O[0, ws.dim(f"gw{p.axis}:rec:{offset:+d}")] = 1.0
+    W_Q = np.zeros((cd + 1, cd + 2))  # rows: code, one
+    W_K = np.zeros((cd + 2, cd + 2))  # rows: code, pos:index, bos
+    W_Q[:cd, :cd] = beta * code.rotation(-offset)  # code(r) @ R(-d) = code(r + d)
+    W_K[:cd, :cd] = np.eye(cd)
+    W_Q[cd, cd] = beta * c["lambda"]
+    W_K[cd, cd] = 1.0
+    W_Q[cd, cd + 1] = beta * c["sink"]
+    W_K[cd + 1, cd + 1] = 1.0
+    W_V, W_O = np.ones((1, 1)), np.zeros((1, len(p.offsets)))  # value: pos:index; writes: gw{a}:rec
+    W_O[0, p.offsets.index(offset)] = 1.0
     notes = {"kind": "nearest-value", "axis": p.axis, "offset": offset, "modulus": p.modulus,
              "beta": beta, "lambda": c["lambda"], "sink": c["sink"], "match": c["P"], "value_gap": c["gap"],
              "score_gap": c["score_gap"], "leak_bound": c["leak_bound"], "output_error_bound": c["tol"]}
@@ -221,12 +218,11 @@ def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, fl
 
 def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
     """MLP 2 for one axis: formula (*) with exact steps (2 hidden layers of width 2S)."""
-    d = ws.d_model
     S, G = p.S, c["G"]
     s = 1.0 / STEP_TOLERANCE
-    z, q0 = ws.dim(f"gw{p.axis}:z"), ws.dim(f"gw{p.axis}:start")
-    rec = lambda off: ws.dim(f"gw{p.axis}:rec:{off:+d}")  # noqa: E731
-    W1, b1 = np.zeros((d, 2 * S)), np.zeros(2 * S)
+    z, q0 = 2 * S, 2 * S + 1  # local rows: rec (one per offset), z, start
+    rec = p.offsets.index
+    W1, b1 = np.zeros((2 * S + 2, 2 * S)), np.zeros(2 * S)
     for k in range(1, S + 1):
         r1, r2 = rec(-k), rec(S + 1 - k)
         # u_k = relu(s(r1 - r2) - 1): 0 iff r1 <= r2 (integers up to the heads' error)
@@ -241,11 +237,9 @@ def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
         b1[j] = 3.0 - s * (1 - k)
     # hidden 2: A_k = relu(1 - u_k) = [r1 <= r2], B_k = relu(1 - v_k) = [no match and z + q0 >= k]
     W2, b2 = -np.eye(2 * S), np.ones(2 * S)
-    W3 = np.zeros((2 * S, d))
-    state = ws.dim(f"gw{p.axis}:state")
-    W3[:S, state], W3[S:, state] = -1.0, 1.0
-    b3 = np.zeros(d)
-    b3[state] = float(S)  # q = sum_k (1 - A_k + B_k)
+    W3 = np.zeros((2 * S, 1))  # column: state
+    W3[:S, 0], W3[S:, 0] = -1.0, 1.0
+    b3 = np.array([float(S)])  # q = sum_k (1 - A_k + B_k)
     notes = {"kind": "boundary-count", "axis": p.axis, "S": S, "G": G, "input_tolerance": STEP_TOLERANCE,
              "z_tolerance": c["z_tolerance"], "head_output_tolerance": c["tol"], "hidden": [2 * S, 2 * S]}
     return MLP(f"gw{p.axis}.boundary", [W1, W2, W3], [b1, b2, b3], notes,
@@ -353,9 +347,9 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     W_pos[1:, ws.dim(ABSORB)] = absorb_feature(D, max_len)[1:]  # BOS's row stays 0
 
     consts = [constants(p, max_len) for p in plans]
-    block1 = Block([_prefix_head(ws, plans, D)], parallel([_residue_mlp(ws, p) for p in plans], "gw.residue"))
+    block1 = Block([_prefix_head(ws, plans, D)], parallel([_residue_mlp(ws, p) for p in plans], "gw.residue", ws))
     heads2 = [_nearest_value_head(ws, p, o, c) for p, c in zip(plans, consts) for o in p.offsets]
-    block2 = Block(heads2, parallel([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary"))
+    block2 = Block(heads2, parallel([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary", ws))
     W_U, b_U = readout(world, ws)
 
     prec = precision(plans, max_len, eps)

@@ -116,10 +116,7 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
     ``details``: the gridworld section of the model's metadata (per-axis constants).
     Sequences are run one at a time (the cached patterns are [heads, T+1, T+1])."""
     g = details
-    labels = model.meta["residual_labels"]
-
-    def dims(prefix: str) -> list[int]:
-        return [i for i, lab in enumerate(labels) if lab == prefix or lab.startswith(prefix + ":")]
+    dims = model.subspace
 
     layer2 = model.meta["layers"][1]["heads"]
     worst: dict[str, float] = {"z": 0.0, "code": 0.0, "rec_matched": 0.0, "rec_unmatched": 0.0, "state": 0.0}

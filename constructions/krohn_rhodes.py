@@ -70,7 +70,7 @@ from .gadgets import (
     round_mlp,
 )
 from .positions import KINDS, PositionCode, position_code, position_table
-from .program import MLP, Block, Head, Program, fuse, parallel
+from .program import MLP, Block, Fused, Head, Program, fuse, parallel
 from .workspace import Subspace, Workspace, join
 
 NAME = "krohn-rhodes"
@@ -378,31 +378,31 @@ def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dic
                max_len: int) -> tuple[list[Head], list[MLP]]:
     """Block b's heads (counters' shared prefix mean, resets' most recent flag, offset-1
     fetches of old values) and the MLPs decoding what they fetched."""
-    T, D, comps, subs = max_len, lay.ws.d_model, cascade.components, lay.subs
+    T, comps, subs = max_len, cascade.components, lay.subs
     heads: list[Head] = []
     first: list[MLP] = []
     counters = [c for c in comps if sched.block_of[c.name] == b and c.kind == "counter"]
     if counters:
         src = join(f"block{b}.increments", [subs[c.name]["inc"] for c in counters])
         dst = join(f"block{b}.means", [subs[c.name]["mean"] for c in counters])
-        heads.append(prefix_mean_head(f"block{b}.counters", D, lay.absorb, lay.bos, src, dst, mass=2 * T))
+        heads.append(prefix_mean_head(f"block{b}.counters", lay.absorb, lay.bos, src, dst, mass=2 * T))
         for c in counters:
             d = subs[c.name]
             # steps cover initial + count for every initial value, so shapes do not depend on the start
-            first.append(modular_count_mlp(f"{c.name}.count", D, d["mean"], d["new"], scale=2 * T,
+            first.append(modular_count_mlp(f"{c.name}.count", d["mean"], d["new"], scale=2 * T,
                                            initial=init[c.name], modulus=c.size,
                                            max_count=(c.size - 1) * (T + 1) - init[c.name],
                                            increment=d["inc"], old=d["old"]))
     for c in comps:
         d = subs[c.name]
         if sched.block_of[c.name] == b and c.kind == "reset":
-            heads.append(recent_flag_head(f"{c.name}.recent", D, d["flag"], lay.recency, lay.one, d["target"],
+            heads.append(recent_flag_head(f"{c.name}.recent", d["flag"], lay.recency, lay.one, d["target"],
                                           d["fetched"], T, value_range=c.size - 1))
-            first.append(round_mlp(f"{c.name}.round", D, d["fetched"], c.size, d["new"]))
+            first.append(round_mlp(f"{c.name}.round", d["fetched"], c.size, d["new"]))
         if sched.needs_old.get(c.name) and sched.block_of[c.name] + 1 == b:
-            heads.append(offset_head(f"{c.name}.previous", D, lay.pos, lay.code, lay.bos, lay.one, 1, d["new"],
+            heads.append(offset_head(f"{c.name}.previous", lay.pos, lay.code, lay.bos, lay.one, 1, d["new"],
                                      d["prev"], value_range=c.size - 1))
-            first.append(round_mlp(f"{c.name}.old", D, d["prev"], c.size, d["old"]))
+            first.append(round_mlp(f"{c.name}.old", d["prev"], c.size, d["old"]))
     return heads, first
 
 
@@ -418,7 +418,7 @@ def _lookups(b: int, cascade: Cascade, sched: Schedule, lay: Layout) -> list[MLP
             table = {(*vals, letter): input_update(c, act) for (vals, letter), act in plan.rows.items()}
             table = {k: v for k, v in table.items() if v.any()}
             if table:
-                out.append(lookup_mlp(f"{c.name}.input", lay.ws.d_model, ins, lay.input_out(c), table))
+                out.append(lookup_mlp(f"{c.name}.input", ins, lay.input_out(c), table))
     if b == sched.n_blocks:
         out.append(_readout_mlp(sched.readout, sizes, lay))
     return out
@@ -441,7 +441,7 @@ def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], 
             stages.append([_view_mlp(views[v], "old", sizes, lay) for v in old_here if sched.old_stage[v] == k]
                           + [_view_mlp(views[v], "new", sizes, lay) for v in new_here if sched.new_stage[v] == k])
         stages.append(_lookups(b, cascade, sched, lay))
-        blocks.append(Block(heads, _stack(stages, f"block{b}.mlp")))
+        blocks.append(Block(heads, _stack(stages, f"block{b}.mlp", lay.ws)))
     return blocks
 
 
@@ -449,11 +449,11 @@ def _sizes(cascade: Cascade) -> dict[str, int]:
     return {c.name: c.size for c in cascade.components} | {v.name: v.size for v in cascade.views}
 
 
-def _stack(stages: list[list[MLP]], name: str) -> MLP | None:
+def _stack(stages: list[list[MLP]], name: str, ws: Workspace) -> MLP | Fused | None:
     """Each stage's MLPs side by side (Lemma 17), the stages fused one after another."""
-    out = None
+    out: MLP | Fused | None = None
     for i, stage in enumerate(s for s in stages if s):
-        m = parallel(stage, f"{name}.{i}")
+        m = parallel(stage, f"{name}.{i}", ws)
         out = m if out is None else fuse(out, m, name)
     return out
 
@@ -465,7 +465,7 @@ def _view_mlp(view, when: str, sizes: dict[str, int], lay: Layout) -> MLP:
         return d[when] if when in d else d["new"]  # a reset without an old copy keeps its value
     ins = [CodeInput(sub(r), sizes[r]) for r in view.reads]
     table = {key: np.array([float(value)]) for key, value in view.table.items() if value}  # no match writes 0
-    return lookup_mlp(f"{view.name}.{when}", lay.ws.d_model, ins, lay.subs[view.name][when], table)
+    return lookup_mlp(f"{view.name}.{when}", ins, lay.subs[view.name][when], table)
 
 
 def _readout_mlp(plan: TablePlan, sizes: dict[str, int], lay: Layout) -> MLP:
@@ -473,7 +473,7 @@ def _readout_mlp(plan: TablePlan, sizes: dict[str, int], lay: Layout) -> MLP:
     ins = [CodeInput(lay.subs[n]["new"], sizes[n]) for n in plan.keys]
     eye = np.eye(len(lay.state))
     table = {vals: eye[q] for (vals, _), q in plan.rows.items()}
-    return lookup_mlp("readout", lay.ws.d_model, ins, lay.state, table)
+    return lookup_mlp("readout", ins, lay.state, table)
 
 
 # ---------------------------------------------------------------------------------------

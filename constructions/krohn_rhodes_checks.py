@@ -45,7 +45,10 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
     """Compare each component's decoded subspaces with the cascade's simulation (all of
     ``tokens``), and measure head and MLP margins on the first two sequences."""
     want = cascade_coordinates(cascade, tokens)
-    labels = {lab: i for i, lab in enumerate(model.meta["residual_labels"])}
+    allocated = model.meta["subspaces"]
+
+    def at(name: str) -> int:  # a component's or view's one-dim subspace
+        return model.subspace(name)[0]
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.from_numpy(tokens))
     index = {c.name: i for i, c in enumerate(cascade.components)}
@@ -55,12 +58,12 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
         name, block = comp["name"], comp["block"]
         col = want[..., index[name]]
         resid = cache[f"blocks.{block - 1}.hook_resid_post"].double().numpy()
-        dev_new = float(np.abs(resid[..., labels[f"kr:{name}.new"]] - col).max())
+        dev_new = float(np.abs(resid[..., at(f"kr:{name}.new")] - col).max())
         row = {"component": name, "kind": comp["kind"], "block": block, "worst_new_deviation": dev_new}
-        if f"kr:{name}.old" in labels:
+        if f"kr:{name}.old" in allocated:
             final = cache[last].double().numpy()
             old = np.concatenate([col[:, :1], col[:, :-1]], axis=1)  # value before step t (BOS: initial)
-            row["worst_old_deviation"] = float(np.abs(final[:, 1:, labels[f"kr:{name}.old"]] - old[:, 1:]).max())
+            row["worst_old_deviation"] = float(np.abs(final[:, 1:, at(f"kr:{name}.old")] - old[:, 1:]).max())
         rows.append(row)
         if dev_new >= STEP_TOLERANCE:
             failures.append(f"{name} ({comp['kind']}, block {block}): value deviates by {dev_new:.3g} from the cascade")
@@ -76,7 +79,7 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
             row = {"view": view["name"], "block": view["block"]}
             for when, target in (("old", col[:, :-1]), ("new", col[:, 1:])):  # position t: before / after step t
                 if view[when]:
-                    dev = float(np.abs(final[:, 1:, labels[f"kr:{view['name']}.{when}"]] - target).max())
+                    dev = float(np.abs(final[:, 1:, at(f"kr:{view['name']}.{when}")] - target).max())
                     row[f"worst_{when}_deviation"] = dev
                     if dev >= STEP_TOLERANCE:
                         failures.append(f"view {view['name']} ({'pre-update' if when == 'old' else 'updated'} values, "
@@ -91,38 +94,50 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
             "heads": generic_head_margins(model, cache), "mlps": mlp_margins(model, cache)}
 
 
+ROLES = ("mean", "new", "old", "fetched", "prev", "inc", "flag", "target")
+"""A component's subspaces are ``kr:{name}.{role}``; a view's ``kr:{name}.old`` / ``.new``."""
+
+
+def _owners(model) -> dict[str, tuple[str, str]]:
+    """Subspace name -> (component or view, role), for every component and view subspace allocated."""
+    kr = model.meta["krohn_rhodes"]
+    allocated = model.meta["subspaces"]
+    owners = {f"kr:{c['name']}.{role}": (c["name"], role) for c in kr["components"] for role in ROLES}
+    owners |= {f"kr:{v['name']}.{when}": (v["name"], when) for v in kr.get("views", []) for when in ("old", "new")}
+    return {sub: who for sub, who in owners.items() if sub in allocated}
+
+
 def mlp_margins(model, cache: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
-    """Per krohn-rhodes MLP, the noise of the integer codes it reads (dims found from ``W_in``).
+    """Per krohn-rhodes MLP, the noise of the integer codes it reads (the component and view
+    subspaces its stored layout declares it reads).
 
     ``kr:c.mean`` (a counter's prefix mean, decoded mod n) is an integer count once
     multiplied by the prefix-mean head's ``scale``; ``kr:c.fetched`` / ``.prev`` (a reset
     unit's fetched value, rounded) and ``kr:c.new`` / ``.old`` (codes keying the input
     lookups) are integers.  Step units decide at 1/4 from an integer (STEP_TOLERANCE)."""
-    labels = model.meta["residual_labels"]
+    owners = _owners(model)
     out = []
-    for l, block in enumerate(model.blocks):
-        if block.mlp is None:
+    for l, block in enumerate(model.layout()["blocks"]):
+        if block["mlp"] is None:
             continue
-        reads = torch.nonzero(block.mlp.W_in.detach().abs().sum(1) > 0).flatten().tolist()
+        reads = sorted((model.subspace(sub)[0], *owners[sub]) for sub in block["mlp"]["reads"] if sub in owners)
         heads = model.meta["layers"][l].get("heads", [])
         scale = next((h["scale"] for h in heads if h.get("kind") == "prefix-mean" and "scale" in h), None)
-        groups: dict[str, tuple[list[int], float]] = {}
-        for i in reads:
-            lab = labels[i]
-            if not lab.startswith("kr:") or lab.startswith("kr:state"):
-                continue
-            suffix = lab.rsplit(".", 1)[-1]
-            if suffix == "mean":
+        groups: dict[str, tuple[list[int], float, set[str]]] = {}
+        for i, who, role in reads:
+            if role == "mean":
                 if scale is None:
                     continue
-                groups.setdefault("counter sums (mean x scale)", ([], float(scale)))[0].append(i)
+                group = groups.setdefault("counter sums (mean x scale)", ([], float(scale), set()))
             else:
-                groups.setdefault(f"codes .{suffix}", ([], 1.0))[0].append(i)
+                group = groups.setdefault(f"codes .{role}", ([], 1.0, set()))
+            group[0].append(i)
+            group[2].add(who)
         mid = cache[f"blocks.{l}.hook_resid_mid"].double()
-        for what, (dims, sc) in groups.items():
+        for what, (dims, sc, who) in groups.items():
             x = mid[..., dims] * sc
             noise = float((x - x.round()).abs().max())
-            names = sorted({labels[i][3:].rsplit(".", 1)[0] for i in dims})
+            names = sorted(who)
             out.append({"layer": l + 1, "mlp": f"block{l + 1}: {what}",
                         "inputs": ", ".join(names[:4]) + (f", … ({len(names)})" if len(names) > 4 else ""),
                         "input_tolerance": STEP_TOLERANCE, "worst_input_noise": noise,

@@ -1,15 +1,23 @@
 """Programs: what a construction emits before assembly.
 
 A :class:`Program` is a list of :class:`Block` s over a :class:`Workspace`.  A
-block has attention heads (each with its own ``W_Q, W_K, W_V, W_O`` over the
-full residual width) and at most one residual MLP.  Weights are float64 numpy
+block has attention heads and at most one residual MLP.  Weights are float64 numpy
 arrays; the assembler casts them once, which keeps builds deterministic.
 
-``notes`` on heads and MLPs record the derived constants (temperatures, slopes,
-gaps, tolerances) so they can be reported as margins.  ``reads`` and ``writes``
-declare, by workspace subspace name, what each head and MLP touches: every gadget
-sets them, :func:`fuse` and :func:`parallel` combine them, and the tests check
-them against the nonzero weights.
+Heads and MLPs are *local* (as in Tracr's ``craft``): they never see ``d_model``.
+Each declares, by workspace subspace name, what it reads and writes (``reads``,
+``writes``), and its matrices have one row (or column) per dim of those subspaces,
+in declaration order:
+
+* a :class:`Head`'s ``W_Q``/``W_K``/``W_V`` have one row per dim of its query/key/value
+  reads, its ``W_O`` one column per dim of its writes;
+* an :class:`MLP`'s first weight has one row per dim of its reads, its last weight
+  and bias one column (entry) per dim of its writes; hidden layers are its own.
+
+``embed(ws)`` places them into the residual width.  The assembler calls it once per
+head and MLP; :func:`parallel` and :func:`fuse` (combining MLPs) and the layout use it
+too.  ``notes`` record the derived constants (temperatures, slopes, gaps, tolerances)
+so they can be reported as margins.
 """
 
 from __future__ import annotations
@@ -22,27 +30,75 @@ import numpy as np
 from .workspace import Workspace
 
 
+def _rows(ws: Workspace, names: tuple[str, ...], local: np.ndarray, what: str) -> list[int]:
+    """Residual dims of ``names`` (declaration order), checked against ``local``'s row count."""
+    dims = ws.span(names)
+    if len(dims) != local.shape[0]:
+        raise ValueError(f"{what}: {local.shape[0]} local rows, but {names} have {len(dims)} dims")
+    return dims
+
+
+def _place_rows(d_model: int, dims: list[int], local: np.ndarray) -> np.ndarray:
+    """``local`` [len(dims), k] as a [d_model, k] matrix (its rows at ``dims``, zeros elsewhere)."""
+    out = np.zeros((d_model, local.shape[1]))
+    out[dims] = local
+    return out
+
+
 @dataclass
 class Head:
     """One causal softmax attention head; scores are ``(x W_Q)(x W_K)^T`` (no 1/sqrt(d) scale:
-    the temperature lives in ``W_Q``)."""
+    the temperature lives in ``W_Q``).  Matrices are local (see the module docstring)."""
 
     name: str
-    W_Q: np.ndarray  # [d_model, d_qk]
-    W_K: np.ndarray  # [d_model, d_qk]
-    W_V: np.ndarray  # [d_model, d_v]
-    W_O: np.ndarray  # [d_v, d_model]
+    W_Q: np.ndarray  # [dims of reads["query"], d_qk]
+    W_K: np.ndarray  # [dims of reads["key"], d_qk]
+    W_V: np.ndarray  # [dims of reads["value"], d_v]
+    W_O: np.ndarray  # [d_v, dims of writes]
     notes: dict[str, Any] = field(default_factory=dict)
     reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # {"query": .., "key": .., "value": ..}
     writes: tuple[str, ...] = ()
 
+    def embed(self, ws: Workspace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``W_Q, W_K, W_V`` [d_model, .] and ``W_O`` [d_v, d_model] over the residual width."""
+        d = ws.d_model
+        q, k, v = (_place_rows(d, _rows(ws, tuple(self.reads.get(role, ())), W, f"{self.name} {role}"), W)
+                   for role, W in (("query", self.W_Q), ("key", self.W_K), ("value", self.W_V)))
+        o = _place_rows(d, _rows(ws, self.writes, self.W_O.T, f"{self.name} writes"), self.W_O.T).T
+        return q, k, v, o
+
+
+def _relu_net(weights: list[np.ndarray], biases: list[np.ndarray], x: np.ndarray) -> np.ndarray:
+    h = x
+    for w, b in zip(weights[:-1], biases[:-1]):
+        h = np.maximum(h @ w + b, 0.0)
+    return h @ weights[-1] + biases[-1]
+
+
+@dataclass
+class Dense:
+    """An MLP placed in the residual width (what ``embed`` returns):
+    ``weights[0]`` is ``W_in`` [d_model, h_1], ``weights[-1]`` is ``W_out`` [h_k, d_model]."""
+
+    weights: list[np.ndarray]
+    biases: list[np.ndarray]
+
+    @property
+    def hidden_sizes(self) -> list[int]:
+        return [w.shape[1] for w in self.weights[:-1]]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The residual update of residual vectors ``x`` [..., d_model] (float64 reference)."""
+        return _relu_net(self.weights, self.biases, x)
+
 
 @dataclass
 class MLP:
-    """A residual ReLU MLP: ``out = W_k relu(... relu(x W_0 + b_0) ...) + b_k``.
-
-    ``weights[0]`` is ``W_in`` [d_model, h_1]; ``weights[-1]`` is ``W_out`` [h_k, d_model].
-    """
+    """A residual ReLU MLP: ``out = W_k relu(... relu(x W_0 + b_0) ...) + b_k``, local:
+    ``weights[0]`` [dims of reads, h_1], ``weights[-1]`` [h_k, dims of writes], ``biases[-1]``
+    [dims of writes].  Calling it evaluates on local inputs (the dims of ``reads``, in
+    order) and returns the update of the dims of ``writes``; ``embed(ws)(x)`` does the
+    same on residual vectors."""
 
     name: str
     weights: list[np.ndarray]
@@ -56,11 +112,42 @@ class MLP:
         return [w.shape[1] for w in self.weights[:-1]]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """Evaluate on residual vectors ``x`` [..., d_model] (float64 reference)."""
-        h = x
-        for w, b in zip(self.weights[:-1], self.biases[:-1]):
-            h = np.maximum(h @ w + b, 0.0)
-        return h @ self.weights[-1] + self.biases[-1]
+        """Evaluate on local inputs ``x`` [..., dims of reads] (float64 reference)."""
+        return _relu_net(self.weights, self.biases, x)
+
+    def embed(self, ws: Workspace) -> Dense:
+        """The same MLP over the residual width."""
+        d = ws.d_model
+        if len(self.weights) < 2:
+            raise ValueError(f"{self.name}: an MLP needs a hidden layer")
+        rows = _rows(ws, self.reads, self.weights[0], f"{self.name} reads")
+        cols = _rows(ws, self.writes, self.weights[-1].T, f"{self.name} writes")
+        W_in = _place_rows(d, rows, self.weights[0])
+        W_out = _place_rows(d, cols, self.weights[-1].T).T
+        b_out = np.zeros(d)
+        b_out[cols] = self.biases[-1]
+        return Dense([W_in, *self.weights[1:-1], W_out], [*self.biases[:-1], b_out])
+
+
+@dataclass
+class Fused:
+    """``first`` then ``second`` as one MLP (see :func:`fuse`); evaluate it as ``embed(ws)(x)``.
+
+    Unlike a gadget it keeps its parts and is formed in the residual width by ``embed``:
+    its carry units ``relu(-x_d)`` weigh -1 on residual dim d and -0.0 (a negated one-hot)
+    on every other dim, and the checkpoints hold exactly those bits, which a local
+    fused matrix (zero-filled when embedded) would lose."""
+
+    name: str
+    first: MLP | Fused
+    second: MLP
+    notes: dict[str, Any] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+    def embed(self, ws: Workspace) -> Dense:
+        return _fuse_dense(self.first.embed(ws), self.second.embed(ws), ws.span(self.second.reads),
+                           ws.span(self.first.writes))
 
 
 @dataclass
@@ -68,7 +155,7 @@ class Block:
     """Attention (heads side by side, outputs summed into the residual), then an MLP."""
 
     heads: list[Head]
-    mlp: MLP | None = None
+    mlp: MLP | Fused | None = None
 
 
 @dataclass
@@ -89,18 +176,25 @@ def union(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for g in groups for n in g))
 
 
-def fuse(first: MLP, second: MLP, name: str | None = None) -> MLP:
+def fuse(first: MLP | Fused, second: MLP, name: str | None = None) -> Fused:
     """One MLP computing ``x + first(x) + second(x + first(x))``'s update.
 
     The residual dims that ``second`` reads are carried through ``first``'s hidden
     layers as ``relu(x) - relu(-x)`` pairs, and ``first``'s result is carried through
-    ``second``'s hidden layers (its last hidden layer, or its output as +/- pairs when
-    that is narrower), so the fused
-    MLP has ``len(first.hidden) + len(second.hidden)`` hidden layers.  Used to
-    place a readout inside the last block's MLP without an extra layer.
+    ``second``'s hidden layers (its last hidden layer, or its output on the dims it
+    writes as +/- pairs when that is narrower), so the fused MLP has
+    ``len(first.hidden) + len(second.hidden)`` hidden layers.  Used to place a readout
+    inside the last block's MLP without an extra layer.
     """
+    notes = {**first.notes, "fused": [first.name, second.name], second.name: second.notes}
+    return Fused(name or f"{first.name}+{second.name}", first, second, notes,
+                 reads=union(first.reads, second.reads), writes=union(first.writes, second.writes))
+
+
+def _fuse_dense(first: Dense, second: Dense, second_reads: list[int], first_writes: list[int]) -> Dense:
+    """:func:`fuse` over the residual width; ``second_reads``/``first_writes``: the declared dims."""
     d_model = first.weights[0].shape[0]
-    read = np.flatnonzero(np.any(second.weights[0] != 0, axis=1))
+    read = np.array(sorted(second_reads), dtype=np.int64)
     P = np.zeros((d_model, len(read)))
     P[read, np.arange(len(read))] = 1.0
     weights: list[np.ndarray] = []
@@ -121,7 +215,7 @@ def fuse(first: MLP, second: MLP, name: str | None = None) -> MLP:
     O1, c1 = first.weights[-1], first.biases[-1]
     # carry first's result through second's hidden layers: either its last hidden layer
     # (non-negative, identity) or, when narrower, its output on the dims it writes as +/- pairs
-    written = np.flatnonzero(np.any(O1 != 0, axis=0) | (c1 != 0))
+    written = np.array(sorted(first_writes), dtype=np.int64)
     if 2 * len(written) < h_last:
         E = np.zeros((d_model, len(written)))
         E[written, np.arange(len(written))] = 1.0
@@ -150,17 +244,16 @@ def fuse(first: MLP, second: MLP, name: str | None = None) -> MLP:
     n_prev = weights[-1].shape[1] - k
     weights.append(np.concatenate([second.weights[-1][:n_prev], C_out], axis=0))
     biases.append(second.biases[-1] + out_bias)
-    notes = {**first.notes, "fused": [first.name, second.name], second.name: second.notes}
-    return MLP(name or f"{first.name}+{second.name}", weights, biases, notes,
-               reads=union(first.reads, second.reads), writes=union(first.writes, second.writes))
+    return Dense(weights, biases)
 
 
-def parallel(mlps: list[MLP], name: str) -> MLP:
+def parallel(mlps: list[MLP], name: str, ws: Workspace) -> MLP:
     """One MLP running ``mlps`` side by side (a direct product, Lemma 17).
 
     All must have the same number of hidden layers; hidden layers are concatenated,
     hidden-to-hidden weights are block diagonal, and the outputs add up (so the
-    parts should write disjoint residual dims).
+    parts should write disjoint residual dims).  The result is local over the union
+    of the parts' reads and writes (``ws`` says where each part's dims go in it).
     """
     if len(mlps) == 1:
         m = mlps[0]
@@ -168,7 +261,15 @@ def parallel(mlps: list[MLP], name: str) -> MLP:
     depth = {len(m.weights) for m in mlps}
     if len(depth) != 1:
         raise ValueError("parallel MLPs need the same number of hidden layers")
-    weights = [np.concatenate([m.weights[0] for m in mlps], axis=1)]
+    reads, writes = union(*(m.reads for m in mlps)), union(*(m.writes for m in mlps))
+    at_read = {d: i for i, d in enumerate(ws.span(reads))}
+    at_write = {d: i for i, d in enumerate(ws.span(writes))}
+    W_in = np.zeros((len(at_read), sum(m.weights[0].shape[1] for m in mlps)))
+    c = 0
+    for m in mlps:
+        W_in[[at_read[d] for d in ws.span(m.reads)], c : c + m.weights[0].shape[1]] = m.weights[0]
+        c += m.weights[0].shape[1]
+    weights = [W_in]
     biases = [np.concatenate([m.biases[0] for m in mlps])]
     for i in range(1, len(mlps[0].weights) - 1):
         rows = sum(m.weights[i].shape[0] for m in mlps)
@@ -181,7 +282,14 @@ def parallel(mlps: list[MLP], name: str) -> MLP:
             r, c = r + h, c + w
         weights.append(W)
         biases.append(np.concatenate([m.biases[i] for m in mlps]))
-    weights.append(np.concatenate([m.weights[-1] for m in mlps], axis=0))
-    biases.append(np.sum([m.biases[-1] for m in mlps], axis=0))
-    return MLP(name, weights, biases, {"parallel": [m.notes for m in mlps]},
-               reads=union(*(m.reads for m in mlps)), writes=union(*(m.writes for m in mlps)))
+    W_out = np.zeros((sum(m.weights[-1].shape[0] for m in mlps), len(at_write)))
+    b_out = np.zeros((len(mlps), len(at_write)))
+    r = 0
+    for j, m in enumerate(mlps):
+        cols = [at_write[d] for d in ws.span(m.writes)]
+        W_out[r : r + m.weights[-1].shape[0], cols] = m.weights[-1]
+        b_out[j, cols] = m.biases[-1]
+        r += m.weights[-1].shape[0]
+    weights.append(W_out)
+    biases.append(np.sum(b_out, axis=0))
+    return MLP(name, weights, biases, {"parallel": [m.notes for m in mlps]}, reads=reads, writes=writes)

@@ -120,12 +120,11 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     blocks = []
     L = n_scan_layers(max_len)
     for l in range(1, L + 1):
-        head = offset_head(f"scan{l}.lookback", d, pos, code, bos, one, 2 ** (l - 1), F, G,
-                           value_range=m - 1)
-        blocks.append(Block([head], compose_mlp(f"scan{l}.compose", d, F, G)))
+        head = offset_head(f"scan{l}.lookback", pos, code, bos, one, 2 ** (l - 1), F, G, value_range=m - 1)
+        blocks.append(Block([head], compose_mlp(f"scan{l}.compose", F, G)))
     if not rep.natural:
         last = blocks[-1]
-        last.mlp = fuse(last.mlp, distance_units("readout", d, F, m, ws["readout:dist"]))
+        last.mlp = fuse(last.mlp, distance_units("readout", F, m, ws["readout:dist"]))
     W_U, b_U = readout(rep, automaton, ws, automaton.start)
     margin = code.precision_margin(eps)
     warnings = []

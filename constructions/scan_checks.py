@@ -23,9 +23,7 @@ def invariants(model, plan: Representation, tokens: np.ndarray) -> dict[str, Any
     """Decode ``scan:map`` / ``scan:prev`` after every layer and compare with the exact windows;
     measure each lookback head (score gap and leaked mass at t - 2^(l-1)) and each composition
     MLP (noise of its integer inputs against the step units' tolerance)."""
-    labels = model.meta["residual_labels"]
-    F = [i for i, lab in enumerate(labels) if lab.startswith("scan:map[")]
-    G = [i for i, lab in enumerate(labels) if lab.startswith("scan:prev[")]
+    F, G = model.subspace("scan:map"), model.subspace("scan:prev")
     letter_maps = np.asarray(plan.letter_maps)
     L = len(model.blocks)
     want = window_maps(letter_maps, tokens, L)

@@ -91,6 +91,11 @@ class Workspace:
     def dim(self, label: str) -> int:
         return self._index[label]
 
+    def span(self, names: tuple[str, ...] | list[str]) -> list[int]:
+        """Residual dims of the named subspaces, concatenated in the given order (where a
+        local head's or MLP's rows or columns go, see constructions/program.py)."""
+        return [d for n in names for d in self.subspaces[n].dims]
+
 
 def workspace_from_meta(labels: list[str], subspaces: dict[str, list[int]]) -> Workspace:
     """Rebuild a checkpoint's workspace from its stored labels and subspace dims."""

@@ -1,5 +1,6 @@
 """Every head and MLP declares what it reads and writes, and the declarations cannot lie:
-they name exactly the workspace subspaces whose dims carry nonzero weights."""
+embedded into the residual width, they name exactly the workspace subspaces whose dims
+carry nonzero weights; and every local matrix has one row (column) per declared dim."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from compiler.automata.catalog import build as catalog_build
 from compiler.automata.spec import Semiautomaton
 from constructions import gridworld, krohn_rhodes, scan
-from constructions.program import MLP, Head, Program, fuse, parallel
+from constructions.program import MLP, Fused, Head, Program, fuse, parallel
 from constructions.workspace import Workspace
 
 # a deep holonomy cascade whose views are evaluated in the network (see test_krohn_rhodes.py)
@@ -23,31 +24,59 @@ def _touched(owner: dict[int, str], mask: np.ndarray) -> set[str]:
     return {owner[int(d)] for d in np.flatnonzero(mask)}
 
 
-def _actual_head(owner, h: Head) -> tuple[dict[str, set[str]], set[str]]:
+def _actual_head(ws: Workspace, h: Head) -> tuple[dict[str, set[str]], set[str]]:
+    owner = _owner(ws)
+    W_Q, W_K, W_V, W_O = h.embed(ws)
     reads = {role: _touched(owner, np.any(W != 0, axis=1)) for role, W in
-             (("query", h.W_Q), ("key", h.W_K), ("value", h.W_V))}
-    return reads, _touched(owner, np.any(h.W_O != 0, axis=0))
+             (("query", W_Q), ("key", W_K), ("value", W_V))}
+    return reads, _touched(owner, np.any(W_O != 0, axis=0))
 
 
-def _actual_mlp(owner, m: MLP) -> tuple[set[str], set[str]]:
-    return (_touched(owner, np.any(m.weights[0] != 0, axis=1)),
-            _touched(owner, np.any(m.weights[-1] != 0, axis=0) | (m.biases[-1] != 0)))
+def _actual_mlp(ws: Workspace, m: "MLP | Fused") -> tuple[set[str], set[str]]:
+    owner = _owner(ws)
+    dense = m.embed(ws)
+    return (_touched(owner, np.any(dense.weights[0] != 0, axis=1)),
+            _touched(owner, np.any(dense.weights[-1] != 0, axis=0) | (dense.biases[-1] != 0)))
+
+
+def _dims(ws: Workspace, names) -> int:
+    return sum(len(ws[n]) for n in names)
+
+
+def check_local_shapes(ws: Workspace, part: "Head | MLP | Fused") -> None:
+    """A head's or MLP's local matrices have exactly one row (column) per dim it declares
+    (a fused MLP: its parts)."""
+    if isinstance(part, Head):
+        assert part.W_Q.shape[0] == _dims(ws, part.reads["query"]), part.name
+        assert part.W_K.shape[0] == _dims(ws, part.reads["key"]), part.name
+        assert part.W_V.shape[0] == _dims(ws, part.reads["value"]), part.name
+        assert part.W_O.shape[1] == _dims(ws, part.writes), part.name
+        assert part.W_Q.shape[1] == part.W_K.shape[1] and part.W_V.shape[1] == part.W_O.shape[0], part.name
+    elif isinstance(part, Fused):
+        check_local_shapes(ws, part.first)
+        check_local_shapes(ws, part.second)
+    else:
+        assert part.weights[0].shape[0] == _dims(ws, part.reads), part.name
+        assert part.weights[-1].shape[1] == _dims(ws, part.writes), part.name
+        assert part.biases[-1].shape == (_dims(ws, part.writes),), part.name
 
 
 def check_declarations(program: Program) -> int:
     """Assert every declaration; returns how many heads and MLPs were checked."""
-    owner = _owner(program.workspace)
-    assert len(owner) == program.workspace.d_model  # every dim belongs to exactly one subspace
+    ws = program.workspace
+    assert len(_owner(ws)) == ws.d_model  # every dim belongs to exactly one subspace
     n = 0
     for b, block in enumerate(program.blocks):
         for h in block.heads:
-            reads, writes = _actual_head(owner, h)
+            check_local_shapes(ws, h)
+            reads, writes = _actual_head(ws, h)
             assert set(h.reads) == {"query", "key", "value"}, h.name
             assert {r: set(v) for r, v in h.reads.items()} == reads, (b, h.name)
             assert set(h.writes) == writes, (b, h.name)
             n += 1
         if block.mlp is not None:
-            reads, writes = _actual_mlp(owner, block.mlp)
+            check_local_shapes(ws, block.mlp)
+            reads, writes = _actual_mlp(ws, block.mlp)
             assert set(block.mlp.reads) == reads, (b, block.mlp.name)
             assert set(block.mlp.writes) == writes, (b, block.mlp.name)
             n += 1
@@ -92,17 +121,16 @@ def test_gridworld_declarations(name):
 def test_fuse_and_parallel_combine_declarations():
     ws = Workspace()
     a, b, c = ws.add("a"), ws.add("b"), ws.add("c")
-    d = ws.d_model
 
-    def copy(name, src, dst):
-        W1, W2 = np.zeros((d, 1)), np.zeros((1, d))
-        W1[src[0], 0], W2[0, dst[0]] = 1.0, 1.0
-        return MLP(name, [W1, W2], [np.zeros(1), np.zeros(d)], reads=(src.name,), writes=(dst.name,))
+    def copy(name, src, dst):  # local: one row (src), one column (dst)
+        return MLP(name, [np.ones((1, 1)), np.ones((1, 1))], [np.zeros(1), np.zeros(1)],
+                   reads=(src.name,), writes=(dst.name,))
 
     first, second = copy("ab", a, b), copy("bc", b, c)
     fused = fuse(first, second)
     assert fused.reads == ("a", "b") and fused.writes == ("b", "c")
-    both = parallel([first, second], "p")
+    both = parallel([first, second], "p", ws)
     assert both.reads == ("a", "b") and both.writes == ("b", "c")
-    owner = _owner(ws)
-    assert _actual_mlp(owner, fused) == ({"a", "b"}, {"b", "c"})
+    check_local_shapes(ws, both)
+    assert _actual_mlp(ws, fused) == ({"a", "b"}, {"b", "c"})
+    assert _actual_mlp(ws, both) == ({"a", "b"}, {"b", "c"})

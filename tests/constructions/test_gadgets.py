@@ -65,7 +65,7 @@ def _compose_workspace(n):
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_compose_mlp_is_exact_on_all_pairs(n):
     ws, F, G = _compose_workspace(n)
-    mlp = compose_mlp("c", ws.d_model, F, G)
+    mlp = compose_mlp("c", F, G).embed(ws)
     rng = np.random.default_rng(0)
     maps = list(itertools.product(range(n), repeat=n))
     if len(maps) > 60:
@@ -83,9 +83,10 @@ def test_compose_mlp_is_exact_on_all_pairs(n):
 def test_fuse_equals_sequential_application():
     ws, F, G = _compose_workspace(3)
     out = ws.add("dist", 2 * 3 * 3)
-    first = compose_mlp("c", ws.d_model, F, G)
-    second = distance_units("r", ws.d_model, F, 3, out)
-    fused = fuse(first, second)
+    first = compose_mlp("c", F, G)
+    second = distance_units("r", F, 3, out)
+    fused = fuse(first, second).embed(ws)
+    first, second = first.embed(ws), second.embed(ws)
     assert len(fused.hidden_sizes) == 3
     rng = np.random.default_rng(1)
     for _ in range(50):
@@ -101,7 +102,7 @@ def test_distance_units_give_l1_distance():
     ws = Workspace()
     X = ws.add("X", 2)
     out = ws.add("d", 2 * 2 * 4)
-    mlp = distance_units("d", ws.d_model, X, 4, out)
+    mlp = distance_units("d", X, 4, out).embed(ws)
     x = np.zeros(ws.d_model)
     x[list(X.dims)] = [3, 1]
     units = mlp(x)[list(out.dims)]
@@ -117,12 +118,13 @@ def test_offset_head_selects_offset_or_bos():
     one, bos = ws.add("one"), ws.add("bos")
     pos = ws.add("pos", code.labels)
     src, dst = ws.add("src"), ws.add("dst")
-    head = offset_head("h", ws.d_model, pos, code, bos, one, 8, src, dst, value_range=1)
+    head = offset_head("h", pos, code, bos, one, 8, src, dst, value_range=1)
+    W_Q, W_K, _, _ = head.embed(ws)
     x = np.zeros((T + 1, ws.d_model))
     x[:, one[0]] = 1
     x[0, bos[0]] = 1
     x[:, list(pos.dims)] = position_table(code)
-    scores = (x @ head.W_Q) @ (x @ head.W_K).T
+    scores = (x @ W_Q) @ (x @ W_K).T
     for t in range(T + 1):
         winner = int(np.argmax(scores[t, : t + 1]))
         assert winner == max(t - 8, 0)
@@ -131,14 +133,15 @@ def test_offset_head_selects_offset_or_bos():
             assert s[-1] - s[-2] >= head.notes["score_gap"] - 1e-6
 
 
-def _softmax_attend(head, x):
+def _softmax_attend(head, ws, x):
     """Causal softmax attention of one head on residual rows x [T+1, d] (float64)."""
-    q, k, v = x @ head.W_Q, x @ head.W_K, x @ head.W_V
+    W_Q, W_K, W_V, W_O = head.embed(ws)
+    q, k, v = x @ W_Q, x @ W_K, x @ W_V
     s = q @ k.T
     s[np.triu_indices(len(x), 1)] = -np.inf
     p = np.exp(s - s.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
-    return (p @ v) @ head.W_O
+    return (p @ v) @ W_O
 
 
 def test_prefix_mean_head_and_modular_count_give_exact_counts():
@@ -153,9 +156,9 @@ def test_prefix_mean_head_and_modular_count_give_exact_counts():
     ws = Workspace()
     bos, logmass = ws.add("bos"), ws.add(ABSORB)
     inc, mean, new, old = ws.add("inc"), ws.add("mean"), ws.add("new"), ws.add("old")
-    head = prefix_mean_head("h", ws.d_model, logmass, bos, inc, mean, mass=2 * T)
-    mlp = modular_count_mlp("m", ws.d_model, mean, new, scale=2 * T, initial=3, modulus=n, max_count=(n - 1) * T,
-                            increment=inc, old=old)
+    head = prefix_mean_head("h", logmass, bos, inc, mean, mass=2 * T)
+    mlp = modular_count_mlp("m", mean, new, scale=2 * T, initial=3, modulus=n, max_count=(n - 1) * T,
+                            increment=inc, old=old).embed(ws)
     rng = np.random.default_rng(0)
     incs = rng.integers(0, n, T)
     x = np.zeros((T + 1, ws.d_model))
@@ -163,7 +166,7 @@ def test_prefix_mean_head_and_modular_count_give_exact_counts():
     x[:, logmass[0]] = absorb_feature(2 * T, T)
     assert np.array_equal(x[:, logmass[0]], np.log(2 * T - np.arange(T + 1)))
     x[1:, inc[0]] = incs
-    x = x + _softmax_attend(head, x)
+    x = x + _softmax_attend(head, ws, x)
     x = x + np.stack([mlp(r) for r in x])
     want = (3 + np.cumsum(incs)) % n
     np.testing.assert_allclose(x[1:, new[0]], want, atol=1e-9)
@@ -176,7 +179,7 @@ def test_recent_flag_head_finds_latest_flag_or_bos():
     T = 200
     ws = Workspace()
     one, flag, rec, val, out = ws.add("one"), ws.add("flag"), ws.add("rec"), ws.add("val"), ws.add("out")
-    head = recent_flag_head("h", ws.d_model, flag, rec, one, val, out, T, value_range=6)
+    head = recent_flag_head("h", flag, rec, one, val, out, T, value_range=6)
     rng = np.random.default_rng(1)
     flags = rng.random(T + 1) < 0.05
     flags[0] = True
@@ -186,7 +189,7 @@ def test_recent_flag_head_finds_latest_flag_or_bos():
     x[:, flag[0]] = flags
     x[:, rec[0]] = np.arange(T + 1) / (T + 1)
     x[:, val[0]] = vals
-    got = _softmax_attend(head, x)[:, out[0]]
+    got = _softmax_attend(head, ws, x)[:, out[0]]
     last = np.maximum.accumulate(np.where(flags, np.arange(T + 1), 0))
     assert np.abs(got - vals[last]).max() < STEP_TOLERANCE / 2
 
@@ -201,8 +204,9 @@ def test_lookup_mlp_is_exact_on_keys_and_silent_elsewhere():
         for t in range(3):
             table[(v, t)] = np.array([10.0 * v + t + 1])  # a vector over ``out``
     del table[(2, 1)]
-    mlp = lookup_mlp("l", ws.d_model, [CodeInput(a, 4), OneHotInput(tok)], out, table)
+    mlp = lookup_mlp("l", [CodeInput(a, 4), OneHotInput(tok)], out, table)
     assert mlp.reads == ("a", "tok") and mlp.writes == ("out",)
+    mlp = mlp.embed(ws)
     for v in range(4):
         for t in range(3):
             x = np.zeros(ws.d_model)
@@ -220,8 +224,94 @@ def test_round_mlp_cleans_and_clears():
 
     ws = Workspace()
     src, dst = ws.add("src", 2), ws.add("dst", 2)
-    mlp = round_mlp("r", ws.d_model, src, 5, dst)
+    mlp = round_mlp("r", src, 5, dst).embed(ws)
     x = np.zeros(ws.d_model)
     x[list(src.dims)] = [3.2, 0.1]
     y = x + mlp(x)
     assert list(y[list(dst.dims)]) == [3, 0] and np.all(y[list(src.dims)] == 0)
+
+
+def _n(ws, names):
+    return sum(len(ws[n]) for n in names)
+
+
+def _gadgets():
+    """One of every gadget over a shared workspace (joined and multi-dim subspaces included)."""
+    from constructions.gadgets import (
+        ABSORB,
+        CodeInput,
+        OneHotInput,
+        lookup_mlp,
+        modular_count_mlp,
+        prefix_mean_head,
+        recent_flag_head,
+        round_mlp,
+    )
+    from constructions.workspace import join
+
+    code = position_code("sinusoidal", 16)
+    ws = Workspace()
+    one, bos, absorb, rec = ws.add("one"), ws.add("bos"), ws.add(ABSORB), ws.add("rec")
+    pos = ws.add("pos", code.labels)
+    F, G = ws.add("F", 3), ws.add("G", 3)
+    dist = ws.add("dist", 2 * 3 * 3)
+    inc, mean, new, old = ws.add("inc"), ws.add("mean"), ws.add("new"), ws.add("old")
+    inc2, mean2 = ws.add("inc2"), ws.add("mean2")
+    flag, target, fetched = ws.add("flag"), ws.add("target"), ws.add("fetched")
+    tok, out1, out2 = ws.add("tok", 3), ws.add("out1"), ws.add("out2", 2)
+    incs, means = join("incs", [inc, inc2]), join("means", [mean, mean2])
+    table = {(v, 0, t): np.array([v + t, 0.0, 1.0]) for v in range(3) for t in range(3)}
+    parts = [
+        offset_head("offset", pos, code, bos, one, 2, F, G, value_range=2),
+        prefix_mean_head("mean", absorb, bos, incs, means, mass=40),
+        recent_flag_head("recent", flag, rec, one, target, fetched, 16, value_range=2),
+        compose_mlp("compose", F, G),
+        distance_units("distance", F, 3, dist),
+        modular_count_mlp("count", mean, new, scale=40, initial=1, modulus=3, max_count=30),
+        modular_count_mlp("count_old", mean, new, scale=40, initial=1, modulus=3, max_count=30,
+                          increment=inc, old=old),
+        round_mlp("round", G, 3, F),
+        lookup_mlp("lookup", [CodeInput(new, 3), CodeInput(old, 1), OneHotInput(tok)],
+                   join("outs", [out1, out2]), table),
+    ]
+    return ws, parts
+
+
+def test_every_gadget_is_local_to_its_declared_subspaces():
+    """Local matrices: one row per dim of the declared reads, one column per dim of the writes
+    (heads: query/key/value rows, W_O columns; MLPs: first weight rows, last weight and bias columns)."""
+    from constructions.program import Head
+
+    ws, parts = _gadgets()
+    for part in parts:
+        if isinstance(part, Head):
+            assert part.W_Q.shape[0] == _n(ws, part.reads["query"]), part.name
+            assert part.W_K.shape[0] == _n(ws, part.reads["key"]), part.name
+            assert part.W_V.shape[0] == _n(ws, part.reads["value"]), part.name
+            assert part.W_O.shape[1] == _n(ws, part.writes), part.name
+            W_Q, W_K, W_V, W_O = part.embed(ws)
+            assert W_Q.shape[0] == W_K.shape[0] == W_V.shape[0] == W_O.shape[1] == ws.d_model
+        else:
+            assert part.weights[0].shape[0] == _n(ws, part.reads), part.name
+            assert part.weights[-1].shape[1] == _n(ws, part.writes), part.name
+            assert part.biases[-1].shape == (_n(ws, part.writes),), part.name
+            dense = part.embed(ws)
+            assert dense.weights[0].shape[0] == dense.weights[-1].shape[1] == ws.d_model
+            assert dense.hidden_sizes == part.hidden_sizes
+    lookup = parts[-1]
+    assert lookup.reads == ("new", "tok") and lookup.writes == ("out1", "out2")  # a one-value code has no units
+
+
+def test_local_evaluation_matches_the_embedding():
+    """``mlp(x_local)`` on the dims of its reads is ``mlp.embed(ws)(x)`` on the dims of its writes."""
+    ws, parts = _gadgets()
+    rng = np.random.default_rng(3)
+    for part in parts:
+        if not hasattr(part, "weights"):
+            continue
+        x = rng.uniform(-1, 3, (5, ws.d_model))
+        full = part.embed(ws)(x)
+        # equal up to float64 rounding (the residual-width products also sum the zero rows)
+        np.testing.assert_allclose(part(x[:, ws.span(part.reads)]), full[:, ws.span(part.writes)], atol=1e-9)
+        others = np.setdiff1d(np.arange(ws.d_model), ws.span(part.writes))
+        assert not full[:, others].any(), part.name

@@ -87,6 +87,7 @@ def test_residue_mlp_is_exact_under_noise(kind, T, S):
     ws.add("one"), ws.add("bos"), ws.add("gw0:z"), ws.add("gw0:code", plan.code.labels)
     mlp = gridworld._residue_mlp(ws, plan)
     assert mlp.hidden_sizes == [plan.n_coarse + 2, plan.n_coarse + 2, 2 * M + 1, M]
+    mlp = mlp.embed(ws)  # evaluate on residual vectors
     z = np.arange(-T, T + 1)
     for noise in (0.0, 0.2, -0.2):
         x = np.zeros((len(z), ws.d_model))
