@@ -153,12 +153,17 @@ def failure_text(n_errors: Any, counterexample: dict[str, Any] | None, invariant
 def summary_line(summary: dict[str, Any], status: str | None = None) -> str:
     """One line for ``shortcut info`` / ``compile``: verdict (followed by ``status`` in
     parentheses, when given), what failed, and what was checked."""
-    c = summary.get("checked", {})
-    verdict = ("exact" if summary.get("exact") else
-               f"NOT exact ({failure_text(summary.get('n_errors'), summary.get('counterexample'), summary.get('invariant_failures') or [])})")
+    def part(key: str, kind: type, default: Any) -> Any:  # a stored summary is data: tolerate odd shapes
+        value = summary.get(key)
+        return value if isinstance(value, kind) else default
+
+    c, m = part("checked", dict, {}), part("margins", dict, {})
+    ce = part("counterexample", dict, None)
+    ce = ce if ce and {"position", "check", "expected", "got"} <= set(ce) else None
+    fails = [str(f) for f in part("invariant_failures", list, [])]
+    verdict = "exact" if summary.get("exact") is True else f"NOT exact ({failure_text(summary.get('n_errors'), ce, fails)})"
     if status is not None:
         verdict += f" ({status})"
-    m = summary.get("margins", {})
     return (f"{verdict} on {summary.get('n_positions')} positions: exhaustive to length {c.get('exhaustive_length')}, "
             f"{c.get('random_sequences')} random at length {c.get('random_length')}, "
             f"{c.get('adversarial_sequences')} adversarial, layer-wise: {c.get('layerwise') or 'none'} "
