@@ -88,7 +88,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults shown after each option's help; the epilog's examples kept as written."""
+    """Defaults shown after each option's help (not for flags, nor options without one); the
+    epilog's examples kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or isinstance(action.default, bool):
+            return action.help
+        return super()._get_help_string(action)
 
 
 # --- option values ------------------------------------------------------------------------
@@ -458,8 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compile even where the construction's worst-case float bound is not certified at this "
                         "max_len and dtype (otherwise exit 2)")
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
-                   help="verify after compiling (a modest check; store the summary in the checkpoint, exit 1 if "
-                        "not exact); --no-verify skips it")
+                   help="verify after compiling (on by default; a modest check; store the summary in the "
+                        "checkpoint, exit 1 if not exact); --no-verify skips it")
     c.add_argument("--verify-samples", type=NON_NEGATIVE, default=16, help="random full-length sequences for --verify")
     c.add_argument("--verify-budget", type=POSITIVE, default=4096, help="exhaustive-check budget for --verify")
     c.set_defaults(func=cmd_compile)
@@ -488,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--exhaustive-budget", type=POSITIVE, default=1 << 15,
                    help="largest number of sequences in the exhaustive check (refused above the memory limit)")
     v.add_argument("--family-limit", type=POSITIVE, default=None,
-                   help="at most this many sequences per adversarial family (default: all)")
+                   help="at most this many sequences per adversarial family (default: all of them)")
     v.add_argument("--json", action="store_true", help="the report as one JSON object")
     v.set_defaults(func=cmd_verify)
 

@@ -23,7 +23,7 @@ import random
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -48,6 +48,8 @@ def fuzz_settings(n: int, scale: int) -> settings:
 # --- running the CLI in-process and checking the contract ---------------------------------------
 
 STATS: dict[str, Counter] = {}
+CWD: list[Path] = []
+"""The fuzzed commands run in the module's temporary directory (a relative `-o` or `--dot` lands there)."""
 
 
 def run_cli(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
@@ -56,7 +58,7 @@ def run_cli(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
     old_stdin = sys.stdin
     sys.stdin = io.StringIO(stdin)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.chdir(CWD[-1]), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(argv)
             except SystemExit as e:
@@ -92,15 +94,17 @@ def _write_stats():
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory) -> dict[str, Path]:
+def work(tmp_path_factory) -> Iterator[dict[str, Path]]:
     """One small verified checkpoint (parity, scan, max_len 4) reused by every property, and paths."""
     d = tmp_path_factory.mktemp("fuzz")
+    CWD.append(d)
     ckpt = d / "parity.safetensors"
     assert main(["compile", "parity", "-o", str(ckpt), "--max-len", "4", "--method", "scan"]) == 0
     kr = d / "c3.safetensors"
     assert main(["compile", "cyclic:3", "-o", str(kr), "--max-len", "4"]) == 0
     (d / "adir").mkdir()
-    return {"dir": d, "ckpt": ckpt, "kr": kr, "out": d / "out.safetensors", "adir": d / "adir"}
+    yield {"dir": d, "ckpt": ckpt, "kr": kr, "out": d / "out.safetensors", "adir": d / "adir"}
+    CWD.remove(d)
 
 
 TINY_VERIFY = ["--samples", "1", "--exhaustive-budget", "8", "--family-limit", "1"]
@@ -368,7 +372,7 @@ def test_default_run_has_at_least_200_cases():
     assert default >= 200
 
 
-def test_the_contract_checker_catches_a_traceback(monkeypatch):
+def test_the_contract_checker_catches_a_traceback(monkeypatch, work):
     """check_contract itself fails on a traceback or an internal error (so the properties can fail)."""
     import compiler.cli as cli
 
