@@ -43,7 +43,7 @@ EXIT_CODES = """exit status (every command):
 
 def _error_line(message: str) -> None:
     """Print ``error: message`` as exactly one line on stderr."""
-    text = " ".join(str(message).split("\n")).strip() or "unknown error"
+    text = " ".join(str(message).splitlines()).strip() or "unknown error"  # \r, \x85, U+2028 ... too
     print(f"error: {text}", file=sys.stderr)
 
 

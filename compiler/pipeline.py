@@ -183,7 +183,7 @@ def require_intact_header(model) -> tuple[Construction, Any]:
     was edited since -- verdicts and start changes are only meaningful for what was compiled."""
     c, p = registry.plan_of(model)
     if header_intact(model) is False:
-        raise CheckpointError("this model's header (spec, method, plan or config) was edited after compiling: it no "
+        raise CheckpointError("this model's header (spec, method, plan, config or notes) was edited after compiling: it no "
                               "longer matches the digest written then; recompile it from the spec")
     return c, p
 

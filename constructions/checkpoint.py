@@ -6,8 +6,8 @@ version, shapes that disagree with the config, a spec or layout that disagrees
 with the tensors) raises CheckpointError.
 
 Content digests bind verdicts to what was verified: :func:`weights_sha256` hashes
-the tensors in name order, :func:`header_sha256` the config and the spec, method and
-plan of the metadata.  The planner stores the header digest at compile time
+the tensors in name order, :func:`header_sha256` the config and the metadata (spec,
+method, plan, layout, construction notes; not the verification summary).  The planner stores the header digest at compile time
 (``meta["header_sha256"]``); :func:`header_intact` compares it with the header now.
 """
 
@@ -180,12 +180,17 @@ def weights_sha256(model: CompiledTransformer) -> str:
     return h.hexdigest()
 
 
+UNHASHED = ("verification", "header_sha256")
+"""Metadata outside the header digest: the verification summary (added after compiling, and
+itself bound to both digests) and the digest itself."""
+
+
 def header_sha256(model: CompiledTransformer) -> str:
-    """sha256 over what defines the model besides its weights: the config and the spec,
-    method and plan of the metadata (canonical JSON)."""
-    meta = model.meta
-    return _digest({"config": model.config, "automaton": meta.get("automaton"), "method": meta.get("method"),
-                    "plan": meta.get("plan")})
+    """sha256 over everything that defines the model besides its weights: the config and the
+    metadata (spec, method, plan, layout, construction notes, ...) but :data:`UNHASHED`
+    (canonical JSON)."""
+    meta = {k: v for k, v in model.meta.items() if k not in UNHASHED}
+    return _digest({"config": model.config, "meta": meta})
 
 
 def header_intact(model: CompiledTransformer) -> bool | None:

@@ -132,7 +132,8 @@ def verification_status(model) -> str | None:
     if "weights_sha256" not in summary:
         return UNBOUND
     changed = [what for what, key, digest in (("the weights", "weights_sha256", weights_sha256),
-                                              ("the spec/method/plan header", "header_sha256", header_sha256))
+                                              ("the header (spec, method, plan, config, notes)", "header_sha256",
+                                               header_sha256))
                if summary.get(key) != digest(model)]
     return f"{CHANGED}: {' and '.join(changed)} differ" if changed else VERIFIED
 

@@ -95,12 +95,17 @@ def test_edited_spec_in_the_header_is_bad_input_for_verify(q8, tmp_path, capsys,
         row["i"], row["j"] = row["j"], row["i"]
 
     edited = checkpoint_tools["edit_meta"](q8, tmp_path / "e.safetensors", swap_a_transition)
-    fails(["verify", str(edited)], "header (spec, method, plan or config) was edited after compiling", capsys)
+    fails(["verify", str(edited)], "header (spec, method, plan, config or notes) was edited after compiling", capsys)
     fails(["run", str(edited), "--input", "i", "--start", "i"], "was edited after compiling", capsys)
     assert main(["info", str(edited)]) == 0
     out = capsys.readouterr().out
-    assert "verification: changed since verification: the spec/method/plan header differ" in out
+    assert "verification: changed since verification: the header (spec, method, plan, config, notes) differ" in out
     assert "(verified)" not in out
+
+
+def test_edited_construction_notes_are_an_edited_header(q8, tmp_path, capsys, checkpoint_tools):
+    edited = checkpoint_tools["edit_meta"](q8, tmp_path / "e.safetensors", lambda m: m.update(layers=None))
+    fails(["verify", str(edited)], "was edited after compiling", capsys)
 
 
 def test_bogus_method_is_refused_not_replaced(q8, tmp_path, capsys, checkpoint_tools):
@@ -307,6 +312,11 @@ def test_internal_error_is_one_line_and_exit_3(monkeypatch, capsys):
     assert main(["catalog", "--debug"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: internal error")
+
+
+def test_line_breaks_in_user_text_stay_on_one_line(capsys):
+    fails(["compile", "parity", "\r0", "-o", "x.safetensors"], "unrecognized arguments", capsys)
+    fails(["compile", "no\u2028such\x85name", "-o", "x.safetensors"], "unknown catalog automaton", capsys)
 
 
 def test_help_states_the_exit_codes_defaults_and_examples(capsys):
