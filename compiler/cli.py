@@ -1,19 +1,25 @@
 """The ``shortcut`` command line (also ``python -m compiler``).
 
-Every user error prints one line ``error: ...`` on stderr and exits with status 2.
+One exit-code contract for every command (:data:`EXIT_CODES`, printed by ``--help``), applied
+in one place (:func:`exit_status`): 0 success (and exact), 1 not exact (the message names the
+failing check), 2 bad input or environment (one line ``error: ...``), 3 internal error (one
+line asking for a bug report; the traceback only with ``--debug``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Callable, Sequence
 
 from constructions.checkpoint import load, save
 from verify.check import verify
-from verify.report import report_dict, summary_line, verification_summary, write_report
+from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
+                           verification_summary, write_report)
 
 from .automata.cascade import summary_json, summary_text, to_dot
 from .automata.catalog import entries
@@ -21,7 +27,57 @@ from .automata.decompose import decompose
 from .automata.errors import InputError, ShortcutError
 from .automata.load import load_spec
 from .automata.version import __version__
-from .pipeline import DTYPES, compile_automaton, methods, set_start
+from .pipeline import DTYPES, compile_automaton, methods, require_intact_header, set_start
+
+EXIT_OK, EXIT_NOT_EXACT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_CODES = """exit status (every command):
+  0  success; for compile and verify: the model is exact
+  1  the model is not exact; the message names the failing check (counterexample position,
+     or the failed invariant with its layer/component/position)
+  2  bad input or environment: one line 'error: ...' on stderr
+  3  internal error: one line asking for a bug report (the traceback with --debug)"""
+
+
+# --- the exit-code contract ---------------------------------------------------------------
+
+
+def _error_line(message: str) -> None:
+    """Print ``error: message`` as exactly one line on stderr."""
+    text = " ".join(str(message).splitlines()).strip() or "unknown error"  # \r, \x85, U+2028 ... too
+    print(f"error: {text}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout went away (``| head``): point stdout at /dev/null so that the
+    interpreter's final flush does not complain either."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (e.g. under pytest)
+        pass
+
+
+def exit_status(e: BaseException, debug: bool = False) -> int:
+    """The one mapping from an exception to an exit status (and its one line on stderr)."""
+    if isinstance(e, BrokenPipeError):
+        _silence_stdout()
+        return EXIT_OK
+    if isinstance(e, ShortcutError):
+        _error_line(str(e))
+    elif isinstance(e, KeyboardInterrupt):
+        _error_line("interrupted")
+    elif isinstance(e, MemoryError):
+        _error_line("out of memory: lower --max-len, the budgets or the samples")
+    elif isinstance(e, OSError):
+        _error_line(f"{e.strerror or e}" + (f": {e.filename!r}" if e.filename else ""))
+    else:
+        if debug:
+            traceback.print_exc()
+        _error_line(f"internal error ({type(e).__name__}: {str(e)[:200]}); this is a bug in shortcut {__version__}: "
+                    f"please report it with the command that caused it" + ("" if debug else
+                                                                            " (rerun with --debug for the traceback)"))
+        return EXIT_INTERNAL
+    return EXIT_BAD_INPUT
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,30 +87,107 @@ class _Parser(argparse.ArgumentParser):
         raise ShortcutError(f"{self.prog}: {message}")
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown after each option's help (not for flags, nor options without one); the
+    epilog's examples kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or isinstance(action.default, bool):
+            return action.help
+        return super()._get_help_string(action)
+
+
+# --- option values ------------------------------------------------------------------------
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    parse.__name__ = "positive integer" if low == 1 else "non-negative integer"
+    return parse
+
+
+POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
+
+
 def _dtype(name: str):
     if name not in DTYPES:
         raise ShortcutError(f"unknown dtype {name!r}; choose one of {list(DTYPES)}")
     return DTYPES[name]
 
 
+# --- output paths, checked before any work --------------------------------------------------
+
+
+def writable_file(path: str, what: str) -> Path:
+    """``path`` can be written as a file: not empty, not a directory, in an existing writable directory."""
+    if not path.strip():
+        raise InputError(f"the {what} path is empty")
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{what} {path!r} is a directory; name a file")
+    parent = p.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {what} {path!r}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(f"cannot write {what} {path!r}: permission denied")
+    return p
+
+
+def writable_dir(path: str, what: str) -> Path:
+    """``path`` is, or can be created as, a writable directory."""
+    if not path.strip():
+        raise InputError(f"the {what} path is empty")
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{what} {path!r} exists and is not a directory")
+    existing = next(q for q in [p, *p.absolute().parents] if q.exists())
+    if not existing.is_dir():
+        raise InputError(f"cannot create {what} {path!r}: {str(existing)!r} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {what} {path!r}: permission denied in {str(existing)!r}")
+    return p
+
+
+def _write(path: "str | Path", what: str, write: Callable[[], object]) -> None:
+    """Run ``write``; an OSError (disk full, a race) is bad environment, one line."""
+    try:
+        write()
+    except OSError as e:
+        raise InputError(f"cannot write {what} {str(path)!r}: {e.strerror or e}") from None
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
 COMPILE_FAMILY_LIMIT = 4
 """compile --verify keeps at most this many sequences of each adversarial family."""
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
-    automaton = load_spec(args.spec)
-    model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
-                              positions=args.positions)
-    exact = True
-    if args.verify:  # a modest check, recorded in the checkpoint so that `info` shows it
+def _counterexample_line(ce: dict) -> str:
+    return (f"counterexample ({ce['check']}): {' '.join(ce['input'])} -> at position {ce['position']} "
+            f"expected {ce['expected']}, got {ce['got']}")
 
-        if args.verify_samples < 0:
-            raise ShortcutError("--verify-samples must be >= 0")
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    output = writable_file(args.output, "output")
+    automaton = load_spec(args.spec, complete=args.complete)
+    model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
+                              positions=args.positions, allow_inexact=args.allow_inexact)
+    exact = True
+    if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
         result = verify(model, samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
                         family_limit=COMPILE_FAMILY_LIMIT, progress=_progress())
-        model.meta = {**model.meta, "verification": verification_summary(result)}
+        model.meta = {**model.meta, "verification": verification_summary(result, model)}
         exact = result.exact
-    save(model, args.output)
+    _write(output, "output", lambda: save(model, output))
     for w in model.meta.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     i = model.info()
@@ -66,9 +199,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"verification: {summary_line(model.meta['verification'])}")
         ce = model.meta["verification"]["counterexample"]
         if ce is not None:
-            print(f"counterexample ({ce['check']}): {' '.join(ce['input'])} -> at position {ce['position']} "
-                  f"expected {ce['expected']}, got {ce['got']}")
-    return 0 if exact else 1
+            print(_counterexample_line(ce))
+    return EXIT_OK if exact else EXIT_NOT_EXACT
 
 
 def _read_inputs(args: argparse.Namespace) -> list[list[str]]:
@@ -77,9 +209,12 @@ def _read_inputs(args: argparse.Namespace) -> list[list[str]]:
         lines.append(args.input)
     if args.input_file is not None:
         try:
-            text = sys.stdin.read() if args.input_file == "-" else Path(args.input_file).read_text()
+            text = sys.stdin.read() if args.input_file == "-" else Path(args.input_file).read_text(encoding="utf-8")
         except OSError as e:
             raise InputError(f"cannot read input file {args.input_file!r}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"input file {args.input_file!r} is not UTF-8 text (byte {e.start}); give one "
+                             f"sequence of symbols per line") from None
         lines.extend(text.splitlines())
     if not lines:
         raise InputError("no input: give --input \"a b a\" or --input-file FILE (one sequence per line)")
@@ -163,27 +298,39 @@ def layout_text(layout: dict) -> list[str]:
     return lines
 
 
+def _verification_line(model) -> str:
+    """``info``'s verdict: the stored summary, and whether it still describes these weights and header."""
+    summary, status = model.meta.get("verification"), verification_status(model)
+    if status is None:
+        return "verification: none stored (compiled with --no-verify; run `shortcut verify`)"
+    if status == VERIFIED:
+        return f"verification: {summary_line(summary, status)}"
+    if status.startswith("changed"):
+        return f"verification: {status}; run `shortcut verify` (stored verdict: {summary_line(summary)})"
+    return f"verification: {summary_line(summary, status)}"
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     model = load(args.model)
     if args.layout:
         try:
             layout = model.layout()
+            text = json.dumps(layout) if args.json else "\n".join(layout_text(layout))
         except KeyError as e:
             raise ShortcutError(str(e.args[0])) from None
-        print(json.dumps(layout) if args.json else "\n".join(layout_text(layout)))
-        return 0
-    info = model.info()
+        except (TypeError, ValueError, AttributeError, IndexError) as e:
+            raise ShortcutError(f"the stored layout of {args.model!r} is malformed ({type(e).__name__})") from None
+        print(text)
+        return EXIT_OK
+    info = {**model.info(), "verification_status": verification_status(model)}
     if args.json:
         print(json.dumps(info))
-    else:
-        for k, v in info.items():
-            if k != "verification":
-                print(f"{k}: {v}")
-        if info.get("verification"):
-            print(f"verification: {summary_line(info['verification'])}")
-        else:
-            print("verification: none stored (compiled with --no-verify; run `shortcut verify`)")
-    return 0
+        return EXIT_OK
+    for k, v in info.items():
+        if k not in ("verification", "verification_status"):
+            print(f"{k}: {v}")
+    print(_verification_line(model))
+    return EXIT_OK
 
 
 def _progress() -> Callable[[str, int, int], None] | None:
@@ -201,43 +348,51 @@ def _progress() -> Callable[[str, int, int], None] | None:
     return show
 
 
+def verdict_line(name: str, result, checked: dict) -> str:
+    """``verify``'s one-line verdict: exact, or what failed (counterexample position, invariant)."""
+    what = (f"{result.n_positions} positions (exhaustive to length {checked['exhaustive_length']}, "
+            f"{checked['random_sequences']} random at length {checked['random_length']}, "
+            f"{sum(checked['adversarial_families'].values())} adversarial)")
+    if result.exact:
+        return f"{name}: exact — 0 errors in {what}"
+    ce = result.counterexample
+    ce_dict = None if ce is None else {"check": ce.check, "position": ce.position, "expected": ce.expected,
+                                       "got": ce.got}
+    fails = result.invariants.get("failures", [])
+    return f"{name}: NOT exact — {failure_text(result.n_errors, ce_dict, fails)}; checked {what}"
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    report_dir = writable_dir(args.report, "report directory") if args.report is not None else None
     model = load(args.model)
-    if args.samples < 0:
-        raise ShortcutError("--samples must be >= 0")
-    if args.family_limit is not None and args.family_limit < 1:
-        raise ShortcutError("--family-limit must be >= 1")
+    require_intact_header(model)
     result = verify(model, samples=args.samples, seed=args.seed, exhaustive_budget=args.exhaustive_budget,
                     family_limit=args.family_limit, progress=_progress())
-    rep = write_report(result, model, args.report, args.model) if args.report else report_dict(result, model, args.model)
+    if report_dir is not None:
+        rep: dict = {}
+        _write(report_dir, "report", lambda: rep.update(write_report(result, model, report_dir, args.model)))
+    else:
+        rep = report_dict(result, model, args.model)
     if args.json:
         print(json.dumps(rep))
     else:
-        c = rep["checked"]
-        verdict = "exact" if result.exact else "NOT exact"
-        print(f"{rep['automaton']['name']}: {verdict} — {result.n_errors} errors in {result.n_positions} positions "
-              f"(exhaustive to length {c['exhaustive_length']}, {c['random_sequences']} random at length "
-              f"{c['random_length']}, {sum(c['adversarial_families'].values())} adversarial)")
-        ce = result.counterexample
-        if ce is not None:
-            print(f"counterexample ({ce.check}): {' '.join(ce.input)} -> at position {ce.position} expected "
-                  f"{ce.expected}, got {ce.got}")
+        print(verdict_line(rep["automaton"]["name"], result, rep["checked"]))
+        if result.counterexample is not None:
+            print(_counterexample_line(rep["counterexample"]))
         for f in rep.get("invariants", {}).get("failures", []):
             print(f"invariant failed: {f}")
-        if args.report:
+        if report_dir is not None:
             print(f"report written to {args.report}/report.json, report.md and report.html")
-    return 0 if result.exact else 1
+    return EXIT_OK if result.exact else EXIT_NOT_EXACT
 
 
 def cmd_decompose(args: argparse.Namespace) -> int:
-    cascade = decompose(args.spec)
-    if args.dot:
-        try:
-            Path(args.dot).write_text(to_dot(cascade))
-        except OSError as e:
-            raise ShortcutError(f"cannot write DOT file {args.dot!r}: {e.strerror}") from None
+    dot = writable_file(args.dot, "DOT file") if args.dot is not None else None
+    cascade = decompose(load_spec(args.spec, complete=args.complete))
+    if dot is not None:
+        _write(dot, "DOT file", lambda: dot.write_text(to_dot(cascade)))
     print(json.dumps(summary_json(cascade)) if args.json else summary_text(cascade))
-    return 0
+    return EXIT_OK
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
@@ -245,77 +400,127 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     w = max(len(e.pattern) for e in rows)
     for e in rows:
         print(f"{e.pattern:<{w}}  {e.description}  (e.g. {e.example})")
-    return 0
+    return EXIT_OK
+
+
+# --- the parser -----------------------------------------------------------------------------
+
+EXAMPLES = {
+    "compile": """examples:
+  shortcut compile parity -o parity.safetensors --max-len 64
+  shortcut compile examples/turnstile.json -o turnstile.safetensors --method scan
+  shortcut compile partial.json -o p.safetensors --complete       # add a sink for missing transitions
+  shortcut compile grid:5 -o g.safetensors --max-len 4096 --dtype float64""",
+    "run": """examples:
+  shortcut run q8.safetensors --input "i j k"
+  shortcut run s5.safetensors --input "(1,2) (1,2,3,4,5) e"
+  shortcut run m.safetensors --input "up,1 | down,1" --sep "|"
+  printf 'i j\nk\n' | shortcut run q8.safetensors --input-file - --json""",
+    "info": """examples:
+  shortcut info q8.safetensors
+  shortcut info q8.safetensors --json
+  shortcut info q8.safetensors --layout""",
+    "verify": """examples:
+  shortcut verify q8.safetensors
+  shortcut verify q8.safetensors --report out/ --samples 256
+  shortcut verify q8.safetensors --exhaustive-budget 100000 --json""",
+    "decompose": """examples:
+  shortcut decompose quaternion
+  shortcut decompose symmetric:4 --json
+  shortcut decompose dihedral:4 --dot d8.dot""",
+    "catalog": """examples:
+  shortcut catalog""",
+}
+
+
+def _sub(sub, name: str, help: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description=help, epilog=f"{EXAMPLES[name]}\n\n{EXIT_CODES}",
+                       formatter_class=_Formatter)
+    p.add_argument("--debug", action="store_true", help="on an internal error, print the traceback")
+    return p
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="shortcut", description="Compile finite automata into exact, hand-set Transformers.")
+    p = _Parser(prog="shortcut", description="Compile finite automata into exact, hand-set Transformers.",
+                epilog=f"examples:\n  shortcut compile symmetric:5 -o s5.safetensors --max-len 128\n"
+                       f"  shortcut run s5.safetensors --input \"(1,2) (1,2,3,4,5) e (1,2)\"\n"
+                       f"  shortcut COMMAND --help   (each command's options, defaults and examples)\n\n{EXIT_CODES}",
+                formatter_class=_Formatter)
     p.add_argument("--version", action="version", version=f"shortcut {__version__}")
+    p.add_argument("--debug", action="store_true", help="on an internal error, print the traceback")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    c = sub.add_parser("compile", help="compile a spec (JSON path or catalog name) to a .safetensors checkpoint")
-    c.add_argument("spec")
-    c.add_argument("-o", "--output", required=True)
-    c.add_argument("--max-len", type=int, default=128)
-    c.add_argument("--method", default="auto", choices=methods())
-    c.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    c.add_argument("--positions", default="sinusoidal", choices=["sinusoidal", "circle"])
+    c = _sub(sub, "compile", "compile a spec (JSON path or catalog name) to a .safetensors checkpoint")
+    c.add_argument("spec", help="a JSON spec file or a catalog name (see `shortcut catalog`)")
+    c.add_argument("-o", "--output", required=True, help="the .safetensors file to write")
+    c.add_argument("--max-len", type=int, default=128, help="longest input the model must simulate exactly")
+    c.add_argument("--method", default="auto", choices=methods(), help="the construction (auto: the planner picks)")
+    c.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weights' float type")
+    c.add_argument("--positions", default="sinusoidal", choices=["sinusoidal", "circle"],
+                   help="position code of the scan construction")
+    c.add_argument("--complete", action="store_true",
+                   help="send a partial automaton's missing transitions to an added sink state")
+    c.add_argument("--allow-inexact", action="store_true",
+                   help="compile even where the construction's worst-case float bound is not certified at this "
+                        "max_len and dtype (otherwise exit 2)")
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
-                   help="verify after compiling (a modest check; store the summary in the checkpoint, exit 1 if "
-                        "not exact); --no-verify skips it")
-    c.add_argument("--verify-samples", type=int, default=16, help="random full-length sequences for --verify")
-    c.add_argument("--verify-budget", type=int, default=4096, help="exhaustive-check budget for --verify")
+                   help="verify after compiling (on by default; a modest check; store the summary in the "
+                        "checkpoint, exit 1 if not exact); --no-verify skips it")
+    c.add_argument("--verify-samples", type=NON_NEGATIVE, default=16, help="random full-length sequences for --verify")
+    c.add_argument("--verify-budget", type=POSITIVE, default=4096, help="exhaustive-check budget for --verify")
     c.set_defaults(func=cmd_compile)
 
-    r = sub.add_parser("run", help="run a compiled model on symbol sequences (whitespace-separated, or --sep)")
-    r.add_argument("model")
-    r.add_argument("--input")
+    r = _sub(sub, "run", "run a compiled model on symbol sequences (whitespace-separated, or --sep)")
+    r.add_argument("model", help="a checkpoint written by `shortcut compile`")
+    r.add_argument("--input", help="one sequence of symbols")
     r.add_argument("--input-file", help="one sequence per line ('-' for stdin)")
     r.add_argument("--sep", help="split each input line on SEP instead of whitespace (symbols are stripped)")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="one JSON object per sequence")
     r.add_argument("--start", help="read out from this start state instead of the spec's")
     r.set_defaults(func=cmd_run)
 
-    i = sub.add_parser("info", help="describe a compiled model")
-    i.add_argument("model")
-    i.add_argument("--json", action="store_true")
+    i = _sub(sub, "info", "describe a compiled model")
+    i.add_argument("model", help="a checkpoint written by `shortcut compile`")
+    i.add_argument("--json", action="store_true", help="the description as one JSON object")
     i.add_argument("--layout", action="store_true",
                    help="what each head and MLP reads and writes, by residual subspace (with --json: the layout JSON)")
     i.set_defaults(func=cmd_info)
 
-    v = sub.add_parser("verify", help="check a compiled model against step-by-step simulation")
-    v.add_argument("model")
-    v.add_argument("--report", metavar="DIR")
-    v.add_argument("--samples", type=int, default=64, help="random sequences at full max_len")
-    v.add_argument("--seed", type=int, default=0)
-    v.add_argument("--exhaustive-budget", type=int, default=1 << 15,
-                   help="largest number of sequences in the exhaustive check")
-    v.add_argument("--family-limit", type=int, default=None,
-                   help="at most this many sequences per adversarial family (default: all)")
-    v.add_argument("--json", action="store_true")
+    v = _sub(sub, "verify", "check a compiled model against step-by-step simulation")
+    v.add_argument("model", help="a checkpoint written by `shortcut compile`")
+    v.add_argument("--report", metavar="DIR", help="write report.json, report.md and report.html into DIR")
+    v.add_argument("--samples", type=NON_NEGATIVE, default=64, help="random sequences at full max_len")
+    v.add_argument("--seed", type=NON_NEGATIVE, default=0, help="seed of the random sequences")
+    v.add_argument("--exhaustive-budget", type=POSITIVE, default=1 << 15,
+                   help="largest number of sequences in the exhaustive check (refused above the memory limit)")
+    v.add_argument("--family-limit", type=POSITIVE, default=None,
+                   help="at most this many sequences per adversarial family (default: all of them)")
+    v.add_argument("--json", action="store_true", help="the report as one JSON object")
     v.set_defaults(func=cmd_verify)
 
-    d = sub.add_parser("decompose", help="Krohn-Rhodes decomposition into a verified cascade of counters and resets")
-    d.add_argument("spec")
-    d.add_argument("--json", action="store_true")
+    d = _sub(sub, "decompose", "Krohn-Rhodes decomposition into a verified cascade of counters and resets")
+    d.add_argument("spec", help="a JSON spec file or a catalog name")
+    d.add_argument("--complete", action="store_true",
+                   help="send a partial automaton's missing transitions to an added sink state")
+    d.add_argument("--json", action="store_true", help="the cascade summary as JSON")
     d.add_argument("--dot", metavar="FILE", help="also write the cascade as a Graphviz DOT graph")
     d.set_defaults(func=cmd_decompose)
 
-    k = sub.add_parser("catalog", help="list the built-in automata")
+    k = _sub(sub, "catalog", "list the built-in automata")
     k.set_defaults(func=cmd_catalog)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every outcome is an exit status of :data:`EXIT_CODES` (see :func:`exit_status`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
-    except ShortcutError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 2
+    except SystemExit:  # --help and --version
+        raise
+    except BaseException as e:  # noqa: BLE001 - the one place every failure becomes an exit status
+        return exit_status(e, debug="--debug" in argv)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ import torch
 
 from constructions import registry
 from constructions.assemble import assemble
+from constructions.checkpoint import header_intact, stamp_header
 from constructions.construction import Construction, Refusal
 from constructions.positions import KINDS
 
-from .automata.errors import ShortcutError
+from .automata.errors import CheckpointError, PrecisionError, ShortcutError
 from .automata.load import load_spec
 from .automata.spec import Semiautomaton
 
@@ -144,11 +145,16 @@ def plan(automaton: Semiautomaton, method: str, max_len: int = 128) -> tuple[str
 
 
 def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: torch.dtype = torch.float32,
-                      positions: str = "sinusoidal"):
-    """Compile ``automaton`` (a Semiautomaton, dict, JSON path or catalog name) to a
-    :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``."""
-    automaton = load_spec(automaton)
-    if not isinstance(max_len, int) or max_len < 1:
+                      positions: str = "sinusoidal", allow_inexact: bool = True, complete: bool = False):
+    """Compile ``automaton`` (a Semiautomaton, dict, JSON path, catalog name or automata-lib DFA)
+    to a :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``.
+
+    The construction's precision warnings (``meta["warnings"]``: its worst-case rounding bound
+    exceeds a tolerance at this max_len and dtype) raise :class:`PrecisionError` unless
+    ``allow_inexact`` (the library default; the CLI refuses unless ``--allow-inexact``).
+    ``complete`` adds a sink state to a partial automaton (see ``load_spec``)."""
+    automaton = load_spec(automaton, complete=complete)
+    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
         raise ShortcutError(f"max_len must be a positive integer, got {max_len!r}")
     if max_len > MAX_LEN_LIMIT:
         raise ShortcutError(f"max_len {max_len} is above the supported limit {MAX_LEN_LIMIT}")
@@ -160,16 +166,35 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     d = decide(automaton, method, max_len, eps, positions)
     c = d.construction
     program, meta = d.built or c.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
+    if meta.get("warnings") and not allow_inexact:
+        raise PrecisionError(f"{automaton.name} at max_len {max_len} in {str(dtype).removeprefix('torch.')} is beyond "
+                             f"the certified float reach of {c.name}: {meta['warnings'][0]} -- use a smaller "
+                             f"--max-len or --dtype float64, or pass --allow-inexact")
     meta = {"automaton": automaton.to_dict(), "why": d.why, "requested_method": method, **meta,
             "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
-    return assemble(program, max_len=max_len, dtype=dtype, meta=meta)
+    model = assemble(program, max_len=max_len, dtype=dtype, meta=meta)
+    stamp_header(model)
+    return model
+
+
+def require_intact_header(model) -> tuple[Construction, Any]:
+    """The model's construction and decoded plan, provided its header (config, spec, method,
+    plan) still has the digest written at compile time; CheckpointError (bad input) when it
+    was edited since -- verdicts and start changes are only meaningful for what was compiled."""
+    c, p = registry.plan_of(model)
+    if header_intact(model) is False:
+        raise CheckpointError("this model's header (spec, method, plan, config or notes) was edited after compiling: it no "
+                              "longer matches the digest written then; recompile it from the spec")
+    return c, p
 
 
 def set_start(model, start: str) -> None:
     """Point a compiled model at another start state, in place (through its construction
     and the plan its checkpoint carries; each keeps q0 in one place)."""
-    c, p = registry.plan_of(model)
+    c, p = require_intact_header(model)
     c.set_start(model, p, start)
+    if header_intact(model) is not None:
+        stamp_header(model)
 
 
 def with_start(model, start: str):

@@ -2,18 +2,26 @@
 
 Loading reads tensors and JSON only -- nothing is unpickled, so a checkpoint
 cannot run code.  Any problem (missing file, corrupt bytes, wrong format or
-version, shapes that disagree with the config) raises CheckpointError.
+version, shapes that disagree with the config, a spec or layout that disagrees
+with the tensors) raises CheckpointError.
+
+Content digests bind verdicts to what was verified: :func:`weights_sha256` hashes
+the tensors in name order, :func:`header_sha256` the config and the metadata (spec,
+method, plan, layout, construction notes; not the verification summary).  The planner stores the header digest at compile time
+(``meta["header_sha256"]``); :func:`header_intact` compares it with the header now.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
 
-from compiler.automata.errors import CheckpointError
+from compiler.automata.errors import CheckpointError, ShortcutError
 
 from .model import CompiledTransformer
 
@@ -83,12 +91,114 @@ def load(path: "str | Path") -> CompiledTransformer:
     try:
         config = json.loads(metadata["config"])
         meta = json.loads(metadata["meta"])
+        if not isinstance(config, dict) or not isinstance(meta, dict):
+            raise CheckpointError("its config and meta must be JSON objects")
+        _check_config(config, tensors)
         model = CompiledTransformer(config, meta)
         model.load_state_dict(tensors, strict=True)
-        model.automaton  # validates the stored spec
-    except CheckpointError:
-        raise
-    except Exception as e:
+        check_header(model)
+    except Exception as e:  # RecursionError and MemoryError included: a crafted header is still bad input
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(f"{str(path)!r} is a corrupt shortcut checkpoint ({msg})") from None
     return model
+
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _config_params(config: dict[str, Any]) -> int:
+    """The number of parameters the config's shapes imply (``CompiledTransformer``'s layout)."""
+    d, n_out = config["d_model"], config["n_out"]
+    n = (config["n_symbols"] + 1 + config["max_len"] + 1) * d + d * n_out + n_out
+    for b in config["blocks"]:
+        n += 4 * b["n_heads"] * config["d_head"] * d
+        sizes = [d, *b["mlp_hidden"], d] if b["mlp_hidden"] else []
+        n += sum(x * y + y for x, y in zip(sizes, sizes[1:]))
+    return n
+
+
+def _check_config(config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+    """Before allocating anything: the config's sizes are non-negative integers, its dtype is
+    one we write, and its shapes account for exactly the parameters the file holds."""
+    def sizes(x: Any) -> bool:
+        return type(x) is int and x >= 0 if not isinstance(x, list) else all(map(sizes, x))
+
+    keys = ("d_model", "d_head", "n_symbols", "n_out", "max_len")
+    blocks = config.get("blocks")
+    if (not all(sizes(config.get(k)) for k in keys) or not isinstance(blocks, list)
+            or not all(isinstance(b, dict) and sizes(b.get("n_heads")) and isinstance(b.get("mlp_hidden"), list)
+                       and sizes(b["mlp_hidden"]) for b in blocks)):
+        raise CheckpointError(f"its config needs non-negative integer sizes {list(keys)} and blocks")
+    if config.get("dtype") not in _DTYPES:
+        raise CheckpointError(f"its config has dtype {config.get('dtype')!r}; expected one of {list(_DTYPES)}")
+    dtype = _DTYPES[config["dtype"]]
+    if any(t.dtype != dtype for t in tensors.values()):
+        raise CheckpointError(f"its tensors are not all {config['dtype']}, as its config says")
+    held, implied = sum(t.numel() for t in tensors.values()), _config_params(config)
+    if held != implied:
+        raise CheckpointError(f"its config implies {implied} parameters but the file holds {held}")
+
+
+def check_header(model: CompiledTransformer) -> None:
+    """The metadata agrees with the tensors: a valid spec whose alphabet and states match the
+    embedding and unembedding, a method name, and every stored subspace inside ``d_model``.  (Whether the method is registered and its
+    plan decodes is :func:`constructions.registry.plan_of`'s check.)"""
+    c, meta = model.config, model.meta
+    try:
+        a = model.automaton
+    except ShortcutError as e:
+        raise CheckpointError(f"its spec is invalid: {e}") from None
+    if c["n_symbols"] != a.n_symbols:
+        raise CheckpointError(f"its spec has {a.n_symbols} symbols but the embedding is for {c['n_symbols']}")
+    if c["n_out"] != a.n_states:
+        raise CheckpointError(f"its spec has {a.n_states} states but the unembedding scores {c['n_out']}")
+    if not isinstance(meta.get("method"), str):
+        raise CheckpointError("its metadata names no construction (no 'method' string)")
+    d = c["d_model"]
+    layout = meta.get("layout", {})
+    for where, subspaces in (("subspaces", meta.get("subspaces", {})),
+                             ("layout", layout.get("subspaces", {}) if isinstance(layout, dict) else None)):
+        if not isinstance(subspaces, dict):
+            raise CheckpointError(f"its {where} must be an object")
+        for name, dims in subspaces.items():
+            dims = dims.get("dims") if isinstance(dims, dict) else dims
+            if not isinstance(dims, list) or not all(type(i) is int and 0 <= i < d for i in dims):
+                raise CheckpointError(f"its {where} entry {name!r} is not a list of residual dims in 0..{d - 1}")
+
+
+def _digest(parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def weights_sha256(model: CompiledTransformer) -> str:
+    """sha256 over every tensor (name, dtype, shape, little-endian bytes), in name order."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        a = t.detach().contiguous().cpu().numpy()
+        h.update(f"{name}:{a.dtype.str}:{list(a.shape)};".encode())
+        h.update(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
+    return h.hexdigest()
+
+
+UNHASHED = ("verification", "header_sha256")
+"""Metadata outside the header digest: the verification summary (added after compiling, and
+itself bound to both digests) and the digest itself."""
+
+
+def header_sha256(model: CompiledTransformer) -> str:
+    """sha256 over everything that defines the model besides its weights: the config and the
+    metadata (spec, method, plan, layout, construction notes, ...) but :data:`UNHASHED`
+    (canonical JSON)."""
+    meta = {k: v for k, v in model.meta.items() if k not in UNHASHED}
+    return _digest({"config": model.config, "meta": meta})
+
+
+def header_intact(model: CompiledTransformer) -> bool | None:
+    """Whether the header still has the digest written at compile time (None: none stored)."""
+    stored = model.meta.get("header_sha256")
+    return None if stored is None else stored == header_sha256(model)
+
+
+def stamp_header(model: CompiledTransformer) -> None:
+    """Record the header digest (after compiling, or after a sanctioned change such as a new start)."""
+    model.meta["header_sha256"] = header_sha256(model)

@@ -47,11 +47,20 @@ def plan_of(model) -> tuple[Construction, Any]:
     method = model.meta.get("method")
     if method is None:
         raise ShortcutError("this model's metadata names no construction (no 'method')")
+    if not isinstance(method, str):
+        raise ShortcutError(f"this model's metadata names its construction with a {type(method).__name__}, "
+                            f"not a string")
     c = get(method)
     if "plan" not in model.meta:
         raise ShortcutError(f"this {method} model carries no plan (meta['plan']): it was written by an older "
                             f"shortcut; compile it again")
-    return c, c.plan_from_json(model.meta["plan"])
+    try:
+        return c, c.plan_from_json(model.meta["plan"])
+    except ShortcutError:
+        raise
+    except Exception as e:  # a plan the construction cannot read is bad input, not a crash
+        raise ShortcutError(f"this {method} model's plan (meta['plan']) cannot be decoded "
+                            f"({type(e).__name__}: {str(e)[:120]}); was the checkpoint's header edited?") from None
 
 
 @contextmanager

@@ -37,15 +37,19 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 
+from compiler.automata.errors import BudgetError, CheckpointError, ShortcutError
 from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton
 from constructions import registry
+from constructions.checkpoint import check_header, header_intact
 from constructions.construction import Construction
 
 from .chunked import forward_chunked, positional_layers
@@ -112,7 +116,59 @@ def exhaustive_length(n_symbols: int, max_len: int, budget: int) -> int:
 
 
 def all_sequences(n_symbols: int, length: int) -> np.ndarray:
-    return np.array(list(itertools.product(range(n_symbols), repeat=length)), dtype=np.int64).reshape(-1, length)
+    """Every sequence of ``length`` symbols [n^length, length], in lexicographic order."""
+    idx = np.arange(n_symbols**length, dtype=np.int64)[:, None]
+    return (idx // n_symbols ** np.arange(length - 1, -1, -1, dtype=np.int64)) % n_symbols
+
+
+MEMORY_FRACTION = 0.5
+"""verify refuses a run whose estimated memory exceeds this fraction of the machine's RAM."""
+
+
+def memory_limit() -> int:
+    """Bytes verify may plan to hold: half the physical memory (4 GiB when it cannot be read)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * MEMORY_FRACTION)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 4 << 30
+
+
+def estimate_memory(n_symbols: int, max_len: int, samples: int, exhaustive_budget: int) -> int:
+    """Bytes the input sets of :func:`verify` hold at once: the exhaustive and random token arrays
+    (int64) with as much again for their reference states and the generator's temporaries
+    (the model runs them in bounded batches, see :func:`_batches`)."""
+    L = exhaustive_length(n_symbols, max_len, exhaustive_budget)
+    return 3 * 8 * (n_symbols**L * L + samples * max_len)
+
+
+def check_options(n_symbols: int, max_len: int, *, samples: int, seed: int, exhaustive_budget: int,
+                  family_limit: int | None) -> None:
+    """Every option in range, and the estimated memory within :func:`memory_limit` (BudgetError)."""
+    for name, value, low in (("samples", samples, 0), ("seed", seed, 0), ("exhaustive_budget", exhaustive_budget, 1),
+                             ("family_limit", 1 if family_limit is None else family_limit, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ShortcutError(f"{name} must be an integer >= {low}, got {value!r}")
+    need, limit = estimate_memory(n_symbols, max_len, samples, exhaustive_budget), memory_limit()
+    if need > limit:
+        L = exhaustive_length(n_symbols, max_len, exhaustive_budget)
+        raise BudgetError(f"this verification would hold about {need / 2**30:.1f} GiB of inputs "
+                          f"({n_symbols}^{L} exhaustive sequences of length {L}, {samples} random of length {max_len}); "
+                          f"the limit here is {limit / 2**30:.1f} GiB: lower the exhaustive budget or the samples")
+
+
+@contextmanager
+def _blame_edited_header(model) -> Iterator[None]:
+    """A construction's checks failing on a model whose header was edited after compiling is
+    the header's fault (bad input), not the tool's."""
+    try:
+        yield
+    except ShortcutError:
+        raise
+    except Exception as e:
+        if header_intact(model) is False:
+            raise CheckpointError(f"the model's header was edited after compiling and no longer fits its weights "
+                                  f"({type(e).__name__}: {str(e)[:120]}); recompile it from the spec") from None
+        raise
 
 
 def adversarial_families(n_symbols: int, T: int) -> dict[str, np.ndarray]:
@@ -269,9 +325,12 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     ``progress(check, done, total)`` is called after every batch."""
     if forward not in ("auto", "plain", "chunked"):
         raise ValueError(f"forward must be 'auto', 'plain' or 'chunked', got {forward!r}")
+    check_header(model)
     construction, plan = registry.plan_of(model)
     a = model.automaton
     T = model.max_len
+    check_options(a.n_symbols, T, samples=samples, seed=seed, exhaustive_budget=exhaustive_budget,
+                  family_limit=family_limit)
     tally = _Tally(a, T)
     rng = np.random.default_rng(seed)
     L = exhaustive_length(a.n_symbols, T, exhaustive_budget)
@@ -281,7 +340,8 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     fams = adversarial_families(a.n_symbols, T) if families else {}
     own: dict[str, np.ndarray] = {}
     if families and construction.families is not None:
-        own = construction.families(model, plan, T, seed)
+        with _blame_edited_header(model):
+            own = construction.families(model, plan, T, seed)
         fams.update(own)
     fams = {k: _subset(v, family_limit) for k, v in fams.items()}
     for name, toks in fams.items():
@@ -327,7 +387,8 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     sample = rand if len(rand) else np.concatenate([v for v in fams.values()] or [np.zeros((0, T), np.int64)])
     if layerwise and T <= LAYERWISE_MAX_LEN and len(sample):
         extra = [fams[f][:1] for f in own if len(fams[f])]  # one of each of the construction's own families
-        invariants = construction.invariants(model, plan, np.concatenate([sample[: 4 if T <= 1024 else 1], *extra]))
+        with _blame_edited_header(model):
+            invariants = construction.invariants(model, plan, np.concatenate([sample[: 4 if T <= 1024 else 1], *extra]))
     elif layerwise and len(sample):
         invariants = {"checked": None, "skipped": f"layer-wise invariants need every layer's [H, T, T] pattern: "
                                                   f"skipped above max_len {LAYERWISE_MAX_LEN}", "failures": []}

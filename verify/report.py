@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.automata.version import __version__
+from constructions.checkpoint import header_sha256, weights_sha256
 
 from .check import VerificationResult
 from .text import fmt
@@ -82,12 +83,16 @@ def _sig(x: Any, digits: int = 6) -> Any:
     return x
 
 
-def verification_summary(result: VerificationResult) -> dict[str, Any]:
+def verification_summary(result: VerificationResult, model=None) -> dict[str, Any]:
     """What ``compile --verify`` stores in ``meta["verification"]``: deterministic given the
-    seed (no timestamps, floats rounded to 6 significant digits)."""
+    seed (no timestamps, floats rounded to 6 significant digits).  Given the ``model`` that
+    was verified, the summary is bound to it: ``weights_sha256`` and ``header_sha256``
+    (:mod:`constructions.checkpoint`), which :func:`verification_status` compares later."""
     c = result.checked
     ce = result.counterexample
+    bound = {} if model is None else {"weights_sha256": weights_sha256(model), "header_sha256": header_sha256(model)}
     return _sig({
+        **bound,
         "schema": SUMMARY_SCHEMA,
         "tool_version": __version__,
         "exact": result.exact,
@@ -112,11 +117,54 @@ def verification_summary(result: VerificationResult) -> dict[str, Any]:
     })
 
 
-def summary_line(summary: dict[str, Any]) -> str:
-    """One line for ``shortcut info`` / ``compile``: verdict and what was checked."""
-    c = summary.get("checked", {})
-    verdict = "exact" if summary.get("exact") else f"NOT exact ({summary.get('n_errors')} errors)"
-    m = summary.get("margins", {})
+VERIFIED = "verified"
+CHANGED = "changed since verification"
+UNBOUND = "not bound to the weights"
+
+
+def verification_status(model) -> str | None:
+    """Whether the stored verification still describes ``model``: :data:`VERIFIED` when the
+    weights and header digests it was bound to match, :data:`CHANGED` (naming what changed)
+    when not, :data:`UNBOUND` for a summary without digests, None when there is none."""
+    summary = model.meta.get("verification")
+    if not isinstance(summary, dict):
+        return None
+    if "weights_sha256" not in summary:
+        return UNBOUND
+    changed = [what for what, key, digest in (("the weights", "weights_sha256", weights_sha256),
+                                              ("the header (spec, method, plan, config, notes)", "header_sha256",
+                                               header_sha256))
+               if summary.get(key) != digest(model)]
+    return f"{CHANGED}: {' and '.join(changed)} differ" if changed else VERIFIED
+
+
+def failure_text(n_errors: Any, counterexample: dict[str, Any] | None, invariant_failures: list[str]) -> str:
+    """What made a model not exact, for the verdict line: the first counterexample (check and
+    position) and the first failed invariant (which names its layer, component or position)."""
+    parts = [f"{n_errors} errors"]
+    if counterexample:
+        parts.append(f"first at position {counterexample['position']} in the {counterexample['check']} check "
+                     f"(expected {counterexample['expected']}, got {counterexample['got']})")
+    if invariant_failures:
+        more = len(invariant_failures) - 1
+        parts.append(f"invariant failed: {invariant_failures[0]}" + (f" (+{more} more)" if more else ""))
+    return "; ".join(parts)
+
+
+def summary_line(summary: dict[str, Any], status: str | None = None) -> str:
+    """One line for ``shortcut info`` / ``compile``: verdict (followed by ``status`` in
+    parentheses, when given), what failed, and what was checked."""
+    def part(key: str, kind: type, default: Any) -> Any:  # a stored summary is data: tolerate odd shapes
+        value = summary.get(key)
+        return value if isinstance(value, kind) else default
+
+    c, m = part("checked", dict, {}), part("margins", dict, {})
+    ce = part("counterexample", dict, None)
+    ce = ce if ce and {"position", "check", "expected", "got"} <= set(ce) else None
+    fails = [str(f) for f in part("invariant_failures", list, [])]
+    verdict = "exact" if summary.get("exact") is True else f"NOT exact ({failure_text(summary.get('n_errors'), ce, fails)})"
+    if status is not None:
+        verdict += f" ({status})"
     return (f"{verdict} on {summary.get('n_positions')} positions: exhaustive to length {c.get('exhaustive_length')}, "
             f"{c.get('random_sequences')} random at length {c.get('random_length')}, "
             f"{c.get('adversarial_sequences')} adversarial, layer-wise: {c.get('layerwise') or 'none'} "

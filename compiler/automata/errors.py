@@ -27,3 +27,7 @@ class BudgetError(ShortcutError):
 
 class CheckpointError(ShortcutError):
     """A checkpoint file is missing, corrupt or of an unknown format."""
+
+
+class PrecisionError(ShortcutError):
+    """A model would be used beyond the reach its construction certifies in its dtype."""

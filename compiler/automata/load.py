@@ -1,9 +1,11 @@
-"""Load an automaton from whatever the user gave: a Semiautomaton, a dict, a JSON file
-or a catalog name (the one entry point above :mod:`.spec` and :mod:`.catalog`)."""
+"""Load an automaton from whatever the user gave: a Semiautomaton, a dict, a JSON file,
+a catalog name, or an automata-lib ``DFA`` (the one entry point above :mod:`.spec` and
+:mod:`.catalog`)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -12,21 +14,74 @@ from .errors import SpecError
 from .spec import Semiautomaton, from_dict
 
 
-def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton") -> Semiautomaton:
-    """Load an automaton from a dict, a JSON file path, or a catalog name."""
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` hook: a key given twice in one object is an error, not a silent overwrite."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise SpecError(f"key {k!r} appears twice in one JSON object")
+        out[k] = v
+    return out
+
+
+def parse_json(text: str, what: str) -> Any:
+    """JSON text to Python, refusing duplicate keys; every failure is a one-line SpecError."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{what} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise SpecError(f"{what} is nested too deeply to be a spec") from None
+    except SpecError as e:
+        raise SpecError(f"{what}: {e}") from None
+
+
+def read_spec_file(path: Path, complete: bool = False) -> Semiautomaton:
+    """A JSON spec file (named after its stem unless it names itself)."""
+    if not path.is_file():
+        raise SpecError(f"spec file {str(path)!r} does not exist" if not path.exists()
+                        else f"spec {str(path)!r} is not a file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"cannot read spec file {str(path)!r}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"spec file {str(path)!r} is not UTF-8 text") from None
+    return from_dict(parse_json(text, f"spec file {str(path)!r}"), default_name=path.stem, complete=complete)
+
+
+def from_automata_lib(source: Any) -> Mapping[str, Any] | None:
+    """An automata-lib ``DFA``'s ``input_parameters`` (None when ``source`` is not one, or
+    automata-lib is not installed: it is an optional extra, imported only here)."""
+    if not type(source).__module__.startswith("automata."):
+        return None
+    try:
+        from automata.fa.dfa import DFA
+    except ImportError:  # pragma: no cover - the object came from automata-lib, so it is importable
+        return None
+    if not isinstance(source, DFA):
+        raise SpecError(f"automata-lib {type(source).__name__} objects are not specs; convert to a DFA first "
+                        f"(e.g. DFA.from_nfa(nfa))")
+    return dict(source.input_parameters)
+
+
+def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
+              complete: bool = False) -> Semiautomaton:
+    """Load an automaton from a dict (native or automata-lib field names), a JSON file path,
+    a catalog name, or an automata-lib ``automata.fa.dfa.DFA``.  ``complete`` sends the
+    missing transitions of a partial automaton to an added sink state (see
+    :func:`compiler.automata.spec.from_dict`); without it a partial automaton is refused."""
     if isinstance(source, Semiautomaton):
         return source
     if isinstance(source, Mapping):
-        return from_dict(source)
-    path = Path(source)
-    if path.suffix == ".json" or path.exists():
-        if not path.is_file():
-            raise SpecError(f"spec file {str(path)!r} does not exist")
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError) as e:
-            raise SpecError(f"cannot read spec file {str(path)!r}: {e}") from None
-        except json.JSONDecodeError as e:
-            raise SpecError(f"spec file {str(path)!r} is not valid JSON: {e}") from None
-        return from_dict(data, default_name=path.stem)
-    return build(str(source))
+        return from_dict(source, complete=complete)
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if str(source) and (path.suffix == ".json" or path.exists()):
+            return read_spec_file(path, complete)
+        return build(str(source))
+    params = from_automata_lib(source)
+    if params is not None:
+        return from_dict(params, default_name="dfa", complete=complete)
+    raise SpecError(f"cannot load an automaton from a {type(source).__name__}; give a dict, a JSON path, "
+                    f"a catalog name or an automata-lib DFA")

@@ -106,18 +106,50 @@ class Semiautomaton:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
 
+def _name(value: Any, what: str) -> str:
+    """A state or symbol name: a string, or an integer written in decimal (automata-lib and
+    Python dicts often use ``0, 1, ...``); anything else (``null``, floats, lists) is refused
+    rather than stringified."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise SpecError(f"{what} must be a string (or an integer), got {type(value).__name__} {value!r:.60}")
+
+
+def _order(values: Any) -> list[Any]:
+    """A list's own order; a set (automata-lib) sorted: integers numerically, then strings."""
+    if isinstance(values, (set, frozenset)):
+        return sorted(values, key=lambda v: (0, v, "") if isinstance(v, int) and not isinstance(v, bool)
+                      else (1, 0, str(v)))
+    return list(values)
+
+
 def _names(value: Any, what: str) -> tuple[str, ...]:
-    if not isinstance(value, (list, tuple)):
+    if not isinstance(value, (list, tuple, set, frozenset)):
         raise SpecError(f"'{what}' must be a list of names, got {type(value).__name__}")
-    names = tuple(str(v) for v in value)
+    item = what[:-1] if what.endswith("s") else what
+    names = tuple(_name(v, f"every name in '{what}'") for v in _order(value))
     if not names:
-        raise SpecError(f"'{what}' is empty: an automaton needs at least one {what[:-1] if what.endswith('s') else what}")
+        raise SpecError(f"'{what}' is empty: an automaton needs at least one {item}")
     seen: set[str] = set()
     for n in names:
         if n in seen:
             raise SpecError(f"duplicate name {n!r} in '{what}'")
         seen.add(n)
     return names
+
+
+def _keyed(obj: Mapping[Any, Any], what: str) -> dict[str, Any]:
+    """A mapping with its keys made names (see :func:`_name`); two keys naming the same
+    name (``0`` and ``"0"``) are refused."""
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        key = _name(k, f"every key of {what}")
+        if key in out:
+            raise SpecError(f"{what} gives {key!r} twice")
+        out[key] = v
+    return out
 
 
 def _check_symbols(alphabet: Sequence[str]) -> None:
@@ -133,93 +165,116 @@ def _check_symbols(alphabet: Sequence[str]) -> None:
             )
 
 
-def from_dict(spec: Mapping[str, Any], default_name: str = "automaton") -> Semiautomaton:
+SINK = "sink"
+"""Name of the state ``complete=True`` adds (``sink_1``, ... when a state already has it)."""
+
+KNOWN_FIELDS = frozenset({"name", "states", "alphabet", "input_symbols", "start", "initial_state",
+                          "transitions", "outputs", "final_states", "allow_partial"})
+
+
+def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, complete: bool = False) -> Semiautomaton:
     """Build and validate a :class:`Semiautomaton` from a JSON-style dict.
 
     Accepts the native field names (``states``, ``alphabet``, ``start``,
-    ``transitions``, ``outputs``) and automata-lib's (``input_symbols``,
-    ``initial_state``, ``final_states`` -> outputs accept/reject).
-    Symbol names must be non-empty and free of whitespace (an input line is
-    whitespace-separated symbols).  Every problem raises :class:`SpecError` naming it exactly.
+    ``transitions``, ``outputs``) and automata-lib's DFA ``input_parameters``
+    (``input_symbols``, ``initial_state``, ``final_states`` -> outputs accept/reject,
+    ``allow_partial``; sets for lists).  Names are strings, or integers (made decimal
+    strings consistently in states, symbols, transitions and outputs); anything else is
+    refused.  Symbol names must be non-empty and free of whitespace (an input line is
+    whitespace-separated symbols).  A partial automaton is refused unless ``complete``,
+    which sends every missing transition to an added sink state (:data:`SINK`, output
+    ``reject`` with ``final_states``, its own name with ``outputs``).  Every problem raises
+    :class:`SpecError` naming it exactly.
     """
     if not isinstance(spec, Mapping):
         raise SpecError(f"a spec must be a JSON object, got {type(spec).__name__}")
-    known = {"name", "states", "alphabet", "input_symbols", "start", "initial_state",
-             "transitions", "outputs", "final_states"}
-    unknown = sorted(set(spec) - known)
+    unknown = sorted(map(str, set(spec) - KNOWN_FIELDS))
     if unknown:
-        raise SpecError(f"unknown field(s) {unknown} in spec; known fields: {sorted(known)}")
+        raise SpecError(f"unknown field(s) {unknown} in spec; known fields: {sorted(KNOWN_FIELDS)}")
+    for a, b in (("alphabet", "input_symbols"), ("start", "initial_state"), ("outputs", "final_states")):
+        if a in spec and b in spec:
+            raise SpecError(f"spec gives both '{a}' and '{b}'; use one")
     if "states" not in spec:
         raise SpecError("spec has no 'states' field")
     states = _names(spec["states"], "states")
-    if "alphabet" in spec and "input_symbols" in spec:
-        raise SpecError("spec gives both 'alphabet' and 'input_symbols'; use one")
     if "alphabet" not in spec and "input_symbols" not in spec:
         raise SpecError("spec has no 'alphabet' (or 'input_symbols') field")
     alphabet = _names(spec.get("alphabet", spec.get("input_symbols")), "alphabet")
     _check_symbols(alphabet)
-    state_ix = {s: i for i, s in enumerate(states)}
-
-    if "start" in spec and "initial_state" in spec:
-        raise SpecError("spec gives both 'start' and 'initial_state'; use one")
-    start_name = spec.get("start", spec.get("initial_state", states[0]))
-    if str(start_name) not in state_ix:
+    if not isinstance(spec.get("allow_partial", False), bool):
+        raise SpecError("'allow_partial' must be true or false")
+    start_name = _name(spec.get("start", spec.get("initial_state", states[0])), "the start state")
+    if start_name not in states:
         raise SpecError(f"start state {start_name!r} is not among the states")
-    start = state_ix[str(start_name)]
+    rows = _transitions(spec.get("transitions"), states, alphabet)
+    missing = [(q, a) for q in states for a in alphabet if a not in rows.get(q, {})]
+    if missing and not complete:
+        q, a = missing[0]
+        what = (f"no transitions for state {q!r}" if q not in rows else
+                f"missing transition from state {q!r} on symbol {a!r}")
+        raise SpecError(f"{what} ({len(missing)} missing in all): the automaton is partial; add an explicit sink "
+                        f"state and send missing transitions there, or pass --complete (complete=True) to add one")
+    sink = _sink_name(states) if missing else None
+    all_states = states + ((sink,) if sink else ())
+    index = {s: i for i, s in enumerate(all_states)}
+    maps = tuple(tuple(index[rows.get(q, {}).get(a, sink)] for q in all_states) for a in alphabet)
+    outputs = _outputs(spec, states, sink)
+    name = spec.get("name", default_name)
+    if not isinstance(name, str):
+        raise SpecError(f"'name' must be a string, got {type(name).__name__}")
+    return Semiautomaton(name, all_states, alphabet, maps, index[start_name], outputs)
 
-    trans = spec.get("transitions")
+
+def _transitions(trans: Any, states: tuple[str, ...], alphabet: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """``{state: {symbol: next_state}}`` with every name checked (missing entries allowed here)."""
     if not isinstance(trans, Mapping):
         raise SpecError("spec needs 'transitions': an object {state: {symbol: next_state}}")
-    for q in trans:
-        if str(q) not in state_ix:
+    rows: dict[str, dict[str, str]] = {}
+    for q, row in _keyed(trans, "'transitions'").items():
+        if q not in states:
             raise SpecError(f"transitions given for unknown state {q!r}")
-    maps = [[-1] * len(states) for _ in alphabet]
-    for qi, q in enumerate(states):
-        row = trans.get(q)
-        if row is None:
-            raise SpecError(
-                f"no transitions for state {q!r}: the automaton is partial; "
-                f"add an explicit sink state and send missing transitions there"
-            )
         if not isinstance(row, Mapping):
             raise SpecError(f"transitions of state {q!r} must be an object {{symbol: next_state}}")
-        for a in row:
-            if str(a) not in alphabet:
+        rows[q] = {}
+        for a, nxt in _keyed(row, f"the transitions of state {q!r}").items():
+            if a not in alphabet:
                 raise SpecError(f"transition from {q!r} on unknown symbol {a!r}")
-        for ai, a in enumerate(alphabet):
-            if a not in row:
-                raise SpecError(
-                    f"missing transition from state {q!r} on symbol {a!r}: the automaton is "
-                    f"partial; add an explicit sink state and send missing transitions there"
-                )
-            nxt = row[a]
-            if str(nxt) not in state_ix:
-                raise SpecError(f"transition {q!r} --{a!r}--> unknown state {nxt!r}")
-            maps[ai][qi] = state_ix[str(nxt)]
+            target = _name(nxt, f"the target of {q!r} --{a!r}-->")
+            if target not in states:
+                raise SpecError(f"transition {q!r} --{a!r}--> unknown state {target!r}")
+            rows[q][a] = target
+    return rows
 
-    outputs = None
-    if "outputs" in spec and "final_states" in spec:
-        raise SpecError("spec gives both 'outputs' and 'final_states'; use one")
+
+def _sink_name(states: tuple[str, ...]) -> str:
+    name, i = SINK, 0
+    while name in states:
+        i += 1
+        name = f"{SINK}_{i}"
+    return name
+
+
+def _outputs(spec: Mapping[str, Any], states: tuple[str, ...], sink: str | None) -> tuple[str, ...] | None:
+    """Output labels from ``outputs`` or ``final_states`` (the added sink: its name, or ``reject``)."""
     if "outputs" in spec:
         out = spec["outputs"]
         if not isinstance(out, Mapping):
             raise SpecError("'outputs' must be an object {state: label}")
-        for q in out:
-            if str(q) not in state_ix:
+        labels = _keyed(out, "'outputs'")
+        for q in labels:
+            if q not in states:
                 raise SpecError(f"output label given for unknown state {q!r}")
-        missing = [q for q in states if q not in out]
+        missing = [q for q in states if q not in labels]
         if missing:
             raise SpecError(f"'outputs' has no label for state(s) {missing}")
-        outputs = tuple(str(out[q]) for q in states)
-    elif "final_states" in spec:
+        named = tuple(_name(labels[q], f"the output label of state {q!r}") for q in states)
+        return named + ((sink,) if sink else ())
+    if "final_states" in spec:
         finals = spec["final_states"]
-        if not isinstance(finals, (list, tuple)):
+        if not isinstance(finals, (list, tuple, set, frozenset)):
             raise SpecError("'final_states' must be a list of states")
-        for q in finals:
-            if str(q) not in state_ix:
-                raise SpecError(f"final state {q!r} is not among the states")
-        fs = {str(q) for q in finals}
-        outputs = tuple("accept" if q in fs else "reject" for q in states)
-
-    name = str(spec.get("name", default_name))
-    return Semiautomaton(name, states, alphabet, tuple(tuple(m) for m in maps), start, outputs)
+        fs = {_name(q, "every name in 'final_states'") for q in finals}
+        for q in sorted(fs - set(states)):
+            raise SpecError(f"final state {q!r} is not among the states")
+        return tuple("accept" if q in fs else "reject" for q in states) + (("reject",) if sink else ())
+    return None
