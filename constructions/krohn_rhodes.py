@@ -614,6 +614,9 @@ def applies(automaton: Semiautomaton) -> Cascade | Refusal:
                        f"group {', '.join(cascade.non_solvable_groups)}; use --method scan (depth ceil(log2 T))")
     if any(c.kind == "group" for c in cascade.components):
         return Refusal(f"{automaton.name}: cascade has a whole-group component; use --method scan")
+    if not cascade.components:
+        return Refusal(f"{automaton.name} has a single state: its cascade has no component to run "
+                       f"(use --method scan)", ShortcutError)
     return cascade
 
 

@@ -124,7 +124,7 @@ json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 5
 def valid_specs(draw) -> dict[str, Any]:
     """A random complete automaton in the native or the automata-lib JSON form."""
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
-    a = random_automaton(rng, draw(st.integers(2, 4)), draw(st.integers(1, 3)))  # 1 state: see the xfail below
+    a = random_automaton(rng, draw(st.integers(1, 4)), draw(st.integers(1, 3)))
     d = a.to_dict()
     if draw(st.booleans()):
         d = {"states": d["states"], "input_symbols": d["alphabet"], "initial_state": d["start"],
@@ -357,10 +357,8 @@ def test_corrupted_checkpoints(scale, work):
     prop()
 
 
-@pytest.mark.xfail(strict=True, reason="found by this fuzzer: krohn_rhodes.schedule takes max() of an empty "
-                                       "cascade for a 1-state automaton (ValueError, exit 3); the fix belongs in "
-                                       "constructions/krohn_rhodes.py")
 def test_one_state_automaton_compiles(work):
+    """Found by this fuzzer: a 1-state automaton crashed the Krohn-Rhodes schedule (exit 3)."""
     spec = work["dir"] / "one.json"
     spec.write_text(json.dumps({"states": ["0"], "alphabet": ["a"], "transitions": {"0": {"a": "0"}}}))
     assert check_contract("one state", ["compile", str(spec), "-o", str(work["out"]), *TINY_COMPILE]) == 0
