@@ -13,6 +13,7 @@ from compiler.automata.version import __version__
 from constructions.checkpoint import header_sha256, weights_sha256
 
 from .check import VerificationResult
+from .html import report_html
 from .text import fmt
 
 REPORT_SCHEMA = "shortcut-verification/1"
@@ -250,7 +251,5 @@ def write_report(result: VerificationResult, model, out_dir: "str | Path",
     (out / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True) + "\n")
     (out / "report.md").write_text(report_markdown(rep))
     if html:
-        from .html import report_html
-
         (out / "report.html").write_text(report_html(rep, model))
     return rep
