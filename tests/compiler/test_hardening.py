@@ -175,10 +175,14 @@ def test_max_len_beyond_certified_reach_needs_allow_inexact(tmp_path, capsys):
     out = tmp_path / "g.safetensors"
     fails(["compile", "grid:5", "-o", str(out), "--max-len", "1048576"], "beyond the certified float reach", capsys)
     assert not out.exists()
-    fails(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify"], "--allow-inexact", capsys)
-    assert main(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify", "--allow-inexact"]) == 0
+    # grid:2 is 1-definite, so auto takes lookback (1 layer, exact at 2048); the gridworld's reach is asked for
+    gw = ["--method", "gridworld"]
+    fails(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify", *gw], "--allow-inexact", capsys)
+    assert main(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify", "--allow-inexact", *gw]) == 0
     assert capsys.readouterr().err.startswith("warning: gridworld at max_len 2048")
-    assert main(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify", "--dtype", "float64"]) == 0
+    assert main(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify", "--dtype", "float64", *gw]) == 0
+    assert main(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify"]) == 0
+    assert compiler.load(out).meta["method"] == "lookback"
 
 
 # --- verdicts bound to content --------------------------------------------------------------------

@@ -1,0 +1,81 @@
+"""Layer-wise checks of a lookback model (definite automata, constructions/lookback.py).
+
+After layer 1's attention, ``lb:back{j}`` at position t must hold the integer code of the
+letter at t - j (a + 1), or 0 when t - j <= 0 (BOS stands in before the start), within
+the step units' tolerance; head j must attend to t - j, or to BOS.  After the lookup
+MLP, ``lb:state`` must be the exact one-hot of the reference state (the automaton run
+from its start).  A failure names the offset head or the state, so a broken model
+points at the gadget that broke.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from compiler.automata.definite import LookbackPlan
+
+from .budget import STEP_TOLERANCE
+from .margins import target_margins
+
+
+def back_codes(tokens: np.ndarray, k: int) -> np.ndarray:
+    """[B, T+1, k]: the letter code (a + 1) at t - j, 0 when t - j <= 0 (index 0 = BOS)."""
+    B, T = tokens.shape
+    codes = np.zeros((B, T + 1), dtype=np.int64)
+    codes[:, 1:] = tokens + 1
+    out = np.zeros((B, T + 1, k), dtype=np.int64)
+    for j in range(k):
+        out[:, j:, j] = codes[:, : T + 1 - j]  # codes[:, 0] = 0 (BOS); positions t < j stay 0
+    return out
+
+
+def reference_states(automaton, tokens: np.ndarray) -> np.ndarray:
+    """[B, T+1]: the state after each prefix (index 0: the start)."""
+    return np.array([[automaton.start, *automaton.run(row)] for row in tokens.tolist()], dtype=np.int64)
+
+
+def invariants(model, plan: LookbackPlan, tokens: np.ndarray) -> dict[str, Any]:
+    """Decode the copied letters after the heads and the state one-hot after the MLP, on every
+    sequence of ``tokens``; measure each offset head (score gap and leaked mass at t - j)
+    and the lookup's input noise against the step units' tolerance."""
+    k = plan.k
+    want_back = back_codes(tokens, k)
+    want_state = np.eye(plan.n_states)[reference_states(model.automaton, tokens)]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    mid = cache["blocks.0.hook_resid_mid"].double().numpy()
+    post = cache["blocks.0.hook_resid_post"].double().numpy()
+    failures, heads = [], []
+    worst_back = 0.0
+    T = tokens.shape[1]
+    t = torch.arange(T + 1)
+    for j in range(k):
+        got = mid[..., model.subspace(f"lb:back{j}")[0]]
+        dev = float(np.abs(got - want_back[..., j]).max())
+        worst_back = max(worst_back, dev)
+        if dev >= STEP_TOLERANCE:
+            failures.append(f"layer 1, head lb.back{j}: the letter copied from t - {j} deviates by {dev:.3g}")
+        notes = model.meta["layers"][0]["heads"][j]
+        target = torch.clamp(t - j, min=0)[None, :]
+        gap, leak = target_margins(cache["blocks.0.attn.hook_attn_scores"][:, j],
+                                   cache["blocks.0.attn.hook_pattern"][:, j], target)
+        heads.append({"layer": 1, "head": f"offset {j}", "target": f"t - {j} or BOS", "worst_score_gap": gap,
+                      "worst_leaked_mass": leak, "derived_leak_bound": notes.get("leak_bound"),
+                      "score_gap": notes.get("score_gap"), "worst_copy_deviation": dev})
+    state = post[..., model.subspace("lb:state")]
+    dev_state = float(np.abs(state - want_state).max())
+    if dev_state >= STEP_TOLERANCE:
+        bad = np.argwhere(np.abs(state - want_state).max(-1) >= STEP_TOLERANCE)[0]
+        failures.append(f"layer 1, lookup: lb:state deviates by {dev_state:.3g} from the state's one-hot "
+                        f"(first at sequence {bad[0]}, position {bad[1]})")
+    noise = float(np.abs(mid[..., [model.subspace(f"lb:back{j}")[0] for j in range(k)]]
+                         - want_back).max())
+    mlps = [{"layer": 1, "mlp": "lookup", "inputs": ", ".join(f"lb:back{j}" for j in range(k)),
+             "input_tolerance": STEP_TOLERANCE, "worst_input_noise": noise,
+             "distance_to_boundary": STEP_TOLERANCE - noise}]
+    return {"checked": "copied letters and the state one-hot after layer 1", "sequences": int(tokens.shape[0]),
+            "worst_copy_deviation": worst_back, "worst_state_deviation": dev_state,
+            "heads": heads, "mlps": mlps, "failures": failures}
