@@ -3,7 +3,7 @@
 Sequences per second at batch B (default 64) and T in {256, 1024, 4096}, float32 on the
 CPU (and on a GPU when one is present).  Columns:
 
-* ``model.forward``: the compiled model's own forward pass (full [B, H, T+1, T+1] scores),
+* ``model.forward``: the compiled model's own forward pass (fused attention, ``model.fused``),
   in micro-batches bounded like ``verify``'s (a [64, H, 4097, 4097] score tensor is 4.3 GB
   per head; a krohn-rhodes counter MLP is ~4T wide); when the batch needs several, one
   micro-batch is timed (throughput = its size / its time);

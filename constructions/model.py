@@ -19,7 +19,9 @@ as in TransformerLens: ``hook_embed``, ``hook_pos_embed``, per block
 ``hook_post.{i}`` around hidden layer i's ReLU, ``blocks.{l}.hook_mlp_out``,
 ``blocks.{l}.hook_resid_post``, and ``hook_resid_final``.  Residual-stream hooks
 include BOS at position 0.  Plain torch forward hooks read them, and patch them
-by returning a replacement::
+by returning a replacement (a hook on an attention layer's hook points puts that layer
+on the explicit path, which materialises the scores and pattern; without one the
+forward uses fused attention, ``model.fused``)::
 
     hp = model.get_submodule("blocks.0.attn.hook_pattern")
     handle = hp.register_forward_hook(lambda mod, inp, out: torch.zeros_like(out))
@@ -30,6 +32,7 @@ by returning a replacement::
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -61,13 +64,37 @@ def _heads_last(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2)
 
 
+@functools.lru_cache(maxsize=4)
+def _above_diagonal(T: int, device: torch.device) -> torch.Tensor:
+    """The [T, T] boolean mask of key positions after the query (built once per length and device)."""
+    with torch.inference_mode(False):  # a plain tensor, usable outside inference mode too
+        return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
+
+
 class Attention(nn.Module):
     """Causal multi-head softmax attention without biases.
+
+    Two paths compute the same thing (scores ``q . k``, the causal mask, a softmax over
+    keys, the weighted sum of values):
+
+    * fused (``fused`` True, the default): ``scaled_dot_product_attention`` with
+      ``is_causal`` and scale 1 -- no [T, T] tensor is kept;
+    * explicit: scores, mask and softmax as tensors, through ``hook_attn_scores`` and
+      ``hook_pattern``.  Used when ``fused`` is False or when any forward (pre-)hook is
+      registered on one of this module's hook points, or a global module hook (so torch
+      hooks see and patch patterns; nnsight keeps a hook on every module it wraps, so a
+      wrapped model runs explicit); :meth:`CompiledTransformer.run_with_cache` turns
+      ``fused`` off while it runs.
+
+    The two paths may differ in the last bits of the logits (summation order); see
+    ``benchmarks/results/fused_attention.md`` for the measured differences.
 
     Hooks: ``hook_q``, ``hook_k``, ``hook_v``, ``hook_z`` [batch, pos, head, d_head];
     ``hook_attn_scores`` (after the causal mask, -inf above the diagonal) and
     ``hook_pattern`` [batch, head, query_pos, key_pos].
     """
+
+    fused: bool = True
 
     def __init__(self, d_model: int, n_heads: int, d_head: int, dtype: torch.dtype) -> None:
         super().__init__()
@@ -83,17 +110,34 @@ class Attention(nn.Module):
         self.hook_pattern = HookPoint()
         self.hook_z = HookPoint()
 
+    def hooked(self) -> bool:
+        """Is a forward hook or pre-hook registered on any of this module's hook points (or globally)?"""
+        if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
+            return True
+        return any(hp._forward_hooks or hp._forward_pre_hooks
+                   for hp in (self.hook_q, self.hook_k, self.hook_v, self.hook_attn_scores, self.hook_pattern,
+                              self.hook_z))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q = _heads_last(self.hook_q(_heads_last(torch.einsum("btd,hde->bhte", x, self.W_Q))))
         k = _heads_last(self.hook_k(_heads_last(torch.einsum("btd,hde->bhte", x, self.W_K))))
         v = _heads_last(self.hook_v(_heads_last(torch.einsum("btd,hde->bhte", x, self.W_V))))
-        T = x.shape[1]
-        scores = q @ k.transpose(-1, -2)
-        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        scores = self.hook_attn_scores(scores.masked_fill(~mask, float("-inf")))
-        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
-        z = _heads_last(self.hook_z(_heads_last(pattern @ v)))  # [b, h, t, e]
+        explicit = not self.fused or self.hooked()
+        z = self.explicit_attention(q, k, v) if explicit else self.fused_attention(q, k, v)
+        z = _heads_last(self.hook_z(_heads_last(z)))  # [b, h, t, e]
         return torch.einsum("bhte,hed->btd", z, self.W_O)
+
+    def fused_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """softmax(q k^T + causal mask) v by ``scaled_dot_product_attention`` (scale 1: the
+        temperature is in W_Q), [b, h, t, e]."""
+        return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
+
+    def explicit_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The same with the [b, h, T, T] scores and pattern as tensors (through their hook points)."""
+        scores = q @ k.transpose(-1, -2)
+        scores = self.hook_attn_scores(scores.masked_fill(_above_diagonal(q.shape[2], q.device), float("-inf")))
+        pattern = self.hook_pattern(torch.softmax(scores, dim=-1))
+        return pattern @ v
 
 
 class MLP(nn.Module):
@@ -191,6 +235,28 @@ class CompiledTransformer(nn.Module):
         self._hook_points = _name_hook_points(self)
 
     @property
+    def fused(self) -> bool:
+        """Do the attention layers take the fused path (``scaled_dot_product_attention``)?
+        Default True; False keeps the explicit scores and patterns (see :class:`Attention`)."""
+        return all(block.attn.fused for block in self.blocks)
+
+    @fused.setter
+    def fused(self, on: bool) -> None:
+        for block in self.blocks:
+            block.attn.fused = bool(on)
+
+    @contextmanager
+    def explicit_attention(self) -> Iterator["CompiledTransformer"]:
+        """Every attention layer on the explicit path for the ``with`` body (restored on exit)."""
+        before = [block.attn.fused for block in self.blocks]
+        try:
+            self.fused = False
+            yield self
+        finally:
+            for block, on in zip(self.blocks, before):
+                block.attn.fused = on
+
+    @property
     def max_len(self) -> int:
         return self.config["max_len"]
 
@@ -245,8 +311,9 @@ class CompiledTransformer(nn.Module):
     def run_with_cache(self, tokens: torch.Tensor, names_filter: "Callable[[str], bool] | None" = None,
                        ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Logits and every hook point's activation (or those whose name passes ``names_filter``),
-        keyed by hook name (see the module docstring).  Hooks registered before this call run
-        first, so their patches show in the cache; the cache's hooks are removed afterwards."""
+        keyed by hook name (see the module docstring), from the explicit attention path.  Hooks
+        registered before this call run first, so their patches show in the cache; the cache's
+        hooks are removed afterwards."""
         cache: dict[str, torch.Tensor] = {}
 
         def keep(name: str) -> Callable:
@@ -255,7 +322,7 @@ class CompiledTransformer(nn.Module):
             return hook
 
         names = [n for n in self._hook_points if names_filter is None or names_filter(n)]
-        with self.hooks([(name, keep(name)) for name in names]):
+        with self.hooks([(name, keep(name)) for name in names]), self.explicit_attention():
             logits = self(tokens)
         return logits, cache
 
