@@ -18,19 +18,14 @@ import time
 import torch
 
 import compiler
-from compiler.pipeline import METHODS
 from verify.check import verify
 
 WORLDS = ["grid:4", "grid:9", "grid:16", "grid:9,noop", "grid2d:3,4", "grid2d:5,5"]
 
-# HOOK(krohn-rhodes): once compiler.pipeline.METHODS lists "krohn-rhodes", its rows are
-# filled in automatically; until then they print "not available".
 COMPARED = ["gridworld", "scan", "krohn-rhodes"]
 
 
 def row(name: str, method: str, max_len: int, samples: int, check: bool) -> str:
-    if method not in METHODS:
-        return f"| {name} | {method} | not available | | | | | | | |"
     t0 = time.time()
     try:
         model = compiler.compile_automaton(name, max_len=max_len, method=method)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import compiler
-from compiler.pipeline import METHODS
+from constructions import registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import finish, header  # noqa: E402
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--states-max-len", type=int, default=256)
     p.add_argument("--out")
     args = p.parse_args(argv)
-    methods = [m for m in ("gridworld", "krohn-rhodes", "scan") if m in METHODS]
+    methods = [m for m in ("gridworld", "krohn-rhodes", "scan") if m in registry.names()]
     lines = [header("Compile time (compile_automaton only, no verification), float32"), "",
              "## Compile time vs max_len", "",
              "| automaton | method | T | attn layers | d_model | params | compile s |", "|---|---|---|---|---|---|---|"]

@@ -20,7 +20,6 @@ In one run:
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import time

@@ -24,8 +24,6 @@ from .automata.load import load_spec
 from .automata.spec import Semiautomaton
 
 AUTO = "auto"
-METHODS = (AUTO, *registry.names())
-"""The ``--method`` values at import time (see :func:`methods`)."""
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MAX_LEN_LIMIT = 1 << 20
 

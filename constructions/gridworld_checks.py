@@ -145,8 +145,6 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
         fin = torch.isfinite(s0)
         spread = float((torch.where(fin, s0, -np.inf).max(-1).values - torch.where(fin, s0, np.inf).min(-1).values).max())
         prefix_head["worst_score_spread"] = max(prefix_head["worst_score_spread"], spread)
-        T1 = one.shape[1] + 1
-        t_idx = torch.arange(T1)
         head0 = 0
         for ax, (want, info) in enumerate(zip(_expected(model, world, g["axes"], one), g["axes"])):
             zt = info["z_tolerance"]

@@ -552,13 +552,10 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23, casc
     (exact at every max_len, and what :func:`set_start` rebuilds with) is accepted
     when such heads are needed, and a program without them ignores it."""
     cascade = cascade or decompose(automaton)
-    if not cascade.solvable:
-        raise ShortcutError(
-            f"krohn-rhodes needs a solvable automaton, but {automaton.name} contains the non-solvable group "
-            f"{', '.join(cascade.non_solvable_groups)}; use --method scan (depth ceil(log2 T))")
+    refusal = unsupported(automaton, cascade)
+    if refusal is not None:
+        raise refusal.error(refusal.reason)
     comps = cascade.components
-    if any(c.kind == "group" for c in comps):
-        raise ShortcutError(f"{automaton.name}: cascade has a whole-group component; use --method scan")
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
     T = max_len
@@ -609,6 +606,12 @@ def applies(automaton: Semiautomaton) -> Cascade | Refusal:
         cascade = decompose(automaton)
     except ShortcutError as e:
         return Refusal(str(e), type(e))
+    return unsupported(automaton, cascade) or cascade
+
+
+def unsupported(automaton: Semiautomaton, cascade: Cascade) -> Refusal | None:
+    """Why Theorem 11's construction cannot compile ``cascade`` (a non-solvable group, a
+    whole-group component, or no component at all), or None."""
     if not cascade.solvable:
         return Refusal(f"krohn-rhodes needs a solvable automaton, but {automaton.name} contains the non-solvable "
                        f"group {', '.join(cascade.non_solvable_groups)}; use --method scan (depth ceil(log2 T))")
@@ -616,8 +619,8 @@ def applies(automaton: Semiautomaton) -> Cascade | Refusal:
         return Refusal(f"{automaton.name}: cascade has a whole-group component; use --method scan")
     if not cascade.components:
         return Refusal(f"{automaton.name} has a single state: its cascade has no component to run "
-                       f"(use --method scan)", ShortcutError)
-    return cascade
+                       f"(use --method scan)")
+    return None
 
 
 def estimate(cascade: Cascade, max_len: int, positions: str = "sinusoidal") -> Cost:
