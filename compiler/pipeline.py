@@ -17,10 +17,13 @@ from constructions import registry
 from constructions.assemble import assemble
 from constructions.checkpoint import header_intact, stamp_header
 from constructions.construction import Construction, Refusal
+from constructions.labels import LABELS, READOUTS, STATES, LabelReadoutError, label_unembedding, readout_of
 from constructions.positions import KINDS
 
 from .automata.errors import CheckpointError, PrecisionError, ShortcutError
 from .automata.load import load_spec
+from .automata.moore import Minimised, minimise
+from .automata.representation import natural
 from .automata.spec import Semiautomaton
 
 AUTO = "auto"
@@ -143,15 +146,24 @@ def plan(automaton: Semiautomaton, method: str, max_len: int = 128) -> tuple[str
 
 
 def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: torch.dtype = torch.float32,
-                      positions: str = "sinusoidal", allow_inexact: bool = True, complete: bool = False):
+                      positions: str = "sinusoidal", allow_inexact: bool = True, complete: bool = False,
+                      readout: str = STATES):
     """Compile ``automaton`` (a Semiautomaton, dict, JSON path, catalog name or automata-lib DFA)
     to a :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``.
 
     The construction's precision warnings (``meta["warnings"]``: its worst-case rounding bound
     exceeds a tolerance at this max_len and dtype) raise :class:`PrecisionError` unless
     ``allow_inexact`` (the library default; the CLI refuses unless ``--allow-inexact``).
-    ``complete`` adds a sink state to a partial automaton (see ``load_spec``)."""
+    ``complete`` adds a sink state to a partial automaton (see ``load_spec``).
+    ``readout="labels"`` (the automaton must have outputs): the argmax is the output label; the
+    minimal Moore machine is compiled instead of the automaton (see :func:`_label_model`)."""
     automaton = load_spec(automaton, complete=complete)
+    if readout not in READOUTS:
+        raise ShortcutError(f"unknown readout {readout!r}; choose one of {list(READOUTS)}")
+    minimised = None
+    if readout == LABELS:
+        minimised = minimise(automaton)
+        source, automaton = automaton, minimised.quotient
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
         raise ShortcutError(f"max_len must be a positive integer, got {max_len!r}")
     if max_len > MAX_LEN_LIMIT:
@@ -164,15 +176,78 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     d = decide(automaton, method, max_len, eps, positions)
     c = d.construction
     program, meta = d.built or c.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
+    if minimised is not None:
+        d, program, meta = _label_model(d, program, meta, minimised, method, max_len, eps, positions)
+        c = d.construction
     if meta.get("warnings") and not allow_inexact:
         raise PrecisionError(f"{automaton.name} at max_len {max_len} in {str(dtype).removeprefix('torch.')} is beyond "
                              f"the certified float reach of {c.name}: {meta['warnings'][0]} -- use a smaller "
                              f"--max-len or --dtype float64, or pass --allow-inexact")
     meta = {"automaton": automaton.to_dict(), "why": d.why, "requested_method": method, **meta,
             "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
+    if minimised is not None:
+        meta["readout"] = {"kind": LABELS, **minimised.to_dict(), **meta.pop("label_readout"),
+                           "source": source.to_dict()}
     model = assemble(program, max_len=max_len, dtype=dtype, meta=meta)
     stamp_header(model)
     return model
+
+
+def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, method: str, max_len: int, eps: float,
+                 positions: str) -> tuple[Decision, Any, dict[str, Any]]:
+    """Swap the state unembedding of the quotient's program for a label unembedding
+    (:func:`constructions.labels.label_unembedding`).  Under ``auto``, when the chosen
+    construction's readout cannot carry the labels, the later registry entries are tried in
+    order (no deeper than the last resort), and the last resort is given the natural action
+    on the quotient's states, whose scalar code always can: the quotient orders its states by
+    label, so each label is a run of consecutive codes."""
+    a = m.quotient
+    tried: list[str] = []
+    attempt: tuple[Decision, Any, dict[str, Any]] | None = (d, program, meta)
+    entries = list(registry.entries())
+    rest = (entries[entries.index(d.construction) + 1:] or [entries[-1]]) if method == AUTO else []
+    cands = d.candidates
+    while True:
+        if attempt is not None:
+            d, program, meta = attempt
+            try:
+                W_U, b_U, notes = label_unembedding(program.W_U, program.b_U, m.state_label, len(m.labels))
+            except LabelReadoutError as e:
+                if method != AUTO:
+                    raise ShortcutError(f"--readout labels with --method {method}: {e}") from None
+                tried.append(f"{d.method}: {e}")
+            else:
+                program.W_U, program.b_U = W_U, b_U
+                why = (f"{d.why}; labels: minimal Moore machine {m.states_before} -> {m.states_after} states, "
+                       f"{len(m.labels)} labels read by {notes['form']}" + "".join(f"; not {t}" for t in tried))
+                d = Decision(d.construction, d.plan, why, cands, d.built)
+                return d, program, {**meta, "label_readout": {"form": notes["form"], "notes": notes}}
+        if not rest:  # pragma: no cover - the natural action's scalar code always carries the labels
+            raise AssertionError("no construction could read the labels: " + "; ".join(tried))
+        c = rest.pop(0)
+        attempt = _label_candidate(c, a, c is entries[-1], max_len, eps, positions)
+
+
+def _label_candidate(c: Construction, a: Semiautomaton, last: bool, max_len: int, eps: float,
+                     positions: str) -> tuple[Decision, Any, dict[str, Any]] | None:
+    """Construction ``c`` built on ``a`` for a label readout (the natural action when ``c`` is the
+    last resort), or None when it refuses, breaks a budget or is deeper than the last resort."""
+    if last:
+        plan = natural(a)
+        why = f"{c.name} ({c.theorem}) on the states, whose scalar code carries the labels: {c.describe(plan, a)}"
+        return Decision(c, plan, why), *c.build(a, plan, max_len=max_len, eps=eps, positions=positions)
+    plan = c.applies(a)
+    if isinstance(plan, Refusal):
+        return None
+    try:
+        cost = c.estimate(plan, max_len, positions)
+        depth = registry.entries()[-1].estimate(natural(a), max_len, positions).layers
+        if c.depth_checked and cost.layers > depth:
+            return None
+        built = c.build(a, plan, max_len=max_len, eps=eps, positions=positions)
+    except ShortcutError:
+        return None
+    return Decision(c, plan, f"{c.name} ({c.theorem}): {c.describe(plan, a)}"), *built
 
 
 def require_intact_header(model) -> tuple[Construction, Any]:
@@ -190,6 +265,9 @@ def set_start(model, start: str) -> None:
     """Point a compiled model at another start state, in place (through its construction
     and the plan its checkpoint carries; each keeps q0 in one place)."""
     c, p = require_intact_header(model)
+    if readout_of(model.meta) is not None:
+        raise ShortcutError("a label model compiles the minimal Moore machine seen from its start state; to read "
+                            "labels from another start, compile the spec again with that start")
     c.set_start(model, p, start)
     if header_intact(model) is not None:
         stamp_header(model)

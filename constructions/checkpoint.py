@@ -23,6 +23,7 @@ from safetensors import safe_open
 
 from compiler.automata.errors import CheckpointError, ShortcutError
 
+from .labels import check_readout
 from .model import CompiledTransformer
 
 FORMAT = "shortcut-transformer"
@@ -150,8 +151,10 @@ def check_header(model: CompiledTransformer) -> None:
         raise CheckpointError(f"its spec is invalid: {e}") from None
     if c["n_symbols"] != a.n_symbols:
         raise CheckpointError(f"its spec has {a.n_symbols} symbols but the embedding is for {c['n_symbols']}")
-    if c["n_out"] != a.n_states:
-        raise CheckpointError(f"its spec has {a.n_states} states but the unembedding scores {c['n_out']}")
+    try:
+        check_readout(meta, a.n_states, c["n_out"])
+    except ShortcutError as e:
+        raise CheckpointError(str(e)) from None
     if not isinstance(meta.get("method"), str):
         raise CheckpointError("its metadata names no construction (no 'method' string)")
     d = c["d_model"]

@@ -42,6 +42,8 @@ from torch import nn
 from compiler.automata.errors import InputError
 from compiler.automata.spec import from_dict
 
+from .labels import output_names, readout_summary
+
 
 class HookPoint(nn.Module):
     """An identity module marking one named activation (TransformerLens style).
@@ -383,8 +385,10 @@ class CompiledTransformer(nn.Module):
         return self.forward(tokens).argmax(-1)
 
     def simulate(self, words: list[list[str]]) -> list[list[str]]:
-        """State names after each symbol, for each word, computed by the Transformer."""
+        """State names (labels, for a label readout) after each symbol, for each word, computed by
+        the Transformer."""
         a = self.automaton
+        names = output_names(self)
         out = []
         for word in words:
             ids = a.symbol_ids(word)
@@ -394,7 +398,7 @@ class CompiledTransformer(nn.Module):
                 out.append([])
                 continue
             pred = self.predict(torch.tensor([ids]))[0].tolist()
-            out.append([a.states[q] for q in pred])
+            out.append([names[q] for q in pred])
         return out
 
     def info(self) -> dict[str, Any]:
@@ -419,6 +423,7 @@ class CompiledTransformer(nn.Module):
             "n_symbols": a.n_symbols,
             "positions": self.meta.get("positions"),
             "start": a.states[a.start],
+            "readout": readout_summary(self.meta),
             "why": self.meta.get("why"),
             "warnings": self.meta.get("warnings", []),
             "verification": self.meta.get("verification"),

@@ -47,10 +47,11 @@ import torch
 
 from compiler.automata.errors import BudgetError, CheckpointError, ShortcutError
 from compiler.automata.simulate import simulate
-from compiler.automata.spec import Semiautomaton
+from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import check_header, header_intact
 from constructions.construction import Construction
+from constructions.labels import readout_of
 
 from .chunked import forward_chunked, positional_layers
 from .recurrent import RecurrentSimulator
@@ -208,8 +209,10 @@ def _batches(tokens: np.ndarray, T: int, heads: int = 1, width: int = 1) -> Iter
 class _Tally:
     """Accumulates errors, margins and the first counterexample over checks."""
 
-    def __init__(self, automaton: Semiautomaton, max_len: int) -> None:
+    def __init__(self, automaton: Semiautomaton, max_len: int, readout: dict[str, Any] | None = None) -> None:
         self.a = automaton
+        self.labels = _LabelReference(automaton, readout) if readout is not None else None
+        self.names = tuple(readout["labels"]) if readout is not None else automaton.states
         self.n_sequences = 0
         self.n_positions = 0
         self.n_errors = 0
@@ -227,7 +230,7 @@ class _Tally:
         if not np.array_equal(rnn, expected):  # the two references must agree before we judge the model
             raise RuntimeError(f"reference disagreement on {self.a.name}: recurrent module vs integer simulation")
         self.rnn_positions += tokens.size
-        return expected
+        return expected if self.labels is None else self.labels(tokens, expected)
 
     def add(self, check: str, tokens: np.ndarray, logits: torch.Tensor, expected: np.ndarray | None = None) -> None:
         if expected is None:
@@ -259,10 +262,33 @@ class _Tally:
             row = logits[i]
             others = np.delete(row, exp[i])
             gap = float(row[exp[i]] - others.max()) if len(others) else math.inf
-            trace.append({"symbol": a.alphabet[toks[i]], "expected": a.states[exp[i]], "got": a.states[got[i]],
+            trace.append({"symbol": a.alphabet[toks[i]], "expected": self.names[exp[i]], "got": self.names[got[i]],
                           "logit_gap": gap})
         return Counterexample(check, [a.alphabet[x] for x in toks[: t + 1]], t + 1,
-                              a.states[exp[t]], a.states[got[t]], trace)
+                              self.names[exp[t]], self.names[got[t]], trace)
+
+
+class _LabelReference:
+    """Reference labels for a label model: the source automaton (the one the user gave, before
+    minimisation) is simulated and its outputs are the expected labels; the compiled quotient's
+    labels of its reference states must agree (else the minimisation was wrong)."""
+
+    def __init__(self, quotient: Semiautomaton, readout: dict[str, Any]) -> None:
+        self.source = from_dict(readout["source"])
+        if self.source.alphabet != quotient.alphabet:
+            raise CheckpointError("its readout's source automaton has another alphabet than its spec")
+        index = {x: i for i, x in enumerate(readout["labels"])}
+        unknown = sorted(set(self.source.outputs or ()) - set(index))
+        if self.source.outputs is None or unknown:
+            raise CheckpointError(f"its readout's source automaton has outputs outside its labels: {unknown[:3]}")
+        self.source_label = np.array([index[x] for x in self.source.outputs], dtype=np.int64)
+        self.state_label = np.array(readout["state_label"], dtype=np.int64)
+
+    def __call__(self, tokens: np.ndarray, quotient_states: np.ndarray) -> np.ndarray:
+        expected = self.source_label[simulate(self.source, tokens)]
+        if not np.array_equal(self.state_label[quotient_states], expected):
+            raise RuntimeError("reference disagreement: the minimal Moore machine's labels differ from the source's")
+        return expected
 
 
 class _ChunkMargins:
@@ -331,7 +357,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     T = model.max_len
     check_options(a.n_symbols, T, samples=samples, seed=seed, exhaustive_budget=exhaustive_budget,
                   family_limit=family_limit)
-    tally = _Tally(a, T)
+    tally = _Tally(a, T, readout_of(model.meta))
     rng = np.random.default_rng(seed)
     L = exhaustive_length(a.n_symbols, T, exhaustive_budget)
     checks: list[tuple[str, np.ndarray]] = [("exhaustive", all_sequences(a.n_symbols, L))]

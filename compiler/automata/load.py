@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .catalog import build
 from .errors import SpecError
+from .formats import REGEX_PREFIX, from_regex, read_dot, read_npz, table_json_to_dict
 from .spec import Semiautomaton, from_dict
 
 
@@ -47,7 +48,9 @@ def read_spec_file(path: Path, complete: bool = False) -> Semiautomaton:
         raise SpecError(f"cannot read spec file {str(path)!r}: {e.strerror}") from None
     except UnicodeDecodeError:
         raise SpecError(f"spec file {str(path)!r} is not UTF-8 text") from None
-    return from_dict(parse_json(text, f"spec file {str(path)!r}"), default_name=path.stem, complete=complete)
+    data = parse_json(text, f"spec file {str(path)!r}")
+    table = table_json_to_dict(data, path.stem)
+    return from_dict(table if table is not None else data, default_name=path.stem, complete=complete)
 
 
 def from_automata_lib(source: Any) -> Mapping[str, Any] | None:
@@ -66,18 +69,31 @@ def from_automata_lib(source: Any) -> Mapping[str, Any] | None:
 
 
 def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
-              complete: bool = False) -> Semiautomaton:
-    """Load an automaton from a dict (native or automata-lib field names), a JSON file path,
-    a catalog name, or an automata-lib ``automata.fa.dfa.DFA``.  ``complete`` sends the
-    missing transitions of a partial automaton to an added sink state (see
+              complete: bool = False, alphabet: "Sequence[str] | str | None" = None) -> Semiautomaton:
+    """Load an automaton from a dict (native or automata-lib field names), a JSON file path
+    (a spec, or a transition table), an AALpy ``.dot`` file, a ``.npz`` transition table,
+    ``"regex:PATTERN"`` (over ``alphabet``; see :mod:`compiler.automata.formats`), a catalog
+    name, or an automata-lib ``automata.fa.dfa.DFA``.  ``complete`` sends the missing
+    transitions of a partial automaton to an added sink state (see
     :func:`compiler.automata.spec.from_dict`); without it a partial automaton is refused."""
+    if alphabet is not None and not (isinstance(source, str) and source.startswith(REGEX_PREFIX)):
+        raise SpecError("an alphabet is given only with a regular expression (regex:PATTERN)")
     if isinstance(source, Semiautomaton):
         return source
     if isinstance(source, Mapping):
         return from_dict(source, complete=complete)
+    if isinstance(source, str) and source.startswith(REGEX_PREFIX):
+        return from_regex(source[len(REGEX_PREFIX):], alphabet)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        if str(source) and (path.suffix == ".json" or path.exists()):
+        if str(source) and (path.suffix in (".json", ".dot", ".npz") or path.exists()):
+            if path.suffix in (".dot", ".npz") and not path.is_file():
+                raise SpecError(f"spec file {str(path)!r} does not exist" if not path.exists()
+                                else f"spec {str(path)!r} is not a file")
+            if path.suffix == ".dot":
+                return read_dot(path, complete)
+            if path.suffix == ".npz":
+                return read_npz(path)
             return read_spec_file(path, complete)
         return build(str(source))
     params = from_automata_lib(source)

@@ -1,0 +1,107 @@
+"""Moore machines: the smallest automaton that gives the same output label after every input.
+
+A Semiautomaton with ``outputs`` is a Moore machine.  When only the label is wanted, two
+states are interchangeable when every word takes them to states with the same label (the
+Myhill-Nerode congruence of the output map); the quotient by that congruence, restricted to
+the states reachable from the start, is the minimal Moore machine, and compiling it instead
+of the whole automaton can only shrink what the constructions see.
+
+:func:`minimise` computes it by partition refinement (Moore's algorithm: start from the
+partition by label, split blocks by the blocks their successors fall in, until nothing
+splits) and orders the quotient's states so that each label's states are consecutive (the
+scalar readouts of the constructions need that, see ``constructions/labels.py``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SpecError
+from .spec import Semiautomaton
+
+
+@dataclass(frozen=True)
+class Minimised:
+    """The minimal Moore machine of an automaton and how it was obtained.
+
+    quotient: the minimal machine (``outputs`` set; states named by their first member).
+    labels: the distinct labels, in the order the readout scores them.
+    state_label: ``labels`` index of each quotient state (non-decreasing: classes consecutive).
+    classes: the original states each quotient state stands for (names).
+    states_before, reachable, states_after: sizes (all states, reachable from the start, quotient).
+    """
+
+    quotient: Semiautomaton
+    labels: tuple[str, ...]
+    state_label: tuple[int, ...]
+    classes: tuple[tuple[str, ...], ...]
+    states_before: int
+    reachable: int
+    states_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary (stored in a label model's ``meta["readout"]``)."""
+        return {"labels": list(self.labels), "state_label": list(self.state_label),
+                "classes": [list(c) for c in self.classes], "states_before": self.states_before,
+                "reachable": self.reachable, "states_after": self.states_after}
+
+
+def reachable_states(a: Semiautomaton) -> list[int]:
+    """States reachable from the start, breadth first (letters in alphabet order)."""
+    seen, order, todo = {a.start}, [a.start], deque([a.start])
+    while todo:
+        q = todo.popleft()
+        for m in a.maps:
+            r = m[q]
+            if r not in seen:
+                seen.add(r)
+                order.append(r)
+                todo.append(r)
+    return order
+
+
+def refine(a: Semiautomaton, states: list[int], initial: dict[int, Any]) -> dict[int, int]:
+    """Moore's partition refinement on ``states`` (closed under the transitions): the coarsest
+    partition finer than ``initial`` (state -> key) that the transitions respect.  Returns
+    state -> block number, blocks numbered in order of their first state in ``states``."""
+    block = _number(states, {q: initial[q] for q in states})
+    while True:
+        new = _number(states, {q: (block[q], *(block[m[q]] for m in a.maps)) for q in states})
+        if len(set(new.values())) == len(set(block.values())):
+            return new
+        block = new
+
+
+def _number(states: list[int], key: dict[int, Any]) -> dict[int, int]:
+    ids: dict[Any, int] = {}
+    return {q: ids.setdefault(key[q], len(ids)) for q in states}
+
+
+def minimise(a: Semiautomaton) -> Minimised:
+    """The minimal Moore machine of ``a`` (which must have outputs): reachable states, merged by
+    partition refinement from the partition by label; quotient states ordered by label (labels in
+    order of first appearance, breadth first from the start), then by their first member."""
+    if a.outputs is None:
+        raise SpecError(f"{a.name} has no outputs: label readout needs an output label per state "
+                        f"('outputs' or 'final_states' in the spec)")
+    order = reachable_states(a)
+    block = refine(a, order, {q: a.outputs[q] for q in order})
+    labels: list[str] = []
+    for q in order:
+        if a.outputs[q] not in labels:
+            labels.append(a.outputs[q])
+    members: dict[int, list[int]] = {}
+    for q in order:
+        members.setdefault(block[q], []).append(q)
+    blocks = sorted(members, key=lambda b: (labels.index(a.outputs[members[b][0]]), b))
+    new_id = {b: i for i, b in enumerate(blocks)}
+    reps = [members[b][0] for b in blocks]
+    maps = tuple(tuple(new_id[block[m[q]]] for q in reps) for m in a.maps)
+    quotient = Semiautomaton(name=a.name, states=tuple(a.states[q] for q in reps), alphabet=a.alphabet, maps=maps,
+                             start=new_id[block[a.start]], outputs=tuple(a.outputs[q] for q in reps))
+    return Minimised(quotient=quotient, labels=tuple(labels),
+                     state_label=tuple(labels.index(a.outputs[q]) for q in reps),
+                     classes=tuple(tuple(a.states[q] for q in members[b]) for b in blocks),
+                     states_before=a.n_states, reachable=len(order), states_after=len(reps))

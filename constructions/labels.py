@@ -1,0 +1,154 @@
+"""Label readout: an unembedding that scores output labels instead of states.
+
+A construction's unembedding (W_U, b_U) scores each state q from the final residual x.
+Given the label of every state, :func:`label_unembedding` derives one that scores each label
+from the same residual, exactly, in the forms the constructions use:
+
+* **one-hot** (krohn-rhodes, lookback: the state is an exact one-hot in a subspace and
+  logit_q is its q-th entry): logit_l = sum of the entries of the states labelled l.  At
+  the exact one-hot the true label scores 1 and every other 0: margin 1, as for states.
+* **scalar code** (scan on the states, one-axis gridworld: x is an exact integer code c_q
+  in one dim and logit_q = 2 c_q x - c_q^2): when each label's codes form a run of
+  consecutive codes, label l (the j-th run in code order) scores the line
+  2 j x + d_j with d_(j+1) = d_j - 2 b_j, where b_j is the midpoint between run j's
+  last code and run j+1's first.  Neighbouring lines cross at b_j; their upper envelope
+  is convex, so label j wins exactly on (b_(j-1), b_j).  An integer code is at least 1/2
+  from every midpoint and neighbouring slopes differ by 2: margin >= 1, as for states;
+  a code error e lowers it by at most 2 (m - 1) e (m labels) against 2 (n - 1) e for the
+  state readout.
+* **one state per label** (any form): the state logits, one column per label.
+
+Any other case (several states per label under a multi-dimensional or element readout,
+or labels that are not runs of the scalar code) raises :class:`LabelReadoutError`; the
+planner then tries another construction (``compiler/pipeline.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from compiler.automata.errors import ShortcutError
+
+
+class LabelReadoutError(ShortcutError):
+    """This construction's state readout cannot be turned into an exact label readout."""
+
+
+def _one_state_per_label(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence[int], n_labels: int):
+    if sorted(state_label) != list(range(n_labels)):
+        return None
+    cols = [state_label.index(j) for j in range(n_labels)]
+    return W_U[:, cols].copy(), b_U[cols].copy(), {"form": "one state per label", "derived_margin": "as the states'"}
+
+
+def _one_hot(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence[int], n_labels: int):
+    """logit_l = sum of the one-hot entries of the states labelled l (None if not one-hot)."""
+    rows = []
+    for q in range(W_U.shape[1]):
+        nz = np.flatnonzero(W_U[:, q])
+        if len(nz) != 1 or W_U[nz[0], q] != 1.0:
+            return None
+        rows.append(int(nz[0]))
+    if len(set(rows)) != len(rows) or np.any(b_U != 0):
+        return None
+    S = np.zeros((W_U.shape[1], n_labels))
+    S[np.arange(W_U.shape[1]), state_label] = 1.0
+    return W_U @ S, np.zeros(n_labels), {"form": "one-hot sum", "derived_margin": 1.0,
+                                         "largest_class": int(S.sum(0).max())}
+
+
+def _scalar_code(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence[int], n_labels: int):
+    """Convex envelope of one line per label over the scalar code (None if not a scalar code;
+    LabelReadoutError if the labels are not runs of consecutive codes)."""
+    support = {int(r) for q in range(W_U.shape[1]) for r in np.flatnonzero(W_U[:, q])}
+    if len(support) > 1:
+        return None
+    x = support.pop() if support else 0
+    codes = W_U[x] / 2.0
+    if not np.array_equal(b_U, -codes**2) or not np.array_equal(codes, np.round(codes)):
+        return None
+    order = np.argsort(codes, kind="stable")
+    runs: list[tuple[int, float, float]] = []  # (label, first code, last code)
+    for q in order:
+        lab, c = state_label[q], float(codes[q])
+        if runs and runs[-1][0] == lab:
+            runs[-1] = (lab, runs[-1][1], c)
+        else:
+            runs.append((lab, c, c))
+    if len(runs) != n_labels:
+        raise LabelReadoutError("the labels are not runs of consecutive states in this construction's state code")
+    W, b = np.zeros((W_U.shape[0], n_labels)), np.zeros(n_labels)
+    d = 0.0
+    for j, (lab, _, last) in enumerate(runs):
+        W[x, lab], b[lab] = 2.0 * j, d
+        if j + 1 < len(runs):
+            d -= 2.0 * (last + runs[j + 1][1]) / 2.0
+    return W, b, {"form": "scalar code: one line per run of labels", "derived_margin": 1.0,
+                  "code_error_slope": 2.0 * (n_labels - 1),
+                  "runs": [[int(lab), first, last] for lab, first, last in runs]}
+
+
+def label_unembedding(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence[int],
+                      n_labels: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """(W_U', b_U', notes): an unembedding scoring ``n_labels`` labels, where state q has label
+    ``state_label[q]``, derived from a state unembedding (W_U, b_U) of one of the forms in the
+    module docstring; ``notes["derived_margin"]`` is the logit margin at exact codes."""
+    state_label = [int(x) for x in state_label]
+    if len(state_label) != W_U.shape[1]:
+        raise ValueError(f"{len(state_label)} labels for {W_U.shape[1]} state logits")
+    for form in (_one_state_per_label, _one_hot, _scalar_code):
+        out = form(W_U, b_U, state_label, n_labels)
+        if out is not None:
+            return out
+    raise LabelReadoutError("this construction reads the state out of several dims (a multi-axis or element "
+                            "readout), where several states sharing a label cannot be scored by one linear logit")
+
+
+# --- the readout a compiled model carries (meta["readout"]) -------------------------------------
+
+LABELS = "labels"
+STATES = "states"
+READOUTS = (STATES, LABELS)
+
+
+def readout_of(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """A label model's ``meta["readout"]`` (labels, state_label, source spec, sizes, form), or
+    None for a model that scores states."""
+    r = meta.get("readout")
+    return r if isinstance(r, dict) and r.get("kind") == LABELS else None
+
+
+def check_readout(meta: dict[str, Any], n_states: int, n_out: int) -> None:
+    """A label model's readout metadata is well formed and fits the unembedding (else ShortcutError;
+    the checkpoint loader turns it into a CheckpointError)."""
+    r = readout_of(meta)
+    if r is None:
+        if n_out != n_states:
+            raise ShortcutError(f"its spec has {n_states} states but the unembedding scores {n_out}")
+        return
+    labels, state_label = r.get("labels"), r.get("state_label")
+    if (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels) or len(set(labels)) != len(labels)
+            or len(labels) != n_out):
+        raise ShortcutError(f"its readout needs {n_out} distinct label names, one per unembedding column")
+    if (not isinstance(state_label, list) or len(state_label) != n_states
+            or not all(type(i) is int and 0 <= i < n_out for i in state_label)):
+        raise ShortcutError(f"its readout needs a label index in 0..{n_out - 1} for each of the {n_states} states")
+    if not isinstance(r.get("source"), dict):
+        raise ShortcutError("its readout carries no source spec (the automaton the labels come from)")
+
+
+def output_names(model) -> tuple[str, ...]:
+    """What the model's argmax indexes: its labels (label readout) or its states."""
+    r = readout_of(model.meta)
+    return tuple(r["labels"]) if r is not None else model.automaton.states
+
+
+def readout_summary(meta: dict[str, Any]) -> dict[str, Any]:
+    """What ``info`` shows of the readout: the kind and, for labels, the labels and the state
+    counts before and after minimisation."""
+    r = readout_of(meta)
+    if r is None:
+        return {"kind": STATES}
+    return {k: r[k] for k in ("kind", "labels", "states_before", "reachable", "states_after", "form") if k in r}
