@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from constructions.checkpoint import load, save
+from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from verify.check import verify
 from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
                            verification_summary, write_report)
@@ -25,6 +26,7 @@ from .automata.cascade import summary_json, summary_text, to_dot
 from .automata.catalog import entries
 from .automata.decompose import decompose
 from .automata.errors import InputError, ShortcutError
+from .automata.formats import parse_alphabet
 from .automata.load import load_spec
 from .automata.version import __version__
 from .pipeline import DTYPES, compile_automaton, methods, require_intact_header, set_start
@@ -178,9 +180,10 @@ def _counterexample_line(ce: dict) -> str:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     output = writable_file(args.output, "output")
-    automaton = load_spec(args.spec, complete=args.complete)
+    alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
+    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet)
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
-                              positions=args.positions, allow_inexact=args.allow_inexact)
+                              positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout)
     exact = True
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
         result = verify(model, samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
@@ -195,6 +198,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
           f"{i['n_layers']} layers, d_model {i['d_model']}, d_mlp {i['d_mlp']} "
           f"(up to {i['mlp_hidden_layers']} hidden layers), {i['n_params']} params, "
           f"max_len {i['max_len']}, {i['dtype']} -> {args.output}")
+    r = i["readout"]
+    if r["kind"] == LABELS:
+        print(f"readout: {len(r['labels'])} labels {r['labels']} by {r['form']}; minimal Moore machine "
+              f"{r['states_before']} -> {r['states_after']} states ({r['reachable']} reachable)")
     if args.verify:
         print(f"verification: {summary_line(model.meta['verification'])}")
         ce = model.meta["verification"]["counterexample"]
@@ -241,10 +248,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         a.symbol_ids(w)
         if len(w) > model.max_len:
             raise InputError(f"input {i + 1} has length {len(w)}, longer than the model's max_len {model.max_len}")
+    labels = readout_of(model.meta) is not None
     for states in model.simulate(words):
         if args.json:
-            rec = {"states": states}
-            if a.outputs is not None:
+            rec = {"labels" if labels else "states": states}
+            if a.outputs is not None and not labels:
                 out = dict(zip(a.states, a.outputs))
                 rec["outputs"] = [out[s] for s in states]
             print(json.dumps(rec))
@@ -451,7 +459,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     c = _sub(sub, "compile", "compile a spec (JSON path or catalog name) to a .safetensors checkpoint")
-    c.add_argument("spec", help="a JSON spec file or a catalog name (see `shortcut catalog`)")
+    c.add_argument("spec", help="a JSON spec or transition-table file, an AALpy .dot file, a .npz table, "
+                                "regex:PATTERN or a catalog name (see `shortcut catalog`)")
+    c.add_argument("--alphabet", help="the letters of a regex:PATTERN, comma-separated (default: those it uses)")
+    c.add_argument("--readout", default=STATES, choices=list(READOUTS),
+                   help="what the argmax is: the state, or the spec's output label (labels: the minimal Moore "
+                        "machine is compiled)")
     c.add_argument("-o", "--output", required=True, help="the .safetensors file to write")
     c.add_argument("--max-len", type=int, default=128, help="longest input the model must simulate exactly")
     c.add_argument("--method", default="auto", choices=methods(), help="the construction (auto: the planner picks)")

@@ -19,6 +19,8 @@ transition goes to an added sink).
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections import deque
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -59,10 +61,15 @@ def _graph(text: str, what: str) -> Any:
         import pydot
     except ImportError:
         raise SpecError(f"reading {what} needs pydot: pip install -e \".[dot]\"") from None
+    said = io.StringIO()
     try:
-        graphs = pydot.graph_from_dot_data(text)
+        with contextlib.redirect_stdout(said):  # pydot prints parse errors and returns None
+            graphs = pydot.graph_from_dot_data(text)
     except Exception as e:  # pyparsing raises its own exception family on malformed input
         raise SpecError(f"{what} is not valid DOT: {str(e).splitlines()[0][:160] if str(e) else type(e).__name__}") from None
+    if graphs is None:
+        lines = [x for x in said.getvalue().splitlines() if x.strip()]
+        raise SpecError(f"{what} is not valid DOT: {lines[-1].strip()[:160] if lines else 'pydot could not parse it'}")
     if not graphs:
         raise SpecError(f"{what} holds no DOT graph")
     if len(graphs) > 1:
@@ -78,9 +85,10 @@ def _is_marker(name: str) -> bool:
 
 
 def dot_to_dict(text: str, what: str = "DOT text", name: str = "automaton") -> dict[str, Any]:
-    """An AALpy DFA or Moore machine in DOT to a spec dict (see the module docstring).
+    """An AALpy DFA or Moore machine in DOT to a spec dict (see the module docstring); the start
+    state first, then the states in the file's order.
 
-    DFA (no node label holds ``|``): outputs accept/reject from ``doublecircle``.  Moore: every
+    DFA (no node label holds ``|``): ``final_states`` (outputs accept/reject) from ``doublecircle``.  Moore: every
     state's label is ``id|output``.  Mealy machines (edge labels ``input/output``),
     nondeterminism (a letter on two edges from one state) and a missing or ambiguous start
     marker are refused with a SpecError naming the problem."""
@@ -137,8 +145,13 @@ def dot_to_dict(text: str, what: str = "DOT text", name: str = "automaton") -> d
             alphabet.append(letter)
     if not alphabet:
         raise SpecError(f"{what} has no transitions")
-    return {"name": name, "states": states, "alphabet": alphabet, "start": starts[0],
-            "transitions": transitions, "outputs": outputs}
+    states.sort(key=lambda s: s != starts[0])  # the start first, then the file's order
+    spec = {"name": name, "states": states, "alphabet": alphabet, "start": starts[0], "transitions": transitions}
+    if moore:
+        spec["outputs"] = outputs
+    else:  # as final states, so that a sink added by --complete rejects
+        spec["final_states"] = [s for s in states if outputs[s] == "accept"]
+    return spec
 
 
 def read_dot(path: Path, complete: bool = False) -> Semiautomaton:
@@ -186,7 +199,8 @@ def _bfs_order(start: Any, step: Mapping[Any, Mapping[str, Any]], alphabet: Sequ
 def regex_to_dict(pattern: str, alphabet: Sequence[str] | None = None) -> dict[str, Any]:
     """A regular expression to a spec dict through automata-lib: ``NFA.from_regex`` ->
     ``DFA.from_nfa(minify=True)``; states renamed ``q0, q1, ...`` in breadth-first order from
-    the start, outputs accept/reject; missing transitions go to an added :data:`REGEX_SINK`.  ``alphabet`` defaults to the letters the pattern uses."""
+    the start, outputs accept/reject; missing transitions go to an added :data:`REGEX_SINK`.
+    ``alphabet`` defaults to the letters the pattern uses."""
     try:
         from automata.fa.dfa import DFA
         from automata.fa.nfa import NFA
