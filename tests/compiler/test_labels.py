@@ -1,0 +1,141 @@
+"""Label readout: the minimal Moore machine compiled, the label read out of its state
+(compiler/pipeline.py, constructions/labels.py), checked by the verifier against the source."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+from compiler.automata.errors import CheckpointError, ShortcutError
+from compiler.automata.load import load_spec
+from compiler.cli import main
+from constructions.checkpoint import load, save
+from constructions.labels import LabelReadoutError, label_unembedding
+from verify.check import verify
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dot"
+QUICK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
+
+
+def labelled(spec: str, f):
+    a = load_spec(spec)
+    return dataclasses.replace(a, outputs=tuple(f(s) for s in a.states))
+
+
+# --- the unembedding forms ------------------------------------------------------------------------
+
+
+def test_one_hot_readout_sums_each_labels_states() -> None:
+    W, b = np.zeros((5, 3)), np.zeros(3)
+    W[[1, 2, 4], [0, 1, 2]] = 1.0
+    W2, b2, notes = label_unembedding(W, b, [0, 1, 0], 2)
+    x = np.zeros(5)
+    x[4] = 1.0  # state 2, label 0
+    assert notes["form"] == "one-hot sum" and (x @ W2 + b2).tolist() == [1.0, 0.0]
+
+
+def test_scalar_code_readout_needs_runs_and_keeps_margin_one() -> None:
+    n = 7
+    W, b = np.zeros((3, n)), -np.arange(n, dtype=float) ** 2
+    W[1] = 2.0 * np.arange(n)
+    lab = [0, 0, 2, 2, 2, 1, 1]
+    W2, b2, notes = label_unembedding(W, b, lab, 3)
+    for q in range(n):
+        logits = np.array([0.0, q, 0.0]) @ W2 + b2
+        top = np.sort(logits)
+        assert int(np.argmax(logits)) == lab[q] and top[-1] - top[-2] >= 1.0
+    with pytest.raises(LabelReadoutError, match="not runs"):
+        label_unembedding(W, b, [0, 1, 0, 1, 0, 1, 0], 2)
+
+
+def test_multi_dim_readout_with_shared_labels_is_refused() -> None:
+    W, b = np.array([[2.0, 0.0, 2.0], [0.0, 2.0, 2.0]]), np.array([-1.0, -1.0, -2.0])
+    with pytest.raises(LabelReadoutError):
+        label_unembedding(W, b, [0, 0, 1], 2)
+    assert label_unembedding(W, b, [2, 0, 1], 3)[2]["form"] == "one state per label"
+
+
+# --- compiled label models -----------------------------------------------------------------------
+
+
+def test_permutation_automaton_labelled_by_where_1_goes_is_smaller() -> None:
+    """S4 on its 24 elements, labelled by the image of 1: the minimal Moore machine is S4 on 4 points."""
+    a = labelled("symmetric:4", lambda s: s[0])
+    states = compiler.compile_automaton(a, max_len=32)
+    labels = compiler.compile_automaton(a, max_len=32, readout="labels")
+    r = labels.info()["readout"]
+    assert (r["states_before"], r["states_after"]) == (24, 4)
+    assert labels.info()["n_params"] < states.info()["n_params"]
+    result = verify(labels, **QUICK)
+    assert result.exact and result.margins["readout_min_logit_margin"] > 0.5
+    word = ["(1,2)", "(1,2,3,4)", "(1,2,3,4)"]
+    assert labels.simulate([word]) == [[a.outputs[q] for q in a.run(a.symbol_ids(word))]]
+
+
+@pytest.mark.parametrize("spec", ["parity", FIXTURES / "div5.dot", FIXTURES / "counter6.dot"])
+def test_label_model_is_exact_and_never_larger(spec) -> None:
+    pytest.importorskip("pydot") if str(spec).endswith(".dot") else None
+    a = load_spec(spec)
+    states = compiler.compile_automaton(a, max_len=16)
+    labels = compiler.compile_automaton(a, max_len=16, readout="labels")
+    assert labels.info()["n_params"] <= states.info()["n_params"]
+    assert verify(labels, **QUICK).exact
+
+
+def test_fallback_when_the_construction_cannot_read_the_labels() -> None:
+    """grid:6 labelled 'at a wall': the gridworld's coordinate cannot separate {0, 5} from the rest
+    by one linear logit per label, so another construction reads them (exact)."""
+    a = labelled("grid:6", lambda s: "wall" if s in ("0", "5") else "inside")
+    m = compiler.compile_automaton(a, max_len=32, readout="labels")
+    assert "gridworld" in m.meta["why"] and m.info()["method"] != "gridworld"
+    assert verify(m, **QUICK).exact
+    with pytest.raises(ShortcutError, match="--method gridworld"):
+        compiler.compile_automaton(a, max_len=32, readout="labels", method="gridworld")
+
+
+def test_verifier_catches_a_wrong_label_and_names_labels(tmp_path: Path) -> None:
+    m = compiler.compile_automaton(labelled("dihedral:4", lambda s: s[-1]), max_len=16, readout="labels")
+    with torch.no_grad():
+        m.W_U.copy_(m.W_U.flip(-1))
+        m.b_U.copy_(m.b_U.flip(-1))
+    result = verify(m, **QUICK)
+    assert not result.exact and result.counterexample.expected in m.meta["readout"]["labels"]
+
+
+def test_checkpoint_round_trip_and_header_checks(tmp_path: Path) -> None:
+    m = compiler.compile_automaton(labelled("dihedral:4", lambda s: s[-1]), max_len=16, readout="labels")
+    save(m, tmp_path / "d.safetensors")
+    back = load(tmp_path / "d.safetensors")
+    assert back.simulate([["advance", "reverse"]]) == m.simulate([["advance", "reverse"]])
+    assert back.info()["readout"]["states_after"] == 2
+    with pytest.raises(ShortcutError, match="another start"):
+        compiler.with_start(back, back.automaton.states[1])
+    back.meta = {**back.meta, "readout": {**back.meta["readout"], "labels": ["x"]}}
+    back._automaton = None
+    from constructions.checkpoint import check_header
+    with pytest.raises(CheckpointError, match="label names"):
+        check_header(back)
+
+
+def test_no_outputs_or_unknown_readout_is_bad_input() -> None:
+    with pytest.raises(ShortcutError, match="no outputs"):
+        compiler.compile_automaton("cyclic:3", max_len=8, readout="labels")
+    with pytest.raises(ShortcutError, match="unknown readout"):
+        compiler.compile_automaton("parity", max_len=8, readout="both")
+
+
+def test_cli_compile_and_run_print_labels(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("pydot")
+    out = tmp_path / "c.safetensors"
+    assert main(["compile", str(FIXTURES / "counter6.dot"), "--readout", "labels", "-o", str(out),
+                 "--max-len", "16", "--verify-samples", "4", "--verify-budget", "256"]) == 0
+    assert "6 -> 3 states" in capsys.readouterr().out
+    assert main(["run", str(out), "--input", "inc inc inc reset inc", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"labels": ["mid", "high", "low", "low", "mid"]}
+    assert main(["verify", str(out), "--samples", "4", "--exhaustive-budget", "256", "--family-limit", "2"]) == 0
