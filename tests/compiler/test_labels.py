@@ -19,7 +19,7 @@ from constructions.checkpoint import load, save
 from constructions.labels import LabelReadoutError, label_unembedding
 from verify.check import verify
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dot"
+FIXTURES = Path(__file__).resolve().parents[2] / "examples" / "aalpy"
 QUICK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
 
 

@@ -13,7 +13,7 @@ from compiler.automata.errors import SpecError
 from compiler.automata.formats import dot_to_dict, from_regex, from_table, parse_alphabet
 from compiler.automata.load import load_spec
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "dot"
+FIXTURES = Path(__file__).resolve().parents[3] / "examples" / "aalpy"
 
 
 def test_aalpy_dfa_fixture_loads_with_start_and_accepting_states() -> None:
