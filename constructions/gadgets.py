@@ -37,7 +37,7 @@ ABSORB = "pos:absorb"
 
 __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "Residue", "absorb_feature",
            "attention_temperature", "carry_units", "compose_mlp", "distance_units", "lookup_mlp",
-           "modular_count_mlp", "offset_head", "onehot_bias", "prefix_mean_head", "recent_flag_head",
+           "offset_head", "onehot_bias", "prefix_mean_head", "recent_flag_head",
            "residue_hidden", "residue_margin", "residue_mlp", "residue_range", "round_mlp", "step_units"]
 
 
@@ -257,39 +257,6 @@ def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace
                 reads={"query": one.names, "key": names(flag, recency), "value": src.names}, writes=dst.names)
 
 
-def modular_count_mlp(name: str, mean: Subspace, new: Subspace, *, scale: float, initial: int,
-                      modulus: int, max_count: int, increment: Subspace | None = None,
-                      old: Subspace | None = None) -> MLP:
-    """Decode a prefix mean into the counter value (Lemma 15's MLP, via Lemma 10 steps).
-
-    x = scale * mean + initial is an integer in [initial, initial + max_count] up to noise.
-    With steps s_j = 1[x >= j] for j = 1..M, x mod n = sum_j (1 - n [n | j]) s_j exactly,
-    written as an integer code into ``new``.  With ``increment``/``old`` given, a second
-    bank of steps on x - increment_t writes the value before step t into ``old``.
-    Width 2M (4M with ``old``): it grows like n*T, as the paper's does.
-    """
-    s = 1.0 / STEP_TOLERANCE
-    M = initial + max_count
-    j = np.arange(1, M + 1, dtype=np.float64)
-    weights_out = 1.0 - modulus * (j % modulus == 0)
-    banks = [(new, None)] + ([(old, increment)] if old is not None else [])
-    # local rows: mean (and increment); columns: new (and old) -- one bank per column
-    reads = names(mean, increment if old is not None else None)
-    W1 = np.zeros((len(reads), 2 * M * len(banks)))
-    b1 = np.zeros(2 * M * len(banks))
-    W2 = np.zeros((2 * M * len(banks), len(banks)))
-    for k, (_, minus) in enumerate(banks):
-        cols = slice(2 * M * k, 2 * M * (k + 1))
-        W1[0, cols] = s * scale
-        if minus is not None:
-            W1[1, cols] = -s
-        b1[cols] = np.stack([s * (initial - j) + 2.0, s * (initial - j) + 1.0], axis=1).reshape(-1)
-        W2[cols, k] = np.stack([weights_out, -weights_out], axis=1).reshape(-1)
-    return MLP(name, [W1, W2], [b1, np.zeros(len(banks))],
-               {"kind": "modular-count", "modulus": modulus, "steps": M, "input_tolerance": STEP_TOLERANCE / scale,
-                "scale": scale}, reads=reads, writes=names(new, old))
-
-
 @dataclass(frozen=True)
 class Residue:
     """Constants of :func:`residue_mlp` for integers x in a known range, read mod ``modulus``.
@@ -315,14 +282,18 @@ def residue_range(low: int, high: int, modulus: int) -> Residue:
     return Residue(modulus, offset, -(-(high + offset) // modulus))
 
 
-def residue_hidden(residue: Residue, bos: bool) -> list[int]:
-    """Hidden widths of :func:`residue_mlp` (``bos``: whether it zeroes its output at BOS)."""
-    b = int(bos)
-    return [residue.n_coarse + 1 + b, residue.n_coarse + 1 + b, 2 * residue.modulus + b, residue.modulus]
+def residue_hidden(residue: Residue, bos: bool, minus_max: int | None = None) -> list[int]:
+    """Hidden widths of :func:`residue_mlp` (``bos``: whether it zeroes its output at BOS;
+    ``minus_max``: the largest D of its second read, None without one)."""
+    b, M, Nc = int(bos), residue.modulus, residue.n_coarse
+    if minus_max is None:
+        return [Nc + 1 + b, Nc + 1 + b, 2 * M + b, M]
+    return [Nc + 2 + b, Nc + 2 + b, 2 * M + b + 2 * (M + minus_max), M + (M + minus_max)]
 
 
 def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: np.ndarray, *,
                 weights: tuple[float, ...] = (1.0,), shift: int = 0, bos: Subspace | None = None,
+                minus: Subspace | None = None, minus_max: int = 0, minus_out: Subspace | None = None,
                 notes: dict | None = None) -> MLP:
     """Write ``table[X mod M]`` into ``out`` exactly, X = sum_k weights[k] x[k] + shift an
     integer in the range of ``residue`` up to noise below STEP_TOLERANCE (Lemma 10's steps,
@@ -331,53 +302,84 @@ def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: 
     With y = X + T' (>= 0) and slope s = 1/STEP_TOLERANCE (4 hidden layers):
 
     1. u_i = relu(s(y - iM) + 2), i = 1..Nc (0 for y <= iM - 1/2, >= 1 for y >= iM - 1/4);
-       carries y (>= 0) and ``bos``;
+       carries y (>= 0), ``bos`` and D;
     2. h_i = relu(1 - u_i) = 1[y < iM] exactly;
     3. r = y - M (Nc - sum_i h_i) = y mod M (an integer in 0..M-1 up to the input noise);
        p_v = relu(s(r - v) - 1), m_v = relu(s(v - r) - 1), v = 0..M-1; carries ``bos``;
     4. e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v] exactly (all 0 at BOS);
 
     out = sum_v e_v table[v]: one nonzero term, so the output is exactly ``table[v]`` in any
-    dtype.  Widths :func:`residue_hidden`: Nc + M*3 units ~ (range / M) + 3M, so
-    M ~ sqrt(range) gives O(sqrt(range)).  ``table`` is [M, len(out)].
+    dtype.  ``table`` is [M, len(out)].  Widths :func:`residue_hidden`: about range / M + 3M,
+    so M ~ sqrt(range) gives O(sqrt(range)).
+
+    With ``minus`` (a dim holding an exact integer D in 0..``minus_max``, e.g. the increment
+    at t), the same coarse steps also give ``table[(X - D) mod M]`` in ``minus_out``
+    (the value before the increment): r - D lies in -minus_max..M-1, and layers 3 and 4
+    get a second one-hot over those values (M + minus_max more units each).
     """
     M, Tp, Nc = residue.modulus, residue.offset, residue.n_coarse
     k = len(x)
     assert len(weights) == k and np.shape(table) == (M, len(out))
-    has_bos = bos is not None
+    has_bos, has_minus = bos is not None, minus is not None
     b = int(has_bos)
     s = 1.0 / STEP_TOLERANCE  # ramp slope
-    # hidden 1: ramps u_i; carries y = X + T' (>= 0) and bos.  Local rows: x, bos
-    W1, b1 = np.zeros((k + b, Nc + 1 + b)), np.zeros(Nc + 1 + b)
+    h12 = Nc + 1 + b + int(has_minus)  # ramps or steps, y, bos, D
+    dm = minus_max if has_minus else 0
+    fine = [0] + ([-dm] if has_minus else [])  # lowest value v of each one-hot (of r, of r - D)
+    n3 = [M - lo for lo in fine]
+    # hidden 1: ramps u_i; carries y = X + T' (>= 0), bos and D.  Local rows: x, minus, bos
+    W1, b1 = np.zeros((k + int(has_minus) + b, h12)), np.zeros(h12)
     for i in range(1, Nc + 1):
         W1[:k, i - 1], b1[i - 1] = [s * w for w in weights], s * (Tp + shift - i * M) + 2.0
     W1[:k, Nc], b1[Nc] = weights, float(Tp + shift)
     if has_bos:
-        W1[k, Nc + 1] = 1.0
+        W1[k + int(has_minus), Nc + 1] = 1.0
+    if has_minus:
+        W1[k, Nc + 1 + b] = 1.0
     # hidden 2: h_i = relu(1 - u_i) = 1[y < iM] exactly
-    W2, b2 = np.zeros((Nc + 1 + b, Nc + 1 + b)), np.zeros(Nc + 1 + b)
+    W2, b2 = np.zeros((h12, h12)), np.zeros(h12)
     W2[np.arange(Nc), np.arange(Nc)], b2[:Nc] = -1.0, 1.0
-    W2[np.arange(Nc, Nc + 1 + b), np.arange(Nc, Nc + 1 + b)] = 1.0
-    # hidden 3: r = y - M (Nc - sum h); p_v, m_v; carry bos
-    W3, b3 = np.zeros((Nc + 1 + b, 2 * M + b)), np.zeros(2 * M + b)
+    W2[np.arange(Nc, h12), np.arange(Nc, h12)] = 1.0
+    # hidden 3: r = y - M (Nc - sum h) (minus D); p_v, m_v per one-hot; carry bos
+    h3 = 2 * M + b + sum(2 * n for n in n3[1:])
+    W3, b3 = np.zeros((h12, h3)), np.zeros(h3)
     for v in range(M):
         W3[Nc, v], W3[:Nc, v], b3[v] = s, s * M, -s * M * Nc - s * v - 1.0
         W3[Nc, M + v], W3[:Nc, M + v], b3[M + v] = -s, -s * M, s * M * Nc + s * v - 1.0
     if has_bos:
         W3[Nc + 1, 2 * M] = 1.0
-    # hidden 4: e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v]
-    W4, b4 = np.zeros((2 * M + b, M)), np.ones(M)
+    if has_minus:
+        c0, n = 2 * M + b, n3[1]
+        for j, v in enumerate(range(-dm, M)):
+            p, m = c0 + j, c0 + n + j
+            W3[Nc, p], W3[:Nc, p], W3[Nc + 1 + b, p], b3[p] = s, s * M, -s, -s * M * Nc - s * v - 1.0
+            W3[Nc, m], W3[:Nc, m], W3[Nc + 1 + b, m], b3[m] = -s, -s * M, s, s * M * Nc + s * v - 1.0
+    # hidden 4: e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v] (and the same for r - D)
+    h4 = sum(n3)
+    W4, b4 = np.zeros((h3, h4)), np.ones(h4)
     W4[np.arange(M), np.arange(M)] = -1.0
     W4[M + np.arange(M), np.arange(M)] = -1.0
     if has_bos:
         W4[2 * M, :] = -2.0
-    W5 = np.array(table, dtype=np.float64)  # rows: residues; columns: out
+    if has_minus:
+        c0, n = 2 * M + b, n3[1]
+        W4[c0 + np.arange(n), M + np.arange(n)] = -1.0
+        W4[c0 + n + np.arange(n), M + np.arange(n)] = -1.0
+    # out: rows residues (then values of r - D); columns out (then minus_out)
+    if has_minus:
+        assert minus_out is not None and len(minus_out) == len(out)
+        W5 = np.zeros((h4, 2 * len(out)))
+        W5[:M, : len(out)] = table
+        W5[M:, len(out) :] = np.asarray(table)[np.mod(np.arange(-dm, M), M)]
+    else:
+        W5 = np.array(table, dtype=np.float64)
     info = {"kind": "residue-code", **(notes or {}), "modulus": M, "offset": Tp, "coarse_steps": Nc,
-            "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": residue_hidden(residue, has_bos)}
-    if tuple(weights) != (1.0,) or shift:
-        info |= {"weights": list(weights), "shift": shift}
-    return MLP(name, [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(len(out))], info,
-               reads=names(x, bos), writes=out.names)
+            "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": residue_hidden(residue, has_bos,
+                                                                                     dm if has_minus else None)}
+    if tuple(weights) != (1.0,) or shift or has_minus:
+        info |= {"weights": list(weights), "shift": shift, "minus_max": dm if has_minus else None}
+    return MLP(name, [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(W5.shape[1])], info,
+               reads=names(x, minus, bos), writes=names(out, minus_out if has_minus else None))
 
 
 def residue_margin(residue: Residue, eps: float) -> float:

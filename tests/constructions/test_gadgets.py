@@ -144,12 +144,13 @@ def _softmax_attend(head, ws, x):
     return (p @ v) @ W_O
 
 
-def test_prefix_mean_head_and_modular_count_give_exact_counts():
+def test_prefix_mean_head_and_residue_decode_give_exact_counts():
     from constructions.gadgets import (
         ABSORB,
         absorb_feature,
-        modular_count_mlp,
         prefix_mean_head,
+        residue_mlp,
+        residue_range,
     )
 
     T, n = 50, 5
@@ -157,8 +158,9 @@ def test_prefix_mean_head_and_modular_count_give_exact_counts():
     bos, logmass = ws.add("bos"), ws.add(ABSORB)
     inc, mean, new, old = ws.add("inc"), ws.add("mean"), ws.add("new"), ws.add("old")
     head = prefix_mean_head("h", logmass, bos, inc, mean, mass=2 * T)
-    mlp = modular_count_mlp("m", mean, new, scale=2 * T, initial=3, modulus=n, max_count=(n - 1) * T,
-                            increment=inc, old=old).embed(ws)
+    res = residue_range(0, (n - 1) * (T + 1), 2 * n)
+    mlp = residue_mlp("m", mean, res, new, (np.arange(2 * n) % n)[:, None].astype(float), weights=(2.0 * T,),
+                      shift=3, minus=inc, minus_max=n - 1, minus_out=old).embed(ws)
     rng = np.random.default_rng(0)
     incs = rng.integers(0, n, T)
     x = np.zeros((T + 1, ws.d_model))
@@ -194,6 +196,35 @@ def test_residue_mlp_reads_a_table_of_x_mod_m_under_noise(low, high, M):
             res[:, mean[0]] = (x - shift + i + noise) / scale
             res[:, inc[0]] = i
             np.testing.assert_array_equal(dense(res)[:, list(out.dims)], table[np.mod(x, M)])
+
+
+@pytest.mark.parametrize("bos", [False, True])
+def test_residue_mlp_reads_the_value_before_an_increment(bos):
+    from constructions.gadgets import residue_hidden, residue_mlp, residue_range
+
+    T, n, dmax = 60, 3, 2
+    M = 3 * n
+    r = residue_range(0, (n - 1) * (T + 1), M)
+    ws = Workspace()
+    b, mean, inc, new, old = ws.add("bos"), ws.add("mean"), ws.add("inc"), ws.add("new"), ws.add("old")
+    table = (np.arange(M) % n)[:, None].astype(float)
+    mlp = residue_mlp("count", mean, r, new, table, weights=(2.0 * T,), shift=1, bos=b if bos else None,
+                      minus=inc, minus_max=dmax, minus_out=old)
+    assert mlp.hidden_sizes == residue_hidden(r, bos, dmax)
+    dense = mlp.embed(ws)
+    X = np.arange(0, (n - 1) * (T + 1) + 1)
+    for d in range(dmax + 1):
+        for noise in (0.0, 0.24, -0.24):
+            res = np.zeros((len(X), ws.d_model))
+            res[:, mean[0]] = (X - 1 + noise) / (2.0 * T)
+            res[:, inc[0]] = d
+            got = dense(res)
+            np.testing.assert_array_equal(got[:, new[0]], X % n)
+            np.testing.assert_array_equal(got[:, old[0]], (X - d) % n)  # any X: r - d is in -dmax..M-1
+    if bos:
+        res = np.zeros((1, ws.d_model))
+        res[0, b[0]] = 1.0
+        assert not dense(res).any()
 
 
 def test_recent_flag_head_finds_latest_flag_or_bos():
@@ -265,7 +296,6 @@ def _gadgets():
         CodeInput,
         OneHotInput,
         lookup_mlp,
-        modular_count_mlp,
         prefix_mean_head,
         recent_flag_head,
         residue_mlp,
@@ -292,9 +322,6 @@ def _gadgets():
         recent_flag_head("recent", flag, rec, one, target, fetched, 16, value_range=2),
         compose_mlp("compose", F, G),
         distance_units("distance", F, 3, dist),
-        modular_count_mlp("count", mean, new, scale=40, initial=1, modulus=3, max_count=30),
-        modular_count_mlp("count_old", mean, new, scale=40, initial=1, modulus=3, max_count=30,
-                          increment=inc, old=old),
         round_mlp("round", G, 3, F),
         residue_mlp("residue", join("counts", [mean, inc]), residue_range(0, 30, 4), new,
                     (np.arange(4) % 3)[:, None].astype(float), weights=(40.0, -1.0), shift=1, bos=bos),
