@@ -282,19 +282,20 @@ def residue_range(low: int, high: int, modulus: int) -> Residue:
     return Residue(modulus, offset, -(-(high + offset) // modulus))
 
 
-def residue_hidden(residue: Residue, bos: bool, minus_max: int | None = None) -> list[int]:
+def residue_hidden(residue: Residue, bos: bool, minus_max: int | None = None, period: int = 0) -> list[int]:
     """Hidden widths of :func:`residue_mlp` (``bos``: whether it zeroes its output at BOS;
-    ``minus_max``: the largest D of its second read, None without one)."""
+    ``minus_max``, ``period``: those of its read before an increment, None without one)."""
     b, M, Nc = int(bos), residue.modulus, residue.n_coarse
     if minus_max is None:
         return [Nc + 1 + b, Nc + 1 + b, 2 * M + b, M]
-    return [Nc + 2 + b, Nc + 2 + b, 2 * M + b + 2 * (M + minus_max), M + (M + minus_max)]
+    c = 2 * minus_max  # the steps of D, carried
+    return [Nc + 1 + b + c, Nc + 1 + b + c, 2 * M + b + c, M + c, period * (minus_max + 2)]
 
 
 def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: np.ndarray, *,
                 weights: tuple[float, ...] = (1.0,), shift: int = 0, bos: Subspace | None = None,
                 minus: Subspace | None = None, minus_max: int = 0, minus_out: Subspace | None = None,
-                notes: dict | None = None) -> MLP:
+                period: int = 0, notes: dict | None = None) -> MLP:
     """Write ``table[X mod M]`` into ``out`` exactly, X = sum_k weights[k] x[k] + shift an
     integer in the range of ``residue`` up to noise below STEP_TOLERANCE (Lemma 10's steps,
     coarse then fine; the decode of Theorem 12's prefix sums and Lemma 15's counters).
@@ -302,7 +303,7 @@ def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: 
     With y = X + T' (>= 0) and slope s = 1/STEP_TOLERANCE (4 hidden layers):
 
     1. u_i = relu(s(y - iM) + 2), i = 1..Nc (0 for y <= iM - 1/2, >= 1 for y >= iM - 1/4);
-       carries y (>= 0), ``bos`` and D;
+       carries y (>= 0) and ``bos``;
     2. h_i = relu(1 - u_i) = 1[y < iM] exactly;
     3. r = y - M (Nc - sum_i h_i) = y mod M (an integer in 0..M-1 up to the input noise);
        p_v = relu(s(r - v) - 1), m_v = relu(s(v - r) - 1), v = 0..M-1; carries ``bos``;
@@ -312,10 +313,14 @@ def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: 
     dtype.  ``table`` is [M, len(out)].  Widths :func:`residue_hidden`: about range / M + 3M,
     so M ~ sqrt(range) gives O(sqrt(range)).
 
-    With ``minus`` (a dim holding an exact integer D in 0..``minus_max``, e.g. the increment
-    at t), the same coarse steps also give ``table[(X - D) mod M]`` in ``minus_out``
-    (the value before the increment): r - D lies in -minus_max..M-1, and layers 3 and 4
-    get a second one-hot over those values (M + minus_max more units each).
+    The value before an increment: with ``minus`` (a dim holding an exact integer D in
+    0..``minus_max``, e.g. the increment at t) and a ``period`` p | M of ``table``, also
+    writes ``table[(X - D) mod p]`` into ``minus_out``, from a fifth hidden layer:
+    a_k = relu(sum_{v = k mod p} e_v) = 1[X = k mod p] and
+    u_kd = relu(a_k + 1[D = d] - 1) = 1[X = k mod p, D = d] (k < p, d <= minus_max), with
+    1[D = d] = g_d - g_{d+1} from the steps g_d = relu(D - d + 1) - relu(D - d) = 1[D >= d]
+    (exact for an integer D; g_0 = 1) carried from layer 1; then out = sum_k a_k table[k]
+    and minus_out = sum_kd u_kd table[(k - d) mod p].
     """
     M, Tp, Nc = residue.modulus, residue.offset, residue.n_coarse
     k = len(x)
@@ -323,62 +328,78 @@ def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: 
     has_bos, has_minus = bos is not None, minus is not None
     b = int(has_bos)
     s = 1.0 / STEP_TOLERANCE  # ramp slope
-    h12 = Nc + 1 + b + int(has_minus)  # ramps or steps, y, bos, D
     dm = minus_max if has_minus else 0
-    fine = [0] + ([-dm] if has_minus else [])  # lowest value v of each one-hot (of r, of r - D)
-    n3 = [M - lo for lo in fine]
-    # hidden 1: ramps u_i; carries y = X + T' (>= 0), bos and D.  Local rows: x, minus, bos
+    c = 2 * dm  # carried steps of D: relu(D - d + 1), relu(D - d) for d = 1..dm
+    h12 = Nc + 1 + b + c
+    # hidden 1: ramps u_i; carries y = X + T' (>= 0), bos and D's steps.  Local rows: x, minus, bos
     W1, b1 = np.zeros((k + int(has_minus) + b, h12)), np.zeros(h12)
     for i in range(1, Nc + 1):
         W1[:k, i - 1], b1[i - 1] = [s * w for w in weights], s * (Tp + shift - i * M) + 2.0
     W1[:k, Nc], b1[Nc] = weights, float(Tp + shift)
     if has_bos:
         W1[k + int(has_minus), Nc + 1] = 1.0
-    if has_minus:
-        W1[k, Nc + 1 + b] = 1.0
+    for d in range(1, dm + 1):
+        W1[k, Nc + b + 2 * d - 1], b1[Nc + b + 2 * d - 1] = 1.0, 1.0 - d
+        W1[k, Nc + b + 2 * d], b1[Nc + b + 2 * d] = 1.0, -float(d)
     # hidden 2: h_i = relu(1 - u_i) = 1[y < iM] exactly
     W2, b2 = np.zeros((h12, h12)), np.zeros(h12)
     W2[np.arange(Nc), np.arange(Nc)], b2[:Nc] = -1.0, 1.0
     W2[np.arange(Nc, h12), np.arange(Nc, h12)] = 1.0
-    # hidden 3: r = y - M (Nc - sum h) (minus D); p_v, m_v per one-hot; carry bos
-    h3 = 2 * M + b + sum(2 * n for n in n3[1:])
+    # hidden 3: r = y - M (Nc - sum h); p_v, m_v; carry bos, D's steps
+    h3 = 2 * M + b + c
     W3, b3 = np.zeros((h12, h3)), np.zeros(h3)
     for v in range(M):
         W3[Nc, v], W3[:Nc, v], b3[v] = s, s * M, -s * M * Nc - s * v - 1.0
         W3[Nc, M + v], W3[:Nc, M + v], b3[M + v] = -s, -s * M, s * M * Nc + s * v - 1.0
     if has_bos:
         W3[Nc + 1, 2 * M] = 1.0
-    if has_minus:
-        c0, n = 2 * M + b, n3[1]
-        for j, v in enumerate(range(-dm, M)):
-            p, m = c0 + j, c0 + n + j
-            W3[Nc, p], W3[:Nc, p], W3[Nc + 1 + b, p], b3[p] = s, s * M, -s, -s * M * Nc - s * v - 1.0
-            W3[Nc, m], W3[:Nc, m], W3[Nc + 1 + b, m], b3[m] = -s, -s * M, s, s * M * Nc + s * v - 1.0
-    # hidden 4: e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v] (and the same for r - D)
-    h4 = sum(n3)
-    W4, b4 = np.zeros((h3, h4)), np.ones(h4)
+    W3[Nc + 1 + b + np.arange(c), 2 * M + b + np.arange(c)] = 1.0
+    # hidden 4: e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v]; carry D's steps
+    W4, b4 = np.zeros((h3, M + c)), np.concatenate([np.ones(M), np.zeros(c)])
     W4[np.arange(M), np.arange(M)] = -1.0
     W4[M + np.arange(M), np.arange(M)] = -1.0
     if has_bos:
-        W4[2 * M, :] = -2.0
-    if has_minus:
-        c0, n = 2 * M + b, n3[1]
-        W4[c0 + np.arange(n), M + np.arange(n)] = -1.0
-        W4[c0 + n + np.arange(n), M + np.arange(n)] = -1.0
-    # out: rows residues (then values of r - D); columns out (then minus_out)
-    if has_minus:
-        assert minus_out is not None and len(minus_out) == len(out)
-        W5 = np.zeros((h4, 2 * len(out)))
-        W5[:M, : len(out)] = table
-        W5[M:, len(out) :] = np.asarray(table)[np.mod(np.arange(-dm, M), M)]
+        W4[2 * M, :M] = -2.0
+    W4[2 * M + b + np.arange(c), M + np.arange(c)] = 1.0
+    if not has_minus:
+        W5 = np.array(table, dtype=np.float64)  # rows: residues; columns: out
+        weights_, biases_ = [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(len(out))]
     else:
-        W5 = np.array(table, dtype=np.float64)
+        p = period
+        table = np.asarray(table, dtype=np.float64)
+        assert p >= 1 and M % p == 0 and np.array_equal(table, table[np.arange(M) % p]), "table needs period p | M"
+        assert minus_out is not None and len(minus_out) == len(out)
+        # hidden 5: a_k, then u_kd (k-major)
+        W5, b5 = np.zeros((M + c, p * (dm + 2))), np.zeros(p * (dm + 2))
+        step = np.zeros((c, dm + 1))  # 1[D = d] = g_d - g_{d+1} (g_0 = 1 from the bias) from the carried pairs
+        for d in range(1, dm + 1):
+            g = np.zeros(c)
+            g[2 * d - 2], g[2 * d - 1] = 1.0, -1.0  # g_d = relu(D - d + 1) - relu(D - d)
+            step[:, d] += g
+            step[:, d - 1] -= g
+        onehot_const = np.zeros(dm + 1)
+        onehot_const[0] = 1.0
+        for kk in range(p):
+            members = np.arange(kk, M, p)
+            W5[members, kk] = 1.0
+            for d in range(dm + 1):
+                col = p + kk * (dm + 1) + d
+                W5[members, col] = 1.0
+                W5[M:, col] = step[:, d]
+                b5[col] = onehot_const[d] - 1.0
+        W6 = np.zeros((p * (dm + 2), 2 * len(out)))  # columns: out, minus_out
+        W6[:p, : len(out)] = table[:p]
+        for kk in range(p):
+            for d in range(dm + 1):
+                W6[p + kk * (dm + 1) + d, len(out) :] = table[(kk - d) % p]
+        weights_, biases_ = [W1, W2, W3, W4, W5, W6], [b1, b2, b3, b4, b5, np.zeros(2 * len(out))]
     info = {"kind": "residue-code", **(notes or {}), "modulus": M, "offset": Tp, "coarse_steps": Nc,
-            "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": residue_hidden(residue, has_bos,
-                                                                                     dm if has_minus else None)}
+            "input_tolerance": STEP_TOLERANCE, "slope": s,
+            "hidden": residue_hidden(residue, has_bos, dm if has_minus else None, period)}
     if tuple(weights) != (1.0,) or shift or has_minus:
-        info |= {"weights": list(weights), "shift": shift, "minus_max": dm if has_minus else None}
-    return MLP(name, [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(W5.shape[1])], info,
+        info |= {"weights": list(weights), "shift": shift, "minus_max": dm if has_minus else None,
+                 "period": period if has_minus else None}
+    return MLP(name, weights_, biases_, info,
                reads=names(x, minus, bos), writes=names(out, minus_out if has_minus else None))
 
 

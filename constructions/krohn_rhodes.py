@@ -394,13 +394,13 @@ def counter_residue(n: int, max_len: int) -> Residue:
     X = initial + the sum of t <= T increments in 0..n-1 lies in 0..(n-1)(T+1) whatever
     the start (so shapes do not depend on it).  M is the multiple of n (then X mod M fixes
     X mod n, and (X - D) mod n for the value before an increment D) that minimises the
-    decode's parameters (:func:`counter_hidden`), about R^2/M^2 + 4R + 8M^2 for a range R:
-    M ~ sqrt(R) / 8^(1/4) and widths O(sqrt(n T)), instead of the paper's O(n T) steps."""
+    decode's parameters (:func:`counter_hidden`), about R^2/M^2 + 2R + 2M^2 for a range R:
+    M ~ sqrt(R) and widths O(sqrt(n T)), instead of the paper's O(n T) steps."""
     high = (n - 1) * (max_len + 1)
     candidates = range(n, n * (2 + (2 * math.isqrt(high) + n) // n), n)
 
     def cost(M: int) -> int:
-        hidden = residue_hidden(residue_range(0, high, M), bos=False, minus_max=n - 1)
+        hidden = residue_hidden(residue_range(0, high, M), bos=False, minus_max=n - 1, period=n)
         return sum(a * b for a, b in zip([2, *hidden], [*hidden, 2]))
     return residue_range(0, high, min(candidates, key=cost))
 
@@ -408,7 +408,7 @@ def counter_residue(n: int, max_len: int) -> Residue:
 def counter_hidden(n: int, max_len: int, old: bool) -> list[int]:
     """Hidden widths of a mod-n counter's decode at ``max_len`` (``old``: with the value before
     the update); the one size computation :func:`counter_mlp` and any estimate share."""
-    return residue_hidden(counter_residue(n, max_len), bos=False, minus_max=n - 1 if old else None)
+    return residue_hidden(counter_residue(n, max_len), bos=False, minus_max=n - 1 if old else None, period=n)
 
 
 def counter_mlp(c: Component, d: dict[str, Subspace], initial: int, max_len: int) -> MLP:
@@ -420,7 +420,7 @@ def counter_mlp(c: Component, d: dict[str, Subspace], initial: int, max_len: int
     old = "old" in d
     mlp = residue_mlp(f"{c.name}.count", d["mean"], res, d["new"], table, weights=(2.0 * max_len,),
                       shift=initial, minus=d["inc"] if old else None, minus_max=c.size - 1,
-                      minus_out=d.get("old"), notes={"component": c.name, "counter_modulus": c.size})
+                      minus_out=d.get("old"), period=c.size, notes={"component": c.name, "counter_modulus": c.size})
     assert mlp.hidden_sizes == counter_hidden(c.size, max_len, old)
     return mlp
 

@@ -160,7 +160,7 @@ def test_prefix_mean_head_and_residue_decode_give_exact_counts():
     head = prefix_mean_head("h", logmass, bos, inc, mean, mass=2 * T)
     res = residue_range(0, (n - 1) * (T + 1), 2 * n)
     mlp = residue_mlp("m", mean, res, new, (np.arange(2 * n) % n)[:, None].astype(float), weights=(2.0 * T,),
-                      shift=3, minus=inc, minus_max=n - 1, minus_out=old).embed(ws)
+                      shift=3, minus=inc, minus_max=n - 1, minus_out=old, period=n).embed(ws)
     rng = np.random.default_rng(0)
     incs = rng.integers(0, n, T)
     x = np.zeros((T + 1, ws.d_model))
@@ -209,8 +209,8 @@ def test_residue_mlp_reads_the_value_before_an_increment(bos):
     b, mean, inc, new, old = ws.add("bos"), ws.add("mean"), ws.add("inc"), ws.add("new"), ws.add("old")
     table = (np.arange(M) % n)[:, None].astype(float)
     mlp = residue_mlp("count", mean, r, new, table, weights=(2.0 * T,), shift=1, bos=b if bos else None,
-                      minus=inc, minus_max=dmax, minus_out=old)
-    assert mlp.hidden_sizes == residue_hidden(r, bos, dmax)
+                      minus=inc, minus_max=dmax, minus_out=old, period=n)
+    assert mlp.hidden_sizes == residue_hidden(r, bos, dmax, period=n)
     dense = mlp.embed(ws)
     X = np.arange(0, (n - 1) * (T + 1) + 1)
     for d in range(dmax + 1):
@@ -325,6 +325,8 @@ def _gadgets():
         round_mlp("round", G, 3, F),
         residue_mlp("residue", join("counts", [mean, inc]), residue_range(0, 30, 4), new,
                     (np.arange(4) % 3)[:, None].astype(float), weights=(40.0, -1.0), shift=1, bos=bos),
+        residue_mlp("residue_old", mean, residue_range(0, 30, 6), new, (np.arange(6) % 3)[:, None].astype(float),
+                    weights=(40.0,), minus=inc, minus_max=2, minus_out=old, period=3),
         lookup_mlp("lookup", [CodeInput(new, 3), CodeInput(old, 1), OneHotInput(tok)],
                    join("outs", [out1, out2]), table),
     ]
