@@ -33,8 +33,9 @@ compiles it:
 Each block's MLP = [decode these components | round fetched old values], then
 [view lookups] (only for views evaluated in the network, one stage per nesting
 depth), then [input lookups for the next block | readout]: 3 hidden layers (6 when
-the block decodes a counter: the residue gadget has 4, the roundings beside it are
-padded with identity layers), plus 2 per view stage.
+the block decodes a counter, 7 when a table reads a counter's value before the update:
+the residue gadget has 4 or 5, the MLPs beside it are padded with identity layers),
+plus 2 per view stage.
 
 :func:`build` runs four separately tested steps: :func:`schedule` (which component
 goes in which block, which resets need their old value; no weights), :func:`allocate`
