@@ -9,13 +9,22 @@ scan's parameters for those automata; ``--verify`` also verifies each model (ran
 full-length sequences, adversarial families capped by ``--family-limit``, short
 exhaustive sequences within ``--exhaustive-budget``, layer-wise invariants) and reports
 the worst counter prefix-sum noise the invariants measured against its tolerance 1/4.
-The committed tables:
+``--reach`` instead runs ``--samples`` random full-length sequences one at a time
+(explicit forward, no verifier) and reports errors and the worst prefix-sum noise:
+float32's reach, set by the prefix sums, not by the decode.  The committed tables:
 
     git archive 36fa54a | tar -x -C /tmp/before && cp benchmarks/counter_sizes.py /tmp/before/benchmarks/
     (cd /tmp/before && PYTHONPATH=. python benchmarks/counter_sizes.py --json before.json)
     python benchmarks/counter_sizes.py --before /tmp/before/before.json --scan cyclic:2 quaternion \\
         --out benchmarks/results/counter_sizes.md
-    python benchmarks/counter_sizes.py --verify --max-lens 100 1024 --out benchmarks/results/counter_exact.md
+    python benchmarks/counter_sizes.py --verify --max-lens 100 --samples 8 --family-limit 1000 \
+        --exhaustive-budget 4096 --names <the paper suite's solvable automata, parity, flipflop, memory:3, grid2d:3,4>
+    python benchmarks/counter_sizes.py --verify --max-lens 1024 --samples 4 --family-limit 2 --names <...>
+    python benchmarks/counter_sizes.py --verify --max-lens 4096 --samples 2 --family-limit 1 \
+        --exhaustive-budget 256 --names cyclic:2 quaternion cyclic:8
+    python benchmarks/counter_sizes.py --reach --max-lens 4096 8192 16384 --samples 2 --names cyclic:2 cyclic:8
+
+(benchmarks/results/counter_exact.md gathers the verification and reach runs.)
 """
 
 from __future__ import annotations
@@ -25,6 +34,9 @@ import json
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
+import torch
 
 import compiler
 from compiler.automata.catalog import paper_suite
@@ -66,6 +78,28 @@ def verified(row: dict, args) -> dict:
             "sum_noise": max(noise, default=None)}
 
 
+def reach(row: dict, samples: int) -> dict:
+    """Random full-length sequences one at a time: errors against the automaton and the worst
+    distance of a counter's prefix sum (2T x mean) from an integer (the decode tolerates 1/4)."""
+    model, T = row["model"], row["T"]
+    a = model.automaton
+    rng = np.random.default_rng(0)
+    counters = [c for c in model.meta["krohn_rhodes"]["components"] if c["kind"] == "counter"]
+    errors, noise = 0, 0.0
+    for _ in range(samples):
+        tokens = rng.integers(0, a.n_symbols, (1, T))
+        with torch.no_grad():
+            logits, cache = model.run_with_cache(torch.from_numpy(tokens),
+                                                 names_filter=lambda n: n.endswith("hook_resid_mid"))
+        errors += int((logits[0].argmax(-1).numpy() != np.array(a.run(tokens[0].tolist()))).sum())
+        for c in counters:
+            x = cache[f"blocks.{c['block'] - 1}.hook_resid_mid"][0, :, model.subspace(f"kr:{c['name']}.mean")[0]]
+            x = x.double() * 2 * T
+            noise = max(noise, float((x - x.round()).abs().max()))
+        del cache
+    return {"exact": errors == 0, "sequences": samples, "sum_noise": noise if counters else None, "verify_s": 0.0}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--names", nargs="*", default=None, help="automata (default: the paper suite's solvable ones)")
@@ -74,6 +108,7 @@ def main() -> None:
     p.add_argument("--json", help="write the rows as JSON")
     p.add_argument("--scan", nargs="*", default=[], help="automata whose scan parameters are shown too")
     p.add_argument("--verify", action="store_true")
+    p.add_argument("--reach", action="store_true", help="random sequences only, one at a time (long max_len)")
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--family-limit", type=int, default=4)
     p.add_argument("--exhaustive-budget", type=int, default=1024)
@@ -88,6 +123,8 @@ def main() -> None:
             row = sizes(name, T)
             if args.verify:
                 row |= verified(row, args)
+            elif args.reach:
+                row |= reach(row, args.samples)
             if name in args.scan:
                 row["scan_params"] = sizes(name, T, "scan")["params"]
             del row["model"]
@@ -106,7 +143,7 @@ def main() -> None:
         cols += ["d_mlp before", "params before", "params ratio"]
     if args.scan:
         cols += ["scan params"]
-    if args.verify:
+    if args.verify or args.reach:
         cols += ["exact", "sequences", "worst sum noise (tol 0.25)", "verify s"]
     cols += ["warnings"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -119,7 +156,7 @@ def main() -> None:
                       else ["—"] * 3)
         if args.scan:
             cells += [f"{r['scan_params']:,}" if "scan_params" in r else "—"]
-        if args.verify:
+        if args.verify or args.reach:
             noise = "—" if r["sum_noise"] is None else f"{r['sum_noise']:.2g}"
             cells += [str(r["exact"]), str(r["sequences"]), noise, f"{r['verify_s']:.1f}"]
         cells += [str(r["warnings"])]
@@ -128,6 +165,9 @@ def main() -> None:
         lines.append(f"\nVerification per model: {args.samples} random full-length sequences, every adversarial "
                      f"family (at most {args.family_limit} sequences each), every sequence within an exhaustive "
                      f"budget of {args.exhaustive_budget}, layer-wise invariants; seed 0.")
+    if args.reach:
+        lines.append(f"\nReach: {args.samples} random full-length sequences (seed 0), explicit forward, argmax against "
+                     f"the automaton; no verifier.")
     lines.append("\nwarnings: compile-time precision warnings (the float32 worst-case rounding bound of the counters' "
                  "prefix sums, eps (n-1) T (T+1), exceeds the tolerance 1/4; the measured noise is far smaller).")
     print(finish(lines, t_all, args.out))
