@@ -6,8 +6,10 @@ the *pre-update* values of the components above it and the letter.  This module
 compiles it:
 
 * counter (Lemma 15): a prefix-mean head sums its increments; the MLP decodes the
-  sum mod n (``kr:c.new``) and, subtracting the increment at t, the value before
-  the update (``kr:c.old``) -- no look-back needed;
+  sum mod n (``kr:c.new``) with the residue gadget (coarse steps, then a one-hot over
+  M residues, n | M: width O(sqrt(n T)), :func:`counter_residue`) and, subtracting the
+  increment at t, the value before the update (``kr:c.old``, only when some table
+  reads it) -- no look-back needed;
 * reset unit (Lemma 16): a most-recent-flag head fetches the latest target (BOS
   holds the initial value); the MLP rounds it into ``kr:c.new``.  Its value before
   the update is ``new`` at t-1: when a reader's table really depends on it, an
@@ -30,8 +32,10 @@ compiles it:
 
 Each block's MLP = [decode these components | round fetched old values], then
 [view lookups] (only for views evaluated in the network, one stage per nesting
-depth), then [input lookups for the next block | readout]: 3 hidden layers, plus 2
-per view stage.
+depth), then [input lookups for the next block | readout]: 3 hidden layers (6 when
+the block decodes a counter, 7 when a table reads a counter's value before the update:
+the residue gadget has 4 or 5, the MLPs beside it are padded with identity layers),
+plus 2 per view stage.
 
 :func:`build` runs four separately tested steps: :func:`schedule` (which component
 goes in which block, which resets need their old value; no weights), :func:`allocate`
@@ -61,12 +65,16 @@ from .gadgets import (
     ABSORB,
     CodeInput,
     OneHotInput,
+    Residue,
     absorb_feature,
     lookup_mlp,
-    modular_count_mlp,
     offset_head,
     prefix_mean_head,
     recent_flag_head,
+    residue_hidden,
+    residue_margin,
+    residue_mlp,
+    residue_range,
     round_mlp,
 )
 from .positions import KINDS, PositionCode, position_code, position_table
@@ -240,6 +248,10 @@ class Schedule:
         """Whether an offset-1 head (the only user of a position code) is needed."""
         return any(self.needs_old.values())
 
+    def read_before_update(self, name: str) -> bool:
+        """Whether some input table depends on ``name``'s pre-update value (directly or through a view)."""
+        return any(name in plan.bases for plan in self.inputs.values())
+
 
 def schedule(cascade: Cascade) -> Schedule:
     """Plan the tables, decide which resets need their old value, and place every
@@ -322,7 +334,10 @@ def allocate(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, max_le
     subs: dict[str, dict[str, Subspace]] = {}
     for c in cascade.components:
         d = {"new": ws.add(f"kr:{c.name}.new")}
-        roles = ["inc", "mean", "old"] if c.kind == "counter" else ["flag", "target", "fetched"]
+        if c.kind == "counter":
+            roles = ["inc", "mean"] + (["old"] if sched.read_before_update(c.name) else [])
+        else:
+            roles = ["flag", "target", "fetched"]
         if c.kind == "reset" and sched.needs_old[c.name]:
             roles += ["old", "prev"]
         for role in roles:
@@ -374,6 +389,54 @@ def embedding(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, lay: 
     return W_E, W_pos
 
 
+def counter_residue(n: int, max_len: int) -> Residue:
+    """The residue gadget's constants for a mod-n counter at ``max_len`` (Lemma 15's decode).
+
+    X = initial + the sum of t <= T increments in 0..n-1 lies in 0..(n-1)(T+1) whatever
+    the start (so shapes do not depend on it).  M is the multiple of n (then X mod M fixes
+    X mod n, and (X - D) mod n for the value before an increment D) that minimises the
+    decode's parameters (:func:`counter_hidden`), about R^2/M^2 + 2R + 2M^2 for a range R:
+    M ~ sqrt(R) and widths O(sqrt(n T)), instead of the paper's O(n T) steps."""
+    high = (n - 1) * (max_len + 1)
+    candidates = range(n, n * (2 + (2 * math.isqrt(high) + n) // n), n)
+
+    def cost(M: int) -> int:
+        hidden = residue_hidden(residue_range(0, high, M), bos=False, minus_max=n - 1, period=n)
+        return sum(a * b for a, b in zip([2, *hidden], [*hidden, 2]))
+    return residue_range(0, high, min(candidates, key=cost))
+
+
+def counter_hidden(n: int, max_len: int, old: bool) -> list[int]:
+    """Hidden widths of a mod-n counter's decode at ``max_len`` (``old``: with the value before
+    the update); the one size computation :func:`counter_mlp` and any estimate share."""
+    return residue_hidden(counter_residue(n, max_len), bos=False, minus_max=n - 1 if old else None, period=n)
+
+
+def counter_mlp(c: Component, d: dict[str, Subspace], initial: int, max_len: int) -> MLP:
+    """A counter's decode (Lemma 15): X = 2T * prefix mean + initial, exactly an integer up to
+    the head's rounding; ``kr:c.new`` = X mod n and, where allocated, ``kr:c.old`` =
+    (X - increment at t) mod n, through :func:`gadgets.residue_mlp` (n | M)."""
+    res = counter_residue(c.size, max_len)
+    table = (np.arange(res.modulus) % c.size)[:, None].astype(np.float64)
+    old = "old" in d
+    mlp = residue_mlp(f"{c.name}.count", d["mean"], res, d["new"], table, weights=(2.0 * max_len,),
+                      shift=initial, minus=d["inc"] if old else None, minus_max=c.size - 1,
+                      minus_out=d.get("old"), period=c.size, notes={"component": c.name, "counter_modulus": c.size})
+    assert mlp.hidden_sizes == counter_hidden(c.size, max_len, old)
+    return mlp
+
+
+def _pad(mlp: MLP, depth: int) -> MLP:
+    """``mlp`` with identity hidden layers appended up to ``depth`` (relu is the identity on
+    its non-negative hidden units), to run beside a deeper one (:func:`parallel`)."""
+    h, extra = mlp.hidden_sizes[-1], depth - len(mlp.hidden_sizes)
+    if extra <= 0:
+        return mlp
+    return MLP(mlp.name, [*mlp.weights[:-1], *[np.eye(h)] * extra, mlp.weights[-1]],
+               [*mlp.biases[:-1], *[np.zeros(h)] * extra, mlp.biases[-1]],
+               {**mlp.notes, "padded_to": depth}, reads=mlp.reads, writes=mlp.writes)
+
+
 def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int],
                max_len: int) -> tuple[list[Head], list[MLP]]:
     """Block b's heads (counters' shared prefix mean, resets' most recent flag, offset-1
@@ -388,11 +451,7 @@ def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dic
         heads.append(prefix_mean_head(f"block{b}.counters", lay.absorb, lay.bos, src, dst, mass=2 * T))
         for c in counters:
             d = subs[c.name]
-            # steps cover initial + count for every initial value, so shapes do not depend on the start
-            first.append(modular_count_mlp(f"{c.name}.count", d["mean"], d["new"], scale=2 * T,
-                                           initial=init[c.name], modulus=c.size,
-                                           max_count=(c.size - 1) * (T + 1) - init[c.name],
-                                           increment=d["inc"], old=d["old"]))
+            first.append(counter_mlp(c, d, init[c.name], T))
     for c in comps:
         d = subs[c.name]
         if sched.block_of[c.name] == b and c.kind == "reset":
@@ -403,7 +462,8 @@ def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dic
             heads.append(offset_head(f"{c.name}.previous", lay.pos, lay.code, lay.bos, lay.one, 1, d["new"],
                                      d["prev"], value_range=c.size - 1))
             first.append(round_mlp(f"{c.name}.old", d["prev"], c.size, d["old"]))
-    return heads, first
+    depth = max((len(m.hidden_sizes) for m in first), default=0)
+    return heads, [_pad(m, depth) for m in first]
 
 
 def _lookups(b: int, cascade: Cascade, sched: Schedule, lay: Layout) -> list[MLP]:
@@ -486,6 +546,7 @@ def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps:
 
     * counters: the prefix mean times 2T sums t increments of size <= n - 1; recursive
       summation rounds by at most ~eps (n - 1) T (T + 1), against STEP_TOLERANCE;
+      the decode's ramps (:func:`gadgets.residue_margin`, terms up to 4 (n - 1)(T + 1));
     * most-recent-flag heads: scores beta (flag + recency/2) <= 1.5 beta separate the
       latest flag by beta / (2 (T + 1)); margin = half that gap over 4 eps * 1.5 beta;
     * offset-1 heads: the position code's own margin (:meth:`PositionCode.precision_margin`).
@@ -495,6 +556,7 @@ def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps:
     counters = [c.size for c in cascade.components if c.kind == "counter"]
     if counters:
         out["prefix_sum_margin"] = STEP_TOLERANCE / (eps * (max(counters) - 1) * T * (T + 1) + 1e-300)
+        out["residue_margin"] = min(residue_margin(counter_residue(n, T), eps) for n in counters)
     if any(c.kind == "reset" for c in cascade.components):
         out["recency_margin"] = (1.0 / (4 * (T + 1))) / (4 * eps * 1.5)
     if lay.code is not None:
@@ -513,7 +575,8 @@ def _warnings(prec: dict[str, float], max_len: int) -> list[str]:
              f"are far smaller, but verify before trusting, or use float64")]
 
 
-_WHAT = {"prefix_sum_margin": "counters' prefix sums", "recency_margin": "most-recent-flag scores",
+_WHAT = {"prefix_sum_margin": "counters' prefix sums", "residue_margin": "counters' residue ramps",
+         "recency_margin": "most-recent-flag scores",
          "position_margin": "offset-1 position scores"}
 
 

@@ -2,7 +2,8 @@
 
 After the block that runs component c, ``kr:c.new`` at position t must hold c's value
 in the cascade's own step-by-step simulation, and ``kr:c.old`` (where the model has
-it) the value before step t; a view the model evaluates in the network
+it) the value before step t; a counter's prefix sum (``kr:c.mean`` times the head's
+scale, what its residue decode reads) must lie within STEP_TOLERANCE of an integer; a view the model evaluates in the network
 (``kr:v.old`` / ``kr:v.new``) must hold the view of those values.  A failure names
 the component or view and the block, so a broken model points at the gadget that broke.
 """
@@ -60,6 +61,11 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
         resid = cache[f"blocks.{block - 1}.hook_resid_post"].double().numpy()
         dev_new = float(np.abs(resid[..., at(f"kr:{name}.new")] - col).max())
         row = {"component": name, "kind": comp["kind"], "block": block, "worst_new_deviation": dev_new}
+        if comp["kind"] == "counter":
+            row |= _counter_sum(model, cache, name, block)
+            if row["distance_to_boundary"] <= 0:
+                failures.append(f"{name} (counter, block {block}): prefix sum is {row['worst_sum_noise']:.3g} off an "
+                                f"integer (tolerance {STEP_TOLERANCE})")
         if f"kr:{name}.old" in allocated:
             final = cache[last].double().numpy()
             old = np.concatenate([col[:, :1], col[:, :-1]], axis=1)  # value before step t (BOS: initial)
@@ -92,6 +98,19 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
     return {"checked": checked, "sequences": int(tokens.shape[0]),
             "components": rows, "failures": failures,
             "heads": generic_head_margins(model, cache), "mlps": mlp_margins(model, cache)}
+
+
+def _counter_sum(model, cache: dict[str, torch.Tensor], name: str, block: int) -> dict[str, Any]:
+    """A counter's prefix sum after its head (the decode's input): worst distance from an
+    integer against STEP_TOLERANCE, and the decode's modulus and coarse steps."""
+    layer = model.meta["layers"][block - 1]
+    scale = next(h["scale"] for h in layer["heads"] if h.get("kind") == "prefix-mean")
+    x = cache[f"blocks.{block - 1}.hook_resid_mid"][..., model.subspace(f"kr:{name}.mean")[0]].double() * scale
+    noise = float((x - x.round()).abs().max())
+    parts = layer["mlp"].get("parallel", [layer["mlp"]]) if layer["mlp"] else []
+    decode = next((n for n in parts if n.get("component") == name), {})
+    return {"worst_sum_noise": noise, "sum_tolerance": STEP_TOLERANCE, "distance_to_boundary": STEP_TOLERANCE - noise,
+            "residue_modulus": decode.get("modulus"), "coarse_steps": decode.get("coarse_steps")}
 
 
 ROLES = ("mean", "new", "old", "fetched", "prev", "inc", "flag", "target")

@@ -15,7 +15,7 @@ from constructions.gadgets import (
 )
 from constructions.positions import position_code, position_table
 from constructions.program import fuse
-from constructions.workspace import Workspace
+from constructions.workspace import Workspace, join
 
 
 def test_rotation_shifts_code():
@@ -144,12 +144,13 @@ def _softmax_attend(head, ws, x):
     return (p @ v) @ W_O
 
 
-def test_prefix_mean_head_and_modular_count_give_exact_counts():
+def test_prefix_mean_head_and_residue_decode_give_exact_counts():
     from constructions.gadgets import (
         ABSORB,
         absorb_feature,
-        modular_count_mlp,
         prefix_mean_head,
+        residue_mlp,
+        residue_range,
     )
 
     T, n = 50, 5
@@ -157,8 +158,9 @@ def test_prefix_mean_head_and_modular_count_give_exact_counts():
     bos, logmass = ws.add("bos"), ws.add(ABSORB)
     inc, mean, new, old = ws.add("inc"), ws.add("mean"), ws.add("new"), ws.add("old")
     head = prefix_mean_head("h", logmass, bos, inc, mean, mass=2 * T)
-    mlp = modular_count_mlp("m", mean, new, scale=2 * T, initial=3, modulus=n, max_count=(n - 1) * T,
-                            increment=inc, old=old).embed(ws)
+    res = residue_range(0, (n - 1) * (T + 1), 2 * n)
+    mlp = residue_mlp("m", mean, res, new, (np.arange(2 * n) % n)[:, None].astype(float), weights=(2.0 * T,),
+                      shift=3, minus=inc, minus_max=n - 1, minus_out=old, period=n).embed(ws)
     rng = np.random.default_rng(0)
     incs = rng.integers(0, n, T)
     x = np.zeros((T + 1, ws.d_model))
@@ -171,6 +173,58 @@ def test_prefix_mean_head_and_modular_count_give_exact_counts():
     want = (3 + np.cumsum(incs)) % n
     np.testing.assert_allclose(x[1:, new[0]], want, atol=1e-9)
     np.testing.assert_allclose(x[1:, old[0]], np.concatenate([[3], want[:-1]]), atol=1e-9)
+
+
+@pytest.mark.parametrize("low,high,M", [(0, 300, 6), (-100, 100, 16), (-7, 50, 5), (0, 0, 2)])
+def test_residue_mlp_reads_a_table_of_x_mod_m_under_noise(low, high, M):
+    from constructions.gadgets import residue_hidden, residue_mlp, residue_range
+
+    r = residue_range(low, high, M)
+    assert r.offset % M == 0 and r.offset + low >= 0 > r.offset + low - M  # the smallest such multiple
+    assert high + r.offset <= r.span < high + r.offset + M
+    ws = Workspace()
+    mean, inc, out = ws.add("mean"), ws.add("inc"), ws.add("out", 2)
+    table = np.stack([np.arange(M) % 3, np.arange(M) ** 2], axis=1).astype(float)
+    scale, shift = 40.0, 3
+    mlp = residue_mlp("r", join("x", [mean, inc]), r, out, table, weights=(scale, -1.0), shift=shift)
+    assert mlp.hidden_sizes == residue_hidden(r, bos=False)
+    dense = mlp.embed(ws)
+    x = np.arange(low, high + 1)
+    for noise in (0.0, 0.24, -0.24):
+        for i in (0, 2):  # X = scale * mean - inc + shift
+            res = np.zeros((len(x), ws.d_model))
+            res[:, mean[0]] = (x - shift + i + noise) / scale
+            res[:, inc[0]] = i
+            np.testing.assert_array_equal(dense(res)[:, list(out.dims)], table[np.mod(x, M)])
+
+
+@pytest.mark.parametrize("bos", [False, True])
+def test_residue_mlp_reads_the_value_before_an_increment(bos):
+    from constructions.gadgets import residue_hidden, residue_mlp, residue_range
+
+    T, n, dmax = 60, 3, 2
+    M = 3 * n
+    r = residue_range(0, (n - 1) * (T + 1), M)
+    ws = Workspace()
+    b, mean, inc, new, old = ws.add("bos"), ws.add("mean"), ws.add("inc"), ws.add("new"), ws.add("old")
+    table = (np.arange(M) % n)[:, None].astype(float)
+    mlp = residue_mlp("count", mean, r, new, table, weights=(2.0 * T,), shift=1, bos=b if bos else None,
+                      minus=inc, minus_max=dmax, minus_out=old, period=n)
+    assert mlp.hidden_sizes == residue_hidden(r, bos, dmax, period=n)
+    dense = mlp.embed(ws)
+    X = np.arange(0, (n - 1) * (T + 1) + 1)
+    for d in range(dmax + 1):
+        for noise in (0.0, 0.24, -0.24):
+            res = np.zeros((len(X), ws.d_model))
+            res[:, mean[0]] = (X - 1 + noise) / (2.0 * T)
+            res[:, inc[0]] = d
+            got = dense(res)
+            np.testing.assert_array_equal(got[:, new[0]], X % n)
+            np.testing.assert_array_equal(got[:, old[0]], (X - d) % n)  # any X: r - d is in -dmax..M-1
+    if bos:
+        res = np.zeros((1, ws.d_model))
+        res[0, b[0]] = 1.0
+        assert not dense(res).any()
 
 
 def test_recent_flag_head_finds_latest_flag_or_bos():
@@ -242,9 +296,10 @@ def _gadgets():
         CodeInput,
         OneHotInput,
         lookup_mlp,
-        modular_count_mlp,
         prefix_mean_head,
         recent_flag_head,
+        residue_mlp,
+        residue_range,
         round_mlp,
     )
     from constructions.workspace import join
@@ -267,10 +322,11 @@ def _gadgets():
         recent_flag_head("recent", flag, rec, one, target, fetched, 16, value_range=2),
         compose_mlp("compose", F, G),
         distance_units("distance", F, 3, dist),
-        modular_count_mlp("count", mean, new, scale=40, initial=1, modulus=3, max_count=30),
-        modular_count_mlp("count_old", mean, new, scale=40, initial=1, modulus=3, max_count=30,
-                          increment=inc, old=old),
         round_mlp("round", G, 3, F),
+        residue_mlp("residue", join("counts", [mean, inc]), residue_range(0, 30, 4), new,
+                    (np.arange(4) % 3)[:, None].astype(float), weights=(40.0, -1.0), shift=1, bos=bos),
+        residue_mlp("residue_old", mean, residue_range(0, 30, 6), new, (np.arange(6) % 3)[:, None].astype(float),
+                    weights=(40.0,), minus=inc, minus_max=2, minus_out=old, period=3),
         lookup_mlp("lookup", [CodeInput(new, 3), CodeInput(old, 1), OneHotInput(tok)],
                    join("outs", [out1, out2]), table),
     ]

@@ -169,7 +169,7 @@ def test_allocate_gives_each_role_a_subspace():
     from constructions.gadgets import ABSORB
     from constructions.krohn_rhodes import allocate, schedule
 
-    for name in ("parity", "grid:4"):
+    for name in ("parity", "grid:4", "quaternion"):
         a, cascade = _cascade(name)
         s = schedule(cascade)
         lay = allocate(a, cascade, s, 16)
@@ -179,7 +179,8 @@ def test_allocate_gives_each_role_a_subspace():
         for c in cascade.components:
             roles = set(lay.subs[c.name])
             if c.kind == "counter":
-                assert roles == {"new", "inc", "mean", "old"}
+                # the value before the update only where some table reads it (quaternion's first level)
+                assert roles == {"new", "inc", "mean"} | ({"old"} if s.read_before_update(c.name) else set())
             else:
                 assert roles == {"new", "flag", "target", "fetched"} | ({"old", "prev"} if s.needs_old[c.name]
                                                                         else set())
@@ -237,3 +238,26 @@ def test_positions_used_only_by_offset_heads():
         compiler.compile_automaton("grid:4", max_len=16, method="krohn-rhodes", positions="circle")
     m = compiler.compile_automaton("memory:3", max_len=16, positions="circle")
     assert m.meta["method"] == "krohn-rhodes" and m.meta["positions"] is None
+
+
+def test_counter_decode_grows_like_sqrt_T():
+    """The residue gadget (coarse steps, then a one-hot over M residues, n | M) keeps a counter's
+    decode O(sqrt(n T)) wide: cyclic:2 at T = 4096 within 1,024 units (4(n-1)(T+1) = 16,388 steps
+    before), quaternion's cascade smaller than its scan."""
+    from constructions.krohn_rhodes import counter_hidden, counter_residue
+
+    for n in (2, 3, 8):
+        for T in (1, 100, 4096):
+            r = counter_residue(n, T)
+            assert r.modulus % n == 0 and r.offset == 0 and r.span >= (n - 1) * (T + 1)
+    widths = {T: compiler.compile_automaton("cyclic:2", max_len=T, method="krohn-rhodes").info()["d_mlp"]
+              for T in (1024, 4096)}
+    assert widths[4096] <= 1024 and widths[4096] < 2.2 * widths[1024]
+    assert max(counter_hidden(2, 4096, old=True)) < 2.2 * max(counter_hidden(2, 1024, old=True))
+    kr = compiler.compile_automaton("quaternion", max_len=4096, method="krohn-rhodes")
+    scan = compiler.compile_automaton("quaternion", max_len=4096, method="scan")
+    assert kr.info()["n_params"] < scan.info()["n_params"]
+    decodes = [p for layer in kr.meta["layers"] for p in layer["mlp"].get("parallel", [layer["mlp"]])
+               if p.get("kind") == "residue-code"]
+    assert len(decodes) == 3 and all(p["hidden"] == counter_hidden(2, 4096, p["minus_max"] is not None)
+                                     for p in decodes)
