@@ -86,52 +86,47 @@ def deep_cycles(plan: BoundedStack, stack: tuple[int, ...] | None, T: int, rng: 
 
 def error_at_end(plan: BoundedStack, stack: tuple[int, ...] | None, T: int,
                  rng: np.random.Generator) -> dict[str, list[int]]:
-    """A legal walk of T - 1 letters ending where the last letter overflows, underflows or
-    mismatches (the walk is steered to depth D, to 0, or to a top the pop does not match)."""
-    push, pop, _ = _letters(plan)
+    """Legal walks whose last letter overflows, underflows or mismatches (k >= 2): the walk
+    is steered to depth D, to 0, or to a top the pop does not match.  Without no-op letters
+    the depth's parity is fixed by the length, so the error comes at position T or, when
+    parity forbids T, at T - 1 (then one more letter follows in the sink)."""
+    push, pop, noop = _letters(plan)
     out: dict[str, list[int]] = {}
-    if stack is None:
+    if stack is None or not push:
         return out
-    kinds = ["overflow", "underflow"] + (["mismatch"] if len(push) >= 2 and len(pop) >= 1 else [])
+    kinds = ["overflow"] + (["underflow"] if pop else []) + (["mismatch"] if len(push) >= 2 and pop else [])
     for kind in kinds:
-        want = {"overflow": plan.depth, "underflow": 0, "mismatch": max(1, plan.depth // 2)}[kind]
-        head = legal_walk(plan, stack, max(0, T - 1 - 2 * plan.depth), rng)
-        cur = stack
-        for s in head:
-            cur = plan.step(cur, s)
-        tail = []
-        while len(cur) > want:
-            tail.append(pop[cur[-1]])
-            cur = cur[:-1]
-        while len(cur) < want:
-            b = int(rng.choice(list(push)))
-            tail.append(push[b])
-            cur = cur + (b,)
-        seq = head + tail
-        while len(seq) < T - 1:  # pad with push-pop pairs at the target depth (or pop-push)
-            if len(cur) < plan.depth:
+        mid = max(1, plan.depth // 2)
+        wants = {"overflow": [plan.depth], "underflow": [0], "mismatch": sorted({mid, min(plan.depth, mid + 1)})}[kind]
+        for end, want in ((e, w) for e in (T, T - 1) for w in wants):
+            if end < 1 or kind in out:
+                continue
+            seq = legal_walk(plan, stack, max(0, end - 1 - 2 * plan.depth - 2), rng)
+            cur = stack
+            for s in seq:
+                cur = plan.step(cur, s)
+            while len(cur) > want:
+                seq.append(pop[cur[-1]])
+                cur = cur[:-1]
+            while len(cur) < want:
+                b = int(rng.choice(list(push)))
+                seq.append(push[b])
+                cur = cur + (b,)
+            while len(seq) + 2 <= end - 1:  # push-pop (or pop-push at depth D) keeps the depth
                 b = next(iter(push))
-                seq += [push[b], pop[b]]
+                seq += [push[b], pop[b]] if len(cur) < plan.depth else [pop[cur[-1]], push[cur[-1]]]
+            if len(seq) < end - 1 and noop:
+                seq.append(noop[0])
+            if len(seq) != end - 1:
+                continue
+            if kind == "overflow":
+                last = push[next(iter(push))]
+            elif kind == "underflow":
+                last = pop[next(iter(pop))]
             else:
-                top = cur[-1]
-                seq += [pop[top], push[top]]
-        seq = seq[-(T - 1):] if T > 1 else []
-        if len(seq) < T - 1:
-            continue
-        cur = stack
-        for s in seq:
-            cur = plan.step(cur, s)
-        if cur is None:
-            continue
-        if kind == "overflow" and len(cur) == plan.depth:
-            last = push[next(iter(push))]
-        elif kind == "underflow" and not cur:
-            last = pop[next(iter(pop))]
-        elif kind == "mismatch" and cur and any(b != cur[-1] for b in pop):
-            last = pop[next(b for b in pop if b != cur[-1])]
-        else:
-            continue
-        out[kind] = seq + [last]
+                last = pop[next(b for b in pop if b != cur[-1])]
+            seq = seq + [last] + [int(rng.integers(len(plan.letters)))] * (T - end)
+            out[kind] = seq
     return out
 
 
