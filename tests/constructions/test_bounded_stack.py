@@ -9,7 +9,7 @@ from compiler.automata.load import load_spec
 from compiler.automata.spec import from_dict
 from compiler.cli import main
 from compiler.pipeline import with_start
-from constructions import registry, stack, stack_checks
+from constructions import bounded_stack as stack, bounded_stack_checks as stack_checks, registry
 from verify.check import verify
 
 from tests.compiler.automata.test_stack_detect import as_spec, renamed

@@ -1,4 +1,4 @@
-"""Stack-specific checks: input families and layer-wise invariants (constructions/stack.py).
+"""Stack-specific checks: input families and layer-wise invariants (constructions/bounded_stack.py).
 
 Families (at max_len, from the model's start state): uniform random letters hit the sink
 within a few steps and test little, so these stay inside the depth bound:

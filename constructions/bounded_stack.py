@@ -73,7 +73,7 @@ from compiler.automata.errors import BudgetError, InputError, ShortcutError
 from compiler.automata.spec import Semiautomaton
 from compiler.automata.stack_detect import NOOP, PUSH, BoundedStack, detect
 
-from . import stack_checks as checks
+from . import bounded_stack_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import Construction, Cost, Refusal
 from .gadgets import ABSORB, absorb_feature, attention_temperature, prefix_mean_head
@@ -81,7 +81,7 @@ from .gridworld import residue_mlp
 from .program import MLP, Block, Head, Program
 from .workspace import Workspace
 
-NAME = "stack"
+NAME = "bounded-stack"
 
 MATCH, GAP = 2.0, 1.0
 """Layer-2 key scores: a push to the wanted level scores MATCH (two exact bits), any other
@@ -257,7 +257,7 @@ def _start_columns(plan: BoundedStack, dims: dict[str, Any], start: int) -> dict
 
 MEASURED_REACH = 16384
 """Longest max_len at which float32 models were measured exact with the layer-1 depth error
-far inside its tolerance (8.3e-6 against 1/4 at 16384, benchmarks/results/stack_reach.md)."""
+far inside its tolerance (8.3e-6 against 1/4 at 16384, benchmarks/results/bounded_stack.md)."""
 
 
 def precision(plan: BoundedStack, max_len: int, eps: float) -> dict[str, Any]:
