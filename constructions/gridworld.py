@@ -159,26 +159,14 @@ def _prefix_head(ws: Workspace, plans: list[AxisPlan], D: int) -> Head:
 
 def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
     """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (4 hidden layers)."""
-    return residue_mlp(f"gw{p.axis}.residue", f"gw{p.axis}:z", (f"gw{p.axis}:code",), p.modulus, p.offset,
-                       p.code.code(np.arange(p.modulus)), {"axis": p.axis})
-
-
-def residue_mlp(name: str, z: str, writes: tuple[str, ...], M: int, Tp: int, table: np.ndarray,
-                notes: dict[str, Any] | None = None) -> MLP:
-    """z -> table[z mod M], exactly, and 0 at BOS (4 hidden layers; reads ``z`` and ``bos``).
-
-    z must be within STEP_TOLERANCE of an integer in [-Tp, Tp); ``table`` is [M, dims of
-    ``writes``].  The output has one nonzero term, table[r] times an exact 1, so it is
-    exactly table[r] in any dtype (the gridworld writes the value code of the residue,
-    the stack construction a one-hot of the depth and an out-of-range flag)."""
-    z_row, bos = 0, 1  # local rows: z, bos
-    Nc = 2 * Tp // M
+    z, bos = 0, 1  # local rows: z, bos
+    M, Tp, Nc = p.modulus, p.offset, p.n_coarse
     s = 1.0 / STEP_TOLERANCE  # ramp slope
     # hidden 1: u_i = relu(s(x - iM) + 2), x = z + T'; carries x (>= 0) and bos
     W1, b1 = np.zeros((2, Nc + 2)), np.zeros(Nc + 2)
     for i in range(1, Nc + 1):
-        W1[z_row, i - 1], b1[i - 1] = s, s * (Tp - i * M) + 2.0
-    W1[z_row, Nc], b1[Nc] = 1.0, float(Tp)
+        W1[z, i - 1], b1[i - 1] = s, s * (Tp - i * M) + 2.0
+    W1[z, Nc], b1[Nc] = 1.0, float(Tp)
     W1[bos, Nc + 1] = 1.0
     # hidden 2: h_i = relu(1 - u_i) = 1[x < iM] exactly (u_i = 0 for x <= iM - 1/2, >= 1 for x >= iM - 1/4)
     W2, b2 = np.zeros((Nc + 2, Nc + 2)), np.zeros(Nc + 2)
@@ -195,12 +183,13 @@ def residue_mlp(name: str, z: str, writes: tuple[str, ...], M: int, Tp: int, tab
     W4[np.arange(M), np.arange(M)] = -1.0
     W4[M + np.arange(M), np.arange(M)] = -1.0
     W4[2 * M, :] = -2.0
-    # out: the table row of the residue (one nonzero term)
-    W5 = np.array(table, dtype=np.float64).reshape(M, -1)
-    info = {"kind": "residue-code", **(notes or {}), "modulus": M, "offset": Tp, "coarse_steps": Nc,
-            "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": [Nc + 2, Nc + 2, 2 * M + 1, M]}
-    return MLP(name, [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(W5.shape[1])], info,
-               reads=(z, "bos"), writes=writes)
+    # out: the code of the residue (one nonzero term, so it is exactly code(v) in any dtype)
+    W5 = np.zeros((M, p.code.dim))  # columns: code
+    W5[:, :] = p.code.code(np.arange(M))
+    notes = {"kind": "residue-code", "axis": p.axis, "modulus": M, "offset": Tp, "coarse_steps": Nc,
+             "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": [Nc + 2, Nc + 2, 2 * M + 1, M]}
+    return MLP(f"gw{p.axis}.residue", [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(p.code.dim)], notes,
+               reads=(f"gw{p.axis}:z", "bos"), writes=(f"gw{p.axis}:code",))
 
 
 def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float]) -> Head:
