@@ -10,6 +10,9 @@
 * :func:`prefix_mean_head` with :func:`absorb_feature` -- uniform causal attention
   with a weight-absorbing BOS (Lemma 15), shared by the counters of Theorem 11 and
   the prefix sums of Theorem 12.
+* :func:`residue_mlp` with :func:`residue_range` and :func:`residue_margin` -- an exact
+  table of x mod M for an integer x read off such a prefix sum, coarse steps then a
+  one-hot over the M residues (width O(range / M + M), O(sqrt(range)) for M ~ sqrt(range)).
 
 Every gadget takes only the :class:`Subspace` s it reads and writes and constants
 (never ``d_model`` or raw residual dims), declares them in ``reads``/``writes``
@@ -32,9 +35,10 @@ from .workspace import Subspace, names
 ABSORB = "pos:absorb"
 """The position feature log(mass - t) that lets BOS absorb weight in :func:`prefix_mean_head`."""
 
-__all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "absorb_feature", "attention_temperature",
-           "carry_units", "compose_mlp", "distance_units", "lookup_mlp", "modular_count_mlp", "offset_head",
-           "onehot_bias", "prefix_mean_head", "recent_flag_head", "round_mlp", "step_units"]
+__all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "Residue", "absorb_feature",
+           "attention_temperature", "carry_units", "compose_mlp", "distance_units", "lookup_mlp",
+           "modular_count_mlp", "offset_head", "onehot_bias", "prefix_mean_head", "recent_flag_head",
+           "residue_hidden", "residue_margin", "residue_mlp", "residue_range", "round_mlp", "step_units"]
 
 
 def _copy(src: Subspace, dst: Subspace, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -284,6 +288,107 @@ def modular_count_mlp(name: str, mean: Subspace, new: Subspace, *, scale: float,
     return MLP(name, [W1, W2], [b1, np.zeros(len(banks))],
                {"kind": "modular-count", "modulus": modulus, "steps": M, "input_tolerance": STEP_TOLERANCE / scale,
                 "scale": scale}, reads=reads, writes=names(new, old))
+
+
+@dataclass(frozen=True)
+class Residue:
+    """Constants of :func:`residue_mlp` for integers x in a known range, read mod ``modulus``.
+
+    ``offset`` T' is a multiple of M with x + T' >= 0 over the range (so x + T' = x mod M);
+    ``n_coarse`` Nc: the coarse thresholds are iM, i = 1..Nc, with x + T' <= Nc M."""
+
+    modulus: int
+    offset: int
+    n_coarse: int
+
+    @property
+    def span(self) -> int:
+        """Nc M: the largest x + T' the coarse steps cover (and the size bound of every term)."""
+        return self.n_coarse * self.modulus
+
+
+def residue_range(low: int, high: int, modulus: int) -> Residue:
+    """The :class:`Residue` for integers low <= x <= high mod M: T' = M ceil(-low / M), the
+    smallest such multiple of M, and Nc = ceil((high + T') / M)."""
+    assert low <= high and modulus >= 1
+    offset = modulus * -(low // modulus)
+    return Residue(modulus, offset, -(-(high + offset) // modulus))
+
+
+def residue_hidden(residue: Residue, bos: bool) -> list[int]:
+    """Hidden widths of :func:`residue_mlp` (``bos``: whether it zeroes its output at BOS)."""
+    b = int(bos)
+    return [residue.n_coarse + 1 + b, residue.n_coarse + 1 + b, 2 * residue.modulus + b, residue.modulus]
+
+
+def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: np.ndarray, *,
+                weights: tuple[float, ...] = (1.0,), shift: int = 0, bos: Subspace | None = None,
+                notes: dict | None = None) -> MLP:
+    """Write ``table[X mod M]`` into ``out`` exactly, X = sum_k weights[k] x[k] + shift an
+    integer in the range of ``residue`` up to noise below STEP_TOLERANCE (Lemma 10's steps,
+    coarse then fine; the decode of Theorem 12's prefix sums and Lemma 15's counters).
+
+    With y = X + T' (>= 0) and slope s = 1/STEP_TOLERANCE (4 hidden layers):
+
+    1. u_i = relu(s(y - iM) + 2), i = 1..Nc (0 for y <= iM - 1/2, >= 1 for y >= iM - 1/4);
+       carries y (>= 0) and ``bos``;
+    2. h_i = relu(1 - u_i) = 1[y < iM] exactly;
+    3. r = y - M (Nc - sum_i h_i) = y mod M (an integer in 0..M-1 up to the input noise);
+       p_v = relu(s(r - v) - 1), m_v = relu(s(v - r) - 1), v = 0..M-1; carries ``bos``;
+    4. e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v] exactly (all 0 at BOS);
+
+    out = sum_v e_v table[v]: one nonzero term, so the output is exactly ``table[v]`` in any
+    dtype.  Widths :func:`residue_hidden`: Nc + M*3 units ~ (range / M) + 3M, so
+    M ~ sqrt(range) gives O(sqrt(range)).  ``table`` is [M, len(out)].
+    """
+    M, Tp, Nc = residue.modulus, residue.offset, residue.n_coarse
+    k = len(x)
+    assert len(weights) == k and np.shape(table) == (M, len(out))
+    has_bos = bos is not None
+    b = int(has_bos)
+    s = 1.0 / STEP_TOLERANCE  # ramp slope
+    # hidden 1: ramps u_i; carries y = X + T' (>= 0) and bos.  Local rows: x, bos
+    W1, b1 = np.zeros((k + b, Nc + 1 + b)), np.zeros(Nc + 1 + b)
+    for i in range(1, Nc + 1):
+        W1[:k, i - 1], b1[i - 1] = [s * w for w in weights], s * (Tp + shift - i * M) + 2.0
+    W1[:k, Nc], b1[Nc] = weights, float(Tp + shift)
+    if has_bos:
+        W1[k, Nc + 1] = 1.0
+    # hidden 2: h_i = relu(1 - u_i) = 1[y < iM] exactly
+    W2, b2 = np.zeros((Nc + 1 + b, Nc + 1 + b)), np.zeros(Nc + 1 + b)
+    W2[np.arange(Nc), np.arange(Nc)], b2[:Nc] = -1.0, 1.0
+    W2[np.arange(Nc, Nc + 1 + b), np.arange(Nc, Nc + 1 + b)] = 1.0
+    # hidden 3: r = y - M (Nc - sum h); p_v, m_v; carry bos
+    W3, b3 = np.zeros((Nc + 1 + b, 2 * M + b)), np.zeros(2 * M + b)
+    for v in range(M):
+        W3[Nc, v], W3[:Nc, v], b3[v] = s, s * M, -s * M * Nc - s * v - 1.0
+        W3[Nc, M + v], W3[:Nc, M + v], b3[M + v] = -s, -s * M, s * M * Nc + s * v - 1.0
+    if has_bos:
+        W3[Nc + 1, 2 * M] = 1.0
+    # hidden 4: e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v]
+    W4, b4 = np.zeros((2 * M + b, M)), np.ones(M)
+    W4[np.arange(M), np.arange(M)] = -1.0
+    W4[M + np.arange(M), np.arange(M)] = -1.0
+    if has_bos:
+        W4[2 * M, :] = -2.0
+    W5 = np.array(table, dtype=np.float64)  # rows: residues; columns: out
+    info = {"kind": "residue-code", **(notes or {}), "modulus": M, "offset": Tp, "coarse_steps": Nc,
+            "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": residue_hidden(residue, has_bos)}
+    if tuple(weights) != (1.0,) or shift:
+        info |= {"weights": list(weights), "shift": shift}
+    return MLP(name, [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(len(out))], info,
+               reads=names(x, bos), writes=out.names)
+
+
+def residue_margin(residue: Residue, eps: float) -> float:
+    """How far the rounding of a dtype with machine epsilon ``eps`` stays inside the ramps of
+    :func:`residue_mlp` (> 1 is safe; a worst-case bound).
+
+    A ramp's pre-activation tolerates 1 (a quarter of a residue step at slope s = 4); the
+    third hidden layer sums three terms (s y, s M sum h and the bias), each of size up to
+    s Nc M, each rounded with relative error up to 2 eps."""
+    s = 1.0 / STEP_TOLERANCE
+    return 1.0 / (2 * eps * 3 * s * residue.span)
 
 
 def round_mlp(name: str, src: Subspace, n_values: int, dst: Subspace) -> MLP:

@@ -73,7 +73,17 @@ from compiler.automata.spec import Semiautomaton
 from . import gridworld_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import Construction, Cost, Refusal
-from .gadgets import ABSORB, absorb_feature, attention_temperature, prefix_mean_head
+from .gadgets import (
+    ABSORB,
+    Residue,
+    absorb_feature,
+    attention_temperature,
+    prefix_mean_head,
+    residue_hidden,
+    residue_margin,
+    residue_mlp,
+    residue_range,
+)
 from .positions import PositionCode
 from .program import MLP, Block, Head, Program, parallel
 from .workspace import Workspace, join
@@ -87,9 +97,17 @@ class AxisPlan:
 
     axis: int
     S: int  # walls at 0 and S
-    modulus: int  # M = 2^p >= max(S + 2, sqrt(max_len)): residues matched by layer 2
-    offset: int  # T' = smallest multiple of M >= max_len, so z + T' >= 0 and = z (mod M)
+    residue: Residue  # z in [-max_len, max_len] mod M = 2^p >= max(S + 2, sqrt(max_len)): matched by layer 2
     code: PositionCode  # value code of residues
+
+    @property
+    def modulus(self) -> int:
+        return self.residue.modulus
+
+    @property
+    def offset(self) -> int:
+        """T' = smallest multiple of M >= max_len, so z + T' >= 0 and = z (mod M)."""
+        return self.residue.offset
 
     @property
     def offsets(self) -> list[int]:
@@ -98,7 +116,7 @@ class AxisPlan:
 
     @property
     def n_coarse(self) -> int:
-        return 2 * self.offset // self.modulus
+        return self.residue.n_coarse
 
 
 def residue_modulus(S: int, max_len: int) -> int:
@@ -122,7 +140,7 @@ def axis_plans(world: BoxWorld, max_len: int, positions: str) -> list[AxisPlan]:
     plans = []
     for a, n in enumerate(world.sizes):
         M = residue_modulus(n - 1, max_len)
-        plans.append(AxisPlan(a, n - 1, M, M * math.ceil(max_len / M), value_code(positions, M)))
+        plans.append(AxisPlan(a, n - 1, residue_range(-max_len, max_len, M), value_code(positions, M)))
     return plans
 
 
@@ -158,38 +176,9 @@ def _prefix_head(ws: Workspace, plans: list[AxisPlan], D: int) -> Head:
 
 
 def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
-    """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (4 hidden layers)."""
-    z, bos = 0, 1  # local rows: z, bos
-    M, Tp, Nc = p.modulus, p.offset, p.n_coarse
-    s = 1.0 / STEP_TOLERANCE  # ramp slope
-    # hidden 1: u_i = relu(s(x - iM) + 2), x = z + T'; carries x (>= 0) and bos
-    W1, b1 = np.zeros((2, Nc + 2)), np.zeros(Nc + 2)
-    for i in range(1, Nc + 1):
-        W1[z, i - 1], b1[i - 1] = s, s * (Tp - i * M) + 2.0
-    W1[z, Nc], b1[Nc] = 1.0, float(Tp)
-    W1[bos, Nc + 1] = 1.0
-    # hidden 2: h_i = relu(1 - u_i) = 1[x < iM] exactly (u_i = 0 for x <= iM - 1/2, >= 1 for x >= iM - 1/4)
-    W2, b2 = np.zeros((Nc + 2, Nc + 2)), np.zeros(Nc + 2)
-    W2[np.arange(Nc), np.arange(Nc)], b2[:Nc] = -1.0, 1.0
-    W2[Nc, Nc] = W2[Nc + 1, Nc + 1] = 1.0
-    # hidden 3: r = x - M (Nc - sum h); p_v = relu(s(r - v) - 1), m_v = relu(s(v - r) - 1); carry bos
-    W3, b3 = np.zeros((Nc + 2, 2 * M + 1)), np.zeros(2 * M + 1)
-    for v in range(M):
-        W3[Nc, v], W3[:Nc, v], b3[v] = s, s * M, -s * M * Nc - s * v - 1.0
-        W3[Nc, M + v], W3[:Nc, M + v], b3[M + v] = -s, -s * M, s * M * Nc + s * v - 1.0
-    W3[Nc + 1, 2 * M] = 1.0
-    # hidden 4: e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v] exactly, all 0 at BOS
-    W4, b4 = np.zeros((2 * M + 1, M)), np.ones(M)
-    W4[np.arange(M), np.arange(M)] = -1.0
-    W4[M + np.arange(M), np.arange(M)] = -1.0
-    W4[2 * M, :] = -2.0
-    # out: the code of the residue (one nonzero term, so it is exactly code(v) in any dtype)
-    W5 = np.zeros((M, p.code.dim))  # columns: code
-    W5[:, :] = p.code.code(np.arange(M))
-    notes = {"kind": "residue-code", "axis": p.axis, "modulus": M, "offset": Tp, "coarse_steps": Nc,
-             "input_tolerance": STEP_TOLERANCE, "slope": s, "hidden": [Nc + 2, Nc + 2, 2 * M + 1, M]}
-    return MLP(f"gw{p.axis}.residue", [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(p.code.dim)], notes,
-               reads=(f"gw{p.axis}:z", "bos"), writes=(f"gw{p.axis}:code",))
+    """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (gadgets.residue_mlp, 4 hidden layers)."""
+    return residue_mlp(f"gw{p.axis}.residue", ws[f"gw{p.axis}:z"], p.residue, ws[f"gw{p.axis}:code"],
+                       p.code.code(np.arange(p.modulus)), bos=ws["bos"], notes={"axis": p.axis})
 
 
 def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float]) -> Head:
@@ -266,8 +255,7 @@ def _sizes(plans: list[AxisPlan], max_len: int) -> dict[str, int]:
     n_rec = sum(2 * p.S for p in plans)
     d = 4 + sum(4 + p.code.dim for p in plans) + n_rec
     d_head = max([p.code.dim + 2 for p in plans] + [len(plans)])
-    h1 = [sum(p.n_coarse + 2 for p in plans), sum(p.n_coarse + 2 for p in plans),
-          sum(2 * p.modulus + 1 for p in plans), sum(p.modulus for p in plans)]
+    h1 = [sum(w) for w in zip(*(residue_hidden(p.residue, bos=True) for p in plans))]
     h2 = [n_rec, n_rec]
     mlp = lambda hs: sum(a * b for a, b in zip([d, *hs], [*hs, d])) + sum(hs) + d  # noqa: E731
     # positional table, two attention blocks (1 head, then n_rec heads, sharing d_head), two MLPs;
@@ -291,7 +279,8 @@ def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]
     * prefix sums: summing t terms of size ~1 in float rounds by at most
       ~eps * t^2 (worst case, recursive summation); tolerance z_tolerance (7/32).
     * residue ramps: the third hidden layer of MLP 1 sums three terms of size up to
-      4 * 2T'; a ramp tolerates 1 (a quarter of a residue step at slope 4).
+      4 * 2T'; a ramp tolerates 1 (a quarter of a residue step at slope 4):
+      :func:`gadgets.residue_margin`.
     """
     worst = math.inf
     rows = []
@@ -300,8 +289,7 @@ def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]
         cd = p.code.dim + 2
         score = (c["score_gap"] / 2) / (4 * eps * cd * c["beta"] * (c["P"] + 2))
         prefix = c["z_tolerance"] / (eps * max_len * (max_len + 1) + 1e-300)
-        # |s x|, |s M sum h| and the bias are each <= s 2T'; a ramp tolerates s/4 of rounding
-        ramps = (STEP_TOLERANCE * 4) / (2 * eps * 3 * 4 * 2 * p.offset)
+        ramps = residue_margin(p.residue, eps)
         rows.append({"axis": p.axis, "score_margin": score, "prefix_sum_margin": prefix, "ramp_margin": ramps})
         worst = min(worst, score, prefix, ramps)
     return {"margin": worst, "axes": rows}

@@ -15,7 +15,7 @@ from constructions.gadgets import (
 )
 from constructions.positions import position_code, position_table
 from constructions.program import fuse
-from constructions.workspace import Workspace
+from constructions.workspace import Workspace, join
 
 
 def test_rotation_shifts_code():
@@ -173,6 +173,29 @@ def test_prefix_mean_head_and_modular_count_give_exact_counts():
     np.testing.assert_allclose(x[1:, old[0]], np.concatenate([[3], want[:-1]]), atol=1e-9)
 
 
+@pytest.mark.parametrize("low,high,M", [(0, 300, 6), (-100, 100, 16), (-7, 50, 5), (0, 0, 2)])
+def test_residue_mlp_reads_a_table_of_x_mod_m_under_noise(low, high, M):
+    from constructions.gadgets import residue_hidden, residue_mlp, residue_range
+
+    r = residue_range(low, high, M)
+    assert r.offset % M == 0 and r.offset + low >= 0 > r.offset + low - M  # the smallest such multiple
+    assert high + r.offset <= r.span < high + r.offset + M
+    ws = Workspace()
+    mean, inc, out = ws.add("mean"), ws.add("inc"), ws.add("out", 2)
+    table = np.stack([np.arange(M) % 3, np.arange(M) ** 2], axis=1).astype(float)
+    scale, shift = 40.0, 3
+    mlp = residue_mlp("r", join("x", [mean, inc]), r, out, table, weights=(scale, -1.0), shift=shift)
+    assert mlp.hidden_sizes == residue_hidden(r, bos=False)
+    dense = mlp.embed(ws)
+    x = np.arange(low, high + 1)
+    for noise in (0.0, 0.24, -0.24):
+        for i in (0, 2):  # X = scale * mean - inc + shift
+            res = np.zeros((len(x), ws.d_model))
+            res[:, mean[0]] = (x - shift + i + noise) / scale
+            res[:, inc[0]] = i
+            np.testing.assert_array_equal(dense(res)[:, list(out.dims)], table[np.mod(x, M)])
+
+
 def test_recent_flag_head_finds_latest_flag_or_bos():
     from constructions.gadgets import recent_flag_head
 
@@ -245,6 +268,8 @@ def _gadgets():
         modular_count_mlp,
         prefix_mean_head,
         recent_flag_head,
+        residue_mlp,
+        residue_range,
         round_mlp,
     )
     from constructions.workspace import join
@@ -271,6 +296,8 @@ def _gadgets():
         modular_count_mlp("count_old", mean, new, scale=40, initial=1, modulus=3, max_count=30,
                           increment=inc, old=old),
         round_mlp("round", G, 3, F),
+        residue_mlp("residue", join("counts", [mean, inc]), residue_range(0, 30, 4), new,
+                    (np.arange(4) % 3)[:, None].astype(float), weights=(40.0, -1.0), shift=1, bos=bos),
         lookup_mlp("lookup", [CodeInput(new, 3), CodeInput(old, 1), OneHotInput(tok)],
                    join("outs", [out1, out2]), table),
     ]

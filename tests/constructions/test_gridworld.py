@@ -14,6 +14,7 @@ from compiler.automata.gridworld_detect import detect
 from compiler.automata.load import load_spec
 from compiler.automata.spec import from_dict
 from constructions import gridworld
+from constructions.gadgets import residue_range
 from constructions.workspace import Workspace
 from verify.check import verify
 
@@ -82,7 +83,7 @@ def test_residues_mod_s_plus_1_are_not_enough():
 @pytest.mark.parametrize("kind,T,S", [("sinusoidal", 100, 3), ("sinusoidal", 1024, 15), ("circle", 64, 4)])
 def test_residue_mlp_is_exact_under_noise(kind, T, S):
     M = gridworld.residue_modulus(S, T)
-    plan = gridworld.AxisPlan(0, S, M, M * math.ceil(T / M), gridworld.value_code(kind, M))
+    plan = gridworld.AxisPlan(0, S, residue_range(-T, T, M), gridworld.value_code(kind, M))
     ws = Workspace()
     ws.add("one"), ws.add("bos"), ws.add("gw0:z"), ws.add("gw0:code", plan.code.labels)
     mlp = gridworld._residue_mlp(ws, plan)
