@@ -42,7 +42,7 @@ Residual subspaces:
   ``st:any``, ``st:error`` layer-3 head: > 1/4 iff a flag so far; MLP 3: exactly [q_t = sink]
 
 Layer 1: the prefix-mean head of Lemma 15 (gadgets.prefix_mean_head, mass max_len + 1).
-MLP 1 is the gridworld's exact residue decode (gridworld.residue_mlp) with modulus
+MLP 1 is the exact residue decode shared with the gridworld (gadgets.residue_mlp) with modulus
 M = D + 2 and offset M: for t <= t*, x_t is in -1..D+1, whose residues are distinct except
 -1 and D + 1, both "out"; later inputs only have to stay bounded (every unit is a relu
 of a saturated ramp, in [0, 1]).  Layer 2: D heads (one per level) score
@@ -76,10 +76,10 @@ from compiler.automata.stack_detect import NOOP, PUSH, BoundedStack, detect
 from . import bounded_stack_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import Construction, Cost, Refusal
-from .gadgets import ABSORB, absorb_feature, attention_temperature, prefix_mean_head
-from .gridworld import residue_mlp
+from .gadgets import (ABSORB, Residue, absorb_feature, attention_temperature, prefix_mean_head, residue_hidden,
+                      residue_mlp, residue_range)
 from .program import MLP, Block, Head, Program
-from .workspace import Workspace
+from .workspace import Workspace, join
 
 NAME = "bounded-stack"
 
@@ -108,19 +108,19 @@ def constants(plan: BoundedStack, max_len: int) -> dict[str, float]:
     tol = STEP_TOLERANCE / 2
     t = attention_temperature(max_len, value_range=1.0, score_gap=lam, tolerance=tol)
     any_t = attention_temperature(max_len, value_range=1.0, score_gap=0.5, tolerance=0.25)
-    M = plan.depth + 2
+    res = depth_residue(plan)
     return {"lambda": lam, "tol": tol, "sink": MATCH - GAP / 2, **t, "beta3": any_t["beta"],
-            "any_leak_bound": any_t["leak_bound"], "modulus": M, "offset": M, "readout_C": 2.0 * plan.depth + 2}
+            "any_leak_bound": any_t["leak_bound"], "modulus": res.modulus, "offset": res.offset,
+            "readout_C": 2.0 * plan.depth + 2}
 
 
 def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> dict[str, Any]:
     """Widths and the exact parameter count of the assembled model."""
     D, k = plan.depth, plan.symbols
-    M = D + 2
     d = 3 * D * k + 2 * k + D + 13
     d_head = max(4, k)
     n_heads = [1, D, 1]
-    h1, h2, h3 = [4, 4, 2 * M + 1, M], [2 * D * k, 2 * D * k], [1, 1]
+    h1, h2, h3 = residue_hidden(depth_residue(plan), bos=True), [2 * D * k, 2 * D * k], [1, 1]
     mlp = lambda hs: sum(a * b + b for a, b in zip([d, *hs], [*hs, d]))  # noqa: E731
     params = ((n_symbols + 1 + max_len + 1) * d + d * n_states + n_states
               + sum(4 * h * d_head * d for h in n_heads) + mlp(h1) + mlp(h2) + mlp(h3))
@@ -172,13 +172,20 @@ def _any_head(c: dict[str, float]) -> Head:
                        "value": ("st:out", "st:mismatch", "st:starterr")}, writes=("st:any",))
 
 
-def _depth_mlp(plan: BoundedStack, c: dict[str, float]) -> MLP:
-    """MLP 1: x_t -> one-hot over 0..D and the out-of-range flag (gridworld.residue_mlp, M = D + 2)."""
-    D, M = plan.depth, int(c["modulus"])
-    table = np.zeros((M, D + 2))
+def depth_residue(plan: BoundedStack) -> Residue:
+    """The residue decode of x_t: range -1..D+1 (up to the first error), modulus D + 2."""
+    return residue_range(-1, plan.depth + 1, plan.depth + 2)
+
+
+def _depth_mlp(ws: Workspace, plan: BoundedStack) -> MLP:
+    """MLP 1: x_t -> one-hot over 0..D and the out-of-range flag (gadgets.residue_mlp, M = D + 2)."""
+    D = plan.depth
+    res = depth_residue(plan)
+    table = np.zeros((res.modulus, D + 2))
     table[np.arange(D + 1), np.arange(D + 1)] = 1.0
     table[D + 1:, D + 1] = 1.0  # residues D+1 .. M-1: x = D + 1 or x = -1
-    return residue_mlp("st.depth", "st:depth", ("st:level", "st:out"), M, int(c["offset"]), table)
+    out = join("st.depth.out", [ws["st:level"], ws["st:out"]])
+    return residue_mlp("st.depth", ws["st:depth"], res, out, table, bos=ws["bos"])
 
 
 def _stack_mlp(plan: BoundedStack) -> MLP:
@@ -319,7 +326,7 @@ def build(automaton: Semiautomaton, plan: BoundedStack | None = None, *, max_len
 
     c = constants(plan, max_len)
     block1 = Block([prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"],
-                                     mass=mass, value_scale=float(mass))], _depth_mlp(plan, c))
+                                     mass=mass, value_scale=float(mass))], _depth_mlp(ws, plan))
     block2 = Block([_level_head(plan, j, c) for j in range(1, D + 1)], _stack_mlp(plan))
     block3 = Block([_any_head(c)], _error_mlp())
     W_U, b_U = readout(plan, ws)

@@ -50,7 +50,7 @@ def test_auto_picks_three_layers_and_the_estimate_is_the_built_size(models, name
     assert m.meta["warnings"] == []
 
 
-@pytest.mark.parametrize("name", [*SPECS, "renamed"])
+@pytest.mark.parametrize("name", ["dyck:3,3", "renamed"])  # the others: families and errors below, slow sweep
 def test_verify_is_exact_with_invariants_and_families(models, name):
     r = verify(models[name], samples=4, exhaustive_budget=100, family_limit=1)
     assert r.exact, (r.counterexample, r.invariants.get("failures"))
