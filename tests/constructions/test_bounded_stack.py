@@ -131,3 +131,11 @@ def test_length_4096(name):
     assert (run(m, rows) == ref).all()
     inv = stack_checks.invariants(m, plan, m.meta[stack.NAME], fams["error-at-end"])
     assert inv["failures"] == []
+
+
+@pytest.mark.parametrize("name", ["dyck:4,2", "dyck:3,3", "dyck:6,1"])
+def test_declarations_match_the_weights(name):
+    from tests.constructions.test_declarations import check_declarations
+
+    program, _ = stack.build(load_spec(name), max_len=20)
+    assert check_declarations(program) == 3 + 2 + stack.applies(load_spec(name)).depth  # 3 MLPs, D + 2 heads
