@@ -29,11 +29,12 @@ import torch
 import compiler
 from compiler.automata.load import load_spec
 from compiler.automata.spec import from_dict
-from constructions import bounded_stack_checks as stack_checks, registry
+from constructions import bounded_stack_checks as stack_checks
+from constructions import registry
 from verify.check import adversarial_families, all_sequences, exhaustive_length
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import finish, header  # noqa: E402
+from _common import finish, header
 
 SPECS = ["dyck:4,2", "dyck:2,2", "dyck:3,3", "dyck:6,1", "renamed dyck:4,2"]
 

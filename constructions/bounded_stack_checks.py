@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from compiler.automata.stack_detect import NOOP, POP, PUSH, BoundedStack
+from compiler.automata.stack_detect import POP, PUSH, BoundedStack
 
 from .budget import STEP_TOLERANCE
 from .margins import target_margins
@@ -253,5 +253,5 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
             {"layer": 2, "mlp": "st.stack", "inputs": "st:open*", "input_tolerance": STEP_TOLERANCE / 2,
              "worst_input_noise": worst["open"], "distance_to_boundary": STEP_TOLERANCE / 2 - worst["open"]}]
     return {"checked": "stack depth prefix sums, depth one-hots, last-push heads, stack levels, error bit",
-            "sequences": int(len(tokens)), "worst_deviation": worst, "heads": list(heads.values()),
+            "sequences": len(tokens), "worst_deviation": worst, "heads": list(heads.values()),
             "mlps": mlps, "failures": failures}

@@ -75,7 +75,7 @@ class BoundedStack:
                 "letters": [[kind, b] for kind, b in self.letters]}
 
     @staticmethod
-    def from_dict(d: dict) -> "BoundedStack":
+    def from_dict(d: dict) -> BoundedStack:
         return BoundedStack(int(d["depth"]), int(d["symbols"]),
                             tuple(None if s is None else tuple(int(x) for x in s) for s in d["stacks"]),
                             tuple((str(kind), int(b)) for kind, b in d["letters"]))

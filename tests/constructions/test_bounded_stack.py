@@ -9,10 +9,11 @@ from compiler.automata.load import load_spec
 from compiler.automata.spec import from_dict
 from compiler.cli import main
 from compiler.pipeline import with_start
-from constructions import bounded_stack as stack, bounded_stack_checks as stack_checks, registry
-from verify.check import verify
-
+from constructions import bounded_stack as stack
+from constructions import bounded_stack_checks as stack_checks
+from constructions import registry
 from tests.compiler.automata.test_stack_detect import as_spec, renamed
+from verify.check import verify
 
 SPECS = ["dyck:4,2", "dyck:2,2", "dyck:3,3", "dyck:6,1"]
 
