@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from compiler.automata.errors import ShortcutError
 
-from . import gridworld, krohn_rhodes, lookback, scan
+from . import bounded_stack, gridworld, krohn_rhodes, lookback, scan
 from .construction import Construction, Cost, Refusal
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
@@ -20,6 +20,7 @@ __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_o
 _ENTRIES: list[Construction] = [
     lookback.CONSTRUCTION,  # definite automata: the last k letters, 1 layer (before everything: none is shallower)
     gridworld.CONSTRUCTION,  # Theorem 12: line and box worlds, 2 layers
+    bounded_stack.CONSTRUCTION,  # bounded stacks (Dyck): depth prefix sum, last push per level, 3 layers
     krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
     scan.CONSTRUCTION,  # Theorem 10: every automaton, ceil(log2 T) layers (last resort)
 ]

@@ -52,8 +52,9 @@ def test_auto_prefers_the_shallower_construction():
     assert compiler.compile_automaton("symmetric:4", max_len=100).info()["method"] == "krohn-rhodes"
     assert compiler.compile_automaton("symmetric:5", max_len=100).info()["method"] == "scan"
     assert compiler.compile_automaton("grid:9", max_len=100).info()["method"] == "gridworld"
-    m = compiler.compile_automaton("dyck:4,2", max_len=100)  # 9 cascade layers vs 7 for the scan
+    m = compiler.compile_automaton("dyck:4,2", max_len=4)  # 9 cascade layers (and the stack's 3) vs 2 for the scan
     assert m.info()["method"] == "scan" and "krohn-rhodes" in m.info()["why"].lower()
+    assert compiler.compile_automaton("dyck:4,2", max_len=100).info()["method"] == "bounded-stack"  # 3 layers vs 7
 
 
 def test_other_start_states():

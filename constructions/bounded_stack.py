@@ -1,0 +1,417 @@
+"""Bounded stacks (Dyck languages of bounded depth) in three attention layers, at any length.
+
+The automaton (compiler/automata/stack_detect.py, recognised up to renaming): states are
+the stacks over k symbols of depth <= D plus an error sink; a letter pushes a symbol b,
+pops a symbol a, or does nothing.  Overflow (a push at depth D), underflow (a pop of the
+empty stack) and a mismatch (a pop of a when the top is not a) enter the sink for good.
+Start s0 (any state), depth d0 = |s0| (0 for the sink), moves m_t = +1 / -1 / 0 and
+
+    x_t = d0 + m_1 + ... + m_t        (x_0 = d0 at BOS).
+
+Claim.  Let t* be the first error (the sink at t* but not at t* - 1; t* = 0 when s0 is the
+sink).  For t < t*: (a) x_t is the depth of the stack q_t; (b) for 1 <= j <= x_t, level j
+of q_t holds the symbol pushed at o_j(t) = the last tau <= t with a push and x_tau = j,
+or s0[j] when there is none.  And t* is the first t >= 1 with
+
+    flag_t = [x_t not in 0..D]  or  [letter t pops a and x_t + 1 >= 1 and level x_t + 1
+                                     at t holds (by (b)) a symbol other than a],      (*)
+
+or 0 when s0 is the sink.  So q_t = sink iff some tau <= t has flag_tau = 1 (or s0 is the
+sink), and otherwise q_t is read off x_t and the symbols at o_1(t), ..., o_{x_t}(t).
+
+Proof.  (a) Before the first error every push adds a level and every pop removes one, so
+the depth is x_t.  (b) After the push at o = o_j(t) level j holds its symbol; it changes
+only when level j is popped (the depth drops to j - 1) and pushed again, and that push is
+a later tau with x_tau = j, contradicting the choice of o.  With no such push level j was
+never rebuilt, so it still holds s0[j] (j <= d0 then: a level above d0 exists only after a
+push reached it).  (*): at t <= t* all earlier steps were errorless, so by (a) and (b) at
+t - 1 the step at t overflows iff x_t = D + 1, underflows iff x_t = -1, and mismatches iff
+it pops a while the top, level x_{t-1} = x_t + 1, holds another symbol -- and o_{x_t+1}(t)
+= o_{x_t+1}(t - 1) because letter t is a pop.  Flags after t* may be anything: only
+"some flag so far" is read, and the first flag is exact.  This is the stack-level view of
+Yao et al. (2021): the depth is a prefix sum, level j's symbol is the last push to level j.
+
+Residual subspaces:
+  ``one``, ``bos``, ``pos:index`` (t), ``pos:absorb`` (log(max_len + 1 - t); gadgets.absorb_feature)
+  ``st:move``, ``st:push``, ``st:type``, ``st:pop``  the letter: move, push bit, pushed / popped symbol one-hot
+  ``st:start{j}``, ``st:starterr``  BOS row only: s0's symbol at level j; 1 iff s0 is the sink
+  ``st:depth``             d0 in every embedding row, plus layer 1's prefix sum: x_t
+  ``st:level``, ``st:out`` MLP 1: one-hot of x_t over 0..D, and [x_t not in 0..D] (0 at BOS)
+  ``st:open{j}``           layer-2 head j: symbol one-hot at o_j(t) (BOS's s0[j] when none)
+  ``st:stack``, ``st:mismatch``  MLP 2: [j <= x_t] * st:open{j}; the mismatch part of (*)
+  ``st:any``, ``st:error`` layer-3 head: > 1/4 iff a flag so far; MLP 3: exactly [q_t = sink]
+
+Layer 1: the prefix-mean head of Lemma 15 (gadgets.prefix_mean_head, mass max_len + 1).
+MLP 1 is the exact residue decode shared with the gridworld (gadgets.residue_mlp) with modulus
+M = D + 2 and offset M: for t <= t*, x_t is in -1..D+1, whose residues are distinct except
+-1 and D + 1, both "out"; later inputs only have to stay bounded (every unit is a relu
+of a saturated ramp, in [0, 1]).  Layer 2: D heads (one per level) score
+beta * (level_j(tau) + push(tau) + lambda * tau) and BOS beta * (2 - 1/2): a push to level
+j scores >= 2, any other position <= 1 + lambda * max_len < 3/2, and among pushes the
+latest wins by beta * lambda (the gridworld's constants with match 2 and gap 1).  MLP 2
+(2 hidden layers of 2Dk saturated steps): st:stack[j, b] = [sum_{v >= j} level_v + open_j[b]
+>= 2] and st:mismatch = sum_{j, a} [level_{j-1} + pop[a] - open_j[a] >= 2].  Layer 3: one
+head scoring beta3 * (out + mismatch + starterr), the same as its value; with no flag it
+is exactly 0, with one it is >= 7/16 (mass on flags below 1/2 is at most
+max_len * exp(-beta3 / 2) / exp(beta3) <= 1/8).  MLP 3: st:error = relu(1 - relu(1 - 4 y)).
+
+Readout: logit(s) = (D + 1) level_{|s|} + sum_{j <= |s|} stack[j, s_j] - C error and
+logit(sink) = C error, C = 2D + 2: without an error the true stack scores D + 1 + x_t
+and every other at most D + x_t (a wrong symbol) or D (a wrong depth); with one the sink
+scores C and every stack at most 2D + 1 - C.  Margin >= 1.
+
+Precision.  Everything above needs only that x_t is within 1/4 of an integer for t <= t*
+(then every later unit is an exact 0 or 1 up to t*, and bounded after it) and that the
+level heads' recency step beta * lambda beats the rounding of their scores; see
+:func:`precision` for the margins recorded (and warned about) and README for the measured
+depth error (8.3e-6 at max_len 16384 in float32).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from compiler.automata.errors import BudgetError, InputError, ShortcutError
+from compiler.automata.spec import Semiautomaton
+from compiler.automata.stack_detect import NOOP, PUSH, BoundedStack, detect
+
+from . import bounded_stack_checks as checks
+from .budget import MAX_PARAMS, STEP_TOLERANCE
+from .construction import Construction, Cost, Refusal
+from .gadgets import (
+    ABSORB,
+    Residue,
+    absorb_feature,
+    attention_temperature,
+    prefix_mean_head,
+    residue_hidden,
+    residue_mlp,
+    residue_range,
+)
+from .program import MLP, Block, Head, Program
+from .workspace import Workspace, join
+
+NAME = "bounded-stack"
+
+MATCH, GAP = 2.0, 1.0
+"""Layer-2 key scores: a push to the wanted level scores MATCH (two exact bits), any other
+position at most MATCH - GAP (before recency)."""
+
+
+def open_name(j: int) -> str:
+    return f"st:open{j}"
+
+
+def start_name(j: int) -> str:
+    return f"st:start{j}"
+
+
+def constants(plan: BoundedStack, max_len: int) -> dict[str, float]:
+    """Every derived constant (see the module doc).
+
+    lambda: recency per position; lambda * max_len < GAP / 2 keeps every push to level j
+        above BOS (MATCH - GAP / 2) and BOS above every other position.
+    tol: error of a level head's copy; MLP 2's steps absorb STEP_TOLERANCE, half goes here.
+    beta3: the "any flag" head; exp(-beta3 / 2) * (max_len + 1) <= 1/8.
+    """
+    lam = GAP / (2.0 * (max_len + 1))
+    tol = STEP_TOLERANCE / 2
+    t = attention_temperature(max_len, value_range=1.0, score_gap=lam, tolerance=tol)
+    any_t = attention_temperature(max_len, value_range=1.0, score_gap=0.5, tolerance=0.25)
+    res = depth_residue(plan)
+    return {"lambda": lam, "tol": tol, "sink": MATCH - GAP / 2, **t, "beta3": any_t["beta"],
+            "any_leak_bound": any_t["leak_bound"], "modulus": res.modulus, "offset": res.offset,
+            "readout_C": 2.0 * plan.depth + 2}
+
+
+def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> dict[str, Any]:
+    """Widths and the exact parameter count of the assembled model."""
+    D, k = plan.depth, plan.symbols
+    d = 3 * D * k + 2 * k + D + 13
+    d_head = max(4, k)
+    n_heads = [1, D, 1]
+    h1, h2, h3 = residue_hidden(depth_residue(plan), bos=True), [2 * D * k, 2 * D * k], [1, 1]
+    mlp = lambda hs: sum(a * b + b for a, b in zip([d, *hs], [*hs, d]))
+    params = ((n_symbols + 1 + max_len + 1) * d + d * n_states + n_states
+              + sum(4 * h * d_head * d for h in n_heads) + mlp(h1) + mlp(h2) + mlp(h3))
+    return {"d_model": d, "d_head": d_head, "n_heads": n_heads, "mlp_hidden": [h1, h2, h3], "params": params}
+
+
+def _layout(plan: BoundedStack) -> Workspace:
+    D, k = plan.depth, plan.symbols
+    ws = Workspace()
+    for name in ("one", "bos", "pos:index", ABSORB, "st:move", "st:push"):
+        ws.add(name)
+    ws.add("st:type", k), ws.add("st:pop", k)
+    for j in range(1, D + 1):
+        ws.add(start_name(j), k)
+    ws.add("st:starterr"), ws.add("st:depth")
+    ws.add("st:level", D + 1), ws.add("st:out")
+    for j in range(1, D + 1):
+        ws.add(open_name(j), k)
+    ws.add("st:stack", [f"{j}.{b}" for j in range(1, D + 1) for b in range(k)])
+    ws.add("st:mismatch"), ws.add("st:any"), ws.add("st:error")
+    return ws
+
+
+def _level_head(plan: BoundedStack, j: int, c: dict[str, float]) -> Head:
+    """Layer 2, level j: the last push with x_tau = j (else BOS); copies its symbol (BOS: s0[j])."""
+    D, k, beta = plan.depth, plan.symbols, c["beta"]
+    W_Q = beta * np.array([[1.0, 1.0, c["lambda"], c["sink"]]])  # row: one
+    W_K = np.zeros((D + 4, 4))  # rows: st:level (D + 1), st:push, pos:index, bos
+    W_K[j, 0] = W_K[D + 1, 1] = W_K[D + 2, 2] = W_K[D + 3, 3] = 1.0
+    W_V = np.concatenate([np.eye(k), np.eye(k)])  # rows: st:type, st:start{j}
+    W_O = np.eye(k)
+    notes = {"kind": "last-push", "level": j, "beta": beta, "lambda": c["lambda"], "sink": c["sink"],
+             "match": MATCH, "value_gap": GAP, "score_gap": c["score_gap"], "leak_bound": c["leak_bound"],
+             "output_error_bound": c["tol"]}
+    return Head(f"st.open{j}", W_Q, W_K, W_V, W_O, notes,
+                reads={"query": ("one",), "key": ("st:level", "st:push", "pos:index", "bos"),
+                       "value": ("st:type", start_name(j))}, writes=(open_name(j),))
+
+
+def _any_head(c: dict[str, float]) -> Head:
+    """Layer 3: does any position tau <= t (BOS included) carry a flag of (*)?"""
+    W_Q = np.array([[c["beta3"]]])  # row: one
+    W_K = np.ones((3, 1))  # rows: st:out, st:mismatch, st:starterr
+    W_V, W_O = np.ones((3, 1)), np.ones((1, 1))
+    notes = {"kind": "any-flag", "beta": c["beta3"], "score_gap": c["beta3"] / 2, "leak_bound": c["any_leak_bound"],
+             "why": "scores beta3 * flag: exactly 0 without a flag, >= 7/16 with one"}
+    return Head("st.any", W_Q, W_K, W_V, W_O, notes,
+                reads={"query": ("one",), "key": ("st:out", "st:mismatch", "st:starterr"),
+                       "value": ("st:out", "st:mismatch", "st:starterr")}, writes=("st:any",))
+
+
+def depth_residue(plan: BoundedStack) -> Residue:
+    """The residue decode of x_t: range -1..D+1 (up to the first error), modulus D + 2."""
+    return residue_range(-1, plan.depth + 1, plan.depth + 2)
+
+
+def _depth_mlp(ws: Workspace, plan: BoundedStack) -> MLP:
+    """MLP 1: x_t -> one-hot over 0..D and the out-of-range flag (gadgets.residue_mlp, M = D + 2)."""
+    D = plan.depth
+    res = depth_residue(plan)
+    table = np.zeros((res.modulus, D + 2))
+    table[np.arange(D + 1), np.arange(D + 1)] = 1.0
+    table[D + 1:, D + 1] = 1.0  # residues D+1 .. M-1: x = D + 1 or x = -1
+    out = join("st.depth.out", [ws["st:level"], ws["st:out"]])
+    return residue_mlp("st.depth", ws["st:depth"], res, out, table, bos=ws["bos"])
+
+
+def _stack_mlp(plan: BoundedStack) -> MLP:
+    """MLP 2: the stack levels below x_t, and the mismatch flag of (*) (2 hidden layers, exact steps).
+
+    Each unit is relu(1 - relu(s (2 - y) - 1)) for a sum y of exact bits and one head
+    output within STEP_TOLERANCE / 2 of a bit: exactly [y >= 2]."""
+    D, k = plan.depth, plan.symbols
+    s = 1.0 / STEP_TOLERANCE
+    n_in = (D + 1) + D * k + k  # rows: st:level, st:open1..D, st:pop
+    lvl = lambda v: v
+    opn = lambda j, b: (D + 1) + (j - 1) * k + b
+    pop = lambda a: (D + 1) + D * k + a
+    H = 2 * D * k
+    W1, b1 = np.zeros((n_in, H)), np.zeros(H)
+    for j in range(1, D + 1):
+        for b in range(k):
+            u = (j - 1) * k + b  # stack[j, b]: y = sum_{v >= j} level_v + open_j[b]
+            for v in range(j, D + 1):
+                W1[lvl(v), u] = -s
+            W1[opn(j, b), u] = -s
+            b1[u] = 2 * s - 1.0
+            w = D * k + u  # mismatch (j, a = b): y = level_{j-1} + pop[a] - open_j[a]
+            W1[lvl(j - 1), w], W1[pop(b), w], W1[opn(j, b), w] = -s, -s, s
+            b1[w] = 2 * s - 1.0
+    W2, b2 = -np.eye(H), np.ones(H)
+    W3 = np.zeros((H, D * k + 1))  # columns: st:stack, st:mismatch
+    W3[np.arange(D * k), np.arange(D * k)] = 1.0
+    W3[D * k:, D * k] = 1.0
+    notes = {"kind": "stack-levels", "depth": D, "symbols": k, "slope": s, "input_tolerance": STEP_TOLERANCE / 2,
+             "hidden": [H, H]}
+    return MLP("st.stack", [W1, W2, W3], [b1, b2, np.zeros(D * k + 1)], notes,
+               reads=("st:level", *[open_name(j) for j in range(1, D + 1)], "st:pop"),
+               writes=("st:stack", "st:mismatch"))
+
+
+def _error_mlp() -> MLP:
+    """MLP 3: st:error = relu(1 - relu(1 - 4 y)): exactly 0 at y = 0 and exactly 1 for y >= 1/4."""
+    return MLP("st.error", [np.array([[-4.0]]), np.array([[-1.0]]), np.array([[1.0]])],
+               [np.array([1.0]), np.array([1.0]), np.zeros(1)], {"kind": "threshold", "at": 0.25},
+               reads=("st:any",), writes=("st:error",))
+
+
+def readout(plan: BoundedStack, ws) -> tuple[np.ndarray, np.ndarray]:
+    """The unembedding of the module doc (margin >= 1)."""
+    D, k = plan.depth, plan.symbols
+    C = 2.0 * D + 2
+    W_U, b_U = np.zeros((ws.d_model, len(plan.stacks))), np.zeros(len(plan.stacks))
+    err = ws["st:error"][0]
+    for q, st in enumerate(plan.stacks):
+        if st is None:
+            W_U[err, q] = C
+            continue
+        W_U[ws["st:level"][len(st)], q] = D + 1.0
+        for j, b in enumerate(st, start=1):
+            W_U[ws["st:stack"][(j - 1) * k + b], q] = 1.0
+        W_U[err, q] = -C
+    return W_U, b_U
+
+
+def _start_columns(plan: BoundedStack, dims: dict[str, Any], start: int) -> dict[int, np.ndarray]:
+    """The embedding columns the start state sets: {residual dim: column over rows (BOS last)};
+    ``dims``: subspace name -> its residual dims."""
+    n_rows = len(plan.letters) + 1
+    s0 = plan.stacks[start]
+    cols: dict[int, np.ndarray] = {}
+    depth = np.full(n_rows, float(len(s0) if s0 is not None else 0))
+    cols[dims["st:depth"][0]] = depth
+    bos_only = lambda on: np.eye(n_rows)[-1] * float(on)
+    cols[dims["st:starterr"][0]] = bos_only(s0 is None)
+    for j in range(1, plan.depth + 1):
+        for b in range(plan.symbols):
+            cols[dims[start_name(j)][b]] = bos_only(s0 is not None and len(s0) >= j and s0[j - 1] == b)
+    return cols
+
+
+MEASURED_REACH = 16384
+"""Longest max_len at which float32 models were measured exact with the layer-1 depth error
+far inside its tolerance (8.3e-6 against 1/4 at 16384, benchmarks/results/bounded_stack.md)."""
+
+
+def precision(plan: BoundedStack, max_len: int, eps: float) -> dict[str, Any]:
+    """How far the dtype's rounding stays inside each tolerance (margins > 1 are safe).
+
+    * scores: a level head's score sums 4 products of size <= beta * MATCH; the recency
+      step is gamma = beta * lambda logits: margin = (gamma / 2) / (4 eps 4 beta (MATCH + 1)).
+    * prefix sum: the head adds max_len terms +-1 (times one weight shared by every real
+      position); summed in order, the running sums before the first error stay in
+      -(D+1)..D+1 and the error is ~ eps max_len (D + 1), but a vectorised kernel sums
+      interleaved lanes whose running sums can grow to max_len / lanes, so the order-free
+      worst case is eps max_len^2 (recursive summation; tolerance 1/4: float32 warns from
+      1449).  Measured errors are far smaller (8.3e-6 at 16384), so the recorded margin is
+      the measured reach scaled as that worst case scales with the dtype:
+      eps32 MEASURED_REACH^2 / (eps max_len^2).
+    """
+    c = constants(plan, max_len)
+    score = (c["score_gap"] / 2) / (4 * eps * 4 * c["beta"] * (MATCH + 1))
+    worst = STEP_TOLERANCE / (eps * max_len * (max_len + 1) + 1e-300)
+    measured = float(np.finfo(np.float32).eps) * MEASURED_REACH**2 / (eps * max_len**2 + 1e-300)
+    return {"margin": min(score, measured), "score_margin": score, "prefix_sum_margin": measured,
+            "prefix_sum_worst_case_margin": worst}
+
+
+def build(automaton: Semiautomaton, plan: BoundedStack | None = None, *, max_len: int,
+          eps: float = float(np.finfo(np.float32).eps), max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
+    """The three-layer program for a bounded-stack automaton and its metadata."""
+    if plan is None:
+        plan, reason = detect(automaton)
+        if plan is None:
+            raise ShortcutError(f"{automaton.name or 'the automaton'} is not a bounded stack ({reason}); "
+                                f"use --method scan or auto")
+    sizes = _sizes(plan, automaton.n_symbols, automaton.n_states, max_len)
+    if sizes["params"] > max_params:
+        raise BudgetError(f"a stack model of {automaton.name} at max_len {max_len} would have "
+                          f"{sizes['params']:,} parameters, over the budget of {max_params:,}")
+    D = plan.depth
+    mass = max_len + 1
+    ws = _layout(plan)
+    d = ws.d_model
+    assert d == sizes["d_model"]
+    W_E = np.zeros((automaton.n_symbols + 1, d))
+    W_E[:, ws["one"][0]] = 1.0
+    W_E[-1, ws["bos"][0]] = 1.0
+    for s, (kind, b) in enumerate(plan.letters):
+        if kind == NOOP:
+            continue
+        W_E[s, ws["st:move"][0]] = 1.0 if kind == PUSH else -1.0
+        if kind == PUSH:
+            W_E[s, ws["st:push"][0]] = 1.0
+            W_E[s, ws["st:type"][b]] = 1.0
+        else:
+            W_E[s, ws["st:pop"][b]] = 1.0
+    for dim, col in _start_columns(plan, {n: sub.dims for n, sub in ws.subspaces.items()}, automaton.start).items():
+        W_E[:, dim] = col
+    W_pos = np.zeros((max_len + 1, d))
+    W_pos[1:, ws["pos:index"][0]] = np.arange(1, max_len + 1, dtype=np.float64)
+    W_pos[1:, ws[ABSORB][0]] = absorb_feature(mass, max_len)[1:]
+
+    c = constants(plan, max_len)
+    block1 = Block([prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"],
+                                     mass=mass, value_scale=float(mass))], _depth_mlp(ws, plan))
+    block2 = Block([_level_head(plan, j, c) for j in range(1, D + 1)], _stack_mlp(plan))
+    block3 = Block([_any_head(c)], _error_mlp())
+    W_U, b_U = readout(plan, ws)
+
+    prec = precision(plan, max_len, eps)
+    warnings = []
+    if prec["margin"] < 1:
+        weak = [what for key, what in (("score_margin", "layer-2 attention scores"),
+                                       ("prefix_sum_margin", "layer-1 prefix sum")) if prec[key] < 1]
+        warnings.append(f"stack at max_len {max_len}: beyond the certified reach of this dtype for the "
+                        f"{' and '.join(weak)} (margin {prec['margin']:.2g}; float32 was measured exact up to "
+                        f"{MEASURED_REACH}); verify before trusting, or use float64")
+    meta = {
+        "method": NAME,
+        "warnings": warnings,
+        NAME: {**plan.to_dict(), "absorb": mass, "constants": c, "precision": prec, "model_sizes": sizes},
+        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in (block1, block2, block3)],
+    }
+    return Program(ws, W_E, W_pos, [block1, block2, block3], W_U, b_U), meta
+
+
+def set_start(model, plan: BoundedStack, start: str) -> None:
+    """Point ``model`` at start state ``start`` (in place): s0 lives in the ``st:depth`` column of
+    every embedding row and in BOS's ``st:start{j}`` / ``st:starterr`` entries, nowhere else."""
+    a = model.automaton
+    if start not in a.state_index:
+        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
+    with torch.no_grad():
+        for dim, col in _start_columns(plan, model.meta["subspaces"], a.state_index[start]).items():
+            model.W_E[:, dim] = torch.from_numpy(col).to(model.W_E.dtype)
+    spec = dict(model.meta["automaton"])
+    spec["start"] = start
+    model.meta = {**model.meta, "automaton": spec}
+    model._automaton = None
+
+
+# ---------------------------------------------------------------------------------------
+# the registry entry: the recognised stack is the plan
+
+
+def applies(automaton: Semiautomaton) -> BoundedStack | Refusal:
+    """The bounded stack ``automaton`` is up to renaming, or why it is not one."""
+    plan, reason = detect(automaton)
+    if plan is None:
+        return Refusal(f"the stack construction needs a bounded-stack automaton (pushes and pops with an error "
+                       f"sink), but {automaton.name or 'this automaton'} is not one up to renaming: {reason}")
+    return plan
+
+
+def estimate(plan: BoundedStack, max_len: int, positions: str = "sinusoidal") -> Cost:
+    """Three attention layers at every max_len; the exact parameter count of the assembled model."""
+    n_symbols, n_states = len(plan.letters), len(plan.stacks)
+    params = _sizes(plan, n_symbols, n_states, max_len)["params"]
+    if params > MAX_PARAMS:
+        raise BudgetError(f"a stack model at max_len {max_len} would have {params:,} parameters, over the budget "
+                          f"of {MAX_PARAMS:,}")
+    return Cost(3, params)
+
+
+def build_plan(automaton: Semiautomaton, plan: BoundedStack, *, max_len: int, eps: float,
+               positions: str) -> tuple[Program, dict[str, Any]]:
+    """:func:`build` from the plan (the stack construction uses no position code: ``positions`` is unused)."""
+    return build(automaton, plan, max_len=max_len, eps=eps)
+
+
+def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> dict[str, Any]:
+    return checks.invariants(model, plan, model.meta[NAME], tokens)
+
+
+CONSTRUCTION = Construction(
+    name=NAME, theorem="bounded stacks (Dyck)", applies=applies, estimate=estimate, build=build_plan,
+    set_start=set_start, plan_to_json=BoundedStack.to_dict, plan_from_json=BoundedStack.from_dict,
+    describe=lambda plan, automaton: plan.describe(automaton), invariants=invariants,
+    families=checks.families, family_seeds=lambda seed: {"stack_families": seed + checks.FAMILY_SEED_OFFSET},
+)
