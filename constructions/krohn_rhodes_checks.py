@@ -3,8 +3,9 @@
 After the block that runs component c, ``kr:c.new`` at position t must hold c's value
 in the cascade's own step-by-step simulation, and ``kr:c.old`` (where the model has
 it) the value before step t; a counter's prefix sum (``kr:c.mean`` times the head's
-scale, what its residue decode reads) must lie within STEP_TOLERANCE of an integer; a view the model evaluates in the network
-(``kr:v.old`` / ``kr:v.new``) must hold the view of those values.  A failure names
+scale, what its residue decode reads) must lie within STEP_TOLERANCE of an integer;
+a view the model evaluates in the network (``kr:v.old`` / ``kr:v.new``) must hold the
+view of those values.  A failure names
 the component or view and the block, so a broken model points at the gadget that broke.
 """
 
