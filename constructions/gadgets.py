@@ -2,11 +2,9 @@
 
 * :func:`offset_head` -- select the position t - offset (Theorem 10's look-back),
   BOS winning when that position does not exist.
-* :func:`compose_mlp` -- the function-composition MLP (Lemma 14), built from the
-  robust step units of :func:`step_units` (Lemma 10 with Delta = 1).
+* :func:`compose_mlp` -- function composition of integer-coded maps in one hidden
+  layer of O(n^2) units (Lemma 14's role, O(n^3) parameters), exact in float arithmetic.
 * :func:`carry_units` -- ``relu(x) - relu(-x)``: move exact values through hidden layers.
-* :func:`distance_units` -- ``relu(x - v)`` and ``relu(v - x)`` for integer v, whose sums
-  are L1 distances; used by element readouts.
 * :func:`prefix_mean_head` with :func:`absorb_feature` -- uniform causal attention
   with a weight-absorbing BOS (Lemma 15), shared by the counters of Theorem 11 and
   the prefix sums of Theorem 12.
@@ -36,7 +34,7 @@ ABSORB = "pos:absorb"
 """The position feature log(mass - t) that lets BOS absorb weight in :func:`prefix_mean_head`."""
 
 __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "Residue", "absorb_feature",
-           "attention_temperature", "carry_units", "compose_mlp", "distance_units", "lookup_mlp",
+           "attention_temperature", "carry_units", "compose_mlp", "compose_slope", "lookup_mlp",
            "offset_head", "onehot_bias", "prefix_mean_head", "recent_flag_head",
            "residue_hidden", "residue_margin", "residue_mlp", "residue_range", "round_mlp", "step_units"]
 
@@ -67,17 +65,19 @@ def attention_temperature(max_len: int, value_range: float, score_gap: float, to
 
 
 def offset_head(name: str, pos: Subspace, code: PositionCode, bos: Subspace, one: Subspace,
-                offset: int, src: Subspace, dst: Subspace, value_range: float) -> Head:
+                offset: int, src: Subspace, dst: Subspace, value_range: float,
+                tolerance: float = STEP_TOLERANCE / 2) -> Head:
     """Attend from t to t - offset and copy ``src`` there into ``dst`` (Theorem 10's look-back).
 
     Query = beta * rotation(offset) of t's code, plus a constant BOS slot; key = the
     position code, plus ``bos``.  The wanted position scores ``match``, BOS scores
     halfway between ``match`` and ``miss``, every other position at most ``miss``;
-    so BOS wins exactly when t - offset <= 0 (BOS holds the identity map).
+    so BOS wins exactly when t - offset <= 0 (BOS holds the identity map).  beta keeps
+    the copied values within ``tolerance`` (default: half a step unit's tolerance).
     """
     match, miss = code.match_score, code.miss_score
     bos_score = (match + miss) / 2
-    t = attention_temperature(code.max_len, value_range, (match - miss) / 2, STEP_TOLERANCE / 2)
+    t = attention_temperature(code.max_len, value_range, (match - miss) / 2, tolerance)
     beta = t["beta"]
     c = code.dim
     W_Q = np.zeros((c + 1, c + 1))  # rows: pos, one
@@ -131,81 +131,92 @@ def carry_units(k: int) -> np.ndarray:
     return W
 
 
-def compose_mlp(name: str, F: Subspace, G: Subspace) -> MLP:
-    """Function composition (Lemma 14): F <- F o G, and clear the scratch G.
+def compose_slope(n: int) -> tuple[int, float]:
+    """Slope M and offset c of :func:`compose_mlp` on ``n`` points: the smallest integer M
+    whose input tolerance c / M, with c = (M - n + 1) / 2, is at least STEP_TOLERANCE
+    (M = 2(n-1); 1 for a single point)."""
+    M = max(1, math.ceil((n - 1) / (1 - 2 * STEP_TOLERANCE)))
+    return M, (M - n + 1) / 2
 
-    F[q] holds (exactly) the integer code of f(q), G[q] the code of g(q) up to
-    noise below STEP_TOLERANCE (it was fetched by attention).  Writes
-    F[G[q]] - F[q] into F and -G into G, so afterwards F holds "g then f" and G is 0.
 
-    Hidden 1: step units of every G[q] (2n(n-1)), carries of F and G (2n + 2n).
-    Hidden 2: v[q,q'] = relu(n*1[G[q]=q'] + F[q'] - n) = F[q'] * 1[G[q]=q'] (n^2),
-              carries passed on (relu of a non-negative unit is itself).
+def compose_mlp(name: str, F: Subspace, G: Subspace, eps: float = 2.0**-23) -> MLP:
+    """Function composition in one hidden layer of 2n^2 + 2n units: F <- F o G, and clear G.
+
+    F[q] holds the integer code of f(q), G[q] the code of g(q) up to noise (it was fetched
+    by attention); afterwards F[q] holds f(g(q)) ("g, then f") and G holds 0.  Replaces
+    Lemma 14's indicators followed by a dense n^2-wide layer (~2n^4 parameters as dense
+    matrices) by O(n^3).  Units, with slope M and offset c from :func:`compose_slope`
+    (M >= 2(n-1), c = (M-n+1)/2, a multiple of 1/2):
+
+        u[q,j] = relu(F[j] + c + M (G[q] - j)),   v[q,j] = relu(F[j] + c + M (G[q] - j - 1)),
+        r[q] = relu(G[q] + 1/2),                  p[q] = relu(F[q] + c),
+
+    and the update  F[q] += sum_j (u[q,j] - v[q,j]) - M r[q] - p[q] + M/2,  G[q] -= r[q] - 1/2.
+
+    *Claim (exact arithmetic).*  Let F[j] = f(j) + e_j with f(j) in 0..n-1 and G[q] = g + d
+    with g = g(q) an integer in 0..n-1, and M|d| + |e_j| <= c for every j.  Then the new
+    F[q] is f(g) + e_g exactly (the noise d of the fetched code cancels; F's own noise is
+    passed on unamplified) and G is cleared exactly.
+
+    *Proof.*  Write a_j = F[j] + c, so |e_j| <= c - M|d| gives M|d| <= a_j <= n - 1 + 2c - M|d|
+    = M - M|d| (as 2c = M - n + 1).  For j < g both units are active (their arguments are
+    at least a_j + M(1 + d) - M >= 0), and u - v = M.  For j = g, u = a_g + M d >= 0 and
+    v = relu(a_g + M d - M) = 0.  For j > g, u <= relu(a_j + M d - M) = 0 and v = 0.  So
+    sum_j (u - v) = M g + a_g + M d = M G[q] + F[g] + c.  As G[q] >= -c/M >= -1/2 and
+    F[q] + c >= 0, M r = M G[q] + M/2 and p = F[q] + c; the update is
+    F[g] + c - M/2 - F[q] - c + M/2 = F[g] - F[q].  Likewise G[q] - (r - 1/2) = 0.  QED.
+    With exact F this is an input tolerance |d| <= c / M (>= 1/4) on G, recorded as
+    ``input_tolerance``.
+
+    *Claim (floating point, unit roundoff u = eps/2).*  If every F[j] is an exact integer and
+    |M d| (1 + u) < u/4, and the magnitude bound ``magnitude`` below is under 1/eps,
+    the MLP computes f(g) - F[q] exactly in that arithmetic, whatever the summation order.
+    *Proof.*  Every weight is an integer and every bias a multiple of 1/2, so each
+    pre-activation is an exact multiple of 1/2 (its *exact part*, what it would be at
+    d = 0) plus at most one small term from the product G[q] * M, itself rounded to
+    M g or to (M d)(1 + theta), |theta| <= u.  Every partial sum is then an exact part
+    (a multiple of 1/2 below 1/eps in magnitude, hence representable) plus a small part
+    under u/4: adding to an exact part of magnitude >= 1/2, whose neighbouring floats are
+    >= u/2 away, rounds the small part off; an exact part of 0 keeps it unchanged.  The
+    final exact parts are nonzero (at least c >= 1/2 in magnitude for u, v, and >= 1/2 for
+    r, p), so every hidden unit is its exact part; the output then sums integer multiples
+    of multiples of 1/2 below 1/eps, exactly.  QED.  Then the new F is again exact
+    integers, and the scratch keeps at most the small part (for g = 0).
+    ``exact_input_noise`` records u / (4 M (1 + u)); the scan sets its attention
+    temperature so that the fetched codes stay within it over all its layers.
     """
     n = len(F)
     assert len(G) == n
-    w, b, to_onehot = step_units(n)
-    k = len(w)  # step units per G coordinate
-    n_steps = n * k
-    carry = carry_units(2 * n)
-    n_carry = carry.shape[1]
-    W1 = np.zeros((2 * n, n_steps + n_carry))  # rows: F, G
-    b1 = np.zeros(n_steps + n_carry)
+    M, c = compose_slope(n)
+    j = np.arange(n, dtype=np.float64)
+    H = 2 * n * n + 2 * n
+    W1 = np.zeros((2 * n, H))  # rows: F, G
+    b1 = np.zeros(H)
+    W2 = np.zeros((H, 2 * n))  # columns: F, G
+    b2 = np.concatenate([np.full(n, M / 2), np.full(n, 0.5)])
     for q in range(n):
-        W1[n + q, q * k : (q + 1) * k] = w
-        b1[q * k : (q + 1) * k] = b
-    W1[:, n_steps:] = carry
-    # hidden 2
-    big = float(n)  # exceeds every code value F[q'] <= n - 1
-    W2 = np.zeros((n_steps + n_carry, n * n + n_carry))
-    b2 = np.zeros(n * n + n_carry)
-    ob = onehot_bias(n)
-    for q in range(n):
-        for qq in range(n):
-            col = q * n + qq
-            W2[q * k : (q + 1) * k, col] = big * to_onehot[:, qq]
-            W2[n_steps + qq, col] += 1.0  # + F[q'] = relu(F[q']) - relu(-F[q'])
-            W2[n_steps + 2 * n + qq, col] -= 1.0
-            b2[col] = big * ob[qq] - big
-    W2[n_steps:, n * n :] = np.eye(n_carry)
-    # output; columns: F, G
-    W3 = np.zeros((n * n + n_carry, 2 * n))
-    for q in range(n):
-        W3[q * n : (q + 1) * n, q] = 1.0
-    off = n * n
-    # carry layout: [relu(F) (n), relu(G) (n), relu(-F) (n), relu(-G) (n)]
-    Fp, Gp, Fm, Gm = (off + i * n + np.arange(n) for i in range(4))
-    Fc, Gc = np.arange(n), n + np.arange(n)
-    W3[Fp, Fc] -= 1.0
-    W3[Fm, Fc] += 1.0
-    W3[Gp, Gc] -= 1.0
-    W3[Gm, Gc] += 1.0
-    b3 = np.zeros(2 * n)
-    notes = {"kind": "compose", "n": n, "step_slope": 1 / STEP_TOLERANCE,
-             "input_tolerance": STEP_TOLERANCE, "selector_weight": big}
-    return MLP(name, [W1, W2, W3], [b1, b2, b3], notes, reads=names(F, G), writes=names(F, G))
-
-
-def distance_units(name: str, X: Subspace, n_values: int, out: Subspace) -> MLP:
-    """Write a[i,v] = relu(X[i] - v) and b[i,v] = relu(v - X[i]) into ``out`` (2 n n_values dims).
-
-    For an exact integer vector X, sum_i a[i,s_i] + b[i,s_i] = ||X - s||_1, which is 0
-    for s = X and at least 1 otherwise: a linear unembedding of these units picks the
-    matching element with logit margin 1.
-    """
-    n = len(X)
-    assert len(out) == 2 * n * n_values
-    W1 = np.zeros((n, 2 * n * n_values))
-    b1 = np.zeros(2 * n * n_values)
-    for i in range(n):
-        for v in range(n_values):
-            ja, jb = (i * n_values + v) * 2, (i * n_values + v) * 2 + 1
-            W1[i, ja], b1[ja] = 1.0, -float(v)
-            W1[i, jb], b1[jb] = -1.0, float(v)
-    W2 = np.zeros((2 * n * n_values, len(out)))
-    W2[np.arange(2 * n * n_values), np.arange(len(out))] = 1.0
-    return MLP(name, [W1, W2], [b1, np.zeros(len(out))], {"kind": "distance", "n": n, "values": n_values},
-               reads=X.names, writes=out.names)
+        u = 2 * n * q + 2 * np.arange(n)  # u[q, j]; v[q, j] follows it
+        for cols, shift in ((u, 0.0), (u + 1, 1.0)):
+            W1[np.arange(n), cols] = 1.0  # F[j]
+            W1[n + q, cols] = M  # G[q]
+            b1[cols] = c - M * (j + shift)
+        W2[u, q] = 1.0
+        W2[u + 1, q] = -1.0
+    r, p = 2 * n * n + np.arange(n), 2 * n * n + n + np.arange(n)
+    W1[n + np.arange(n), r] = 1.0
+    W1[np.arange(n), p] = 1.0
+    b1[r], b1[p] = 0.5, c
+    W2[r, np.arange(n)] = -M
+    W2[p, np.arange(n)] = -1.0
+    W2[r, n + np.arange(n)] = -1.0
+    u_round = eps / 2
+    # largest sum of |terms| in any output (u, v at g = n-1, then M r, p and the bias)
+    a_max = (n - 1) + c
+    magnitude = (2 * n - 1) * a_max + M * (n - 1) ** 2 + M * (n - 0.5) + a_max + M / 2
+    notes = {"kind": "compose", "n": n, "slope": M, "offset": c, "input_tolerance": c / M,
+             "exact_input_noise": u_round / (4 * M * (1 + u_round)), "magnitude": magnitude,
+             "float_exact": magnitude < 1 / eps}
+    return MLP(name, [W1, W2], [b1, b2], notes, reads=names(F, G), writes=names(F, G))
 
 
 # --- constant-depth gadgets (Theorem 11): counters, memory units, table lookups ------------

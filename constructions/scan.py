@@ -5,15 +5,26 @@ Residual subspaces:
   ``pos:*``               position code (constructions/positions.py)
   ``scan:map[x]``         integer code of f_t(x), the running transition map on points x
   ``scan:prev[x]``        scratch: the map fetched from t - 2^(l-1); cleared by the MLP
-  ``readout:dist[...]``   only for element readouts (compiler/representation.py)
 
 Embedding: symbol a writes its transition map, BOS the identity map.  Layer l
 fetches f_(t - 2^(l-1)) (BOS's identity when that position does not exist) and
-the composition MLP (Lemma 14) replaces f_t by "f_(t-2^(l-1)), then f_t", in place.
-After layer l, position t holds the map of letters max(1, t-2^l+1)..t -- the
-invariant the verifier checks -- so after ceil(log2 T) layers it holds
-delta(., sigma_1..sigma_t) and the state is f_t(q0).  The start state enters only
-the unembedding, so one model serves every start state (:func:`readout`).
+the composition MLP (:func:`constructions.gadgets.compose_mlp`: one hidden layer of
+2m^2 + 2m units on m points, the role of Lemma 14) replaces f_t by
+"f_(t-2^(l-1)), then f_t", in place.  After layer l, position t holds the map of
+letters max(1, t-2^l+1)..t -- the invariant the verifier checks -- so after
+ceil(log2 T) layers it holds delta(., sigma_1..sigma_t) and the state is f_t(q0).
+The start state enters only the unembedding, so one model serves every start state
+(:func:`readout`).
+
+Exactness in floating point (:func:`head_tolerance`): the composition MLP computes
+exactly, in the model's dtype, on exact integer maps and fetched codes within
+``exact_input_noise`` = u / (4M(1+u)) of an integer (u the unit roundoff, M = 2(m-1)
+its slope).  Each head's temperature is set so that the fetched codes, and the
+sub-rounding residue they leave in the scratch over all layers, stay within that:
+then every map in the residual stream is an exact integer after every layer, at any
+max_len, as long as the MLP's sums stay below 1/eps (``magnitude``; m up to ~160 in
+float32) and the position code resolves its score gap (``position_precision_margin``).
+In exact arithmetic the MLP tolerates fetched noise up to 1/4 (``input_tolerance``).
 """
 
 from __future__ import annotations
@@ -31,9 +42,9 @@ from compiler.automata.spec import Semiautomaton
 from . import scan_checks
 from .budget import MAX_PARAMS
 from .construction import Construction, Cost
-from .gadgets import compose_mlp, distance_units, offset_head
+from .gadgets import compose_mlp, offset_head
 from .positions import position_code, position_table
-from .program import Block, Program, fuse
+from .program import Block, Program
 from .workspace import Workspace, workspace_from_meta
 
 NAME = "scan"
@@ -48,46 +59,72 @@ def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start:
     """Unembedding (W_U, b_U) giving one logit per state for start state ``start``.
 
     Natural action: x = f_t(q0) is an exact integer code in ``scan:map[q0]``;
-    logit_q = 2 q x - q^2 is maximal at q = x with margin (x - q)^2 >= 1.
-    Element readout: logit_q = -||f_t - s_q||_1 over the distance units, where
-    s_q is the unique group element with q0.s_q = q (margin >= 1).
+    logit_q = 2 q x - q^2 = x^2 - (x - q)^2 is maximal at q = x with margin >= 1.
+    Element readout: x = f_t is the whole map on the points, and
+    logit_q = 2 <s_q, x> - ||s_q||^2 = ||x||^2 - ||x - s_q||^2, where s_q is the map of the
+    unique group element with q0.s_q = q; the elements' maps are distinct integer
+    vectors (the action is faithful), so the margin is again >= 1.  Both are linear.
     """
     n = automaton.n_states
     W_U = np.zeros((ws.d_model, n))
     b_U = np.zeros(n)
+    F = ws["scan:map"]
     if rep.natural:
-        x = ws["scan:map"][start]
+        x = F[start]
         for q in range(n):
             W_U[x, q] = 2.0 * q
             b_U[q] = -float(q * q)
         return W_U, b_U
-    dist = ws["readout:dist"]
-    m = rep.n_points
     for point_map, state_map in rep.elements:
         q = state_map[start]
-        for i in range(m):
-            base = (i * m + point_map[i]) * 2
-            W_U[dist[base], q] -= 1.0
-            W_U[dist[base + 1], q] -= 1.0
+        s = np.asarray(point_map, dtype=np.float64)
+        W_U[list(F.dims), q] = 2.0 * s
+        b_U[q] = -float(s @ s)
     return W_U, b_U
 
 
-def estimated_params(n_points: int, max_len: int) -> int:
-    """Parameters of a scan model on ``n_points`` points (dense weights, Lemma 14 widths)."""
+def layer_params(n_points: int, max_len: int, positions: str = "sinusoidal") -> int:
+    """Parameters of one scan block (one head, one composition MLP) as the model stores them:
+    d_model = 2 + position dims + 2m, d_head = max(position dims + 1, m), MLP hidden 2m^2 + 2m."""
     m = n_points
-    h1, h2 = 2 * m * (m - 1) + 4 * m, m * m + 4 * m
-    d = 2 * m + 2 + 2 * (math.ceil(math.log2(max_len + 1)) + 1)
-    return n_scan_layers(max_len) * (d * h1 + h1 * h2 + h2 * d + 4 * d * (m + 1))
+    c = position_code(positions, max_len).dim
+    d = 2 + c + 2 * m
+    d_head = max(c + 1, m)
+    hidden = 2 * m * m + 2 * m
+    return 4 * d * d_head + d * hidden + hidden + hidden * d + d
 
 
-def check_budget(n_points: int, max_len: int, max_params: int) -> None:
+def estimated_params(rep: Representation, max_len: int, positions: str = "sinusoidal") -> int:
+    """Parameters of the scan model :func:`build` makes for ``rep`` (exactly: embeddings,
+    blocks, unembedding)."""
+    m = rep.n_points
+    d = 2 + position_code(positions, max_len).dim + 2 * m
+    n_symbols = len(rep.letter_maps)
+    n_states = m if rep.natural else len(rep.block_of)
+    return ((n_symbols + 1) * d + (max_len + 1) * d + n_scan_layers(max_len) * layer_params(m, max_len, positions)
+            + d * n_states + n_states)
+
+
+def check_budget(rep: Representation, max_len: int, positions: str, max_params: int) -> None:
     """Refuse (BudgetError) a scan model larger than ``max_params``."""
-    est = estimated_params(n_points, max_len)
+    est = estimated_params(rep, max_len, positions)
     if est > max_params:
         raise BudgetError(
-            f"a scan model composing maps on {n_points} points at max_len {max_len} would have about "
-            f"{est:,} parameters, over the budget of {max_params:,}; the MLP width grows like |Q|^2"
+            f"a scan model composing maps on {rep.n_points} points at max_len {max_len} would have "
+            f"{est:,} parameters, over the budget of {max_params:,}; each layer grows like 8|Q|^3"
         )
+
+
+def head_tolerance(mlp_notes: dict[str, Any], n_layers: int) -> float:
+    """How far a look-back head may move a fetched code: half of the composition MLP's
+    ``exact_input_noise`` shared by the ``n_layers`` layers.
+
+    A head's output is within its tolerance of the code it selects; when the code is 0 the
+    (sub-rounding) difference stays in the scratch after the MLP clears it, and the next
+    fetch adds to it, so over the layers the scratch carries at most n_layers times the
+    tolerance, times (1 + (T+1)u) <= 2 for the rounding of the heads' own sums.  The MLP's
+    float claim (:func:`constructions.gadgets.compose_mlp`) then holds at every layer."""
+    return mlp_notes["exact_input_noise"] / (2 * n_layers)
 
 
 def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal",
@@ -98,14 +135,12 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     position code's score gap survives rounding (recorded, and warned about)."""
     rep = rep or choose(automaton)
     m = rep.n_points
-    check_budget(m, max_len, max_params)
+    check_budget(rep, max_len, positions, max_params)
     code = position_code(positions, max_len)
     ws = Workspace()
     one, bos = ws.add("one"), ws.add("bos")
     pos = ws.add("pos", code.labels)
     F, G = ws.add("scan:map", m), ws.add("scan:prev", m)
-    if not rep.natural:
-        ws.add("readout:dist", [f"{d}{i},{v}" for i in range(m) for v in range(m) for d in ("above", "below")])
     d = ws.d_model
 
     W_E = np.zeros((automaton.n_symbols + 1, d))
@@ -120,11 +155,11 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     blocks = []
     L = n_scan_layers(max_len)
     for l in range(1, L + 1):
-        head = offset_head(f"scan{l}.lookback", pos, code, bos, one, 2 ** (l - 1), F, G, value_range=m - 1)
-        blocks.append(Block([head], compose_mlp(f"scan{l}.compose", F, G)))
-    if not rep.natural:
-        last = blocks[-1]
-        last.mlp = fuse(last.mlp, distance_units("readout", F, m, ws["readout:dist"]))
+        mlp = compose_mlp(f"scan{l}.compose", F, G, eps=eps)
+        tol = head_tolerance(mlp.notes, L)
+        head = offset_head(f"scan{l}.lookback", pos, code, bos, one, 2 ** (l - 1), F, G, value_range=m - 1,
+                           tolerance=tol)
+        blocks.append(Block([head], mlp))
     W_U, b_U = readout(rep, automaton, ws, automaton.start)
     margin = code.precision_margin(eps)
     warnings = []
@@ -132,6 +167,12 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
         warnings.append(
             f"{positions} positions at max_len {max_len}: the attention score gap is below the rounding error of "
             f"this dtype (margin {margin:.2g}); expect wrong look-backs -- use sinusoidal positions or float64"
+        )
+    compose = blocks[0].mlp.notes
+    if not compose["float_exact"]:
+        warnings.append(
+            f"composing maps on {m} points: the composition MLP's sums reach {compose['magnitude']:,.0f}, beyond "
+            f"1/eps = {1 / eps:,.0f} where this dtype still holds every half-integer; expect rounding -- use float64"
         )
     meta = {
         "method": NAME,
@@ -141,6 +182,9 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
         NAME: {
             "n_points": m,
             "natural": rep.natural,
+            "compose": {k: compose[k] for k in ("slope", "offset", "input_tolerance", "exact_input_noise",
+                                                "magnitude", "float_exact")}
+                       | {"head_tolerance": head_tolerance(compose, L)},
             "letter_maps": [list(x) for x in rep.letter_maps],
             "elements": None if rep.natural else [[list(p), list(s)] for p, s in rep.elements],
         },
@@ -175,7 +219,7 @@ def set_start(model, rep: Representation, start: str) -> None:
 
 
 def estimate(rep: Representation, max_len: int, positions: str = "sinusoidal") -> Cost:
-    return Cost(n_scan_layers(max_len), estimated_params(rep.n_points, max_len))
+    return Cost(n_scan_layers(max_len), estimated_params(rep, max_len, positions))
 
 
 def build_plan(automaton: Semiautomaton, rep: Representation, *, max_len: int, eps: float,

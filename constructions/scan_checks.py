@@ -3,6 +3,12 @@
 After layer l, position t holds in ``scan:map`` the map of its last 2^l letters (exact
 integer codes, compared with :func:`compiler.automata.simulate.window_maps`) and the
 scratch ``scan:prev`` is cleared; head l attends to t - 2^(l-1) (or BOS).
+
+Margins: per head the score gap and leaked mass against the derived bound; per
+composition MLP the noise of its inputs -- the fetched codes against both its
+exact-arithmetic ``input_tolerance`` (1/4) and its float ``exact_input_noise`` (below which
+it computes bit-exactly, constructions/gadgets.compose_mlp), and the maps' own distance
+from integers (0 when every layer was bit-exact).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from .margins import target_margins
 def invariants(model, plan: Representation, tokens: np.ndarray) -> dict[str, Any]:
     """Decode ``scan:map`` / ``scan:prev`` after every layer and compare with the exact windows;
     measure each lookback head (score gap and leaked mass at t - 2^(l-1)) and each composition
-    MLP (noise of its integer inputs against the step units' tolerance)."""
+    MLP (noise of its integer inputs against its tolerances, see the module docstring)."""
     F, G = model.subspace("scan:map"), model.subspace("scan:prev")
     letter_maps = np.asarray(plan.letter_maps)
     L = len(model.blocks)
@@ -50,13 +56,18 @@ def invariants(model, plan: Representation, tokens: np.ndarray) -> dict[str, Any
                       "derived_leak_bound": notes.get("leak_bound"), "score_gap": notes.get("score_gap")})
         mid = cache[f"blocks.{l}.hook_resid_mid"].double().numpy()
         noise_prev = float(np.abs(mid[..., G] - np.rint(mid[..., G])).max())
-        noise = max(noise_prev, float(np.abs(mid[..., F] - np.rint(mid[..., F])).max()))
-        tol = model.meta["layers"][l]["mlp"].get("input_tolerance")
+        noise_map = float(np.abs(mid[..., F] - np.rint(mid[..., F])).max())
+        noise = max(noise_prev, noise_map)
+        mlp_notes = model.meta["layers"][l]["mlp"]
+        tol, exact_noise = mlp_notes.get("input_tolerance"), mlp_notes.get("exact_input_noise")
         heads[-1]["worst_mlp_input_noise"] = noise_prev
         heads[-1]["mlp_input_tolerance"] = tol
-        mlps.append({"layer": l + 1, "mlp": model.meta["layers"][l]["mlp"].get("kind", "compose"),
+        mlps.append({"layer": l + 1, "mlp": mlp_notes.get("kind", "compose"),
                      "inputs": "scan:map, scan:prev", "input_tolerance": tol, "worst_input_noise": noise,
-                     "distance_to_boundary": None if tol is None else tol - noise})
+                     "distance_to_boundary": None if tol is None else tol - noise,
+                     "worst_fetched_noise": noise_prev, "worst_map_noise": noise_map,
+                     "exact_input_noise": exact_noise,
+                     "bit_exact": None if exact_noise is None else bool(noise_map == 0 and noise_prev < exact_noise)})
     if worst_scratch >= STEP_TOLERANCE:
         failures.append(f"scan:prev not cleared (max |value| {worst_scratch:.3g})")
     return {"checked": "scan windows per layer", "sequences": int(tokens.shape[0]),

@@ -91,8 +91,9 @@ def test_scan_declarations(name):
 
 def test_scan_covers_element_readout():
     program, meta = scan.build(catalog_build("dihedral:3"), max_len=9)
-    assert not meta["scan"]["natural"]  # the distance units are fused into the last MLP
-    assert "readout:dist" in program.blocks[-1].mlp.writes and check_declarations(program)
+    assert not meta["scan"]["natural"]  # read out by group element, linearly: no extra units
+    assert program.blocks[-1].mlp.hidden_sizes == program.blocks[0].mlp.hidden_sizes
+    assert check_declarations(program) == 2 * len(program.blocks)
 
 
 @pytest.mark.parametrize("name", ["parity", "flipflop", "memory:3", "quaternion", "symmetric:4", "grid:4",

@@ -4,13 +4,15 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 
 from constructions.budget import STEP_TOLERANCE
 from constructions.gadgets import (
     compose_mlp,
-    distance_units,
+    compose_slope,
     offset_head,
     onehot_bias,
+    round_mlp,
     step_units,
 )
 from constructions.positions import position_code, position_table
@@ -64,8 +66,12 @@ def _compose_workspace(n):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_compose_mlp_is_exact_on_all_pairs(n):
+    """Exact arithmetic (float64 here): fetched codes anywhere within the input tolerance."""
     ws, F, G = _compose_workspace(n)
-    mlp = compose_mlp("c", F, G).embed(ws)
+    mlp = compose_mlp("c", F, G)
+    tol = mlp.notes["input_tolerance"]
+    assert tol >= STEP_TOLERANCE and mlp.hidden_sizes == [2 * n * n + 2 * n]
+    mlp = mlp.embed(ws)
     rng = np.random.default_rng(0)
     maps = list(itertools.product(range(n), repeat=n))
     if len(maps) > 60:
@@ -74,20 +80,56 @@ def test_compose_mlp_is_exact_on_all_pairs(n):
         for g in maps:
             x = np.zeros(ws.d_model)
             x[list(F.dims)] = f
-            x[list(G.dims)] = np.array(g) + rng.uniform(-0.2, 0.2, n)
+            x[list(G.dims)] = np.array(g) + rng.choice([-1, 1], n) * rng.uniform(0.9 * tol, tol, n)
             y = x + mlp(x)
             assert np.allclose(y[list(F.dims)], [f[g[q]] for q in range(n)], atol=1e-9)
-            assert np.all(y[list(G.dims)] == 0)
+            assert np.allclose(y[list(G.dims)], 0, atol=1e-12)
+
+
+def test_compose_mlp_fails_beyond_its_tolerance():
+    ws, F, G = _compose_workspace(4)
+    mlp = compose_mlp("c", F, G).embed(ws)
+    x = np.zeros(ws.d_model)
+    x[list(F.dims)] = [3, 0, 1, 2]
+    x[list(G.dims)] = [1, 1, 1 - 0.25, 1 - 0.3]  # at the tolerance c/M = 1/4, and 0.05 past it
+    y = (x + mlp(x))[list(F.dims)]
+    assert np.allclose(y[:3], [0, 0, 0], atol=1e-9)
+    assert y[3] == pytest.approx(0.05 * 6)  # f(1) = 0 gets the unit's clipped part, 0.05 times the slope 6
+
+
+@pytest.mark.parametrize("n", [2, 7, 32, 64])
+def test_compose_mlp_is_bitwise_exact_in_float32(n):
+    """The float claim: exact integer maps and fetched codes within ``exact_input_noise`` of an
+    integer give exact integer results in float32 (torch matmuls, any summation order)."""
+    ws, F, G = _compose_workspace(n)
+    gadget = compose_mlp("c", F, G, eps=2.0**-23)
+    M, _ = compose_slope(n)
+    assert gadget.notes["slope"] == M == max(1, 2 * (n - 1)) and gadget.notes["float_exact"]
+    noise = gadget.notes["exact_input_noise"]
+    dense = gadget.embed(ws)
+    W = [torch.from_numpy(w).float() for w in dense.weights]
+    b = [torch.from_numpy(v).float() for v in dense.biases]
+    rng = np.random.default_rng(n)
+    B = 256
+    f = rng.integers(0, n, (B, n))
+    g = rng.integers(0, n, (B, n))
+    x = np.zeros((B, ws.d_model))
+    x[:, list(F.dims)] = f
+    x[:, list(G.dims)] = g + rng.uniform(-noise, noise, (B, n)) * ((rng.random((B, n)) < 0.5) | (g == 0))
+    xt = torch.from_numpy(x).float()
+    y = xt + (torch.relu(xt @ W[0] + b[0]) @ W[1] + b[1])
+    want = np.take_along_axis(f, g, axis=1)
+    assert torch.equal(y[:, list(F.dims)], torch.from_numpy(want).float())
 
 
 def test_fuse_equals_sequential_application():
     ws, F, G = _compose_workspace(3)
-    out = ws.add("dist", 2 * 3 * 3)
+    out = ws.add("rounded", 3)
     first = compose_mlp("c", F, G)
-    second = distance_units("r", F, 3, out)
+    second = round_mlp("r", F, 3, out)
     fused = fuse(first, second).embed(ws)
     first, second = first.embed(ws), second.embed(ws)
-    assert len(fused.hidden_sizes) == 3
+    assert len(fused.hidden_sizes) == 2
     rng = np.random.default_rng(1)
     for _ in range(50):
         x = np.zeros(ws.d_model)
@@ -96,19 +138,6 @@ def test_fuse_equals_sequential_application():
         y1 = x + first(x)
         y2 = y1 + second(y1)
         np.testing.assert_allclose(x + fused(x), y2, atol=1e-9)
-
-
-def test_distance_units_give_l1_distance():
-    ws = Workspace()
-    X = ws.add("X", 2)
-    out = ws.add("d", 2 * 2 * 4)
-    mlp = distance_units("d", X, 4, out).embed(ws)
-    x = np.zeros(ws.d_model)
-    x[list(X.dims)] = [3, 1]
-    units = mlp(x)[list(out.dims)]
-    for s in itertools.product(range(4), repeat=2):
-        d = sum(units[(i * 4 + s[i]) * 2] + units[(i * 4 + s[i]) * 2 + 1] for i in range(2))
-        assert d == abs(3 - s[0]) + abs(1 - s[1])
 
 
 def test_offset_head_selects_offset_or_bos():
@@ -309,7 +338,6 @@ def _gadgets():
     one, bos, absorb, rec = ws.add("one"), ws.add("bos"), ws.add(ABSORB), ws.add("rec")
     pos = ws.add("pos", code.labels)
     F, G = ws.add("F", 3), ws.add("G", 3)
-    dist = ws.add("dist", 2 * 3 * 3)
     inc, mean, new, old = ws.add("inc"), ws.add("mean"), ws.add("new"), ws.add("old")
     inc2, mean2 = ws.add("inc2"), ws.add("mean2")
     flag, target, fetched = ws.add("flag"), ws.add("target"), ws.add("fetched")
@@ -321,7 +349,6 @@ def _gadgets():
         prefix_mean_head("mean", absorb, bos, incs, means, mass=40),
         recent_flag_head("recent", flag, rec, one, target, fetched, 16, value_range=2),
         compose_mlp("compose", F, G),
-        distance_units("distance", F, 3, dist),
         round_mlp("round", G, 3, F),
         residue_mlp("residue", join("counts", [mean, inc]), residue_range(0, 30, 4), new,
                     (np.arange(4) % 3)[:, None].astype(float), weights=(40.0, -1.0), shift=1, bos=bos),

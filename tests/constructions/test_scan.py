@@ -1,12 +1,17 @@
 """The scan construction (Theorem 10) end to end: compile, verify, invariants, size."""
 
 import math
+import random
 
 import pytest
 import torch
 
 import compiler
-from compiler.automata.catalog import paper_suite
+from compiler.automata.catalog import build as catalog_build
+from compiler.automata.catalog import paper_suite, random_automaton
+from compiler.automata.representation import choose
+from constructions import scan
+from constructions.budget import MAX_PARAMS
 from constructions.scan import n_scan_layers
 from verify.check import verify
 
@@ -22,6 +27,82 @@ def test_catalog_compiles_and_verifies_at_128(name):
     assert r.exact, r.counterexample
     assert r.invariants["failures"] == []
     assert r.margins["readout_min_logit_margin"] >= 1.0 - 1e-3
+
+
+@pytest.mark.parametrize("name", ["parity", "symmetric:5", "dyck:2,2", "memory:3"])
+def test_every_composition_is_bit_exact(name):
+    """Maps stay exact integers after every layer in float32 (the compose MLP's float claim with
+    the heads' derived temperature), and the margins say so."""
+    model = compiler.compile_automaton(name, max_len=40, method="scan")
+    r = verify(model, samples=2, exhaustive_budget=128, family_limit=2)
+    assert r.exact and r.invariants["worst_map_deviation"] == 0.0
+    mlps = r.margins["mlps"]
+    assert len(mlps) == len(model.blocks)
+    for x in mlps:
+        assert x["bit_exact"] and x["worst_map_noise"] == 0.0
+        assert x["worst_fetched_noise"] < x["exact_input_noise"] < x["input_tolerance"] == 0.25
+    for h in r.margins["heads"]:
+        assert h["worst_leaked_mass"] <= h["derived_leak_bound"]
+
+
+@pytest.mark.parametrize("name,T,positions", [("parity", 1, "sinusoidal"), ("dyck:4,2", 100, "sinusoidal"),
+                                              ("symmetric:5", 64, "sinusoidal"), ("dihedral:3", 33, "circle"),
+                                              ("memory:3", 300, "sinusoidal")])
+def test_estimate_is_the_built_parameter_count(name, T, positions):
+    model = compiler.compile_automaton(name, max_len=T, method="scan", positions=positions)
+    n = sum(p.numel() for p in model.parameters())
+    rep = choose(model.automaton)
+    assert scan.estimated_params(rep, T, positions) == n == scan.estimate(rep, T, positions).params
+    per_layer = sum(p.numel() for p in model.blocks[0].parameters())
+    assert all(sum(p.numel() for p in b.parameters()) == per_layer for b in model.blocks)
+    assert scan.layer_params(rep.n_points, T, positions) == per_layer
+
+
+def test_dyck_4_2_fits_in_5m_parameters():
+    """O(m^3) per layer: 2.5M at T = 100 (19.0M with Lemma 14's dense m^2-wide middle layer)."""
+    model = compiler.compile_automaton("dyck:4,2", max_len=100, method="scan")
+    assert model.info()["n_layers"] == 7
+    assert model.info()["n_params"] <= 5_000_000
+    m = model.meta["scan"]["n_points"]
+    assert sum(p.numel() for p in model.blocks[0].parameters()) <= 16 * m**3
+
+
+def test_random_64_state_automaton_fits_the_default_budget():
+    a = random_automaton(random.Random(64), 64, 4, family="mixed")
+    rep = choose(a)
+    assert rep.n_points == 64
+    assert scan.estimated_params(rep, 256) <= MAX_PARAMS
+    model = compiler.compile_automaton(a, max_len=256, method="scan")
+    assert model.info()["n_layers"] == 8
+    toks = torch.randint(0, a.n_symbols, (1, 256), generator=torch.Generator().manual_seed(0))
+    assert model.predict(toks)[0].tolist() == a.run(toks[0].tolist())
+
+
+@pytest.mark.slow
+def test_random_64_state_automaton_verifies_exact_at_256():
+    a = random_automaton(random.Random(64), 64, 4, family="mixed")
+    model = compiler.compile_automaton(a, max_len=256, method="scan")
+    r = verify(model, samples=8, exhaustive_budget=512)
+    assert r.exact and all(x["bit_exact"] for x in r.margins["mlps"])
+
+
+def test_composition_beyond_the_dtype_warns():
+    """When the MLP's sums exceed 1/eps the float claim no longer holds: the build says so."""
+    _, meta = scan.build(catalog_build("memory:3"), max_len=8, eps=2.0**-4)
+    assert not meta["scan"]["compose"]["float_exact"]
+    assert any("composition MLP" in w for w in meta["warnings"])
+    _, meta = scan.build(catalog_build("memory:3"), max_len=8)
+    assert meta["scan"]["compose"]["float_exact"] and not meta["warnings"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T", [64, 256, 1024])
+@pytest.mark.parametrize("name", ACCEPTANCE)
+def test_catalog_sweep_exact_and_bit_exact(name, T):
+    model = compiler.compile_automaton(name, max_len=T, method="scan")
+    r = verify(model, samples=2, exhaustive_budget=256, family_limit=2)
+    assert r.exact, r.counterexample
+    assert all(x["bit_exact"] for x in r.margins["mlps"])
 
 
 @pytest.mark.slow
