@@ -42,6 +42,8 @@ OPTIONAL_MODULES = ("transformer_lens", "nnsight")
 """Optional extras: a python block importing one of them runs where its imports work and is
 skipped elsewhere (the TransformerLens 4.x block in an environment with the extra, the 3.9 block
 in one with TransformerLens 3.9)."""
+NEEDS = {"to_transformer_bridge(": "import transformer_lens.model_bridge"}
+"""Calls that import an optional extra inside the library, and the import they need."""
 
 _FENCE = re.compile(r"^```([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _PIP_PREFIX = re.compile(r"\A(?:pip install [^&\n]*&&\s*)+")
@@ -151,8 +153,9 @@ def test_bash_block_runs(block: Block, tmp_path: Path) -> None:
 
 
 def missing_optional(text: str) -> str | None:
-    """The first import line of an optional module (:data:`OPTIONAL_MODULES`) that fails here, or None."""
-    for line in text.splitlines():
+    """The first import line of an optional module (:data:`OPTIONAL_MODULES`, or one a call of
+    :data:`NEEDS` makes) that fails here, or None."""
+    for line in [*text.splitlines(), *(need for call, need in NEEDS.items() if call in text)]:
         m = re.match(r"\s*(?:from|import)\s+([\w.]+)", line)
         if m and m.group(1).split(".")[0] in OPTIONAL_MODULES:
             try:
