@@ -59,7 +59,7 @@ def _region(stage: int) -> int:
     return (stage + 1) % 2
 
 
-def _hidden(block) -> list[torch.Tensor]:
+def _hidden(block) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(weights, biases) of a block's MLP in order, W_in first and W_out last; [] without MLP."""
     if block.mlp is None:
         return []
