@@ -29,6 +29,7 @@ from .automata.errors import InputError, ShortcutError
 from .automata.formats import parse_alphabet
 from .automata.load import load_spec
 from .automata.version import __version__
+from .export import FORMATS, save_transformer_lens, to_transformer_lens
 from .pipeline import DTYPES, compile_automaton, methods, require_intact_header, set_start
 
 EXIT_OK, EXIT_NOT_EXACT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -394,6 +395,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if result.exact else EXIT_NOT_EXACT
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    out = writable_dir(args.output, "output directory")
+    model = load(args.model)
+    export = to_transformer_lens(model)
+    paths: list = []
+    _write(out, "output directory", lambda: paths.extend(save_transformer_lens(export, out)))
+    c = export.config
+    scratch = c["d_model"] - model.config["d_model"]
+    print(f"exported {model.automaton.name} ({model.meta.get('method')}) for TransformerLens: {c['n_layers']} blocks "
+          f"from {len(model.blocks)} layers, d_model {c['d_model']} ({scratch} scratch), {c['n_heads']} heads, "
+          f"d_mlp {c['d_mlp']} -> {', '.join(str(p) for p in paths)}")
+    return EXIT_OK
+
+
 def cmd_decompose(args: argparse.Namespace) -> int:
     dot = writable_file(args.dot, "DOT file") if args.dot is not None else None
     cascade = decompose(load_spec(args.spec, complete=args.complete))
@@ -432,6 +447,9 @@ EXAMPLES = {
   shortcut verify q8.safetensors
   shortcut verify q8.safetensors --report out/ --samples 256
   shortcut verify q8.safetensors --exhaustive-budget 100000 --json""",
+    "export": """examples:
+  shortcut export q8.safetensors --format transformer-lens -o q8-tl/
+  (then, with the transformer-lens extra: compiler.export.to_transformer_bridge, see the README)""",
     "decompose": """examples:
   shortcut decompose quaternion
   shortcut decompose symmetric:4 --json
@@ -510,6 +528,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at most this many sequences per adversarial family (default: all of them)")
     v.add_argument("--json", action="store_true", help="the report as one JSON object")
     v.set_defaults(func=cmd_verify)
+
+    x = _sub(sub, "export", "write a compiled model in another library's layout (TransformerLens: safetensors "
+                            "state dict, config.json, map.json)")
+    x.add_argument("model", help="a checkpoint written by `shortcut compile`")
+    x.add_argument("--format", default=FORMATS[0], choices=list(FORMATS), help="the target layout")
+    x.add_argument("-o", "--output", required=True, metavar="DIR", help="the directory to write (created)")
+    x.set_defaults(func=cmd_export)
 
     d = _sub(sub, "decompose", "Krohn-Rhodes decomposition into a verified cascade of counters and resets")
     d.add_argument("spec", help="a JSON spec file or a catalog name")

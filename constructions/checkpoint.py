@@ -37,7 +37,7 @@ def _canonical(obj) -> str:
 _DTYPE_CODES = {torch.float32: "F32", torch.float64: "F64"}
 
 
-def _serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+def serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
     """safetensors bytes with a canonical header (sorted keys, fixed layout).
 
     The format is an 8-byte little-endian header length, a JSON header mapping
@@ -67,7 +67,7 @@ def save(model: CompiledTransformer, path: "str | Path") -> None:
         "config": _canonical(model.config),
         "meta": _canonical(model.meta),
     }
-    Path(path).write_bytes(_serialize(model.state_dict(), metadata))
+    Path(path).write_bytes(serialize(model.state_dict(), metadata))
 
 
 def load(path: "str | Path") -> CompiledTransformer:

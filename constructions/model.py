@@ -84,9 +84,9 @@ class Attention(nn.Module):
     * explicit: scores, mask and softmax as tensors, through ``hook_attn_scores`` and
       ``hook_pattern``.  Used when ``fused`` is False or when any forward (pre-)hook is
       registered on one of this module's hook points, or a global module hook (so torch
-      hooks see and patch patterns; nnsight keeps a hook on every module it wraps, so a
-      wrapped model runs explicit); :meth:`CompiledTransformer.run_with_cache` turns
-      ``fused`` off while it runs.
+      hooks see and patch patterns); :meth:`CompiledTransformer.run_with_cache` turns
+      ``fused`` off while it runs.  nnsight 0.8 registers no torch hook (it wraps
+      ``forward``), so set ``fused = False`` before reading patterns through it.
 
     The two paths may differ in the last bits of the logits (summation order); see
     ``benchmarks/results/fused_attention.md`` for the measured differences.

@@ -227,7 +227,8 @@ def test_valid_random_specs_compile_exact(scale, work):
 
 
 VALUES = ["0", "1", "2", "4", "-1", "x", "1e3", "99999999999999", "", " ", "0 1 1", "0,1", "a b", ",", "|", "even",
-          "odd", "auto", "scan", "krohn-rhodes", "gridworld", "float64", "float32", "circle", "sinusoidal"]
+          "odd", "auto", "scan", "krohn-rhodes", "gridworld", "float64", "float32", "circle", "sinusoidal",
+          "transformer-lens"]
 OPTIONS = {
     "compile": ["-o", "--max-len", "--method", "--dtype", "--positions", "--complete", "--allow-inexact", "--no-verify",
                 "--verify-samples", "--verify-budget"],
@@ -235,6 +236,7 @@ OPTIONS = {
     "info": ["--json", "--layout"],
     "verify": ["--report", "--samples", "--seed", "--exhaustive-budget", "--family-limit", "--json"],
     "decompose": ["--json", "--dot", "--complete"],
+    "export": ["-o", "--format"],
     "catalog": [],
 }
 FLAGS = {"--complete", "--allow-inexact", "--no-verify", "--json", "--layout"}

@@ -3,16 +3,14 @@
 Sections: verdict and model, what was checked, accuracy by position, the attention
 pattern of every head on a sample input, the margins, the first counterexample, and the
 diagram the model's construction draws of the plan its checkpoint carries (Krohn-Rhodes:
-the cascade).  Plots are PNGs embedded as data URIs, drawn
-with matplotlib when it is installed (``pip install "shortcut[plots]"``); without it the
-page has tables only and says so.  No external resources are referenced.
+the cascade).  Plots are inline SVG drawn by ``verify/svg.py`` (no plotting dependency); the
+cascade is rendered by Graphviz ``dot`` when it is installed, else given as DOT source.  No
+external resources are referenced.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 import shutil
 import subprocess
@@ -23,6 +21,7 @@ import torch
 
 from constructions import registry
 
+from . import svg
 from .text import fmt
 
 SAMPLE_LEN = 32
@@ -36,24 +35,8 @@ h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-botto
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 th{background:#f3f3f3}.ok{color:#070;font-weight:bold}.bad{color:#b00;font-weight:bold}
 .note{background:#fff8e0;border:1px solid #e8d48a;padding:.4em .8em}pre{background:#f6f6f6;padding:.6em;overflow:auto}
-img{max-width:100%}code{background:#f3f3f3;padding:0 .2em}
+svg{max-width:100%;height:auto}.heads{display:flex;flex-wrap:wrap;gap:.4em}code{background:#f3f3f3;padding:0 .2em}
 """
-
-
-def _load_matplotlib():
-    """(Figure, FigureCanvasAgg) or None.  Object-oriented API only: no global pyplot state."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    return Figure, FigureCanvasAgg
-
-
-def _png(fig, canvas_cls) -> str:
-    buf = io.BytesIO()
-    canvas_cls(fig).print_png(buf)
-    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
 def _e(x: Any) -> str:
@@ -102,22 +85,14 @@ def dot_svg(dot: str) -> str | None:
     return svg[start:] if start >= 0 else None
 
 
-def _accuracy_section(report, mpl) -> str:
+def _accuracy_section(report) -> str:
     acc = np.asarray(report["accuracy_by_position"], dtype=float)
     T = len(acc)
     parts = ["<h2>Accuracy by position</h2>"]
-    if mpl is not None and T:
-        Figure, Canvas = mpl
-        fig = Figure(figsize=(8, 2.6), dpi=100)
-        ax = fig.add_subplot()
-        ax.plot(np.arange(1, T + 1), acc, lw=1.2, color="#1f77b4")
+    if T:
         lo = min(0.0 if acc.min() < 0.9 else 0.9, float(acc.min()))
-        ax.set_ylim(lo - 0.01, 1.01)
-        ax.set_xlabel("position t")
-        ax.set_ylabel("accuracy")
-        ax.set_title("fraction of scored sequences right at position t")
-        fig.tight_layout()
-        parts.append(_png(fig, Canvas))
+        parts.append(svg.line_plot(acc.tolist(), "fraction of scored sequences right at position t", "position t",
+                                   "accuracy", y_range=(lo - 0.01, 1.01)))
     buckets = min(16, T)
     rows = []
     for b in range(buckets):
@@ -128,14 +103,15 @@ def _accuracy_section(report, mpl) -> str:
     return "".join(parts)
 
 
-def _attention_section(model, tokens: np.ndarray, mpl) -> str:
+def _attention_section(model, tokens: np.ndarray) -> str:
     a = model.automaton
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.from_numpy(tokens))
     word = ["BOS"] + [a.alphabet[t] for t in tokens[0]]
     parts = ["<h2>Attention patterns on a sample input</h2>",
              f"<p>Input ({len(word) - 1} symbols): <code>{_e(' '.join(word[1:]))}</code>. Row t is the query at "
-             f"position t (0 = BOS), column j the key; causal, so the upper triangle is 0.</p>"]
+             f"position t (0 = BOS), column j the key; causal, so the upper triangle is 0.</p>",
+             svg.colour_bar()]
     for l in range(len(model.blocks)):
         pat = cache[f"blocks.{l}.attn.hook_pattern"][0].double().numpy()  # [H, T+1, T+1]
         notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
@@ -145,67 +121,31 @@ def _attention_section(model, tokens: np.ndarray, mpl) -> str:
         parts.append(f"<h3>Layer {l + 1}</h3>")
         if pat.shape[0] > H:
             parts.append(f"<p>First {H} of {pat.shape[0]} heads.</p>")
-        if mpl is not None:
-            Figure, Canvas = mpl
-            cols = min(H, 4)
-            rows = (H + cols - 1) // cols
-            fig = Figure(figsize=(3.0 * cols, 3.0 * rows), dpi=90)
-            for h in range(H):
-                ax = fig.add_subplot(rows, cols, h + 1)
-                ax.imshow(pat[h], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-                ax.set_title(f"L{l + 1} {names[h]}", fontsize=8)
-                ax.set_xlabel("key", fontsize=7)
-                ax.set_ylabel("query", fontsize=7)
-                ax.tick_params(labelsize=6)
-            fig.tight_layout()
-            parts.append(_png(fig, Canvas))
-        else:  # tables only: each query's strongest key and its weight
-            rows = []
-            for h in range(H):
-                top = pat[h].argmax(-1)
-                cells = " ".join(f"{t}→{int(top[t])}({pat[h, t, top[t]]:.2f})" for t in range(pat.shape[1]))
-                rows.append([names[h], cells])
-            parts.append(_table(["head", "query→strongest key (weight)"], rows))
+        parts.append('<div class="heads">' + "".join(svg.heatmap(pat[h], f"L{l + 1} {names[h]}") for h in range(H))
+                     + "</div>")
     return "".join(parts)
 
 
-def _margins_section(report, mpl) -> str:
+def _margins_section(report) -> str:
     m = report["margins"]
     heads = m.get("heads") or []
     mlps = m.get("mlps") or []
     parts = ["<h2>Numerical margins</h2>",
              f"<p>Smallest readout logit margin (top minus second logit at a correct position): "
              f"<b>{_f(m.get('readout_min_logit_margin'))}</b>.</p>"]
-    if mpl is not None and (heads or mlps):
-        Figure, Canvas = mpl
-        fig = Figure(figsize=(9, 2.8), dpi=100)
-        if heads:
-            ax = fig.add_subplot(1, 2, 1)
-            leak = [max(h.get("worst_leaked_mass") or 0.0, 1e-18) for h in heads]
-            ax.bar(range(len(heads)), leak, color="#d62728")
-            bounds = [h.get("derived_leak_bound") for h in heads]
-            if any(b is not None for b in bounds):
-                ax.plot(range(len(heads)), [b if b is not None else np.nan for b in bounds], "k_", ms=12,
-                        label="derived bound")
-                ax.legend(fontsize=7)
-            ax.set_yscale("log")
-            ax.set_title("worst leaked softmax mass per head", fontsize=9)
-            ax.set_xlabel("head (in table order)", fontsize=8)
-            if len(heads) <= 24:
-                ax.set_xticks(range(len(heads)))
-        if mlps:
-            ax = fig.add_subplot(1, 2, 2)
-            frac = [(x["distance_to_boundary"] / x["input_tolerance"])
-                    if x.get("distance_to_boundary") is not None and x.get("input_tolerance") else 0.0 for x in mlps]
-            ax.bar(range(len(mlps)), frac, color=["#2ca02c" if f > 0 else "#d62728" for f in frac])
-            ax.set_ylim(min(0.0, min(frac)) - 0.05, 1.05)
-            ax.axhline(0, color="k", lw=0.8)
-            ax.set_title("MLP inputs: distance to a decision boundary / tolerance", fontsize=9)
-            ax.set_xlabel("MLP (in table order)", fontsize=8)
-            if len(mlps) <= 24:
-                ax.set_xticks(range(len(mlps)))
-        fig.tight_layout()
-        parts.append(_png(fig, Canvas))
+    plots = []
+    if any(h.get("worst_leaked_mass") is not None for h in heads):
+        plots.append(svg.bar_plot(
+            [h.get("worst_leaked_mass") for h in heads], "worst leaked softmax mass per head (black: derived bound)",
+            "head (in table order)", "leaked mass", log=True, marks=[h.get("derived_leak_bound") for h in heads]))
+    if mlps:
+        frac = [(x["distance_to_boundary"] / x["input_tolerance"])
+                if x.get("distance_to_boundary") is not None and x.get("input_tolerance") else None for x in mlps]
+        plots.append(svg.bar_plot(frac, "MLP inputs: distance to a decision boundary / tolerance",
+                                  "MLP (in table order)", "fraction of tolerance",
+                                  colours=["#2ca02c" if f is not None and f > 0 else "#d62728" for f in frac]))
+    if plots:
+        parts.append('<div class="heads">' + "".join(plots) + "</div>")
     if heads:
         rows = []
         for h in heads:
@@ -255,9 +195,8 @@ def _diagram_section(model) -> str:
     return "".join(out)
 
 
-def report_html(report: dict[str, Any], model, plots: bool = True) -> str:
+def report_html(report: dict[str, Any], model) -> str:
     """The HTML page for ``report`` (a :func:`verify.report.report_dict`) of ``model``."""
-    mpl = _load_matplotlib() if plots else None
     c = report["checked"]
     exact = report["exact"]
     info = report.get("model") or {}
@@ -267,9 +206,6 @@ def report_html(report: dict[str, Any], model, plots: bool = True) -> str:
     verdict = ('<span class="ok">EXACT</span>' if exact else '<span class="bad">NOT EXACT</span>')
     parts.append(f"<p>{verdict}: {report['n_errors']} wrong of {report['n_positions']} scored positions in "
                  f"{report['n_sequences']} sequences (accuracy {report['accuracy']:.6g}).</p>")
-    if mpl is None:
-        parts.append('<p class="note">matplotlib is not installed, so this page has tables only '
-                     '(<code>pip install "shortcut[plots]"</code> adds the plots).</p>')
     parts.append(_table(["", ""], [
         ["method", report["method"]], ["why", info.get("why")], ["dtype", report["dtype"]],
         ["layers", info.get("n_layers")], ["heads per layer", info.get("heads_by_layer")],
@@ -296,9 +232,9 @@ def report_html(report: dict[str, Any], model, plots: bool = True) -> str:
     for n in report.get("notes") or []:
         parts.append(f'<p class="note">{_e(n)}</p>')
     parts.append(_counterexample_section(report))
-    parts.append(_accuracy_section(report, mpl))
-    parts.append(_margins_section(report, mpl))
-    parts.append(_attention_section(model, sample_tokens(report, model), mpl))
+    parts.append(_accuracy_section(report))
+    parts.append(_margins_section(report))
+    parts.append(_attention_section(model, sample_tokens(report, model)))
     parts.append(_diagram_section(model))
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -26,14 +26,6 @@ def checkpoints(tmp_path_factory):
     return out
 
 
-def _has_matplotlib() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.mark.parametrize("method", ["scan", "gridworld", "krohn-rhodes"])
 def test_verify_writes_three_reports(checkpoints, method, tmp_path, capsys):
     ckpt = checkpoints[method]
@@ -59,22 +51,33 @@ def test_verify_writes_three_reports(checkpoints, method, tmp_path, capsys):
     page = (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "Attention patterns" in page and "Accuracy by position" in page
     assert "http://" not in page and "https://" not in page  # self-contained
-    if _has_matplotlib():
-        assert "data:image/png;base64," in page
-    else:
-        assert "tables only" in page
+    n_layers = len(compiler.load(ckpt).blocks)
+    assert page.count("<svg") >= n_layers + 2  # heatmaps of every layer, the accuracy plot, the margins
+    assert all(f"<h3>Layer {l + 1}</h3>" in page for l in range(n_layers))
     assert ("<h2>Cascade</h2>" in page) == (method == "krohn-rhodes")
 
 
-def test_html_without_matplotlib_has_tables_only(checkpoints, tmp_path, monkeypatch):
+def test_html_has_svg_plots_without_any_plotting_library(checkpoints, tmp_path, monkeypatch):
     for mod in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # any import of it now fails
     model = compiler.load(checkpoints["gridworld"])
     write_report(verify(model, samples=2, exhaustive_budget=64), model, tmp_path, checkpoints["gridworld"])
     page = (tmp_path / "report.html").read_text()
-    assert "tables only" in page and "<img" not in page
-    assert "strongest key" in page and "<table>" in page
+    assert "<img" not in page and "pip install" not in page
+    heatmaps = [b for b in page.split("<svg")[1:] if "<title>L" in b[:200]]
+    assert len(heatmaps) == sum(min(b.attn.W_Q.shape[0], 16) for b in model.blocks)
+    assert "fraction of scored sequences right at position t" in page and "worst leaked softmax mass" in page
+
+
+def test_bar_plot_marks_a_zero_instead_of_drawing_a_tiny_bar():
+    from verify import svg
+
+    page = svg.bar_plot([0.0, 1e-9, None, 1e-3], "t", "x", "y", log=True)
+    assert page.count("<rect x=") == 1 + 2  # the frame, and bars for the two positive values only
+    assert ">0</text>" in page and ">–</text>" in page
+    assert "1e-18" not in page and "1e-10" not in page  # the axis starts at the smallest positive value's decade
+    assert svg.colour(0.0) == "#440154" and svg.colour(1.0) == "#fde725"
 
 
 def test_diagram_section_is_generic(checkpoints):
@@ -90,7 +93,7 @@ def test_diagram_section_is_generic(checkpoints):
     with registry.registered(drawn):
         model.meta = {**model.meta, "method": "scan-drawn"}
         rep = report_dict(verify(model, samples=1, exhaustive_budget=16, families=False, layerwise=False), model)
-        page = report_html(rep, model, plots=False)
+        page = report_html(rep, model)
     assert "<h2>Cascade</h2>" in page and "a -&gt; b" in page
 
 

@@ -1,0 +1,179 @@
+"""Export a compiled model to TransformerLens: state dict, config, block map, residual labels.
+
+TransformerLens blocks have one MLP hidden layer and one head count and MLP width for every
+layer, so the model is first unfolded (``constructions/unfold.py``: a k-hidden-layer MLP
+becomes k blocks, exactly), then heads and MLP widths are zero-padded to the largest (zero
+heads and units add exact zeros).  The state dict uses the classic ``HookedTransformer``
+keys (``embed.W_E``, ``pos_embed.W_pos``, ``blocks.{i}.attn.W_Q`` ..., ``unembed.W_U``);
+TransformerLens 4.x loads it into a native ``TransformerBridge`` through
+``convert_tl_checkpoint`` (:func:`to_transformer_bridge`), 3.x into ``HookedTransformer``
+with ``load_state_dict`` (README).
+
+Conventions the config pins (each one matters for bit-equality):
+
+* token ids are our symbol ids with BOS = ``n_symbols`` prepended by the caller (position 0),
+  so ``d_vocab = n_symbols + 1``, ``n_ctx = max_len + 1``; the logits at position 0 (BOS) are
+  not a state;
+* no normalisation, ReLU, standard positional embedding, causal attention, zero biases;
+* attention scores: our scores are ``q . k`` (the temperature is in ``W_Q``); TransformerLens
+  divides by ``attn_scale``.  4.x's native attention ignores ``use_attn_scale=False`` (it then
+  divides by sqrt(d_head)) and refuses ``attn_scale=1`` when d_head > 1, so the export sets
+  ``attn_scale = 2`` and doubles ``W_Q``: multiplying and dividing by a power of two is exact
+  (barring overflow and subnormal scores);
+* load with weight processing off (4.x ``enable_compatibility_mode`` centres the unembedding
+  and shifts logits by up to 10; 3.x ``fold_ln``/``center_*`` likewise).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from constructions.checkpoint import serialize
+from constructions.model import CompiledTransformer
+from constructions.unfold import unfold
+
+from .automata.errors import InputError
+
+FORMAT = "transformer-lens"
+FORMATS = (FORMAT,)
+"""``shortcut export --format`` choices."""
+MAP_SCHEMA = "shortcut-transformer-lens-map/1"
+ATTN_SCALE = 2.0
+"""TransformerLens divides scores by this; ``W_Q`` is multiplied by it (a power of two: exact)."""
+FILES = ("model.safetensors", "config.json", "map.json")
+
+
+@dataclass
+class TransformerLensExport:
+    """A model in TransformerLens's layout.
+
+    ``state_dict``: classic ``HookedTransformer`` keys; ``config``: the config fields (JSON:
+    ``dtype`` is a string); ``blocks[i]``: exported block i's origin (our ``layer`` and its
+    MLP's hidden layer ``stage`` of ``stages``); ``residual_labels``: a name for every residual
+    dimension, scratch (``unfold:a[0]``, ...) included; ``subspaces``: named dims; ``tokens``
+    and ``outputs``: the vocabulary (symbols, then ``BOS``) and the logits' meaning (states)."""
+
+    state_dict: dict[str, torch.Tensor]
+    config: dict[str, Any]
+    blocks: list[dict[str, int]]
+    residual_labels: list[str]
+    subspaces: dict[str, list[int]]
+    tokens: list[str]
+    outputs: list[str]
+
+    def map_json(self) -> dict[str, Any]:
+        """Everything but the tensors and the config (``map.json``)."""
+        return {"schema": MAP_SCHEMA, "bos_token": len(self.tokens) - 1, "tokens": self.tokens,
+                "outputs": self.outputs, "blocks": self.blocks, "residual_labels": self.residual_labels,
+                "subspaces": self.subspaces}
+
+
+def _config(flat: CompiledTransformer, n_heads: int, d_mlp: int) -> dict[str, Any]:
+    c = flat.config
+    a = flat.automaton
+    return {
+        "model_name": f"shortcut-{a.name}-{flat.meta.get('method', 'model')}",
+        "n_layers": len(flat.blocks), "d_model": c["d_model"], "d_head": c["d_head"], "n_heads": n_heads,
+        "d_mlp": d_mlp, "d_vocab": c["n_symbols"] + 1, "d_vocab_out": c["n_out"], "n_ctx": c["max_len"] + 1,
+        "act_fn": "relu", "normalization_type": None, "positional_embedding_type": "standard",
+        "attention_dir": "causal", "attn_only": False, "use_attn_scale": True, "attn_scale": ATTN_SCALE,
+        "original_architecture": None, "tokenizer_name": None, "default_prepend_bos": False,
+        "dtype": c["dtype"],
+    }
+
+
+def _pad(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """``t`` zero-padded at the end of every axis to ``shape``."""
+    out = torch.zeros(shape, dtype=t.dtype)
+    out[tuple(slice(0, n) for n in t.shape)] = t
+    return out
+
+
+@torch.no_grad()
+def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
+    """``model`` unfolded to one MLP hidden layer per block and laid out as a TransformerLens
+    state dict and config (module docstring); its logits are ``model``'s at positions 1..T."""
+    flat = unfold(model)
+    c = flat.config
+    d, e = c["d_model"], c["d_head"]
+    n_heads = max(b["n_heads"] for b in c["blocks"])
+    d_mlp = max([h for b in c["blocks"] for h in b["mlp_hidden"]] + [1])
+    sd: dict[str, torch.Tensor] = {"embed.W_E": flat.W_E.detach().clone(),
+                                   "pos_embed.W_pos": flat.W_pos.detach().clone()}
+    dtype = flat.W_E.dtype
+    for i, blk in enumerate(flat.blocks):
+        p = f"blocks.{i}."
+        att = blk.attn
+        sd[p + "attn.W_Q"] = _pad(att.W_Q * ATTN_SCALE, (n_heads, d, e))
+        sd[p + "attn.W_K"] = _pad(att.W_K, (n_heads, d, e))
+        sd[p + "attn.W_V"] = _pad(att.W_V, (n_heads, d, e))
+        sd[p + "attn.W_O"] = _pad(att.W_O, (n_heads, e, d))
+        for b in ("b_Q", "b_K", "b_V"):
+            sd[p + "attn." + b] = torch.zeros(n_heads, e, dtype=dtype)
+        sd[p + "attn.b_O"] = torch.zeros(d, dtype=dtype)
+        m = blk.mlp
+        if m is None:
+            W_in, b_in, W_out, b_out = (torch.zeros(s, dtype=dtype) for s in ((d, d_mlp), (d_mlp,), (d_mlp, d), (d,)))
+        else:
+            W_in, b_in, W_out, b_out = m.W_in, m.b_in, m.W_out, m.b_out
+        sd[p + "mlp.W_in"] = _pad(W_in, (d, d_mlp))
+        sd[p + "mlp.b_in"] = _pad(b_in, (d_mlp,))
+        sd[p + "mlp.W_out"] = _pad(W_out, (d_mlp, d))
+        sd[p + "mlp.b_out"] = b_out.detach().clone()
+    sd["unembed.W_U"] = flat.W_U.detach().clone()
+    sd["unembed.b_U"] = flat.b_U.detach().clone()
+    a = flat.automaton
+    return TransformerLensExport(
+        state_dict={k: v.contiguous() for k, v in sd.items()}, config=_config(flat, n_heads, d_mlp),
+        blocks=list(flat.meta["unfolded"]["blocks"]), residual_labels=list(flat.meta["residual_labels"]),
+        subspaces={k: list(v) for k, v in flat.meta["subspaces"].items()},
+        tokens=[*a.alphabet, "BOS"], outputs=list(a.states))
+
+
+def save_transformer_lens(export: TransformerLensExport, directory: str | Path) -> list[Path]:
+    """Write ``model.safetensors`` (the state dict), ``config.json`` and ``map.json`` into
+    ``directory`` (created); deterministic bytes for the same model."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / name for name in FILES]
+    paths[0].write_bytes(serialize(export.state_dict, {"format": FORMAT, "config": json.dumps(export.config)}))
+    paths[1].write_text(json.dumps(export.config, indent=1, sort_keys=True) + "\n")
+    paths[2].write_text(json.dumps(export.map_json(), indent=1) + "\n")
+    return paths
+
+
+def bos_tokens(tokens: torch.Tensor, n_symbols: int) -> torch.Tensor:
+    """Our token ids [B, T] with BOS (``n_symbols``) prepended: the exported model's input."""
+    bos = torch.full((tokens.shape[0], 1), n_symbols, dtype=torch.long, device=tokens.device)
+    return torch.cat([bos, tokens.long()], dim=1)
+
+
+def to_transformer_bridge(model: "CompiledTransformer | TransformerLensExport"):
+    """A TransformerLens 4.x ``TransformerBridge`` holding ``model`` (or an export): booted
+    natively from the config, the state dict converted with ``convert_tl_checkpoint`` and
+    loaded strictly, no weight processing.  ``bridge(bos_tokens(tokens, n_symbols))[:, 1:]``
+    equals ``model(tokens)`` on the explicit attention path.  Needs the optional extra
+    (``pip install -e ".[transformer-lens]"``)."""
+    try:
+        from transformer_lens.config import TransformerBridgeConfig
+        from transformer_lens.model_bridge import TransformerBridge  # noqa: F401 (registers boot_native)
+        from transformer_lens.model_bridge.sources.native import boot as boot_native
+        from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
+    except ImportError as err:
+        raise InputError('TransformerLens 4.x is not installed: pip install -e ".[transformer-lens]"') from err
+    export = model if isinstance(model, TransformerLensExport) else to_transformer_lens(model)
+    fields = {k: v for k, v in export.config.items() if k not in ("default_prepend_bos",)}
+    dtype = getattr(torch, fields.pop("dtype"))
+    cfg = TransformerBridgeConfig(**fields, dtype=dtype, init_weights=False)
+    bridge = boot_native(cfg, dtype=dtype, model_name=export.config["model_name"])
+    converted = convert_tl_checkpoint(export.state_dict, cfg)
+    result = bridge.load_state_dict(converted, strict=True)
+    if result.missing_keys or result.unexpected_keys:
+        raise RuntimeError(f"TransformerBridge did not take the state dict: {result}")
+    bridge.eval()
+    return bridge

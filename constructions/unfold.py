@@ -1,0 +1,183 @@
+"""Unfold every multi-layer MLP into blocks with one hidden layer each, losslessly.
+
+TransformerLens (and most interpretability tooling) assumes a block is attention then an
+MLP with *one* hidden layer; our MLPs have up to four (lookups, fused readouts, the
+gridworld's residue code).  :func:`unfold` rewrites a :class:`CompiledTransformer` whose
+block ``l`` has an MLP with hidden widths ``h_0 .. h_{k-1}`` into ``k`` blocks:
+
+* stage 0 keeps block ``l``'s attention and computes ``h_0 = ReLU(x W_0 + b_0)``; when
+  ``k > 1`` its output is the next pre-activation ``z_1 = h_0 W_1 + b_1``, written into
+  scratch residual dimensions (zero before, so the residual holds ``z_1`` exactly);
+* stage j (1 <= j < k) has all-zero attention (its output is exactly 0) and the units
+  ``ReLU(z_j)`` and ``ReLU(-z_j)`` over the scratch; the first are the original hidden
+  layer j, so it writes ``z_{j+1} = ReLU(z_j) W_{j+1} + b_{j+1}`` into the *other*
+  scratch region (or, at the last stage, ``ReLU(z_j) W_k + b_k`` into the residual as the
+  original MLP did), and ``-ReLU(z_j) + ReLU(-z_j) = -z_j`` into its own region, which
+  clears it exactly (``z + (-z) = 0`` in floating point).
+
+Blocks with zero or one hidden layer stay one block.  Two scratch regions alternate
+(``unfold:a`` for odd stages, ``unfold:b`` for even ones), each as wide as the widest
+hidden layer it carries, appended after the model's own residual dimensions; embeddings
+and unembedding are zero there.  Every product the new model forms that the original did
+not is an exact zero added after the original terms of the same sum (padded rows come
+last).  With the same attention path the logits of every compiled model we tried are bitwise
+equal (``tests/constructions/test_unfold.py`` checks ``torch.equal`` for every construction).
+This is a measurement, not a theorem: torch's CPU matmul picks its kernel by shape (narrow
+outputs are summed without fused multiply-add, wide ones with it), so a model with arbitrary
+float weights can differ in the last bit; compiled weights make almost every product and sum
+exact, and a model whose arithmetic is exact is unfolded bit for bit whatever the kernels.
+The cost: ``sum(max(k, 1))`` blocks instead of ``L`` and a wider residual.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from .model import CompiledTransformer
+
+SCRATCH = ("unfold:a", "unfold:b")
+"""The two alternating scratch subspaces: hidden layer j's pre-activation (j >= 1) lives in
+``SCRATCH[(j + 1) % 2]`` (``unfold:a`` for odd j, ``unfold:b`` for even j)."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an unfolded block comes from: our block ``layer``, hidden layer ``stage`` of its
+    MLP (0 also carries the block's attention), of ``stages`` hidden layers in all (0: no MLP)."""
+
+    layer: int
+    stage: int
+    stages: int
+
+
+def _region(stage: int) -> int:
+    """Scratch region holding the pre-activation of hidden layer ``stage`` (stage >= 1)."""
+    return (stage + 1) % 2
+
+
+def _hidden(block) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(weights, biases) of a block's MLP in order, W_in first and W_out last; [] without MLP."""
+    if block.mlp is None:
+        return []
+    m = block.mlp
+    return [(getattr(m, m.weight_name(i)), getattr(m, m.bias_name(i))) for i in range(m.n_hidden + 1)]
+
+
+def origins(model: CompiledTransformer) -> list[Origin]:
+    """The unfolded blocks' origins, in order (what :func:`unfold` builds)."""
+    out = []
+    for l, b in enumerate(model.config["blocks"]):
+        k = len(b["mlp_hidden"])
+        out.extend(Origin(l, j, k) for j in range(max(k, 1)))
+    return out
+
+
+def scratch_widths(model: CompiledTransformer) -> tuple[int, int]:
+    """Widths of the two scratch regions: the widest hidden layer each must carry."""
+    widths = [0, 0]
+    for b in model.config["blocks"]:
+        for j, h in enumerate(b["mlp_hidden"][1:], start=1):
+            widths[_region(j)] = max(widths[_region(j)], h)
+    return widths[0], widths[1]
+
+
+def _config(model: CompiledTransformer, d_new: int, where: list[Origin]) -> dict[str, Any]:
+    blocks = []
+    for o in where:
+        b = model.config["blocks"][o.layer]
+        hidden = b["mlp_hidden"]
+        n_heads = b["n_heads"] if o.stage == 0 else 1
+        mlp = [] if not hidden else ([hidden[0]] if o.stage == 0 else [2 * hidden[o.stage]])
+        blocks.append({"n_heads": n_heads, "mlp_hidden": mlp})
+    return {**model.config, "d_model": d_new, "blocks": blocks}
+
+
+def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: list[Origin]) -> dict[str, Any]:
+    """The original meta with the scratch dims named and the block list rewritten."""
+    meta = {k: copy.deepcopy(v) for k, v in model.meta.items() if k not in ("verification", "header_sha256")}
+    starts = (d, d + widths[0])
+    names = {SCRATCH[r]: list(range(starts[r], starts[r] + widths[r])) for r in (0, 1) if widths[r]}
+    labels = {n: [f"{n}[{i}]" for i in range(len(dims))] for n, dims in names.items()}
+    meta["residual_labels"] = list(meta.get("residual_labels", [])) + [s for n in names for s in labels[n]]
+    meta["subspaces"] = {**meta.get("subspaces", {}), **names}
+    layout = meta.get("layout")
+    if layout is not None:
+        old = layout["blocks"]
+        layout["subspaces"].update({n: {"dims": names[n], "labels": labels[n]} for n in names})
+        layout["blocks"] = []
+        for i, o in enumerate(where):
+            mlp = old[o.layer]["mlp"]
+            if mlp is not None:
+                src = (list(mlp["reads"]) if o.stage == 0 else [SCRATCH[_region(o.stage)]])
+                last = o.stage == o.stages - 1
+                dst = (list(mlp["writes"]) if last else [SCRATCH[_region(o.stage + 1)]])
+                if o.stage > 0:
+                    dst = dst + [SCRATCH[_region(o.stage)]]
+                hidden = mlp["hidden"][o.stage] * (1 if o.stage == 0 else 2)
+                mlp = {"name": f"{mlp['name']}.stage{o.stage}", "hidden": [hidden], "reads": src, "writes": dst}
+            layout["blocks"].append({"layer": i, "heads": old[o.layer]["heads"] if o.stage == 0 else [],
+                                     "mlp": mlp})
+    if "layers" in meta:
+        meta["layers"] = [meta["layers"][o.layer] if o.stage == 0 else {"heads": []} for o in where]
+    meta["unfolded"] = {"layers": len(model.blocks), "blocks": [asdict(o) for o in where],
+                        "scratch": {n: len(v) for n, v in names.items()}}
+    return meta
+
+
+@torch.no_grad()
+def unfold(model: CompiledTransformer) -> CompiledTransformer:
+    """``model`` with every MLP of k > 1 hidden layers unfolded into k one-hidden-layer blocks
+    (see the module docstring); same dtype, same logits bit for bit on the same attention path.
+    ``meta["unfolded"]["blocks"]`` lists each new block's :class:`Origin`."""
+    d = model.config["d_model"]
+    widths = scratch_widths(model)
+    d_new = d + sum(widths)
+    starts = (d, d + widths[0])
+    where = origins(model)
+    new = CompiledTransformer(_config(model, d_new, where), _meta(model, d, widths, where))
+    new.fused = model.fused
+    new.W_E[:, :d] = model.W_E
+    new.W_pos[:, :d] = model.W_pos
+    new.W_U[:d] = model.W_U
+    new.b_U.copy_(model.b_U)
+    for blk, o in zip(new.blocks, where):
+        old = model.blocks[o.layer]
+        if o.stage == 0:
+            blk.attn.W_Q[:, :d] = old.attn.W_Q
+            blk.attn.W_K[:, :d] = old.attn.W_K
+            blk.attn.W_V[:, :d] = old.attn.W_V
+            blk.attn.W_O[:, :, :d] = old.attn.W_O
+        layers = _hidden(old)
+        if not layers:
+            continue
+        m = blk.mlp
+        k = len(layers) - 1
+        nxt = layers[o.stage + 1]  # the weights taking this hidden layer to the next pre-activation
+        if o.stage == 0:
+            m.W_in[:d] = layers[0][0]
+            m.b_in.copy_(layers[0][1])
+            h = layers[0][0].shape[1]
+            pos = slice(0, h)
+        else:
+            r = starts[_region(o.stage)]
+            h = layers[o.stage][0].shape[1]
+            own = torch.arange(r, r + h)
+            eye = torch.eye(h, dtype=m.W_in.dtype)
+            m.W_in[own, :h] = eye  # ReLU(z)
+            m.W_in[own, h:] = -eye  # ReLU(-z)
+            m.W_out[:h, own] = -eye  # clear: -ReLU(z) + ReLU(-z) = -z
+            m.W_out[h:, own] = eye
+            pos = slice(0, h)
+        if o.stage + 1 == k:  # the original output into the model's own dims
+            m.W_out[pos, :d] = nxt[0]
+            m.b_out[:d] = nxt[1]
+        else:
+            r = starts[_region(o.stage + 1)]
+            w = nxt[0].shape[1]
+            m.W_out[pos, r:r + w] = nxt[0]
+            m.b_out[r:r + w] = nxt[1]
+    return new

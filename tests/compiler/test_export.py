@@ -1,0 +1,100 @@
+"""The TransformerLens export without TransformerLens: key layout, config, map, CLI contract,
+and the state dict run by a plain-torch HookedTransformer forward, bitwise against our model."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import compiler
+from compiler.cli import main
+from compiler.export import ATTN_SCALE, FILES, bos_tokens, to_transformer_lens
+from constructions.unfold import origins
+
+T = 24
+CASES = [("quaternion", "scan"), ("quaternion", "krohn-rhodes"), ("grid:5", "gridworld")]
+
+
+def hooked_transformer_forward(sd: dict, cfg: dict, tokens: torch.Tensor) -> torch.Tensor:
+    """HookedTransformer's forward for this config (no LayerNorm, ReLU, standard positions,
+    scores divided by ``attn_scale``), written out from the state dict: a check of the layout's
+    meaning that needs no TransformerLens."""
+    n = tokens.shape[1]
+    x = sd["embed.W_E"][tokens] + sd["pos_embed.W_pos"][:n]
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    for i in range(cfg["n_layers"]):
+        p = f"blocks.{i}."
+        q, k, v = (torch.einsum("btd,hde->bhte", x, sd[p + f"attn.W_{c}"]) + sd[p + f"attn.b_{c}"][:, None]
+                   for c in "QKV")
+        scores = (q @ k.transpose(-1, -2) / cfg["attn_scale"]).masked_fill(mask, float("-inf"))
+        z = torch.softmax(scores, -1) @ v
+        x = x + torch.einsum("bhte,hed->btd", z, sd[p + "attn.W_O"]) + sd[p + "attn.b_O"]
+        h = torch.relu(x @ sd[p + "mlp.W_in"] + sd[p + "mlp.b_in"])
+        x = x + (h @ sd[p + "mlp.W_out"] + sd[p + "mlp.b_out"])
+    return x @ sd["unembed.W_U"] + sd["unembed.b_U"]
+
+
+@pytest.mark.parametrize("name,method", CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_state_dict_layout_and_a_plain_forward_give_the_same_logits(name, method):
+    model = compiler.compile_automaton(name, max_len=T, method=method)
+    ex = to_transformer_lens(model)
+    c = ex.config
+    L, d, H, e, m = c["n_layers"], c["d_model"], c["n_heads"], c["d_head"], c["d_mlp"]
+    assert L == len(origins(model)) and ex.blocks == [vars(o) for o in origins(model)]
+    assert (c["d_vocab"], c["d_vocab_out"], c["n_ctx"]) == (model.bos_id + 1, model.config["n_out"], T + 1)
+    assert c["normalization_type"] is None and c["act_fn"] == "relu" and c["attn_scale"] == ATTN_SCALE
+    shapes = {"embed.W_E": (c["d_vocab"], d), "pos_embed.W_pos": (T + 1, d), "unembed.W_U": (d, c["d_vocab_out"]),
+              "unembed.b_U": (c["d_vocab_out"],)}
+    for i in range(L):
+        p = f"blocks.{i}."
+        shapes.update({p + "attn.W_Q": (H, d, e), p + "attn.W_K": (H, d, e), p + "attn.W_V": (H, d, e),
+                       p + "attn.W_O": (H, e, d), p + "attn.b_Q": (H, e), p + "attn.b_K": (H, e),
+                       p + "attn.b_V": (H, e), p + "attn.b_O": (d,), p + "mlp.W_in": (d, m), p + "mlp.b_in": (m,),
+                       p + "mlp.W_out": (m, d), p + "mlp.b_out": (d,)})
+    assert {k: tuple(v.shape) for k, v in ex.state_dict.items()} == shapes
+    assert len(ex.residual_labels) == d and len(set(ex.residual_labels)) == d
+    assert ex.tokens == [*model.automaton.alphabet, "BOS"] and ex.outputs == list(model.automaton.states)
+    tokens = torch.randint(0, model.bos_id, (64, T), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), model.explicit_attention():
+        ours = model(tokens)
+        theirs = hooked_transformer_forward(ex.state_dict, c, bos_tokens(tokens, model.bos_id))[:, 1:]
+    assert torch.equal(ours, theirs)
+
+
+@pytest.fixture(scope="module")
+def q8(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "q8.safetensors"
+    assert main(["compile", "quaternion", "-o", str(path), "--max-len", "16", "--no-verify"]) == 0
+    return path
+
+
+def test_cli_export_writes_deterministic_files(q8, tmp_path, capsys):
+    for out in ("a", "b"):
+        assert main(["export", str(q8), "--format", "transformer-lens", "-o", str(tmp_path / out)]) == 0
+    assert "for TransformerLens" in capsys.readouterr().out
+    for f in FILES:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    sd = load_file(str(tmp_path / "a" / "model.safetensors"))
+    cfg = json.loads((tmp_path / "a" / "config.json").read_text())
+    mp = json.loads((tmp_path / "a" / "map.json").read_text())
+    assert len(mp["residual_labels"]) == cfg["d_model"] == sd["embed.W_E"].shape[1]
+    assert any(label.startswith("unfold:") for label in mp["residual_labels"])  # scratch dims are named
+    assert len(mp["blocks"]) == cfg["n_layers"] and mp["bos_token"] == cfg["d_vocab"] - 1
+    model = compiler.load(str(q8))
+    tokens = torch.randint(0, model.bos_id, (8, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad(), model.explicit_attention():
+        assert torch.equal(model(tokens), hooked_transformer_forward(sd, cfg, bos_tokens(tokens, model.bos_id))[:, 1:])
+
+
+def test_cli_export_bad_input_is_exit_2_and_checks_the_output_first(q8, tmp_path, capsys):
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    assert main(["export", str(tmp_path / "missing.safetensors"), "-o", str(afile)]) == 2
+    assert "output directory" in capsys.readouterr().err  # the output path is checked before loading
+    assert main(["export", str(tmp_path / "missing.safetensors"), "-o", str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists()
+    assert main(["export", str(afile), "-o", str(tmp_path / "new")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and all(line.startswith("error: ") for line in err.splitlines())
+    assert main(["export", str(q8), "--format", "onnx", "-o", str(tmp_path / "new")]) == 2

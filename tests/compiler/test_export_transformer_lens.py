@@ -1,0 +1,99 @@
+"""Export into a real TransformerLens 4.x TransformerBridge: bitwise-equal logits, attention
+patterns and residual slices.  Needs the optional extra (``pip install -e ".[transformer-lens]"``);
+skipped without it."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformer_lens.model_bridge", reason="the transformer-lens extra (4.x) is not installed")
+
+import compiler  # noqa: E402
+from compiler.automata.spec import Semiautomaton  # noqa: E402
+from compiler.export import bos_tokens, to_transformer_bridge, to_transformer_lens  # noqa: E402
+from constructions.model import CompiledTransformer  # noqa: E402
+from constructions.unfold import origins  # noqa: E402
+from verify.check import adversarial_families  # noqa: E402
+
+T = 48
+
+
+def nth_last(n: int) -> Semiautomaton:
+    """"The n-th letter from the end is a" (n-definite: lookback)."""
+    bits = list(itertools.product((0, 1), repeat=n))
+    idx = {s: i for i, s in enumerate(bits)}
+    maps = tuple(tuple(idx[s[1:] + (bit,)] for s in bits) for bit in (1, 0))
+    return Semiautomaton(f"nth-last:{n}", tuple("".join("ba"[x] for x in s) for s in bits), ("a", "b"), maps,
+                         start=idx[(0,) * n])
+
+
+CASES = [("quaternion", "scan"), ("symmetric:4", "krohn-rhodes"), ("grid:5", "gridworld"),
+         ("grid2d:3,3", "gridworld"), ("nth-last:3", "lookback")]
+
+
+def _tokens(n_symbols: int, T: int) -> torch.Tensor:
+    rng = np.random.default_rng(0)
+    return torch.from_numpy(np.concatenate([rng.integers(0, n_symbols, (64, T)),
+                                            *adversarial_families(n_symbols, T).values()]))
+
+
+@pytest.mark.parametrize("name,method", CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_bridge_logits_patterns_and_residuals_are_bitwise_ours(name, method):
+    model = compiler.compile_automaton(nth_last(3) if name == "nth-last:3" else name, max_len=T, method=method)
+    bridge = to_transformer_bridge(model)
+    tokens = _tokens(model.automaton.n_symbols, T)
+    with torch.no_grad():
+        ours, cache = model.run_with_cache(tokens)  # the explicit attention path, as TransformerLens's
+        theirs, tcache = bridge.run_with_cache(bos_tokens(tokens, model.bos_id))
+    assert torch.equal(ours, theirs[:, 1:])
+    assert torch.equal(ours.argmax(-1), theirs[:, 1:].argmax(-1))
+    d = model.config["d_model"]
+    for i, o in enumerate(origins(model)):
+        resid = tcache[f"blocks.{i}.hook_resid_pre"]
+        if o.stage == 0:  # our block o.layer's input, the scratch clear; its attention, head by head
+            assert torch.equal(resid[..., :d], cache[f"blocks.{o.layer}.hook_resid_pre"])
+            assert not resid[..., d:].any()
+            H = model.config["blocks"][o.layer]["n_heads"]
+            assert torch.equal(tcache[f"blocks.{i}.attn.hook_pattern"][:, :H],
+                               cache[f"blocks.{o.layer}.attn.hook_pattern"])
+        else:  # the unfolded stage's first units are our MLP's hidden layer o.stage
+            h = model.config["blocks"][o.layer]["mlp_hidden"][o.stage]
+            assert torch.equal(tcache[f"blocks.{i}.mlp.hook_post"][..., :h],
+                               cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"])
+    final = tcache[f"blocks.{len(origins(model)) - 1}.hook_resid_post"]
+    assert torch.equal(final[..., :d], cache["hook_resid_final"])
+
+
+def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_counts():
+    """Random small-integer weights (exact arithmetic, every head on BOS), as in test_unfold."""
+    a = Semiautomaton("toy", ("p", "q", "r", "s"), ("x", "y", "z"), ((0, 1, 2, 3),) * 3)
+    config = {"format": "shortcut-transformer", "dtype": "float32", "d_model": 12, "d_head": 3, "n_symbols": 3,
+              "max_len": 20, "n_out": 4, "blocks": [
+                  {"n_heads": 2, "mlp_hidden": []}, {"n_heads": 1, "mlp_hidden": [5]},
+                  {"n_heads": 3, "mlp_hidden": [4, 6, 3, 7]}, {"n_heads": 1, "mlp_hidden": [9, 2]}]}
+    model = CompiledTransformer(config, {"automaton": a.to_dict(), "method": "toy"})
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randint(-1, 2, p.shape, generator=g).to(p.dtype))
+        model.W_E[:, :2] = torch.tensor([1.0, 0.0])
+        model.W_pos[:, :2] = torch.stack([torch.zeros(21), torch.arange(21.0)], 1)
+        for b in model.blocks:
+            b.attn.W_Q.zero_()
+            b.attn.W_K.zero_()
+            b.attn.W_Q[:, 0, 0] = 1.0
+            b.attn.W_K[:, 1, 0] = -1000.0
+            b.attn.W_O[..., :2] = 0.0
+            if b.mlp is not None:
+                getattr(b.mlp, b.mlp.weight_name(b.mlp.n_hidden))[:, :2] = 0.0
+                b.mlp.b_out[:2] = 0.0
+    export = to_transformer_lens(model)
+    assert export.config["n_heads"] == 3 and export.config["n_layers"] == 8
+    bridge = to_transformer_bridge(export)
+    tokens = torch.randint(0, 3, (50, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad(), model.explicit_attention():
+        ours = model(tokens)
+        assert ours.abs().min() > 0 and ours.abs().max() < 2 ** 24  # exact integers in float32
+        assert torch.equal(ours, bridge(bos_tokens(tokens, 3))[:, 1:])

@@ -1,0 +1,128 @@
+"""Unfolding multi-layer MLPs into one-hidden-layer blocks is lossless: bitwise-equal logits.
+
+Compared like with like: the original and the unfolded model on the same attention path
+(fused with fused, explicit with explicit)."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+from compiler.automata.spec import Semiautomaton
+from constructions.model import CompiledTransformer
+from constructions.unfold import SCRATCH, Origin, origins, scratch_widths, unfold
+from verify.check import adversarial_families
+
+T = 32
+
+
+def nth_last(n: int) -> Semiautomaton:
+    """"The n-th letter from the end is a" (n-definite, compiled by lookback)."""
+    bits = list(itertools.product((0, 1), repeat=n))
+    idx = {s: i for i, s in enumerate(bits)}
+    maps = tuple(tuple(idx[s[1:] + (bit,)] for s in bits) for bit in (1, 0))
+    return Semiautomaton(f"nth-last:{n}", tuple("".join("ba"[x] for x in s) for s in bits), ("a", "b"), maps,
+                         start=idx[(0,) * n])
+
+
+CASES = [("quaternion", "scan"), ("symmetric:4", "krohn-rhodes"), ("quaternion", "krohn-rhodes"),
+         ("grid:5", "gridworld"), ("grid2d:3,3", "gridworld"), ("nth-last:3", "lookback")]
+
+
+def _spec(name):
+    return nth_last(3) if name == "nth-last:3" else name
+
+
+def _tokens(n_symbols: int, T: int) -> torch.Tensor:
+    rng = np.random.default_rng(0)
+    return torch.from_numpy(np.concatenate([rng.integers(0, n_symbols, (32, T)),
+                                            *adversarial_families(n_symbols, T).values()]))
+
+
+def _assert_same_logits(model: CompiledTransformer, tokens: torch.Tensor) -> CompiledTransformer:
+    """Unfold ``model`` and check bitwise-equal logits on both attention paths."""
+    flat = unfold(model)
+    assert all(len(b["mlp_hidden"]) <= 1 for b in flat.config["blocks"])
+    with torch.no_grad():
+        for fused in (True, False):
+            model.fused = flat.fused = fused
+            assert torch.equal(model(tokens), flat(tokens)), f"fused={fused}"
+    model.fused = flat.fused = True
+    return flat
+
+
+@pytest.mark.parametrize("name,method", CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_unfolded_logits_are_bitwise_equal(name, method):
+    model = compiler.compile_automaton(_spec(name), max_len=T, method=method)
+    flat = _assert_same_logits(model, _tokens(model.automaton.n_symbols, T))
+    depths = [len(b["mlp_hidden"]) for b in model.config["blocks"]]
+    assert len(flat.blocks) == sum(max(k, 1) for k in depths)
+    assert [Origin(**o) for o in flat.meta["unfolded"]["blocks"]] == origins(model)
+    # the model's own dims keep their names; scratch dims are named too
+    d = model.config["d_model"]
+    assert flat.meta["residual_labels"][:d] == model.meta["residual_labels"]
+    assert len(flat.meta["residual_labels"]) == flat.config["d_model"] == d + sum(scratch_widths(model))
+    assert len(flat.meta["layout"]["blocks"]) == len(flat.blocks)
+
+
+def _integer_model(blocks: list[dict], d_model: int = 12, seed: int = 0) -> CompiledTransformer:
+    """A model with random small-integer weights whose arithmetic is exact in float32 (every
+    head attends to BOS alone: dim 0 is 1, dim 1 the position, scores -1000 * key position), so
+    any summation order gives the same bits and only the rewrite's structure is tested."""
+    config = {"format": "shortcut-transformer", "dtype": "float32", "d_model": d_model, "d_head": 3,
+              "n_symbols": 3, "max_len": 20, "n_out": 4, "blocks": blocks}
+    model = CompiledTransformer(config, {})
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randint(-1, 2, p.shape, generator=g).to(p.dtype))
+        model.W_E[:, :2] = torch.tensor([1.0, 0.0])
+        model.W_pos[:, :2] = torch.stack([torch.zeros(21), torch.arange(21.0)], 1)
+        for b in model.blocks:
+            b.attn.W_Q.zero_(); b.attn.W_K.zero_()
+            b.attn.W_Q[:, 0, 0] = 1.0
+            b.attn.W_K[:, 1, 0] = -1000.0
+            b.attn.W_O[..., :2] = 0.0
+            if b.mlp is not None:
+                getattr(b.mlp, b.mlp.weight_name(b.mlp.n_hidden))[:, :2] = 0.0
+                b.mlp.b_out[:2] = 0.0
+    return model
+
+
+def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_counts():
+    model = _integer_model([{"n_heads": 2, "mlp_hidden": []}, {"n_heads": 1, "mlp_hidden": [5]},
+                           {"n_heads": 3, "mlp_hidden": [4, 6, 3, 7]}, {"n_heads": 1, "mlp_hidden": [9, 2]}])
+    tokens = torch.randint(0, 3, (50, 20), generator=torch.Generator().manual_seed(1))
+    flat = _assert_same_logits(model, tokens)
+    with torch.no_grad():
+        logits = model(tokens)
+        assert logits.abs().min() > 0 and logits.abs().max() < 2 ** 24  # nonzero, exact integers in float32
+    assert [(b["n_heads"], b["mlp_hidden"]) for b in flat.config["blocks"]] == [
+        (2, []), (1, [5]), (3, [4]), (1, [12]), (1, [6]), (1, [14]), (1, [9]), (1, [4])]
+    assert scratch_widths(model) == (7, 3)  # odd stages carry 6, 7 and 2 units, even ones 3
+
+
+def test_scratch_is_written_exactly_and_cleared_before_each_original_layer():
+    model = compiler.compile_automaton("grid:5", max_len=T, method="gridworld")
+    flat = unfold(model)
+    tokens = _tokens(model.automaton.n_symbols, T)
+    _, cache = model.run_with_cache(tokens)
+    _, fcache = flat.run_with_cache(tokens)
+    d = model.config["d_model"]
+    scratch = [i for n in SCRATCH for i in flat.meta["subspaces"].get(n, [])]
+    assert scratch == list(range(d, flat.config["d_model"]))
+    for i, o in enumerate(origins(model)):
+        resid = fcache[f"blocks.{i}.hook_resid_pre"]
+        if o.stage == 0:  # the same residual as our block o.layer sees, scratch all zero
+            assert torch.equal(resid[..., :d], cache[f"blocks.{o.layer}.hook_resid_pre"])
+            assert not resid[..., d:].any()
+            assert torch.equal(fcache[f"blocks.{i}.attn.hook_pattern"], cache[f"blocks.{o.layer}.attn.hook_pattern"])
+        else:  # stage j's units ReLU(z) are the original hidden layer j
+            h = model.config["blocks"][o.layer]["mlp_hidden"][o.stage]
+            assert torch.equal(fcache[f"blocks.{i}.mlp.hook_post.0"][..., :h],
+                               cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"])
+            assert not fcache[f"blocks.{i}.hook_attn_out"].any()
+    assert not fcache["hook_resid_final"][..., d:].any()
+    assert torch.equal(fcache["hook_resid_final"][..., :d], cache["hook_resid_final"])
