@@ -1,0 +1,189 @@
+"""Layer-wise checks and adversarial families of a local model (constructions/local.py).
+
+Reference values are computed from the plan's tables for the model's start state and the
+tokens, never from the network:
+
+* after layer 1's attention, ``loc:back{j}`` at t holds the letter code at t - j (0 before
+  the start) within STEP_TOLERANCE; offset head j attends to t - j or BOS;
+* after layer 1's MLP (two layers), ``loc:flag``, ``loc:colour`` and ``loc:event`` hold the
+  exact (anchor flag, colour, event) of t's window state (0 at BOS, whose flag and colour
+  come from the embedding);
+* after layer 2's attention, ``loc:latest`` holds the colour of the latest anchor at a
+  position <= t (the start's colour if none) and the latest-anchor head attends to that
+  position (BOS if none); ``loc:count`` holds the number of events at positions <= t;
+* after the last MLP, ``loc:state`` is the exact one-hot of the reference state.
+
+A failure names the layer and the quantity, so a broken model points at its gadget.
+
+Families (:func:`families`): walks that keep away from anchors and events as long as the
+letters allow (the latest anchor is then the start's or far back), walks whose only
+anchors or events fall on the first and the last position, and walks that seek events
+(the count saturates early and stays saturated).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from compiler.automata.local import LocalPlan
+
+from .budget import STEP_TOLERANCE
+from .lookback_checks import back_codes, reference_states
+from .margins import target_margins
+
+FAMILY_SEED_OFFSET = 14
+"""The local families draw from ``seed + FAMILY_SEED_OFFSET``."""
+
+
+def _key_index(plan: LocalPlan) -> dict[tuple[int, ...], int]:
+    return {key: i for i, key in enumerate(plan.local_keys)}
+
+
+def reference(plan: LocalPlan, start: int, tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """[B, T+1] reference values per position (index 0 = BOS): ``flag``, ``colour``, ``event``
+    (layer 1's lookup), ``latest`` (colour of the latest anchor), ``source`` (its position,
+    0 = BOS) and ``count`` (events so far)."""
+    B, T = tokens.shape
+    codes = back_codes(tokens, plan.k)
+    index = _key_index(plan)
+    rows = plan.starts[start].local
+    out = {name: np.zeros((B, T + 1), dtype=np.int64) for name in ("flag", "colour", "event", "latest", "source",
+                                                                    "count")}
+    out["latest"][:, 0] = plan.starts[start].init_class
+    for b in range(B):
+        latest, source, count = plan.starts[start].init_class, 0, 0
+        for t in range(1, T + 1):
+            key = tuple(codes[b, t]) + ((t % plan.period,) if plan.period > 1 else ())
+            flag, colour, event = rows[index[key]]
+            if flag:
+                latest, source = colour, t
+            count += event
+            out["flag"][b, t], out["colour"][b, t], out["event"][b, t] = flag, colour, event
+            out["latest"][b, t], out["source"][b, t], out["count"][b, t] = latest, source, count
+    return out
+
+
+def _deviation(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.abs(got - want).max()) if got.size else 0.0
+
+
+def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
+    """Decode every subspace after every block on ``tokens`` and compare it with
+    :func:`reference`; measure the offset and latest-anchor heads' margins and every lookup's
+    input noise against the step units' tolerance."""
+    a = model.automaton
+    want_back = back_codes(tokens, plan.k)
+    ref = reference(plan, a.start, tokens)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    last = len(model.blocks) - 1
+    mid0 = cache["blocks.0.hook_resid_mid"].double().numpy()
+    failures: list[str] = []
+    heads: list[dict[str, Any]] = []
+    mlps: list[dict[str, Any]] = []
+    T = tokens.shape[1]
+    t = torch.arange(T + 1)
+    noise = 0.0
+    for j in range(plan.k):
+        dev = _deviation(mid0[..., model.subspace(f"loc:back{j}")[0]], want_back[..., j])
+        noise = max(noise, dev)
+        if dev >= STEP_TOLERANCE:
+            failures.append(f"layer 1, head loc.back{j}: the letter copied from t - {j} deviates by {dev:.3g}")
+        gap, leak = target_margins(cache["blocks.0.attn.hook_attn_scores"][:, j],
+                                   cache["blocks.0.attn.hook_pattern"][:, j], torch.clamp(t - j, min=0)[None, :])
+        notes = model.meta["layers"][0]["heads"][j]
+        heads.append({"layer": 1, "head": f"offset {j}", "target": f"t - {j} or BOS", "worst_score_gap": gap,
+                      "worst_leaked_mass": leak, "derived_leak_bound": notes.get("leak_bound"),
+                      "score_gap": notes.get("score_gap"), "worst_copy_deviation": dev})
+    if plan.layers == 2:
+        post0 = cache["blocks.0.hook_resid_post"].double().numpy()
+        mlps.append({"layer": 1, "mlp": "local lookup", "input_tolerance": STEP_TOLERANCE,
+                     "worst_input_noise": noise, "distance_to_boundary": STEP_TOLERANCE - noise})
+        for name in (["flag", "colour"] if plan.n_classes else []) + (["event"] if plan.bound else []):
+            got = post0[..., model.subspace(f"loc:{name}")[0]]
+            want = ref[name].astype(np.float64)
+            if name in ("flag", "colour"):
+                want[:, 0] = (1 if name == "flag" else plan.starts[a.start].init_class)  # BOS: from the embedding
+            dev = _deviation(got, want)
+            if dev >= STEP_TOLERANCE:
+                failures.append(f"layer 1, local lookup: loc:{name} deviates by {dev:.3g}")
+        mid1 = cache["blocks.1.hook_resid_mid"].double().numpy()
+        in_noise = noise
+        h = 0
+        if plan.n_classes:
+            dev = _deviation(mid1[..., model.subspace("loc:latest")[0]][:, 1:], ref["latest"][:, 1:])
+            in_noise = max(in_noise, dev)
+            if dev >= STEP_TOLERANCE:
+                failures.append(f"layer 2, head loc.latest: the latest anchor's colour deviates by {dev:.3g}")
+            gap, leak = target_margins(cache["blocks.1.attn.hook_attn_scores"][:, h],
+                                       cache["blocks.1.attn.hook_pattern"][:, h], torch.from_numpy(ref["source"]))
+            notes = model.meta["layers"][1]["heads"][h]
+            heads.append({"layer": 2, "head": "latest anchor", "target": "latest anchor at or before t, or BOS",
+                          "worst_score_gap": gap, "worst_leaked_mass": leak,
+                          "derived_leak_bound": notes.get("leak_bound"), "score_gap": notes.get("score_gap"),
+                          "worst_copy_deviation": dev})
+            h += 1
+        if plan.bound:
+            dev = _deviation(mid1[..., model.subspace("loc:count")[0]][:, 1:], ref["count"][:, 1:])
+            in_noise = max(in_noise, dev)
+            if dev >= STEP_TOLERANCE:
+                failures.append(f"layer 2, head loc.count: the event count deviates by {dev:.3g}")
+            heads.append({"layer": 2, "head": "event count", "target": "uniform over positions 1..t",
+                          "worst_count_deviation": dev})
+        noise = in_noise
+    post = cache[f"blocks.{last}.hook_resid_post"].double().numpy()[..., model.subspace("loc:state")]
+    want_state = np.eye(plan.n_states)[reference_states(a, tokens)]
+    dev_state = _deviation(post[:, 1:], want_state[:, 1:])
+    if dev_state >= STEP_TOLERANCE:
+        bad = np.argwhere(np.abs(post[:, 1:] - want_state[:, 1:]).max(-1) >= STEP_TOLERANCE)[0]
+        failures.append(f"layer {last + 1}, final lookup: loc:state deviates by {dev_state:.3g} from the state's "
+                        f"one-hot (first at sequence {bad[0]}, position {bad[1] + 1})")
+    mlps.append({"layer": last + 1, "mlp": "final lookup", "input_tolerance": STEP_TOLERANCE,
+                 "worst_input_noise": noise, "distance_to_boundary": STEP_TOLERANCE - noise})
+    return {"checked": "window codes, local lookup, latest anchor and event count, and the state one-hot per layer",
+            "sequences": int(tokens.shape[0]), "worst_state_deviation": dev_state, "heads": heads, "mlps": mlps,
+            "failures": failures}
+
+
+# ---------------------------------------------------------------------------------------
+# adversarial families
+
+
+def _walk(plan: LocalPlan, start: int, T: int, rng: np.random.Generator, want: str, at_ends: bool = False) -> np.ndarray:
+    """One input of length T choosing, at each step, uniformly among the letters whose window
+    state has (``want`` = "quiet") no anchor and no event, or (``"event"``) an event; with
+    ``at_ends`` the first and last letters seek an anchor or event instead.  Falls back to any
+    letter when none qualifies."""
+    index = _key_index(plan)
+    rows = plan.starts[start].local
+    window = [0] * plan.k
+    seq = []
+    for t in range(1, T + 1):
+        options = []
+        seek = want == "event" or (at_ends and t in (1, T))
+        for a in range(plan.n_symbols):
+            w = [a + 1, *window[:-1]]
+            flag, _, event = rows[index[tuple(w) + ((t % plan.period,) if plan.period > 1 else ())]]
+            hit = bool(flag or event)
+            if hit == seek:
+                options.append(a)
+        a = int(rng.choice(options)) if options else int(rng.integers(plan.n_symbols))
+        seq.append(a)
+        window = [a + 1, *window[:-1]]
+    return np.array(seq, dtype=np.int64)
+
+
+def families(model, plan: LocalPlan, T: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """``local-quiet`` (no anchor, no event for as long as possible), ``local-ends`` (anchors or
+    events only at the first and last positions) and ``local-events`` (events as often as
+    possible) walks of length T."""
+    rng = np.random.default_rng(seed + FAMILY_SEED_OFFSET)
+    start = model.automaton.start
+    return {
+        "local-quiet": np.stack([_walk(plan, start, T, rng, "quiet") for _ in range(6)]),
+        "local-ends": np.stack([_walk(plan, start, T, rng, "quiet", at_ends=True) for _ in range(6)]),
+        "local-events": np.stack([_walk(plan, start, T, rng, "event") for _ in range(4)]),
+    }
