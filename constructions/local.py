@@ -74,8 +74,9 @@ NAME = "local"
 
 
 def back(j: int) -> str:
-    """The subspace offset head j writes: the letter code at t - j (0 before the start)."""
-    return f"loc:back{j}"
+    """The letter code at t - j (0 before the start): offset head j writes it; j = 0 is the
+    token's own code (``loc:letter``, no head needed)."""
+    return f"loc:back{j}" if j else "loc:letter"
 
 
 def _layout(plan: LocalPlan, code: PositionCode) -> Workspace:
@@ -89,7 +90,6 @@ def _layout(plan: LocalPlan, code: PositionCode) -> Workspace:
         ws.add("pos:recency")
     if plan.bound:
         ws.add(ABSORB)
-    ws.add("loc:letter")
     for j in range(plan.k):
         ws.add(back(j))
     if plan.n_classes:
@@ -140,7 +140,7 @@ def _final_mlp(plan: LocalPlan, ws: Workspace, start: int) -> MLP:
 def _offset_heads(plan: LocalPlan, ws: Workspace, code: PositionCode) -> list[Head]:
     """Layer 1: head j copies ``loc:letter`` of t - j (BOS's 0 when t - j <= 0) into ``loc:back{j}``."""
     return [offset_head(f"loc.back{j}", ws["pos"], code, ws["bos"], ws["one"], j, ws["loc:letter"], ws[back(j)],
-                        value_range=float(plan.n_symbols)) for j in range(plan.k)]
+                        value_range=float(plan.n_symbols)) for j in range(1, plan.k)]
 
 
 def _aggregate_heads(plan: LocalPlan, ws: Workspace, max_len: int) -> list[Head]:
@@ -157,8 +157,10 @@ def _aggregate_heads(plan: LocalPlan, ws: Workspace, max_len: int) -> list[Head]
 
 
 def _blocks(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int, start: int) -> list[Block]:
+    """One block when the aggregates read only the token (or there are none), else two."""
     if plan.layers == 1:
-        return [Block(_offset_heads(plan, ws, code), _final_mlp(plan, ws, start))]
+        return [Block(_offset_heads(plan, ws, code) + _aggregate_heads(plan, ws, max_len),
+                      _final_mlp(plan, ws, start))]
     return [Block(_offset_heads(plan, ws, code), _local_mlp(plan, ws, start)),
             Block(_aggregate_heads(plan, ws, max_len), _final_mlp(plan, ws, start))]
 
@@ -175,6 +177,14 @@ def _embeddings(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int
     if plan.n_classes:
         W_E[-1, ws["loc:flag"][0]] = 1.0
         W_E[-1, ws["loc:colour"][0]] = float(plan.starts[start].init_class)
+    if plan.layers == 1 and (plan.n_classes or plan.bound):  # letter-local: the lookup's rows are token features
+        rows = plan.starts[start].local
+        for key, (flag, colour, event) in zip(plan.local_keys, rows):
+            if plan.n_classes:
+                W_E[key[0] - 1, ws["loc:flag"][0]] = flag
+                W_E[key[0] - 1, ws["loc:colour"][0]] = colour
+            if plan.bound:
+                W_E[key[0] - 1, ws["loc:event"][0]] = event
     W_pos = np.zeros((T + 1, d))
     W_pos[:, list(ws["pos"].dims)] = position_table(code)
     t = np.arange(T + 1, dtype=np.float64)

@@ -4,13 +4,15 @@ Reference values are computed from the plan's tables for the model's start state
 tokens, never from the network:
 
 * after layer 1's attention, ``loc:back{j}`` at t holds the letter code at t - j (0 before
-  the start) within STEP_TOLERANCE; offset head j attends to t - j or BOS;
-* after layer 1's MLP (two layers), ``loc:flag``, ``loc:colour`` and ``loc:event`` hold the
-  exact (anchor flag, colour, event) of t's window state (0 at BOS, whose flag and colour
-  come from the embedding);
-* after layer 2's attention, ``loc:latest`` holds the colour of the latest anchor at a
-  position <= t (the start's colour if none) and the latest-anchor head attends to that
-  position (BOS if none); ``loc:count`` holds the number of events at positions <= t;
+  the start) within STEP_TOLERANCE (``loc:letter`` for j = 0); offset head j attends to
+  t - j or BOS;
+* after layer 1's MLP (two layers; in one layer: in the embedding), ``loc:flag``,
+  ``loc:colour`` and ``loc:event`` hold the exact (anchor flag, colour, event) of t's
+  window state (BOS: flag 1 and the start's colour, from the embedding);
+* after the aggregating layer's attention (the last), ``loc:latest`` holds the colour of
+  the latest anchor at a position <= t (the start's colour if none) and the latest-anchor
+  head attends to that position (BOS if none); ``loc:count`` holds the number of events
+  at positions <= t;
 * after the last MLP, ``loc:state`` is the exact one-hot of the reference state.
 
 A failure names the layer and the quantity, so a broken model points at its gadget.
@@ -80,6 +82,7 @@ def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.from_numpy(tokens))
     last = len(model.blocks) - 1
+    agg = last  # the block whose heads aggregate (the first when the aggregates read only the token)
     mid0 = cache["blocks.0.hook_resid_mid"].double().numpy()
     failures: list[str] = []
     heads: list[dict[str, Any]] = []
@@ -88,52 +91,55 @@ def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
     t = torch.arange(T + 1)
     noise = 0.0
     for j in range(plan.k):
-        dev = _deviation(mid0[..., model.subspace(f"loc:back{j}")[0]], want_back[..., j])
+        name = f"loc:back{j}" if j else "loc:letter"
+        dev = _deviation(mid0[..., model.subspace(name)[0]], want_back[..., j])
         noise = max(noise, dev)
         if dev >= STEP_TOLERANCE:
-            failures.append(f"layer 1, head loc.back{j}: the letter copied from t - {j} deviates by {dev:.3g}")
-        gap, leak = target_margins(cache["blocks.0.attn.hook_attn_scores"][:, j],
-                                   cache["blocks.0.attn.hook_pattern"][:, j], torch.clamp(t - j, min=0)[None, :])
-        notes = model.meta["layers"][0]["heads"][j]
+            failures.append(f"layer 1, {f'head loc.back{j}' if j else 'embedding'}: the letter code of t - {j} "
+                            f"deviates by {dev:.3g}")
+        if j == 0:
+            continue
+        gap, leak = target_margins(cache["blocks.0.attn.hook_attn_scores"][:, j - 1],
+                                   cache["blocks.0.attn.hook_pattern"][:, j - 1], torch.clamp(t - j, min=0)[None, :])
+        notes = model.meta["layers"][0]["heads"][j - 1]
         heads.append({"layer": 1, "head": f"offset {j}", "target": f"t - {j} or BOS", "worst_score_gap": gap,
                       "worst_leaked_mass": leak, "derived_leak_bound": notes.get("leak_bound"),
                       "score_gap": notes.get("score_gap"), "worst_copy_deviation": dev})
-    if plan.layers == 2:
-        post0 = cache["blocks.0.hook_resid_post"].double().numpy()
-        mlps.append({"layer": 1, "mlp": "local lookup", "input_tolerance": STEP_TOLERANCE,
-                     "worst_input_noise": noise, "distance_to_boundary": STEP_TOLERANCE - noise})
+    if plan.n_classes or plan.bound:
+        where = "layer 1, local lookup" if last == 1 else "embedding"
+        feats = (cache["blocks.0.hook_resid_post"] if last == 1 else cache["blocks.0.hook_resid_pre"]).double().numpy()
+        if last == 1:
+            mlps.append({"layer": 1, "mlp": "local lookup", "input_tolerance": STEP_TOLERANCE,
+                         "worst_input_noise": noise, "distance_to_boundary": STEP_TOLERANCE - noise})
         for name in (["flag", "colour"] if plan.n_classes else []) + (["event"] if plan.bound else []):
-            got = post0[..., model.subspace(f"loc:{name}")[0]]
             want = ref[name].astype(np.float64)
             if name in ("flag", "colour"):
                 want[:, 0] = (1 if name == "flag" else plan.starts[a.start].init_class)  # BOS: from the embedding
-            dev = _deviation(got, want)
+            dev = _deviation(feats[..., model.subspace(f"loc:{name}")[0]], want)
             if dev >= STEP_TOLERANCE:
-                failures.append(f"layer 1, local lookup: loc:{name} deviates by {dev:.3g}")
-        mid1 = cache["blocks.1.hook_resid_mid"].double().numpy()
-        in_noise = noise
-        h = 0
+                failures.append(f"{where}: loc:{name} deviates by {dev:.3g}")
+        mid = cache[f"blocks.{agg}.hook_resid_mid"].double().numpy()
+        h = plan.k - 1 if last == 0 else 0
         if plan.n_classes:
-            dev = _deviation(mid1[..., model.subspace("loc:latest")[0]][:, 1:], ref["latest"][:, 1:])
-            in_noise = max(in_noise, dev)
+            dev = _deviation(mid[..., model.subspace("loc:latest")[0]][:, 1:], ref["latest"][:, 1:])
+            noise = max(noise, dev)
             if dev >= STEP_TOLERANCE:
-                failures.append(f"layer 2, head loc.latest: the latest anchor's colour deviates by {dev:.3g}")
-            gap, leak = target_margins(cache["blocks.1.attn.hook_attn_scores"][:, h],
-                                       cache["blocks.1.attn.hook_pattern"][:, h], torch.from_numpy(ref["source"]))
-            notes = model.meta["layers"][1]["heads"][h]
-            heads.append({"layer": 2, "head": "latest anchor", "target": "latest anchor at or before t, or BOS",
+                failures.append(f"layer {agg + 1}, head loc.latest: the latest anchor's colour deviates by {dev:.3g}")
+            gap, leak = target_margins(cache[f"blocks.{agg}.attn.hook_attn_scores"][:, h],
+                                       cache[f"blocks.{agg}.attn.hook_pattern"][:, h], torch.from_numpy(ref["source"]))
+            notes = model.meta["layers"][agg]["heads"][h]
+            heads.append({"layer": agg + 1, "head": "latest anchor", "target": "latest anchor at or before t, or BOS",
                           "worst_score_gap": gap, "worst_leaked_mass": leak,
                           "derived_leak_bound": notes.get("leak_bound"), "score_gap": notes.get("score_gap"),
                           "worst_copy_deviation": dev})
             h += 1
         if plan.bound:
-            dev = _deviation(mid1[..., model.subspace("loc:count")[0]][:, 1:], ref["count"][:, 1:])
-            in_noise = max(in_noise, dev)
+            dev = _deviation(mid[..., model.subspace("loc:count")[0]][:, 1:], ref["count"][:, 1:])
+            noise = max(noise, dev)
             if dev >= STEP_TOLERANCE:
-                failures.append(f"layer 2, head loc.count: the event count deviates by {dev:.3g}")
-            heads.append({"layer": 2, "head": "event count", "target": "uniform over positions 1..t",
+                failures.append(f"layer {agg + 1}, head loc.count: the event count deviates by {dev:.3g}")
+            heads.append({"layer": agg + 1, "head": "event count", "target": "uniform over positions 1..t",
                           "worst_count_deviation": dev})
-        noise = in_noise
     post = cache[f"blocks.{last}.hook_resid_post"].double().numpy()[..., model.subspace("loc:state")]
     want_state = np.eye(plan.n_states)[reference_states(a, tokens)]
     dev_state = _deviation(post[:, 1:], want_state[:, 1:])

@@ -109,9 +109,24 @@ class LocalPlan:
     starts: tuple[StartTables, ...]
 
     @property
+    def letter_local(self) -> bool:
+        """Whether the anchor flags, colours and events depend on the current letter alone
+        (period 1 and every start's local row the same for keys with the same c_0): then
+        they are token embeddings and the aggregates run in the first layer."""
+        if self.period > 1:
+            return False
+        for st in self.starts:
+            seen: dict[int, tuple[int, int, int]] = {}
+            for key, row in zip(self.local_keys, st.local):
+                if seen.setdefault(key[0], row) != row:
+                    return False
+        return True
+
+    @property
     def layers(self) -> int:
-        """1 when the window and phase alone decide the state, else 2."""
-        return 1 if self.bound == 0 and self.n_classes == 0 else 2
+        """1 when the window and phase alone decide the state or the aggregates read only the
+        current letter, else 2."""
+        return 1 if (self.bound == 0 and self.n_classes == 0) or self.letter_local else 2
 
     @property
     def mode(self) -> str:
@@ -413,14 +428,17 @@ def candidates(n_symbols: int, max_k: int = MAX_WINDOW, max_period: int = MAX_PE
 
 def detect(a: Semiautomaton, max_k: int = MAX_WINDOW, max_period: int = MAX_PERIOD,
            modes: tuple[str, ...] = MODES) -> tuple[LocalPlan | None, str]:
-    """The cheapest local description of ``a`` valid from every start (fewest layers first,
-    then fewest window states), or None and why there is none within the limits."""
+    """The cheapest local description of ``a`` valid from every start, or None and why there
+    is none within the limits: per mode the first (k, p) of :func:`candidates` that works,
+    then the fewest layers and the smallest tables among the modes (the search stops at the
+    first one-layer description)."""
     name = a.name or "the automaton"
     if a.n_states > MAX_STATES:
         return None, f"{name} has {a.n_states} states, over the local search's limit of {MAX_STATES}"
     maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
     levels = [_levels(maps, q) for q in range(a.n_states)]
     gave_up = []
+    found: list[tuple[LocalPlan, str]] = []
     for mode in modes:
         for k, p in candidates(a.n_symbols, max_k, max_period):
             try:
@@ -429,7 +447,12 @@ def detect(a: Semiautomaton, max_k: int = MAX_WINDOW, max_period: int = MAX_PERI
                 gave_up.append((k, p))
                 continue
             if plan is not None:
-                return plan, f"{mode} description with k = {k}, period {p}"
+                found.append((plan, f"{mode} description with k = {k}, period {p}"))
+                break
+        if found and found[-1][0].layers == 1:
+            break
+    if found:
+        return min(found, key=lambda f: (f[0].layers, len(f[0].final_keys) + len(f[0].local_keys)))
     why = (f"no description of the state by the last k <= {max_k} letters, the position mod p <= {max_period}, "
            f"a count of a local event and the latest local anchor is valid from every start state")
     if gave_up:
