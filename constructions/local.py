@@ -83,7 +83,8 @@ def _layout(plan: LocalPlan, code: PositionCode) -> Workspace:
     """The residual subspaces (module docstring); the aggregates' only when the plan uses them."""
     ws = Workspace()
     ws.add("one"), ws.add("bos")
-    ws.add("pos", code.labels)
+    if plan.k > 1:  # only offset heads read positions
+        ws.add("pos", code.labels)
     if plan.period > 1:
         ws.add("loc:phase")
     if plan.n_classes:
@@ -186,7 +187,8 @@ def _embeddings(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int
             if plan.bound:
                 W_E[key[0] - 1, ws["loc:event"][0]] = event
     W_pos = np.zeros((T + 1, d))
-    W_pos[:, list(ws["pos"].dims)] = position_table(code)
+    if plan.k > 1:
+        W_pos[:, list(ws["pos"].dims)] = position_table(code)
     t = np.arange(T + 1, dtype=np.float64)
     if plan.period > 1:
         W_pos[:, ws["loc:phase"][0]] = t % plan.period
@@ -200,12 +202,13 @@ def _embeddings(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int
 def precision(plan: LocalPlan, code: PositionCode, max_len: int, eps: float) -> dict[str, float]:
     """Worst-case rounding margins (> 1 safe), derived as in the module docstring."""
     T = max_len
-    out = {"position_margin": code.precision_margin(eps)}
+    out = {"position_margin": code.precision_margin(eps)} if plan.k > 1 else {}
     if plan.bound:
         out["prefix_count_margin"] = STEP_TOLERANCE / (eps * T * (T + 1))
     if plan.n_classes:
         out["recency_margin"] = (1.0 / (4 * (T + 1))) / (4 * eps * 1.5)
-    out["margin"] = min(out.values())
+    if out:
+        out["margin"] = min(out.values())
     return out
 
 
@@ -251,15 +254,15 @@ def build(automaton: Semiautomaton, plan: LocalPlan, *, max_len: int, eps: float
     code = position_code(positions, max_len)
     prec = precision(plan, code, max_len, eps)
     warnings = []
-    if prec["margin"] < 1:
+    if prec.get("margin", 1.0) < 1:
         weak = [k for k, v in prec.items() if k != "margin" and v < 1]
         warnings.append(f"local at max_len {max_len}: the worst-case rounding bound of this dtype for "
                         f"{', '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); verify before "
                         f"trusting, or use float64")
     meta = {
         "method": NAME,
-        "positions": positions,
-        "position_precision_margin": prec["position_margin"],
+        "positions": positions if plan.k > 1 else None,
+        "position_precision_margin": prec.get("position_margin"),
         "warnings": warnings,
         NAME: {"k": plan.k, "period": plan.period, "bound": plan.bound, "colours": plan.n_classes,
                "mode": plan.mode, "local_keys": len(plan.local_keys), "final_keys": len(plan.final_keys),
@@ -277,7 +280,7 @@ def set_start(model, plan: LocalPlan, start: str) -> None:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
     spec = {**model.meta["automaton"], "start": start}
     other = from_dict(spec)
-    prog, meta = build(other, plan, max_len=model.max_len, positions=model.meta.get("positions", "sinusoidal"),
+    prog, meta = build(other, plan, max_len=model.max_len, positions=model.meta.get("positions") or "sinusoidal",
                        eps=float(torch.finfo(model.W_E.dtype).eps))
     new = assemble(prog, max_len=model.max_len, dtype=model.W_E.dtype, meta={**model.meta, **meta, "automaton": spec})
     model.load_state_dict(new.state_dict())

@@ -19,9 +19,9 @@ __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_o
 
 _ENTRIES: list[Construction] = [
     lookback.CONSTRUCTION,  # definite automata: the last k letters, 1 layer (before everything: none is shallower)
-    local.CONSTRUCTION,  # local descriptions: window, phase, event count, latest anchor; 1-2 layers
     gridworld.CONSTRUCTION,  # Theorem 12: line and box worlds, 2 layers
     krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
+    local.CONSTRUCTION,  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
     scan.CONSTRUCTION,  # Theorem 10: every automaton, ceil(log2 T) layers (last resort)
 ]
 

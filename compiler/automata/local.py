@@ -240,7 +240,7 @@ def _closure(maps: np.ndarray, win: _Windows, q0: int, bound: int, event: np.nda
             nv = np.where(anchor_id[ns] >= 0, anchor_id[ns], nv)
         codes = enc(nq, ns, nlam, nv)
         fresh = ~seen[codes]
-        codes, first = np.unique(codes[fresh], return_index=True)
+        codes, first = np.unique(codes[fresh], return_index=True, sorted=True)
         if not len(codes):
             break
         seen[codes] = True
@@ -343,8 +343,9 @@ def _function(keys: np.ndarray, qs: np.ndarray) -> bool:
     code = np.zeros(len(keys), dtype=np.int64)
     for col in keys.T:
         code = code * (int(col.max()) + 1) + col
-    pairs = np.unique(code * (int(qs.max()) + 1) + qs)
-    return len(np.unique(pairs // (int(qs.max()) + 1))) == len(pairs)
+    order = np.argsort(code, kind="stable")
+    c, q = code[order], qs[order]
+    return not np.any((c[1:] == c[:-1]) & (q[1:] != q[:-1]))
 
 
 def _try_start(maps: np.ndarray, win: _Windows, q0: int, mode: str, bound: int,
@@ -360,8 +361,7 @@ def _try_start(maps: np.ndarray, win: _Windows, q0: int, mode: str, bound: int,
             return None
     anchor_id = None
     if "anchor" in mode:
-        fib = np.unique(pairs, axis=0)
-        counts = np.bincount(fib[:, 1], minlength=n_win)
+        counts = np.bincount(pairs[:, 1], minlength=n_win)  # the closure's pairs are distinct
         anchor_id = np.where(counts == 1, np.arange(n_win), -1)
         anchor_id[0] = -1  # s_0 is the start's own value (v = -1)
     nodes = _closure(maps, win, q0, bound if event is not None else 0, event, anchor_id)
