@@ -166,7 +166,7 @@ class LocalPlan:
 
 
 @dataclass(frozen=True)
-class _Windows:
+class Windows:
     """Every window state (phase, c_0..c_{k-1}) as an index; ``step[i, a]`` the next one."""
 
     k: int
@@ -176,7 +176,7 @@ class _Windows:
 
 
 @functools.lru_cache(maxsize=32)
-def _windows(k: int, p: int, n_symbols: int) -> _Windows:
+def windows(k: int, p: int, n_symbols: int) -> Windows:
     """Window states reachable from s_0 = (0, 0, ..., 0) (index 0), and their transitions."""
     start = (0,) + (0,) * k
     index = {start: 0}
@@ -194,7 +194,7 @@ def _windows(k: int, p: int, n_symbols: int) -> _Windows:
             row.append(index[nxt])
         rows.append(row)
         i += 1
-    return _Windows(k, p, states, np.array(rows, dtype=np.int64))
+    return Windows(k, p, states, np.array(rows, dtype=np.int64))
 
 
 def window_key(w: tuple[int, ...], period: int) -> tuple[int, ...]:
@@ -210,7 +210,7 @@ class _TooBig(Exception):
     """A closure outgrew :data:`MAX_NODES`."""
 
 
-def _closure(maps: np.ndarray, win: _Windows, q0: int, bound: int, event: np.ndarray | None,
+def _closure(maps: np.ndarray, win: Windows, q0: int, bound: int, event: np.ndarray | None,
              anchor_id: np.ndarray | None) -> np.ndarray:
     """Every (q, s, lambda, v) reached from (q0, s_0, 0, v_0) over all inputs, as an int array
     [N, 4].  lambda' = min(bound, lambda + event[s']); v' = anchor_id[s'] where >= 0, else v
@@ -290,7 +290,7 @@ class _StartResult:
     n_classes: int
 
 
-def _events(maps: np.ndarray, win: _Windows, level: np.ndarray, pairs: np.ndarray) -> np.ndarray | None:
+def _events(maps: np.ndarray, win: Windows, level: np.ndarray, pairs: np.ndarray) -> np.ndarray | None:
     """e(s') from the level increases on the reachable product transitions (module docstring),
     or None when some increase is not 0/1 or two transitions into s' disagree.  ``level``:
     :func:`_levels` of the start."""
@@ -348,7 +348,7 @@ def _function(keys: np.ndarray, qs: np.ndarray) -> bool:
     return not np.any((c[1:] == c[:-1]) & (q[1:] != q[:-1]))
 
 
-def _try_start(maps: np.ndarray, win: _Windows, q0: int, mode: str, bound: int,
+def _try_start(maps: np.ndarray, win: Windows, q0: int, mode: str, bound: int,
                level: np.ndarray) -> _StartResult | None:
     """The description for start q0 in ``mode`` (bound: the shared B; level: q0's
     :func:`_levels`), or None."""
@@ -392,7 +392,7 @@ def _try(a: Semiautomaton, k: int, p: int, mode: str, levels: list[np.ndarray]) 
     """A plan with window k, period p and the aggregates of ``mode``, valid from every start
     (``levels[q]``: :func:`_levels` of start q)."""
     maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
-    win = _windows(k, p, a.n_symbols)
+    win = windows(k, p, a.n_symbols)
     bound = 0
     if "count" in mode:
         bound = max(int(lv.max()) for lv in levels)
