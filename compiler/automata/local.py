@@ -136,7 +136,7 @@ class LocalPlan:
         return {"k": self.k, "period": self.period, "n_symbols": self.n_symbols, "n_states": self.n_states,
                 "bound": self.bound, "n_classes": self.n_classes,
                 "local_keys": [list(x) for x in self.local_keys], "final_keys": [list(x) for x in self.final_keys],
-                "starts": [{"local": [list(x) for x in s.local], "init_class": s.init_class, "final": list(s.final)}
+                "starts": [{"rows": [list(x) for x in s.local], "init_class": s.init_class, "final": list(s.final)}
                            for s in self.starts]}
 
     @staticmethod
@@ -152,7 +152,7 @@ class LocalPlan:
         width_final = width_local + (bound > 0) + (n_classes > 0)
         if any(len(x) != width_local for x in local) or any(len(x) != width_final for x in final):
             raise SpecError("a local plan's keys do not match its window, period, bound and colours")
-        starts = tuple(StartTables(tuple(tuple(int(v) for v in x) for x in st["local"]), int(st["init_class"]),
+        starts = tuple(StartTables(tuple(tuple(int(v) for v in x) for x in st["rows"]), int(st["init_class"]),
                                    tuple(int(v) for v in st["final"])) for st in d["starts"])
         if len(starts) != n or any(len(st.local) != len(local) or len(st.final) != len(final) for st in starts):
             raise SpecError(f"a local plan needs tables for each of its {n} start states, sized as its keys")
