@@ -12,11 +12,12 @@ Proof.  The description's closure (the detection) shows the identity for every i
 it suffices that the network computes s_t, lambda_t and mu_t exactly (as integer codes
 within STEP_TOLERANCE of their values) and evaluates F exactly:
 
-* Layer 1, heads: k offset heads (gadgets.offset_head; offsets 0..k-1, BOS stands in
-  for every position before the start and holds code 0) copy the letter codes into
-  ``loc:back{j}``; each copy is within STEP_TOLERANCE / 2 of its integer (Lemma 13
-  with value range |Sigma|, the head's derived inverse temperature).  The phase
-  t mod p is an exact integer feature of the position (``loc:phase``, W_pos).
+* Layer 1, heads: k - 1 offset heads (gadgets.offset_head; offsets 1..k-1, BOS stands
+  in for every position before the start and holds code 0) copy the letter codes into
+  ``loc:back{j}``; offset 0 is the token's own code ``loc:letter`` (exact, no head).
+  Each copy is within STEP_TOLERANCE / 2 of its integer (Lemma 13 with value range
+  |Sigma|, the head's derived inverse temperature).  The phase t mod p is an exact
+  integer feature of the position (``loc:phase``, W_pos).
 * Layer 1, MLP (two layers only): the exact lookup of Lemma 11 (gadgets.lookup_mlp)
   from (c_0..c_{k-1}, phase) to (anchor flag, colour, event) at every t >= 1; its step
   units read the noisy codes exactly, so its outputs are exact integers.  BOS matches no
@@ -37,7 +38,11 @@ within STEP_TOLERANCE of their values) and evaluates F exactly:
   the one-hot (logit margin 1).
 
 Without event and anchors the program is layer 1's heads and the final lookup: one
-layer.  Every shape depends only on the plan, never on the start state: the tables of
+layer.  When the period is 1 and the (anchor flag, colour, event) of a window depend on
+its current letter alone (``LocalPlan.letter_local``: flip-flops, memories, 0*), they are
+token features in W_E, the two aggregating heads join layer 1's heads and the final lookup
+is layer 1's MLP: one layer as well.  With k = 1 no head reads positions, and the position
+code is left out.  Every shape depends only on the plan, never on the start state: the tables of
 the current start fill the lookups' output rows (keys a start never reaches write 0)
 and the BOS row, so :func:`set_start` swaps weights in place.
 
@@ -46,7 +51,8 @@ with machine epsilon eps): prefix count STEP_TOLERANCE / (eps T (T + 1)) (recurs
 summation of t unit increments scaled by 2T), recency (1/(4(T+1))) / (4 eps 1.5) (half the
 recency gap over the rounding of scores up to 1.5 beta), and the position code's own
 margin for the offset heads; a margin below 1 becomes a warning (float32 at T = 256:
-32, 6.8e3 and the code's).
+32 for the count, 1.4e3 for the recency; the count's bound reaches 1 near T = 1450, so
+float32 models are certified to about T = 1024 and warn beyond).
 """
 
 from __future__ import annotations

@@ -348,12 +348,47 @@ def _function(keys: np.ndarray, qs: np.ndarray) -> bool:
     return not np.any((c[1:] == c[:-1]) & (q[1:] != q[:-1]))
 
 
+SAMPLE_WORDS, SAMPLE_LENGTH = 32, 128
+"""Random walks :func:`_sampled_conflict` runs before a closure (fixed seed: detection is deterministic)."""
+SAMPLE_ABOVE = 1 << 15
+"""Closure code spaces above which the walks run first (smaller closures are cheaper than the walks)."""
+
+
+def _sampled_conflict(maps: np.ndarray, win: Windows, q0: int, bound: int, event: np.ndarray | None,
+                      anchor_id: np.ndarray | None) -> bool:
+    """Whether random words already reach two tuples (q, s, lambda, v) with equal features and
+    different states.  Those tuples lie in the closure, so a conflict refutes the description
+    (soundly) at the cost of a few walks -- it spares the closure for groups and the like."""
+    rng = np.random.default_rng(0)
+    letters = rng.integers(0, maps.shape[0], (SAMPLE_LENGTH, SAMPLE_WORDS))
+    q = np.full(SAMPLE_WORDS, q0)
+    s = np.zeros(SAMPLE_WORDS, dtype=np.int64)
+    lam = np.zeros(SAMPLE_WORDS, dtype=np.int64)
+    v = np.full(SAMPLE_WORDS, -1)
+    rows, states = [], []
+    for a in letters:
+        q, s = maps[a, q], win.step[s, a]
+        if event is not None:
+            lam = np.minimum(bound, lam + event[s])
+        if anchor_id is not None:
+            v = np.where(anchor_id[s] >= 0, anchor_id[s], v)
+        rows.append(np.stack([s, lam, v + 1], 1))
+        states.append(q)
+    return not _function(np.concatenate(rows), np.concatenate(states))
+
+
 def _try_start(maps: np.ndarray, win: Windows, q0: int, mode: str, bound: int,
-               level: np.ndarray) -> _StartResult | None:
+               level: np.ndarray, cache: dict) -> _StartResult | None:
     """The description for start q0 in ``mode`` (bound: the shared B; level: q0's
-    :func:`_levels`), or None."""
+    :func:`_levels`; cache: the (state, window) closures already computed), or None."""
     n_win = len(win.states)
-    pairs = _closure(maps, win, q0, 0, None, None)[:, :2]
+    n = maps.shape[1]
+    if mode == "window" and n * n_win > SAMPLE_ABOVE and _sampled_conflict(maps, win, q0, 0, None, None):
+        return None
+    key = (win.k, win.period, q0)
+    if key not in cache:
+        cache[key] = _closure(maps, win, q0, 0, None, None)[:, :2]
+    pairs = cache[key]
     event = None
     if "count" in mode:
         event = _events(maps, win, level, pairs)
@@ -364,6 +399,9 @@ def _try_start(maps: np.ndarray, win: Windows, q0: int, mode: str, bound: int,
         counts = np.bincount(pairs[:, 1], minlength=n_win)  # the closure's pairs are distinct
         anchor_id = np.where(counts == 1, np.arange(n_win), -1)
         anchor_id[0] = -1  # s_0 is the start's own value (v = -1)
+    space = n * n_win * (bound + 1) * (int((anchor_id >= 0).sum()) + 1 if anchor_id is not None else 1)
+    if space > SAMPLE_ABOVE and _sampled_conflict(maps, win, q0, bound, event, anchor_id):
+        return None
     nodes = _closure(maps, win, q0, bound if event is not None else 0, event, anchor_id)
     q, s, lam, v = nodes.T
     if not _function(np.stack([s, lam, v + 1], 1), q):
@@ -388,9 +426,9 @@ def _try_start(maps: np.ndarray, win: Windows, q0: int, mode: str, bound: int,
     return _StartResult(local, init, final, n_classes)
 
 
-def _try(a: Semiautomaton, k: int, p: int, mode: str, levels: list[np.ndarray]) -> LocalPlan | None:
+def _try(a: Semiautomaton, k: int, p: int, mode: str, levels: list[np.ndarray], cache: dict) -> LocalPlan | None:
     """A plan with window k, period p and the aggregates of ``mode``, valid from every start
-    (``levels[q]``: :func:`_levels` of start q)."""
+    (``levels[q]``: :func:`_levels` of start q; ``cache``: see :func:`_try_start`)."""
     maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
     win = windows(k, p, a.n_symbols)
     bound = 0
@@ -400,7 +438,7 @@ def _try(a: Semiautomaton, k: int, p: int, mode: str, levels: list[np.ndarray]) 
             return None  # no level to count
     results = []
     for q0 in range(a.n_states):
-        r = _try_start(maps, win, q0, mode, bound, levels[q0])
+        r = _try_start(maps, win, q0, mode, bound, levels[q0], cache)
         if r is None:
             return None
         results.append(r)
@@ -438,11 +476,12 @@ def detect(a: Semiautomaton, max_k: int = MAX_WINDOW, max_period: int = MAX_PERI
     maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
     levels = [_levels(maps, q) for q in range(a.n_states)]
     gave_up = []
+    cache: dict = {}
     found: list[tuple[LocalPlan, str]] = []
     for mode in modes:
         for k, p in candidates(a.n_symbols, max_k, max_period):
             try:
-                plan = _try(a, k, p, mode, levels)
+                plan = _try(a, k, p, mode, levels, cache)
             except _TooBig:
                 gave_up.append((k, p))
                 continue
