@@ -158,6 +158,10 @@ class LocalPlan:
             raise SpecError(f"a local plan needs tables for each of its {n} start states, sized as its keys")
         if any(not -1 <= q < n for st in starts for q in st.final):
             raise SpecError(f"a local plan's final tables need states in 0..{n - 1}")
+        colours = max(n_classes, 1)
+        if any(len(row) != 3 or row[0] not in (0, 1) or not 0 <= row[1] < colours or row[2] not in (0, 1)
+               for st in starts for row in st.local) or any(not 0 <= st.init_class < colours for st in starts):
+            raise SpecError(f"a local plan's local rows need (flag 0/1, colour in 0..{colours - 1}, event 0/1)")
         return LocalPlan(k, p, s, n, bound, n_classes, local, final, starts)
 
 

@@ -124,6 +124,8 @@ def test_plan_round_trip_and_bad_plans():
         LocalPlan.from_dict({**d, "starts": d["starts"][:-1]})
     with pytest.raises(SpecError, match="states in"):
         LocalPlan.from_dict({**d, "starts": [{**s, "final": [99] * len(s["final"])} for s in d["starts"]]})
+    with pytest.raises(SpecError, match="local rows"):
+        LocalPlan.from_dict({**d, "starts": [{**s, "rows": [[2, 0, 0]] * len(s["rows"])} for s in d["starts"]]})
     with pytest.raises(SpecError, match="needs k"):
         LocalPlan.from_dict({**d, "k": 0})
 
