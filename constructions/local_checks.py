@@ -149,7 +149,9 @@ def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
                         f"one-hot (first at sequence {bad[0]}, position {bad[1] + 1})")
     mlps.append({"layer": last + 1, "mlp": "final lookup", "input_tolerance": STEP_TOLERANCE,
                  "worst_input_noise": noise, "distance_to_boundary": STEP_TOLERANCE - noise})
-    return {"checked": "window codes, local lookup, latest anchor and event count, and the state one-hot per layer",
+    what = ["window codes"] + (["local features"] if plan.n_classes or plan.bound else []) \
+        + (["latest anchor"] if plan.n_classes else []) + (["event count"] if plan.bound else []) + ["state one-hot"]
+    return {"checked": ", ".join(what) + " per layer",
             "sequences": int(tokens.shape[0]), "worst_state_deviation": dev_state, "heads": heads, "mlps": mlps,
             "failures": failures}
 
