@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from compiler.automata.errors import ShortcutError
 
-from . import bounded_stack, gridworld, krohn_rhodes, lookback, scan
+from . import bounded_stack, gridworld, krohn_rhodes, local, lookback, scan
 from .construction import Construction, Cost, Refusal
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
@@ -22,6 +22,7 @@ _ENTRIES: list[Construction] = [
     gridworld.CONSTRUCTION,  # Theorem 12: line and box worlds, 2 layers
     bounded_stack.CONSTRUCTION,  # bounded stacks (Dyck): depth prefix sum, last push per level, 3 layers
     krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
+    local.CONSTRUCTION,  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
     scan.CONSTRUCTION,  # Theorem 10: every automaton, ceil(log2 T) layers (last resort)
 ]
 

@@ -374,6 +374,52 @@ def _memory(n: int) -> Semiautomaton:
     return _from_function(range(n), str, letters, _write, 0)
 
 
+MAX_ADDENDS = 4
+"""Largest adder:n (its alphabet has 2^n letters)."""
+MAX_BLOCKS = 64
+"""Largest repeat:n / blocks:n."""
+
+
+def _adder(n: int) -> Semiautomaton:
+    """Binary addition of n addends read least significant bit first: a letter is the n bits
+    of one column (``"011"``: addend 1 has 0, addends 2 and 3 have 1), the state is
+    (digit written, carry), named ``d1c0``; the carry stays in 0..n-1."""
+    _at_least("adder:n", "n", n, 2)
+    _at_most("adder:n", "n", n, MAX_ADDENDS)
+    states = [(d, c) for c in range(n) for d in (0, 1)]
+    letters = [("".join(map(str, bits)), sum(bits)) for bits in itertools.product((0, 1), repeat=n)]
+    return _from_function(states, lambda s: f"d{s[0]}c{s[1]}", letters,
+                          lambda s, total: ((total + s[1]) % 2, (total + s[1]) // 2), (0, 0))
+
+
+def _repeat(n: int) -> Semiautomaton:
+    """The recogniser of (0 1 ... n-1)* over letters 0..n-1 with a failure sink: state i
+    expects letter i next; any other letter enters ``sink``; state 0 accepts."""
+    _at_least("repeat:n", "n", n, 2)
+    _at_most("repeat:n", "n", n, MAX_BLOCKS)
+    letters = [(str(i), i) for i in range(n)]
+    return _from_function(list(range(n)) + [None], lambda q: "sink" if q is None else str(q), letters,
+                          lambda q, a: None if q is None or a != q else (q + 1) % n, 0,
+                          lambda q: "accept" if q == 0 else "reject")
+
+
+def _blocks(n: int) -> Semiautomaton:
+    """The recogniser of 0*1*0*1*... (n blocks, alternating, starting with 0) over {0, 1}
+    with a failure sink: state ``bi`` is inside block i; a letter that starts block n
+    enters ``sink``.  ``blocks:4`` is 0*1*0*1*."""
+    _at_least("blocks:n", "n", n, 1)
+    _at_most("blocks:n", "n", n, MAX_BLOCKS)
+    letters = [("0", 0), ("1", 1)]
+
+    def step(q: int | None, a: int) -> int | None:
+        if q is None or a == q % 2:
+            return q
+        return q + 1 if q + 1 < n else None
+
+    return _from_function(list(range(n)) + [None], lambda q: "sink" if q is None else f"b{q}", letters, step, 0,
+                          lambda q: "reject" if q is None else "accept")
+
+
 # ---------------------------------------------------------------------------
 # The registry and the parser
 
@@ -412,6 +458,10 @@ _FAMILIES: dict[str, _Family] = dict([
     _family("flipflop", "flip-flop: w0/w1 write the bit, r keeps it", "flipflop", _flipflop, 0),
     _family("memory:n", "memory unit (Definition 5): letter q sets state q, noop keeps",
             "memory:3", _memory, 1),
+    _family("adder:n", "binary adder of n addends, LSB first: letters are columns of bits, state (digit, carry)",
+            "adder:2", _adder, 1),
+    _family("repeat:n", "recogniser of (0 1 ... n-1)* with a failure sink", "repeat:2", _repeat, 1),
+    _family("blocks:n", "recogniser of 0*1*0*1*... (n blocks) with a failure sink", "blocks:4", _blocks, 1),
 ])
 
 

@@ -24,7 +24,7 @@ FAST = {"samples": 2, "exhaustive_budget": 64}
 
 
 def test_entries_in_preference_order_and_unknown_names_are_clean_errors():
-    assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "scan"]
+    assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "local", "scan"]
     assert registry.get("scan").name == "scan" and registry.get("scan").theorem == "Theorem 10"
     with pytest.raises(ShortcutError, match="unknown construction 'nope'"):
         registry.get("nope")
@@ -58,7 +58,7 @@ def test_method_names_appear_only_in_the_registry_entries():
                 found[str(path.relative_to(ROOT))] = lines
     assert found == {}, f"method-name literals outside the registry entries: {found}"
     declared = {p.name for p in (ROOT / "constructions").glob("*.py") if 'NAME = "' in p.read_text()}
-    assert declared == {"scan.py", "gridworld.py", "krohn_rhodes.py", "lookback.py", "bounded_stack.py"}
+    assert declared == {"scan.py", "gridworld.py", "krohn_rhodes.py", "lookback.py", "bounded_stack.py", "local.py"}
 
 
 def test_literal_finder_finds_a_stray_literal(tmp_path):
@@ -74,14 +74,14 @@ def test_literal_finder_finds_a_stray_literal(tmp_path):
 def test_a_new_construction_needs_one_registry_line(tmp_path):
     toy = replace(registry.get("scan"), name="toy-scan", theorem="Theorem 10, renamed")
     with registry.registered(toy):
-        assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "toy-scan", "scan"]
+        assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "local", "toy-scan", "scan"]
         model = compiler.compile_automaton("quaternion", max_len=16, method="toy-scan")
         assert model.meta["method"] == "toy-scan" and model.meta["why"].startswith("requested with --method toy-scan")
         assert verify(model, **FAST).exact
         # auto reaches it through the registry: symmetric:5 is not solvable, toy-scan is as deep as the scan
         auto = compiler.compile_automaton("symmetric:5", max_len=16)
         assert auto.meta["method"] == "toy-scan"
-        assert [c["name"] for c in auto.meta["candidates"]] == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "toy-scan"]
+        assert [c["name"] for c in auto.meta["candidates"]] == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "local", "toy-scan"]
         other = compiler.with_start(model, "-1")
         a = model.automaton
         toks = torch.randint(0, a.n_symbols, (3, 16), generator=torch.Generator().manual_seed(0))
@@ -98,7 +98,7 @@ def test_registering_a_taken_name_is_refused():
     with pytest.raises(ShortcutError, match="already registered"):
         with registry.registered(registry.get("scan")):
             pass
-    assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "scan"]
+    assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "local", "scan"]
 
 
 # --- the plan is carried, never recomputed ---------------------------------------------------------
@@ -187,5 +187,5 @@ def test_cli_method_choices_come_from_the_registry(capsys):
     with pytest.raises(SystemExit):
         main(["compile", "--help"])
     out = capsys.readouterr().out
-    assert "{auto,lookback,gridworld,bounded-stack,krohn-rhodes,scan}" in out
+    assert "{auto,lookback,gridworld,bounded-stack,krohn-rhodes,local,scan}" in out
     assert json.dumps(registry.names())  # JSON-able names
