@@ -29,9 +29,9 @@ import compiler
 from compiler.automata.catalog import paper_suite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import finish, header  # noqa: E402
-from compile_scaling import random_automaton  # noqa: E402
-from paper_suite import PAPER_NAMES  # noqa: E402
+from _common import finish, header
+from compile_scaling import random_automaton
+from paper_suite import PAPER_NAMES
 
 
 def measure(spec, label: str, T: int, verify_it: bool, samples: int, budget: int) -> dict:
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> str:
              + f"Exact: verify with {args.samples} random full-length sequences, exhaustive up to "
              f"{args.exhaustive_budget} sequences, adversarial families, layer-wise invariants, seed 0; "
              "bit-exact: every composition MLP's inputs were integers up to its float exact-input noise.", "",
-             "| automaton | states | m | attn layers | d_model | MLP hidden | params/layer before | params/layer | "
-             "16·m³ | params before | params | exact |",
+             ("| automaton | states | m | attn layers | d_model | MLP hidden | params/layer before | params/layer | "
+              "16·m³ | params before | params | exact |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     t_all = time.perf_counter()
