@@ -19,7 +19,7 @@ the unembedding, so one model serves every start state (:func:`readout`).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -29,11 +29,12 @@ from compiler.automata.representation import Representation, choose
 from compiler.automata.spec import Semiautomaton
 
 from . import scan_checks
+from .assemble import count_params
 from .budget import MAX_PARAMS
 from .construction import Construction, Cost
 from .gadgets import compose_mlp, distance_units, offset_head
 from .positions import position_code, position_table
-from .program import Block, Program, fuse
+from .program import MLP, Block, Program, fuse
 from .workspace import Workspace, workspace_from_meta
 
 NAME = "scan"
@@ -90,6 +91,33 @@ def check_budget(n_points: int, max_len: int, max_params: int) -> None:
         )
 
 
+def _workspace(rep: Representation, code) -> Workspace:
+    """The residual subspaces: constants, the position code, the map and its scratch, and the
+    element readout's distance units when the action is not natural."""
+    m = rep.n_points
+    ws = Workspace()
+    ws.add("one"), ws.add("bos"), ws.add("pos", code.labels)
+    ws.add("scan:map", m), ws.add("scan:prev", m)
+    if not rep.natural:
+        ws.add("readout:dist", [f"{d}{i},{v}" for i in range(m) for v in range(m) for d in ("above", "below")])
+    return ws
+
+
+def _blocks(rep: Representation, ws: Workspace, code, max_len: int, compose: Callable[[int], MLP]) -> list[Block]:
+    """Layer l: an offset head fetching the map at t - 2^(l-1) and ``compose(l)``, the Lemma 14
+    composition MLP; the element readout's distance units fused into the last MLP."""
+    F, G, m = ws["scan:map"], ws["scan:prev"], rep.n_points
+    blocks = []
+    for l in range(1, n_scan_layers(max_len) + 1):
+        head = offset_head(f"scan{l}.lookback", ws["pos"], code, ws["bos"], ws["one"], 2 ** (l - 1), F, G,
+                           value_range=m - 1)
+        blocks.append(Block([head], compose(l)))
+    if not rep.natural:
+        last = blocks[-1]
+        last.mlp = fuse(last.mlp, distance_units("readout", F, m, ws["readout:dist"]))
+    return blocks
+
+
 def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal",
           rep: Representation | None = None, max_params: int = MAX_PARAMS, eps: float = 2.0**-23) -> tuple[Program, dict[str, Any]]:
     """The scan program for ``automaton`` at length ``max_len`` and its metadata.
@@ -100,12 +128,8 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     m = rep.n_points
     check_budget(m, max_len, max_params)
     code = position_code(positions, max_len)
-    ws = Workspace()
-    one, bos = ws.add("one"), ws.add("bos")
-    pos = ws.add("pos", code.labels)
-    F, G = ws.add("scan:map", m), ws.add("scan:prev", m)
-    if not rep.natural:
-        ws.add("readout:dist", [f"{d}{i},{v}" for i in range(m) for v in range(m) for d in ("above", "below")])
+    ws = _workspace(rep, code)
+    one, bos, pos, F = ws["one"], ws["bos"], ws["pos"], ws["scan:map"]
     d = ws.d_model
 
     W_E = np.zeros((automaton.n_symbols + 1, d))
@@ -117,14 +141,7 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     W_pos = np.zeros((max_len + 1, d))
     W_pos[:, list(pos.dims)] = position_table(code)
 
-    blocks = []
-    L = n_scan_layers(max_len)
-    for l in range(1, L + 1):
-        head = offset_head(f"scan{l}.lookback", pos, code, bos, one, 2 ** (l - 1), F, G, value_range=m - 1)
-        blocks.append(Block([head], compose_mlp(f"scan{l}.compose", F, G)))
-    if not rep.natural:
-        last = blocks[-1]
-        last.mlp = fuse(last.mlp, distance_units("readout", F, m, ws["readout:dist"]))
+    blocks = _blocks(rep, ws, code, max_len, lambda l: compose_mlp(f"scan{l}.compose", F, ws["scan:prev"]))
     W_U, b_U = readout(rep, automaton, ws, automaton.start)
     margin = code.precision_margin(eps)
     warnings = []
@@ -175,7 +192,18 @@ def set_start(model, rep: Representation, start: str) -> None:
 
 
 def estimate(rep: Representation, max_len: int, positions: str = "sinusoidal") -> Cost:
-    return Cost(n_scan_layers(max_len), estimated_params(rep.n_points, max_len))
+    """Exact depth and parameters: the blocks :func:`build` makes, counted without the
+    embedding, position and unembedding weights (``assemble.count_params``).  Every layer's
+    composition MLP has the same shape, so one is made and counted for all; a model over the
+    parameter budget is refused first, from the closed form (:func:`check_budget`), as build does."""
+    check_budget(rep.n_points, max_len, MAX_PARAMS)
+    code = position_code(positions, max_len)
+    ws = _workspace(rep, code)
+    compose = compose_mlp("scan.compose", ws["scan:map"], ws["scan:prev"])
+    blocks = _blocks(rep, ws, code, max_len, lambda l: compose)
+    n_states = rep.n_points if rep.natural else len(rep.elements[0][1])
+    return Cost(len(blocks), count_params(ws, blocks, n_symbols=len(rep.letter_maps), n_out=n_states,
+                                          max_len=max_len))
 
 
 def build_plan(automaton: Semiautomaton, rep: Representation, *, max_len: int, eps: float,
