@@ -9,7 +9,7 @@ runs against an older checkout (``PYTHONPATH=<old tree>``) to record the planner
     python benchmarks/planner_before_after.py --before before.json --out benchmarks/results/planner_before_after.md
 
 The table marks a row ``deeper`` or ``larger`` where the new choice has more attention layers,
-or as many and more parameters, than the old one.
+or more parameters, than the old one.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ def verdict(old: dict, new: dict) -> str:
         return "compiles now"
     if new["layers"] > old["layers"]:
         return "**deeper**"
-    if new["layers"] == old["layers"] and new["params"] > old["params"]:
-        return "**larger**"
+    if new["params"] > old["params"]:
+        return "**larger**" + (" (shallower)" if new["layers"] < old["layers"] else "")
     if (new["layers"], new["params"]) == (old["layers"], old["params"]):
         return "same"
-    return "shallower" if new["layers"] < old["layers"] else "smaller"
+    return "shallower and smaller" if new["layers"] < old["layers"] else "smaller"
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> str:
             bad.append(key)
         lines.append(f"| `{name}` | {T} | {fmt(o) if old else ''} | {fmt(r)} | {v} |")
     if old:
-        lines.insert(4, f"Regressions (deeper, or as deep and larger, or refused): {len(bad)}"
+        lines.insert(4, f"Regressions (deeper, larger or refused): {len(bad)}"
                      + (f" -- {', '.join(bad)}" if bad else "") + ".\n")
     text = finish(lines, t_all, args.out)
     print(text)

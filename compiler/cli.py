@@ -337,7 +337,8 @@ def _stored_candidates(model) -> list[dict] | None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     result = candidates(load_spec(args.spec, complete=args.complete), max_len=args.max_len, prefer=args.prefer,
-                        positions=args.positions, max_params=args.max_params)
+                        positions=args.positions, max_params=args.max_params, dtype=_dtype(args.dtype),
+                        allow_inexact=args.allow_inexact)
     if args.json:
         print(json.dumps(result))
     else:
@@ -536,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="position code of the scan construction")
     n.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
+    n.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weights' float type")
+    n.add_argument("--allow-inexact", action="store_true",
+                   help="take constructions beyond their certified float reach at this max_len and dtype too")
     n.add_argument("--json", action="store_true", help="the candidates and the choice as one JSON object")
     n.set_defaults(func=cmd_plan)
 

@@ -163,7 +163,9 @@ def _auto(automaton: Semiautomaton, max_len: int, eps: float, positions: str, pr
 
 def _take(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any],
           errors: dict[str, type[ShortcutError]], max_len: int, eps: float, positions: str, prefer: str) -> Decision:
-    """:func:`_auto` after the survey: build the best candidate that fits, or refuse naming every reason."""
+    """:func:`_auto` after the survey: build the best candidate that fits, or refuse naming every reason.
+    Precision warnings are the caller's to refuse (:func:`_beyond_reach`): only the chosen candidate
+    is built (at a max_len beyond one construction's reach, building them all costs gigabytes)."""
     ranked = ranking(cands, prefer)
     for cand in ranked:
         c = registry.get(cand.name)
@@ -223,18 +225,27 @@ def plan(automaton: Semiautomaton, method: str, max_len: int = 128, prefer: str 
 
 
 def candidates(automaton, *, max_len: int, prefer: str = "depth", positions: str = "sinusoidal",
-               max_params: int = MAX_PARAMS, complete: bool = False) -> dict[str, Any]:
+               max_params: int = MAX_PARAMS, complete: bool = False, dtype: torch.dtype = torch.float32,
+               allow_inexact: bool = True) -> dict[str, Any]:
     """``shortcut plan``: every construction's candidate (exact estimate, or why not) and what
-    ``auto`` would compile -- without building anything but the program of the one it takes
-    (JSON-able: ``automaton``, ``max_len``, ``prefer``, ``candidates``, ``chosen``, ``why`` or ``error``)."""
+    ``auto`` would compile with these options -- building no model, only the program of the one
+    it takes (JSON-able: ``automaton``, ``max_len``, ``prefer``, ``max_params``, ``candidates``,
+    ``chosen``, ``why`` or ``error``)."""
     automaton = load_spec(automaton, complete=complete)
     _check_max_len(max_len)
     _check_options(AUTO, prefer, max_params)
+    if dtype not in DTYPES.values():
+        raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
     out: dict[str, Any] = {"automaton": automaton.name, "max_len": max_len, "prefer": prefer, "max_params": max_params}
     cands, plans, errors = survey(automaton, max_len, positions, max_params)
     try:
-        d = _take(automaton, cands, plans, errors, max_len, 2.0**-23, positions, prefer)
+        d = _take(automaton, cands, plans, errors, max_len, torch.finfo(dtype).eps, positions, prefer)
+        if not allow_inexact:
+            _beyond_reach(automaton, d.construction, d.built[1], max_len, dtype)
     except ShortcutError as e:
+        for x in cands:
+            if x.chosen:
+                x.chosen, x.note = False, "would be taken, but is beyond its certified float reach (see the error)"
         return {**out, "candidates": [asdict(x) for x in cands], "chosen": None, "why": None, "error": str(e)}
     return {**out, "candidates": [asdict(x) for x in d.candidates], "chosen": d.method, "why": d.why, "error": None}
 
@@ -268,16 +279,23 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     d = decide(automaton, method, max_len, eps, positions, prefer, max_params)
     c = d.construction
     program, meta = d.built or c.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
-    if meta.get("warnings") and not allow_inexact:
-        raise PrecisionError(f"{automaton.name} at max_len {max_len} in {str(dtype).removeprefix('torch.')} is beyond "
-                             f"the certified float reach of {c.name}: {meta['warnings'][0]} -- use a smaller "
-                             f"--max-len or --dtype float64, or pass --allow-inexact")
+    if not allow_inexact:
+        _beyond_reach(automaton, c, meta, max_len, dtype)
     meta = {"automaton": automaton.to_dict(), "why": d.why, "requested_method": method, **meta,
             "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
     model = assemble(program, max_len=max_len, dtype=dtype, meta=meta)
     _check_estimate(d.chosen, model)
     stamp_header(model)
     return model
+
+
+def _beyond_reach(automaton: Semiautomaton, c: Construction, meta: dict[str, Any], max_len: int,
+                  dtype: torch.dtype) -> None:
+    """PrecisionError when the build's worst-case rounding bound is beyond a tolerance (its warnings)."""
+    if meta.get("warnings"):
+        raise PrecisionError(f"{automaton.name} at max_len {max_len} in {str(dtype).removeprefix('torch.')} is beyond "
+                             f"the certified float reach of {c.name}: {meta['warnings'][0]} -- use a smaller "
+                             f"--max-len or --dtype float64, or pass --allow-inexact")
 
 
 def _check_estimate(cand: Candidate, model) -> None:

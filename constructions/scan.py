@@ -74,7 +74,9 @@ def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start:
 
 
 def estimated_params(n_points: int, max_len: int) -> int:
-    """Parameters of a scan model on ``n_points`` points (dense weights, Lemma 14 widths)."""
+    """About the parameters of a scan model on ``n_points`` points (dense weights, Lemma 14 widths,
+    the natural readout): the closed form :func:`check_budget` refuses by before anything is made;
+    :func:`estimate` counts exactly."""
     m = n_points
     h1, h2 = 2 * m * (m - 1) + 4 * m, m * m + 4 * m
     d = 2 * m + 2 + 2 * (math.ceil(math.log2(max_len + 1)) + 1)
