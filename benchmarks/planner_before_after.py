@@ -5,8 +5,10 @@ For each automaton (``catalog.paper_suite()`` and each catalog family's example)
 parameters).  Only ``compile_automaton`` and ``model.info()`` are used, so the same command
 runs against an older checkout (``PYTHONPATH=<old tree>``) to record the planner it replaces:
 
-    PYTHONPATH=<tree at 36fa54a> python benchmarks/planner_before_after.py --json-out before.json
-    python benchmarks/planner_before_after.py --before before.json --out benchmarks/results/planner_before_after.md
+    PYTHONPATH=<tree at 36fa54a> python benchmarks/planner_before_after.py \
+        --json-out benchmarks/results/planner_before_after_36fa54a.json
+    python benchmarks/planner_before_after.py --before benchmarks/results/planner_before_after_36fa54a.json \
+        --out benchmarks/results/planner_before_after.md
 
 The table marks a row ``deeper`` or ``larger`` where the new choice has more attention layers,
 or more parameters, than the old one.
@@ -75,7 +77,9 @@ def main(argv: list[str] | None = None) -> str:
     fmt = lambda r: ("refused" if r.get("layers") is None  # noqa: E731
                      else f"{r['method']}, {r['layers']}, {r['params']:,}")
     lines = [header("auto before (36fa54a) and after: the paper's automata and every catalog family"), "",
-             "Each cell: method, attention layers, parameters (float32, `compile_automaton(name, max_len=T)`).", "",
+             "Each cell: method, attention layers, parameters (float32, `compile_automaton(name, max_len=T)`). "
+             "Before: this script with `--json-out` run on the tree of commit 36fa54a (the planner replaced), "
+             "committed as `planner_before_after_36fa54a.json`.", "",
              "| automaton | T | before | after | change |", "|---|---|---|---|---|"]
     bad = []
     for key, r in rows.items():

@@ -14,8 +14,12 @@ maps: 2-8 states, 2-4 letters, seed 0) and, at max_len T (default 256):
   parameter count and depth compared with the estimate.  With ``--before FILE`` (the
   ``--auto-only`` JSON of the old planner) the table shows both depth histograms.
 
-    PYTHONPATH=<tree at 36fa54a> python benchmarks/planner_depth.py --auto-only --json-out before.json
-    python benchmarks/planner_depth.py --before before.json --out benchmarks/results/planner_depth.md
+    PYTHONPATH=<tree at 36fa54a> python benchmarks/planner_depth.py --auto-only \
+        --json-out benchmarks/results/planner_depth_36fa54a.json
+    python benchmarks/planner_depth.py --before benchmarks/results/planner_depth_36fa54a.json \
+        --out benchmarks/results/planner_depth.md
+
+(``git archive 36fa54a | tar -x -C DIR`` gives the old tree.)
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ def planned(a, T: int, verify: bool) -> dict:
         auto = {"method": d.method, "layers": None, "params": None}
         cands = d.candidates
     except compiler.ShortcutError as e:
-        auto, cands = {"method": None, "refusal": str(e)}, pipeline.candidates(a, T)[0]
+        auto, cands = {"method": None, "refusal": str(e)}, pipeline.survey(a, T)[0]
     forced = {}
     for c in cands:
         forced[c.name] = {"layers": c.layers, "params": c.params, "refusal": c.refusal if c.layers is None else None}

@@ -316,7 +316,7 @@ def candidates_text(cands: list[dict]) -> list[str]:
     """The planner's candidates as an aligned table: construction, theorem, whether it applies,
     attention layers, parameters, whether it fits the budgets, and why it was (``*``) or was
     not taken.  Tolerates the shorter records of older checkpoints."""
-    num = lambda x: "-" if x is None else f"{x:,}"  # noqa: E731
+    num = lambda x: "-" if x is None else (f"{x:,}" if isinstance(x, int) else str(x))  # noqa: E731
     yes = lambda x: "-" if x is None else ("yes" if x else "no")  # noqa: E731
     rows = [("", "construction", "theorem", "applies", "layers", "params", "fits", "why (not)")]
     for c in cands:

@@ -48,9 +48,9 @@ class Candidate:
     """One construction as the planner saw it (stored in ``meta["candidates"]``).
 
     ``applies``: its analysis found a plan; ``layers``/``params``: the plan's exact estimate at
-    the requested max_len (None when it does not apply or its estimate refused); ``refusal``: why it cannot be used (does not apply, over a budget), None when it
-    fits; ``fits``: applies and fits every budget; ``chosen``: the one compiled; ``note``: why it
-    was or was not taken."""
+    the requested max_len (None when it does not apply or its estimate refused); ``refusal``:
+    why it cannot be used (does not apply, over a budget), None when it fits; ``fits``: applies
+    and fits every budget; ``chosen``: the one compiled; ``note``: why it was or was not taken."""
 
     name: str
     theorem: str = ""

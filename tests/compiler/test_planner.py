@@ -163,3 +163,13 @@ def test_info_shows_the_candidates(tmp_path, capsys):
 def test_candidates_are_deterministic():
     a = Semiautomaton("toggle-reset", ("0", "1", "2"), ("t", "r"), ((1, 0, 2), (0, 0, 0)))
     assert pipeline.candidates(a, max_len=32) == pipeline.candidates(a, max_len=32)
+
+
+def test_candidate_table_reads_old_and_edited_records():
+    from compiler.cli import candidates_text
+
+    old = [{"name": "scan", "layers": 7, "params": 1234, "refusal": None, "chosen": True},
+           {"name": "gridworld", "layers": None, "params": None, "refusal": "not a world", "chosen": False}]
+    lines = candidates_text(old)
+    assert lines[1].split()[:6] == ["*", "scan", "yes", "7", "1,234", "yes"] and lines[2].endswith("not a world")
+    assert len(candidates_text([{"name": 3, "layers": "x", "params": [1], "note": "a\nb"}])) == 2
