@@ -25,6 +25,7 @@ _EXPORTS = {
     "load_spec": "compiler.automata.load",
     "decompose": "compiler.automata.decompose",
     "compile_automaton": "compiler.pipeline",
+    "candidates": "compiler.pipeline",
     "with_start": "compiler.pipeline",
     "save": "constructions.checkpoint",
     "load": "constructions.checkpoint",

@@ -13,14 +13,22 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
+from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import load, save
 from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from verify.check import verify
-from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
-                           verification_summary, write_report)
+from verify.report import (
+    VERIFIED,
+    failure_text,
+    report_dict,
+    summary_line,
+    verification_status,
+    verification_summary,
+    write_report,
+)
 
 from .automata.cascade import summary_json, summary_text, to_dot
 from .automata.catalog import entries
@@ -30,7 +38,15 @@ from .automata.formats import parse_alphabet
 from .automata.load import load_spec
 from .automata.version import __version__
 from .export import FORMATS, save_transformer_lens, to_transformer_lens
-from .pipeline import DTYPES, compile_automaton, methods, require_intact_header, set_start
+from .pipeline import (
+    DTYPES,
+    PREFERENCES,
+    candidates,
+    compile_automaton,
+    methods,
+    require_intact_header,
+    set_start,
+)
 
 EXIT_OK, EXIT_NOT_EXACT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_CODES = """exit status (every command):
@@ -159,7 +175,7 @@ def writable_dir(path: str, what: str) -> Path:
     return p
 
 
-def _write(path: "str | Path", what: str, write: Callable[[], object]) -> None:
+def _write(path: str | Path, what: str, write: Callable[[], object]) -> None:
     """Run ``write``; an OSError (disk full, a race) is bad environment, one line."""
     try:
         write()
@@ -184,7 +200,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
     automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet)
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
-                              positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout)
+                              positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
+                              prefer=args.prefer, max_params=args.max_params)
     exact = True
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
         result = verify(model, samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
@@ -281,7 +298,7 @@ def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
 def layout_text(layout: dict) -> list[str]:
     """``info --layout``: the subspaces (residual dims), then per layer each head's query/key/value
     reads and writes and the MLP's reads and writes, by subspace name, in aligned columns."""
-    names = lambda xs: ", ".join(xs) or "-"  # noqa: E731
+    names = lambda xs: ", ".join(xs) or "-"
     subspaces = sorted(layout["subspaces"].items(), key=lambda kv: min(kv[1]["dims"], default=-1))
     lines = ["subspaces:"]
     lines += _table([(name, _dims_text(s["dims"]), f"{len(s['dims'])} dim{'s' * (len(s['dims']) != 1)}")
@@ -319,6 +336,48 @@ def _verification_line(model) -> str:
     return f"verification: {summary_line(summary, status)}"
 
 
+def candidates_text(cands: list[dict]) -> list[str]:
+    """The planner's candidates as an aligned table: construction, theorem, whether it applies,
+    attention layers, parameters, whether it fits the budgets, and why it was (``*``) or was
+    not taken.  Tolerates the shorter records of older checkpoints."""
+    num = lambda x: "-" if x is None else (f"{x:,}" if isinstance(x, int) else str(x))
+    yes = lambda x: "-" if x is None else ("yes" if x else "no")
+    rows = [("", "construction", "theorem", "applies", "layers", "params", "fits", "why (not)")]
+    for c in cands:
+        rows.append(("*" if c.get("chosen") else "", str(c.get("name")), str(c.get("theorem", "")),
+                     yes(c.get("applies", c.get("layers") is not None)), num(c.get("layers")), num(c.get("params")),
+                     yes(c.get("fits", c.get("refusal") is None)),
+                     " ".join(str(c.get("refusal") or c.get("note") or "").split())))
+    return _table(rows, indent="")
+
+
+def _stored_candidates(model) -> list[dict] | None:
+    """``meta["candidates"]`` when it is a list of records (None for an absent or edited one)."""
+    cands = model.meta.get("candidates")
+    if isinstance(cands, list) and cands and all(isinstance(c, dict) for c in cands):
+        return cands
+    return None
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
+    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet)
+    result = candidates(automaton, max_len=args.max_len, prefer=args.prefer,
+                        positions=args.positions, max_params=args.max_params, dtype=_dtype(args.dtype),
+                        allow_inexact=args.allow_inexact)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"plan for {result['automaton']} at max_len {args.max_len} (prefer {args.prefer}, "
+              f"budget {args.max_params:,} parameters):")
+        print("\n".join(candidates_text(result["candidates"])))
+        if result["chosen"] is not None:
+            print(f"chosen: {result['chosen']} -- {result['why']}")
+    if result["error"] is not None:
+        raise ShortcutError(result["error"])
+    return EXIT_OK
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     model = load(args.model)
     if args.layout:
@@ -331,13 +390,17 @@ def cmd_info(args: argparse.Namespace) -> int:
             raise ShortcutError(f"the stored layout of {args.model!r} is malformed ({type(e).__name__})") from None
         print(text)
         return EXIT_OK
-    info = {**model.info(), "verification_status": verification_status(model)}
+    cands = _stored_candidates(model)
+    info = {**model.info(), "candidates": cands, "verification_status": verification_status(model)}
     if args.json:
         print(json.dumps(info))
         return EXIT_OK
     for k, v in info.items():
-        if k not in ("verification", "verification_status"):
+        if k not in ("verification", "verification_status", "candidates"):
             print(f"{k}: {v}")
+    if cands is not None:
+        print("candidates:")
+        print("\n".join(candidates_text(cands)))
     print(_verification_line(model))
     return EXIT_OK
 
@@ -439,6 +502,10 @@ EXAMPLES = {
   shortcut run s5.safetensors --input "(1,2) (1,2,3,4,5) e"
   shortcut run m.safetensors --input "up,1 | down,1" --sep "|"
   printf 'i j\nk\n' | shortcut run q8.safetensors --input-file - --json""",
+    "plan": """examples:
+  shortcut plan dyck:4,2 --max-len 256
+  shortcut plan dyck:4,2 --max-len 256 --prefer size
+  shortcut plan examples/turnstile.json --max-len 1024 --json""",
     "info": """examples:
   shortcut info q8.safetensors
   shortcut info q8.safetensors --json
@@ -466,6 +533,14 @@ def _sub(sub, name: str, help: str) -> argparse.ArgumentParser:
     return p
 
 
+def _planner_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prefer", default="depth", choices=list(PREFERENCES),
+                   help="what auto minimises: depth (fewest attention layers, then parameters) or size (fewest "
+                        "parameters within one layer of the shallowest)")
+    p.add_argument("--max-params", type=POSITIVE, default=MAX_PARAMS,
+                   help="parameter budget (at most the default): auto passes over constructions above it")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="shortcut", description="Compile finite automata into exact, hand-set Transformers.",
                 epilog=f"examples:\n  shortcut compile symmetric:5 -o s5.safetensors --max-len 128\n"
@@ -486,6 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="the .safetensors file to write")
     c.add_argument("--max-len", type=int, default=128, help="longest input the model must simulate exactly")
     c.add_argument("--method", default="auto", choices=methods(), help="the construction (auto: the planner picks)")
+    _planner_options(c)
     c.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weights' float type")
     c.add_argument("--positions", default="sinusoidal", choices=["sinusoidal", "circle"],
                    help="position code of the scan construction")
@@ -500,6 +576,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--verify-samples", type=NON_NEGATIVE, default=16, help="random full-length sequences for --verify")
     c.add_argument("--verify-budget", type=POSITIVE, default=4096, help="exhaustive-check budget for --verify")
     c.set_defaults(func=cmd_compile)
+
+    n = _sub(sub, "plan", "every construction's estimate (layers, parameters) or refusal, and what auto picks")
+    n.add_argument("spec", help="a spec as `compile` takes it (JSON, table, .dot, .npz, regex:PATTERN or a catalog name)")
+    n.add_argument("--alphabet", help="the letters of a regex:PATTERN, comma-separated (default: those it uses)")
+    n.add_argument("--max-len", type=int, default=128, help="longest input the model must simulate exactly")
+    _planner_options(n)
+    n.add_argument("--positions", default="sinusoidal", choices=["sinusoidal", "circle"],
+                   help="position code of the scan construction")
+    n.add_argument("--complete", action="store_true",
+                   help="send a partial automaton's missing transitions to an added sink state")
+    n.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weights' float type")
+    n.add_argument("--allow-inexact", action="store_true",
+                   help="take constructions beyond their certified float reach at this max_len and dtype too")
+    n.add_argument("--json", action="store_true", help="the candidates and the choice as one JSON object")
+    n.set_defaults(func=cmd_plan)
 
     r = _sub(sub, "run", "run a compiled model on symbol sequences (whitespace-separated, or --sep)")
     r.add_argument("model", help="a checkpoint written by `shortcut compile`")

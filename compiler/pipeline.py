@@ -1,8 +1,12 @@
 """spec -> plan -> program -> assembled model.
 
 The planner walks the construction registry (``constructions/registry.py``): each
-construction inspects the automaton once and returns a typed plan or a refusal; the
-plan is built, assembled, and carried in the checkpoint (``meta["plan"]``).
+construction inspects the automaton once and returns a typed plan or a refusal, and
+estimates the plan's exact cost (attention layers, parameters) at the requested max_len.
+``auto`` takes, among those that fit the budgets, the fewest layers then the fewest
+parameters (``prefer="size"``: the fewest parameters within one layer of the shallowest);
+the plan is built, assembled, and carried in the checkpoint (``meta["plan"]``), beside
+every candidate (``meta["candidates"]``).
 """
 
 from __future__ import annotations
@@ -15,12 +19,20 @@ import torch
 
 from constructions import registry
 from constructions.assemble import assemble
+from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import header_intact, stamp_header
 from constructions.construction import Construction, Refusal
-from constructions.labels import LABELS, READOUTS, STATES, LabelReadoutError, label_unembedding, readout_of
+from constructions.labels import (
+    LABELS,
+    READOUTS,
+    STATES,
+    LabelReadoutError,
+    label_unembedding,
+    readout_of,
+)
 from constructions.positions import KINDS
 
-from .automata.errors import CheckpointError, PrecisionError, ShortcutError
+from .automata.errors import BudgetError, CheckpointError, PrecisionError, ShortcutError
 from .automata.load import load_spec
 from .automata.moore import Minimised, minimise
 from .automata.representation import natural
@@ -36,15 +48,29 @@ def methods() -> list[str]:
     return [AUTO, *registry.names()]
 
 
+PREFERENCES = ("depth", "size")
+"""What ``auto`` minimises: ``depth`` -- the fewest attention layers, then the fewest parameters;
+``size`` -- the fewest parameters among those at most one layer deeper than the shallowest."""
+
+
 @dataclass
 class Candidate:
-    """One construction as the planner saw it: its estimate, or why it was passed over."""
+    """One construction as the planner saw it (stored in ``meta["candidates"]``).
+
+    ``applies``: its analysis found a plan; ``layers``/``params``: the plan's exact estimate at
+    the requested max_len (None when it does not apply or its estimate refused); ``refusal``:
+    why it cannot be used (does not apply, over a budget), None when it fits; ``fits``: applies
+    and fits every budget; ``chosen``: the one compiled; ``note``: why it was or was not taken."""
 
     name: str
+    theorem: str = ""
+    applies: bool = False
     layers: int | None = None
     params: int | None = None
     refusal: str | None = None
+    fits: bool = False
     chosen: bool = False
+    note: str = ""
 
 
 @dataclass
@@ -62,99 +88,197 @@ class Decision:
     def method(self) -> str:
         return self.construction.name
 
+    @property
+    def chosen(self) -> Candidate:
+        return next(c for c in self.candidates if c.chosen)
 
-def _requested(automaton: Semiautomaton, c: Construction, max_len: int, positions: str) -> Decision:
-    """``--method NAME``: that construction, or its refusal as the error."""
+
+def _assess(automaton: Semiautomaton, c: Construction, max_len: int, positions: str,
+            max_params: int) -> tuple[Candidate, Any, type[ShortcutError] | None]:
+    """One construction's candidate: its plan and exact cost, or why it does not apply or fit
+    (with the error class to raise when it was asked for)."""
+    cand = Candidate(c.name, c.theorem)
     plan = c.applies(automaton)
     if isinstance(plan, Refusal):
-        raise plan.error(plan.reason)
-    cost = c.estimate(plan, max_len, positions)
-    cand = Candidate(c.name, cost.layers, cost.params, chosen=True)
+        cand.refusal = plan.reason
+        return cand, None, plan.error
+    cand.applies = True
+    try:
+        cost = c.estimate(plan, max_len, positions)
+    except ShortcutError as e:
+        cand.refusal = str(e)
+        return cand, plan, type(e)
+    cand.layers, cand.params = cost.layers, cost.params
+    if cost.params > max_params:
+        cand.refusal = (f"{cost.params:,} parameters at max_len {max_len}, over the budget of {max_params:,}")
+        return cand, plan, BudgetError
+    cand.fits = True
+    return cand, plan, None
+
+
+def survey(automaton: Semiautomaton, max_len: int, positions: str = "sinusoidal",
+           max_params: int = MAX_PARAMS) -> tuple[list[Candidate], dict[str, Any], dict[str, type[ShortcutError]]]:
+    """Every registered construction, in registry order: its candidate (exact estimate or
+    refusal), its plan (by name, where it applies) and the error class of each refusal."""
+    cands, plans, errors = [], {}, {}
+    for c in registry.entries():
+        cand, plan, error = _assess(automaton, c, max_len, positions, max_params)
+        cands.append(cand)
+        if plan is not None:
+            plans[c.name] = plan
+        if error is not None:
+            errors[c.name] = error
+    return cands, plans, errors
+
+
+def ranking(cands: list[Candidate], prefer: str = "depth") -> list[Candidate]:
+    """The candidates that fit, best first.  ``depth``: fewest attention layers, then fewest
+    parameters, then registry order.  ``size``: among those at most one layer deeper than the
+    shallowest, fewest parameters (then fewer layers, registry order); the rest after them, by depth."""
+    order = {id(c): i for i, c in enumerate(cands)}
+    fits = [c for c in cands if c.fits]
+    by_depth = sorted(fits, key=lambda c: (c.layers, c.params, order[id(c)]))
+    if prefer == "depth" or not fits:
+        return by_depth
+    near = by_depth[0].layers + 1
+    pool = sorted((c for c in fits if c.layers <= near), key=lambda c: (c.params, c.layers, order[id(c)]))
+    return pool + [c for c in by_depth if c.layers > near]
+
+
+def _note(c: Candidate, best: Candidate, prefer: str, shallowest: int) -> str:
+    """Why a candidate that fits was not taken (beside the chosen ``best``)."""
+    if prefer == "size" and c.layers > shallowest + 1:
+        return f"{c.layers} layers: more than one deeper than the shallowest ({shallowest})"
+    if prefer == "size" and c.params != best.params:
+        return f"{c.params:,} parameters, {best.name} {best.params:,}"
+    if c.layers != best.layers:
+        return f"{c.layers} attention layers, {best.name} {best.layers}"
+    if c.params != best.params:
+        return f"as deep as {best.name}, {c.params:,} parameters against {best.params:,}"
+    return f"ties with {best.name}, which comes first in the registry"
+
+
+def _cost_text(c: Candidate, max_len: int) -> str:
+    return f"{c.layers} attention layer{'s' * (c.layers != 1)}, {c.params:,} parameters at max_len {max_len}"
+
+
+def _auto(automaton: Semiautomaton, max_len: int, eps: float, positions: str, prefer: str,
+          max_params: int) -> Decision:
+    """Every construction estimated (:func:`survey`); the best that fits (:func:`ranking`) is built.
+    A build that fails (an estimate that missed a budget: a bug, reported in the candidates)
+    falls through to the next.  Nothing fits: an error naming every construction's reason."""
+    cands, plans, errors = survey(automaton, max_len, positions, max_params)
+    return _take(automaton, cands, plans, errors, max_len, eps, positions, prefer)
+
+
+def _take(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any],
+          errors: dict[str, type[ShortcutError]], max_len: int, eps: float, positions: str, prefer: str) -> Decision:
+    """:func:`_auto` after the survey: build the best candidate that fits, or refuse naming every reason.
+    Precision warnings are the caller's to refuse (:func:`_beyond_reach`): only the chosen candidate
+    is built (at a max_len beyond one construction's reach, building them all costs gigabytes)."""
+    ranked = ranking(cands, prefer)
+    for cand in ranked:
+        c = registry.get(cand.name)
+        try:
+            built = c.build(automaton, plans[c.name], max_len=max_len, eps=eps, positions=positions)
+        except ShortcutError as e:
+            cand.fits, cand.refusal = False, f"estimated, but the build failed: {e}"
+            errors[c.name] = type(e)
+            continue
+        cand.chosen = True
+        shallowest = min(x.layers for x in cands if x.fits)
+        for x in cands:
+            if x.fits and not x.chosen:
+                x.note = _note(x, cand, prefer, shallowest)
+        cand.note = ("the fewest attention layers, then parameters" if prefer == "depth" else
+                     "prefer size: the fewest parameters within one layer of the shallowest")
+        passed = "".join(f"; not {x.name}: {x.refusal or x.note}" for x in cands if not x.chosen)
+        why = (f"auto: {c.name} ({c.theorem}): {c.describe(plans[c.name], automaton)}; "
+               f"{_cost_text(cand, max_len)} ({cand.note}){passed}")
+        return Decision(c, plans[c.name], why, cands, built)
+    reasons = "; ".join(f"{x.name}: {x.refusal}" for x in cands)
+    error = BudgetError if BudgetError in errors.values() else ShortcutError
+    raise error(f"no construction compiles {automaton.name} at max_len {max_len}: {reasons}")
+
+
+def _requested(automaton: Semiautomaton, c: Construction, max_len: int, positions: str, max_params: int) -> Decision:
+    """``--method NAME``: that construction, or its refusal as the error."""
+    cand, plan, error = _assess(automaton, c, max_len, positions, max_params)
+    if error is not None:
+        raise error(cand.refusal)
+    cand.chosen, cand.note = True, f"requested with --method {c.name}"
     return Decision(c, plan, f"requested with --method {c.name}: {c.describe(plan, automaton)}", [cand])
 
 
-def _auto(automaton: Semiautomaton, max_len: int, eps: float, positions: str) -> Decision:
-    """The first construction, in registry order, that applies, fits its budgets and (unless
-    it opts out with ``depth_checked=False``) is no deeper than the last resort at
-    ``max_len``; the last resort (it applies to everything) otherwise.  A candidate whose
-    build fails falls through to the next one."""
-    entries = registry.entries()
-    last = entries[-1]
-    last_seen: dict[str, Any] = {}
-
-    def last_resort() -> tuple[Any, int]:
-        if not last_seen:
-            plan = last.applies(automaton)
-            if isinstance(plan, Refusal):
-                raise plan.error(plan.reason)
-            last_seen.update(plan=plan, layers=last.estimate(plan, max_len, positions).layers)
-        return last_seen["plan"], last_seen["layers"]
-
-    cands: list[Candidate] = []
-    for c in entries:
-        cand = Candidate(c.name)
-        cands.append(cand)
-        if c is last:
-            plan, _ = last_resort()
-        else:
-            plan = c.applies(automaton)
-            if isinstance(plan, Refusal):
-                cand.refusal = plan.reason
-                continue
-        try:
-            cost = c.estimate(plan, max_len, positions)
-        except ShortcutError as e:
-            if c is last:
-                raise
-            cand.refusal = str(e)
-            continue
-        cand.layers, cand.params = cost.layers, cost.params
-        built = None
-        if c is not last:
-            depth = last_resort()[1]
-            if c.depth_checked and cost.layers > depth:
-                cand.refusal = (f"needs {cost.layers} attention layers, {last.name} only {depth} "
-                                f"at max_len {max_len}")
-                continue
-            try:
-                built = c.build(automaton, plan, max_len=max_len, eps=eps, positions=positions)
-            except ShortcutError as e:
-                cand.refusal = str(e)
-                continue
-        cand.chosen = True
-        passed = "".join(f"; not {x.name}: {x.refusal}" for x in cands if x.refusal)
-        why = (f"auto: {c.name} ({c.theorem}): {c.describe(plan, automaton)}; {cost.layers} attention layers "
-               f"at max_len {max_len}{passed}")
-        return Decision(c, plan, why, cands, built)
-    raise AssertionError("the last resort always decides")  # pragma: no cover
+def _check_options(method: str, prefer: str, max_params: int) -> None:
+    if method not in methods():
+        raise ShortcutError(f"unknown method {method!r}; choose one of {methods()}")
+    if prefer not in PREFERENCES:
+        raise ShortcutError(f"unknown preference {prefer!r}; choose one of {list(PREFERENCES)}")
+    if not isinstance(max_params, int) or isinstance(max_params, bool) or not 1 <= max_params <= MAX_PARAMS:
+        raise ShortcutError(f"max_params must be an integer from 1 to {MAX_PARAMS:,}, got {max_params!r}")
 
 
 def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23,
-           positions: str = "sinusoidal") -> Decision:
+           positions: str = "sinusoidal", prefer: str = "depth", max_params: int = MAX_PARAMS) -> Decision:
     """Which construction compiles ``automaton``, with which plan (see :func:`_auto`)."""
-    if method not in methods():
-        raise ShortcutError(f"unknown method {method!r}; choose one of {methods()}")
+    _check_options(method, prefer, max_params)
     if method == AUTO:
-        return _auto(automaton, max_len, eps, positions)
-    return _requested(automaton, registry.get(method), max_len, positions)
+        return _auto(automaton, max_len, eps, positions, prefer, max_params)
+    return _requested(automaton, registry.get(method), max_len, positions, max_params)
 
 
-def plan(automaton: Semiautomaton, method: str, max_len: int = 128) -> tuple[str, str]:
+def plan(automaton: Semiautomaton, method: str, max_len: int = 128, prefer: str = "depth") -> tuple[str, str]:
     """The construction to use and why (see :func:`decide`)."""
-    d = decide(automaton, method, max_len)
+    d = decide(automaton, method, max_len, prefer=prefer)
     return d.method, d.why
+
+
+def candidates(automaton, *, max_len: int, prefer: str = "depth", positions: str = "sinusoidal",
+               max_params: int = MAX_PARAMS, complete: bool = False, dtype: torch.dtype = torch.float32,
+               allow_inexact: bool = True) -> dict[str, Any]:
+    """``shortcut plan``: every construction's candidate (exact estimate, or why not) and what
+    ``auto`` would compile with these options -- building no model, only the program of the one
+    it takes (JSON-able: ``automaton``, ``max_len``, ``prefer``, ``max_params``, ``candidates``,
+    ``chosen``, ``why`` or ``error``)."""
+    automaton = load_spec(automaton, complete=complete)
+    _check_max_len(max_len)
+    _check_options(AUTO, prefer, max_params)
+    if dtype not in DTYPES.values():
+        raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
+    out: dict[str, Any] = {"automaton": automaton.name, "max_len": max_len, "prefer": prefer, "max_params": max_params}
+    cands, plans, errors = survey(automaton, max_len, positions, max_params)
+    try:
+        d = _take(automaton, cands, plans, errors, max_len, torch.finfo(dtype).eps, positions, prefer)
+        if not allow_inexact:
+            _beyond_reach(automaton, d.construction, d.built[1], max_len, dtype)
+    except ShortcutError as e:
+        for x in cands:
+            if x.chosen:
+                x.chosen, x.note = False, "would be taken, but is beyond its certified float reach (see the error)"
+        return {**out, "candidates": [asdict(x) for x in cands], "chosen": None, "why": None, "error": str(e)}
+    return {**out, "candidates": [asdict(x) for x in d.candidates], "chosen": d.method, "why": d.why, "error": None}
+
+
+def _check_max_len(max_len) -> None:
+    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
+        raise ShortcutError(f"max_len must be a positive integer, got {max_len!r}")
+    if max_len > MAX_LEN_LIMIT:
+        raise ShortcutError(f"max_len {max_len} is above the supported limit {MAX_LEN_LIMIT}")
 
 
 def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: torch.dtype = torch.float32,
                       positions: str = "sinusoidal", allow_inexact: bool = True, complete: bool = False,
-                      readout: str = STATES):
+                      readout: str = STATES, prefer: str = "depth", max_params: int = MAX_PARAMS):
     """Compile ``automaton`` (a Semiautomaton, dict, JSON path, catalog name or automata-lib DFA)
     to a :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``.
 
     The construction's precision warnings (``meta["warnings"]``: its worst-case rounding bound
     exceeds a tolerance at this max_len and dtype) raise :class:`PrecisionError` unless
     ``allow_inexact`` (the library default; the CLI refuses unless ``--allow-inexact``).
-    ``complete`` adds a sink state to a partial automaton (see ``load_spec``).
+    ``complete`` adds a sink state to a partial automaton (see ``load_spec``).  ``prefer``
+    (``depth`` or ``size``, see :data:`PREFERENCES`) and ``max_params`` (the parameter budget)
+    steer ``auto``; ``meta["candidates"]`` records every construction's estimate or refusal.
     ``readout="labels"`` (the automaton must have outputs): the argmax is the output label; the
     minimal Moore machine is compiled instead of the automaton (see :func:`_label_model`)."""
     automaton = load_spec(automaton, complete=complete)
@@ -164,48 +288,49 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     if readout == LABELS:
         minimised = minimise(automaton)
         source, automaton = automaton, minimised.quotient
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
-        raise ShortcutError(f"max_len must be a positive integer, got {max_len!r}")
-    if max_len > MAX_LEN_LIMIT:
-        raise ShortcutError(f"max_len {max_len} is above the supported limit {MAX_LEN_LIMIT}")
+    _check_max_len(max_len)
     if dtype not in DTYPES.values():
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
     eps = torch.finfo(dtype).eps
-    d = decide(automaton, method, max_len, eps, positions)
+    d = decide(automaton, method, max_len, eps, positions, prefer, max_params)
     c = d.construction
     program, meta = d.built or c.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
     if minimised is not None:
-        d, program, meta = _label_model(d, program, meta, minimised, method, max_len, eps, positions)
+        d, program, meta = _label_model(d, program, meta, minimised, method, max_len, eps, positions, prefer)
         c = d.construction
-    if meta.get("warnings") and not allow_inexact:
-        raise PrecisionError(f"{automaton.name} at max_len {max_len} in {str(dtype).removeprefix('torch.')} is beyond "
-                             f"the certified float reach of {c.name}: {meta['warnings'][0]} -- use a smaller "
-                             f"--max-len or --dtype float64, or pass --allow-inexact")
+    if not allow_inexact:
+        _beyond_reach(automaton, c, meta, max_len, dtype)
     meta = {"automaton": automaton.to_dict(), "why": d.why, "requested_method": method, **meta,
             "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
     if minimised is not None:
         meta["readout"] = {"kind": LABELS, **minimised.to_dict(), **meta.pop("label_readout"),
                            "source": source.to_dict()}
     model = assemble(program, max_len=max_len, dtype=dtype, meta=meta)
+    if minimised is None:  # a label readout replaces the estimated state unembedding
+        _check_estimate(d.chosen, model)
     stamp_header(model)
     return model
 
 
 def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, method: str, max_len: int, eps: float,
-                 positions: str) -> tuple[Decision, Any, dict[str, Any]]:
+                 positions: str, prefer: str) -> tuple[Decision, Any, dict[str, Any]]:
     """Swap the state unembedding of the quotient's program for a label unembedding
     (:func:`constructions.labels.label_unembedding`).  Under ``auto``, when the chosen
-    construction's readout cannot carry the labels, the later registry entries are tried in
-    order (no deeper than the last resort), and the last resort is given the natural action
+    construction's readout cannot carry the labels, the other candidates that fit are tried in
+    the planner's order (:func:`ranking`), and the last resort is given the natural action
     on the quotient's states, whose scalar code always can: the quotient orders its states by
     label, so each label is a run of consecutive codes."""
     a = m.quotient
     tried: list[str] = []
     attempt: tuple[Decision, Any, dict[str, Any]] | None = (d, program, meta)
-    entries = list(registry.entries())
-    rest = (entries[entries.index(d.construction) + 1:] or [entries[-1]]) if method == AUTO else []
+    last = registry.entries()[-1]
+    rest: list[Construction] = []
+    if method == AUTO:
+        ranked = [registry.get(x.name) for x in ranking(d.candidates, prefer)]
+        rest = ranked[ranked.index(d.construction) + 1:]
+        rest = [c for c in rest if c is not last] + [last]
     cands = d.candidates
     while True:
         if attempt is not None:
@@ -218,6 +343,10 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
                 tried.append(f"{d.method}: {e}")
             else:
                 program.W_U, program.b_U = W_U, b_U
+                for x in cands:
+                    x.chosen = x.name == d.method
+                    if x.chosen and tried:
+                        x.note = "the first candidate whose readout carries the labels"
                 why = (f"{d.why}; labels: minimal Moore machine {m.states_before} -> {m.states_after} states, "
                        f"{len(m.labels)} labels read by {notes['form']}" + "".join(f"; not {t}" for t in tried))
                 d = Decision(d.construction, d.plan, why, cands, d.built)
@@ -225,13 +354,13 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
         if not rest:  # pragma: no cover - the natural action's scalar code always carries the labels
             raise AssertionError("no construction could read the labels: " + "; ".join(tried))
         c = rest.pop(0)
-        attempt = _label_candidate(c, a, c is entries[-1], max_len, eps, positions)
+        attempt = _label_candidate(c, a, c is last, max_len, eps, positions)
 
 
 def _label_candidate(c: Construction, a: Semiautomaton, last: bool, max_len: int, eps: float,
                      positions: str) -> tuple[Decision, Any, dict[str, Any]] | None:
     """Construction ``c`` built on ``a`` for a label readout (the natural action when ``c`` is the
-    last resort), or None when it refuses, breaks a budget or is deeper than the last resort."""
+    last resort), or None when it refuses or breaks a budget."""
     if last:
         plan = natural(a)
         why = f"{c.name} ({c.theorem}) on the states, whose scalar code carries the labels: {c.describe(plan, a)}"
@@ -240,14 +369,28 @@ def _label_candidate(c: Construction, a: Semiautomaton, last: bool, max_len: int
     if isinstance(plan, Refusal):
         return None
     try:
-        cost = c.estimate(plan, max_len, positions)
-        depth = registry.entries()[-1].estimate(natural(a), max_len, positions).layers
-        if c.depth_checked and cost.layers > depth:
-            return None
         built = c.build(a, plan, max_len=max_len, eps=eps, positions=positions)
     except ShortcutError:
         return None
     return Decision(c, plan, f"{c.name} ({c.theorem}): {c.describe(plan, a)}"), *built
+
+
+def _beyond_reach(automaton: Semiautomaton, c: Construction, meta: dict[str, Any], max_len: int,
+                  dtype: torch.dtype) -> None:
+    """PrecisionError when the build's worst-case rounding bound is beyond a tolerance (its warnings)."""
+    if meta.get("warnings"):
+        raise PrecisionError(f"{automaton.name} at max_len {max_len} in {str(dtype).removeprefix('torch.')} is beyond "
+                             f"the certified float reach of {c.name}: {meta['warnings'][0]} -- use a smaller "
+                             f"--max-len or --dtype float64, or pass --allow-inexact")
+
+
+def _check_estimate(cand: Candidate, model) -> None:
+    """The registry contract: a construction's estimate is the built model's exact depth and
+    parameter count (the planner compares constructions by it); anything else is a bug."""
+    built = (len(model.config["blocks"]), sum(p.numel() for p in model.parameters()))
+    if built != (cand.layers, cand.params):
+        raise AssertionError(f"{cand.name}'s estimate ({cand.layers} layers, {cand.params} parameters) differs from "
+                             f"the model it built ({built[0]} layers, {built[1]} parameters); estimates must be exact")
 
 
 def require_intact_header(model) -> tuple[Construction, Any]:

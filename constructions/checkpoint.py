@@ -107,7 +107,7 @@ def load(path: "str | Path") -> CompiledTransformer:
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def _config_params(config: dict[str, Any]) -> int:
+def config_params(config: dict[str, Any]) -> int:
     """The number of parameters the config's shapes imply (``CompiledTransformer``'s layout)."""
     d, n_out = config["d_model"], config["n_out"]
     n = (config["n_symbols"] + 1 + config["max_len"] + 1) * d + d * n_out + n_out
@@ -135,7 +135,7 @@ def _check_config(config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> N
     dtype = _DTYPES[config["dtype"]]
     if any(t.dtype != dtype for t in tensors.values()):
         raise CheckpointError(f"its tensors are not all {config['dtype']}, as its config says")
-    held, implied = sum(t.numel() for t in tensors.values()), _config_params(config)
+    held, implied = sum(t.numel() for t in tensors.values()), config_params(config)
     if held != implied:
         raise CheckpointError(f"its config implies {implied} parameters but the file holds {held}")
 

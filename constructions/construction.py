@@ -34,12 +34,16 @@ class Refusal:
 
 @dataclass(frozen=True)
 class Cost:
-    """What a plan will cost at a given max_len, known before any weight is built.
+    """What a plan will cost at a given max_len, known before the model is built: ``layers``,
+    its attention layers (blocks), and ``params``, its exact parameter count.
 
-    ``params`` is None where it cannot be counted without laying out the lookups."""
+    Both must equal the built model's (``auto`` compares constructions by them, and the
+    planner raises an internal error when a compiled model differs).  Count with
+    ``assemble.count_params`` over the blocks the build makes, or with a closed form
+    that ``tests/constructions/test_estimates.py`` checks against built models."""
 
     layers: int
-    params: int | None
+    params: int
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,8 @@ class Construction(Generic[Plan]):
     name: the ``--method`` name (written to ``meta["method"]``).
     theorem: the result it implements, for messages ("Theorem 10").
     applies(automaton) -> Plan | Refusal.
-    estimate(plan, max_len, positions) -> Cost; may raise BudgetError (a budget the plan breaks).
+    estimate(plan, max_len, positions) -> Cost: the exact depth and parameter count of the model
+        build will make; raises BudgetError (a budget the plan breaks) exactly when build would.
     build(automaton, plan, *, max_len, eps, positions) -> (Program, meta); may raise BudgetError.
     set_start(model, plan, state): point a compiled model at another start state, in place
         (updating ``meta["plan"]`` if the plan depends on the start).
@@ -62,7 +67,6 @@ class Construction(Generic[Plan]):
     head_target(layer, rows) -> (key index per query row, description): the key each head of
         a layer must attend to, for margins measured on the chunked forward (optional).
     diagram(plan) -> (title, DOT source) for the HTML report (optional).
-    depth_checked: whether ``auto`` takes it only when no deeper than the last resort.
     """
 
     name: str
@@ -79,4 +83,3 @@ class Construction(Generic[Plan]):
     family_seeds: Callable[[int], dict[str, int]] | None = None
     head_target: Callable[[int, Any], tuple[Any, str]] | None = None
     diagram: Callable[[Plan], tuple[str, str]] | None = None
-    depth_checked: bool = True

@@ -400,7 +400,11 @@ def applies(automaton: Semiautomaton) -> BoxWorld | Refusal:
 
 
 def estimate(world: BoxWorld, max_len: int, positions: str = "sinusoidal") -> Cost:
-    return Cost(2, estimated_params(world, max_len, positions))
+    """Exact: the two blocks of :func:`_sizes` plus the embedding (|Sigma| + 1 rows) and the
+    unembedding (|Q| columns and biases)."""
+    d = _sizes(axis_plans(world, max_len, positions), max_len)["d_model"]
+    n_symbols, n_states = len(world.moves), len(world.coords)
+    return Cost(2, estimated_params(world, max_len, positions) + (n_symbols + 1) * d + (d + 1) * n_states)
 
 
 def build_plan(automaton: Semiautomaton, world: BoxWorld, *, max_len: int, eps: float,
@@ -418,5 +422,4 @@ CONSTRUCTION = Construction(
     plan_to_json=BoxWorld.to_dict, plan_from_json=BoxWorld.from_dict,
     describe=lambda world, automaton: world.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"gridworld_families": seed + checks.FAMILY_SEED_OFFSET},
-    depth_checked=False,  # auto takes Theorem 12's two layers whenever it applies (even at max_len <= 2)
 )

@@ -58,7 +58,7 @@ from compiler.automata.errors import BudgetError, InputError, ShortcutError
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from . import krohn_rhodes_checks as checks
-from .assemble import assemble
+from .assemble import assemble, count_params
 from .budget import STEP_TOLERANCE
 from .construction import Construction, Cost, Refusal
 from .gadgets import (
@@ -605,6 +605,14 @@ def _meta(cascade: Cascade, sched: Schedule, lay: Layout, blocks: list[Block], p
     }
 
 
+def _check_positions(automaton: Semiautomaton, sched: Schedule, positions: str) -> None:
+    """Offset-1 heads use sinusoidal positions only; ShortcutError when another code is asked for."""
+    if sched.needs_positions and positions != "sinusoidal":
+        raise ShortcutError(f"krohn-rhodes for {automaton.name} fetches old values with offset-1 heads, which use "
+                            f"sinusoidal positions only (exact at every max_len); {positions!r} is for --method scan "
+                            f"or gridworld")
+
+
 def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23, cascade: Cascade | None = None,
           positions: str = "sinusoidal") -> tuple[Program, dict[str, Any]]:
     """The constant-depth program for a solvable automaton and its metadata.
@@ -624,10 +632,7 @@ def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23, casc
     T = max_len
     init = dict(zip((c.name for c in comps), cascade.encode(automaton.start)))
     sched = schedule(cascade)
-    if sched.needs_positions and positions != "sinusoidal":
-        raise ShortcutError(f"krohn-rhodes for {automaton.name} fetches old values with offset-1 heads, which use "
-                            f"sinusoidal positions only (exact at every max_len); {positions!r} is for --method scan "
-                            f"or gridworld")
+    _check_positions(automaton, sched, positions)
     lay = allocate(automaton, cascade, sched, T, positions)
     W_E, W_pos = embedding(automaton, cascade, sched, lay, init, T)
     blocks = embed(cascade, sched, lay, init, T)
@@ -687,9 +692,18 @@ def unsupported(automaton: Semiautomaton, cascade: Cascade) -> Refusal | None:
 
 
 def estimate(cascade: Cascade, max_len: int, positions: str = "sinusoidal") -> Cost:
-    """Depth from the schedule (independent of max_len); parameters are known only once
-    the lookups are laid out."""
-    return Cost(schedule(cascade).n_blocks, None)
+    """Exact depth and parameters: the schedule, the residual layout and the blocks' gadgets
+    (lookups laid out) made as :func:`build` makes them, counted without the embedding,
+    position and unembedding weights (``assemble.count_params``)."""
+    if positions not in KINDS:
+        raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
+    a = cascade.automaton
+    sched = schedule(cascade)
+    _check_positions(a, sched, positions)
+    lay = allocate(a, cascade, sched, max_len, positions)
+    blocks = embed(cascade, sched, lay, dict(zip((c.name for c in cascade.components), cascade.encode(a.start))),
+                   max_len)
+    return Cost(len(blocks), count_params(lay.ws, blocks, n_symbols=a.n_symbols, n_out=a.n_states, max_len=max_len))
 
 
 def build_plan(automaton: Semiautomaton, cascade: Cascade, *, max_len: int, eps: float,

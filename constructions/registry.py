@@ -1,8 +1,9 @@
-"""The constructions, one line each, in the order ``auto`` prefers them.
+"""The constructions, one line each.
 
-The last entry is the last resort: it applies to every automaton, and ``auto`` takes
-an earlier construction only when it is no deeper (unless the entry opts out with
-``depth_checked=False``).  Each entry is the ``CONSTRUCTION`` its module declares.
+``auto`` estimates every entry and takes the fewest attention layers, then the fewest
+parameters (compiler/pipeline.py); the order here only breaks exact ties.  The last
+entry applies to every automaton (within its budget).  Each entry is the
+``CONSTRUCTION`` its module declares.
 """
 
 from __future__ import annotations

@@ -228,10 +228,11 @@ def test_valid_random_specs_compile_exact(scale, work):
 
 VALUES = ["0", "1", "2", "4", "-1", "x", "1e3", "99999999999999", "", " ", "0 1 1", "0,1", "a b", ",", "|", "even",
           "odd", "auto", "scan", "krohn-rhodes", "gridworld", "float64", "float32", "circle", "sinusoidal",
-          "transformer-lens"]
+          "transformer-lens", "depth", "size"]
 OPTIONS = {
     "compile": ["-o", "--max-len", "--method", "--dtype", "--positions", "--complete", "--allow-inexact", "--no-verify",
-                "--verify-samples", "--verify-budget"],
+                "--verify-samples", "--verify-budget", "--prefer", "--max-params"],
+    "plan": ["--max-len", "--prefer", "--max-params", "--positions", "--complete", "--json", "--alphabet"],
     "run": ["--input", "--input-file", "--sep", "--json", "--start"],
     "info": ["--json", "--layout"],
     "verify": ["--report", "--samples", "--seed", "--exhaustive-budget", "--family-limit", "--json"],
@@ -256,7 +257,7 @@ def argument_lists(draw, work: dict[str, Path]) -> list[str]:
     specs = ["parity", "cyclic:3", "grid:2", "quaternion", "dyck:1,1", "cyclic:0", "nosuch", "grid:99999999",
              "cyclic:1000000", "symmetric:9", str(work["dir"] / "spec.json")]
     argv = [command]
-    if command in ("compile", "decompose"):
+    if command in ("compile", "decompose", "plan"):
         argv.append(draw(st.sampled_from(specs)))
     elif command != "catalog":
         argv.append(draw(st.sampled_from(paths)))

@@ -81,7 +81,10 @@ def test_a_new_construction_needs_one_registry_line(tmp_path):
         # auto reaches it through the registry: symmetric:5 is not solvable, toy-scan is as deep as the scan
         auto = compiler.compile_automaton("symmetric:5", max_len=16)
         assert auto.meta["method"] == "toy-scan"
-        assert [c["name"] for c in auto.meta["candidates"]] == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "local", "toy-scan"]
+        cands = auto.meta["candidates"]
+        assert [c["name"] for c in cands] == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "local",
+                                              "toy-scan", "scan"]
+        assert cands[-1]["fits"] and "ties with toy-scan" in cands[-1]["note"]  # registry order breaks the tie
         other = compiler.with_start(model, "-1")
         a = model.automaton
         toks = torch.randint(0, a.n_symbols, (3, 16), generator=torch.Generator().manual_seed(0))
@@ -108,8 +111,10 @@ def test_checkpoint_carries_the_plan_and_every_candidate(tmp_path):
     model = compiler.compile_automaton("dyck:4,2", max_len=4)  # stack and krohn-rhodes deeper than the scan
     cands = {c["name"]: c for c in model.meta["candidates"]}
     assert model.meta["method"] == "scan" and cands["scan"]["chosen"] and cands["scan"]["layers"] == 2
-    assert cands["bounded-stack"]["layers"] == 3 and "only 2" in cands["bounded-stack"]["refusal"]
-    assert cands["krohn-rhodes"]["layers"] == 9 and "only 2" in cands["krohn-rhodes"]["refusal"]
+    assert cands["bounded-stack"]["layers"] == 3 and cands["bounded-stack"]["fits"]
+    assert cands["bounded-stack"]["note"] == "3 attention layers, scan 2" and cands["bounded-stack"]["refusal"] is None
+    assert cands["krohn-rhodes"]["layers"] == 9 and cands["krohn-rhodes"]["fits"]
+    assert cands["krohn-rhodes"]["note"] == "9 attention layers, scan 2" and cands["krohn-rhodes"]["refusal"] is None
     assert "line or box world" in cands["gridworld"]["refusal"] and cands["gridworld"]["layers"] is None
     path = tmp_path / "m.safetensors"
     compiler.save(model, path)
