@@ -237,7 +237,7 @@ def test_positions_used_only_by_offset_heads():
     assert meta["positions"] is None
     with pytest.raises(compiler.ShortcutError, match="offset-1"):
         compiler.compile_automaton("grid:4", max_len=16, method="krohn-rhodes", positions="circle")
-    m = compiler.compile_automaton("memory:3", max_len=16, positions="circle")
+    m = compiler.compile_automaton("memory:3", max_len=16, method="krohn-rhodes", positions="circle")
     assert m.meta["method"] == "krohn-rhodes" and m.meta["positions"] is None
 
 

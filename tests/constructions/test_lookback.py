@@ -142,7 +142,7 @@ def test_compiles_to_one_layer_and_verifies(make, k):
 
 
 def test_long_inputs_exact_at_256_in_float32():
-    model = compiler.compile_automaton(nth_last(3), max_len=256, allow_inexact=False)
+    model = compiler.compile_automaton(nth_last(3), max_len=256, method="lookback", allow_inexact=False)
     assert model.meta["method"] == "lookback" and not model.meta["warnings"]
     a = model.automaton
     toks = torch.randint(0, 2, (64, 256), generator=torch.Generator().manual_seed(1))
@@ -164,7 +164,7 @@ def test_start_state_enters_only_the_lookup_output():
 
 
 def test_layerwise_checks_name_a_broken_head():
-    model = compiler.compile_automaton(nth_last(3), max_len=16)
+    model = compiler.compile_automaton(nth_last(3), max_len=16, method="lookback")
     with torch.no_grad():
         model.blocks[0].attn.W_O[1] *= 0.0  # head 1 no longer copies the letter at t - 1
     toks = np.array(list(itertools.product(range(2), repeat=6)), dtype=np.int64)

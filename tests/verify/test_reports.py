@@ -76,7 +76,8 @@ def test_bar_plot_marks_a_zero_instead_of_drawing_a_tiny_bar():
     page = svg.bar_plot([0.0, 1e-9, None, 1e-3], "t", "x", "y", log=True)
     assert page.count("<rect x=") == 1 + 2  # the frame, and bars for the two positive values only
     assert ">0</text>" in page and ">–</text>" in page
-    assert "1e-18" not in page and "1e-10" not in page  # the axis starts at the smallest positive value's decade
+    # the axis starts one decade below the smallest positive value (so its bar shows), not at a 1e-18 stand-in
+    assert ">1e-10</text>" in page and "1e-11" not in page and "1e-18" not in page
     assert svg.colour(0.0) == "#440154" and svg.colour(1.0) == "#fde725"
 
 
