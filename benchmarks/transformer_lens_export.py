@@ -11,6 +11,12 @@ simulation at every position.  Needs the ``transformer-lens`` extra.  One comman
 regenerates the committed table:
 
     python benchmarks/transformer_lens_export.py --out benchmarks/results/transformer_lens_export.md
+
+and one model of every construction at T = 1024:
+
+    python benchmarks/transformer_lens_export.py --max-len 1024 --automata symmetric:5@scan quaternion@krohn-rhodes \
+        grid:9@gridworld 'regex:(a|b)*a(a|b)(a|b)(a|b)(a|b)(a|b)@lookback' adder:2@local dyck:4,2@bounded-stack \
+        --out benchmarks/results/transformer_lens_export_1024.md
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import numpy as np
 import torch
 
 import compiler
-from compiler.automata.catalog import build, paper_suite
+from compiler.automata.catalog import paper_suite
+from compiler.automata.load import load_spec
 from compiler.automata.simulate import simulate
 from compiler.export import bos_tokens, to_transformer_bridge, to_transformer_lens
 
@@ -36,10 +43,12 @@ BATCH = 100
 """Sequences per forward (bounds the explicit path's [B, H, T, T] memory)."""
 
 
-def row(name: str, T: int, n_inputs: int) -> str:
-    a = build(name)
+def row(name: str, T: int, n_inputs: int, method: str = "auto") -> str:
+    if "@" in name:  # spec@method forces a construction for that row
+        name, method = name.rsplit("@", 1)
+    a = load_spec(name)
     t0 = time.perf_counter()
-    model = compiler.compile_automaton(a, max_len=T)
+    model = compiler.compile_automaton(a, max_len=T, method=method)
     export = to_transformer_lens(model)
     bridge = to_transformer_bridge(export)
     toks = np.random.default_rng(0).integers(0, a.n_symbols, (n_inputs, T))
@@ -68,7 +77,9 @@ def main(argv: list[str] | None = None) -> str:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--max-len", type=int, default=100)
     p.add_argument("--inputs", type=int, default=1000, help="random sequences of length max_len per automaton")
-    p.add_argument("--automata", nargs="+", default=paper_suite())
+    p.add_argument("--automata", nargs="+", default=paper_suite(),
+                   help="specs as `compile` takes them (catalog names, regex:PATTERN, ...); SPEC@METHOD forces a "
+                        "construction for that row")
     p.add_argument("--out", help="also write the table to this file")
     args = p.parse_args(argv)
     T = args.max_len

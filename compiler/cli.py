@@ -19,16 +19,11 @@ from pathlib import Path
 from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import load, save
 from constructions.labels import LABELS, READOUTS, STATES, readout_of
+from constructions.model import resolve_device
 from verify.check import verify
-from verify.report import (
-    VERIFIED,
-    failure_text,
-    report_dict,
-    summary_line,
-    verification_status,
-    verification_summary,
-    write_report,
-)
+from verify.progress import Progress
+from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
+                           verification_summary, write_report)
 
 from .automata.cascade import summary_json, summary_text, to_dot
 from .automata.catalog import entries
@@ -136,6 +131,20 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds (a time budget)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+_seconds.__name__ = "seconds"
+
+
 def _dtype(name: str):
     if name not in DTYPES:
         raise ShortcutError(f"unknown dtype {name!r}; choose one of {list(DTYPES)}")
@@ -188,6 +197,8 @@ def _write(path: str | Path, what: str, write: Callable[[], object]) -> None:
 
 COMPILE_FAMILY_LIMIT = 4
 """compile --verify keeps at most this many sequences of each adversarial family."""
+COMPILE_VERIFY_SECONDS = 60.0
+"""compile --verify's default time budget (--verify-time)."""
 
 
 def _counterexample_line(ce: dict) -> str:
@@ -197,6 +208,7 @@ def _counterexample_line(ce: dict) -> str:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     output = writable_file(args.output, "output")
+    device = resolve_device(args.device)
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
     automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet)
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
@@ -204,8 +216,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
                               prefer=args.prefer, max_params=args.max_params)
     exact = True
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
-        result = verify(model, samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
-                        family_limit=COMPILE_FAMILY_LIMIT, progress=_progress())
+        result = verify(model.to(device), samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
+                        family_limit=COMPILE_FAMILY_LIMIT, progress=_progress(args.verify_time),
+                        time_budget=args.verify_time)
+        model.to("cpu")
         model.meta = {**model.meta, "verification": verification_summary(result, model)}
         exact = result.exact
     _write(output, "output", lambda: save(model, output))
@@ -257,6 +271,7 @@ def _split(line: str, sep: str | None) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    device = resolve_device(args.device)
     model = load(args.model)
     if args.start is not None:
         set_start(model, args.start)
@@ -267,7 +282,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if len(w) > model.max_len:
             raise InputError(f"input {i + 1} has length {len(w)}, longer than the model's max_len {model.max_len}")
     labels = readout_of(model.meta) is not None
-    for states in model.simulate(words):
+    for states in model.to(device).simulate(words):
         if args.json:
             rec = {"labels" if labels else "states": states}
             if a.outputs is not None and not labels:
@@ -405,26 +420,19 @@ def cmd_info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _progress() -> Callable[[str, int, int], None] | None:
-    if not sys.stderr.isatty():
-        return None
-
-    def show(name: str, done: int, total: int) -> None:
-        width = 30
-        filled = int(width * done / max(total, 1))
-        sys.stderr.write(f"\rverifying [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name:<28}")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    return show
+def _progress(budget: float | None = None) -> Progress:
+    """Verification progress on stderr: positions checked of planned, with an ETA (a line
+    rewritten in place on a terminal, a line every 10 s otherwise; nothing for a short run)."""
+    return Progress(sys.stderr, budget=budget)
 
 
 def verdict_line(name: str, result, checked: dict) -> str:
     """``verify``'s one-line verdict: exact, or what failed (counterexample position, invariant)."""
     what = (f"{result.n_positions} positions (exhaustive to length {checked['exhaustive_length']}, "
             f"{checked['random_sequences']} random at length {checked['random_length']}, "
-            f"{sum(checked['adversarial_families'].values())} adversarial)")
+            f"{sum(checked['adversarial_families'].values())} adversarial"
+            + (f"; cut by the {checked['time_budget_s']:g} s time budget" if checked.get("cut_by_time_budget") else "")
+            + ")")
     if result.exact:
         return f"{name}: exact — 0 errors in {what}"
     ce = result.counterexample
@@ -436,10 +444,12 @@ def verdict_line(name: str, result, checked: dict) -> str:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     report_dir = writable_dir(args.report, "report directory") if args.report is not None else None
+    device = resolve_device(args.device)
     model = load(args.model)
     require_intact_header(model)
-    result = verify(model, samples=args.samples, seed=args.seed, exhaustive_budget=args.exhaustive_budget,
-                    family_limit=args.family_limit, progress=_progress())
+    result = verify(model.to(device), samples=args.samples, seed=args.seed, exhaustive_budget=args.exhaustive_budget,
+                    family_limit=args.family_limit, progress=_progress(args.time_budget), time_budget=args.time_budget)
+    model.to("cpu")
     if report_dir is not None:
         rep: dict = {}
         _write(report_dir, "report", lambda: rep.update(write_report(result, model, report_dir, args.model)))
@@ -575,6 +585,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "checkpoint, exit 1 if not exact); --no-verify skips it")
     c.add_argument("--verify-samples", type=NON_NEGATIVE, default=16, help="random full-length sequences for --verify")
     c.add_argument("--verify-budget", type=POSITIVE, default=4096, help="exhaustive-check budget for --verify")
+    c.add_argument("--verify-time", type=_seconds, default=COMPILE_VERIFY_SECONDS, metavar="SECONDS",
+                   help="time budget of --verify: further batches of a check are skipped once it is spent (the "
+                        "first batch of each check always runs); the stored summary says what was cut")
+    c.add_argument("--device", default="cpu", help="torch device for --verify (cpu, cuda, cuda:N, mps)")
     c.set_defaults(func=cmd_compile)
 
     n = _sub(sub, "plan", "every construction's estimate (layers, parameters) or refusal, and what auto picks")
@@ -599,6 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--sep", help="split each input line on SEP instead of whitespace (symbols are stripped)")
     r.add_argument("--json", action="store_true", help="one JSON object per sequence")
     r.add_argument("--start", help="read out from this start state instead of the spec's")
+    r.add_argument("--device", default="cpu", help="torch device to run on (cpu, cuda, cuda:N, mps)")
     r.set_defaults(func=cmd_run)
 
     i = _sub(sub, "info", "describe a compiled model")
@@ -617,6 +632,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest number of sequences in the exhaustive check (refused above the memory limit)")
     v.add_argument("--family-limit", type=POSITIVE, default=None,
                    help="at most this many sequences per adversarial family (default: all of them)")
+    v.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
+                   help="stop running further batches of a check once this many seconds are spent (the first "
+                        "batch of each check always runs); the report says what was cut (default: no limit)")
+    v.add_argument("--device", default="cpu", help="torch device to run the model on (cpu, cuda, cuda:N, mps)")
     v.add_argument("--json", action="store_true", help="the report as one JSON object")
     v.set_defaults(func=cmd_verify)
 

@@ -45,6 +45,26 @@ from compiler.automata.spec import from_dict
 from .labels import output_names, readout_summary
 
 
+def resolve_device(name: str) -> torch.device:
+    """The torch device called ``name`` ("cpu", "cuda", "cuda:1", "mps", ...), provided tensors
+    can be put there; InputError (one line, bad input) otherwise."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError, ValueError):
+        raise InputError(f"unknown device {name!r}; use cpu, cuda, cuda:N or mps") from None
+    if device.type == "meta":
+        raise InputError("device 'meta' holds no values; use cpu, cuda, cuda:N or mps")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"device {name!r} is not available: torch {torch.__version__} sees no CUDA GPU here")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise InputError(f"device {name!r} is not available: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    try:
+        torch.zeros(1, device=device)
+    except (RuntimeError, AssertionError, NotImplementedError) as e:
+        raise InputError(f"device {name!r} is not available here ({' '.join(str(e).split())[:160]})") from None
+    return device
+
+
 class HookPoint(nn.Module):
     """An identity module marking one named activation (TransformerLens style).
 
@@ -142,11 +162,17 @@ class Attention(nn.Module):
         return pattern @ v
 
 
+CHUNK_ELEMENTS = 1 << 24
+"""Largest positions x hidden width an unhooked MLP evaluates at once (64 MB in float32):
+long or large batches run through the MLP in chunks of positions (:meth:`MLP.forward_rows`)."""
+
+
 class MLP(nn.Module):
     """ReLU MLP with any number of hidden layers (``hidden`` = their widths).
 
     Hooks: ``hook_pre[i]`` / ``hook_post[i]`` (names ``hook_pre.{i}``, ``hook_post.{i}``)
-    before and after hidden layer i's ReLU.
+    before and after hidden layer i's ReLU.  Without a hook on them the MLP runs over
+    chunks of positions (:meth:`forward_rows`), so its memory does not grow with the input.
     """
 
     def __init__(self, d_model: int, hidden: list[int], dtype: torch.dtype) -> None:
@@ -165,12 +191,49 @@ class MLP(nn.Module):
     def bias_name(self, i: int) -> str:
         return "b_in" if i == 0 else ("b_out" if i == self.n_hidden else f"b_hid{i}")
 
+    def hooked(self) -> bool:
+        """Is a forward hook or pre-hook registered on a hidden layer's hook point (or globally)?"""
+        if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
+            return True
+        return any(hp._forward_hooks or hp._forward_pre_hooks for hp in (*self.hook_pre, *self.hook_post))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The MLP at every position: :meth:`forward_rows` when no gradient is recorded and no
+        hidden hook point is hooked, else whole [batch, pos, width] activations through the hook
+        points (as hooks and autograd expect)."""
+        if self.n_hidden and not (torch.is_grad_enabled() and self.W_in.requires_grad) and not self.hooked():
+            return self.forward_rows(x)
         h = x
         for i in range(self.n_hidden):
             pre = self.hook_pre[i](h @ getattr(self, self.weight_name(i)) + getattr(self, self.bias_name(i)))
             h = self.hook_post[i](torch.relu(pre))
         return h @ getattr(self, self.weight_name(self.n_hidden)) + getattr(self, self.bias_name(self.n_hidden))
+
+    def forward_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """The same, over at most :data:`CHUNK_ELEMENTS` // (widest hidden layer) positions at a
+        time (the MLP acts on each position alone, so memory is bounded for any batch and
+        length), each hidden layer written in place into one buffer reused across chunks.  The
+        operations per position are those of the hooked path (matrix product, then bias, then
+        ReLU), so the values are the same up to the blocking of the matrix products."""
+        d = x.shape[-1]
+        rows = x.reshape(-1, d)
+        n = rows.shape[0]
+        step = max(1, min(n, CHUNK_ELEMENTS // max(self.hidden_widths())))
+        weights = [getattr(self, self.weight_name(i)) for i in range(self.n_hidden + 1)]
+        biases = [getattr(self, self.bias_name(i)) for i in range(self.n_hidden + 1)]
+        bufs = [rows.new_empty(step, w.shape[1]) for w in weights[:-1]]
+        out = rows.new_empty(n, weights[-1].shape[1])
+        for i in range(0, n, step):
+            h = rows[i : i + step]
+            m = h.shape[0]
+            for W, b, buf in zip(weights, biases, bufs):
+                h = torch.mm(h, W, out=buf[:m]).add_(b).relu_()
+            torch.mm(h, weights[-1], out=out[i : i + m]).add_(biases[-1])
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def hidden_widths(self) -> list[int]:
+        """The width of each hidden layer."""
+        return [getattr(self, self.weight_name(i)).shape[1] for i in range(self.n_hidden)]
 
 
 class Block(nn.Module):
@@ -266,9 +329,14 @@ class CompiledTransformer(nn.Module):
     def bos_id(self) -> int:
         return self.config["n_symbols"]
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are (``model.to(device)`` moves them; inputs follow them)."""
+        return self.W_E.device
+
     def residual(self, tokens: torch.Tensor) -> torch.Tensor:
         """The embedded input [B, T+1, d_model], BOS prepended (through ``hook_embed``
-        and ``hook_pos_embed``)."""
+        and ``hook_pos_embed``); ``tokens`` are moved to the model's device."""
         if tokens.dim() != 2:
             raise ValueError("tokens must be a [batch, length] tensor of symbol ids")
         B, T = tokens.shape
@@ -276,6 +344,7 @@ class CompiledTransformer(nn.Module):
             raise InputError(f"sequence of length {T} is longer than the model's max_len {self.max_len}")
         if T and (int(tokens.min()) < 0 or int(tokens.max()) >= self.bos_id):
             raise InputError(f"token ids must lie in 0..{self.bos_id - 1}")
+        tokens = tokens.to(self.W_E.device)
         bos = torch.full((B, 1), self.bos_id, dtype=torch.long, device=tokens.device)
         ids = torch.cat([bos, tokens.long()], dim=1)
         return self.hook_embed(self.W_E[ids]) + self.hook_pos_embed(self.W_pos[: T + 1].expand(B, -1, -1))

@@ -28,9 +28,14 @@ Margins (``VerificationResult.margins``), measured on sample inputs:
   boundary of its step units = declared input tolerance - measured input noise;
 * ``readout_min_logit_margin``: the smallest top-vs-second logit gap at a correct position.
 
-Inputs longer than ``PLAIN_MAX_LEN`` run through :func:`verify.chunked.forward_chunked`
-(query-chunked attention; one pattern per batch when the heads are purely positional),
-which keeps memory at [B, chunk, T] instead of [B, H, T, T].
+How much is run: every input through the model's own forward (fused attention, the
+MLP over bounded chunks of positions: memory does not grow with the batch or the length),
+in batches bounded by memory and by work (:func:`batch_rows`); optionally within a time
+budget, which cuts the checks honestly (``checked["cut_by_time_budget"]``); the layer-wise
+invariants, which need the explicit attention path and every layer's cache, on a bounded
+subset (4 sequences up to length 1024, 1 above, one of each of the construction's own
+families), and above ``LAYERWISE_MAX_LEN`` head margins on one sequence through the
+query-chunked forward of :mod:`verify.chunked`.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
@@ -60,8 +66,6 @@ DEFAULT_EXHAUSTIVE_BUDGET = 1 << 15
 DEFAULT_SAMPLES = 64
 SCORE_BUDGET = 1 << 26
 """Largest batch * heads * T^2 evaluated at once (attention scores are [B, H, T, T])."""
-PLAIN_MAX_LEN = 4096
-"""Longest input run through the model's own forward; longer ones use the chunked forward."""
 LAYERWISE_MAX_LEN = 4096
 """Layer-wise invariants cache every layer's [H, T, T] pattern: only up to this length."""
 CHUNK = 1024
@@ -117,9 +121,22 @@ def exhaustive_length(n_symbols: int, max_len: int, budget: int) -> int:
 
 
 def all_sequences(n_symbols: int, length: int) -> np.ndarray:
-    """Every sequence of ``length`` symbols [n^length, length], in lexicographic order."""
+    """Every sequence of ``length`` symbols [n^length, length], the first symbol varying fastest:
+    the first n^j rows hold every sequence of length j as their prefixes (so a run cut after
+    k rows has covered every input of length log_n k, see :func:`exhaustive_covered`)."""
     idx = np.arange(n_symbols**length, dtype=np.int64)[:, None]
-    return (idx // n_symbols ** np.arange(length - 1, -1, -1, dtype=np.int64)) % n_symbols
+    return (idx // n_symbols ** np.arange(length, dtype=np.int64)) % n_symbols
+
+
+def exhaustive_covered(n_symbols: int, rows: int, length: int) -> int:
+    """The longest j <= ``length`` whose every sequence is a prefix of the first ``rows`` rows of
+    :func:`all_sequences` (the model is causal: those inputs were all checked)."""
+    if n_symbols < 2:
+        return length if rows else 0
+    j = 0
+    while j < length and n_symbols ** (j + 1) <= rows:
+        j += 1
+    return j
 
 
 MEMORY_FRACTION = 0.5
@@ -137,7 +154,7 @@ def memory_limit() -> int:
 def estimate_memory(n_symbols: int, max_len: int, samples: int, exhaustive_budget: int) -> int:
     """Bytes the input sets of :func:`verify` hold at once: the exhaustive and random token arrays
     (int64) with as much again for their reference states and the generator's temporaries
-    (the model runs them in bounded batches, see :func:`_batches`)."""
+    (the model runs them in bounded batches, see :func:`batch_rows`)."""
     L = exhaustive_length(n_symbols, max_len, exhaustive_budget)
     return 3 * 8 * (n_symbols**L * L + samples * max_len)
 
@@ -190,8 +207,15 @@ def adversarial_families(n_symbols: int, T: int) -> dict[str, np.ndarray]:
     return {k: np.array(v, dtype=np.int64).reshape(-1, T) for k, v in fams.items() if v}
 
 
-ACTIVATION_BUDGET = 1 << 27
-"""Largest batch * T * (widest MLP layer) evaluated at once (about 0.5 GB of float32)."""
+BATCH_ELEMENTS = 1 << 25
+"""Largest batch * (T+1) * (the per-position width the forward holds: residual, attention
+projections and logits) evaluated at once, about 128 MB of float32; the MLP chunks its own
+hidden layers (``constructions.model.CHUNK_ELEMENTS``)."""
+BATCH_FLOPS = 1 << 33
+"""Largest matmul FLOPs of one batch (:func:`forward_flops`), a fraction of a second here:
+the step at which progress is reported and the time budget is looked at."""
+SCORE_BUDGET = 1 << 26
+"""Largest batch * heads * T^2 when the model runs its explicit attention path (``model.fused`` off)."""
 
 
 def model_width(model) -> int:
@@ -199,11 +223,32 @@ def model_width(model) -> int:
     return max([model.config["d_model"]] + [h for b in model.config["blocks"] for h in b["mlp_hidden"]])
 
 
-def _batches(tokens: np.ndarray, T: int, heads: int = 1, width: int = 1) -> Iterator[np.ndarray]:
-    size = max(1, min(SCORE_BUDGET // (max(T + 1, 1) ** 2 * max(heads, 1)),
-                      ACTIVATION_BUDGET // (max(T + 1, 1) * max(width, 1))))
-    for i in range(0, len(tokens), size):
-        yield tokens[i : i + size]
+def forward_flops(model, T: int) -> float:
+    """Matrix-product FLOPs (2 per multiply-add) of one forward pass over one sequence of length
+    T, BOS included, as the dense weights compute it: per block the query/key/value and output
+    projections, the causal scores and weighted sums (position t reads t+1 keys), the MLP; then
+    the unembedding.  Softmax, ReLU and additions are not counted."""
+    c = model.config
+    d, e, P = c["d_model"], c["d_head"], T + 1
+    flops = 2.0 * P * d * c["n_out"]
+    for b in c["blocks"]:
+        H = b["n_heads"]
+        flops += 2.0 * P * 4 * d * H * e + 2.0 * 2 * H * e * P * (P + 1) / 2
+        sizes = [d, *b["mlp_hidden"], d] if b["mlp_hidden"] else []
+        flops += sum(2.0 * P * x * y for x, y in zip(sizes, sizes[1:]))
+    return flops
+
+
+def batch_rows(model, T: int) -> int:
+    """Sequences of length T per batch: bounded by memory (:data:`BATCH_ELEMENTS`; on the
+    explicit attention path also :data:`SCORE_BUDGET`) and by work (:data:`BATCH_FLOPS`)."""
+    c = model.config
+    H = max(b["n_heads"] for b in c["blocks"]) if c["blocks"] else 1
+    per_position = 4 * c["d_model"] + 4 * H * c["d_head"] + c["n_out"]
+    rows = min(BATCH_ELEMENTS // ((T + 1) * per_position), int(BATCH_FLOPS // max(forward_flops(model, T), 1.0)))
+    if not model.fused:
+        rows = min(rows, SCORE_BUDGET // (H * (T + 1) ** 2))
+    return max(1, rows)
 
 
 class _Tally:
@@ -226,7 +271,7 @@ class _Tally:
     def reference(self, tokens: np.ndarray) -> np.ndarray:
         """Reference states [B, T]; the integer simulation and the recurrent module must agree."""
         expected = simulate(self.a, tokens)
-        rnn = self.rnn(torch.from_numpy(tokens)).argmax(-1).numpy()
+        rnn = self.rnn.states(torch.from_numpy(tokens)).numpy()
         if not np.array_equal(rnn, expected):  # the two references must agree before we judge the model
             raise RuntimeError(f"reference disagreement on {self.a.name}: recurrent module vs integer simulation")
         self.rnn_positions += tokens.size
@@ -339,85 +384,168 @@ def _subset(rows: np.ndarray, limit: int | None) -> np.ndarray:
     return rows[idx]
 
 
+@dataclass
+class _Check:
+    """One named input set and how much of it was run (rows are run in order)."""
+
+    name: str
+    tokens: np.ndarray
+    done: int = 0
+
+    @property
+    def positions(self) -> int:
+        return int(self.tokens.size)
+
+
+class _Clock:
+    """The time budget: ``spent()`` once ``budget`` seconds have passed since the start (never without one)."""
+
+    def __init__(self, budget: float | None, clock: Callable[[], float]) -> None:
+        self.budget, self.clock, self.start = budget, clock, clock()
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def spent(self) -> bool:
+        return self.budget is not None and self.elapsed() >= self.budget
+
+
+@contextmanager
+def _on_cpu(model) -> Iterator[None]:
+    """The model on the CPU for the ``with`` body (the constructions' checks read their caches
+    with numpy), back on its device afterwards."""
+    device = model.device
+    if device.type == "cpu":
+        yield
+        return
+    model.to("cpu")
+    try:
+        yield
+    finally:
+        model.to(device)
+
+
+def _layerwise_sample(T: int, sample: np.ndarray, own: dict[str, np.ndarray], rows: int) -> np.ndarray:
+    """The bounded input set of the layer-wise invariants: ``rows`` of ``sample`` and one of each of
+    the construction's own families."""
+    extra = [v[:1] for v in own.values() if len(v)]
+    return np.concatenate([sample[:rows], *extra])
+
+
+def _references(tally: _Tally, checks: list[_Check]) -> list[np.ndarray]:
+    """Each check's reference states, the checks of one length in one call (the recurrent
+    module steps through the length once for all of them)."""
+    out: list[np.ndarray] = [np.zeros(c.tokens.shape, np.int64) for c in checks]
+    for length in sorted({c.tokens.shape[1] for c in checks if len(c.tokens)}):
+        group = [i for i, c in enumerate(checks) if len(c.tokens) and c.tokens.shape[1] == length]
+        states = tally.reference(np.concatenate([checks[i].tokens for i in group]))
+        for i, part in zip(group, np.split(states, np.cumsum([len(checks[i].tokens) for i in group])[:-1])):
+            out[i] = part
+    return out
+
+
 def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
            exhaustive_budget: int = DEFAULT_EXHAUSTIVE_BUDGET, families: bool = True,
            family_limit: int | None = None, layerwise: bool = True, forward: str = "auto",
-           progress: Callable[[str, int, int], None] | None = None) -> VerificationResult:
+           progress: Callable[[str, int, int], None] | None = None, time_budget: float | None = None,
+           clock: Callable[[], float] = time.monotonic) -> VerificationResult:
     """Run every check on ``model`` and return a structured result.
 
     ``family_limit`` keeps at most that many sequences of each adversarial family (evenly
-    spread); ``forward``: "plain" (the model's own forward), "chunked"
-    (:func:`verify.chunked.forward_chunked`) or "auto" (plain up to ``PLAIN_MAX_LEN``);
-    ``progress(check, done, total)`` is called after every batch."""
+    spread); ``forward``: "plain" or "auto" (the model's own forward: fused attention, the
+    MLP over bounded chunks of positions, so memory stays bounded at any length), or "chunked"
+    (:func:`verify.chunked.forward_chunked`, which also measures every head's margins on every
+    batch).  ``progress(check, done, total)`` is called after every batch with positions
+    (tokens) checked and planned; the last call has ``done == total`` (a run cut by the time
+    budget shrinks ``total`` to what was done).
+
+    The checks run in order (exhaustive, adversarial families, random) in batches of
+    :func:`batch_rows` sequences.  With ``time_budget`` (seconds), a check's further batches
+    are skipped once the budget is spent -- its first batch always runs, so every kind of
+    check is represented -- and ``checked`` says how much of each ran (``cut``); the
+    layer-wise invariants then run on one sequence.  The verdict only ever speaks for what
+    was run: the exhaustive length is the longest one whose every sequence was a prefix of a
+    checked input (see :func:`all_sequences`)."""
     if forward not in ("auto", "plain", "chunked"):
         raise ValueError(f"forward must be 'auto', 'plain' or 'chunked', got {forward!r}")
+    if time_budget is not None and not (isinstance(time_budget, (int, float)) and time_budget > 0):
+        raise ShortcutError(f"time_budget must be a positive number of seconds, got {time_budget!r}")
     check_header(model)
     construction, plan = registry.plan_of(model)
     a = model.automaton
     T = model.max_len
     check_options(a.n_symbols, T, samples=samples, seed=seed, exhaustive_budget=exhaustive_budget,
                   family_limit=family_limit)
+    timer = _Clock(time_budget, clock)
     tally = _Tally(a, T, readout_of(model.meta))
     rng = np.random.default_rng(seed)
     L = exhaustive_length(a.n_symbols, T, exhaustive_budget)
-    checks: list[tuple[str, np.ndarray]] = [("exhaustive", all_sequences(a.n_symbols, L))]
     rand = rng.integers(0, a.n_symbols, size=(samples, T)) if samples else np.zeros((0, T), dtype=np.int64)
-    checks.append(("random", rand))
     fams = adversarial_families(a.n_symbols, T) if families else {}
     own: dict[str, np.ndarray] = {}
     if families and construction.families is not None:
-        with _blame_edited_header(model):
+        with _blame_edited_header(model), _on_cpu(model):
             own = construction.families(model, plan, T, seed)
         fams.update(own)
     fams = {k: _subset(v, family_limit) for k, v in fams.items()}
-    for name, toks in fams.items():
-        checks.append((f"adversarial:{name}", toks))
-    total = sum(len(t) for _, t in checks)
-    done = 0
-    n_heads = max(b["n_heads"] for b in model.config["blocks"])
-    chunk_margins = _ChunkMargins(model, construction)
-    used = "plain"
-    is_plain = [forward == "plain" or (forward == "auto" and t.shape[1] <= PLAIN_MAX_LEN) for _, t in checks]
-    plain = [c for c, p in zip(checks, is_plain) if p]
-    chunked = [c for c, p in zip(checks, is_plain) if not p and len(c[1])]
-    with torch.no_grad():
-        for name, toks in plain:
-            for batch in _batches(toks, toks.shape[1], n_heads, model_width(model)):
-                tally.add(name, batch, model(torch.from_numpy(batch)))
-                done += len(batch)
-                if progress:
-                    progress(name, done, total)
-    if chunked:  # every long check in one stream of batches, so a shared pattern is computed once per batch
-
-        shared = all(positional_layers(model))
-        used = (f"query-chunked{f' above length {PLAIN_MAX_LEN}' if forward == 'auto' else ''} (chunks of {CHUNK} rows"
-                + (", one attention pattern per batch: the heads are purely positional)" if shared else ")"))
-        for length in sorted({t.shape[1] for _, t in chunked}):
-            group = [(n, t) for n, t in chunked if t.shape[1] == length]
-            toks = np.concatenate([t for _, t in group])
-            owner = np.concatenate([np.full(len(t), i) for i, (_, t) in enumerate(group)])
-            size = (max(1, (1 << 20) // (length + 1)) if shared
-                    else max(1, SCORE_BUDGET // (CHUNK * (length + 1) * n_heads)))
-            size = max(1, min(size, ACTIVATION_BUDGET // ((length + 1) * model_width(model))))
-            for i in range(0, len(toks), size):
-                batch = toks[i : i + size]
-                logits = forward_chunked(model, torch.from_numpy(batch), CHUNK, observe=chunk_margins)
-                expected = tally.reference(batch)
-                for g in np.unique(owner[i : i + size]):
-                    sel = owner[i : i + size] == g
-                    tally.add(group[g][0], batch[sel], logits[torch.from_numpy(sel)], expected[sel])
-                done += len(batch)
-                if progress:
-                    progress(group[owner[min(i + size, len(toks)) - 1]][0], done, total)
-    invariants: dict[str, Any] = {}
+    checks = [_Check("exhaustive", all_sequences(a.n_symbols, L)),
+              *(_Check(f"adversarial:{name}", toks) for name, toks in fams.items()), _Check("random", rand)]
     sample = rand if len(rand) else np.concatenate([v for v in fams.values()] or [np.zeros((0, T), np.int64)])
+    lw_rows = 4 if T <= 1024 else 1
+    lw_tokens = (_layerwise_sample(T, sample, own, lw_rows).size if layerwise and T <= LAYERWISE_MAX_LEN
+                 and len(sample) else 0)
+    total = sum(c.positions for c in checks) + lw_tokens
+    done = 0
+    chunk_margins = _ChunkMargins(model, construction)
+    use_chunked = forward == "chunked"
+    references = _references(tally, checks)
+    with torch.no_grad():
+        for c, expected_all in zip(checks, references):
+            if not len(c.tokens):
+                continue
+            rows = batch_rows(model, c.tokens.shape[1])
+            for i in range(0, len(c.tokens), rows):
+                if i and timer.spent():
+                    break
+                batch = c.tokens[i : i + rows]
+                tb = torch.from_numpy(batch)
+                logits = (forward_chunked(model, tb, CHUNK, observe=chunk_margins) if use_chunked else model(tb))
+                tally.add(c.name, batch, logits.cpu(), expected_all[i : i + rows])
+                c.done += len(batch)
+                done += batch.size
+                if progress:
+                    progress(c.name, done, total)
+    cut = {c.name: f"{c.done} of {len(c.tokens)} sequences" for c in checks if c.done < len(c.tokens)}
+    if cut:
+        lw_rows = 1
+    used = "plain"
+    if use_chunked:
+        used = (f"query-chunked (chunks of {CHUNK} rows"
+                + (", one attention pattern per batch: the heads are purely positional)"
+                   if all(positional_layers(model)) else ")"))
+    invariants: dict[str, Any] = {}
+    notes: list[str] = []
     if layerwise and T <= LAYERWISE_MAX_LEN and len(sample):
-        extra = [fams[f][:1] for f in own if len(fams[f])]  # one of each of the construction's own families
-        with _blame_edited_header(model):
-            invariants = construction.invariants(model, plan, np.concatenate([sample[: 4 if T <= 1024 else 1], *extra]))
+        lw = _layerwise_sample(T, sample, own, lw_rows)
+        if progress:
+            progress("layer-wise invariants", done, total)
+        with _blame_edited_header(model), _on_cpu(model), torch.no_grad():
+            invariants = construction.invariants(model, plan, lw)
+        done += lw.size
     elif layerwise and len(sample):
         invariants = {"checked": None, "skipped": f"layer-wise invariants need every layer's [H, T, T] pattern: "
                                                   f"skipped above max_len {LAYERWISE_MAX_LEN}", "failures": []}
+        notes.append(invariants["skipped"])
+    if not use_chunked and invariants.get("heads") is None and T > LAYERWISE_MAX_LEN and len(sample):
+        with torch.no_grad():  # head margins on one sequence, a block of query rows at a time
+            forward_chunked(model, torch.from_numpy(sample[:1]), CHUNK, observe=chunk_margins)
+        notes.append("head margins measured on 1 sequence with the query-chunked forward")
+    if progress:
+        progress(f"time budget spent: {total - done:,} planned positions not run" if cut else "", done, done)
+    if cut:
+        notes.append(f"time budget of {time_budget:g} s spent after {timer.elapsed():.1f} s: ran "
+                     + ", ".join(f"{k}: {v}" for k, v in cut.items())
+                     + "; the layer-wise invariants ran on 1 sequence")
     exact = tally.n_errors == 0 and not invariants.get("failures")
     margins: dict[str, Any] = {"readout_min_logit_margin": tally.min_margin if tally.min_margin < math.inf else None}
     if invariants.get("heads") is not None:
@@ -426,21 +554,25 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
         margins["heads"] = chunk_margins.heads()
     if invariants.get("mlps") is not None:
         margins["mlps"] = invariants.pop("mlps")
+    ex = checks[0]
     return VerificationResult(
         exact=exact, automaton=a.name, method=construction.name, max_len=T,
         dtype=model.config["dtype"], seed=seed,
         seeds={"random_sequences": seed, **(construction.family_seeds(seed) if own and construction.family_seeds
                                             else {})},
-        checked={"exhaustive_length": L, "exhaustive_sequences": int(len(checks[0][1])),
-                 "random_sequences": int(len(rand)), "random_length": T,
-                 "adversarial_families": {k: int(len(v)) for k, v in fams.items()},
+        checked={"exhaustive_length": exhaustive_covered(a.n_symbols, ex.done, L),
+                 "exhaustive_sequences": ex.done, "exhaustive_sequence_length": L,
+                 "random_sequences": checks[-1].done, "random_length": T,
+                 "adversarial_families": {c.name.removeprefix("adversarial:"): c.done for c in checks[1:-1]},
                  "adversarial_family_limit": family_limit,
                  "layerwise": invariants.get("checked"),
                  "layerwise_sequences": invariants.get("sequences"),
                  "forward": used,
-                 "recurrent_reference_agreed_positions": tally.rnn_positions},
+                 "recurrent_reference_agreed_positions": tally.rnn_positions,
+                 "time_budget_s": time_budget,
+                 "cut_by_time_budget": cut or None},
         n_sequences=tally.n_sequences, n_positions=tally.n_positions, n_errors=tally.n_errors,
         accuracy_by_position=(tally.correct_at / np.maximum(tally.count_at, 1)).tolist(),
         margins=margins, invariants=invariants, counterexample=tally.counterexample,
-        notes=[invariants["skipped"]] if invariants.get("skipped") else [],
+        notes=notes,
     )

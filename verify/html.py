@@ -22,7 +22,7 @@ import torch
 from constructions import registry
 
 from . import svg
-from .text import fmt
+from .text import cut_text, exhaustive_text, fmt
 
 SAMPLE_LEN = 32
 """Length of the sample input whose attention patterns are shown."""
@@ -218,12 +218,13 @@ def report_html(report: dict[str, Any], model) -> str:
     ]))
     fam = c.get("adversarial_families") or {}
     parts.append("<h2>What was checked</h2>" + _table(["check", "what"], [
-        ["exhaustive", f"all {c['exhaustive_sequences']} sequences of length {c['exhaustive_length']} "
-                       f"(so every shorter one: the model is causal)"],
+        ["exhaustive", exhaustive_text(c) + " (the model is causal)"],
         ["random", f"{c['random_sequences']} sequences of length {c['random_length']}, every position"],
         ["adversarial", ", ".join(f"{k} ({v})" for k, v in fam.items()) or "none"],
         ["layer-wise", c.get("layerwise") or "none"],
         ["forward", c.get("forward", "plain")],
+        *([["time budget", f"{c['time_budget_s']:g} s{cut_text(c) or ': every check ran in full'}"]]
+          if isinstance(c.get("time_budget_s"), (int, float)) else []),
         ["recurrent reference", f"agreed with the integer simulation on {c.get('recurrent_reference_agreed_positions')} "
                                 f"positions"],
     ]))

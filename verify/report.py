@@ -14,7 +14,7 @@ from constructions.checkpoint import header_sha256, weights_sha256
 
 from .check import VerificationResult
 from .html import report_html
-from .text import fmt
+from .text import cut_text, exhaustive_text, fmt
 
 REPORT_SCHEMA = "shortcut-verification/1"
 SUMMARY_SCHEMA = "shortcut-verification-summary/1"
@@ -110,6 +110,8 @@ def verification_summary(result: VerificationResult, model=None) -> dict[str, An
             "adversarial_families": sorted(c["adversarial_families"]),
             "adversarial_family_limit": c.get("adversarial_family_limit"),
             "layerwise": c.get("layerwise"),
+            "time_budget_s": c.get("time_budget_s"),
+            "cut_by_time_budget": c.get("cut_by_time_budget"),
         },
         "margins": margin_summary(result.margins),
         "invariant_failures": list(result.invariants.get("failures", [])),
@@ -169,7 +171,7 @@ def summary_line(summary: dict[str, Any], status: str | None = None) -> str:
     return (f"{verdict} on {summary.get('n_positions')} positions: exhaustive to length {c.get('exhaustive_length')}, "
             f"{c.get('random_sequences')} random at length {c.get('random_length')}, "
             f"{c.get('adversarial_sequences')} adversarial, layer-wise: {c.get('layerwise') or 'none'} "
-            f"(seed {summary.get('seed')}); readout margin {m.get('readout_min_logit_margin')}, "
+            f"(seed {summary.get('seed')}){cut_text(c)}; readout margin {m.get('readout_min_logit_margin')}, "
             f"max leaked mass {m.get('heads_max_leaked_mass')}, "
             f"min MLP distance to boundary {m.get('mlps_min_distance_to_boundary')}")
 
@@ -194,11 +196,13 @@ def report_markdown(report: dict[str, Any]) -> str:
         "",
         "| check | what |",
         "|---|---|",
-        f"| exhaustive | all {c['exhaustive_sequences']} sequences of length {c['exhaustive_length']} (so every shorter one) |",
+        f"| exhaustive | {exhaustive_text(c)} |",
         f"| random | {c['random_sequences']} sequences of length {c['random_length']}, every position |",
         f"| adversarial | {', '.join(f'{k} ({v})' for k, v in c['adversarial_families'].items()) or 'none'} |",
         f"| layer-wise | {c.get('layerwise') or 'none'} |",
         f"| forward | {c.get('forward', 'plain')} |",
+        *([f"| time budget | {c['time_budget_s']:g} s{cut_text(c) or ': every check ran in full'} |"]
+          if isinstance(c.get("time_budget_s"), (int, float)) else []),
         "",
         f"Smallest readout logit margin: {fmt(report['margins'].get('readout_min_logit_margin'))}",
     ]

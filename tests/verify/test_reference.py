@@ -26,6 +26,7 @@ def test_recurrent_module_agrees_with_integer_simulation(name):
         # the hidden state stays an exact one-hot
         h = rnn(torch.from_numpy(toks))
         assert torch.all((h == 0) | (h == 1)) and torch.all(h.sum(-1) == 1)
+        assert np.array_equal(rnn.states(torch.from_numpy(toks)).numpy(), want)
 
 
 def test_simulation_matches_automaton_run():

@@ -153,13 +153,15 @@ def test_chunked_forward_matches_plain_forward():
     assert all(positional_layers(compiler.compile_automaton("parity", max_len=8, method="scan")))
 
 
-def test_long_inputs_take_the_chunked_path(monkeypatch):
+def test_long_inputs_get_head_margins_from_the_chunked_forward(monkeypatch):
     import verify.check as check
 
-    monkeypatch.setattr(check, "PLAIN_MAX_LEN", 16)
     monkeypatch.setattr(check, "LAYERWISE_MAX_LEN", 16)
     model = compiler.compile_automaton("parity", max_len=32, method="scan")
     r = check.verify(model, samples=3, exhaustive_budget=64)
-    assert r.exact and "chunked" in r.checked["forward"] and r.notes
+    assert r.exact and r.checked["forward"] == "plain" and r.checked["layerwise"] is None
+    assert any("chunked" in n for n in r.notes) and any("skipped" in n for n in r.notes)
     heads = r.margins["heads"]
     assert len(heads) == len(model.blocks) and all(0 <= h["worst_leaked_mass"] < 0.125 for h in heads)
+    c = check.verify(model, samples=3, exhaustive_budget=64, forward="chunked")
+    assert c.exact and "chunked" in c.checked["forward"] and c.n_positions == r.n_positions
