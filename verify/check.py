@@ -350,7 +350,7 @@ class _ChunkMargins:
         rows = torch.arange(i, j)
         if self.target is not None:
             key, self.what[l] = self.target(l, rows)
-            tgt = key[None, :, None].expand(scores.shape[0], -1, 1)
+            tgt = key[None, :, None].expand(scores.shape[0], -1, 1).to(scores.device)
         else:
             tgt = pattern.argmax(-1, keepdim=True)
         keep = slice(1 if i == 0 else 0, None)
