@@ -27,6 +27,7 @@ from constructions.labels import (
     READOUTS,
     STATES,
     LabelReadoutError,
+    label_lookup,
     label_unembedding,
     readout_of,
 )
@@ -336,13 +337,12 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
         if attempt is not None:
             d, program, meta = attempt
             try:
-                W_U, b_U, notes = label_unembedding(program.W_U, program.b_U, m.state_label, len(m.labels))
+                notes = _label_readout(program, m)
             except LabelReadoutError as e:
                 if method != AUTO:
                     raise ShortcutError(f"--readout labels with --method {method}: {e}") from None
                 tried.append(f"{d.method}: {e}")
             else:
-                program.W_U, program.b_U = W_U, b_U
                 for x in cands:
                     x.chosen = x.name == d.method
                     if x.chosen and tried:
@@ -355,6 +355,21 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
             raise AssertionError("no construction could read the labels: " + "; ".join(tried))
         c = rest.pop(0)
         attempt = _label_candidate(c, a, c is last, max_len, eps, positions)
+
+
+def _label_readout(program, m: Minimised) -> dict[str, Any]:
+    """Give ``program`` a label unembedding, in place: linear in its state readout
+    (:func:`constructions.labels.label_unembedding`) where that can be, else an exact lookup
+    of the state codes fused into its last MLP (:func:`constructions.labels.label_lookup`);
+    LabelReadoutError (program untouched) when neither fits this construction's readout."""
+    try:
+        program.W_U, program.b_U, notes = label_unembedding(program.W_U, program.b_U, m.state_label, len(m.labels))
+    except LabelReadoutError as linear:
+        try:
+            notes = label_lookup(program, m.state_label, len(m.labels))
+        except LabelReadoutError as lookup:
+            raise LabelReadoutError(f"{linear}; {lookup}") from None
+    return notes
 
 
 def _label_candidate(c: Construction, a: Semiautomaton, last: bool, max_len: int, eps: float,
