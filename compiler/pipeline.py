@@ -317,9 +317,9 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
 
 def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, method: str, max_len: int, eps: float,
                  positions: str, prefer: str) -> tuple[Decision, Any, dict[str, Any]]:
-    """Swap the state unembedding of the quotient's program for a label unembedding
-    (:func:`constructions.labels.label_unembedding`).  Under ``auto``, when the chosen
-    construction's readout cannot carry the labels, the other candidates that fit are tried in
+    """Swap the state unembedding of the quotient's program for a label readout
+    (:func:`_label_readout`: linear, else an exact lookup fused into the last MLP).  Under
+    ``auto``, when the chosen construction's readout can carry the labels neither way, the other candidates that fit are tried in
     the planner's order (:func:`ranking`), and the last resort is given the natural action
     on the quotient's states, whose scalar code always can: the quotient orders its states by
     label, so each label is a run of consecutive codes."""
