@@ -27,6 +27,7 @@ from constructions.labels import (
     READOUTS,
     STATES,
     LabelReadoutError,
+    label_lookup,
     label_unembedding,
     readout_of,
 )
@@ -316,9 +317,9 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
 
 def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, method: str, max_len: int, eps: float,
                  positions: str, prefer: str) -> tuple[Decision, Any, dict[str, Any]]:
-    """Swap the state unembedding of the quotient's program for a label unembedding
-    (:func:`constructions.labels.label_unembedding`).  Under ``auto``, when the chosen
-    construction's readout cannot carry the labels, the other candidates that fit are tried in
+    """Swap the state unembedding of the quotient's program for a label readout
+    (:func:`_label_readout`: linear, else an exact lookup fused into the last MLP).  Under
+    ``auto``, when the chosen construction's readout can carry the labels neither way, the other candidates that fit are tried in
     the planner's order (:func:`ranking`), and the last resort is given the natural action
     on the quotient's states, whose scalar code always can: the quotient orders its states by
     label, so each label is a run of consecutive codes."""
@@ -336,13 +337,12 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
         if attempt is not None:
             d, program, meta = attempt
             try:
-                W_U, b_U, notes = label_unembedding(program.W_U, program.b_U, m.state_label, len(m.labels))
+                notes = _label_readout(program, m)
             except LabelReadoutError as e:
                 if method != AUTO:
                     raise ShortcutError(f"--readout labels with --method {method}: {e}") from None
                 tried.append(f"{d.method}: {e}")
             else:
-                program.W_U, program.b_U = W_U, b_U
                 for x in cands:
                     x.chosen = x.name == d.method
                     if x.chosen and tried:
@@ -355,6 +355,21 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
             raise AssertionError("no construction could read the labels: " + "; ".join(tried))
         c = rest.pop(0)
         attempt = _label_candidate(c, a, c is last, max_len, eps, positions)
+
+
+def _label_readout(program, m: Minimised) -> dict[str, Any]:
+    """Give ``program`` a label unembedding, in place: linear in its state readout
+    (:func:`constructions.labels.label_unembedding`) where that can be, else an exact lookup
+    of the state codes fused into its last MLP (:func:`constructions.labels.label_lookup`);
+    LabelReadoutError (program untouched) when neither fits this construction's readout."""
+    try:
+        program.W_U, program.b_U, notes = label_unembedding(program.W_U, program.b_U, m.state_label, len(m.labels))
+    except LabelReadoutError as linear:
+        try:
+            notes = label_lookup(program, m.state_label, len(m.labels))
+        except LabelReadoutError as lookup:
+            raise LabelReadoutError(f"{linear}; {lookup}") from None
+    return notes
 
 
 def _label_candidate(c: Construction, a: Semiautomaton, last: bool, max_len: int, eps: float,

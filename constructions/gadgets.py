@@ -449,10 +449,12 @@ def round_mlp(name: str, src: Subspace, n_values: int, dst: Subspace) -> MLP:
 
 @dataclass(frozen=True)
 class CodeInput:
-    """A one-dim subspace holding an integer code in 0..n_values-1 (noise below STEP_TOLERANCE)."""
+    """An integer code in 0..n_values-1 (noise below STEP_TOLERANCE) in dim ``index`` of ``sub``
+    (a one-dim subspace, or one dim of a wider one)."""
 
     sub: Subspace
     n_values: int
+    index: int = 0
 
 
 @dataclass(frozen=True)
@@ -486,7 +488,7 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
             w, b, to_onehot = step_units(inp.n_values)
             W = np.zeros((len(row), len(w)))
             if len(w):
-                W[rows[0]] = w
+                W[rows[inp.index]] = w
             W1_parts.append(W)
             b1_parts.append(b)
             cols.append((offset, to_onehot))

@@ -19,8 +19,11 @@ from the same residual, exactly, in the forms the constructions use:
 * **one state per label** (any form): the state logits, one column per label.
 
 Any other case (several states per label under a multi-dimensional or element readout,
-or labels that are not runs of the scalar code) raises :class:`LabelReadoutError`; the
-planner then tries another construction (``compiler/pipeline.py``).
+or labels that are not runs of the scalar code) raises :class:`LabelReadoutError`.  Then
+:func:`label_lookup` keeps the construction and reads the labels through an exact lookup
+(Lemma 11) fused into its last MLP, when the state readout is a nearest integer point
+``logit_q = 2 <c_q, x> - ||c_q||^2`` (gridworld's coordinates, the scan's element maps);
+only when that fails too does the planner try another construction (``compiler/pipeline.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from compiler.automata.errors import ShortcutError
+
+from .gadgets import CodeInput, lookup_mlp
+from .program import Program, fuse
 
 
 class LabelReadoutError(ShortcutError):
@@ -104,6 +110,54 @@ def label_unembedding(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence[in
             return out
     raise LabelReadoutError("this construction reads the state out of several dims (a multi-axis or element "
                             "readout), where several states sharing a label cannot be scored by one linear logit")
+
+
+def _point_codes(W_U: np.ndarray, b_U: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """(support dims S, integer codes [n_states, |S|]) of a nearest-integer-point readout
+    ``logit_q = 2 <c_q, x_S> - ||c_q||^2`` with distinct codes c_q >= 0, else LabelReadoutError."""
+    S = [int(r) for r in np.flatnonzero(np.any(W_U != 0, axis=1))]
+    codes = W_U[S].T / 2.0  # [n_states, |S|]
+    if (not S or not np.array_equal(codes, np.round(codes)) or np.any(codes < 0)
+            or not np.array_equal(b_U, -np.sum(codes**2, axis=1))
+            or len({tuple(c) for c in codes}) != len(codes)):
+        raise LabelReadoutError("this construction's state readout is not a nearest integer point over its dims, "
+                                "so its state codes cannot be looked up")
+    return S, codes.astype(np.int64)
+
+
+LABEL_SUBSPACE = "labels:onehot"
+
+
+def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) -> dict[str, Any]:
+    """Turn ``program`` (its state readout a nearest integer point, see :func:`_point_codes`)
+    into one that scores ``n_labels`` labels, in place, adding no layer: an exact lookup
+    (:func:`constructions.gadgets.lookup_mlp`, Lemma 11) from the state's integer codes in the
+    dims the state unembedding reads to the one-hot of its label in new residual dims is fused
+    after the last block's MLP (:func:`constructions.program.fuse`), and the labels are read
+    from that one-hot: the true label scores 1 and every other 0, margin 1.  The codes are
+    exact wherever the state readout is (the construction certifies them within the step
+    units' tolerance).  Returns the notes; LabelReadoutError when the readout has another form."""
+    state_label = [int(x) for x in state_label]
+    if len(state_label) != program.W_U.shape[1]:
+        raise ValueError(f"{len(state_label)} labels for {program.W_U.shape[1]} state logits")
+    S, codes = _point_codes(program.W_U, program.b_U)
+    ws = program.workspace
+    leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
+    inputs = [CodeInput(leaf_of[d][0], int(codes[:, j].max()) + 1, leaf_of[d][1]) for j, d in enumerate(S)]
+    out = ws.add(LABEL_SUBSPACE, n_labels)
+    k = ws.d_model - program.W_E.shape[1]
+    program.W_E = np.pad(program.W_E, ((0, 0), (0, k)))
+    program.W_pos = np.pad(program.W_pos, ((0, 0), (0, k)))
+    table = {tuple(int(v) for v in c): np.eye(n_labels)[state_label[q]] for q, c in enumerate(codes)}
+    lookup = lookup_mlp("labels.lookup", inputs, out, table)
+    last = program.blocks[-1]
+    last.mlp = lookup if last.mlp is None else fuse(last.mlp, lookup)
+    program.W_U = np.zeros((ws.d_model, n_labels))
+    program.W_U[list(out.dims), np.arange(n_labels)] = 1.0
+    program.b_U = np.zeros(n_labels)
+    return {"form": "exact lookup of the state codes fused into the last MLP", "derived_margin": 1.0,
+            "code_dims": [ws.labels[d] for d in S], "keys": len(table),
+            "input_tolerance": lookup.notes["input_tolerance"]}
 
 
 # --- the readout a compiled model carries (meta["readout"]) -------------------------------------

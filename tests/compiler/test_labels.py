@@ -15,8 +15,12 @@ import compiler
 from compiler.automata.errors import CheckpointError, ShortcutError
 from compiler.automata.load import load_spec
 from compiler.cli import main
+from compiler.automata.representation import natural
+from constructions import scan
 from constructions.checkpoint import load, save
-from constructions.labels import LabelReadoutError, label_unembedding
+from constructions.labels import LabelReadoutError, label_lookup, label_unembedding
+from constructions.program import Program
+from constructions.workspace import Workspace
 from verify.check import verify
 
 FIXTURES = Path(__file__).resolve().parents[2] / "examples" / "aalpy"
@@ -88,15 +92,64 @@ def test_label_model_is_exact_and_never_larger(spec) -> None:
     assert verify(labels, **QUICK).exact
 
 
-def test_fallback_when_the_construction_cannot_read_the_labels() -> None:
+def _params(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _last_resort_params(model, max_len: int) -> int:
+    """Exact size of the planner's last resort for this label model: the scan on the natural
+    action of the minimised machine (its estimate is exact, the registry contract)."""
+    return scan.estimated_params(natural(model.automaton), max_len)
+
+
+def test_multi_axis_readout_keeps_the_construction_with_a_label_lookup() -> None:
     """grid:6 labelled 'at a wall': the gridworld's coordinate cannot separate {0, 5} from the rest
-    by one linear logit per label, so another construction reads them (exact)."""
+    by one linear logit per label, so an exact lookup of the coordinate, fused into the last MLP,
+    reads them: still the gridworld in 2 layers, exact, and far below the last resort."""
     a = labelled("grid:6", lambda s: "wall" if s in ("0", "5") else "inside")
+    states = compiler.compile_automaton(a, max_len=32)
     m = compiler.compile_automaton(a, max_len=32, readout="labels")
-    assert "gridworld" in m.meta["why"] and m.info()["method"] != "gridworld"
+    assert m.info()["method"] == states.info()["method"] == "gridworld"
+    assert len(m.config["blocks"]) == len(states.config["blocks"]) == 2
+    assert m.meta["readout"]["form"].startswith("exact lookup")
+    assert _params(m) <= _last_resort_params(m, 32)
+    result = verify(m, **QUICK)
+    assert result.exact and result.margins["readout_min_logit_margin"] > 0.5
+    explicit = compiler.compile_automaton(a, max_len=32, readout="labels", method="gridworld")
+    assert _params(explicit) == _params(m)
+
+
+def _in_three(s: str) -> str:
+    return "in" if s in ("12345", "21345", "23145") else "out"
+
+
+@pytest.mark.parametrize("spec, label, lookup", [
+    ("parity", lambda s: s, False),
+    ("grid:6", lambda s: "wall" if s in ("0", "5") else "inside", True),
+    ("grid2d:3,3", lambda s: "corner" if s in ("0,0", "0,2", "2,0", "2,2") else "no", True),
+    ("symmetric:5", _in_three, True),  # no smaller Moore machine: the scan's element readout, looked up
+])
+def test_label_readout_keeps_the_chosen_construction_and_layers(spec, label, lookup) -> None:
+    """Where the minimised machine is the automaton, the label model is the state model's
+    construction and depth, with a linear label unembedding or an exact lookup in its last MLP,
+    never the larger last resort; exact."""
+    a = labelled(spec, label)
+    states = compiler.compile_automaton(a, max_len=16)
+    m = compiler.compile_automaton(a, max_len=16, readout="labels")
+    assert m.info()["method"] == states.info()["method"]
+    assert len(m.config["blocks"]) == len(states.config["blocks"])
+    assert m.meta["readout"]["form"].startswith("exact lookup") == lookup
+    assert _params(m) <= _last_resort_params(m, 16)
     assert verify(m, **QUICK).exact
-    with pytest.raises(ShortcutError, match="--method gridworld"):
-        compiler.compile_automaton(a, max_len=32, readout="labels", method="gridworld")
+
+
+def test_label_lookup_refuses_a_readout_that_is_not_a_nearest_point() -> None:
+    ws = Workspace()
+    ws.add("x", 2)
+    W, b = np.array([[2.0, 0.0, 2.0], [0.0, 2.0, 2.0]]), np.array([-1.0, -1.0, -3.0])  # b of state 2 is off
+    program = Program(ws, np.zeros((2, 2)), np.zeros((2, 2)), [], W, b)
+    with pytest.raises(LabelReadoutError, match="nearest integer point"):
+        label_lookup(program, [0, 0, 1], 2)
 
 
 def test_verifier_catches_a_wrong_label_and_names_labels(tmp_path: Path) -> None:
