@@ -27,7 +27,7 @@ Conventions the config pins (each one matters for bit-equality):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -370,10 +370,7 @@ def set_start(model, plan: BoundedStack, start: str) -> None:
     with torch.no_grad():
         for dim, col in _start_columns(plan, model.meta["subspaces"], a.state_index[start]).items():
             model.W_E[:, dim] = torch.from_numpy(col).to(model.W_E.dtype)
-    spec = dict(model.meta["automaton"])
-    spec["start"] = start
-    model.meta = {**model.meta, "automaton": spec}
-    model._automaton = None
+    model.record_start(start)
 
 
 # ---------------------------------------------------------------------------------------

@@ -380,10 +380,7 @@ def set_start(model, world: BoxWorld, start: str) -> None:
     with torch.no_grad():
         for axis, x in enumerate(coords):
             model.W_E[:, labels.index(f"gw{axis}:start")] = float(x)
-    spec = dict(model.meta["automaton"])
-    spec["start"] = start
-    model.meta = {**model.meta, "automaton": spec}
-    model._automaton = None
+    model.record_start(start)
 
 
 # ---------------------------------------------------------------------------------------

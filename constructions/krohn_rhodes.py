@@ -660,8 +660,7 @@ def set_start(model, cascade: Cascade, start: str) -> None:
     new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
                    meta={**model.meta, **meta, "automaton": spec, "plan": restarted.to_dict()})
     model.load_state_dict(new.state_dict())
-    model.meta = new.meta
-    model._automaton = None
+    model.set_meta(new.meta)
 
 
 # ---------------------------------------------------------------------------------------

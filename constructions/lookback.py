@@ -179,8 +179,7 @@ def set_start(model, plan: LookbackPlan, start: str) -> None:
     new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
                    meta={**model.meta, **meta, "automaton": spec})
     model.load_state_dict(new.state_dict())
-    model.meta = new.meta
-    model._automaton = None
+    model.set_meta(new.meta)
 
 
 # ---------------------------------------------------------------------------------------

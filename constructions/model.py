@@ -299,6 +299,16 @@ class CompiledTransformer(nn.Module):
         self._automaton = None
         self._hook_points = _name_hook_points(self)
 
+    def set_meta(self, meta: dict) -> None:
+        """Replace the metadata (e.g. after ``set_start`` moved the start state), dropping the
+        automaton decoded from the old one."""
+        self.meta = meta
+        self._automaton = None
+
+    def record_start(self, start: str) -> None:
+        """Write a new start state into ``meta["automaton"]`` (the weights are the caller's)."""
+        self.set_meta({**self.meta, "automaton": {**self.meta["automaton"], "start": start}})
+
     @property
     def fused(self) -> bool:
         """Do the attention layers take the fused path (``scaled_dot_product_attention``)?

@@ -208,10 +208,7 @@ def set_start(model, rep: Representation, start: str) -> None:
     with torch.no_grad():
         model.W_U.copy_(torch.from_numpy(W_U).to(model.W_U.dtype))
         model.b_U.copy_(torch.from_numpy(b_U).to(model.b_U.dtype))
-    spec = dict(model.meta["automaton"])
-    spec["start"] = start
-    model.meta = {**model.meta, "automaton": spec}
-    model._automaton = None
+    model.record_start(start)
 
 
 # ---------------------------------------------------------------------------------------
