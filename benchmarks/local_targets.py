@@ -15,7 +15,6 @@ it keeps its one layer.
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 import time
 from pathlib import Path
@@ -23,8 +22,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import compiler  # noqa: E402
 from _common import finish, header  # noqa: E402
+
+import compiler  # noqa: E402
+from compiler.automata.catalog import build  # noqa: E402
 from compiler.automata.load import load_spec  # noqa: E402
 from compiler.automata.spec import Semiautomaton  # noqa: E402
 from compiler.pipeline import decide  # noqa: E402
@@ -36,12 +37,8 @@ OTHERS = ["krohn-rhodes", "gridworld", "scan"]
 
 
 def nth_last(n: int) -> Semiautomaton:
-    """The minimal DFA of "the n-th letter from the end is a" over {a, b} (states: the last n letters)."""
-    bits = list(itertools.product((0, 1), repeat=n))
-    idx = {s: i for i, s in enumerate(bits)}
-    maps = tuple(tuple(idx[s[1:] + (bit,)] for s in bits) for bit in (1, 0))
-    return Semiautomaton(f"nth-last:{n}", tuple("".join("ba"[x] for x in s) for s in bits), ("a", "b"), maps,
-                         start=idx[(0,) * n])
+    """"The n-th letter from the end is a" (the catalog's nth-last:n, n-definite)."""
+    return build(f"nth-last:{n}")
 
 
 def other(a, method: str, T: int) -> str:

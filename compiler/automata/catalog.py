@@ -378,6 +378,8 @@ MAX_ADDENDS = 4
 """Largest adder:n (its alphabet has 2^n letters)."""
 MAX_BLOCKS = 64
 """Largest repeat:n / blocks:n."""
+MAX_NTH_LAST = 12
+"""Largest nth-last:n (2^n states; lookback itself stops at k = 8, and refuses beyond)."""
 
 
 def _adder(n: int) -> Semiautomaton:
@@ -418,6 +420,18 @@ def _blocks(n: int) -> Semiautomaton:
 
     return _from_function(list(range(n)) + [None], lambda q: "sink" if q is None else f"b{q}", letters, step, 0,
                           lambda q: "reject" if q is None else "accept")
+
+
+def _nth_last(n: int) -> Semiautomaton:
+    """The minimal DFA of "the n-th letter from the end is a" over {a, b} (n-definite): a state
+    is the last n letters (``b`` before the start), named by them, oldest first."""
+    _at_least("nth-last:n", "n", n, 1)
+    _at_most("nth-last:n", "n", n, MAX_NTH_LAST)
+    bits = list(itertools.product((0, 1), repeat=n))
+    idx = {w: i for i, w in enumerate(bits)}
+    maps = tuple(tuple(idx[w[1:] + (bit,)] for w in bits) for bit in (1, 0))
+    return Semiautomaton(f"nth-last:{n}", tuple("".join("ba"[x] for x in w) for w in bits), ("a", "b"), maps,
+                         start=idx[(0,) * n])
 
 
 # ---------------------------------------------------------------------------
@@ -462,6 +476,8 @@ _FAMILIES: dict[str, _Family] = dict([
             "adder:2", _adder, 1),
     _family("repeat:n", "recogniser of (0 1 ... n-1)* with a failure sink", "repeat:2", _repeat, 1),
     _family("blocks:n", "recogniser of 0*1*0*1*... (n blocks) with a failure sink", "blocks:4", _blocks, 1),
+    _family("nth-last:n", "the n-th letter from the end is a, over {a, b} (2^n states, n-definite)",
+            "nth-last:3", _nth_last, 1),
 ])
 
 

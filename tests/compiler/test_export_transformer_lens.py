@@ -2,8 +2,6 @@
 patterns and residual slices.  Needs the optional extra (``pip install -e ".[transformer-lens]"``);
 skipped without it."""
 
-import itertools
-
 import numpy as np
 import pytest
 import torch
@@ -11,6 +9,7 @@ import torch
 pytest.importorskip("transformer_lens.model_bridge", reason="the transformer-lens extra (4.x) is not installed")
 
 import compiler  # noqa: E402
+from compiler.automata.catalog import build  # noqa: E402
 from compiler.automata.spec import Semiautomaton  # noqa: E402
 from compiler.export import bos_tokens, to_transformer_bridge, to_transformer_lens  # noqa: E402
 from constructions.model import CompiledTransformer  # noqa: E402
@@ -21,12 +20,8 @@ T = 48
 
 
 def nth_last(n: int) -> Semiautomaton:
-    """"The n-th letter from the end is a" (n-definite: lookback)."""
-    bits = list(itertools.product((0, 1), repeat=n))
-    idx = {s: i for i, s in enumerate(bits)}
-    maps = tuple(tuple(idx[s[1:] + (bit,)] for s in bits) for bit in (1, 0))
-    return Semiautomaton(f"nth-last:{n}", tuple("".join("ba"[x] for x in s) for s in bits), ("a", "b"), maps,
-                         start=idx[(0,) * n])
+    """"The n-th letter from the end is a" (the catalog's nth-last:n, n-definite)."""
+    return build(f"nth-last:{n}")
 
 
 CASES = [("quaternion", "scan"), ("symmetric:4", "krohn-rhodes"), ("grid:5", "gridworld"),
@@ -41,7 +36,7 @@ def _tokens(n_symbols: int, T: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("name,method", CASES, ids=[f"{n}-{m}" for n, m in CASES])
 def test_bridge_logits_patterns_and_residuals_are_bitwise_ours(name, method):
-    model = compiler.compile_automaton(nth_last(3) if name == "nth-last:3" else name, max_len=T, method=method)
+    model = compiler.compile_automaton(name, max_len=T, method=method)
     bridge = to_transformer_bridge(model)
     tokens = _tokens(model.automaton.n_symbols, T)
     with torch.no_grad():

@@ -9,7 +9,6 @@ to a construction's sizes that its estimate does not follow fails here, naming t
 from __future__ import annotations
 
 import functools
-import itertools
 import random
 from dataclasses import replace
 
@@ -17,7 +16,7 @@ import pytest
 import torch
 
 import compiler
-from compiler.automata.catalog import entries, paper_suite, random_automaton
+from compiler.automata.catalog import build, entries, paper_suite, random_automaton
 from compiler.automata.errors import ShortcutError
 from compiler.automata.load import load_spec
 from compiler.automata.spec import Semiautomaton
@@ -28,11 +27,8 @@ from constructions.construction import Cost, Refusal
 
 
 def nth_last(n: int) -> Semiautomaton:
-    """"The n-th letter from the end is a" (n-definite, 2^n states)."""
-    bits = list(itertools.product((0, 1), repeat=n))
-    idx = {s: i for i, s in enumerate(bits)}
-    maps = tuple(tuple(idx[s[1:] + (bit,)] for s in bits) for bit in (1, 0))
-    return Semiautomaton(f"nth-last:{n}", tuple("".join("ba"[x] for x in s) for s in bits), ("a", "b"), maps)
+    """"The n-th letter from the end is a" (the catalog's nth-last:n, n-definite)."""
+    return build(f"nth-last:{n}")
 
 
 def one_star() -> Semiautomaton:

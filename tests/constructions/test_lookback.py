@@ -11,8 +11,13 @@ import pytest
 import torch
 
 import compiler
-from compiler.automata.catalog import paper_suite
-from compiler.automata.definite import LookbackPlan, definite_depth, detect, window_table
+from compiler.automata.catalog import build, paper_suite
+from compiler.automata.definite import (
+    LookbackPlan,
+    definite_depth,
+    detect,
+    window_table,
+)
 from compiler.automata.errors import ShortcutError, SpecError
 from compiler.automata.load import load_spec
 from compiler.automata.spec import Semiautomaton
@@ -25,13 +30,8 @@ CHECK = {"samples": 32, "exhaustive_budget": 4096}
 
 
 def nth_last(n: int) -> Semiautomaton:
-    """The minimal DFA of "the n-th letter from the end is a" over {a, b}: states are the last
-    n letters (a transition table, as a regex compiler would produce it); start: all b."""
-    bits = list(itertools.product((0, 1), repeat=n))
-    idx = {s: i for i, s in enumerate(bits)}
-    maps = tuple(tuple(idx[s[1:] + (bit,)] for s in bits) for bit in (1, 0))  # letter a = 1, b = 0
-    names = tuple("".join("ba"[x] for x in s) for s in bits)
-    return Semiautomaton(f"nth-last:{n}", names, ("a", "b"), maps, start=idx[(0,) * n])
+    """"The n-th letter from the end is a" (the catalog's nth-last:n, n-definite)."""
+    return build(f"nth-last:{n}")
 
 
 def last_letter() -> Semiautomaton:
