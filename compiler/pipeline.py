@@ -164,20 +164,25 @@ def _cost_text(c: Candidate, max_len: int) -> str:
 
 
 def _auto(automaton: Semiautomaton, max_len: int, eps: float, positions: str, prefer: str,
-          max_params: int) -> Decision:
+          max_params: int, certified: bool = False) -> Decision:
     """Every construction estimated (:func:`survey`); the best that fits (:func:`ranking`) is built.
     A build that fails (an estimate that missed a budget: a bug, reported in the candidates)
-    falls through to the next.  Nothing fits: an error naming every construction's reason."""
+    falls through to the next, and so does, when ``certified``, a build beyond its certified
+    float reach (:func:`_beyond_reach`).  Nothing fits: an error naming every construction's reason."""
     cands, plans, errors = survey(automaton, max_len, positions, max_params)
-    return _take(automaton, cands, plans, errors, max_len, eps, positions, prefer)
+    return _take(automaton, cands, plans, errors, max_len, eps, positions, prefer, certified)
 
 
 def _take(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any],
-          errors: dict[str, type[ShortcutError]], max_len: int, eps: float, positions: str, prefer: str) -> Decision:
+          errors: dict[str, type[ShortcutError]], max_len: int, eps: float, positions: str, prefer: str,
+          certified: bool = False) -> Decision:
     """:func:`_auto` after the survey: build the best candidate that fits, or refuse naming every reason.
-    Precision warnings are the caller's to refuse (:func:`_beyond_reach`): only the chosen candidate
-    is built (at a max_len beyond one construction's reach, building them all costs gigabytes)."""
+    Candidates are built in the planner's order until one is taken (at a max_len beyond one
+    construction's reach, building them all costs gigabytes).  With ``certified``, a build whose
+    worst-case rounding bound is beyond its tolerance (its precision warnings) does not fit and
+    the next is tried; if none is left, the first such build's :class:`PrecisionError` is raised."""
     ranked = ranking(cands, prefer)
+    beyond: PrecisionError | None = None
     for cand in ranked:
         c = registry.get(cand.name)
         try:
@@ -185,6 +190,11 @@ def _take(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any
         except ShortcutError as e:
             cand.fits, cand.refusal = False, f"estimated, but the build failed: {e}"
             errors[c.name] = type(e)
+            continue
+        if certified and built[1].get("warnings"):
+            cand.fits, cand.refusal = False, f"beyond its certified float reach: {built[1]['warnings'][0]}"
+            errors[c.name] = PrecisionError
+            beyond = beyond or PrecisionError(_reach_text(automaton, c, built[1], max_len, eps))
             continue
         cand.chosen = True
         shallowest = min(x.layers for x in cands if x.fits)
@@ -197,6 +207,8 @@ def _take(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any
         why = (f"auto: {c.name} ({c.theorem}): {c.describe(plans[c.name], automaton)}; "
                f"{_cost_text(cand, max_len)} ({cand.note}){passed}")
         return Decision(c, plans[c.name], why, cands, built)
+    if beyond is not None:
+        raise beyond
     reasons = "; ".join(f"{x.name}: {x.refusal}" for x in cands)
     error = BudgetError if BudgetError in errors.values() else ShortcutError
     raise error(f"no construction compiles {automaton.name} at max_len {max_len}: {reasons}")
@@ -221,11 +233,13 @@ def _check_options(method: str, prefer: str, max_params: int) -> None:
 
 
 def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23,
-           positions: str = "sinusoidal", prefer: str = "depth", max_params: int = MAX_PARAMS) -> Decision:
-    """Which construction compiles ``automaton``, with which plan (see :func:`_auto`)."""
+           positions: str = "sinusoidal", prefer: str = "depth", max_params: int = MAX_PARAMS,
+           certified: bool = False) -> Decision:
+    """Which construction compiles ``automaton``, with which plan (see :func:`_auto`; ``certified``:
+    ``auto`` passes over builds beyond their certified float reach)."""
     _check_options(method, prefer, max_params)
     if method == AUTO:
-        return _auto(automaton, max_len, eps, positions, prefer, max_params)
+        return _auto(automaton, max_len, eps, positions, prefer, max_params, certified)
     return _requested(automaton, registry.get(method), max_len, positions, max_params)
 
 
@@ -250,13 +264,9 @@ def candidates(automaton, *, max_len: int, prefer: str = "depth", positions: str
     out: dict[str, Any] = {"automaton": automaton.name, "max_len": max_len, "prefer": prefer, "max_params": max_params}
     cands, plans, errors = survey(automaton, max_len, positions, max_params)
     try:
-        d = _take(automaton, cands, plans, errors, max_len, torch.finfo(dtype).eps, positions, prefer)
-        if not allow_inexact:
-            _beyond_reach(automaton, d.construction, d.built[1], max_len, dtype)
+        d = _take(automaton, cands, plans, errors, max_len, torch.finfo(dtype).eps, positions, prefer,
+                  certified=not allow_inexact)
     except ShortcutError as e:
-        for x in cands:
-            if x.chosen:
-                x.chosen, x.note = False, "would be taken, but is beyond its certified float reach (see the error)"
         return {**out, "candidates": [asdict(x) for x in cands], "chosen": None, "why": None, "error": str(e)}
     return {**out, "candidates": [asdict(x) for x in d.candidates], "chosen": d.method, "why": d.why, "error": None}
 
@@ -295,7 +305,7 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
     eps = torch.finfo(dtype).eps
-    d = decide(automaton, method, max_len, eps, positions, prefer, max_params)
+    d = decide(automaton, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
     c = d.construction
     program, meta = d.built or c.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
     if minimised is not None:
@@ -390,13 +400,23 @@ def _label_candidate(c: Construction, a: Semiautomaton, last: bool, max_len: int
     return Decision(c, plan, f"{c.name} ({c.theorem}): {c.describe(plan, a)}"), *built
 
 
+def _dtype_name(eps: float) -> str:
+    """The name (a key of DTYPES) of the float dtype whose machine epsilon is ``eps``."""
+    return next(name for name, dt in DTYPES.items() if torch.finfo(dt).eps == eps)
+
+
+def _reach_text(automaton: Semiautomaton, c: Construction, meta: dict[str, Any], max_len: int, eps: float) -> str:
+    """Why a build (its precision warnings) is beyond its certified float reach, and what to do."""
+    return (f"{automaton.name} at max_len {max_len} in {_dtype_name(eps)} is beyond the certified float reach "
+            f"of {c.name}: {meta['warnings'][0]} -- use a smaller --max-len or --dtype float64, or pass "
+            f"--allow-inexact")
+
+
 def _beyond_reach(automaton: Semiautomaton, c: Construction, meta: dict[str, Any], max_len: int,
                   dtype: torch.dtype) -> None:
     """PrecisionError when the build's worst-case rounding bound is beyond a tolerance (its warnings)."""
     if meta.get("warnings"):
-        raise PrecisionError(f"{automaton.name} at max_len {max_len} in {str(dtype).removeprefix('torch.')} is beyond "
-                             f"the certified float reach of {c.name}: {meta['warnings'][0]} -- use a smaller "
-                             f"--max-len or --dtype float64, or pass --allow-inexact")
+        raise PrecisionError(_reach_text(automaton, c, meta, max_len, torch.finfo(dtype).eps))
 
 
 def _check_estimate(cand: Candidate, model) -> None:

@@ -410,6 +410,35 @@ class _Clock:
         return self.budget is not None and self.elapsed() >= self.budget
 
 
+class _Rate:
+    """The forward's measured work rate (:func:`forward_flops` per second of wall time), so that a
+    time budget refuses, before it starts, a check whose single sequence would take longer than
+    the whole budget (the first batch of a check always runs: at a max_len of a million, one
+    forward takes hours)."""
+
+    def __init__(self) -> None:
+        self.flops, self.seconds = 0.0, 0.0
+
+    @contextmanager
+    def measure(self, model, shape: tuple[int, int]) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        self.seconds += time.perf_counter() - start
+        self.flops += shape[0] * forward_flops(model, shape[1])
+
+    def refuse_beyond(self, model, length: int, budget: float) -> None:
+        """ShortcutError when one sequence of ``length`` would take over ``budget`` seconds at the
+        rate measured so far (nothing is refused before a first batch has been timed)."""
+        if self.flops <= 0 or self.seconds <= 0:
+            return
+        eta = forward_flops(model, length) * self.seconds / self.flops
+        if eta > budget:
+            raise ShortcutError(f"verifying one input of length {length} would take about {eta:,.0f} s at the "
+                                f"{self.flops / self.seconds / 1e9:.2g} GFLOP/s measured so far, over the time "
+                                f"budget of {budget:g} s: raise the budget (--verify-time / --time-budget), or "
+                                f"compile with --no-verify and a smaller --max-len")
+
+
 @contextmanager
 def _on_cpu(model) -> Iterator[None]:
     """The model on the CPU for the ``with`` body (the constructions' checks read their caches
@@ -499,17 +528,22 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     chunk_margins = _ChunkMargins(model, construction)
     use_chunked = forward == "chunked"
     references = _references(tally, checks)
+    rate = _Rate()
     with torch.no_grad():
         for c, expected_all in zip(checks, references):
             if not len(c.tokens):
                 continue
+            if time_budget is not None:
+                rate.refuse_beyond(model, c.tokens.shape[1], time_budget)
             rows = batch_rows(model, c.tokens.shape[1])
             for i in range(0, len(c.tokens), rows):
                 if i and timer.spent():
                     break
                 batch = c.tokens[i : i + rows]
                 tb = torch.from_numpy(batch)
-                logits = (forward_chunked(model, tb, CHUNK, observe=chunk_margins) if use_chunked else model(tb))
+                with rate.measure(model, batch.shape):
+                    logits = (forward_chunked(model, tb, CHUNK, observe=chunk_margins) if use_chunked
+                              else model(tb))
                 tally.add(c.name, batch, logits.cpu(), expected_all[i : i + rows])
                 c.done += len(batch)
                 done += batch.size

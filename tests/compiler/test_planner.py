@@ -13,7 +13,7 @@ import pytest
 
 import compiler
 from compiler import pipeline
-from compiler.automata.errors import BudgetError, ShortcutError
+from compiler.automata.errors import BudgetError, PrecisionError, ShortcutError
 from compiler.automata.load import load_spec
 from compiler.automata.spec import Semiautomaton
 from compiler.cli import main
@@ -107,6 +107,36 @@ def test_a_failing_build_falls_through_to_the_next_candidate():
         assert d.method == "krohn-rhodes"  # the next best: 1 layer
         fake_cand = d.candidates[0]
         assert fake_cand.name == "fake" and not fake_cand.fits and "broken on purpose" in fake_cand.refusal
+
+
+def test_a_build_beyond_its_float_reach_falls_through_when_certified():
+    """The CLI's default (``allow_inexact=False``): a candidate whose build carries a precision
+    warning does not fit, auto takes the next one and says why; forced, or with nothing left,
+    it is a PrecisionError; with ``allow_inexact`` the shallowest is taken as before."""
+    scan = registry.get("scan")
+
+    def inexact(*args, **kwargs):
+        program, meta = scan.build(*args, **kwargs)
+        return program, {**meta, "warnings": ["rounding bound over its tolerance, on purpose"]}
+
+    fake = replace(scan, name="fake", estimate=lambda rep, T, pos: Cost(1, 1), build=inexact)
+    with registry.registered(fake, position=0):
+        assert pipeline.decide(load_spec("parity"), "auto", 16).method == "fake"
+        d = pipeline.decide(load_spec("parity"), "auto", 16, certified=True)
+        assert d.method == "krohn-rhodes"
+        fake_cand = d.candidates[0]
+        assert not fake_cand.fits and fake_cand.refusal.startswith("beyond its certified float reach: rounding")
+        assert "not fake: beyond its certified float reach" in d.why
+        model = compiler.compile_automaton("parity", max_len=16, allow_inexact=False)
+        assert model.meta["method"] == "krohn-rhodes"
+        with pytest.raises(PrecisionError, match="parity at max_len 16 in float32 is beyond the certified float "
+                                                 "reach of fake: rounding bound over"):
+            compiler.compile_automaton("parity", max_len=16, method="fake", allow_inexact=False)
+    only = replace(fake, estimate=lambda rep, T, pos: Cost(1, 1))
+    with registry.registered(only, position=0), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "ranking", lambda cands, prefer="depth": [c for c in cands if c.name == "fake"])
+        with pytest.raises(PrecisionError, match="certified float reach of fake"):
+            pipeline.decide(load_spec("parity"), "auto", 16, certified=True)
 
 
 def test_bad_options_are_clean_errors():

@@ -68,6 +68,15 @@ def test_a_time_budget_cuts_honestly(q8, monkeypatch):
         check.verify(q8, samples=1, time_budget=0)
 
 
+def test_a_check_one_sequence_of_which_outlasts_the_budget_is_refused(q8):
+    """At the rate the first batches ran, one full-length sequence would take longer than the whole
+    budget: refused before it starts (at max_len 2**20 one forward takes hours), naming the options."""
+    with pytest.raises(ShortcutError, match=r"verifying one input of length 24 would take about .* over the "
+                                            r"time budget of 1e-09 s"):
+        check.verify(q8, samples=2, exhaustive_budget=64, time_budget=1e-9)
+    assert check.verify(q8, samples=2, exhaustive_budget=64, time_budget=60.0).exact
+
+
 def test_progress_counts_positions_and_ends_at_the_total(q8):
     calls = []
     r = check.verify(q8, samples=3, exhaustive_budget=64, progress=lambda *a: calls.append(a))
