@@ -40,10 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import finish, header  # noqa: E402
 
 BATCH = 100
-"""Sequences per forward (bounds the explicit path's [B, H, T, T] memory)."""
+"""Default sequences per forward (``--batch``; bounds the explicit path's [B, H, T, T] memory:
+grid:9's 8 heads at T = 1024 need ``--batch 8`` within 24 GiB)."""
 
 
-def row(name: str, T: int, n_inputs: int, method: str = "auto") -> str:
+def row(name: str, T: int, n_inputs: int, method: str = "auto", batch: int = BATCH) -> str:
     if "@" in name:  # spec@method forces a construction for that row
         name, method = name.rsplit("@", 1)
     a = load_spec(name)
@@ -56,8 +57,8 @@ def row(name: str, T: int, n_inputs: int, method: str = "auto") -> str:
     same_explicit = same_fused = agree = True
     worst_fused = 0.0
     with torch.no_grad():
-        for i in range(0, n_inputs, BATCH):
-            x = torch.from_numpy(toks[i:i + BATCH])
+        for i in range(0, n_inputs, batch):
+            x = torch.from_numpy(toks[i:i + batch])
             theirs = bridge(bos_tokens(x, model.bos_id))[:, 1:]
             with model.explicit_attention():
                 explicit = model(x)
@@ -65,7 +66,7 @@ def row(name: str, T: int, n_inputs: int, method: str = "auto") -> str:
             same_explicit &= torch.equal(explicit, theirs)
             same_fused &= torch.equal(fused, theirs)
             worst_fused = max(worst_fused, float((fused - theirs).abs().max()))
-            agree &= bool(np.array_equal(theirs.argmax(-1).numpy(), reference[i:i + BATCH]))
+            agree &= bool(np.array_equal(theirs.argmax(-1).numpy(), reference[i:i + batch]))
     c = export.config
     fused_text = "True" if same_fused else f"False (max {worst_fused:.1e})"
     return (f"| `{name}` | {model.meta['method']} | {len(model.blocks)} | {c['n_layers']} | "
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--automata", nargs="+", default=paper_suite(),
                    help="specs as `compile` takes them (catalog names, regex:PATTERN, ...); SPEC@METHOD forces a "
                         "construction for that row")
+    p.add_argument("--batch", type=int, default=BATCH, help="sequences per forward")
     p.add_argument("--out", help="also write the table to this file")
     args = p.parse_args(argv)
     T = args.max_len
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> str:
     print("\n".join(lines), flush=True)
     t_all = time.perf_counter()
     for name in args.automata:
-        r = row(name, T, args.inputs)
+        r = row(name, T, args.inputs, batch=args.batch)
         print(r, flush=True)
         lines.append(r)
     text = finish(lines, t_all, args.out)
