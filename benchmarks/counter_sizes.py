@@ -23,6 +23,8 @@ float32's reach, set by the prefix sums, not by the decode.  The committed table
     python benchmarks/counter_sizes.py --verify --max-lens 4096 --samples 2 --family-limit 1 \
         --exhaustive-budget 256 --names cyclic:2 quaternion cyclic:8
     python benchmarks/counter_sizes.py --reach --max-lens 4096 8192 16384 --samples 2 --names cyclic:2 cyclic:8
+    python benchmarks/counter_sizes.py --names cyclic:2 quaternion cyclic:5 symmetric:4 --max-lens 1024 4096 8192 \
+        --scan cyclic:2 quaternion --out benchmarks/results/counter_blocks.md   (with the counters' position blocks)
 
 (benchmarks/results/counter_exact.md gathers the verification and reach runs.)
 """
@@ -169,7 +171,8 @@ def main() -> None:
         lines.append(f"\nReach: {args.samples} random full-length sequences (seed 0), explicit forward, argmax against "
                      f"the automaton; no verifier.")
     lines.append("\nwarnings: compile-time precision warnings (the float32 worst-case rounding bound of the counters' "
-                 "prefix sums, eps (n-1) T (T+1), exceeds the tolerance 1/4; the measured noise is far smaller).")
+                 "prefix sums, eps (n-1) (s L (L+1) + ...) over s position blocks of length L, s = 1 the single head's "
+                 "eps (n-1) T (T+1), exceeds the tolerance 1/4 for every s; the measured noise is far smaller).")
     print(finish(lines, t_all, args.out))
 
 

@@ -35,7 +35,7 @@ ABSORB = "pos:absorb"
 
 __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "Residue", "absorb_feature",
            "attention_temperature", "carry_units", "compose_mlp", "compose_slope", "lookup_mlp",
-           "offset_head", "onehot_bias", "prefix_mean_head", "recent_flag_head",
+           "offset_head", "onehot_bias", "PositionBlock", "prefix_mean_head", "recent_flag_head",
            "residue_hidden", "residue_margin", "residue_mlp", "residue_range", "round_mlp", "step_units"]
 
 
@@ -222,17 +222,38 @@ def compose_mlp(name: str, F: Subspace, G: Subspace, eps: float = 2.0**-23) -> M
 # --- constant-depth gadgets (Theorem 11): counters, memory units, table lookups ------------
 
 
-def absorb_feature(mass: int, max_len: int) -> np.ndarray:
-    """The :data:`ABSORB` position feature, log(mass - t) for t = 0..max_len (Lemma 15).
+def absorb_feature(mass: int, max_len: int, start: int = 0, length: int | None = None) -> np.ndarray:
+    """The :data:`ABSORB` position feature, log(mass - c(t)) for t = 0..max_len (Lemma 15),
+    c(t) = clamp(t - start, 0, length) the number of positions start + 1 .. start + length
+    up to t (``length`` None: every position, c(t) = t).
 
     Row 0 is BOS's own position: BOS only ever attends to itself, so a construction
-    may store it or leave it 0.  ``mass`` > max_len keeps every entry finite."""
-    assert mass > max_len
-    return np.log(mass - np.arange(max_len + 1, dtype=np.float64))
+    may store it or leave it 0.  ``mass`` > the count keeps every entry finite."""
+    length = max_len if length is None else length
+    assert mass > length
+    return np.log(mass - np.clip(np.arange(max_len + 1) - start, 0, length).astype(np.float64))
+
+
+@dataclass(frozen=True)
+class PositionBlock:
+    """Restrict :func:`prefix_mean_head` to the keys of one position block.
+
+    ``member``: the blocks' one-hot over positions (BOS in none); ``index``: this block's
+    column of it and of the (as many) :data:`ABSORB` columns; ``one``: the constant dim;
+    ``beta``: the score every key outside the block loses; ``first``..``last``: the block's
+    positions, of 1..``max_len``."""
+
+    index: int
+    member: Subspace
+    one: Subspace
+    beta: float
+    first: int
+    last: int
+    max_len: int
 
 
 def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, dst: Subspace,
-                     mass: int, value_scale: float = 1.0) -> Head:
+                     mass: int, value_scale: float = 1.0, block: PositionBlock | None = None) -> Head:
     """Uniform causal attention with a BOS that absorbs weight (Lemma 15).
 
     Every real position scores 0 and BOS scores log(mass - t) (the :data:`ABSORB`
@@ -240,14 +261,37 @@ def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, 
     on positions 1..t and the rest on BOS, whose value is 0: ``dst`` receives
     value_scale * sum_{tau<=t} src_tau / mass, exactly proportional to the prefix sum at
     every t (``notes["scale"]`` turns it back into the sum).  Several sums share the
-    head (one value dim each)."""
-    W_Q = np.ones((1, 1))  # row: absorb
-    W_K = np.ones((1, 1))  # row: bos
+    head (one value dim each).
+
+    With a ``block`` the head sums only the keys of that block: BOS scores its block's
+    absorb column, log(mass - c(t)) with c(t) the block's keys up to t, an in-block key
+    0 and any other real key -beta, score = absorb * bos + beta (member + bos - one)
+    (exact: the key's second coordinate is 0 or -1).  The in-block keys weigh
+    1/(mass + o e^-beta) for the o <= t out-of-block keys up to t; the heads of all blocks
+    write into the same ``dst``, whose sum is then the whole prefix sum up to that leak."""
     W_V, W_O = _copy(src, dst, value_scale)
     notes = {"kind": "prefix-mean", "mass": mass, "value_scale": value_scale, "scale": mass / value_scale,
              "why": f"weights exactly 1/{mass} on each real position and the rest on BOS (value 0)"}
+    if block is None:
+        W_Q = np.ones((1, 1))  # row: absorb
+        W_K = np.ones((1, 1))  # row: bos
+        return Head(name, W_Q, W_K, W_V, W_O, notes,
+                    reads={"query": absorb.names, "key": bos.names, "value": src.names}, writes=dst.names)
+    s, h = len(block.member), block.index
+    assert len(absorb) == s and len(block.one) == len(bos) == 1
+    W_Q = np.zeros((s + 1, 2))  # rows: absorb (s blocks), one
+    W_Q[h, 0], W_Q[s, 1] = 1.0, block.beta
+    W_K = np.zeros((2 + s, 2))  # rows: bos, one, member (s blocks)
+    W_K[0] = 1.0, 1.0
+    W_K[1, 1] = -1.0
+    W_K[2 + h, 1] = 1.0
+    outside = block.max_len - (block.last - block.first + 1)  # most out-of-block keys a query sees
+    notes |= {"block": h, "blocks": s, "block_keys": [block.first, block.last], "beta": block.beta,
+              "leak_bound": outside * math.exp(-block.beta) / mass,
+              "why": f"weights 1/{mass} on each real position of block {h} (others -beta) and the rest on BOS"}
     return Head(name, W_Q, W_K, W_V, W_O, notes,
-                reads={"query": absorb.names, "key": bos.names, "value": src.names}, writes=dst.names)
+                reads={"query": names(absorb, block.one), "key": names(bos, block.one, block.member),
+                       "value": src.names}, writes=dst.names)
 
 
 def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace, src: Subspace,

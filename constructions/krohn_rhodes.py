@@ -5,8 +5,10 @@ counters and reset (memory) units; component c's input at step t is a table of
 the *pre-update* values of the components above it and the letter.  This module
 compiles it:
 
-* counter (Lemma 15): a prefix-mean head sums its increments; the MLP decodes the
-  sum mod n (``kr:c.new``) with the residue gadget (coarse steps, then a one-hot over
+* counter (Lemma 15): a prefix-mean head sums its increments -- or, where float32's
+  worst-case rounding of one sum over all T positions exceeds the tolerance, s heads
+  each summing one block of ceil(T / s) positions into the same dims
+  (:func:`counter_blocks`, :func:`counter_heads`); the MLP decodes the sum mod n (``kr:c.new``) with the residue gadget (coarse steps, then a one-hot over
   M residues, n | M: width O(sqrt(n T)), :func:`counter_residue`) and, subtracting the
   increment at t, the value before the update (``kr:c.old``, only when some table
   reads it) -- no look-back needed;
@@ -65,6 +67,7 @@ from .gadgets import (
     ABSORB,
     CodeInput,
     OneHotInput,
+    PositionBlock,
     Residue,
     absorb_feature,
     lookup_mlp,
@@ -88,6 +91,11 @@ TABLE_ROW_BUDGET = 200_000
 
 COMBINATION_BUDGET = 2_000_000
 """Most value combinations of the components one table depends on that flattening visits."""
+
+CERTIFIED_EPS = 2.0**-23
+"""Machine epsilon the counters' position blocks are chosen for: float32's, the coarsest dtype
+compiled.  The model's shape and weights then do not depend on the dtype (``estimate`` has
+none, ``set_start`` rebuilds without one), and float64 only gains margin."""
 
 
 def _base_components(cascade: Cascade, reads: tuple[str, ...]) -> list[str]:
@@ -288,6 +296,65 @@ def _view_stages(views: dict, names: list[str], block: dict[str, int]) -> dict[s
 
 
 # ---------------------------------------------------------------------------------------
+# counter blocks: the prefix sum split over position blocks
+
+
+@dataclass(frozen=True)
+class CounterBlocks:
+    """How the counters' prefix sums are split (Lemma 15 per block): ``count`` heads, head h
+    summing positions h L + 1 .. (h + 1) L (``length`` L) with mass 2L, any other real key
+    losing ``beta`` (0 when there is one block, which is the unsplit head over all positions)."""
+
+    count: int
+    length: int
+    beta: float
+
+    @property
+    def mass(self) -> int:
+        """Each in-block key weighs 1/mass; 2L keeps BOS's share log(2L - c) finite."""
+        return 2 * self.length
+
+
+def prefix_sum_bounds(n: int, max_len: int, blocks: CounterBlocks, eps: float) -> tuple[float, float]:
+    """Worst-case errors of X = mass * (the block heads' summed output), the prefix sum of a
+    mod-n counter's increments (each <= n - 1), as (rounding, leak).
+
+    Rounding: one head sums at most L in-block terms (recursive summation: ~eps (n - 1) L (L + 1)
+    counting its normaliser; adding an out-of-block term d changes a partial sum by at
+    most |d|, which the leak term counts), s heads, and s - 1 additions of their outputs
+    (each at most (n - 1) T): eps (n - 1) (s L (L + 1) + (s - 1) T); s = 1 is the single
+    head's eps (n - 1) T (T + 1).  Leak (blocks only): a head's o <= T out-of-block keys
+    move X by at most (n - 1) T e^-beta (their values, and the 1/(1 + o e^-beta / mass)
+    shrink of the in-block ones: at most half that), and rounding them in costs at most
+    (n - 1) T e^-beta (numerator) and half that (normaliser): 3 s (n - 1) T e^-beta."""
+    s, L, T = blocks.count, blocks.length, max_len
+    rounding = eps * (n - 1) * (s * L * (L + 1) + (s - 1) * T)
+    leak = 3 * s * (n - 1) * T * math.exp(-blocks.beta) if s > 1 else 0.0
+    return rounding, leak
+
+
+def counter_blocks(cascade: Cascade, max_len: int) -> CounterBlocks:
+    """The fewest position blocks whose prefix sums stay certified in float32
+    (:data:`CERTIFIED_EPS`, :func:`prefix_sum_bounds` within STEP_TOLERANCE) for the widest
+    counter; one block (the unsplit head) when it already is, or when no split is.
+
+    L = ceil(T / s) (then s = ceil(T / L) blocks, none empty), and beta with
+    e^-beta = eps / 3: the leak, 3 s (n - 1) T e^-beta, is then eps s (n - 1) T, the size
+    of the rounding of the heads' sum.  The bound ~eps (n - 1) (T^2 / s + 2 s T) is least
+    near s = sqrt(T / 2), so no more blocks are tried."""
+    T = max_len
+    n = max((c.size for c in cascade.components if c.kind == "counter"), default=1)
+    one = CounterBlocks(1, T, 0.0)
+    beta = math.log(3 / CERTIFIED_EPS)
+    for wanted in range(1, math.isqrt(T // 2) + 2):
+        L = -(-T // wanted)
+        blocks = one if wanted == 1 else CounterBlocks(-(-T // L), L, beta)
+        if sum(prefix_sum_bounds(n, T, blocks, CERTIFIED_EPS)) <= STEP_TOLERANCE:
+            return blocks
+    return one
+
+
+# ---------------------------------------------------------------------------------------
 # allocate: the residual subspaces
 
 
@@ -297,7 +364,8 @@ class Layout:
 
     ``subs[c]`` maps a component's roles (``new``, ``old``, ``inc``, ``mean``, ``flag``,
     ``target``, ``fetched``, ``prev``) and a view's (``old``, ``new``) to subspaces;
-    ``pos``/``code`` exist only when an offset-1 head is needed."""
+    ``pos``/``code`` exist only when an offset-1 head is needed; ``absorb`` has one
+    column per counter block, ``member`` (the blocks' one-hot) exists only for several."""
 
     ws: Workspace
     one: Subspace
@@ -305,6 +373,8 @@ class Layout:
     tok: Subspace
     absorb: Subspace
     recency: Subspace
+    blocks: CounterBlocks
+    member: Subspace | None
     pos: Subspace | None
     code: PositionCode | None
     subs: dict[str, dict[str, Subspace]]
@@ -328,7 +398,10 @@ def allocate(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, max_le
     ws = Workspace()
     one, bos = ws.add("one"), ws.add("bos")
     tok = ws.add("tok", list(automaton.alphabet))
-    absorb, recency = ws.add(ABSORB), ws.add("pos:recency")
+    blocks = counter_blocks(cascade, max_len)
+    absorb = ws.add(ABSORB) if blocks.count == 1 else ws.add(ABSORB, blocks.count)
+    member = ws.add("pos:block", blocks.count) if blocks.count > 1 else None
+    recency = ws.add("pos:recency")
     code = position_code(positions, max_len) if sched.needs_positions else None
     pos = ws.add("pos", code.labels) if code is not None else None
     subs: dict[str, dict[str, Subspace]] = {}
@@ -348,7 +421,7 @@ def allocate(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, max_le
         if used:
             subs[v] = {w: ws.add(f"kr:{v}.{w}") for w in used}
     state = ws.add("kr:state", list(automaton.states))
-    return Layout(ws, one, bos, tok, absorb, recency, pos, code, subs, state)
+    return Layout(ws, one, bos, tok, absorb, recency, blocks, member, pos, code, subs, state)
 
 
 # ---------------------------------------------------------------------------------------
@@ -366,7 +439,8 @@ def input_update(c: Component, action) -> np.ndarray:
 def embedding(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int],
               max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """W_E (token one-hot, letter-only inputs; BOS flags every reset with its initial
-    target) and W_pos (the absorb feature for mass 2T, recency t/(T+1), the position code)."""
+    target) and W_pos (per counter block h, the absorb feature log(2L - c_h(t)) and the block's
+    one-hot; recency t/(T+1); the position code)."""
     T, D = max_len, lay.ws.d_model
     W_E = np.zeros((automaton.n_symbols + 1, D))
     W_E[:, lay.one[0]] = 1.0
@@ -382,7 +456,11 @@ def embedding(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, lay: 
             W_E[-1, lay.subs[c.name]["flag"][0]] = 1.0
             W_E[-1, lay.subs[c.name]["target"][0]] = init[c.name]
     W_pos = np.zeros((T + 1, D))
-    W_pos[:, lay.absorb[0]] = absorb_feature(2 * T, T)
+    B = lay.blocks
+    for h in range(B.count):
+        W_pos[:, lay.absorb[h]] = absorb_feature(B.mass, T, h * B.length, B.length)
+        if lay.member is not None:
+            W_pos[1 + h * B.length : 1 + min(T, (h + 1) * B.length), lay.member[h]] = 1.0
     W_pos[:, lay.recency[0]] = np.arange(T + 1, dtype=np.float64) / (T + 1)
     if lay.pos is not None:
         W_pos[:, list(lay.pos.dims)] = position_table(lay.code)
@@ -412,14 +490,14 @@ def counter_hidden(n: int, max_len: int, old: bool) -> list[int]:
     return residue_hidden(counter_residue(n, max_len), bos=False, minus_max=n - 1 if old else None, period=n)
 
 
-def counter_mlp(c: Component, d: dict[str, Subspace], initial: int, max_len: int) -> MLP:
-    """A counter's decode (Lemma 15): X = 2T * prefix mean + initial, exactly an integer up to
-    the head's rounding; ``kr:c.new`` = X mod n and, where allocated, ``kr:c.old`` =
+def counter_mlp(c: Component, d: dict[str, Subspace], initial: int, max_len: int, mass: int) -> MLP:
+    """A counter's decode (Lemma 15): X = mass * prefix mean (the block heads' sum) + initial,
+    an integer up to the heads' rounding and leak; ``kr:c.new`` = X mod n and, where allocated, ``kr:c.old`` =
     (X - increment at t) mod n, through :func:`gadgets.residue_mlp` (n | M)."""
     res = counter_residue(c.size, max_len)
     table = (np.arange(res.modulus) % c.size)[:, None].astype(np.float64)
     old = "old" in d
-    mlp = residue_mlp(f"{c.name}.count", d["mean"], res, d["new"], table, weights=(2.0 * max_len,),
+    mlp = residue_mlp(f"{c.name}.count", d["mean"], res, d["new"], table, weights=(float(mass),),
                       shift=initial, minus=d["inc"] if old else None, minus_max=c.size - 1,
                       minus_out=d.get("old"), period=c.size, notes={"component": c.name, "counter_modulus": c.size})
     assert mlp.hidden_sizes == counter_hidden(c.size, max_len, old)
@@ -437,6 +515,18 @@ def _pad(mlp: MLP, depth: int) -> MLP:
                {**mlp.notes, "padded_to": depth}, reads=mlp.reads, writes=mlp.writes)
 
 
+def counter_heads(name: str, lay: Layout, src: Subspace, dst: Subspace, max_len: int) -> list[Head]:
+    """The prefix-mean heads of a block's counters (Lemma 15): one over all positions, or
+    one per position block (:class:`CounterBlocks`), all writing into ``dst``."""
+    B = lay.blocks
+    if lay.member is None:
+        return [prefix_mean_head(name, lay.absorb, lay.bos, src, dst, mass=B.mass)]
+    return [prefix_mean_head(f"{name}.{h}", lay.absorb, lay.bos, src, dst, mass=B.mass,
+                             block=PositionBlock(h, lay.member, lay.one, B.beta, 1 + h * B.length,
+                                                 min(max_len, (h + 1) * B.length), max_len))
+            for h in range(B.count)]
+
+
 def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int],
                max_len: int) -> tuple[list[Head], list[MLP]]:
     """Block b's heads (counters' shared prefix mean, resets' most recent flag, offset-1
@@ -448,10 +538,10 @@ def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dic
     if counters:
         src = join(f"block{b}.increments", [subs[c.name]["inc"] for c in counters])
         dst = join(f"block{b}.means", [subs[c.name]["mean"] for c in counters])
-        heads.append(prefix_mean_head(f"block{b}.counters", lay.absorb, lay.bos, src, dst, mass=2 * T))
+        heads += counter_heads(f"block{b}.counters", lay, src, dst, T)
         for c in counters:
             d = subs[c.name]
-            first.append(counter_mlp(c, d, init[c.name], T))
+            first.append(counter_mlp(c, d, init[c.name], T, lay.blocks.mass))
     for c in comps:
         d = subs[c.name]
         if sched.block_of[c.name] == b and c.kind == "reset":
@@ -544,8 +634,10 @@ def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps:
     """How far the dtype's rounding (machine epsilon ``eps``) stays inside each tolerance
     (margins > 1 are safe; worst-case bounds, the measured errors are far smaller).
 
-    * counters: the prefix mean times 2T sums t increments of size <= n - 1; recursive
-      summation rounds by at most ~eps (n - 1) T (T + 1), against STEP_TOLERANCE;
+    * counters: the prefix mean times the mass sums t increments of size <= n - 1, in s
+      position blocks of length L: rounding ~eps (n - 1) (s L (L + 1) + (s - 1) T) plus
+      the out-of-block leak (:func:`prefix_sum_bounds`; s = 1: eps (n - 1) T (T + 1)),
+      against STEP_TOLERANCE; ``prefix_leak_margin`` (blocks only): the leak alone;
       the decode's ramps (:func:`gadgets.residue_margin`, terms up to 4 (n - 1)(T + 1));
     * most-recent-flag heads: scores beta (flag + recency/2) <= 1.5 beta separate the
       latest flag by beta / (2 (T + 1)); margin = half that gap over 4 eps * 1.5 beta;
@@ -555,7 +647,10 @@ def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps:
     out: dict[str, float] = {}
     counters = [c.size for c in cascade.components if c.kind == "counter"]
     if counters:
-        out["prefix_sum_margin"] = STEP_TOLERANCE / (eps * (max(counters) - 1) * T * (T + 1) + 1e-300)
+        rounding, leak = prefix_sum_bounds(max(counters), T, lay.blocks, eps)
+        out["prefix_sum_margin"] = STEP_TOLERANCE / (rounding + leak + 1e-300)
+        if lay.blocks.count > 1:
+            out["prefix_leak_margin"] = STEP_TOLERANCE / (leak + 1e-300)
         out["residue_margin"] = min(residue_margin(counter_residue(n, T), eps) for n in counters)
     if any(c.kind == "reset" for c in cascade.components):
         out["recency_margin"] = (1.0 / (4 * (T + 1))) / (4 * eps * 1.5)
@@ -575,7 +670,8 @@ def _warnings(prec: dict[str, float], max_len: int) -> list[str]:
              f"are far smaller, but verify before trusting, or use float64")]
 
 
-_WHAT = {"prefix_sum_margin": "counters' prefix sums", "residue_margin": "counters' residue ramps",
+_WHAT = {"prefix_sum_margin": "counters' prefix sums", "prefix_leak_margin": "counters' block leak",
+         "residue_margin": "counters' residue ramps",
          "recency_margin": "most-recent-flag scores",
          "position_margin": "offset-1 position scores"}
 
@@ -598,6 +694,8 @@ def _meta(cascade: Cascade, sched: Schedule, lay: Layout, blocks: list[Block], p
                        "new": v.name in sched.new_views, "block": sched.view_block.get(v.name, sched.n_blocks)}
                       for v in cascade.views if v.name in sched.old_views or v.name in sched.new_views],
             "readout_reads": sched.readout.keys,
+            "prefix_blocks": {"count": lay.blocks.count, "length": lay.blocks.length, "mass": lay.blocks.mass,
+                              "beta": lay.blocks.beta},
             "precision": prec,
         },
         "layers": [{"heads": [h.notes for h in blk.heads], "mlp": blk.mlp.notes if blk.mlp else None}

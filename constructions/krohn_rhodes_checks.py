@@ -4,6 +4,8 @@ After the block that runs component c, ``kr:c.new`` at position t must hold c's 
 in the cascade's own step-by-step simulation, and ``kr:c.old`` (where the model has
 it) the value before step t; a counter's prefix sum (``kr:c.mean`` times the head's
 scale, what its residue decode reads) must lie within STEP_TOLERANCE of an integer;
+a counter head restricted to a position block (krohn_rhodes.CounterBlocks) must put no
+more weight outside its block (and BOS) than the leak bound its notes record;
 a view the model evaluates in the network (``kr:v.old`` / ``kr:v.new``) must hold the
 view of those values.  A failure names
 the component or view and the block, so a broken model points at the gadget that broke.
@@ -11,7 +13,8 @@ the component or view and the block, so a broken model points at the gadget that
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -45,14 +48,14 @@ def cascade_signals(cascade, coords: np.ndarray) -> np.ndarray:
 
 def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
     """Compare each component's decoded subspaces with the cascade's simulation (all of
-    ``tokens``), and measure head and MLP margins on the first two sequences."""
+    ``tokens``), measure the MLP margins there and the head margins (and block heads'
+    leaks) on the first two sequences."""
     want = cascade_coordinates(cascade, tokens)
     allocated = model.meta["subspaces"]
 
     def at(name: str) -> int:  # a component's or view's one-dim subspace
         return model.subspace(name)[0]
-    with torch.no_grad():
-        _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    cache = _residuals(model, torch.from_numpy(tokens))
     index = {c.name: i for i, c in enumerate(cascade.components)}
     rows, failures = [], []
     last = f"blocks.{len(model.blocks) - 1}.hook_resid_post"
@@ -93,12 +96,75 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
                                         f"block {view['block']}): deviates by {dev:.3g} from the cascade")
             rows.append(row)
     checked = "cascade component values per block" + (" and views evaluated in the network" if views else "")
+    mlps = mlp_margins(model, cache)
     del cache
-    with torch.no_grad():
-        _, cache = model.run_with_cache(torch.from_numpy(tokens[:2]))
+    heads, blocks = _head_margins(model, torch.from_numpy(tokens[:2]))
+    failures += [f"layer {r['layer']} head {r['head']} (counters of block keys {r['block_keys']}): weight "
+                 f"{r['worst_outside_weight']:.3g} outside its block, above its bound {r['allowed']:.3g}"
+                 for r in blocks if r["worst_outside_weight"] > r["allowed"]]
+    if blocks:
+        checked += " and each counter block head's weight outside its block"
     return {"checked": checked, "sequences": int(tokens.shape[0]),
-            "components": rows, "failures": failures,
-            "heads": generic_head_margins(model, cache), "mlps": mlp_margins(model, cache)}
+            "components": rows, "failures": failures, "blocks": blocks, "heads": heads, "mlps": mlps}
+
+
+def _keep(cache: dict[str, torch.Tensor], names: list[str]) -> list[tuple[str, Callable]]:
+    """Forward hooks storing the named hook points' outputs into ``cache``."""
+    def keep(name: str) -> Callable:
+        def hook(module: Any, inputs: Any, output: torch.Tensor) -> None:
+            cache[name] = output
+        return hook
+    return [(n, keep(n)) for n in names]
+
+
+def _residuals(model, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The residual stream after each attention layer and each block, on the model's own
+    (fused) forward: hooks on the blocks' residual points keep attention fused."""
+    cache: dict[str, torch.Tensor] = {}
+    names = [f"blocks.{l}.{p}" for l in range(len(model.blocks)) for p in ("hook_resid_mid", "hook_resid_post")]
+    with torch.no_grad(), model.hooks(_keep(cache, names)):
+        model(tokens)
+    return cache
+
+
+def _head_margins(model, tokens: torch.Tensor) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Head margins (:func:`generic_head_margins`) and block heads' leaks (:func:`block_leaks`),
+    one layer at a time on the explicit attention path: only that layer's [B, H, T, T]
+    scores and pattern are kept."""
+    heads: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = []
+    with torch.no_grad(), model.explicit_attention():
+        x = model.residual(tokens)
+        for l, block in enumerate(model.blocks):
+            cache: dict[str, torch.Tensor] = {}
+            with model.hooks(_keep(cache, [f"blocks.{l}.attn.hook_attn_scores", f"blocks.{l}.attn.hook_pattern"])):
+                x = block(x)
+            heads += generic_head_margins(model, cache, layers=[l])
+            blocks += block_leaks(model, cache, l)
+    return heads, blocks
+
+
+def block_leaks(model, cache: dict[str, torch.Tensor], l: int) -> list[dict[str, Any]]:
+    """Per counter head of layer ``l`` restricted to a position block (notes ``block_keys``), the most weight
+    any query puts on real keys outside the block, against the notes' ``leak_bound`` (the
+    exact-arithmetic worst case) widened by the dtype's rounding: the out-of-block score
+    -beta - log(mass - c) is rounded (relative eps on a magnitude below beta + log(mass),
+    twice: the scores and the softmax's shift) and the normaliser sums T + 1 terms."""
+    eps = torch.finfo(model.W_E.dtype).eps
+    out = []
+    pattern = cache[f"blocks.{l}.attn.hook_pattern"]
+    T = pattern.shape[-1] - 1
+    for h, notes in enumerate(model.meta["layers"][l]["heads"]):
+        if "block_keys" not in notes:
+            continue
+        first, last = notes["block_keys"]
+        p = pattern[:, h]
+        outside = p[..., 1:first].sum(-1, dtype=torch.float64) + p[..., last + 1 :].sum(-1, dtype=torch.float64)
+        slack = math.exp(2 * eps * (notes["beta"] + math.log(notes["mass"]))) * (1 + eps * (T + 1))
+        out.append({"layer": l + 1, "head": h, "block_keys": [first, last],
+                    "worst_outside_weight": float(outside.max()), "leak_bound": notes["leak_bound"],
+                    "allowed": notes["leak_bound"] * slack})
+    return out
 
 
 def _counter_sum(model, cache: dict[str, torch.Tensor], name: str, block: int) -> dict[str, Any]:

@@ -37,7 +37,8 @@ def generic_head_margins(model, cache: dict[str, torch.Tensor], layers: list[int
             entry = {"layer": l + 1, "head": n.get("kind", f"head{h}"), "derived_score_gap": n.get("score_gap"),
                      "derived_leak_bound": n.get("leak_bound")}
             if n.get("kind") in ("prefix-sum", "prefix-mean", "uniform"):
-                s = scores[:, h, 1:, 1:].double()  # real keys only; BOS absorbs by design
+                first, last = n.get("block_keys", (1, scores.shape[-1] - 1))  # a block head: its block's keys
+                s = scores[:, h, 1:, first : last + 1].double()  # real keys only; BOS absorbs by design
                 fin = torch.isfinite(s)
                 hi = torch.where(fin, s, -math.inf).max(-1).values
                 lo = torch.where(fin, s, math.inf).min(-1).values

@@ -1,0 +1,156 @@
+"""Theorem 11's counters with their prefix sums split over position blocks (krohn_rhodes.CounterBlocks)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+from compiler.automata.decompose import decompose
+from compiler.automata.load import load_spec
+from constructions import krohn_rhodes as kr
+from constructions import registry
+from constructions.assemble import assemble
+from constructions.budget import STEP_TOLERANCE
+from constructions.gadgets import ABSORB, absorb_feature
+from verify.check import verify
+
+PARAMS_BEFORE_BLOCKS = {("quaternion", 100): 14564, ("quaternion", 1024): 72396, ("cyclic:2", 100): 2291,
+                        ("cyclic:2", 1024): 17843, ("dihedral:4", 1024): 66764, ("symmetric:4", 100): 23801}
+"""Parameters of krohn-rhodes models before the split, where float32 needs one block."""
+
+
+def _cascade(name):
+    a = load_spec(name)
+    return a, decompose(a)
+
+
+def _model(a, cascade, T):
+    program, meta = kr.build(a, max_len=T, cascade=cascade)
+    return assemble(program, max_len=T, dtype=torch.float32, meta=meta), meta
+
+
+@pytest.mark.parametrize("name,T", sorted(PARAMS_BEFORE_BLOCKS))
+def test_one_block_is_the_unsplit_head(name, T):
+    a, cascade = _cascade(name)
+    model, meta = _model(a, cascade, T)
+    assert kr.counter_blocks(cascade, T).count == 1
+    assert sum(p.numel() for p in model.parameters()) == PARAMS_BEFORE_BLOCKS[name, T]
+    assert meta["krohn_rhodes"]["prefix_blocks"] == {"count": 1, "length": T, "mass": 2 * T, "beta": 0.0}
+    assert "pos:block" not in model.meta["subspaces"] and "prefix_leak_margin" not in meta["krohn_rhodes"]["precision"]
+    col = model.subspace(ABSORB)
+    assert len(col) == 1 and torch.equal(model.W_pos[:, col[0]], torch.from_numpy(absorb_feature(2 * T, T)).float())
+    counters = [h for layer in meta["layers"] for h in layer["heads"] if h["kind"] == "prefix-mean"]
+    assert counters and all("block" not in h and h["mass"] == 2 * T for h in counters)
+
+
+@pytest.mark.parametrize("name,n,T", [(q, 2, T) for q in ("quaternion", "cyclic:2") for T in (1024, 4096, 8192)]
+                         + [("cyclic:5", 5, 1024), ("cyclic:5", 5, 2048)])
+def test_blocks_are_the_fewest_that_certify_float32(name, n, T):
+    a, cascade = _cascade(name)
+    blocks = kr.counter_blocks(cascade, T)
+    _, meta = kr.build(a, max_len=T, cascade=cascade)
+    prec = meta["krohn_rhodes"]["precision"]
+    rounding, leak = kr.prefix_sum_bounds(n, T, blocks, 2.0**-23)
+    assert rounding + leak <= STEP_TOLERANCE and prec["prefix_sum_margin"] >= 1 and not meta["warnings"]
+    assert blocks.count * blocks.length >= T > (blocks.count - 1) * blocks.length  # no empty block
+    if blocks.count > 1:
+        assert math.exp(-blocks.beta) == pytest.approx(2.0**-23 / 3)
+        assert leak == pytest.approx(2.0**-23 * blocks.count * (n - 1) * T)
+        fewer = kr.CounterBlocks(blocks.count - 1, -(-T // (blocks.count - 1)), blocks.beta)
+        assert sum(kr.prefix_sum_bounds(n, T, fewer, 2.0**-23)) > STEP_TOLERANCE
+    assert kr.estimate(cascade, T).params == kr.count_params(
+        *_layout_blocks(a, cascade, T), n_symbols=a.n_symbols, n_out=a.n_states, max_len=T)
+
+
+def test_one_block_where_no_split_certifies():
+    a, cascade = _cascade("cyclic:5")  # eps (n - 1) (T^2 / s + 2 s T) > 1/4 for every s at T = 4096
+    T = 4096
+    assert all(sum(kr.prefix_sum_bounds(5, T, kr.CounterBlocks(s, -(-T // s), 17.0), 2.0**-23)) > STEP_TOLERANCE
+               for s in range(1, 200))
+    assert kr.counter_blocks(cascade, T).count == 1
+    _, meta = kr.build(a, max_len=T, cascade=cascade)
+    assert meta["warnings"] and "prefix sums" in meta["warnings"][0]
+
+
+def _layout_blocks(a, cascade, T):
+    program, _ = kr.build(a, max_len=T, cascade=cascade)
+    return program.workspace, program.blocks
+
+
+def test_quaternion_at_4096_is_certified_and_smaller_than_its_scan():
+    a, cascade = _cascade("quaternion")
+    _, meta = kr.build(a, max_len=4096, cascade=cascade)
+    blocks = meta["krohn_rhodes"]["prefix_blocks"]
+    assert blocks["count"] == 9 and blocks["length"] == 456 and blocks["mass"] == 912
+    assert meta["krohn_rhodes"]["precision"]["margin"] >= 1 and not meta["warnings"]
+    heads = [h for h in meta["layers"][0]["heads"] if h["kind"] == "prefix-mean"]
+    assert [h["block_keys"] for h in heads] == [[1 + 456 * h, min(4096, 456 * (h + 1))] for h in range(9)]
+    scan = registry.get("scan")
+    scan_params = scan.estimate(scan.applies(a), 4096, "sinusoidal").params
+    assert kr.estimate(cascade, 4096).params == 325_011 < scan_params == 414_356
+
+
+def _forced(monkeypatch, count):
+    real = kr.counter_blocks
+
+    def blocks(cascade, max_len):
+        if count == 1:
+            return real(cascade, max_len)
+        L = -(-max_len // count)
+        return kr.CounterBlocks(-(-max_len // L), L, math.log(3 / kr.CERTIFIED_EPS))
+    monkeypatch.setattr(kr, "counter_blocks", blocks)
+
+
+@pytest.mark.parametrize("name", ["quaternion", "cyclic:5", "symmetric:4"])
+def test_forced_blocks_are_exact_and_estimated_exactly(monkeypatch, name):
+    _forced(monkeypatch, 4)
+    model = compiler.compile_automaton(name, max_len=48, method="krohn-rhodes", allow_inexact=False)
+    assert model.meta["krohn_rhodes"]["prefix_blocks"]["count"] == 4  # compile checks estimate == built
+    r = verify(model, samples=8, exhaustive_budget=512)
+    assert r.exact, (r.counterexample, r.invariants.get("failures"))
+    assert r.invariants["failures"] == [] and len(r.invariants["blocks"]) == 4 * model.info()["n_layers"]
+    other = compiler.with_start(model, model.automaton.states[-1])  # set_start rebuilds with the same blocks
+    toks = torch.randint(0, model.automaton.n_symbols, (4, 48))
+    a = other.automaton
+    assert other.predict(toks).tolist() == [a.run(t, start=a.state_index[a.states[-1]]) for t in toks.tolist()]
+
+
+def test_each_block_head_weighs_only_its_block(monkeypatch):
+    _forced(monkeypatch, 3)
+    model = compiler.compile_automaton("cyclic:2", max_len=30, method="krohn-rhodes")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.zeros((1, 30), dtype=torch.long))
+    pattern = cache["blocks.0.attn.hook_pattern"][0].double()
+    for h, notes in enumerate(model.meta["layers"][0]["heads"]):
+        first, last = notes["block_keys"]
+        assert (first, last) == (1 + 10 * h, 10 * (h + 1))
+        inside = pattern[h, :, first : last + 1]
+        t = torch.arange(31)[:, None]
+        keys = torch.arange(first, last + 1)[None, :]
+        want = torch.where(keys <= t, 1.0 / notes["mass"], 0.0).double()
+        assert torch.allclose(inside, want, rtol=1e-6, atol=0)  # 1/(2L) per in-block key up to t
+        outside = pattern[h, :, 1:].sum(-1) - inside.sum(-1)
+        assert float(outside.max()) <= notes["leak_bound"] * (1 + 1e-5)
+
+
+def test_a_leaking_block_head_is_named(monkeypatch):
+    _forced(monkeypatch, 3)
+    model = compiler.compile_automaton("cyclic:2", max_len=30, method="krohn-rhodes")
+    with torch.no_grad():
+        model.blocks[0].attn.W_Q[1].mul_(0.5)  # head 1: out-of-block keys lose beta / 2 only
+    from constructions.krohn_rhodes_checks import invariants
+    inv = invariants(model, decompose(model.automaton), np.zeros((2, 30), dtype=np.int64))
+    assert any("head 1" in f and "outside its block" in f for f in inv["failures"])
+    assert not any("head 0" in f or "head 2" in f for f in inv["failures"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["quaternion", "cyclic:2"])
+def test_exact_at_4096_on_random_full_length_inputs(name):
+    model = compiler.compile_automaton(name, max_len=4096, method="krohn-rhodes", allow_inexact=False)
+    assert model.meta["krohn_rhodes"]["prefix_blocks"]["count"] > 1
+    r = verify(model, samples=200, exhaustive_budget=256)
+    assert r.exact and r.n_sequences >= 200, r.counterexample
+    assert r.invariants["failures"] == []
