@@ -108,6 +108,11 @@ class Attention(nn.Module):
       ``fused`` off while it runs.  nnsight 0.8 registers no torch hook (it wraps
       ``forward``), so set ``fused = False`` before reading patterns through it.
 
+    In a layer whose queries and keys read only input-independent dims (``shared``: every scan
+    layer, for instance) the fused path computes the pattern once for the batch, with the
+    sequences' values side by side (:meth:`shared_attention`): the same logits as sequence by
+    sequence, at a fraction of the cost.
+
     The two paths may differ in the last bits of the logits (summation order); see
     ``benchmarks/results/fused_attention.md`` for the measured differences.
 
@@ -117,6 +122,10 @@ class Attention(nn.Module):
     """
 
     fused: bool = True
+    shared: bool = False
+    """Set by :meth:`CompiledTransformer.forward` when every head's query and key read only
+    input-independent dims (:func:`positional_layers`): the pattern is the same for every
+    sequence of the batch, so the fused path computes it once (:meth:`shared_attention`)."""
 
     def __init__(self, d_model: int, n_heads: int, d_head: int, dtype: torch.dtype) -> None:
         super().__init__()
@@ -151,8 +160,19 @@ class Attention(nn.Module):
 
     def fused_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """softmax(q k^T + causal mask) v by ``scaled_dot_product_attention`` (scale 1: the
-        temperature is in W_Q), [b, h, t, e]."""
+        temperature is in W_Q), [b, h, t, e]; once for the whole batch when ``shared``."""
+        if self.shared and q.shape[0] > 1:
+            return self.shared_attention(q, k, v)
         return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
+
+    def shared_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The fused path when the pattern is the same for the whole batch (``shared``): one
+        ``scaled_dot_product_attention`` over the first sequence's queries and keys, with the
+        batch's values side by side as one wide value per head, [b, h, t, e]."""
+        b, h, t, e = v.shape
+        wide = v.permute(1, 2, 0, 3).reshape(1, h, t, b * e)
+        z = nn.functional.scaled_dot_product_attention(q[:1], k[:1], wide, is_causal=True, scale=1.0)
+        return z.reshape(h, t, b, e).permute(2, 0, 1, 3)
 
     def explicit_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """The same with the [b, h, T, T] scores and pattern as tensors (through their hook points)."""
@@ -269,6 +289,32 @@ def _name_hook_points(model: nn.Module) -> dict[str, HookPoint]:
     return points
 
 
+def input_independent_dims(model: "CompiledTransformer") -> set[int]:
+    """Residual dims whose value at every position is the same for every input: every symbol
+    embeds the same value there and no block writes them."""
+    d = model.config["d_model"]
+    W_E = model.W_E.detach()
+    same = (W_E[:-1] == W_E[:1]).all(0) if W_E.shape[0] > 1 else torch.ones(d, dtype=torch.bool, device=W_E.device)
+    written = torch.zeros(d, dtype=torch.bool, device=W_E.device)
+    for block in model.blocks:
+        written |= block.attn.W_O.detach().abs().sum((0, 1)) > 0
+        if block.mlp is not None:
+            written |= getattr(block.mlp, block.mlp.weight_name(block.mlp.n_hidden)).detach().abs().sum(0) > 0
+            written |= getattr(block.mlp, block.mlp.bias_name(block.mlp.n_hidden)).detach().abs() > 0
+    return {i for i in range(d) if bool(same[i]) and not bool(written[i])}
+
+
+def positional_layers(model: "CompiledTransformer") -> list[bool]:
+    """For each layer: do all its heads' queries and keys read only input-independent dims (so
+    its attention pattern is the same for every input of a length)?"""
+    fixed = input_independent_dims(model)
+    out = []
+    for block in model.blocks:
+        used = (block.attn.W_Q.detach().abs().sum((0, 2)) > 0) | (block.attn.W_K.detach().abs().sum((0, 2)) > 0)
+        out.append(all(i in fixed for i in torch.nonzero(used).flatten().tolist()))
+    return out
+
+
 class CompiledTransformer(nn.Module):
     """A compiled automaton simulator.
 
@@ -361,7 +407,8 @@ class CompiledTransformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.residual(tokens)
-        for block in self.blocks:
+        for block, shared in zip(self.blocks, positional_layers(self)):
+            block.attn.shared = shared
             x = block(x)
         x = self.hook_resid_final(x)
         return (x @ self.W_U + self.b_U)[:, 1:]

@@ -26,33 +26,13 @@ from typing import Callable
 
 import torch
 
+from constructions.model import input_independent_dims, positional_layers
+
+__all__ = ["Observer", "forward_chunked", "input_independent_dims", "positional_layers"]
+
 Observer = Callable[[int, int, int, int, torch.Tensor, torch.Tensor], None]
 """observe(layer, head, row_start, row_stop, scores [B', rows, keys], pattern) for each block of rows
 (B' = 1 when the layer's pattern is shared by the batch); called last, so it may overwrite both."""
-
-
-def input_independent_dims(model) -> set[int]:
-    """Residual dims whose value at every position is the same for every input."""
-    d = model.config["d_model"]
-    W_E = model.W_E.detach()
-    same = (W_E[:-1] == W_E[:1]).all(0) if W_E.shape[0] > 1 else torch.ones(d, dtype=torch.bool)
-    written = torch.zeros(d, dtype=torch.bool)
-    for block in model.blocks:
-        written |= block.attn.W_O.detach().abs().sum((0, 1)) > 0
-        if block.mlp is not None:
-            written |= getattr(block.mlp, block.mlp.weight_name(block.mlp.n_hidden)).detach().abs().sum(0) > 0
-            written |= getattr(block.mlp, block.mlp.bias_name(block.mlp.n_hidden)).detach().abs() > 0
-    return {i for i in range(d) if bool(same[i]) and not bool(written[i])}
-
-
-def positional_layers(model) -> list[bool]:
-    """For each layer: do all its heads' queries and keys read only input-independent dims?"""
-    fixed = input_independent_dims(model)
-    out = []
-    for block in model.blocks:
-        used = (block.attn.W_Q.detach().abs().sum((0, 2)) > 0) | (block.attn.W_K.detach().abs().sum((0, 2)) > 0)
-        out.append(all(i in fixed for i in torch.nonzero(used).flatten().tolist()))
-    return out
 
 
 def _live(W_a: torch.Tensor, W_b: torch.Tensor) -> list[torch.Tensor]:

@@ -6,7 +6,7 @@ import torch
 
 import compiler
 from compiler.automata.simulate import simulate
-from constructions.model import Attention
+from constructions.model import Attention, positional_layers
 from verify.check import adversarial_families
 
 CASES = [("quaternion", "scan"), ("cyclic:3", "krohn-rhodes"), ("quaternion", "krohn-rhodes"), ("grid:4", "gridworld")]
@@ -100,3 +100,26 @@ def test_run_with_cache_is_explicit_and_restores_the_switch(calls):
     model.fused = False
     model.run_with_cache(tokens)
     assert not model.fused  # a model switched off stays off
+
+
+@pytest.mark.parametrize("name,method", [("symmetric:5", "scan"), ("quaternion", "krohn-rhodes"), ("grid:4", "gridworld")])
+def test_a_positional_layer_computes_its_pattern_once_for_the_batch(name, method, monkeypatch):
+    """Layers whose queries and keys read only input-independent dims (every scan layer, both Q8
+    cascade layers, the gridworld's prefix-mean layer, not its nearest-value layer) take
+    shared_attention on the fused path, and it gives the per-sequence fused forward bit for bit."""
+    model = compiler.compile_automaton(name, max_len=64, method=method)
+    tokens = torch.from_numpy(np.random.default_rng(1).integers(0, model.bos_id, (12, 64)))
+    shared = positional_layers(model)
+    assert shared[0] and (all(shared) if method != "gridworld" else shared == [True, False])
+    calls = []
+    real = Attention.shared_attention
+    monkeypatch.setattr(Attention, "shared_attention", lambda self, *a: calls.append(1) or real(self, *a))
+    with torch.no_grad():
+        once = model(tokens)
+        assert len(calls) == sum(shared)
+        per_sequence = torch.cat([model(tokens[i:i + 1]) for i in range(len(tokens))])  # batch 1: plain SDPA
+        assert len(calls) == sum(shared)
+        with model.explicit_attention():
+            explicit = model(tokens)
+    assert torch.equal(once, per_sequence)
+    assert float((once - explicit).abs().max()) <= LOGIT_BOUND and torch.equal(once.argmax(-1), explicit.argmax(-1))
