@@ -187,9 +187,9 @@ def detect(automaton: Semiautomaton, max_k: int = MAX_LOOKBACK,
     if m == 0:
         return plan, reason
     k = length - m
-    return (LookbackPlan(k, s, automaton.n_states, window_table(automaton, m + k), m),
-            f"generalised definite from {automaton.states[automaton.start]!r}: the first {m} and last {k} "
-            f"letters decide the state")
+    why = (f"generalised definite from {automaton.states[automaton.start]!r}: the first {m} and last {k} "
+           f"letters decide the state")
+    return LookbackPlan(k, s, automaton.n_states, window_table(automaton, m + k), m), why
 
 
 def definite_detect(automaton: Semiautomaton, max_k: int = MAX_LOOKBACK,

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 
 import numpy as np
 import pytest
 import torch
 
 import compiler
+from compiler.automata.catalog import build, random_automaton
 from compiler.automata.definite import LookbackPlan, detect, generalised_depth
 from compiler.automata.errors import InputError, SpecError
 from compiler.automata.load import load_spec
@@ -69,12 +71,10 @@ def test_detection_finds_the_smallest_m_and_k(spec, alphabet, m, k):
 
 
 def test_detection_agrees_with_brute_force_on_random_automata():
-    rng = np.random.default_rng(3)
+    rng = random.Random(3)
     found = set()
     for _ in range(150):
-        n, s = int(rng.integers(2, 5)), int(rng.integers(1, 3))
-        maps = tuple(tuple(int(x) for x in rng.integers(0, n, n)) for _ in range(s))
-        a = Semiautomaton("r", tuple(map(str, range(n))), tuple("xy"[:s]), maps)
+        a = random_automaton(rng, rng.randint(2, 4), rng.randint(1, 2))
         plan, _ = detect(a, max_k=3)
         valid = [(m + k, m) for m in range(1, 4) for k in range(4 - m) if brute_valid(a, m, k)]
         valid += [(k, 0) for k in range(1, 4) if brute_definite(a, k)]
@@ -105,7 +105,7 @@ def test_generalised_plan_round_trip_and_bad_plans():
     plan = detect(load(FIRST_EQUALS_LAST, "a,b,c"))[0]
     d = json.loads(json.dumps(plan.to_dict()))
     assert d["m"] == 1 and LookbackPlan.from_dict(d) == plan
-    assert "m" not in detect(compiler.automata.catalog.build("nth-last:2"))[0].to_dict()  # m = 0: today's plan
+    assert "m" not in detect(build("nth-last:2"))[0].to_dict()  # m = 0: today's plan
     with pytest.raises(SpecError, match="window table"):
         LookbackPlan.from_dict({**d, "m": 2})
     with pytest.raises(SpecError, match="m >= 0"):
