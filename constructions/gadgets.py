@@ -66,7 +66,8 @@ def attention_temperature(max_len: int, value_range: float, score_gap: float, to
 
 def offset_head(name: str, pos: Subspace, code: PositionCode, bos: Subspace, one: Subspace,
                 offset: int, src: Subspace, dst: Subspace, value_range: float,
-                tolerance: float = STEP_TOLERANCE / 2) -> Head:
+                tolerance: float = STEP_TOLERANCE / 2, *, absolute: bool = False,
+                skip: Subspace | None = None) -> Head:
     """Attend from t to t - offset and copy ``src`` there into ``dst`` (Theorem 10's look-back).
 
     Query = beta * rotation(offset) of t's code, plus a constant BOS slot; key = the
@@ -74,21 +75,34 @@ def offset_head(name: str, pos: Subspace, code: PositionCode, bos: Subspace, one
     halfway between ``match`` and ``miss``, every other position at most ``miss``;
     so BOS wins exactly when t - offset <= 0 (BOS holds the identity map).  beta keeps
     the copied values within ``tolerance`` (default: half a step unit's tolerance).
+
+    With ``absolute`` the target is the fixed position ``offset`` (the query is the constant
+    beta * code(offset), read from ``one``): BOS wins exactly when t < offset.  With
+    ``skip`` (a 0/1 flag of the key positions) a flagged position loses ``match - miss``,
+    so it scores at most ``miss`` and BOS wins there too, with the same gap.
     """
     match, miss = code.match_score, code.miss_score
     bos_score = (match + miss) / 2
     t = attention_temperature(code.max_len, value_range, (match - miss) / 2, tolerance)
     beta = t["beta"]
     c = code.dim
-    W_Q = np.zeros((c + 1, c + 1))  # rows: pos, one
-    W_K = np.zeros((c + 1, c + 1))  # rows: pos, bos
-    W_Q[:c, :c] = beta * code.rotation(offset)
-    W_Q[c, c] = beta * bos_score
-    W_K[:c, :c] = np.eye(c)
-    W_K[c, c] = 1.0
+    width = c + 1 + (skip is not None)
+    query = (one,) if absolute else (pos, one)
+    W_Q = np.zeros((1 if absolute else c + 1, width))  # rows: [pos,] one
+    if absolute:
+        W_Q[0, :c] = beta * code.code(offset)
+    else:
+        W_Q[:c, :c] = beta * code.rotation(offset)
+    W_Q[-1, c] = beta * bos_score
+    W_K = np.eye(width)  # rows: pos, bos[, skip]
+    key = (pos, bos)
+    if skip is not None:
+        W_Q[-1, c + 1] = -beta * (match - miss)
+        key = (pos, bos, skip)
     W_V, W_O = _copy(src, dst)
-    return Head(name, W_Q, W_K, W_V, W_O, {"kind": "offset", "offset": offset, **t},
-                reads={"query": names(pos, one), "key": names(pos, bos), "value": src.names}, writes=dst.names)
+    kind = {"kind": "absolute", "position": offset} if absolute else {"kind": "offset", "offset": offset}
+    return Head(name, W_Q, W_K, W_V, W_O, {**kind, **t},
+                reads={"query": names(*query), "key": names(*key), "value": src.names}, writes=dst.names)
 
 
 def step_units(n_values: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

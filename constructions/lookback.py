@@ -29,6 +29,19 @@ one-hot of the state: one unit per valid key (sum_{m <= k} |Sigma|^m of them: m 
 letters, then before-start).  The step units read each noisy code exactly, so the
 one-hot is exact.  The start state enters only through the rows of the keys with a
 before-start entry; :func:`set_start` rebuilds from the carried plan.
+
+Generalised definite automata (plan.m >= 1, from the start q0: the first m and the last k
+letters decide the state at t >= m + k).  Layer 1 adds m absolute heads (offset_head with
+``absolute``): front head i copies the letter at position i, BOS's 0 when t < i.  The
+back heads skip the first m positions (``skip`` = ``lb:early``, 1 at positions 1..m, set by
+the position embedding): back head j reads t - j only when t - j > m, else BOS's 0.  So
+at t < m + k the heads cover every letter once, min(t, m) fronts then t - m backs, and
+t is the number of nonzero codes: the key (f_1..f_m, c_0..c_{k-1}) decides the whole
+prefix, and the lookup has sum_{t <= m + k} |Sigma|^t keys, exact.  At t >= m + k the key
+is (first m letters, last k letters) and the row is the window table's state.  Both
+head kinds keep offset_head's score gap (match - miss) / 2 and temperature.  The table
+depends on q0, so :func:`set_start` re-detects from the new start (and refuses when its
+(m, k) differs, since the model's shape would).
 """
 
 from __future__ import annotations
@@ -39,7 +52,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from compiler.automata.definite import MAX_LOOKBACK, LookbackPlan, detect
+from compiler.automata.definite import (
+    MAX_LOOKBACK,
+    LookbackPlan,
+    detect,
+    generalised_depth,
+    lookup_keys,
+    window_table,
+)
 from compiler.automata.errors import BudgetError, InputError
 from compiler.automata.load import from_dict
 from compiler.automata.spec import Semiautomaton
@@ -61,45 +81,62 @@ def back(j: int) -> str:
     return f"lb:back{j}"
 
 
+def front(i: int) -> str:
+    """The subspace front head i writes: the letter code at position i."""
+    return f"lb:front{i}"
+
+
 def n_keys(plan: LookbackPlan) -> int:
-    """Valid lookup keys: m real letters (newest first) then k - m before-start entries, m = 0..k."""
-    return sum(plan.n_symbols**m for m in range(plan.k + 1))
+    """Valid lookup keys: one per prefix of length t < m + k, one per (first m, last k) letters."""
+    return lookup_keys(plan.n_symbols, plan.m + plan.k)
+
+
+def key_of(plan: LookbackPlan, prefix: tuple[int, ...]) -> tuple[int, ...]:
+    """The heads' codes (f_1..f_m, c_0..c_{k-1}) after ``prefix`` (letters, oldest first): the
+    letter at position i <= m, then the letter at t - j when t - j > m; code a + 1, 0 = BOS."""
+    m, k, t = plan.m, plan.k, len(prefix)
+    fronts = tuple(prefix[i] + 1 if i < t else 0 for i in range(m))
+    return fronts + tuple(prefix[t - 1 - j] + 1 if t - j > m else 0 for j in range(k))
 
 
 def table(plan: LookbackPlan, automaton: Semiautomaton) -> dict[tuple[int, ...], np.ndarray]:
-    """The lookup of Lemma 11: key (c_0, ..., c_{k-1}), c_j = letter at t - j plus 1 (0 =
-    before the start), to the one-hot of q_t (the window table at t >= k, q0's run below)."""
-    k, s, n = plan.k, plan.n_symbols, plan.n_states
+    """The lookup of Lemma 11: the key (:func:`key_of`) to the one-hot of q_t (the window
+    table at t >= m + k, q0's run below)."""
+    m, k, s, n = plan.m, plan.k, plan.n_symbols, plan.n_states
     eye = np.eye(n)
     out: dict[tuple[int, ...], np.ndarray] = {}
-    for m in range(k + 1):
-        for newest_first in itertools.product(range(s), repeat=m):
-            oldest_first = newest_first[::-1]
-            if m == k:
-                q = plan.window_state(oldest_first)
+    for t in range(m + k + 1):
+        for word in itertools.product(range(s), repeat=t):
+            if t == m + k:
+                q = plan.window_state(word)
             else:
-                q = automaton.run(oldest_first)[-1] if m else automaton.start
-            out[tuple(a + 1 for a in newest_first) + (0,) * (k - m)] = eye[q]
+                q = automaton.run(word)[-1] if t else automaton.start
+            out[key_of(plan, word)] = eye[q]
     return out
 
 
 def _sizes(plan: LookbackPlan, max_len: int, positions: str) -> dict[str, int]:
     """Widths and the parameter count of the assembled model (dense, as assembled)."""
     code = position_code(positions, max_len)
-    k, s, n = plan.k, plan.n_symbols, plan.n_states
-    d = 2 + code.dim + 1 + k + n
-    d_head = code.dim + 1
-    h1, h2 = 2 * s * k, n_keys(plan)
+    m, k, s, n = plan.m, plan.k, plan.n_symbols, plan.n_states
+    early = 1 if m and k else 0  # the back heads' skip flag
+    d = 2 + code.dim + early + 1 + m + k + n
+    d_head = code.dim + 1 + early
+    h1, h2 = 2 * s * (m + k), n_keys(plan)
     mlp = d * h1 + h1 + h1 * h2 + h2 + h2 * d + d
-    params = (s + 1) * d + (max_len + 1) * d + 4 * k * d * d_head + mlp + d * n + n
-    return {"d_model": d, "d_head": d_head, "heads": k, "mlp_hidden": [h1, h2], "params_estimate": params}
+    params = (s + 1) * d + (max_len + 1) * d + 4 * (m + k) * d * d_head + mlp + d * n + n
+    return {"d_model": d, "d_head": d_head, "heads": m + k, "mlp_hidden": [h1, h2], "params_estimate": params}
 
 
 def _layout(plan: LookbackPlan, code) -> Workspace:
     ws = Workspace()
     ws.add("one"), ws.add("bos")
     ws.add("pos", code.labels)
+    if plan.m and plan.k:
+        ws.add("lb:early")
     ws.add("lb:letter")
+    for i in range(1, plan.m + 1):
+        ws.add(front(i))
     for j in range(plan.k):
         ws.add(back(j))
     ws.add("lb:state", plan.n_states)
@@ -107,14 +144,21 @@ def _layout(plan: LookbackPlan, code) -> Workspace:
 
 
 def _heads(plan: LookbackPlan, ws: Workspace, code) -> list[Head]:
-    """Layer 1: head j copies ``lb:letter`` of t - j (BOS's 0 when t - j <= 0) into ``lb:back{j}``."""
-    return [offset_head(f"lb.back{j}", ws["pos"], code, ws["bos"], ws["one"], j, ws["lb:letter"], ws[back(j)],
-                        value_range=float(plan.n_symbols)) for j in range(plan.k)]
+    """Layer 1: front head i copies ``lb:letter`` of position i (BOS's 0 when t < i) into
+    ``lb:front{i}``; back head j copies ``lb:letter`` of t - j (BOS's 0 when t - j <= m) into
+    ``lb:back{j}``."""
+    r = float(plan.n_symbols)
+    skip = ws["lb:early"] if plan.m and plan.k else None
+    fronts = [offset_head(f"lb.front{i}", ws["pos"], code, ws["bos"], ws["one"], i, ws["lb:letter"], ws[front(i)],
+                          value_range=r, absolute=True) for i in range(1, plan.m + 1)]
+    return fronts + [offset_head(f"lb.back{j}", ws["pos"], code, ws["bos"], ws["one"], j, ws["lb:letter"],
+                                 ws[back(j)], value_range=r, skip=skip) for j in range(plan.k)]
 
 
 def _lookup(plan: LookbackPlan, automaton: Semiautomaton, ws: Workspace) -> MLP:
-    """MLP 1: (c_0, ..., c_{k-1}) -> one-hot of q_t (Lemma 11)."""
-    ins = [CodeInput(ws[back(j)], plan.n_symbols + 1) for j in range(plan.k)]
+    """MLP 1: (f_1, ..., f_m, c_0, ..., c_{k-1}) -> one-hot of q_t (Lemma 11)."""
+    subs = [front(i) for i in range(1, plan.m + 1)] + [back(j) for j in range(plan.k)]
+    ins = [CodeInput(ws[name], plan.n_symbols + 1) for name in subs]
     return lookup_mlp("lb.lookup", ins, ws["lb:state"], table(plan, automaton))
 
 
@@ -132,6 +176,8 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, *, max_len: int, eps: fl
     W_E[: automaton.n_symbols, ws["lb:letter"][0]] = np.arange(1, automaton.n_symbols + 1)
     W_pos = np.zeros((max_len + 1, d))
     W_pos[:, list(ws["pos"].dims)] = position_table(code)
+    if plan.m and plan.k:
+        W_pos[1 : plan.m + 1, ws["lb:early"][0]] = 1.0
     block = Block(_heads(plan, ws, code), _lookup(plan, automaton, ws))
     W_U = np.zeros((d, automaton.n_states))
     W_U[list(ws["lb:state"].dims), np.arange(automaton.n_states)] = 1.0
@@ -148,7 +194,7 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, *, max_len: int, eps: fl
         "positions": positions,
         "position_precision_margin": margin,
         "warnings": warnings,
-        NAME: {"k": plan.k, "keys": n_keys(plan), "windows": len(plan.windows),
+        NAME: {**({"m": plan.m} if plan.m else {}), "k": plan.k, "keys": n_keys(plan), "windows": len(plan.windows),
                "beta": head_notes["beta"], "score_gap": head_notes["score_gap"],
                "leak_bound": head_notes["leak_bound"], "model_sizes": sizes},
         "layers": [{"heads": [h.notes for h in block.heads], "mlp": block.mlp.notes}],
@@ -166,18 +212,27 @@ def _check_budget(plan: LookbackPlan, max_len: int, positions: str, max_params: 
 
 
 def set_start(model, plan: LookbackPlan, start: str) -> None:
-    """Rebuild ``model`` for start state ``start`` from the carried plan and copy the weights
-    in (in place).  Only the lookup rows of keys with a before-start entry change; the plan
-    (the window table) does not depend on the start."""
+    """Rebuild ``model`` for start state ``start`` and copy the weights in (in place).  With
+    m = 0 only the lookup rows of keys with a before-start entry change; the plan (the
+    window table) does not depend on the start.  With m >= 1 the window table is q0's:
+    the new start must keep the automaton generalised definite with the same (m, k) (the
+    model's shape), and the plan is recomputed from it; InputError otherwise."""
     a = model.automaton
     if start not in a.state_index:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
     spec = {**model.meta["automaton"], "start": start}
     other = from_dict(spec)
+    carried = {}
+    if plan.m:
+        if generalised_depth(other, plan.m, plan.k) is None:
+            raise InputError(f"from {start!r} the first {plan.m} and last {plan.k} letters no longer decide the state of "
+                             f"{a.name} (this lookback model's shape); compile the spec again with that start")
+        plan = LookbackPlan(plan.k, plan.n_symbols, plan.n_states, window_table(other, plan.m + plan.k), plan.m)
+        carried = {"plan": plan.to_dict()}
     program, meta = build(other, plan, max_len=model.max_len, positions=model.meta.get("positions", "sinusoidal"),
                           eps=float(torch.finfo(model.W_E.dtype).eps))
     new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
-                   meta={**model.meta, **meta, "automaton": spec})
+                   meta={**model.meta, **meta, **carried, "automaton": spec})
     model.load_state_dict(new.state_dict())
     model.set_meta(new.meta)
 
@@ -190,7 +245,8 @@ def applies(automaton: Semiautomaton) -> LookbackPlan | Refusal:
     """The window table of the smallest k, or why lookback does not apply."""
     plan, reason = detect(automaton)
     if plan is None:
-        return Refusal(f"lookback needs a k-definite automaton (k <= {MAX_LOOKBACK}, a small window table): {reason}")
+        return Refusal(f"lookback needs a k-definite automaton, or one whose first m and last k letters decide the "
+                       f"state (k, m + k <= {MAX_LOOKBACK}, a small window table): {reason}")
     return plan
 
 
@@ -206,6 +262,9 @@ def build_plan(automaton: Semiautomaton, plan: LookbackPlan, *, max_len: int, ep
 
 
 def describe(plan: LookbackPlan, automaton: Semiautomaton) -> str:
+    if plan.m:
+        return (f"generalised definite: the state is a function of the first {plan.m} and the last {plan.k} "
+                f"letters ({len(plan.windows)} windows), or of q0 and the letters so far before {plan.m + plan.k}")
     return (f"{plan.k}-definite: the state is a function of the last {plan.k} letter{'s' * (plan.k > 1)} "
             f"({len(plan.windows)} windows), or of q0 and the letters so far before that")
 

@@ -36,9 +36,15 @@ def one_star() -> Semiautomaton:
     return Semiautomaton("one-star", ("ok", "sink"), ("0", "1"), ((1, 1), (0, 1)))
 
 
+GENERALISED_DEFINITE = [("regex:a(a|b)*b", "a,b"), ("regex:ab(a|b)*ba", "a,b"),
+                        ("regex:a|b|c|a(a|b|c)*a|b(a|b|c)*b|c(a|b|c)*c", "a,b,c")]
+"""The first m and last k letters decide the state (lookback with front heads)."""
+
+
 def _automata() -> list[Semiautomaton]:
     names = list(dict.fromkeys(paper_suite() + [e.example for e in entries()] + ["grid:2", "grid2d:2,3"]))
     out = [load_spec(n) for n in names] + [nth_last(2), nth_last(3), one_star()]
+    out += [load_spec(r, alphabet=alphabet.split(",")) for r, alphabet in GENERALISED_DEFINITE]
     rng = random.Random(12)
     out += [random_automaton(rng, n, k, name=f"random{n}.{k}.{i}")
             for i, (n, k) in enumerate([(1, 1), (1, 3), (2, 1), (2, 2), (3, 2), (3, 3), (4, 2), (5, 3), (6, 2),
