@@ -34,7 +34,7 @@ import numpy as np
 
 from compiler.automata.errors import ShortcutError
 
-from .gadgets import CodeInput, lookup_mlp
+from .gadgets import CodeInput, code_function_mlp, lookup_mlp
 from .program import Program, fuse
 
 
@@ -141,17 +141,43 @@ def _deciding_dims(codes: np.ndarray, state_label: Sequence[int]) -> list[int]:
     return keep
 
 
+def _label_index(state_label: Sequence[int], n_labels: int) -> list[int]:
+    """The integer index of each label in the lookup's output dim: 0 for the label of the most
+    states (the lookup needs no key for it: a code matching no key writes 0), then 1, 2, ..."""
+    count = np.bincount(np.asarray(state_label), minlength=n_labels)
+    order = sorted(range(n_labels), key=lambda l: (-count[l], l))
+    index = [0] * n_labels
+    for i, l in enumerate(order):
+        index[l] = i
+    return index
+
+
 LABEL_SUBSPACE = "labels:index"
+
+
+def _free_dim(program: Program):
+    """A one-dim subspace that is 0 at every input position when the last MLP runs, so the label
+    index can be added to it there (nothing reads it later): no letter's embedding (the BOS row,
+    the last, excepted) or position's (position 0, BOS, excepted) sets it and no block writes it
+    (``bos``, 1 only at BOS, in every construction).  None when there is none."""
+    written = {n for b in program.blocks for g in [*b.heads, b.mlp] if g is not None for n in g.writes}
+    for sub in program.workspace.subspaces.values():
+        if (len(sub) == 1 and sub.name not in written and not np.any(program.W_E[:-1, sub.dims[0]])
+                and not np.any(program.W_pos[1:, sub.dims[0]])):
+            return sub
+    return None
 
 
 def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) -> dict[str, Any]:
     """Turn ``program`` (its state readout a nearest integer point, see :func:`_point_codes`)
     into one that scores ``n_labels`` labels, in place, adding no layer: an exact lookup
-    (:func:`constructions.gadgets.lookup_mlp`, Lemma 11) from the state's integer codes in the
+    (:func:`constructions.gadgets.lookup_mlp`, Lemma 11; :func:`constructions.gadgets.code_function_mlp`,
+    one hidden layer, when one code dim decides the label) from the state's integer codes in the
     dims the state unembedding reads (only those that decide the label, :func:`_deciding_dims`)
-    to its label's index in one new residual dim is fused after the last block's MLP
-    (:func:`constructions.program.fuse`), and the labels are read from that index as a
-    nearest integer point (logit_j = 2 j y - j^2): margin 1 at the exact index.  The codes are
+    to its label's index (:func:`_label_index`; keys only for the states whose index is not 0)
+    in one residual dim (a free one, :func:`_free_dim`, else a new one) is fused after the last block's MLP (:func:`constructions.program.fuse`),
+    and the labels are read from that index as a nearest integer point (logit = 2 j y - j^2 for
+    index j): margin 1 at the exact index.  The codes are
     exact wherever the state readout is (the construction certifies them within the step
     units' tolerance).  Returns the notes; LabelReadoutError when the readout has another form."""
     state_label = [int(x) for x in state_label]
@@ -163,20 +189,27 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     ws = program.workspace
     leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
     inputs = [CodeInput(leaf_of[d][0], int(codes[:, j].max()) + 1, leaf_of[d][1]) for j, d in enumerate(S)]
-    out = ws.add(LABEL_SUBSPACE, 1)
-    k = ws.d_model - program.W_E.shape[1]
-    program.W_E = np.pad(program.W_E, ((0, 0), (0, k)))
-    program.W_pos = np.pad(program.W_pos, ((0, 0), (0, k)))
-    table = {tuple(int(v) for v in c): np.array([float(state_label[q])]) for q, c in enumerate(codes)}
-    lookup = lookup_mlp("labels.lookup", inputs, out, table)
-    last = program.blocks[-1]
-    last.mlp = lookup if last.mlp is None else fuse(last.mlp, lookup)
-    j = np.arange(n_labels, dtype=float)
+    out = _free_dim(program)
+    if out is None:
+        out = ws.add(LABEL_SUBSPACE, 1)
+        k = ws.d_model - program.W_E.shape[1]
+        program.W_E = np.pad(program.W_E, ((0, 0), (0, k)))
+        program.W_pos = np.pad(program.W_pos, ((0, 0), (0, k)))
+    index = _label_index(state_label, n_labels)
+    table = {tuple(int(v) for v in c): np.array([float(index[state_label[q]])])
+             for q, c in enumerate(codes) if index[state_label[q]]}
+    if table:
+        lookup = (lookup_mlp("labels.lookup", inputs, out, table) if len(inputs) > 1 else
+                  code_function_mlp("labels.lookup", inputs[0], out,
+                                    np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)])))
+        last = program.blocks[-1]
+        last.mlp = lookup if last.mlp is None else fuse(last.mlp, lookup)
+    j = np.array(index, dtype=float)
     program.W_U = np.zeros((ws.d_model, n_labels))
-    program.W_U[out.dims[0]] = 2.0 * j  # logit_j = 2 j y - j^2 = y^2 - (y - j)^2: nearest label index
+    program.W_U[out.dims[0]] = 2.0 * j  # logit_l = 2 j y - j^2 = y^2 - (y - j)^2 (j: l's index): nearest index
     program.b_U = -(j**2)
     return {"form": "exact lookup of the state codes fused into the last MLP", "derived_margin": 1.0,
-            "code_dims": [ws.labels[d] for d in S], "keys": len(table),
+            "code_dims": [ws.labels[d] for d in S], "keys": len(table), "label_dim": ws.labels[out.dims[0]],
             "input_tolerance": lookup.notes["input_tolerance"]}
 
 
