@@ -6,15 +6,21 @@ label), compiles the state model (``auto``) and the label model (``--readout lab
 at ``--max-len``, verifies the label model (random full-length sequences, short exhaustive
 ones, adversarial families, layer-wise invariants) and prints states before/after minimisation,
 both models' construction, layers and parameters, the label model's other variant and its ratio
-to the state model.  The committed table:
+to the state model.  ``--json FILE`` saves the label models' (construction, layers, params);
+``--before FILE`` puts such a run of another commit beside them (the script reads the readout
+record defensively, so it runs unchanged on trees before the quotient/original choice).  The
+committed table:
 
-    python benchmarks/label_readout.py --out benchmarks/results/label_readout.md
+    git archive 9c850dd | tar -x -C /tmp/before && cp benchmarks/label_readout.py /tmp/before/benchmarks/
+    (cd /tmp/before && PYTHONPATH=. python benchmarks/label_readout.py --json before.json)
+    python benchmarks/label_readout.py --before /tmp/before/before.json --out benchmarks/results/label_readout.md
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -66,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-len", type=int, default=64)
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--before", default=None)
     args = ap.parse_args(argv)
+    before = json.loads(Path(args.before).read_text()) if args.before else {}
+    rows: dict[str, list] = {}
     t0 = time.perf_counter()
     lines = [header(f"Label readout against state readout (auto, max_len {args.max_len})"), "",
              "Label model: the better (planner's rule: fewest layers, then parameters) of the minimal Moore "
@@ -75,21 +85,27 @@ def main(argv: list[str] | None = None) -> int:
              f"families, invariants; {args.samples} random full-length sequences).", "",
              "| example | states before → after | state model: construction, layers, params | label model: "
              "compiles, construction, layers, params, readout | other variant: construction, layers, params "
-             "| label / state | exact |",
-             "|---|---|---|---|---|---|---|"]
+             "| label / state | exact |" + (" label model before: construction, layers, params |" if before else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if before else "")]
     for name, a in examples():
         s = compiler.compile_automaton(a, max_len=args.max_len)
         m = compiler.compile_automaton(a, max_len=args.max_len, readout="labels")
         r = m.meta["readout"]
-        other = [v for v in r["variants"] if v["states"] != r["states"]]
+        rows[name] = [m.meta["method"], len(m.config["blocks"]), _params(m)]
+        r.setdefault("states", "quotient")
+        other = [v for v in r.get("variants", []) if v["states"] != r["states"]]
         other_text = (f"{other[0]['states']}: {other[0]['method']}, {other[0]['layers']}, {other[0]['params']:,}"
                       if other else "refused")
         exact = verify(m, samples=args.samples, exhaustive_budget=4096, family_limit=8).exact
         lines.append(f"| {name} | {r['states_before']} → {r['states_after']} | {s.meta['method']}, "
                      f"{len(s.config['blocks'])}, {_params(s):,} | {r['states']}: {m.meta['method']}, "
                      f"{len(m.config['blocks'])}, {_params(m):,}, {r['form']} | {other_text} | "
-                     f"{_params(m) / _params(s):.3f} | {exact} |")
+                     f"{_params(m) / _params(s):.3f} | {exact} |" +
+                     (f" {before[name][0]}, {before[name][1]}, {before[name][2]:,} |" if name in before else
+                      " - |" if before else ""))
         print(lines[-1], flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     print(finish(lines, t0, args.out))
     return 0
 

@@ -28,6 +28,7 @@ only when that fails too does the planner try another construction (``compiler/p
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,7 +36,7 @@ import numpy as np
 from compiler.automata.errors import ShortcutError
 
 from .gadgets import CodeInput, code_function_mlp, lookup_mlp
-from .program import Program, fuse
+from .program import MLP, Program, fuse
 
 
 class LabelReadoutError(ShortcutError):
@@ -155,6 +156,16 @@ def _label_index(state_label: Sequence[int], n_labels: int) -> list[int]:
 LABEL_SUBSPACE = "labels:index"
 
 
+def _pruned(mlp: MLP) -> MLP:
+    """``mlp`` without the hidden units nothing reads (zero outgoing weights: e.g. the step units
+    of code values no key of a lookup has), layer by layer from the last; the same function."""
+    W, b = [w.copy() for w in mlp.weights], [x.copy() for x in mlp.biases]
+    for i in range(len(W) - 2, -1, -1):
+        keep = np.any(W[i + 1] != 0, axis=1)
+        W[i], b[i], W[i + 1] = W[i][:, keep], b[i][keep], W[i + 1][keep]
+    return dataclasses.replace(mlp, weights=W, biases=b)
+
+
 def _free_dim(program: Program):
     """A one-dim subspace that is 0 at every input position when the last MLP runs, so the label
     index can be added to it there (nothing reads it later): no letter's embedding (the BOS row,
@@ -199,7 +210,7 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     table = {tuple(int(v) for v in c): np.array([float(index[state_label[q]])])
              for q, c in enumerate(codes) if index[state_label[q]]}
     if table:
-        lookup = (lookup_mlp("labels.lookup", inputs, out, table) if len(inputs) > 1 else
+        lookup = (_pruned(lookup_mlp("labels.lookup", inputs, out, table)) if len(inputs) > 1 else
                   code_function_mlp("labels.lookup", inputs[0], out,
                                     np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)])))
         last = program.blocks[-1]
