@@ -55,7 +55,7 @@ def examples() -> list[tuple[str, object]]:
                                               else "no")),
         ("dihedral:4, last letter of the name", _labelled("dihedral:4", lambda s: s[-1])),
         ("counter6.dot (AALpy Moore, mod 3)", load_spec(EXAMPLES / "counter6.dot")),
-        ("regex (ab|ba)*a", from_regex("(ab|ba)*a", "a,b")),
+        ("regex (ab\\|ba)*a", from_regex("(ab|ba)*a", "a,b")),
         ("parity", load_spec("parity")),
         ("repeat:2", load_spec("repeat:2")),
         ("blocks:4", load_spec("blocks:4")),
@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
              "Label model: the better (planner's rule: fewest layers, then parameters) of the minimal Moore "
              "machine and the automaton as given, each with its label readout; the one with at most the state "
              "model's parameters when there is one. `exact`: the label model verified (random, exhaustive, "
-             f"families, invariants; {args.samples} random full-length sequences).", "",
+             f"families, invariants; {args.samples} random full-length sequences). `label / state`: the label "
+             "model's parameters over the state model's (`auto` on the automaton as given, same max_len; the "
+             "state model scores every state, the label model every label).", "",
              "| example | states before → after | state model: construction, layers, params | label model: "
              "compiles, construction, layers, params, readout | other variant: construction, layers, params "
              "| label / state | exact |" + (" label model before: construction, layers, params |" if before else ""),
