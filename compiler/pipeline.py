@@ -281,7 +281,8 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     (``depth`` or ``size``, see :data:`PREFERENCES`) and ``max_params`` (the parameter budget)
     steer ``auto``; ``meta["candidates"]`` records every construction's estimate or refusal.
     ``readout="labels"`` (the automaton must have outputs): the argmax is the output label; the
-    minimal Moore machine is compiled instead of the automaton (see :func:`_label_model`)."""
+    minimal Moore machine or the automaton itself is compiled, whichever the planner prefers
+    (see :func:`_label_compile`)."""
     automaton = load_spec(automaton, complete=complete)
     if readout not in READOUTS:
         raise ShortcutError(f"unknown readout {readout!r}; choose one of {list(READOUTS)}")
@@ -519,8 +520,9 @@ def set_start(model, start: str) -> None:
     and the plan its checkpoint carries; each keeps q0 in one place)."""
     c, p = require_intact_header(model)
     if readout_of(model.meta) is not None:
-        raise ShortcutError("a label model compiles the minimal Moore machine seen from its start state; to read "
-                            "labels from another start, compile the spec again with that start")
+        raise ShortcutError("a label model reads the labels seen from the start state it was compiled with (its "
+                            "readout records that start's minimal Moore machine); to read labels from another start, "
+                            "compile the spec again with that start")
     c.set_start(model, p, start)
     if header_intact(model) is not None:
         stamp_header(model)

@@ -251,6 +251,7 @@ def test_labels_that_need_a_lookup_take_the_automaton_as_given(spec, label) -> N
     assert len(labels.config["blocks"]) == len(states.config["blocks"])
     assert r["states"] == "original" or r["states_after"] == r["states_before"]  # grid:6: the same machine
     assert r["state_label"] == [r["labels"].index(label(s)) for s in labels.automaton.states]
+    assert labels.info()["readout"]["states"] == r["states"]
     assert _params(labels) == min(v["params"] for v in r["variants"]) < 2 * _params(states)
     assert verify(labels, **QUICK).exact
     word = list(a.alphabet[:2]) * 3
