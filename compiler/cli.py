@@ -232,7 +232,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
           f"max_len {i['max_len']}, {i['dtype']} -> {args.output}")
     r = i["readout"]
     if r["kind"] == LABELS:
-        print(f"readout: {len(r['labels'])} labels {r['labels']} by {r['form']}; minimal Moore machine "
+        on = "the automaton as given" if r.get("states") == "original" else "the minimal Moore machine"
+        print(f"readout: {len(r['labels'])} labels {r['labels']} by {r['form']} on {on}; minimal Moore machine "
               f"{r['states_before']} -> {r['states_after']} states ({r['reachable']} reachable)")
     if args.verify:
         print(f"verification: {summary_line(model.meta['verification'])}")

@@ -35,7 +35,7 @@ from constructions.positions import KINDS
 
 from .automata.errors import BudgetError, CheckpointError, PrecisionError, ShortcutError
 from .automata.load import load_spec
-from .automata.moore import Minimised, minimise
+from .automata.moore import Minimised, labelling, minimise
 from .automata.representation import natural
 from .automata.spec import Semiautomaton
 
@@ -291,42 +291,138 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     (``depth`` or ``size``, see :data:`PREFERENCES`) and ``max_params`` (the parameter budget)
     steer ``auto``; ``meta["candidates"]`` records every construction's estimate or refusal.
     ``readout="labels"`` (the automaton must have outputs): the argmax is the output label; the
-    minimal Moore machine is compiled instead of the automaton (see :func:`_label_model`)."""
+    minimal Moore machine or the automaton itself is compiled, whichever the planner prefers
+    (see :func:`_label_compile`)."""
     automaton = load_spec(automaton, complete=complete)
     if readout not in READOUTS:
         raise ShortcutError(f"unknown readout {readout!r}; choose one of {list(READOUTS)}")
-    minimised = None
-    if readout == LABELS:
-        minimised = minimise(automaton)
-        source, automaton = automaton, minimised.quotient
     _check_max_len(max_len)
     if dtype not in DTYPES.values():
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
     eps = torch.finfo(dtype).eps
+    if readout == LABELS:
+        return _label_compile(automaton, method, max_len, dtype, eps, positions, allow_inexact, prefer, max_params)
     d = decide(automaton, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
-    c = d.construction
-    program, meta = d.built or c.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
-    if minimised is not None:
-        d, program, meta = _label_model(d, program, meta, minimised, method, max_len, eps, positions, prefer)
-        c = d.construction
+    program, meta = d.built or d.construction.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
     if not allow_inexact:
-        _beyond_reach(automaton, c, meta, max_len, dtype)
-    meta = {"automaton": automaton.to_dict(), "why": d.why, "requested_method": method, **meta,
-            "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
-    if minimised is not None:
-        meta["readout"] = {"kind": LABELS, **minimised.to_dict(), **meta.pop("label_readout"),
-                           "source": source.to_dict()}
-    model = assemble(program, max_len=max_len, dtype=dtype, meta=meta)
-    if minimised is None:  # a label readout replaces the estimated state unembedding
-        _check_estimate(d.chosen, model)
+        _beyond_reach(automaton, d.construction, meta, max_len, dtype)
+    model = _assemble(automaton, d, program, meta, method, max_len, dtype)
+    _check_estimate(d.chosen, model)
     stamp_header(model)
     return model
 
 
+def _assemble(automaton: Semiautomaton, d: Decision, program, meta: dict[str, Any], method: str, max_len: int,
+              dtype: torch.dtype, readout: dict[str, Any] | None = None):
+    """The model of ``program`` with its metadata (spec, why, plan, candidates, and a label readout's)."""
+    c = d.construction
+    meta = {"automaton": automaton.to_dict(), "why": d.why, "requested_method": method, **meta,
+            "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
+    if readout is not None:
+        meta["readout"] = readout
+    return assemble(program, max_len=max_len, dtype=dtype, meta=meta)
+
+
+QUOTIENT, ORIGINAL = "quotient", "original"
+"""Which automaton a label model's states are (``meta["readout"]["states"]``): the minimal Moore
+machine, or the automaton as given with each of its states mapped to its label."""
+
+
+@dataclass
+class _LabelVariant:
+    """One way to read labels: ``states`` (QUOTIENT or ORIGINAL) compiled and assembled."""
+
+    states: str
+    automaton: Semiautomaton
+    model: Any
+    layers: int
+    params: int
+
+
+def _label_compile(source: Semiautomaton, method: str, max_len: int, dtype: torch.dtype, eps: float,
+                   positions: str, allow_inexact: bool, prefer: str, max_params: int):
+    """A label model (``readout="labels"``): the better of two, by the planner's rule (:func:`ranking`).
+
+    * the minimal Moore machine compiled, labels read from its states (:func:`_label_model`);
+    * the automaton as given, compiled as for a state readout (the construction ``method``
+      gives it, ``auto``'s pick included), each of its states read as its label (:func:`_label_readout`).
+
+    Never more parameters than the state model when one of the two has no more: the state
+    model is the second's construction at the same options, and a label readout on top of it
+    scores fewer outputs (linear), or adds an exact lookup (then both are compared as built).
+    ``meta["readout"]`` records which was taken, its state -> label map, both sizes and why."""
+    m = minimise(source)
+    labels, state_label = labelling(source, m)
+    variants: list[_LabelVariant] = []
+    refused: dict[str, str] = {}
+    state_params: int | None = None
+    first_error: ShortcutError | None = None
+    for states in (QUOTIENT, ORIGINAL):
+        try:
+            if states == QUOTIENT:
+                a = m.quotient
+                d = decide(a, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
+                program, meta = d.built or d.construction.build(a, d.plan, max_len=max_len, eps=eps, positions=positions)
+                d, program, meta, notes = _label_model(d, program, meta, m, method, max_len, eps, positions, prefer)
+                own = {"labels": list(m.labels), "state_label": list(m.state_label),
+                       "classes": [list(c) for c in m.classes]}
+            else:
+                a = source
+                d = decide(a, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
+                state_params = d.chosen.params
+                program, meta = d.built or d.construction.build(a, d.plan, max_len=max_len, eps=eps, positions=positions)
+                notes = _label_readout(program, state_label, len(labels))
+                d.why += f"; labels: read from its {a.n_states} states by {notes['form']}"
+                own = {"labels": list(labels), "state_label": list(state_label)}
+            if not allow_inexact:
+                _beyond_reach(a, d.construction, meta, max_len, dtype)
+        except ShortcutError as e:
+            refused[states] = str(e)
+            first_error = first_error or e
+            continue
+        readout = {"kind": LABELS, "states": states, **own, "states_before": m.states_before,
+                   "reachable": m.reachable, "states_after": m.states_after, "form": notes["form"],
+                   "notes": notes, "source": source.to_dict()}
+        model = _assemble(a, d, program, meta, method, max_len, dtype, readout)
+        variants.append(_LabelVariant(states, a, model, len(model.config["blocks"]),
+                                      sum(p.numel() for p in model.parameters())))
+    if not variants:
+        raise first_error
+    best, why = _label_choice(variants, refused, state_params, prefer)
+    best.model.meta["readout"]["why"] = why
+    best.model.meta["readout"]["state_model_params"] = state_params
+    best.model.meta["readout"]["variants"] = [{"states": v.states, "method": v.model.meta["method"],
+                                               "layers": v.layers, "params": v.params} for v in variants]
+    best.model.meta["why"] += f"; {why}"
+    stamp_header(best.model)
+    return best.model
+
+
+def _label_choice(variants: list[_LabelVariant], refused: dict[str, str], state_params: int | None,
+                  prefer: str) -> tuple[_LabelVariant, str]:
+    """The variant the planner prefers (:func:`ranking`) among those with at most the state
+    model's parameters (all of them when none has), and why, naming the other's size or refusal."""
+    cands = [Candidate(v.states, applies=True, layers=v.layers, params=v.params, fits=True) for v in variants]
+    within = [c for c in cands if state_params is None or c.params <= state_params]
+    best = ranking(within or cands, prefer)[0]
+    v = next(x for x in variants if x.states == best.name)
+    text = {x.states: f"{x.model.meta['method']}, {x.layers} layers, {x.params:,} parameters" for x in variants}
+    what = {QUOTIENT: f"the minimal Moore machine ({variants[0].model.meta['readout']['states_after']} states)",
+            ORIGINAL: f"the automaton as given ({v.model.meta['readout']['states_before']} states)"}
+    why = f"label readout on {what[v.states]}: {text[v.states]}"
+    for other in (QUOTIENT, ORIGINAL):
+        if other != v.states:
+            why += f"; not {what[other]}: {text.get(other) or refused.get(other, '')}"
+    if state_params is not None:
+        why += (f"; the state model has {state_params:,} parameters" +
+                ("" if v.params <= state_params else " (no label readout fits within it)"))
+    return v, why
+
+
 def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, method: str, max_len: int, eps: float,
-                 positions: str, prefer: str) -> tuple[Decision, Any, dict[str, Any]]:
+                 positions: str, prefer: str) -> tuple[Decision, Any, dict[str, Any], dict[str, Any]]:
     """Swap the state unembedding of the quotient's program for a label readout
     (:func:`_label_readout`: linear, else an exact lookup fused into the last MLP).  Under
     ``auto``, when the chosen construction's readout can carry the labels neither way, the other candidates that fit are tried in
@@ -347,7 +443,7 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
         if attempt is not None:
             d, program, meta = attempt
             try:
-                notes = _label_readout(program, m)
+                notes = _label_readout(program, m.state_label, len(m.labels))
             except LabelReadoutError as e:
                 if method != AUTO:
                     raise ShortcutError(f"--readout labels with --method {method}: {e}") from None
@@ -360,23 +456,23 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
                 why = (f"{d.why}; labels: minimal Moore machine {m.states_before} -> {m.states_after} states, "
                        f"{len(m.labels)} labels read by {notes['form']}" + "".join(f"; not {t}" for t in tried))
                 d = Decision(d.construction, d.plan, why, cands, d.built)
-                return d, program, {**meta, "label_readout": {"form": notes["form"], "notes": notes}}
+                return d, program, meta, notes
         if not rest:  # pragma: no cover - the natural action's scalar code always carries the labels
             raise AssertionError("no construction could read the labels: " + "; ".join(tried))
         c = rest.pop(0)
         attempt = _label_candidate(c, a, c is last, max_len, eps, positions)
 
 
-def _label_readout(program, m: Minimised) -> dict[str, Any]:
+def _label_readout(program, state_label, n_labels: int) -> dict[str, Any]:
     """Give ``program`` a label unembedding, in place: linear in its state readout
     (:func:`constructions.labels.label_unembedding`) where that can be, else an exact lookup
     of the state codes fused into its last MLP (:func:`constructions.labels.label_lookup`);
     LabelReadoutError (program untouched) when neither fits this construction's readout."""
     try:
-        program.W_U, program.b_U, notes = label_unembedding(program.W_U, program.b_U, m.state_label, len(m.labels))
+        program.W_U, program.b_U, notes = label_unembedding(program.W_U, program.b_U, state_label, n_labels)
     except LabelReadoutError as linear:
         try:
-            notes = label_lookup(program, m.state_label, len(m.labels))
+            notes = label_lookup(program, state_label, n_labels)
         except LabelReadoutError as lookup:
             raise LabelReadoutError(f"{linear}; {lookup}") from None
     return notes
@@ -444,8 +540,9 @@ def set_start(model, start: str) -> None:
     and the plan its checkpoint carries; each keeps q0 in one place)."""
     c, p = require_intact_header(model)
     if readout_of(model.meta) is not None:
-        raise ShortcutError("a label model compiles the minimal Moore machine seen from its start state; to read "
-                            "labels from another start, compile the spec again with that start")
+        raise ShortcutError("a label model reads the labels seen from the start state it was compiled with (its "
+                            "readout records that start's minimal Moore machine); to read labels from another start, "
+                            "compile the spec again with that start")
     c.set_start(model, p, start)
     if header_intact(model) is not None:
         stamp_header(model)

@@ -580,6 +580,29 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
                reads=reads, writes=writes)
 
 
+def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarray) -> MLP:
+    """A function of one integer code in one hidden layer (Lemma 11 for a single input), exact
+    for x within STEP_TOLERANCE of 0..n-1: ``values[x]`` (a vector over ``out``) is
+    values[0] + sum over c of (values[c] - values[c-1]) 1[x >= c], each threshold a pair of
+    :func:`step_units`, and only the thresholds where the value changes get units."""
+    values = np.asarray(values, dtype=np.float64)
+    w, b, _ = step_units(len(values))
+    jumps = [c for c in range(1, len(values)) if np.any(values[c] != values[c - 1])]
+    units = [2 * (c - 1) + i for c in jumps for i in (0, 1)]
+    row = _local_rows([inp.sub])
+    rows = [row[(leaf.name, j)] for leaf in inp.sub.leaves for j in range(len(leaf))]
+    W1 = np.zeros((len(row), len(units)))
+    W1[rows[inp.index]] = w[units]
+    writes, kept = _written(out, list(values))
+    W2 = np.zeros((len(units), len(kept)))
+    for k, c in enumerate(jumps):  # 1[x >= c] = relu(unit 2k) - relu(unit 2k + 1)
+        W2[2 * k] = values[c][kept] - values[c - 1][kept]
+        W2[2 * k + 1] = -W2[2 * k]
+    return MLP(name, [W1, W2], [b[units], values[0][kept]],
+               {"kind": "code function", "thresholds": len(jumps), "input_tolerance": STEP_TOLERANCE},
+               reads=inp.sub.names, writes=writes)
+
+
 def _local_rows(subspaces: list[Subspace]) -> dict[tuple[str, int], int]:
     """Local row of dim j of each allocated subspace behind ``subspaces`` (each leaf once, in order)."""
     out: dict[tuple[str, int], int] = {}

@@ -28,14 +28,15 @@ only when that fails too does the planner try another construction (``compiler/p
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
 
 from compiler.automata.errors import ShortcutError
 
-from .gadgets import CodeInput, lookup_mlp
-from .program import Program, fuse
+from .gadgets import CodeInput, code_function_mlp, lookup_mlp
+from .program import MLP, Program, fuse
 
 
 class LabelReadoutError(ShortcutError):
@@ -125,38 +126,101 @@ def _point_codes(W_U: np.ndarray, b_U: np.ndarray) -> tuple[list[int], np.ndarra
     return S, codes.astype(np.int64)
 
 
-LABEL_SUBSPACE = "labels:onehot"
+def _deciding_dims(codes: np.ndarray, state_label: Sequence[int]) -> list[int]:
+    """A minimal set of code columns on which the label is still a function of the code (each
+    column dropped, last first, when the rest still decide the label): the lookup then reads
+    only those, with one key per distinct value they take (e.g. 2 of a permutation's 5 images)."""
+    def decides(cols: list[int]) -> bool:
+        seen: dict[tuple[int, ...], int] = {}
+        return all(seen.setdefault(tuple(int(v) for v in c[cols]), lab) == lab for c, lab in zip(codes, state_label))
+
+    keep = list(range(codes.shape[1]))
+    for j in reversed(range(codes.shape[1])):
+        trial = [i for i in keep if i != j]
+        if trial and decides(trial):
+            keep = trial
+    return keep
+
+
+def _label_index(state_label: Sequence[int], n_labels: int) -> list[int]:
+    """The integer index of each label in the lookup's output dim: 0 for the label of the most
+    states (the lookup needs no key for it: a code matching no key writes 0), then 1, 2, ..."""
+    count = np.bincount(np.asarray(state_label), minlength=n_labels)
+    order = sorted(range(n_labels), key=lambda l: (-count[l], l))
+    index = [0] * n_labels
+    for i, l in enumerate(order):
+        index[l] = i
+    return index
+
+
+LABEL_SUBSPACE = "labels:index"
+
+
+def _pruned(mlp: MLP) -> MLP:
+    """``mlp`` without the hidden units nothing reads (zero outgoing weights: e.g. the step units
+    of code values no key of a lookup has), layer by layer from the last; the same function."""
+    W, b = [w.copy() for w in mlp.weights], [x.copy() for x in mlp.biases]
+    for i in range(len(W) - 2, -1, -1):
+        keep = np.any(W[i + 1] != 0, axis=1)
+        W[i], b[i], W[i + 1] = W[i][:, keep], b[i][keep], W[i + 1][keep]
+    return dataclasses.replace(mlp, weights=W, biases=b)
+
+
+def _free_dim(program: Program):
+    """A one-dim subspace that is 0 at every input position when the last MLP runs, so the label
+    index can be added to it there (nothing reads it later): no letter's embedding (the BOS row,
+    the last, excepted) or position's (position 0, BOS, excepted) sets it and no block writes it
+    (``bos``, 1 only at BOS, in every construction).  None when there is none."""
+    written = {n for b in program.blocks for g in [*b.heads, b.mlp] if g is not None for n in g.writes}
+    for sub in program.workspace.subspaces.values():
+        if (len(sub) == 1 and sub.name not in written and not np.any(program.W_E[:-1, sub.dims[0]])
+                and not np.any(program.W_pos[1:, sub.dims[0]])):
+            return sub
+    return None
 
 
 def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) -> dict[str, Any]:
     """Turn ``program`` (its state readout a nearest integer point, see :func:`_point_codes`)
     into one that scores ``n_labels`` labels, in place, adding no layer: an exact lookup
-    (:func:`constructions.gadgets.lookup_mlp`, Lemma 11) from the state's integer codes in the
-    dims the state unembedding reads to the one-hot of its label in new residual dims is fused
-    after the last block's MLP (:func:`constructions.program.fuse`), and the labels are read
-    from that one-hot: the true label scores 1 and every other 0, margin 1.  The codes are
+    (:func:`constructions.gadgets.lookup_mlp`, Lemma 11; :func:`constructions.gadgets.code_function_mlp`,
+    one hidden layer, when one code dim decides the label) from the state's integer codes in the
+    dims the state unembedding reads (only those that decide the label, :func:`_deciding_dims`)
+    to its label's index (:func:`_label_index`; keys only for the states whose index is not 0)
+    in one residual dim (a free one, :func:`_free_dim`, else a new one) is fused after the last block's MLP (:func:`constructions.program.fuse`),
+    and the labels are read from that index as a nearest integer point (logit = 2 j y - j^2 for
+    index j): margin 1 at the exact index.  The codes are
     exact wherever the state readout is (the construction certifies them within the step
     units' tolerance).  Returns the notes; LabelReadoutError when the readout has another form."""
     state_label = [int(x) for x in state_label]
     if len(state_label) != program.W_U.shape[1]:
         raise ValueError(f"{len(state_label)} labels for {program.W_U.shape[1]} state logits")
     S, codes = _point_codes(program.W_U, program.b_U)
+    keep = _deciding_dims(codes, state_label)
+    S, codes = [S[j] for j in keep], codes[:, keep]
     ws = program.workspace
     leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
     inputs = [CodeInput(leaf_of[d][0], int(codes[:, j].max()) + 1, leaf_of[d][1]) for j, d in enumerate(S)]
-    out = ws.add(LABEL_SUBSPACE, n_labels)
-    k = ws.d_model - program.W_E.shape[1]
-    program.W_E = np.pad(program.W_E, ((0, 0), (0, k)))
-    program.W_pos = np.pad(program.W_pos, ((0, 0), (0, k)))
-    table = {tuple(int(v) for v in c): np.eye(n_labels)[state_label[q]] for q, c in enumerate(codes)}
-    lookup = lookup_mlp("labels.lookup", inputs, out, table)
-    last = program.blocks[-1]
-    last.mlp = lookup if last.mlp is None else fuse(last.mlp, lookup)
+    out = _free_dim(program)
+    if out is None:
+        out = ws.add(LABEL_SUBSPACE, 1)
+        k = ws.d_model - program.W_E.shape[1]
+        program.W_E = np.pad(program.W_E, ((0, 0), (0, k)))
+        program.W_pos = np.pad(program.W_pos, ((0, 0), (0, k)))
+    index = _label_index(state_label, n_labels)
+    table = {tuple(int(v) for v in c): np.array([float(index[state_label[q]])])
+             for q, c in enumerate(codes) if index[state_label[q]]}
+    if table:
+        lookup = (_pruned(lookup_mlp("labels.lookup", inputs, out, table)) if len(inputs) > 1 else
+                  code_function_mlp("labels.lookup", inputs[0], out,
+                                    np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)])))
+        last = program.blocks[-1]
+        last.mlp = lookup if last.mlp is None else fuse(last.mlp, lookup)
+    j = np.array(index, dtype=float)
     program.W_U = np.zeros((ws.d_model, n_labels))
-    program.W_U[list(out.dims), np.arange(n_labels)] = 1.0
-    program.b_U = np.zeros(n_labels)
+    program.W_U[out.dims[0]] = 2.0 * j  # logit_l = 2 j y - j^2 = y^2 - (y - j)^2 (j: l's index): nearest index
+    program.b_U = -(j**2)
     return {"form": "exact lookup of the state codes fused into the last MLP", "derived_margin": 1.0,
-            "code_dims": [ws.labels[d] for d in S], "keys": len(table),
+            "code_dims": [ws.labels[d] for d in S], "keys": len(table), "label_dim": ws.labels[out.dims[0]],
             "input_tolerance": lookup.notes["input_tolerance"]}
 
 
@@ -168,8 +232,8 @@ READOUTS = (STATES, LABELS)
 
 
 def readout_of(meta: dict[str, Any]) -> dict[str, Any] | None:
-    """A label model's ``meta["readout"]`` (labels, state_label, source spec, sizes, form), or
-    None for a model that scores states."""
+    """A label model's ``meta["readout"]`` (labels, state_label over the model's states, which
+    automaton those are, source spec, sizes, form, why), or None for a model that scores states."""
     r = meta.get("readout")
     return r if isinstance(r, dict) and r.get("kind") == LABELS else None
 
@@ -201,8 +265,10 @@ def output_names(model) -> tuple[str, ...]:
 
 def readout_summary(meta: dict[str, Any]) -> dict[str, Any]:
     """What ``info`` shows of the readout: the kind and, for labels, the labels and the state
-    counts before and after minimisation."""
+    counts before and after minimisation, and which automaton the model's states are (``states``:
+    ``quotient``, the minimal Moore machine, or ``original``, the automaton as given)."""
     r = readout_of(meta)
     if r is None:
         return {"kind": STATES}
-    return {k: r[k] for k in ("kind", "labels", "states_before", "reachable", "states_after", "form") if k in r}
+    return {k: r[k] for k in ("kind", "labels", "states", "states_before", "reachable", "states_after", "form")
+            if k in r}

@@ -315,8 +315,9 @@ class _Tally:
 
 class _LabelReference:
     """Reference labels for a label model: the source automaton (the one the user gave, before
-    minimisation) is simulated and its outputs are the expected labels; the compiled quotient's
-    labels of its reference states must agree (else the minimisation was wrong)."""
+    minimisation) is simulated and its outputs are the expected labels; the labels the readout's
+    state -> label map gives the compiled automaton's reference states (the minimal Moore machine
+    or the source itself, ``readout["states"]``) must agree (else the map was wrong)."""
 
     def __init__(self, quotient: Semiautomaton, readout: dict[str, Any]) -> None:
         self.source = from_dict(readout["source"])

@@ -105,3 +105,13 @@ def minimise(a: Semiautomaton) -> Minimised:
                      state_label=tuple(labels.index(a.outputs[q]) for q in reps),
                      classes=tuple(tuple(a.states[q] for q in members[b]) for b in blocks),
                      states_before=a.n_states, reachable=len(order), states_after=len(reps))
+
+
+def labelling(a: Semiautomaton, m: Minimised) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """(labels, state_label) over every state of ``a`` itself (not the quotient): ``m.labels``
+    first (same indices), then the labels only unreachable states carry, in state order."""
+    labels = list(m.labels)
+    for x in a.outputs or ():
+        if x not in labels:
+            labels.append(x)
+    return tuple(labels), tuple(labels.index(x) for x in a.outputs or ())

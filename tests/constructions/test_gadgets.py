@@ -302,6 +302,23 @@ def test_lookup_mlp_is_exact_on_keys_and_silent_elsewhere():
         assert mlp(x)[out[0]] == 0
 
 
+def test_code_function_mlp_is_one_hidden_layer_exact_near_every_code():
+    from constructions.gadgets import CodeInput, code_function_mlp
+
+    ws = Workspace()
+    x_sub, out = ws.add("x", 2), ws.add("out", 2)
+    values = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 3.0], [0.0, 3.0], [1.0, 0.0]])
+    mlp = code_function_mlp("f", CodeInput(x_sub, 6, index=1), out, values)
+    assert len(mlp.weights) == 2 and mlp.weights[0].shape[1] == 2 * 3  # thresholds at 1, 3 and 5 only
+    assert mlp.reads == ("x",) and mlp.writes == ("out",)
+    mlp = mlp.embed(ws)
+    for v in range(6):
+        for noise in (-STEP_TOLERANCE, 0.0, STEP_TOLERANCE):
+            x = np.zeros(ws.d_model)
+            x[x_sub[0]], x[x_sub[1]] = 7.0, v + noise  # the other dim of the subspace is not read
+            assert np.array_equal(mlp(x)[list(out.dims)], values[v])
+
+
 def test_round_mlp_cleans_and_clears():
     from constructions.gadgets import round_mlp
 

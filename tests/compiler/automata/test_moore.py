@@ -10,7 +10,7 @@ import pytest
 
 from compiler.automata.errors import SpecError
 from compiler.automata.load import load_spec
-from compiler.automata.moore import minimise
+from compiler.automata.moore import labelling, minimise
 from compiler.automata.spec import Semiautomaton
 
 
@@ -69,3 +69,13 @@ def test_quotient_is_equivalent_and_minimal(seed: int) -> None:
 def test_no_outputs_is_refused() -> None:
     with pytest.raises(SpecError, match="no outputs"):
         minimise(load_spec("cyclic:3"))
+
+
+def test_labelling_of_the_automaton_as_given_keeps_the_quotient_indices_and_adds_unreachable_labels() -> None:
+    """Every state of the automaton itself gets a label index: the minimal machine's labels first
+    (same indices), then labels only unreachable states carry."""
+    a = Semiautomaton("u", ("p", "q", "r"), ("x",), ((1, 0, 2),), 0, ("b", "a", "c"))  # r unreachable
+    m = minimise(a)
+    labels, state_label = labelling(a, m)
+    assert labels[: len(m.labels)] == m.labels and labels == ("b", "a", "c")
+    assert [labels[i] for i in state_label] == list(a.outputs)
