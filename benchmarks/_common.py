@@ -33,6 +33,12 @@ def header(title: str) -> str:
     return f"# {title}\n\nMachine: {machine()}."
 
 
+def emit(lines: list[str], row: str) -> None:
+    """Print a table row as soon as it is measured and keep it for :func:`finish`."""
+    print(row, flush=True)
+    lines.append(row)
+
+
 def finish(lines: list[str], t_start: float, out: str | None, note: str = "") -> str:
     """Append the total time (and ``note``), write the table to ``out`` when given, return its text."""
     lines.append(f"\nTotal {time.perf_counter() - t_start:.0f} s.{note}")

@@ -28,7 +28,7 @@ from compiler.cli import main as cli
 from verify.report import summary_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import finish, header  # noqa: E402
+from _common import emit, finish, header  # noqa: E402
 
 
 def in_process(name: str, T: int, out: Path) -> tuple[str, float]:
@@ -75,17 +75,14 @@ def main(argv: list[str] | None = None) -> str:
         for name in args.automata:
             row, seconds = in_process(name, T, Path(tmp) / "m.safetensors")
             total += seconds
-            print(row, flush=True)
-            lines.append(row)
+            emit(lines, row)
         lines += ["", f"**Sum over the {len(args.automata)} automata: {total:.1f} s** (in one process).", ""]
         if args.long:
             lines += ["| command (a new process) | exit | model | seconds end to end | verification |",
                       "|---|---|---|---|---|"]
             for item in args.long:
                 spec, length = item.rsplit("@", 1)
-                row = as_typed(spec, int(length), Path(tmp) / "long.safetensors")
-                print(row, flush=True)
-                lines.append(row)
+                emit(lines, as_typed(spec, int(length), Path(tmp) / "long.safetensors"))
     text = finish(lines, t_all, args.out)
     print(lines[-1])
     return text
