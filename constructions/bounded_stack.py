@@ -91,7 +91,7 @@ from .gadgets import (
     residue_mlp,
     residue_range,
 )
-from .program import MLP, Block, Head, Program
+from .program import MLP, Block, Head, Program, StateCodes
 from .workspace import Workspace, join
 
 NAME = "bounded-stack"
@@ -358,7 +358,24 @@ def build(automaton: Semiautomaton, plan: BoundedStack | None = None, *, max_len
         NAME: {**plan.to_dict(), "absorb": mass, "constants": c, "precision": prec, "model_sizes": sizes},
         "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in (block1, block2, block3)],
     }
-    return Program(ws, W_E, W_pos, [block1, block2, block3], W_U, b_U), meta
+    return Program(ws, W_E, W_pos, [block1, block2, block3], W_U, b_U, state_codes=state_codes(plan, ws)), meta
+
+
+def state_codes(plan: BoundedStack, ws) -> StateCodes:
+    """The readout's exact features (module doc, (a) and (b)): before the first error, the
+    level one-hot of the depth and the stack bits [j <= depth] * open_j; from it on, st:error = 1."""
+    dims = [*ws["st:level"].dims, *ws["st:stack"].dims]
+    at = {d: i for i, d in enumerate(dims)}
+    codes = np.zeros((len(plan.stacks), len(dims)), dtype=np.int64)
+    sink = None
+    for q, st in enumerate(plan.stacks):
+        if st is None:
+            sink = q
+            continue
+        codes[q, at[ws["st:level"][len(st)]]] = 1
+        for j, b in enumerate(st, start=1):
+            codes[q, at[ws["st:stack"][(j - 1) * plan.symbols + b]]] = 1
+    return StateCodes(dims, codes, ws["st:error"][0], sink)
 
 
 def set_start(model, plan: BoundedStack, start: str) -> None:

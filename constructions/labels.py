@@ -126,6 +126,21 @@ def _point_codes(W_U: np.ndarray, b_U: np.ndarray) -> tuple[list[int], np.ndarra
     return S, codes.astype(np.int64)
 
 
+def _readout_codes(program: Program) -> tuple[list[int], np.ndarray, tuple[int, int] | None]:
+    """(dims, integer codes [n_states, dims], (override dim, its state) or None) of the state
+    readout: a nearest integer point (:func:`_point_codes`), else the exact features the
+    construction declares (``program.state_codes``), else LabelReadoutError."""
+    try:
+        S, codes = _point_codes(program.W_U, program.b_U)
+        return S, codes, None
+    except LabelReadoutError:
+        sc = program.state_codes
+        if sc is None:
+            raise
+    override = None if sc.override is None else (sc.override, sc.override_state)
+    return list(sc.dims), np.asarray(sc.codes, dtype=np.int64), override
+
+
 def _deciding_dims(codes: np.ndarray, state_label: Sequence[int]) -> list[int]:
     """A minimal set of code columns on which the label is still a function of the code (each
     column dropped, last first, when the rest still decide the label): the lookup then reads
@@ -194,8 +209,9 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     state_label = [int(x) for x in state_label]
     if len(state_label) != program.W_U.shape[1]:
         raise ValueError(f"{len(state_label)} labels for {program.W_U.shape[1]} state logits")
-    S, codes = _point_codes(program.W_U, program.b_U)
-    keep = _deciding_dims(codes, state_label)
+    S, codes, override = _readout_codes(program)
+    rows = [q for q in range(len(codes)) if override is None or q != override[1]]
+    keep = _deciding_dims(codes[rows], [state_label[q] for q in rows])
     S, codes = [S[j] for j in keep], codes[:, keep]
     ws = program.workspace
     leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
@@ -207,8 +223,8 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
         program.W_E = np.pad(program.W_E, ((0, 0), (0, k)))
         program.W_pos = np.pad(program.W_pos, ((0, 0), (0, k)))
     index = _label_index(state_label, n_labels)
-    table = {tuple(int(v) for v in c): np.array([float(index[state_label[q]])])
-             for q, c in enumerate(codes) if index[state_label[q]]}
+    table = {tuple(int(v) for v in codes[q]): np.array([float(index[state_label[q]])])
+             for q in rows if index[state_label[q]]}
     if table:
         lookup = (_pruned(lookup_mlp("labels.lookup", inputs, out, table)) if len(inputs) > 1 else
                   code_function_mlp("labels.lookup", inputs[0], out,
@@ -219,6 +235,11 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     program.W_U = np.zeros((ws.d_model, n_labels))
     program.W_U[out.dims[0]] = 2.0 * j  # logit_l = 2 j y - j^2 = y^2 - (y - j)^2 (j: l's index): nearest index
     program.b_U = -(j**2)
+    if override is not None:  # the override dim (exactly 0 or 1) outvotes the index's logits, which lie in
+        dim, state = override  # [-(m-1)^2, (m-1)^2] for any index in [0, m-1]: by C = 2 (m-1)^2 + 1, margin 1
+        C = 2.0 * (n_labels - 1) ** 2 + 1.0
+        program.W_U[dim] = -C
+        program.W_U[dim, state_label[state]] = C
     return {"form": "exact lookup of the state codes fused into the last MLP", "derived_margin": 1.0,
             "code_dims": [ws.labels[d] for d in S], "keys": len(table), "label_dim": ws.labels[out.dims[0]],
             "input_tolerance": lookup.notes["input_tolerance"]}

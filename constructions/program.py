@@ -159,6 +159,18 @@ class Block:
 
 
 @dataclass
+class StateCodes:
+    """A state readout over exact 0/1 features, for readouts that are not a nearest integer point:
+    at every position, unless the ``override`` dim is 1 (then the state is ``override_state``),
+    the residual's ``dims`` hold exactly ``codes[q]`` for the current state q (distinct rows)."""
+
+    dims: list[int]
+    codes: np.ndarray  # [n_states, len(dims)], integers
+    override: int | None = None
+    override_state: int | None = None
+
+
+@dataclass
 class Program:
     """Everything the assembler needs to build a :class:`CompiledTransformer`."""
 
@@ -169,6 +181,7 @@ class Program:
     W_U: np.ndarray  # [d_model, n_out]
     b_U: np.ndarray  # [n_out]
     notes: dict[str, Any] = field(default_factory=dict)
+    state_codes: StateCodes | None = None  # the readout's exact features, where it has them (labels.label_lookup)
 
 
 def union(*groups: tuple[str, ...]) -> tuple[str, ...]:

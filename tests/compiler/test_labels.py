@@ -274,11 +274,26 @@ def test_labels_read_by_a_lookup_are_within_the_state_model(spec, label, max_len
                                        "1-2% over the state model here, and the bounded stack's readout is no "
                                        "nearest integer point (benchmarks/results/label_readout.md)")
 @pytest.mark.parametrize("spec, label", [("symmetric:5", _lt), ("symmetric:5", _in_three),
-                                         ("grid2d:3,3", lambda s: "c" if s in ("0,0", "0,2", "2,0", "2,2") else "n"),
-                                         ("dyck:4,2", None)])
+                                         ("grid2d:3,3", lambda s: "c" if s in ("0,0", "0,2", "2,0", "2,2") else "n")])
 def test_labels_that_need_a_wider_lookup_are_not_yet_within_the_state_model(spec, label) -> None:
-    states, labels = _both(labelled(spec, label) if label else load_spec(spec))
+    states, labels = _both(labelled(spec, label))
     assert _params(labels) <= _params(states)
+
+
+def test_bounded_stack_labels_read_its_exact_features_and_the_error_flag() -> None:
+    """dyck:4,2 (accept = empty stack): the bounded stack's readout is no nearest integer point, so the
+    lookup reads the exact features it declares (level one-hot, stack bits; program.StateCodes) and
+    st:error outvotes it from the first error on: still 3 layers, smaller than the state model, exact."""
+    states, labels = _both(load_spec("dyck:4,2"))
+    assert labels.meta["method"] == "bounded-stack" and len(labels.blocks) == 3
+    assert _params(labels) < _params(states)
+    assert labels.meta["readout"]["notes"]["code_dims"] == ["st:level[0]"]
+    assert verify(labels, **QUICK).exact
+    a = labels.automaton
+    word = [a.alphabet[0], a.alphabet[-1], a.alphabet[0]]  # a push, a pop of another symbol (an error), a push
+    want = [labels.meta["readout"]["labels"][labels.meta["readout"]["state_label"][q]]
+            for q in a.run(a.symbol_ids(word))]
+    assert labels.simulate([word]) == [want] and want[-1] == "reject"
 
 
 def test_forced_method_chooses_between_quotient_and_original_too() -> None:
