@@ -34,7 +34,7 @@ ABSORB = "pos:absorb"
 """The position feature log(mass - t) that lets BOS absorb weight in :func:`prefix_mean_head`."""
 
 __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "Residue", "absorb_feature",
-           "attention_temperature", "carry_units", "compose_mlp", "compose_slope", "lookup_mlp",
+           "attention_temperature", "carry_units", "compose_mlp", "compose_slope", "halfspace_lookup_mlp", "lookup_mlp",
            "offset_head", "onehot_bias", "PositionBlock", "prefix_mean_head", "recent_flag_head",
            "residue_hidden", "residue_margin", "residue_mlp", "residue_range", "round_mlp", "step_units"]
 
@@ -601,6 +601,89 @@ def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarr
     return MLP(name, [W1, W2], [b[units], values[0][kept]],
                {"kind": "code function", "thresholds": len(jumps), "input_tolerance": STEP_TOLERANCE},
                reads=inp.sub.names, writes=writes)
+
+
+def _separation(inside: np.ndarray, outside: np.ndarray, max_updates: int = 10_000):
+    """An integer direction w with min over ``inside`` of <w, c> above max over ``outside``
+    (rows are integer codes), as (w, min inside, max outside), the one of smallest
+    |w|_1 / gap among: every w in {-1, 0, 1}^d (d <= 6), the centroid direction
+    n c - sum(all) for a single inside point, and a perceptron's (exact integer updates,
+    at most ``max_updates``; it finds one whenever the sets are strictly separable by a
+    hyperplane, given enough updates).  None when none of them separates."""
+    d = inside.shape[1]
+    cands = [np.array(w, dtype=np.int64) - 1 for w in np.ndindex(*([3] * d))] if d <= 6 else []
+    if len(inside) == 1:
+        allc = np.concatenate([inside, outside])
+        cands.append(len(allc) * inside[0] - allc.sum(0))
+    pts = np.concatenate([np.c_[inside, np.ones(len(inside), np.int64)],
+                          -np.c_[outside, np.ones(len(outside), np.int64)]]).astype(np.int64)
+    w = np.zeros(d + 1, dtype=np.int64)
+    for _ in range(max_updates):  # perceptron: w . a > 0 for every (signed, augmented) point a
+        bad = np.flatnonzero(pts @ w <= 0)
+        if not len(bad):
+            cands.append(w[:d].copy())
+            break
+        w += pts[bad[0]]
+    W = np.array([c for c in cands if np.any(c)], dtype=np.int64).reshape(-1, d)
+    lo = (inside @ W.T).min(0)
+    hi = (outside @ W.T).max(0) if len(outside) else lo - 1
+    ok = np.flatnonzero(lo > hi)
+    if not len(ok):
+        return None
+    i = ok[np.argmin(np.abs(W[ok]).sum(1) / (lo[ok] - hi[ok]))]  # the first of the most tolerant
+    return W[i].astype(np.float64), int(lo[i]), int(hi[i])
+
+
+def halfspace_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace, index: dict[tuple[int, ...], int],
+                         domain: np.ndarray) -> MLP | None:
+    """A lookup in one hidden layer: the integer ``index`` of each code in ``domain`` (rows:
+    the codes that occur; a code not in ``index`` has index 0) into the one-dim ``out``, when
+    halfspaces cut the keys off.  For each index value j >= 1, with K_j its codes:
+
+    * a *step* 1[<w, x> >= lo] (two :func:`step_units`) when one hyperplane puts K_j above every
+      other code of the domain (<w, c> <= lo - 1 there): exact for x within
+      STEP_TOLERANCE / |w|_1 of the codes;
+    * else a *cap* per code p of K_j, one unit relu((<w, x> - hi) / (<w, p> - hi)) that is
+      1 at p and <= 0 at every other code (p a vertex of the domain's hull): off by at most
+      |w|_1 e / (<w, p> - hi) for a code error e.
+
+    The output is sum_j j (its steps or caps), exact at exact codes.  ``input_tolerance`` is the
+    code error within which the output stays within STEP_TOLERANCE of the index.  None when some
+    K_j is cut off neither way (then :func:`lookup_mlp` in two hidden layers)."""
+    domain = np.asarray(domain, dtype=np.int64)
+    units: list[tuple[np.ndarray, float, float]] = []  # (w over the inputs, bias, output weight)
+    exact_slope, cap_slope = 0.0, 0.0
+    for j in sorted(set(index.values()) - {0}):
+        inside = np.array([k for k, v in index.items() if v == j], dtype=np.int64)
+        key = {tuple(c) for c in inside.tolist()}
+        outside = np.array([c for c in domain.tolist() if tuple(c) not in key], dtype=np.int64).reshape(-1, len(inputs))
+        step = _separation(inside, outside) if len(inside) > 1 else None
+        if step is not None:
+            w, lo, _ = step
+            sw, sb, _ = step_units(2)  # 1[z >= 1], shifted to 1[z >= lo]
+            units += [(w * sw[i], sb[i] - sw[i] * (lo - 1), j * (1.0 if i == 0 else -1.0)) for i in range(2)]
+            exact_slope = max(exact_slope, float(np.abs(w).sum()))
+            continue
+        for p in inside:
+            cap = _separation(p[None], np.array([c for c in domain.tolist() if tuple(c) != tuple(p)],
+                                                dtype=np.int64).reshape(-1, len(inputs)))
+            if cap is None:
+                return None
+            w, top, hi = cap
+            units.append((w / (top - hi), -hi / (top - hi), float(j)))
+            cap_slope += j * float(np.abs(w).sum()) / (top - hi)
+    used = [i.sub for i in inputs]
+    row = _local_rows(used)
+    W1 = np.zeros((len(row), len(units)))
+    for i, inp in enumerate(inputs):
+        r = [row[(leaf.name, k)] for leaf in inp.sub.leaves for k in range(len(leaf))][inp.index]
+        W1[r] += [u[0][i] for u in units]
+    tol = min(STEP_TOLERANCE / exact_slope if exact_slope else math.inf,
+              STEP_TOLERANCE / cap_slope if cap_slope else math.inf)
+    return MLP(name, [W1, np.array([[u[2]] for u in units]).reshape(len(units), 1)],
+               [np.array([u[1] for u in units]), np.zeros(1)],
+               {"kind": "halfspace lookup", "units": len(units), "input_tolerance": tol},
+               reads=names(*used), writes=out.names)
 
 
 def _local_rows(subspaces: list[Subspace]) -> dict[tuple[str, int], int]:

@@ -21,9 +21,13 @@ from the same residual, exactly, in the forms the constructions use:
 Any other case (several states per label under a multi-dimensional or element readout,
 or labels that are not runs of the scalar code) raises :class:`LabelReadoutError`.  Then
 :func:`label_lookup` keeps the construction and reads the labels through an exact lookup
-(Lemma 11) fused into its last MLP, when the state readout is a nearest integer point
-``logit_q = 2 <c_q, x> - ||c_q||^2`` (gridworld's coordinates, the scan's element maps);
-only when that fails too does the planner try another construction (``compiler/pipeline.py``).
+fused into its last MLP, when the state readout is a nearest integer point
+``logit_q = 2 <c_q, x> - ||c_q||^2`` (gridworld's coordinates, the scan's element maps) or the
+construction declares exact features (``program.StateCodes``); only when that fails too does
+the planner try another construction (``compiler/pipeline.py``).  Of the lookups that can read
+the label (one code's function, halfspaces cutting the keys off, Lemma 11's two-layer table) it
+keeps the one whose fused MLP has the fewest parameters; codes that only the last MLP writes
+are read from its output, not carried through its hidden layers.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import numpy as np
 
 from compiler.automata.errors import ShortcutError
 
-from .gadgets import CodeInput, code_function_mlp, lookup_mlp
+from .gadgets import CodeInput, code_function_mlp, halfspace_lookup_mlp, lookup_mlp
 from .program import MLP, Program, fuse
 
 
@@ -197,8 +201,8 @@ def _free_dim(program: Program):
 def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) -> dict[str, Any]:
     """Turn ``program`` (its state readout a nearest integer point, see :func:`_point_codes`)
     into one that scores ``n_labels`` labels, in place, adding no layer: an exact lookup
-    (:func:`constructions.gadgets.lookup_mlp`, Lemma 11; :func:`constructions.gadgets.code_function_mlp`,
-    one hidden layer, when one code dim decides the label) from the state's integer codes in the
+    (the smallest once fused of :func:`_lookups`: one code dim's function, halfspaces, or Lemma 11's
+    table) from the state's integer codes in the
     dims the state unembedding reads (only those that decide the label, :func:`_deciding_dims`)
     to its label's index (:func:`_label_index`; keys only for the states whose index is not 0)
     in one residual dim (a free one, :func:`_free_dim`, else a new one) is fused after the last block's MLP (:func:`constructions.program.fuse`),
@@ -225,12 +229,17 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     index = _label_index(state_label, n_labels)
     table = {tuple(int(v) for v in codes[q]): np.array([float(index[state_label[q]])])
              for q in rows if index[state_label[q]]}
+    lookup = None
     if table:
-        lookup = (_pruned(lookup_mlp("labels.lookup", inputs, out, table)) if len(inputs) > 1 else
-                  code_function_mlp("labels.lookup", inputs[0], out,
-                                    np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)])))
+        domain = np.unique(codes[rows], axis=0)
         last = program.blocks[-1]
-        last.mlp = lookup if last.mlp is None else fuse(last.mlp, lookup)
+        fresh = _fresh(program, last)
+        options = [m for m in _lookups(inputs, out, table, domain) if m is not None]
+        fused = [m if last.mlp is None else fuse(last.mlp, m, fresh=tuple(n for n in m.reads if n in fresh))
+                 for m in options]
+        size = [sum(w.size + b.size for w, b in zip(f.embed(ws).weights, f.embed(ws).biases)) for f in fused]
+        pick = int(np.argmin(size))  # the first of the smallest: options are in a fixed order
+        lookup, last.mlp = options[pick], fused[pick]
     j = np.array(index, dtype=float)
     program.W_U = np.zeros((ws.d_model, n_labels))
     program.W_U[out.dims[0]] = 2.0 * j  # logit_l = 2 j y - j^2 = y^2 - (y - j)^2 (j: l's index): nearest index
@@ -242,7 +251,34 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
         program.W_U[dim, state_label[state]] = C
     return {"form": "exact lookup of the state codes fused into the last MLP", "derived_margin": 1.0,
             "code_dims": [ws.labels[d] for d in S], "keys": len(table), "label_dim": ws.labels[out.dims[0]],
-            "input_tolerance": lookup.notes["input_tolerance"]}
+            "lookup": None if lookup is None else lookup.notes["kind"],
+            "input_tolerance": None if lookup is None else lookup.notes["input_tolerance"],
+            "code_dim_indices": [int(d) for d in S], "codes": codes.tolist(), "codes_skip_state": None if override is None else override[1]}
+
+
+def _lookups(inputs: list[CodeInput], out, table: dict[tuple[int, ...], np.ndarray], domain: np.ndarray) -> list:
+    """The lookups of ``table`` (the label index of each key code; 0 elsewhere on ``domain``, the
+    codes that occur) to choose from, in a fixed order: one code dim's function in one hidden
+    layer (:func:`constructions.gadgets.code_function_mlp`), else halfspaces cutting the keys off
+    in one hidden layer (:func:`constructions.gadgets.halfspace_lookup_mlp`, None when they cannot)
+    and Lemma 11's lookup in two (:func:`constructions.gadgets.lookup_mlp`)."""
+    if len(inputs) == 1:
+        return [code_function_mlp("labels.lookup", inputs[0], out,
+                                  np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)]))]
+    index = {k: int(round(float(v[0]))) for k, v in table.items()}
+    return [halfspace_lookup_mlp("labels.lookup", inputs, out, index, domain),
+            _pruned(lookup_mlp("labels.lookup", inputs, out, table))]
+
+
+def _fresh(program: Program, last) -> set[str]:
+    """Subspaces that are 0 in the residual at every position when the last block's MLP runs:
+    no embedding or position row sets them and only that MLP writes them (so a lookup fused
+    after it reads them from its output alone, :func:`constructions.program.fuse`)."""
+    written = {n for b in program.blocks for g in [*b.heads, b.mlp] if g is not None and g is not last.mlp
+               for n in g.writes}
+    ws = program.workspace
+    return {name for name, sub in ws.subspaces.items() if name not in written
+            and not np.any(program.W_E[:, sub.dims]) and not np.any(program.W_pos[:, sub.dims])}
 
 
 # --- the readout a compiled model carries (meta["readout"]) -------------------------------------

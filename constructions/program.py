@@ -144,10 +144,12 @@ class Fused:
     notes: dict[str, Any] = field(default_factory=dict)
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    fresh: tuple[str, ...] = ()  # what ``second`` reads that is 0 before the MLP: no carry (see fuse)
 
     def embed(self, ws: Workspace) -> Dense:
-        return _fuse_dense(self.first.embed(ws), self.second.embed(ws), ws.span(self.second.reads),
-                           ws.span(self.first.writes))
+        fresh = set(ws.span(self.fresh))
+        return _fuse_dense(self.first.embed(ws), self.second.embed(ws),
+                           [d for d in ws.span(self.second.reads) if d not in fresh], ws.span(self.first.writes))
 
 
 @dataclass
@@ -189,7 +191,7 @@ def union(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for g in groups for n in g))
 
 
-def fuse(first: MLP | Fused, second: MLP, name: str | None = None) -> Fused:
+def fuse(first: MLP | Fused, second: MLP, name: str | None = None, fresh: tuple[str, ...] = ()) -> Fused:
     """One MLP computing ``x + first(x) + second(x + first(x))``'s update.
 
     The residual dims that ``second`` reads are carried through ``first``'s hidden
@@ -197,11 +199,14 @@ def fuse(first: MLP | Fused, second: MLP, name: str | None = None) -> Fused:
     ``second``'s hidden layers (its last hidden layer, or its output on the dims it
     writes as +/- pairs when that is narrower), so the fused MLP has
     ``len(first.hidden) + len(second.hidden)`` hidden layers.  Used to place a readout
-    inside the last block's MLP without an extra layer.
+    inside the last block's MLP without an extra layer.  ``fresh``: subspaces ``second``
+    reads that the caller knows are 0 in the residual wherever the MLP runs (only ``first``
+    writes them), so ``second`` reads them from ``first``'s output alone, with no carry.
     """
     notes = {**first.notes, "fused": [first.name, second.name], second.name: second.notes}
     return Fused(name or f"{first.name}+{second.name}", first, second, notes,
-                 reads=union(first.reads, second.reads), writes=union(first.writes, second.writes))
+                 reads=union(first.reads, tuple(n for n in second.reads if n not in fresh)),
+                 writes=union(first.writes, second.writes), fresh=tuple(fresh))
 
 
 def _fuse_dense(first: Dense, second: Dense, second_reads: list[int], first_writes: list[int]) -> Dense:

@@ -455,6 +455,31 @@ def _on_cpu(model) -> Iterator[None]:
         model.to(device)
 
 
+def _label_codes(model, tokens: np.ndarray) -> dict[str, Any] | None:
+    """The label lookup's input (``constructions.labels.label_lookup``): the state codes after the
+    last block (what the lookup fused into its MLP reads, up to the rounding of its composed
+    weights) against the recorded codes of the reference state (none checked where the
+    construction's override state holds), within the lookup's input tolerance.  None for a
+    model without such a lookup."""
+    r = readout_of(model.meta)
+    notes = (r or {}).get("notes") or {}
+    if not notes.get("input_tolerance") or "code_dim_indices" not in notes:
+        return None
+    codes, tol = np.asarray(notes["codes"], dtype=np.float64), float(notes["input_tolerance"])
+    dims = [int(d) for d in notes["code_dim_indices"]]
+    states = simulate(model.automaton, tokens)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    got = cache[f"blocks.{len(model.blocks) - 1}.hook_resid_post"][:, 1:, dims].double().numpy()
+    dev = np.abs(got - codes[states]).max(-1)
+    if notes.get("codes_skip_state") is not None:
+        dev = np.where(states == notes["codes_skip_state"], 0.0, dev)
+    worst = float(dev.max()) if dev.size else 0.0
+    return {"layer": len(model.blocks), "mlp": f"labels.lookup ({notes.get('lookup')})",
+            "inputs": ", ".join(notes["code_dims"]), "input_tolerance": tol, "worst_input_noise": worst,
+            "distance_to_boundary": tol - worst}
+
+
 def _layerwise_sample(T: int, sample: np.ndarray, own: dict[str, np.ndarray], rows: int) -> np.ndarray:
     """The bounded input set of the layer-wise invariants: ``rows`` of ``sample`` and one of each of
     the construction's own families."""
@@ -566,6 +591,13 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
             progress("layer-wise invariants", done, total)
         with _blame_edited_header(model), _on_cpu(model), torch.no_grad():
             invariants = construction.invariants(model, plan, lw)
+            lookup = _label_codes(model, lw)
+        if lookup is not None:
+            invariants["mlps"] = [*(invariants.get("mlps") or []), lookup]
+            if lookup["distance_to_boundary"] <= 0:
+                invariants.setdefault("failures", []).append(
+                    f"layer {lookup['layer']} MLP (labels.lookup): the state codes it reads deviate by "
+                    f"{lookup['worst_input_noise']:.3g} (tolerance {lookup['input_tolerance']:.3g})")
         done += lw.size
     elif layerwise and len(sample):
         invariants = {"checked": None, "skipped": f"layer-wise invariants need every layer's [H, T, T] pattern: "

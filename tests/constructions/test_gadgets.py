@@ -415,3 +415,73 @@ def test_local_evaluation_matches_the_embedding():
         np.testing.assert_allclose(part(x[:, ws.span(part.reads)]), full[:, ws.span(part.writes)], atol=1e-9)
         others = np.setdiff1d(np.arange(ws.d_model), ws.span(part.writes))
         assert not full[:, others].any(), part.name
+
+
+def _halfspace_case(index, domain, n_values):
+    from constructions.gadgets import CodeInput, halfspace_lookup_mlp
+
+    ws = Workspace()
+    subs = [ws.add(f"c{i}") for i in range(len(domain[0]))]
+    out = ws.add("out")
+    mlp = halfspace_lookup_mlp("h", [CodeInput(s, n_values) for s in subs], out, index, np.array(domain))
+    return ws, subs, out, mlp
+
+
+@pytest.mark.parametrize("name", ["corners", "below the diagonal", "two classes"])
+def test_halfspace_lookup_is_one_hidden_layer_exact_within_its_tolerance(name):
+    """Corners of a 3x3 grid (caps: one unit each), x < y on a 5x5 grid (one step, two units)
+    and a class of caps beside a class of one step: the index at every code of the domain,
+    within STEP_TOLERANCE of it for every code error within the reported input tolerance."""
+    n = 3 if name == "corners" else 5
+    domain = [list(c) for c in itertools.product(range(n), repeat=2)]
+    if name == "corners":
+        index = {(0, 0): 1, (0, 2): 1, (2, 0): 1, (2, 2): 1}
+    elif name == "below the diagonal":
+        index = {(x, y): 1 for x, y in itertools.product(range(n), repeat=2) if x < y}
+    else:
+        index = {(x, y): 2 for x, y in itertools.product(range(n), repeat=2) if x + y >= 6} | {(0, 0): 1, (4, 0): 1}
+    ws, subs, out, mlp = _halfspace_case(index, domain, n)
+    units = {"corners": 4, "below the diagonal": 2, "two classes": 4}[name]
+    assert mlp is not None and len(mlp.weights) == 2 and mlp.notes["units"] == units
+    tol = mlp.notes["input_tolerance"]
+    assert 0 < tol <= STEP_TOLERANCE
+    dense = mlp.embed(ws)
+    rng = np.random.default_rng(0)
+    for c in domain:
+        for noise in [np.zeros(2), *rng.uniform(-tol, tol, (20, 2)), np.full(2, tol), np.full(2, -tol)]:
+            x = np.zeros(ws.d_model)
+            x[[s[0] for s in subs]] = np.array(c) + noise
+            y = dense(x)[out[0]]
+            want = index.get(tuple(c), 0)
+            assert abs(y - want) <= STEP_TOLERANCE + 1e-12
+            if not noise.any():
+                assert abs(y - want) < 1e-12
+
+
+def test_halfspace_lookup_refuses_a_key_inside_the_hull():
+    """The centre of a 3x3 grid is no vertex and no halfspace holds it alone: None (the caller
+    falls back to the two-layer lookup)."""
+    domain = [list(c) for c in itertools.product(range(3), repeat=2)]
+    assert _halfspace_case({(1, 1): 1}, domain, 3)[3] is None
+
+
+def test_fuse_reads_a_fresh_subspace_from_the_first_output_alone():
+    """``fresh``: what the second reads is 0 before the MLP (only the first writes it), so it needs
+    no carry through the first's hidden layers: two units narrower per fresh dim, and the update
+    of applying one after the other wherever that holds."""
+    from constructions.gadgets import CodeInput, code_function_mlp
+
+    ws = Workspace()
+    x, y, z = ws.add("x"), ws.add("y"), ws.add("z")
+    first = code_function_mlp("f", CodeInput(x, 4), y, np.array([[0.0], [2.0], [1.0], [2.0]]))
+    second = code_function_mlp("g", CodeInput(y, 3), z, np.array([[5.0], [0.0], [7.0]]))
+    plain, lean = fuse(first, second).embed(ws), fuse(first, second, fresh=("y",)).embed(ws)
+    assert lean.hidden_sizes[0] == plain.hidden_sizes[0] - 2
+    assert fuse(first, second, fresh=("y",)).reads == ("x",)
+    f, g = first.embed(ws), second.embed(ws)
+    for v in range(4):
+        for noise in (-STEP_TOLERANCE, 0.0, STEP_TOLERANCE):
+            r = np.zeros(ws.d_model)
+            r[x[0]] = v + noise
+            y1 = r + f(r)
+            assert np.array_equal(r + lean(r), y1 + g(y1))

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import compiler
-from compiler.automata.errors import BudgetError
 from compiler.automata.catalog import paper_suite, random_automaton
 from verify.check import verify
 
