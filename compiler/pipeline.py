@@ -359,19 +359,27 @@ def _label_compile(source: Semiautomaton, method: str, max_len: int, dtype: torc
     refused: dict[str, str] = {}
     state_params: int | None = None
     first_error: ShortcutError | None = None
+    try:  # the state model's decision: its size bounds the label model's, and the second variant reuses it
+        state_decision: Decision | ShortcutError = decide(source, method, max_len, eps, positions, prefer, max_params,
+                                                          certified=not allow_inexact)
+        state_params = state_decision.chosen.params
+    except ShortcutError as e:
+        state_decision = e
     for states in (QUOTIENT, ORIGINAL):
         try:
             if states == QUOTIENT:
                 a = m.quotient
-                d = decide(a, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
+                d = _quotient_decision(a, method, max_len, eps, positions, prefer, max_params, allow_inexact,
+                                       state_params)
                 program, meta = d.built or d.construction.build(a, d.plan, max_len=max_len, eps=eps, positions=positions)
                 d, program, meta, notes = _label_model(d, program, meta, m, method, max_len, eps, positions, prefer)
                 own = {"labels": list(m.labels), "state_label": list(m.state_label),
                        "classes": [list(c) for c in m.classes]}
             else:
                 a = source
-                d = decide(a, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
-                state_params = d.chosen.params
+                if isinstance(state_decision, ShortcutError):
+                    raise state_decision
+                d = state_decision
                 program, meta = d.built or d.construction.build(a, d.plan, max_len=max_len, eps=eps, positions=positions)
                 notes = _label_readout(program, state_label, len(labels))
                 d.why += f"; labels: read from its {a.n_states} states by {notes['form']}"
@@ -398,6 +406,21 @@ def _label_compile(source: Semiautomaton, method: str, max_len: int, dtype: torc
     best.model.meta["why"] += f"; {why}"
     stamp_header(best.model)
     return best.model
+
+
+def _quotient_decision(a: Semiautomaton, method: str, max_len: int, eps: float, positions: str, prefer: str,
+                       max_params: int, allow_inexact: bool, state_params: int | None) -> Decision:
+    """The planner's decision for the minimal Moore machine; under ``auto``, when its pick is
+    estimated above the state model's parameters, the shallowest candidate within them instead
+    (when there is one): a label model no larger than the state model is preferred to a shallower one."""
+    d = decide(a, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
+    if method == AUTO and state_params is not None and d.chosen.params > state_params:
+        try:
+            return decide(a, method, max_len, eps, positions, prefer, min(max_params, state_params),
+                          certified=not allow_inexact)
+        except ShortcutError:
+            pass
+    return d
 
 
 def _label_choice(variants: list[_LabelVariant], refused: dict[str, str], state_params: int | None,

@@ -603,27 +603,28 @@ def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarr
                reads=inp.sub.names, writes=writes)
 
 
-def _separation(inside: np.ndarray, outside: np.ndarray, max_updates: int = 10_000):
+def _separation(inside: np.ndarray, outside: np.ndarray, max_updates: int = 10_000, max_pairs: int = 250_000):
     """An integer direction w with min over ``inside`` of <w, c> above max over ``outside``
     (rows are integer codes), as (w, min inside, max outside), the one of smallest
     |w|_1 / gap among: every w in {-1, 0, 1}^d (d <= 6), the centroid direction
-    n c - sum(all) for a single inside point, and a perceptron's (exact integer updates,
-    at most ``max_updates``; it finds one whenever the sets are strictly separable by a
-    hyperplane, given enough updates).  None when none of them separates."""
+    n c - sum(all) for a single inside point, and a perceptron's over the differences
+    c_in - c_out (exact integer updates, at most ``max_updates``, over at most ``max_pairs``
+    differences; it finds one whenever the sets are strictly separable by a hyperplane,
+    given enough updates).  None when none of them separates."""
     d = inside.shape[1]
     cands = [np.array(w, dtype=np.int64) - 1 for w in np.ndindex(*([3] * d))] if d <= 6 else []
     if len(inside) == 1:
         allc = np.concatenate([inside, outside])
         cands.append(len(allc) * inside[0] - allc.sum(0))
-    pts = np.concatenate([np.c_[inside, np.ones(len(inside), np.int64)],
-                          -np.c_[outside, np.ones(len(outside), np.int64)]]).astype(np.int64)
-    w = np.zeros(d + 1, dtype=np.int64)
-    for _ in range(max_updates):  # perceptron: w . a > 0 for every (signed, augmented) point a
-        bad = np.flatnonzero(pts @ w <= 0)
-        if not len(bad):
-            cands.append(w[:d].copy())
-            break
-        w += pts[bad[0]]
+    if len(outside) and len(inside) * len(outside) <= max_pairs:
+        D = (inside[:, None, :] - outside[None, :, :]).reshape(-1, d).astype(np.int64)
+        w = np.zeros(d, dtype=np.int64)
+        for _ in range(max_updates):  # perceptron: <w, c_in - c_out> > 0 for every pair
+            bad = np.flatnonzero(D @ w <= 0)
+            if not len(bad):
+                cands.append(w)
+                break
+            w = w + D[bad[0]]
     W = np.array([c for c in cands if np.any(c)], dtype=np.int64).reshape(-1, d)
     lo = (inside @ W.T).min(0)
     hi = (outside @ W.T).max(0) if len(outside) else lo - 1

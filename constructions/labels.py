@@ -39,7 +39,7 @@ import numpy as np
 
 from compiler.automata.errors import ShortcutError
 
-from .gadgets import CodeInput, code_function_mlp, halfspace_lookup_mlp, lookup_mlp
+from .gadgets import CodeInput, carry_units, code_function_mlp, halfspace_lookup_mlp, lookup_mlp
 from .program import MLP, Program, fuse
 
 
@@ -213,13 +213,10 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     state_label = [int(x) for x in state_label]
     if len(state_label) != program.W_U.shape[1]:
         raise ValueError(f"{len(state_label)} labels for {program.W_U.shape[1]} state logits")
-    S, codes, override = _readout_codes(program)
-    rows = [q for q in range(len(codes)) if override is None or q != override[1]]
-    keep = _deciding_dims(codes[rows], [state_label[q] for q in rows])
-    S, codes = [S[j] for j in keep], codes[:, keep]
+    S_all, codes_all, override = _readout_codes(program)
+    rows = [q for q in range(len(codes_all)) if override is None or q != override[1]]
+    keep = _deciding_dims(codes_all[rows], [state_label[q] for q in rows])
     ws = program.workspace
-    leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
-    inputs = [CodeInput(leaf_of[d][0], int(codes[:, j].max()) + 1, leaf_of[d][1]) for j, d in enumerate(S)]
     out = _free_dim(program)
     if out is None:
         out = ws.add(LABEL_SUBSPACE, 1)
@@ -227,19 +224,26 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
         program.W_E = np.pad(program.W_E, ((0, 0), (0, k)))
         program.W_pos = np.pad(program.W_pos, ((0, 0), (0, k)))
     index = _label_index(state_label, n_labels)
-    table = {tuple(int(v) for v in codes[q]): np.array([float(index[state_label[q]])])
-             for q in rows if index[state_label[q]]}
-    lookup = None
-    if table:
-        domain = np.unique(codes[rows], axis=0)
-        last = program.blocks[-1]
-        fresh = _fresh(program, last)
-        options = [m for m in _lookups(inputs, out, table, domain) if m is not None]
-        fused = [m if last.mlp is None else fuse(last.mlp, m, fresh=tuple(n for n in m.reads if n in fresh))
-                 for m in options]
-        size = [sum(w.size + b.size for w, b in zip(f.embed(ws).weights, f.embed(ws).biases)) for f in fused]
-        pick = int(np.argmin(size))  # the first of the smallest: options are in a fixed order
-        lookup, last.mlp = options[pick], fused[pick]
+    last = program.blocks[-1]
+    fresh = _fresh(program, last)
+    leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
+    best = None  # (size, lookup, fused MLP, code dims, codes, keys)
+    for cols in [keep] + ([list(range(len(S_all)))] if len(keep) < len(S_all) else []):
+        S, codes = [S_all[j] for j in cols], codes_all[:, cols]
+        inputs = [CodeInput(leaf_of[d][0], int(codes[:, j].max()) + 1, leaf_of[d][1]) for j, d in enumerate(S)]
+        table = {tuple(int(v) for v in codes[q]): np.array([float(index[state_label[q]])])
+                 for q in rows if index[state_label[q]]}
+        if not table:  # every state has the commonest label: the index is 0 everywhere, no lookup
+            best = (0, None, last.mlp, S, codes, 0)
+            break
+        for base in _lookups(inputs, out, table, np.unique(codes[rows], axis=0)):
+            for m in _shapes(base):
+                f = m if last.mlp is None else fuse(last.mlp, m, fresh=tuple(n for n in m.reads if n in fresh))
+                dense = f.embed(ws)
+                size = sum(w.size + b.size for w, b in zip(dense.weights, dense.biases))
+                if best is None or size < best[0]:  # the first of the smallest: a fixed order
+                    best = (size, m, f, S, codes, len(table))
+    _, lookup, last.mlp, S, codes, n_keys = best
     j = np.array(index, dtype=float)
     program.W_U = np.zeros((ws.d_model, n_labels))
     program.W_U[out.dims[0]] = 2.0 * j  # logit_l = 2 j y - j^2 = y^2 - (y - j)^2 (j: l's index): nearest index
@@ -250,8 +254,9 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
         program.W_U[dim] = -C
         program.W_U[dim, state_label[state]] = C
     return {"form": "exact lookup of the state codes fused into the last MLP", "derived_margin": 1.0,
-            "code_dims": [ws.labels[d] for d in S], "keys": len(table), "label_dim": ws.labels[out.dims[0]],
+            "code_dims": [ws.labels[d] for d in S], "keys": n_keys, "label_dim": ws.labels[out.dims[0]],
             "lookup": None if lookup is None else lookup.notes["kind"],
+            "shape": None if lookup is None else lookup.notes.get("shape", "as built"),
             "input_tolerance": None if lookup is None else lookup.notes["input_tolerance"],
             "code_dim_indices": [int(d) for d in S], "codes": codes.tolist(), "codes_skip_state": None if override is None else override[1]}
 
@@ -266,8 +271,37 @@ def _lookups(inputs: list[CodeInput], out, table: dict[tuple[int, ...], np.ndarr
         return [code_function_mlp("labels.lookup", inputs[0], out,
                                   np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)]))]
     index = {k: int(round(float(v[0]))) for k, v in table.items()}
-    return [halfspace_lookup_mlp("labels.lookup", inputs, out, index, domain),
-            _pruned(lookup_mlp("labels.lookup", inputs, out, table))]
+    return [m for m in (halfspace_lookup_mlp("labels.lookup", inputs, out, index, domain),
+                        _pruned(lookup_mlp("labels.lookup", inputs, out, table))) if m is not None]
+
+
+def _relayed(mlp: MLP) -> MLP:
+    """``mlp`` with its inputs first passed through ``relu(x), relu(-x)`` pairs
+    (:func:`constructions.gadgets.carry_units`): the same function, one hidden layer more.
+    Fused after a wide MLP, the next layer's units then read 2 r relay units (r inputs)
+    instead of that MLP's whole last hidden layer."""
+    r = mlp.weights[0].shape[0]
+    return dataclasses.replace(mlp, weights=[carry_units(r), np.vstack([mlp.weights[0], -mlp.weights[0]]),
+                                             *mlp.weights[1:]],
+                               biases=[np.zeros(2 * r), *mlp.biases], notes={**mlp.notes, "relay": True})
+
+
+def _funneled(mlp: MLP) -> MLP:
+    """``mlp`` (one output dim, never negative at its codes: a label index) with one more hidden
+    layer of a single unit relu(output): the same function at exact codes, and the last hidden
+    layer (whose every unit costs a row of the residual-wide output matrix) one unit wide."""
+    return dataclasses.replace(mlp, weights=[*mlp.weights, np.ones((1, 1))], biases=[*mlp.biases, np.zeros(1)],
+                               notes={**mlp.notes, "funnel": True})
+
+
+def _shapes(mlp: MLP) -> list[MLP]:
+    """``mlp`` as built, relayed, funneled, and both (:func:`_relayed`, :func:`_funneled`)."""
+    out = []
+    for m in (mlp, _relayed(mlp)):
+        out += [m, _funneled(m)]
+    for m, shape in zip(out, ("as built", "funneled", "relayed", "relayed and funneled")):
+        m.notes["shape"] = shape
+    return out
 
 
 def _fresh(program: Program, last) -> set[str]:

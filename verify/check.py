@@ -52,6 +52,7 @@ import numpy as np
 import torch
 
 from compiler.automata.errors import BudgetError, CheckpointError, ShortcutError
+from compiler.automata.moore import reachable_states
 from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
@@ -323,11 +324,15 @@ class _LabelReference:
         self.source = from_dict(readout["source"])
         if self.source.alphabet != quotient.alphabet:
             raise CheckpointError("its readout's source automaton has another alphabet than its spec")
+        if self.source.outputs is None:
+            raise CheckpointError("its readout's source automaton has no outputs")
         index = {x: i for i, x in enumerate(readout["labels"])}
-        unknown = sorted(set(self.source.outputs or ()) - set(index))
-        if self.source.outputs is None or unknown:
+        seen = set(reachable_states(self.source))
+        unknown = sorted({x for q, x in enumerate(self.source.outputs) if q in seen} - set(index))
+        if unknown:
             raise CheckpointError(f"its readout's source automaton has outputs outside its labels: {unknown[:3]}")
-        self.source_label = np.array([index[x] for x in self.source.outputs], dtype=np.int64)
+        # a label only unreachable states carry is not among a quotient's labels: -1, never expected
+        self.source_label = np.array([index.get(x, -1) for x in self.source.outputs], dtype=np.int64)
         self.state_label = np.array(readout["state_label"], dtype=np.int64)
 
     def __call__(self, tokens: np.ndarray, quotient_states: np.ndarray) -> np.ndarray:

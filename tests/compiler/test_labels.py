@@ -307,3 +307,24 @@ def test_forced_method_chooses_between_quotient_and_original_too() -> None:
     r = m.meta["readout"]
     assert r["states"] == "quotient" and {v["method"] for v in r["variants"]} == {"scan"}
     assert len(r["variants"]) == 2 and verify(m, **QUICK).exact
+
+
+def test_the_quotient_is_compiled_within_the_state_model_when_a_construction_fits() -> None:
+    """4 states, 3 labels, 3 states after minimisation: auto's pick for the quotient (krohn-rhodes,
+    5 layers, at max_len 64) is larger than the state model (scan, 6 layers), so the quotient is compiled with
+    the shallowest construction within the state model's parameters (a scan on 3 states).  State 1,
+    unreachable, alone carries l0, which the quotient's labels lack: the verifier expects it nowhere."""
+    from compiler.automata.spec import from_dict
+
+    a = from_dict({"name": "r", "states": ["0", "1", "2", "3"], "alphabet": ["a0", "a1", "a2"], "start": "0",
+                   "transitions": {"0": {"a0": "2", "a1": "0", "a2": "3"}, "1": {"a0": "2", "a1": "2", "a2": "1"},
+                                   "2": {"a0": "2", "a1": "0", "a2": "0"}, "3": {"a0": "2", "a1": "3", "a2": "2"}},
+                   "outputs": {"0": "l1", "1": "l0", "2": "l2", "3": "l1"}})
+    states, labels = _both(a, 64)
+    r = labels.meta["readout"]
+    assert (r["states"], r["states_after"], labels.meta["method"]) == ("quotient", 3, "scan")
+    from compiler.automata.moore import minimise
+
+    assert compiler.compile_automaton(minimise(a).quotient, max_len=64).meta["method"] == "krohn-rhodes"
+    assert _params(labels) < _params(states)
+    assert verify(labels, **QUICK).exact
