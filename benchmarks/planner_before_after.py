@@ -10,6 +10,9 @@ runs against an older checkout (``PYTHONPATH=<old tree>``) to record the planner
     python benchmarks/planner_before_after.py --before benchmarks/results/planner_before_after_36fa54a.json \
         --out benchmarks/results/planner_before_after.md
 
+The same against the tree before the product construction (47c82f0): ``--before-commit 47c82f0``,
+``planner_before_after_47c82f0.json`` and ``planner_product_before_after.md``.
+
 The table marks a row ``deeper`` or ``larger`` where the new choice has more attention layers,
 or more parameters, than the old one.
 """
@@ -67,6 +70,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--json-out", help="write the records as JSON")
     p.add_argument("--before", help="the --json-out file of the old planner")
     p.add_argument("--out", help="also write the table to this file")
+    p.add_argument("--before-commit", default="36fa54a", help="the commit the --before file was recorded on")
     args = p.parse_args(argv)
     t_all = time.perf_counter()
     names = args.automata or suite()
@@ -76,10 +80,11 @@ def main(argv: list[str] | None = None) -> str:
     old = json.loads(Path(args.before).read_text()) if args.before else {}
     fmt = lambda r: ("refused" if r.get("layers") is None  # noqa: E731
                      else f"{r['method']}, {r['layers']}, {r['params']:,}")
-    lines = [header("auto before (36fa54a) and after: the paper's automata and every catalog family"), "",
+    c = args.before_commit
+    lines = [header(f"auto before ({c}) and after: the paper's automata and every catalog family"), "",
              "Each cell: method, attention layers, parameters (float32, `compile_automaton(name, max_len=T)`). "
-             "Before: this script with `--json-out` run on the tree of commit 36fa54a (the planner replaced), "
-             "committed as `planner_before_after_36fa54a.json`.", "",
+             f"Before: this script with `--json-out` run on the tree of commit {c}, committed as "
+             f"`{Path(args.before).name if args.before else '-'}`.", "",
              "| automaton | T | before | after | change |", "|---|---|---|---|---|"]
     bad = []
     for key, r in rows.items():

@@ -19,7 +19,8 @@ maps: 2-8 states, 2-4 letters, seed 0) and, at max_len T (default 256):
     python benchmarks/planner_depth.py --before benchmarks/results/planner_depth_36fa54a.json \
         --out benchmarks/results/planner_depth.md
 
-(``git archive 36fa54a | tar -x -C DIR`` gives the old tree.)
+(``git archive 36fa54a | tar -x -C DIR`` gives the old tree.)  Against the tree before the product
+construction: ``--before-commit 47c82f0`` with ``planner_depth_47c82f0.json`` (``planner_depth_product.md``).
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--verify", type=int, default=100, help="build and assemble every applicable construction "
                    "for the first this many automata and compare with the estimates")
     p.add_argument("--out", help="also write the table to this file")
+    p.add_argument("--before-commit", default="36fa54a", help="the commit the --before file was recorded on")
     args = p.parse_args(argv)
     T = args.max_len
     t_all = time.perf_counter()
@@ -159,10 +161,10 @@ def report(rows: list[dict], args, t_all: float) -> str:
              f"* auto deeper than the shallowest forced method: {len(deeper)} automata",
              f"* auto refused although a forced method fits: {len(refused_but_fits)} automata"]
     if before is not None:
-        lines.append(f"* auto deeper than the old planner (36fa54a): {len(worse_than_before)} automata")
+        lines.append(f"* auto deeper than the old planner ({args.before_commit}): {len(worse_than_before)} automata")
     keys = sorted(set(after) | set(shallowest) | set(before or {}), key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0))
     lines += ["", "Depth histogram (number of automata per attention-layer count):", "",
-              "| attention layers | " + ("auto before (36fa54a) | " if before is not None else "")
+              "| attention layers | " + (f"auto before ({args.before_commit}) | " if before is not None else "")
               + "auto now | shallowest forced |",
               "|---|" + ("---|" if before is not None else "") + "---|---|"]
     for k in keys:

@@ -17,7 +17,7 @@ import torch
 
 from .checkpoint import config_params
 from .model import CompiledTransformer
-from .program import MLP, Block, Dense, Fused, Head, Program
+from .program import MLP, Beside, Block, Dense, Fused, Head, Program
 from .workspace import Workspace
 
 
@@ -34,7 +34,7 @@ def _head_layout(index: int, head: Head) -> dict[str, Any]:
             "writes": list(head.writes)}
 
 
-def _mlp_layout(mlp: MLP | Fused, dense: Dense) -> dict[str, Any]:
+def _mlp_layout(mlp: MLP | Fused | Beside, dense: Dense) -> dict[str, Any]:
     """An MLP's hidden widths (of its embedding ``dense``) and its declared reads and writes."""
     return {"name": mlp.name, "hidden": dense.hidden_sizes, "reads": list(mlp.reads), "writes": list(mlp.writes)}
 
@@ -65,7 +65,7 @@ def shape_config(ws: Workspace, blocks: list[Block], *, n_symbols: int, n_out: i
     those embeddings, when already made).  Needs no embedding, position or unembedding weight,
     so a construction can count its parameters before it builds them (:func:`count_params`)."""
     if mlps is None:
-        mlps = [b.mlp.embed(ws) if isinstance(b.mlp, Fused) else b.mlp for b in blocks]
+        mlps = [b.mlp if b.mlp is None or isinstance(b.mlp, MLP) else b.mlp.embed(ws) for b in blocks]
     d_head = max([max(h.W_Q.shape[1], h.W_V.shape[1]) for b in blocks for h in b.heads], default=1)
     return {"d_model": ws.d_model, "d_head": d_head, "n_symbols": n_symbols, "max_len": max_len, "n_out": n_out,
             "blocks": [{"n_heads": max(len(b.heads), 1), "mlp_hidden": m.hidden_sizes if m is not None else []}

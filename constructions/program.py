@@ -22,7 +22,7 @@ so they can be reported as margins.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -153,11 +153,72 @@ class Fused:
 
 
 @dataclass
+class Beside:
+    """MLPs over disjoint residual dims as one (a direct product, Lemma 17), in the residual
+    width: each part embedded (:meth:`embed`), the shallower padded to the deepest with
+    identity layers (a hidden layer is already >= 0, so relu(h) = h carries it exactly),
+    hidden layers side by side, outputs summed.  Unlike :func:`parallel` the parts may be
+    :class:`Fused` and differ in depth; ``constructions/product.py`` runs factors this way."""
+
+    name: str
+    parts: list[MLP | Fused | Beside]
+    notes: dict[str, Any] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+    def embed(self, ws: Workspace) -> Dense:
+        dense = [p.embed(ws) for p in self.parts]
+        depth = max(len(d.weights) for d in dense)
+        padded = []
+        for d in dense:
+            h = d.weights[-1].shape[0]
+            extra = depth - len(d.weights)
+            padded.append(([*d.weights[:-1], *[np.eye(h)] * extra, d.weights[-1]],
+                           [*d.biases[:-1], *[np.zeros(h)] * extra, d.biases[-1]]))
+        weights = [np.concatenate([w[0] for w, _ in padded], axis=1)]
+        biases = [np.concatenate([b[0] for _, b in padded])]
+        for i in range(1, depth - 1):
+            weights.append(_block_diagonal([w[i] for w, _ in padded]))
+            biases.append(np.concatenate([b[i] for _, b in padded]))
+        weights.append(np.concatenate([w[-1] for w, _ in padded], axis=0))
+        biases.append(np.sum([b[-1] for _, b in padded], axis=0))
+        return Dense(weights, biases)
+
+
+def _block_diagonal(mats: list[np.ndarray]) -> np.ndarray:
+    out = np.zeros((sum(m.shape[0] for m in mats), sum(m.shape[1] for m in mats)))
+    r = c = 0
+    for m in mats:
+        out[r : r + m.shape[0], c : c + m.shape[1]] = m
+        r, c = r + m.shape[0], c + m.shape[1]
+    return out
+
+
+def renamed(part: Head | MLP | Fused | Beside, prefix: str) -> Head | MLP | Fused | Beside:
+    """``part`` with ``prefix`` before its name and every subspace name it reads and writes
+    (a program's parts moved into a workspace that prefixes its names, see
+    :func:`constructions.workspace.side_by_side`); the matrices are shared, not copied."""
+    def names(xs: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(prefix + x for x in xs)
+
+    if isinstance(part, Head):
+        return replace(part, name=prefix + part.name, writes=names(part.writes),
+                       reads={role: names(tuple(xs)) for role, xs in part.reads.items()})
+    common = {"name": prefix + part.name, "reads": names(part.reads), "writes": names(part.writes)}
+    if isinstance(part, Fused):
+        return replace(part, first=renamed(part.first, prefix), second=renamed(part.second, prefix),
+                       fresh=names(part.fresh), **common)
+    if isinstance(part, Beside):
+        return replace(part, parts=[renamed(p, prefix) for p in part.parts], **common)
+    return replace(part, **common)
+
+
+@dataclass
 class Block:
     """Attention (heads side by side, outputs summed into the residual), then an MLP."""
 
     heads: list[Head]
-    mlp: MLP | Fused | None = None
+    mlp: MLP | Fused | Beside | None = None
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from compiler.automata.errors import ShortcutError
 
-from . import bounded_stack, gridworld, krohn_rhodes, local, lookback, scan
+from . import bounded_stack, gridworld, krohn_rhodes, local, lookback, product, scan
 from .construction import Construction, Cost, Refusal
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
@@ -24,8 +24,10 @@ _ENTRIES: list[Construction] = [
     bounded_stack.CONSTRUCTION,  # bounded stacks (Dyck): depth prefix sum, last push per level, 3 layers
     krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
     local.CONSTRUCTION,  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
+    product.CONSTRUCTION,  # parallel decomposition by SP partitions: two quotients side by side, each its cheapest
     scan.CONSTRUCTION,  # Theorem 10: every automaton, ceil(log2 T) layers (last resort)
 ]
+product.use_factors(lambda: [c for c in _ENTRIES if c is not product.CONSTRUCTION])  # a factor is never a product
 
 
 def entries() -> tuple[Construction, ...]:

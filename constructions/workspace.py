@@ -105,3 +105,20 @@ def workspace_from_meta(labels: list[str], subspaces: dict[str, list[int]]) -> W
     ws.subspaces = {name: Subspace(name, tuple(labels[d] for d in dims), tuple(dims))
                     for name, dims in subspaces.items()}
     return ws
+
+
+def side_by_side(workspaces: list[Workspace], prefixes: list[str]) -> Workspace:
+    """One workspace holding each of ``workspaces`` in turn, every subspace name and residual
+    label prefixed with its workspace's prefix (``f1.scan:map[0]``): the residual of programs
+    run side by side (``constructions/product.py``), dims of workspace i after those before it."""
+    ws = Workspace()
+    for w, prefix in zip(workspaces, prefixes):
+        at = ws.d_model
+        ws.labels.extend(prefix + lab for lab in w.labels)
+        for name, sub in w.subspaces.items():
+            ws.subspaces[prefix + name] = Subspace(prefix + name, tuple(prefix + lab for lab in sub.labels),
+                                                   tuple(at + d for d in sub.dims))
+    ws._index = {lab: i for i, lab in enumerate(ws.labels)}
+    if len(ws._index) != len(ws.labels):
+        raise ValueError("side_by_side: prefixes must make the labels distinct")
+    return ws

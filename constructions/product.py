@@ -1,0 +1,285 @@
+"""Product: an automaton that decomposes in parallel, compiled as two smaller models side by side.
+
+Theorem (Hartmanis and Stearns; Lemma 17's direct product).  Let pi_1 and pi_2 be partitions
+of the states with the substitution property (states of one block go, under every letter,
+to states of one block) whose meet is trivial (no two states share a block in both).  The
+quotients A/pi_1 and A/pi_2 read the same letters, and after t letters A/pi_i is in the block
+of q_t, so (block_1(q_t), block_2(q_t)) -- one-to-one in q_t -- gives A's state
+(``compiler/automata/partitions.py`` finds such pairs).
+
+Construction.  Each quotient is compiled by its own cheapest construction (fewest layers,
+then parameters, among the registered ones other than this; the choice depends on max_len,
+so the plan carries every pair found and :func:`choose` picks at build time).  The two
+programs run side by side in one residual stream: the workspace holds both, names prefixed
+``f1.`` and ``f2.`` (``constructions.workspace.side_by_side``); layer l has the heads of both
+factors' layer l and their MLPs beside each other (``constructions.program.Beside``, the
+shallower padded with identity layers); the shallower factor's blocks come first and its
+subspaces are untouched after them.  Depth: the deeper factor's; parameters: about the sum.
+
+Readout.  Factor i scores its blocks with its own unembedding (W_i, b_i); the product scores
+state q as logit_1[block_1(q)] + logit_2[block_2(q)] (W_U's column q stacks W_1's and W_2's
+columns of its blocks).  The true state's pair maximises both terms, and any other state
+differs in at least one block: its logit is lower by at least that factor's margin (margin
+1 for a one-hot or nearest-point readout at exact values).  No lookup, no extra layer.
+
+Checks.  The layer-wise invariant is each factor's state read by its own unembedding after
+the last layer (the factors' internal invariants name subspaces without the prefix and are
+not run); the end-to-end checks are the verifier's as for any model.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from compiler.automata.errors import BudgetError, InputError, ShortcutError
+from compiler.automata.partitions import (
+    MAX_SEARCH_STATES,
+    Partition,
+    n_blocks,
+    parallel_pairs,
+    quotient,
+)
+from compiler.automata.simulate import simulate
+from compiler.automata.spec import Semiautomaton, from_dict
+
+from .assemble import assemble, count_params
+from .construction import Construction, Cost, Refusal
+from .program import Beside, Block, Program, renamed
+from .workspace import side_by_side
+
+NAME = "product"
+PREFIXES = ("f1.", "f2.")
+
+_factors: Callable[[], Sequence[Construction]] = tuple
+"""The constructions a factor may be compiled by: every registered one but this.  The registry
+hands them over (:func:`use_factors`), since it lists this module's entry itself."""
+
+
+def use_factors(constructions: Callable[[], Sequence[Construction]]) -> None:
+    """Set where :func:`choose` finds the factors' constructions (called once, by registry.py)."""
+    global _factors
+    _factors = constructions
+
+
+@dataclass(frozen=True)
+class Factorisation:
+    """One parallel decomposition: two SP partitions with a trivial meet and their quotients."""
+
+    partitions: tuple[Partition, Partition]
+    factors: tuple[Semiautomaton, Semiautomaton]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"partitions": [list(p) for p in self.partitions], "factors": [f.to_dict() for f in self.factors]}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Factorisation":
+        return Factorisation(tuple(tuple(int(x) for x in p) for p in d["partitions"]),
+                             tuple(from_dict(f) for f in d["factors"]))
+
+
+@dataclass(frozen=True)
+class ProductPlan:
+    """Every parallel decomposition found (fewest product states first) and the state count."""
+
+    pairs: tuple[Factorisation, ...]
+    n_states: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pairs": [p.to_dict() for p in self.pairs], "n_states": self.n_states}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "ProductPlan":
+        return ProductPlan(tuple(Factorisation.from_dict(p) for p in d["pairs"]), int(d["n_states"]))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The decomposition taken at a max_len and each factor's construction, plan and cost."""
+
+    pair: Factorisation
+    constructions: tuple[Construction, Construction]
+    plans: tuple[Any, Any]
+    costs: tuple[Cost, Cost]
+
+
+def applies(automaton: Semiautomaton) -> ProductPlan | Refusal:
+    """Every pair of SP partitions with a trivial meet (compiler/automata/partitions.py)."""
+    if automaton.n_states > MAX_SEARCH_STATES:
+        return Refusal(f"the product searches automata of at most {MAX_SEARCH_STATES} states for a parallel "
+                       f"decomposition; this one has {automaton.n_states}")
+    pairs = parallel_pairs(automaton)
+    if not pairs:
+        return Refusal("no two partitions with the substitution property have a trivial meet (no parallel "
+                       "decomposition by the SP partitions that one identification generates)")
+    return ProductPlan(tuple(Factorisation((p1, p2), (quotient(automaton, p1, f"{automaton.name}/pi1"),
+                                                      quotient(automaton, p2, f"{automaton.name}/pi2")))
+                             for p1, p2 in pairs), automaton.n_states)
+
+
+def _cheapest(a: Semiautomaton, max_len: int, positions: str) -> tuple[Construction, Any, Cost] | None:
+    """The registered construction (not this one) with the fewest layers, then parameters, for ``a``."""
+    best = None
+    for c in _factors():
+        plan = c.applies(a)
+        if isinstance(plan, Refusal):
+            continue
+        try:
+            cost = c.estimate(plan, max_len, positions)
+        except ShortcutError:
+            continue
+        if best is None or (cost.layers, cost.params) < (best[2].layers, best[2].params):
+            best = (c, plan, cost)
+    return best
+
+
+@functools.lru_cache(maxsize=16)
+def choose(plan: ProductPlan, max_len: int, positions: str) -> Choice:
+    """The decomposition whose factors, each by its cheapest construction, give the fewest layers
+    (the deeper factor's), then the fewest parameters (their sum); BudgetError when no pair has
+    both factors within a construction's budget."""
+    best: Choice | None = None
+    cheapest: dict[Partition, Any] = {}  # a partition is in many pairs: each quotient is planned once
+    for pair in plan.pairs:
+        picks = [cheapest[p] if p in cheapest else cheapest.setdefault(p, _cheapest(f, max_len, positions))
+                 for p, f in zip(pair.partitions, pair.factors)]
+        if None in picks:
+            continue
+        ch = Choice(pair, tuple(p[0] for p in picks), tuple(p[1] for p in picks), tuple(p[2] for p in picks))
+        if best is None or _key(ch) < _key(best):
+            best = ch
+    if best is None:
+        raise BudgetError(f"no parallel decomposition has both factors within a construction's budget at "
+                          f"max_len {max_len}")
+    return best
+
+
+def _key(ch: Choice) -> tuple[int, int]:
+    return max(c.layers for c in ch.costs), sum(c.params for c in ch.costs)
+
+
+def _side_by_side(programs: list[Program]) -> tuple[Any, list[Block]]:
+    """The factors' workspaces and blocks in one residual stream (see the module docstring)."""
+    ws = side_by_side([p.workspace for p in programs], list(PREFIXES))
+    blocks = []
+    for layer in range(max(len(p.blocks) for p in programs)):
+        here = [(prefix, p.blocks[layer]) for prefix, p in zip(PREFIXES, programs) if layer < len(p.blocks)]
+        heads = [renamed(h, prefix) for prefix, b in here for h in b.heads]
+        mlps = [renamed(b.mlp, prefix) for prefix, b in here if b.mlp is not None]
+        mlp = (None if not mlps else mlps[0] if len(mlps) == 1 else
+               Beside(f"product.l{layer}", mlps, {"beside": [m.name for m in mlps]},
+                      reads=tuple(n for m in mlps for n in m.reads), writes=tuple(n for m in mlps for n in m.writes)))
+        blocks.append(Block(heads, mlp))
+    return ws, blocks
+
+
+def _unembedding(programs: list[Program], pair: Factorisation) -> tuple[np.ndarray, np.ndarray]:
+    """W_U column q: factor 1's column of q's block over its dims, then factor 2's; b_U likewise."""
+    W = np.concatenate([p.W_U[:, list(part)] for p, part in zip(programs, pair.partitions)], axis=0)
+    b = np.sum([p.b_U[list(part)] for p, part in zip(programs, pair.partitions)], axis=0)
+    return W, b
+
+
+def build(automaton: Semiautomaton, plan: ProductPlan, *, max_len: int, eps: float = 2.0**-23,
+          positions: str = "sinusoidal") -> tuple[Program, dict[str, Any]]:
+    """The two factors' programs (:func:`choose`) side by side, with the sum of their readouts."""
+    ch = choose(plan, max_len, positions)
+    built = [c.build(f, p, max_len=max_len, eps=eps, positions=positions)
+             for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
+    programs = [b[0] for b in built]
+    ws, blocks = _side_by_side(programs)
+    W_E = np.concatenate([p.W_E for p in programs], axis=1)
+    W_pos = np.concatenate([p.W_pos for p in programs], axis=1)
+    W_U, b_U = _unembedding(programs, ch.pair)
+    at = np.cumsum([0] + [p.workspace.d_model for p in programs])
+    factors = []
+    for i, (c, f, (prog, meta)) in enumerate(zip(ch.constructions, ch.pair.factors, built)):
+        factors.append({"method": c.name, "states": f.n_states, "layers": len(prog.blocks),
+                        "prefix": PREFIXES[i], "dims": [int(at[i]), int(at[i + 1])],
+                        "W_U": prog.W_U.tolist(), "b_U": prog.b_U.tolist(),
+                        "why": c.describe(ch.plans[i], f)})
+    meta = {
+        "method": NAME,
+        "positions": positions,
+        "warnings": [f"factor {i + 1} ({m.get('method')}): {w}" for i, (_, m) in enumerate(built)
+                     for w in m.get("warnings", [])],
+        NAME: {"partitions": [list(p) for p in ch.pair.partitions], "factors": factors},
+        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes if b.mlp is not None else None}
+                   for b in blocks],
+    }
+    return Program(ws, W_E, W_pos, blocks, W_U, b_U, notes={NAME: True}), meta
+
+
+def estimate(plan: ProductPlan, max_len: int, positions: str = "sinusoidal") -> Cost:
+    """The deeper factor's layers; the exact parameter count of the programs side by side (built:
+    the merged hidden widths are not the sum of the factors' where one MLP is padded)."""
+    ch = choose(plan, max_len, positions)
+    programs = [c.build(f, p, max_len=max_len, eps=2.0**-23, positions=positions)[0]
+                for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
+    ws, blocks = _side_by_side(programs)
+    n_symbols = ch.pair.factors[0].n_symbols
+    return Cost(len(blocks), count_params(ws, blocks, n_symbols=n_symbols, n_out=plan.n_states, max_len=max_len))
+
+
+def describe(plan: ProductPlan, automaton: Semiautomaton) -> str:
+    p1, p2 = plan.pairs[0].partitions
+    return (f"parallel decomposition (Hartmanis-Stearns): {automaton.n_states} states embed in the product of "
+            f"two quotients by partitions with the substitution property ({n_blocks(p1)} x {n_blocks(p2)} blocks "
+            f"for the smallest of {len(plan.pairs)} pairs found), each compiled by its cheapest construction")
+
+
+def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:
+    """Each factor's state read by its own unembedding from its dims after the last layer, against
+    the quotient's reference state: argmax and logit margin at every position."""
+    info = model.meta[NAME]
+    parts = [tuple(p) for p in info["partitions"]]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    x = cache[f"blocks.{len(model.blocks) - 1}.hook_resid_post"][:, 1:].double().numpy()
+    states = simulate(model.automaton, tokens)
+    failures, worst = [], []
+    for i, (f, part) in enumerate(zip(info["factors"], parts)):
+        lo, hi = f["dims"]
+        logits = x[..., lo:hi] @ np.asarray(f["W_U"]) + np.asarray(f["b_U"])
+        want = np.asarray(part)[states]
+        got = logits.argmax(-1)
+        top = np.take_along_axis(logits, want[..., None], -1)[..., 0]
+        others = np.where(np.eye(logits.shape[-1], dtype=bool)[want], -np.inf, logits).max(-1)
+        margin = float((top - others).min()) if logits.shape[-1] > 1 else float("inf")
+        worst.append({"factor": i + 1, "method": f["method"], "states": f["states"], "min_logit_margin": margin})
+        if not np.array_equal(got, want):
+            failures.append(f"factor {i + 1} ({f['method']}): its readout disagrees with the quotient's state at "
+                            f"{int((got != want).sum())} positions")
+    return {"checked": "each factor's state by its own readout after the last layer", "sequences": int(len(tokens)),
+            "factors": worst, "failures": failures}
+
+
+def set_start(model, plan: ProductPlan, start: str) -> None:
+    """Rebuild for another start (the partitions do not depend on it; the quotients' starts do)
+    and copy the weights in; InputError when the rebuilt model has another shape."""
+    a = model.automaton
+    if start not in a.state_index:
+        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
+    spec = {**model.meta["automaton"], "start": start}
+    other = from_dict(spec)
+    new_plan = applies(other)
+    program, meta = build(other, new_plan, max_len=model.max_len, eps=float(torch.finfo(model.W_E.dtype).eps),
+                          positions=model.meta.get("positions", "sinusoidal"))
+    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
+                   meta={**model.meta, **meta, "plan": new_plan.to_dict(), "automaton": spec})
+    if new.config != model.config:
+        raise InputError(f"from {start!r} the product's factors compile to another shape; compile the spec again "
+                         f"with that start")
+    model.load_state_dict(new.state_dict())
+    model.set_meta(new.meta)
+
+
+CONSTRUCTION = Construction(
+    name=NAME, theorem="Hartmanis-Stearns, Lemma 17", applies=applies, estimate=estimate, build=build,
+    set_start=set_start, plan_to_json=ProductPlan.to_dict, plan_from_json=ProductPlan.from_dict,
+    describe=describe, invariants=invariants,
+)

@@ -1,0 +1,107 @@
+"""The product construction (constructions/product.py) and its pieces: MLPs beside each other,
+programs side by side, the summed readout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+from compiler.automata.catalog import build
+from compiler.automata.errors import ShortcutError
+from compiler.automata.spec import from_dict
+from constructions.checkpoint import load, save
+from constructions.gadgets import CodeInput, code_function_mlp
+from constructions.program import Beside, Head, fuse, renamed
+from constructions.workspace import Workspace, side_by_side
+from verify.check import verify
+
+QUICK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
+
+# 4 states, 4 letters (the project's random generator, seed 0, automaton 48): before the product,
+# auto compiled it in 3 layers; it is two quotients (2 and 3 states) that one layer each compiles
+R48 = {"name": "random48", "states": ["0", "1", "2", "3"], "alphabet": ["a0", "a1", "a2", "a3"], "start": "0",
+       "transitions": {"0": {"a0": "1", "a1": "0", "a2": "2", "a3": "3"}, "1": {"a0": "1", "a1": "1", "a2": "2", "a3": "3"},
+                       "2": {"a0": "2", "a1": "2", "a2": "2", "a3": "3"}, "3": {"a0": "1", "a1": "3", "a2": "2", "a3": "3"}}}
+
+
+def test_beside_runs_mlps_of_different_depths_on_disjoint_dims() -> None:
+    """A one-layer MLP beside a two-layer (fused) one: the update is each part's on its own dims."""
+    ws = Workspace()
+    x, y, u, v, w = (ws.add(n) for n in "xyuvw")
+    one = code_function_mlp("f", CodeInput(x, 4), y, np.array([[0.0], [2.0], [1.0], [2.0]]))
+    two = fuse(code_function_mlp("g", CodeInput(u, 3), v, np.array([[1.0], [0.0], [3.0]])),
+               code_function_mlp("h", CodeInput(v, 4), w, np.array([[0.0], [5.0], [6.0], [7.0]])))
+    both = Beside("b", [one, two], reads=("x", "u", "v"), writes=("y", "v", "w")).embed(ws)
+    d1, d2 = one.embed(ws), two.embed(ws)
+    assert len(both.weights) == 3 and both.hidden_sizes[0] == d1.hidden_sizes[0] + d2.hidden_sizes[0]
+    for a in range(4):
+        for b in range(3):
+            r = np.zeros(ws.d_model)
+            r[x[0]], r[u[0]] = a, b
+            np.testing.assert_array_equal(both(r), d1(r) + d2(r))
+
+
+def test_side_by_side_prefixes_names_and_offsets_dims() -> None:
+    w1, w2 = Workspace(), Workspace()
+    w1.add("bos"), w1.add("s", 2)
+    w2.add("bos"), w2.add("s", ["a", "b"])
+    ws = side_by_side([w1, w2], ["f1.", "f2."])
+    assert ws.labels == ["f1.bos", "f1.s[0]", "f1.s[1]", "f2.bos", "f2.s:a", "f2.s:b"]
+    assert ws["f2.s"].dims == (4, 5) and ws.dim("f2.bos") == 3
+    h = Head("h", np.eye(2), np.eye(2), np.eye(2), np.eye(2), reads={"query": ("s",)}, writes=("s",))
+    r = renamed(h, "f2.")
+    assert (r.name, r.reads, r.writes) == ("f2.h", {"query": ("f2.s",)}, ("f2.s",)) and r.W_Q is h.W_Q
+    with pytest.raises(ValueError):
+        side_by_side([w1, w1], ["f.", "f."])
+
+
+def test_auto_takes_the_product_where_it_is_shallower_and_it_is_exact() -> None:
+    """random48: 4 states, two quotients of 2 and 3 states, one layer each: 1 layer (3 before)."""
+    a = from_dict(R48)
+    m = compiler.compile_automaton(a, max_len=64)
+    info = m.meta["product"]
+    assert m.meta["method"] == "product" and len(m.blocks) == 1
+    assert sorted(f["states"] for f in info["factors"]) == [2, 3]
+    assert all(f["layers"] == 1 for f in info["factors"])
+    r = verify(m, **QUICK)
+    assert r.exact and r.invariants["failures"] == [] and r.margins["readout_min_logit_margin"] >= 1.0 - 1e-6
+    assert [f["min_logit_margin"] for f in r.invariants["factors"]] == [pytest.approx(1.0, abs=1e-5)] * 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_forced_product_of_a_group_is_exact_and_its_estimate_is_the_build(dtype) -> None:
+    """Z2 x Z2 (cyclic-product:2,2) forced: two counters mod 2 side by side; compile checks the
+    estimate against the built model (an internal error otherwise), in float32 and float64."""
+    m = compiler.compile_automaton(build("cyclic-product:2,2"), max_len=32, method="product", dtype=dtype)
+    assert len(m.blocks) == max(f["layers"] for f in m.meta["product"]["factors"])
+    assert verify(m, **QUICK).exact
+
+
+def test_checkpoint_round_trip_and_a_broken_factor_is_named(tmp_path) -> None:
+    m = compiler.compile_automaton(from_dict(R48), max_len=32)
+    path = tmp_path / "p.safetensors"
+    save(m, path)
+    back = load(path)
+    assert verify(back, **QUICK).exact
+    lo, hi = back.meta["product"]["factors"][1]["dims"]
+    with torch.no_grad():
+        back.W_E[:, lo:hi] = 0.0  # factor 2 loses its letters
+    r = verify(back, **QUICK)
+    assert not r.exact and any(f.startswith("factor 2") for f in r.invariants["failures"])
+
+
+def test_set_start_rebuilds_or_refuses() -> None:
+    m = compiler.compile_automaton(from_dict(R48), max_len=32)
+    try:
+        other = compiler.with_start(m, "3")
+    except ShortcutError as e:
+        assert "compile the spec again" in str(e)
+    else:
+        assert other.automaton.start == other.automaton.state_index["3"] and verify(other, **QUICK).exact
+
+
+def test_no_decomposition_is_a_refusal() -> None:
+    with pytest.raises(ShortcutError, match="substitution property"):
+        compiler.compile_automaton(build("cyclic:4"), max_len=16, method="product")
