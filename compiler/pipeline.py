@@ -447,7 +447,7 @@ def _label_choice(variants: list[_LabelVariant], refused: dict[str, str], state_
 def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, method: str, max_len: int, eps: float,
                  positions: str, prefer: str) -> tuple[Decision, Any, dict[str, Any], dict[str, Any]]:
     """Swap the state unembedding of the quotient's program for a label readout
-    (:func:`_label_readout`: linear, else an exact lookup fused into the last MLP).  Under
+    (:func:`_label_readout`: linear, else an exact lookup in the last MLP).  Under
     ``auto``, when the chosen construction's readout can carry the labels neither way, the other candidates that fit are tried in
     the planner's order (:func:`ranking`), and the last resort is given the natural action
     on the quotient's states, whose scalar code always can: the quotient orders its states by
@@ -489,7 +489,7 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
 def _label_readout(program, state_label, n_labels: int) -> dict[str, Any]:
     """Give ``program`` a label unembedding, in place: linear in its state readout
     (:func:`constructions.labels.label_unembedding`) where that can be, else an exact lookup
-    of the state codes fused into its last MLP (:func:`constructions.labels.label_lookup`);
+    of the state codes in its last MLP (:func:`constructions.labels.label_lookup`);
     LabelReadoutError (program untouched) when neither fits this construction's readout."""
     try:
         program.W_U, program.b_U, notes = label_unembedding(program.W_U, program.b_U, state_label, n_labels)

@@ -21,7 +21,7 @@ from the same residual, exactly, in the forms the constructions use:
 Any other case (several states per label under a multi-dimensional or element readout,
 or labels that are not runs of the scalar code) raises :class:`LabelReadoutError`.  Then
 :func:`label_lookup` keeps the construction and reads the labels through an exact lookup
-fused into its last MLP, when the state readout is a nearest integer point
+in its last MLP (fused after it, or beside it), when the state readout is a nearest integer point
 ``logit_q = 2 <c_q, x> - ||c_q||^2`` (gridworld's coordinates, the scan's element maps) or the
 construction declares exact features (``program.StateCodes``); only when that fails too does
 the planner try another construction (``compiler/pipeline.py``).  Of the lookups that can read
@@ -40,7 +40,7 @@ import numpy as np
 from compiler.automata.errors import ShortcutError
 
 from .gadgets import CodeInput, carry_units, code_function_mlp, halfspace_lookup_mlp, lookup_mlp
-from .program import MLP, Program, fuse
+from .program import MLP, Beside, Fused, Program, fuse
 
 
 class LabelReadoutError(ShortcutError):
@@ -238,11 +238,11 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
             break
         for base in _lookups(inputs, out, table, np.unique(codes[rows], axis=0)):
             for m in _shapes(base):
-                f = m if last.mlp is None else fuse(last.mlp, m, fresh=tuple(n for n in m.reads if n in fresh))
-                dense = f.embed(ws)
-                size = sum(w.size + b.size for w, b in zip(dense.weights, dense.biases))
-                if best is None or size < best[0]:  # the first of the smallest: a fixed order
-                    best = (size, m, f, S, codes, len(table))
+                for f in _placed(last.mlp, m, fresh, ws):
+                    dense = f.embed(ws)
+                    size = sum(w.size + b.size for w, b in zip(dense.weights, dense.biases))
+                    if best is None or size < best[0]:  # the first of the smallest: a fixed order
+                        best = (size, m, f, S, codes, len(table))
     _, lookup, last.mlp, S, codes, n_keys = best
     j = np.array(index, dtype=float)
     program.W_U = np.zeros((ws.d_model, n_labels))
@@ -253,10 +253,12 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
         C = 2.0 * (n_labels - 1) ** 2 + 1.0
         program.W_U[dim] = -C
         program.W_U[dim, state_label[state]] = C
-    return {"form": "exact lookup of the state codes fused into the last MLP", "derived_margin": 1.0,
+    return {"form": "exact lookup of the state codes in the last MLP", "derived_margin": 1.0,
             "code_dims": [ws.labels[d] for d in S], "keys": n_keys, "label_dim": ws.labels[out.dims[0]],
             "lookup": None if lookup is None else lookup.notes["kind"],
             "shape": None if lookup is None else lookup.notes.get("shape", "as built"),
+            "placed": ("beside the last MLP" if isinstance(last.mlp, Beside) and lookup is not None
+                       else "after the last MLP" if isinstance(last.mlp, Fused) and lookup is not None else None),
             "input_tolerance": None if lookup is None else lookup.notes["input_tolerance"],
             "code_dim_indices": [int(d) for d in S], "codes": codes.tolist(), "codes_skip_state": None if override is None else override[1]}
 
@@ -301,6 +303,21 @@ def _shapes(mlp: MLP) -> list[MLP]:
         out += [m, _funneled(m)]
     for m, shape in zip(out, ("as built", "funneled", "relayed", "relayed and funneled")):
         m.notes["shape"] = shape
+    return out
+
+
+def _placed(last: MLP | Fused | Beside | None, lookup: MLP, fresh: set[str], ws) -> list:
+    """Where the lookup can go in the last block: alone (no MLP there), fused after the last MLP
+    (reading what it writes: :func:`constructions.program.fuse`, the fresh subspaces from its
+    output alone) and, when it reads nothing that MLP writes, beside it
+    (:class:`constructions.program.Beside`: no carry either way)."""
+    if last is None:
+        return [lookup]
+    out = [fuse(last, lookup, fresh=tuple(n for n in lookup.reads if n in fresh))]
+    if not set(ws.span(lookup.reads)) & set(ws.span(last.writes)):
+        out.append(Beside("labels.beside", [last, lookup], {"beside": [last.name, lookup.name]},
+                          reads=tuple(dict.fromkeys((*last.reads, *lookup.reads))),
+                          writes=tuple(dict.fromkeys((*last.writes, *lookup.writes)))))
     return out
 
 

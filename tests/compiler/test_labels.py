@@ -287,12 +287,15 @@ def test_labels_over_several_code_dims_are_cut_off_by_halfspaces_within_the_stat
 
 def test_bounded_stack_labels_read_its_exact_features_and_the_error_flag() -> None:
     """dyck:4,2 (accept = empty stack): the bounded stack's readout is no nearest integer point, so the
-    lookup reads the exact features it declares (level one-hot, stack bits; program.StateCodes) and
-    st:error outvotes it from the first error on: still 3 layers, smaller than the state model, exact."""
+    lookup reads the exact features it declares (level one-hot, stack bits; program.StateCodes), beside
+    the last MLP (which only writes st:error), and st:error outvotes it from the first error on: still
+    3 layers, smaller than the state model, exact."""
     states, labels = _both(load_spec("dyck:4,2"))
     assert labels.meta["method"] == "bounded-stack" and len(labels.blocks) == 3
     assert _params(labels) < _params(states)
-    assert labels.meta["readout"]["notes"]["code_dims"] == ["st:level[0]"]
+    notes = labels.meta["readout"]["notes"]
+    assert notes["placed"] == "beside the last MLP" and notes["keys"] == 1  # the empty stack: one cap, no carry
+    assert notes["code_dims"][0] == "st:level[0]"
     assert verify(labels, **QUICK).exact
     a = labels.automaton
     word = [a.alphabet[0], a.alphabet[-1], a.alphabet[0]]  # a push, a pop of another symbol (an error), a push
