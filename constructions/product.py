@@ -229,7 +229,8 @@ def describe(plan: ProductPlan, automaton: Semiautomaton) -> str:
     p1, p2 = plan.pairs[0].partitions
     return (f"parallel decomposition (Hartmanis-Stearns): {automaton.n_states} states embed in the product of "
             f"two quotients by partitions with the substitution property ({n_blocks(p1)} x {n_blocks(p2)} blocks "
-            f"for the smallest of {len(plan.pairs)} pairs found), each compiled by its cheapest construction")
+            f"for the smallest of {len(plan.pairs)} pair{'s' * (len(plan.pairs) > 1)} found), each compiled by its "
+            f"cheapest construction at this max_len (meta['{NAME}']['factors'] names them)")
 
 
 def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:

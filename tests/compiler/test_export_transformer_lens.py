@@ -25,7 +25,7 @@ def nth_last(n: int) -> Semiautomaton:
 
 
 CASES = [("quaternion", "scan"), ("symmetric:4", "krohn-rhodes"), ("grid:5", "gridworld"),
-         ("grid2d:3,3", "gridworld"), ("nth-last:3", "lookback")]
+         ("grid2d:3,3", "gridworld"), ("nth-last:3", "lookback"), ("cyclic-product:2,2", "product")]
 
 
 def _tokens(n_symbols: int, T: int) -> torch.Tensor:
