@@ -33,11 +33,12 @@ def canonical(blocks: list[int] | tuple[int, ...]) -> Partition:
     return tuple(ids.setdefault(b, len(ids)) for b in blocks)
 
 
-def sp_partition(a: Semiautomaton, p: int, q: int) -> Partition:
-    """The smallest SP partition in which states ``p`` and ``q`` share a block: merge them,
-    then merge the images of every merged pair under every letter, until nothing changes
-    (union-find; each merge is followed once)."""
-    parent = list(range(a.n_states))
+def congruence(a: Semiautomaton, parent: list[int], p: int, q: int) -> list[int]:
+    """The finest SP partition coarser than ``parent`` (a union-find array: the root of each
+    state's block) that joins ``p`` and ``q``: merge them, then the images of every merged pair
+    under every letter, until nothing changes (each merge followed once).  Returns the root of
+    each state's block (the smallest state of the block)."""
+    parent = list(parent)
 
     def find(x: int) -> int:
         while parent[x] != x:
@@ -50,9 +51,15 @@ def sp_partition(a: Semiautomaton, p: int, q: int) -> Partition:
         x, y = todo.pop()
         rx, ry = find(x), find(y)
         if rx != ry:
-            parent[rx] = ry
+            parent[max(rx, ry)] = min(rx, ry)
             todo.extend((m[x], m[y]) for m in a.maps)
-    return canonical([find(x) for x in range(a.n_states)])
+    return [find(x) for x in range(len(parent))]
+
+
+def sp_partition(a: Semiautomaton, p: int, q: int) -> Partition:
+    """The smallest SP partition in which states ``p`` and ``q`` share a block (:func:`congruence`
+    from the partition into single states)."""
+    return canonical(congruence(a, list(range(a.n_states)), p, q))
 
 
 def n_blocks(pi: Partition) -> int:

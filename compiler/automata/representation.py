@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import BudgetError
+from .partitions import congruence
 from .semigroup import closure, identity
 from .spec import Map, Semiautomaton
 
@@ -66,28 +67,6 @@ def natural(automaton: Semiautomaton) -> Representation:
     return Representation(automaton.n_states, automaton.maps)
 
 
-def _congruence(automaton: Semiautomaton, parent: list[int], p: int, q: int) -> list[int]:
-    """Finest congruence coarser than ``parent`` (a union-find array) that joins p and q."""
-    parent = list(parent)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    todo = [(p, q)]
-    while todo:
-        a, b = todo.pop()
-        ra, rb = find(a), find(b)
-        if ra == rb:
-            continue
-        parent[max(ra, rb)] = min(ra, rb)
-        for m in automaton.maps:
-            todo.append((m[a], m[b]))
-    return [find(x) for x in range(len(parent))]
-
-
 def _project(parent: list[int], s: Map) -> tuple[Map, list[int]]:
     """Map s induced on the blocks of ``parent`` (blocks numbered by first state)."""
     roots = sorted(set(parent))
@@ -120,7 +99,7 @@ def _smallest_faithful_congruence(automaton: Semiautomaton, elems: np.ndarray) -
         for q in sorted(set(part)):
             if part[q] == part[0]:
                 continue
-            new = _congruence(automaton, part, 0, q)
+            new = congruence(automaton, part, 0, q)
             key = tuple(new)
             if key in seen:
                 continue
