@@ -260,7 +260,8 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
             "placed": ("beside the last MLP" if isinstance(last.mlp, Beside) and lookup is not None
                        else "after the last MLP" if isinstance(last.mlp, Fused) and lookup is not None else None),
             "input_tolerance": None if lookup is None else lookup.notes["input_tolerance"],
-            "code_dim_indices": [int(d) for d in S], "codes": codes.tolist(), "codes_skip_state": None if override is None else override[1]}
+            "code_dim_indices": [int(d) for d in S], "codes": codes.tolist(),
+            "codes_skip_state": None if override is None else override[1]}
 
 
 def _lookups(inputs: list[CodeInput], out, table: dict[tuple[int, ...], np.ndarray], domain: np.ndarray) -> list:

@@ -22,8 +22,10 @@ QUICK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
 # 4 states, 4 letters (the project's random generator, seed 0, automaton 48): before the product,
 # auto compiled it in 3 layers; it is two quotients (2 and 3 states) that one layer each compiles
 R48 = {"name": "random48", "states": ["0", "1", "2", "3"], "alphabet": ["a0", "a1", "a2", "a3"], "start": "0",
-       "transitions": {"0": {"a0": "1", "a1": "0", "a2": "2", "a3": "3"}, "1": {"a0": "1", "a1": "1", "a2": "2", "a3": "3"},
-                       "2": {"a0": "2", "a1": "2", "a2": "2", "a3": "3"}, "3": {"a0": "1", "a1": "3", "a2": "2", "a3": "3"}}}
+       "transitions": {"0": {"a0": "1", "a1": "0", "a2": "2", "a3": "3"},
+                       "1": {"a0": "1", "a1": "1", "a2": "2", "a3": "3"},
+                       "2": {"a0": "2", "a1": "2", "a2": "2", "a3": "3"},
+                       "3": {"a0": "1", "a1": "3", "a2": "2", "a3": "3"}}}
 
 
 def test_beside_runs_mlps_of_different_depths_on_disjoint_dims() -> None:
