@@ -49,7 +49,7 @@ from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import assemble, count_params
 from .construction import Construction, Cost, Refusal
-from .program import Beside, Block, Program, renamed
+from .program import Beside, Block, Program, StateCodes, renamed
 from .workspace import side_by_side
 
 NAME = "product"
@@ -190,6 +190,30 @@ def _unembedding(programs: list[Program], pair: Factorisation) -> tuple[np.ndarr
     return W, b
 
 
+def _one_hot_rows(W_U: np.ndarray, b_U: np.ndarray) -> list[int] | None:
+    """The residual dim of each state of a one-hot readout (logit_q = x[dim_q]), else None."""
+    rows = []
+    for q in range(W_U.shape[1]):
+        nz = np.flatnonzero(W_U[:, q])
+        if len(nz) != 1 or W_U[nz[0], q] != 1.0:
+            return None
+        rows.append(int(nz[0]))
+    return rows if len(set(rows)) == len(rows) and not np.any(b_U) else None
+
+
+def _state_codes(programs: list[Program], pair: Factorisation, at: np.ndarray) -> StateCodes | None:
+    """When both factors read their state out of an exact one-hot (krohn-rhodes, lookback, local),
+    the product's state codes are the two one-hots side by side (``program.StateCodes``: a label
+    readout can then look the label up, ``constructions/labels.py``); else None."""
+    rows = [_one_hot_rows(p.W_U, p.b_U) for p in programs]
+    if None in rows:
+        return None
+    dims = [int(at[i]) + r for i, rs in enumerate(rows) for r in rs]
+    codes = np.concatenate([np.eye(len(rs), dtype=np.int64)[list(part)] for rs, part in zip(rows, pair.partitions)],
+                           axis=1)
+    return StateCodes(dims, codes)
+
+
 def build(automaton: Semiautomaton, plan: ProductPlan, *, max_len: int, eps: float = 2.0**-23,
           positions: str = "sinusoidal") -> tuple[Program, dict[str, Any]]:
     """The two factors' programs (:func:`choose`) side by side, with the sum of their readouts."""
@@ -217,7 +241,8 @@ def build(automaton: Semiautomaton, plan: ProductPlan, *, max_len: int, eps: flo
         "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes if b.mlp is not None else None}
                    for b in blocks],
     }
-    return Program(ws, W_E, W_pos, blocks, W_U, b_U, notes={NAME: True}), meta
+    return Program(ws, W_E, W_pos, blocks, W_U, b_U, notes={NAME: True},
+                   state_codes=_state_codes(programs, ch.pair, at)), meta
 
 
 def estimate(plan: ProductPlan, max_len: int, positions: str = "sinusoidal") -> Cost:

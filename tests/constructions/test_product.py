@@ -127,3 +127,21 @@ def test_every_product_auto_takes_on_random_automata_is_exact() -> None:
             seen += 1
             assert verify(m, samples=16).exact, a.name
     assert seen >= 10
+
+
+def test_labels_of_a_product_are_looked_up_from_its_factors_one_hots() -> None:
+    """counter6.dot (AALpy Moore machine, mod 3 labels) forced to the product: both factors read
+    their state out of a one-hot, so the product declares the two one-hots as its state codes
+    and the label is looked up from them; smaller than the state model, exact."""
+    from pathlib import Path
+
+    from compiler.automata.load import load_spec
+
+    a = load_spec(Path(__file__).resolve().parents[2] / "examples" / "aalpy" / "counter6.dot")
+    states = compiler.compile_automaton(a, max_len=32, method="product")
+    labels = compiler.compile_automaton(a, max_len=32, method="product", readout="labels")
+    r = labels.meta["readout"]
+    assert labels.meta["method"] == "product" and r["states"] == "original"
+    assert r["notes"]["lookup"] == "halfspace lookup"
+    assert sum(p.numel() for p in labels.parameters()) < sum(p.numel() for p in states.parameters())
+    assert verify(labels, **QUICK).exact
