@@ -54,15 +54,21 @@ def _one_state_per_label(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence
     return W_U[:, cols].copy(), b_U[cols].copy(), {"form": "one state per label", "derived_margin": "as the states'"}
 
 
-def _one_hot(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence[int], n_labels: int):
-    """logit_l = sum of the one-hot entries of the states labelled l (None if not one-hot)."""
+def one_hot_rows(W_U: np.ndarray, b_U: np.ndarray) -> list[int] | None:
+    """The residual dim of each state of a one-hot readout (logit_q = x[dim_q], distinct dims,
+    no bias: krohn-rhodes, lookback, local), else None."""
     rows = []
     for q in range(W_U.shape[1]):
         nz = np.flatnonzero(W_U[:, q])
         if len(nz) != 1 or W_U[nz[0], q] != 1.0:
             return None
         rows.append(int(nz[0]))
-    if len(set(rows)) != len(rows) or np.any(b_U != 0):
+    return rows if len(set(rows)) == len(rows) and not np.any(b_U != 0) else None
+
+
+def _one_hot(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence[int], n_labels: int):
+    """logit_l = sum of the one-hot entries of the states labelled l (None if not one-hot)."""
+    if one_hot_rows(W_U, b_U) is None:
         return None
     S = np.zeros((W_U.shape[1], n_labels))
     S[np.arange(W_U.shape[1]), state_label] = 1.0

@@ -49,6 +49,7 @@ from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import assemble, count_params
 from .construction import Construction, Cost, Refusal
+from .labels import one_hot_rows
 from .program import Beside, Block, Program, StateCodes, renamed
 from .workspace import side_by_side
 
@@ -190,22 +191,11 @@ def _unembedding(programs: list[Program], pair: Factorisation) -> tuple[np.ndarr
     return W, b
 
 
-def _one_hot_rows(W_U: np.ndarray, b_U: np.ndarray) -> list[int] | None:
-    """The residual dim of each state of a one-hot readout (logit_q = x[dim_q]), else None."""
-    rows = []
-    for q in range(W_U.shape[1]):
-        nz = np.flatnonzero(W_U[:, q])
-        if len(nz) != 1 or W_U[nz[0], q] != 1.0:
-            return None
-        rows.append(int(nz[0]))
-    return rows if len(set(rows)) == len(rows) and not np.any(b_U) else None
-
-
 def _state_codes(programs: list[Program], pair: Factorisation, at: np.ndarray) -> StateCodes | None:
     """When both factors read their state out of an exact one-hot (krohn-rhodes, lookback, local),
     the product's state codes are the two one-hots side by side (``program.StateCodes``: a label
     readout can then look the label up, ``constructions/labels.py``); else None."""
-    rows = [_one_hot_rows(p.W_U, p.b_U) for p in programs]
+    rows = [one_hot_rows(p.W_U, p.b_U) for p in programs]
     if None in rows:
         return None
     dims = [int(at[i]) + r for i, rs in enumerate(rows) for r in rs]
