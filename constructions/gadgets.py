@@ -153,8 +153,9 @@ def compose_slope(n: int) -> tuple[int, float]:
     return M, (M - n + 1) / 2
 
 
-def compose_mlp(name: str, F: Subspace, G: Subspace, eps: float = 2.0**-23) -> MLP:
-    """Function composition in one hidden layer of 2n^2 + 2n units: F <- F o G, and clear G.
+def compose_mlp(name: str, F: Subspace, G: Subspace, eps: float = 2.0**-23, into_fetched: bool = False) -> MLP:
+    """Function composition in one hidden layer of 2n^2 + 2n units: F <- F o G, and clear G
+    (``into_fetched``: 2n^2 + n units, G <- F o G and F left as it is; see the end).
 
     F[q] holds the integer code of f(q), G[q] the code of g(q) up to noise (it was fetched
     by attention); afterwards F[q] holds f(g(q)) ("g, then f") and G holds 0.  Replaces
@@ -198,12 +199,26 @@ def compose_mlp(name: str, F: Subspace, G: Subspace, eps: float = 2.0**-23) -> M
     integers, and the scratch keeps at most the small part (for g = 0).
     ``exact_input_noise`` records u / (4 M (1 + u)); the scan sets its attention
     temperature so that the fetched codes stay within it over all its layers.
+
+    *Into the fetched map* (``into_fetched``, the scan's last layer): without the p units,
+    the update  G[q] += sum_j (u[q,j] - v[q,j]) - (M + 1) r[q] + (M + 1)/2 - c,  F unchanged.
+    By the proof above sum_j (u - v) = M G[q] + F[g] + c and r = G[q] + 1/2, so the update is
+    F[g] - G[q] and G[q] becomes f(g) + e_g, in exact arithmetic.  In floating point every
+    unit is again its exact part, so the update is the integer f(g) - g exactly; G[q] was
+    the integer g exactly when g >= 1 (|d| is below half its spacing), so it becomes f(g)
+    exactly, and for g = 0 it becomes f(0) + d rounded: f(0) when f(0) >= 1, else the
+    sub-rounding residue d the clearing version leaves in the scratch.  Saves n units where
+    nothing fetches into G afterwards.
+
+    *Pass-through units* (``MLP.passes``): p[q] = F[q] + c and r[q] = G[q] + 1/2 wherever
+    the claim's inputs are (F[q] >= -c, G[q] >= -1/2), so an MLP fused after this one reads
+    F and G from them instead of carrying them (:func:`constructions.program.fuse`).
     """
     n = len(F)
     assert len(G) == n
     M, c = compose_slope(n)
     j = np.arange(n, dtype=np.float64)
-    H = 2 * n * n + 2 * n
+    H = 2 * n * n + (n if into_fetched else 2 * n)
     W1 = np.zeros((2 * n, H))  # rows: F, G
     b1 = np.zeros(H)
     W2 = np.zeros((H, 2 * n))  # columns: F, G
@@ -216,21 +231,32 @@ def compose_mlp(name: str, F: Subspace, G: Subspace, eps: float = 2.0**-23) -> M
             b1[cols] = c - M * (j + shift)
         W2[u, q] = 1.0
         W2[u + 1, q] = -1.0
-    r, p = 2 * n * n + np.arange(n), 2 * n * n + n + np.arange(n)
+    r = 2 * n * n + np.arange(n)
     W1[n + np.arange(n), r] = 1.0
-    W1[np.arange(n), p] = 1.0
-    b1[r], b1[p] = 0.5, c
-    W2[r, np.arange(n)] = -M
-    W2[p, np.arange(n)] = -1.0
-    W2[r, n + np.arange(n)] = -1.0
-    u_round = eps / 2
-    # largest sum of |terms| in any output (u, v at g = n-1, then M r, p and the bias)
+    b1[r] = 0.5
+    passes = tuple((G.name, q, int(r[q]), 0.5) for q in range(n))
     a_max = (n - 1) + c
-    magnitude = (2 * n - 1) * a_max + M * (n - 1) ** 2 + M * (n - 0.5) + a_max + M / 2
+    if into_fetched:  # G += sum (u - v) - (M + 1) r + (M + 1)/2 - c
+        W2 = W2[:, :n].copy()
+        W2[r, np.arange(n)] = -(M + 1.0)
+        b2 = np.full(n, (M + 1) / 2 - c)
+        writes, tail = names(G), (M + 1) * (n - 0.5) + (M + 1) / 2 + c
+    else:  # F += sum (u - v) - M r - p + M/2, G -= r - 1/2
+        p = 2 * n * n + n + np.arange(n)
+        W1[np.arange(n), p] = 1.0
+        b1[p] = c
+        W2[r, np.arange(n)] = -M
+        W2[p, np.arange(n)] = -1.0
+        W2[r, n + np.arange(n)] = -1.0
+        passes += tuple((F.name, q, int(p[q]), c) for q in range(n))
+        writes, tail = names(F, G), M * (n - 0.5) + a_max + M / 2
+    u_round = eps / 2
+    # largest sum of |terms| in any output (u, v at g = n-1, then r, p and the bias)
+    magnitude = (2 * n - 1) * a_max + M * (n - 1) ** 2 + tail
     notes = {"kind": "compose", "n": n, "slope": M, "offset": c, "input_tolerance": c / M,
              "exact_input_noise": u_round / (4 * M * (1 + u_round)), "magnitude": magnitude,
-             "float_exact": magnitude < 1 / eps}
-    return MLP(name, [W1, W2], [b1, b2], notes, reads=names(F, G), writes=names(F, G))
+             "float_exact": magnitude < 1 / eps, "into": G.name if into_fetched else F.name}
+    return MLP(name, [W1, W2], [b1, b2], notes, reads=names(F, G), writes=writes, passes=passes)
 
 
 # --- constant-depth gadgets (Theorem 11): counters, memory units, table lookups ------------

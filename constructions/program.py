@@ -106,6 +106,9 @@ class MLP:
     notes: dict[str, Any] = field(default_factory=dict)
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    # (subspace, index in it, hidden unit, offset b): the unit of the (one) hidden layer is
+    # relu(x + b) = x + b wherever the MLP is used (x + b >= 0 there), so :func:`fuse` reads x from it
+    passes: tuple[tuple[str, int, int, float], ...] = ()
 
     @property
     def hidden_sizes(self) -> list[int]:
@@ -114,6 +117,13 @@ class MLP:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Evaluate on local inputs ``x`` [..., dims of reads] (float64 reference)."""
         return _relu_net(self.weights, self.biases, x)
+
+    def through(self, ws: Workspace) -> dict[int, tuple[int, float]]:
+        """Residual dim -> (hidden unit, offset) of its pass-through units (``passes``); none
+        unless the MLP has exactly one hidden layer."""
+        if len(self.weights) != 2:
+            return {}
+        return {ws[name].dims[i]: (unit, offset) for name, i, unit, offset in self.passes}
 
     def embed(self, ws: Workspace) -> Dense:
         """The same MLP over the residual width."""
@@ -148,8 +158,10 @@ class Fused:
 
     def embed(self, ws: Workspace) -> Dense:
         fresh = set(ws.span(self.fresh))
+        through = self.first.through(ws) if isinstance(self.first, MLP) else {}
         return _fuse_dense(self.first.embed(ws), self.second.embed(ws),
-                           [d for d in ws.span(self.second.reads) if d not in fresh], ws.span(self.first.writes))
+                           [d for d in ws.span(self.second.reads) if d not in fresh], ws.span(self.first.writes),
+                           through)
 
 
 @dataclass
@@ -210,7 +222,7 @@ def renamed(part: Head | MLP | Fused | Beside, prefix: str) -> Head | MLP | Fuse
                        fresh=names(part.fresh), **common)
     if isinstance(part, Beside):
         return replace(part, parts=[renamed(p, prefix) for p in part.parts], **common)
-    return replace(part, **common)
+    return replace(part, passes=tuple((prefix + n, i, u, b) for n, i, u, b in part.passes), **common)
 
 
 @dataclass
@@ -256,7 +268,8 @@ def fuse(first: MLP | Fused, second: MLP, name: str | None = None, fresh: tuple[
     """One MLP computing ``x + first(x) + second(x + first(x))``'s update.
 
     The residual dims that ``second`` reads are carried through ``first``'s hidden
-    layers as ``relu(x) - relu(-x)`` pairs, and ``first``'s result is carried through
+    layers as ``relu(x) - relu(-x)`` pairs (or read from ``first``'s pass-through units,
+    ``MLP.passes``, where it declares them: no carry), and ``first``'s result is carried through
     ``second``'s hidden layers (its last hidden layer, or its output on the dims it
     writes as +/- pairs when that is narrower), so the fused MLP has
     ``len(first.hidden) + len(second.hidden)`` hidden layers.  Used to place a readout
@@ -270,10 +283,13 @@ def fuse(first: MLP | Fused, second: MLP, name: str | None = None, fresh: tuple[
                  writes=union(first.writes, second.writes), fresh=tuple(fresh))
 
 
-def _fuse_dense(first: Dense, second: Dense, second_reads: list[int], first_writes: list[int]) -> Dense:
-    """:func:`fuse` over the residual width; ``second_reads``/``first_writes``: the declared dims."""
+def _fuse_dense(first: Dense, second: Dense, second_reads: list[int], first_writes: list[int],
+                through: dict[int, tuple[int, float]] | None = None) -> Dense:
+    """:func:`fuse` over the residual width; ``second_reads``/``first_writes``: the declared dims;
+    ``through``: dim -> (unit, offset) of ``first``'s pass-through units (:meth:`MLP.through`)."""
+    through = {d: v for d, v in (through or {}).items() if d in set(second_reads)}
     d_model = first.weights[0].shape[0]
-    read = np.array(sorted(second_reads), dtype=np.int64)
+    read = np.array(sorted(d for d in second_reads if d not in through), dtype=np.int64)
     P = np.zeros((d_model, len(read)))
     P[read, np.arange(len(read))] = 1.0
     weights: list[np.ndarray] = []
@@ -310,8 +326,10 @@ def _fuse_dense(first: Dense, second: Dense, second_reads: list[int], first_writ
             W[:h_last, :h] = O1 @ w  # second reads first's output ...
             W[h_last:h_last + len(read), :h] = w[read]  # ... and x_S = p - m
             W[h_last + len(read):, :h] = -w[read]
+            for dim, (unit, offset) in through.items():  # x_dim = unit - offset
+                W[unit, :h] += w[dim]
             W[:h_last, h:] = C_in
-            B = np.concatenate([b + c1 @ w, C_b])
+            B = np.concatenate([b + c1 @ w - sum(offset * w[dim] for dim, (_, offset) in through.items()), C_b])
         else:
             n_prev = weights[-1].shape[1] - k
             W = np.zeros((n_prev + k, h + k))

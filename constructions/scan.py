@@ -4,7 +4,8 @@ Residual subspaces:
   ``one``, ``bos``        constant 1; 1 only at BOS
   ``pos:*``               position code (constructions/positions.py)
   ``scan:map[x]``         integer code of f_t(x), the running transition map on points x
-  ``scan:prev[x]``        scratch: the map fetched from t - 2^(l-1); cleared by the MLP
+  ``scan:prev[x]``        the map fetched from t - 2^(l-1); cleared by the MLP, except in
+                          the last layer, whose MLP leaves the whole map there
 
 Embedding: symbol a writes its transition map, BOS the identity map.  Layer l
 fetches f_(t - 2^(l-1)) (BOS's identity when that position does not exist) and
@@ -13,6 +14,12 @@ the composition MLP (:func:`constructions.gadgets.compose_mlp`: one hidden layer
 "f_(t-2^(l-1)), then f_t", in place.  After layer l, position t holds the map of
 letters max(1, t-2^l+1)..t -- the invariant the verifier checks -- so after
 ceil(log2 T) layers it holds delta(., sigma_1..sigma_t) and the state is f_t(q0).
+The last layer's MLP writes that composition over the fetched map in ``scan:prev``
+instead (``into_fetched``: nothing fetches after it, so nothing needs the scratch
+cleared), with m units fewer, and leaves ``scan:map`` at the 2^(L-1)-letter window;
+the last MLP's notes (``into``) name the subspace the readout reads (``scan:map`` in
+checkpoints from before this change).  A lookup fused after that MLP (a label readout)
+reads the map from its pass-through units, with no carry.
 The start state enters only the unembedding, so one model serves every start state
 (:func:`readout`).
 
@@ -55,10 +62,12 @@ def n_scan_layers(max_len: int) -> int:
     return max(1, math.ceil(math.log2(max_len)))
 
 
-def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start: int) -> tuple[np.ndarray, np.ndarray]:
-    """Unembedding (W_U, b_U) giving one logit per state for start state ``start``.
+def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start: int,
+            result: str) -> tuple[np.ndarray, np.ndarray]:
+    """Unembedding (W_U, b_U) giving one logit per state for start state ``start``, reading the
+    map from the subspace ``result``.
 
-    Natural action: x = f_t(q0) is an exact integer code in ``scan:map[q0]``;
+    Natural action: x = f_t(q0) is an exact integer code in ``result[q0]``;
     logit_q = 2 q x - q^2 = x^2 - (x - q)^2 is maximal at q = x with margin >= 1.
     Element readout: x = f_t is the whole map on the points, and
     logit_q = 2 <s_q, x> - ||s_q||^2 = ||x||^2 - ||x - s_q||^2, where s_q is the map of the
@@ -68,7 +77,7 @@ def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start:
     n = automaton.n_states
     W_U = np.zeros((ws.d_model, n))
     b_U = np.zeros(n)
-    F = ws["scan:map"]
+    F = ws[result]
     if rep.natural:
         x = F[start]
         for q in range(n):
@@ -83,14 +92,15 @@ def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start:
     return W_U, b_U
 
 
-def layer_params(n_points: int, max_len: int, positions: str = "sinusoidal") -> int:
+def layer_params(n_points: int, max_len: int, positions: str = "sinusoidal", last: bool = False) -> int:
     """Parameters of one scan block (one head, one composition MLP) as the model stores them:
-    d_model = 2 + position dims + 2m, d_head = max(position dims + 1, m), MLP hidden 2m^2 + 2m."""
+    d_model = 2 + position dims + 2m, d_head = max(position dims + 1, m), MLP hidden 2m^2 + 2m
+    (2m^2 + m in the ``last`` block, which composes into the fetched map)."""
     m = n_points
     c = position_code(positions, max_len).dim
     d = 2 + c + 2 * m
     d_head = max(c + 1, m)
-    hidden = 2 * m * m + 2 * m
+    hidden = 2 * m * m + (m if last else 2 * m)
     return 4 * d * d_head + d * hidden + hidden + hidden * d + d
 
 
@@ -101,8 +111,9 @@ def estimated_params(rep: Representation, max_len: int, positions: str = "sinuso
     d = 2 + position_code(positions, max_len).dim + 2 * m
     n_symbols = len(rep.letter_maps)
     n_states = m if rep.natural else len(rep.block_of)
-    return ((n_symbols + 1) * d + (max_len + 1) * d + n_scan_layers(max_len) * layer_params(m, max_len, positions)
-            + d * n_states + n_states)
+    L = n_scan_layers(max_len)
+    return ((n_symbols + 1) * d + (max_len + 1) * d + (L - 1) * layer_params(m, max_len, positions)
+            + layer_params(m, max_len, positions, last=True) + d * n_states + n_states)
 
 
 def check_budget(rep: Representation, max_len: int, positions: str, max_params: int) -> None:
@@ -155,12 +166,12 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
     blocks = []
     L = n_scan_layers(max_len)
     for l in range(1, L + 1):
-        mlp = compose_mlp(f"scan{l}.compose", F, G, eps=eps)
+        mlp = compose_mlp(f"scan{l}.compose", F, G, eps=eps, into_fetched=l == L)
         tol = head_tolerance(mlp.notes, L)
         head = offset_head(f"scan{l}.lookback", pos, code, bos, one, 2 ** (l - 1), F, G, value_range=m - 1,
                            tolerance=tol)
         blocks.append(Block([head], mlp))
-    W_U, b_U = readout(rep, automaton, ws, automaton.start)
+    W_U, b_U = readout(rep, automaton, ws, automaton.start, blocks[-1].mlp.notes["into"])
     margin = code.precision_margin(eps)
     warnings = []
     if margin < 1:
@@ -168,7 +179,7 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
             f"{positions} positions at max_len {max_len}: the attention score gap is below the rounding error of "
             f"this dtype (margin {margin:.2g}); expect wrong look-backs -- use sinusoidal positions or float64"
         )
-    compose = blocks[0].mlp.notes
+    compose = max((b.mlp.notes for b in blocks), key=lambda notes: notes["magnitude"])
     if not compose["float_exact"]:
         warnings.append(
             f"composing maps on {m} points: the composition MLP's sums reach {compose['magnitude']:,.0f}, beyond "
@@ -204,7 +215,7 @@ def set_start(model, rep: Representation, start: str) -> None:
         raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
     q0 = a.state_index[start]
     ws = workspace_from_meta(model.meta["residual_labels"], model.meta["subspaces"])
-    W_U, b_U = readout(rep, a, ws, q0)
+    W_U, b_U = readout(rep, a, ws, q0, scan_checks.result_of(model.meta))
     with torch.no_grad():
         model.W_U.copy_(torch.from_numpy(W_U).to(model.W_U.dtype))
         model.b_U.copy_(torch.from_numpy(b_U).to(model.b_U.dtype))

@@ -92,7 +92,8 @@ def test_scan_declarations(name):
 def test_scan_covers_element_readout():
     program, meta = scan.build(catalog_build("dihedral:3"), max_len=9)
     assert not meta["scan"]["natural"]  # read out by group element, linearly: no extra units
-    assert program.blocks[-1].mlp.hidden_sizes == program.blocks[0].mlp.hidden_sizes
+    m = meta["scan"]["n_points"]  # (the last MLP composes into the fetched map: m units fewer)
+    assert program.blocks[-1].mlp.hidden_sizes == [program.blocks[0].mlp.hidden_sizes[0] - m]
     assert check_declarations(program) == 2 * len(program.blocks)
 
 

@@ -89,7 +89,7 @@ def test_quaternion_at_4096_is_certified_and_smaller_than_its_scan():
     assert [h["block_keys"] for h in heads] == [[1 + 456 * h, min(4096, 456 * (h + 1))] for h in range(9)]
     scan = registry.get("scan")
     scan_params = scan.estimate(scan.applies(a), 4096, "sinusoidal").params
-    assert kr.estimate(cascade, 4096).params == 325_011 < scan_params == 414_356
+    assert kr.estimate(cascade, 4096).params == 325_011 < scan_params == 413_612
 
 
 def _forced(monkeypatch, count):

@@ -2,6 +2,7 @@
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -37,6 +38,9 @@ def test_every_composition_is_bit_exact(name):
     r = verify(model, samples=2, exhaustive_budget=128, family_limit=2)
     assert r.exact and r.invariants["worst_map_deviation"] == 0.0
     mlps = r.margins["mlps"]
+    # the whole map, composed into the fetched one, keeps at most the scratch's sub-rounding residue
+    assert r.invariants["worst_result_deviation"] < mlps[-1]["exact_input_noise"]
+    assert r.invariants["worst_result_deviation"] <= r.invariants["worst_scratch_residue"] or len(mlps) == 1
     assert len(mlps) == len(model.blocks)
     for x in mlps:
         assert x["bit_exact"] and x["worst_map_noise"] == 0.0
@@ -53,9 +57,10 @@ def test_estimate_is_the_built_parameter_count(name, T, positions):
     n = sum(p.numel() for p in model.parameters())
     rep = choose(model.automaton)
     assert scan.estimated_params(rep, T, positions) == n == scan.estimate(rep, T, positions).params
-    per_layer = sum(p.numel() for p in model.blocks[0].parameters())
-    assert all(sum(p.numel() for p in b.parameters()) == per_layer for b in model.blocks)
-    assert scan.layer_params(rep.n_points, T, positions) == per_layer
+    per_layer = [sum(p.numel() for p in b.parameters()) for b in model.blocks]
+    assert per_layer[:-1] == [scan.layer_params(rep.n_points, T, positions)] * (len(per_layer) - 1)
+    assert per_layer[-1] == scan.layer_params(rep.n_points, T, positions, last=True)
+    assert scan.layer_params(rep.n_points, T, positions, last=True) < scan.layer_params(rep.n_points, T, positions)
 
 
 def test_dyck_4_2_fits_in_5m_parameters():
@@ -196,6 +201,25 @@ def test_one_model_reads_out_every_start_state():
             assert other.predict(toks).tolist() == want
             assert other.automaton.states[other.automaton.start] == q0
         assert model.automaton.start == a.start  # the original is untouched
+
+
+def test_a_checkpoint_from_before_the_last_layer_composed_into_the_fetched_map():
+    """cyclic:3, scan, max_len 8, saved by 691005e: every layer composes into scan:map (no
+    ``into`` in its notes).  It still loads, verifies exact with its invariants, and moving its
+    start state re-points the readout at scan:map, where its map is."""
+    old = compiler.load(Path(__file__).parent / "data" / "cyclic3_scan_691005e.safetensors")
+    assert "into" not in old.meta["layers"][-1]["mlp"]
+    assert len({b.mlp.W_in.shape[1] for b in old.blocks}) == 1  # one hidden size: the old last layer
+    r = verify(old, samples=4, exhaustive_budget=512)
+    assert r.exact and r.invariants["failures"] == [] and r.invariants["worst_result_deviation"] is None
+    a = old.automaton
+    toks = torch.randint(0, a.n_symbols, (16, 8), generator=torch.Generator().manual_seed(0))
+    for q0 in a.states:
+        other = compiler.with_start(old, q0)
+        assert other.predict(toks).tolist() == [a.run(row, start=a.state_index[q0]) for row in toks.tolist()]
+    new = compiler.compile_automaton("cyclic:3", max_len=8, method="scan")
+    assert new.meta["layers"][-1]["mlp"]["into"] == "scan:prev"
+    assert new.info()["n_params"] < old.info()["n_params"]
 
 
 def test_oversized_scan_is_refused_with_budget_error():
