@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         (ls, ps), (lm, pm) = _size(s), _size(m)
         r = m.meta["readout"]
         lookup = (r.get("notes") or {}).get("lookup")
-        forms[r["form"] + (f" ({lookup})" if lookup else "")] += 1
+        forms[r["form"] + (f" ({lookup})" if lookup and lookup not in r["form"] else "")] += 1
         count["larger" if pm > ps else "equal" if pm == ps else "smaller"] += 1
         count["deeper"] += lm > ls
         worst = max(worst, (pm / ps, name))

@@ -27,6 +27,7 @@ from constructions.labels import (
     READOUTS,
     STATES,
     LabelReadoutError,
+    label_halfspaces,
     label_lookup,
     label_unembedding,
     readout_of,
@@ -488,14 +489,15 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
 
 def _label_readout(program, state_label, n_labels: int) -> dict[str, Any]:
     """Give ``program`` a label unembedding, in place: linear in its state readout
-    (:func:`constructions.labels.label_unembedding`) where that can be, else an exact lookup
-    of the state codes in its last MLP (:func:`constructions.labels.label_lookup`);
+    (:func:`constructions.labels.label_unembedding`) where that can be, else linear in its state
+    codes (:func:`constructions.labels.label_halfspaces`), else an exact lookup of the state codes
+    in its last MLP (:func:`constructions.labels.label_lookup`);
     LabelReadoutError (program untouched) when neither fits this construction's readout."""
     try:
         program.W_U, program.b_U, notes = label_unembedding(program.W_U, program.b_U, state_label, n_labels)
     except LabelReadoutError as linear:
         try:
-            notes = label_lookup(program, state_label, n_labels)
+            notes = label_halfspaces(program, state_label, n_labels) or label_lookup(program, state_label, n_labels)
         except LabelReadoutError as lookup:
             raise LabelReadoutError(f"{linear}; {lookup}") from None
     return notes

@@ -629,7 +629,7 @@ def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarr
                reads=inp.sub.names, writes=writes)
 
 
-def _separation(inside: np.ndarray, outside: np.ndarray, max_updates: int = 10_000, max_pairs: int = 250_000):
+def separation(inside: np.ndarray, outside: np.ndarray, max_updates: int = 10_000, max_pairs: int = 250_000):
     """An integer direction w with min over ``inside`` of <w, c> above max over ``outside``
     (rows are integer codes), as (w, min inside, max outside), the one of smallest
     |w|_1 / gap among: every w in {-1, 0, 1}^d (d <= 6), the centroid direction
@@ -661,6 +661,40 @@ def _separation(inside: np.ndarray, outside: np.ndarray, max_updates: int = 10_0
     return W[i].astype(np.float64), int(lo[i]), int(hi[i])
 
 
+def interpolated_code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarray) -> MLP:
+    """A function of one integer code in one hidden layer, linear between the codes: for x in
+    [-1/2, n-1] (exact at x = 0..n-1), ``values[x]`` (a vector over ``out``) is
+
+        values[0] + s_0 (relu(x + 1/2) - 1/2) + sum over c = 1..n-2 of (s_c - s_(c-1)) relu(x - c),
+
+    with s_c = values[c+1] - values[c] the slope after code c; a unit only where the slope
+    changes (and for s_0 when it is not 0), so at most as many units as
+    :func:`code_function_mlp`'s two per value change, half as many where the value changes at
+    neighbouring codes (0, 1, 0: 2 units, not 4).  Not flat near the codes: a code error e moves
+    the output by at most L e (L the steepest |s_c|), so ``input_tolerance`` is
+    STEP_TOLERANCE / L, within which the output stays within STEP_TOLERANCE of the value."""
+    values = np.asarray(values, dtype=np.float64)
+    slopes = np.diff(values, axis=0)  # [n-1, dims]
+    units: list[tuple[float, np.ndarray]] = []  # (bias of relu(x + bias), output weights)
+    if len(slopes) and np.any(slopes[0]):
+        units.append((0.5, slopes[0]))
+    for c in range(1, len(slopes)):
+        if np.any(slopes[c] != slopes[c - 1]):
+            units.append((-float(c), slopes[c] - slopes[c - 1]))
+    row = _local_rows([inp.sub])
+    rows = [row[(leaf.name, j)] for leaf in inp.sub.leaves for j in range(len(leaf))]
+    writes, kept = _written(out, list(values))
+    W1 = np.zeros((len(row), len(units)))
+    W1[rows[inp.index]] = 1.0
+    W2 = np.array([w[kept] for _, w in units]).reshape(len(units), len(kept))
+    b2 = values[0][kept] - (0.5 * slopes[0][kept] if len(units) and units[0][0] == 0.5 else 0.0)
+    steepest = float(np.abs(slopes).max()) if slopes.size else 0.0
+    return MLP(name, [W1, W2], [np.array([b for b, _ in units]), b2],
+               {"kind": "interpolated code function", "units": len(units),
+                "input_tolerance": STEP_TOLERANCE / max(steepest, 1.0)},
+               reads=inp.sub.names, writes=writes)
+
+
 def halfspace_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace, index: dict[tuple[int, ...], int],
                          domain: np.ndarray) -> MLP | None:
     """A lookup in one hidden layer: the integer ``index`` of each code in ``domain`` (rows:
@@ -684,7 +718,7 @@ def halfspace_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace, inde
         inside = np.array([k for k, v in index.items() if v == j], dtype=np.int64)
         key = {tuple(c) for c in inside.tolist()}
         outside = np.array([c for c in domain.tolist() if tuple(c) not in key], dtype=np.int64).reshape(-1, len(inputs))
-        step = _separation(inside, outside) if len(inside) > 1 else None
+        step = separation(inside, outside) if len(inside) > 1 else None
         if step is not None:
             w, lo, _ = step
             sw, sb, _ = step_units(2)  # 1[z >= 1], shifted to 1[z >= lo]
@@ -692,7 +726,7 @@ def halfspace_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace, inde
             exact_slope = max(exact_slope, float(np.abs(w).sum()))
             continue
         for p in inside:
-            cap = _separation(p[None], np.array([c for c in domain.tolist() if tuple(c) != tuple(p)],
+            cap = separation(p[None], np.array([c for c in domain.tolist() if tuple(c) != tuple(p)],
                                                 dtype=np.int64).reshape(-1, len(inputs)))
             if cap is None:
                 return None

@@ -19,13 +19,18 @@ from the same residual, exactly, in the forms the constructions use:
 * **one state per label** (any form): the state logits, one column per label.
 
 Any other case (several states per label under a multi-dimensional or element readout,
-or labels that are not runs of the scalar code) raises :class:`LabelReadoutError`.  Then
+or labels that are not runs of the scalar code) raises :class:`LabelReadoutError`.  Then,
+where the construction's state codes are known (below) and halfspaces of them cut off every
+label but one, :func:`label_halfspaces` scores the labels linearly in those codes, with integer
+weights in the unembedding (a product's two one-hots: "the first factor's state is 2" or
+"x + y >= 4" on a grid; no parameter added).  Else
 :func:`label_lookup` keeps the construction and reads the labels through an exact lookup
 in its last MLP (fused after it, or beside it), when the state readout is a nearest integer point
 ``logit_q = 2 <c_q, x> - ||c_q||^2`` (gridworld's coordinates, the scan's element maps) or the
 construction declares exact features (``program.StateCodes``); only when that fails too does
 the planner try another construction (``compiler/pipeline.py``).  Of the lookups that can read
-the label (one code's function, halfspaces cutting the keys off, Lemma 11's two-layer table) it
+the label (one code's function, by steps or linear between the codes; halfspaces cutting the
+keys off; Lemma 11's two-layer table) it
 keeps the one whose fused MLP has the fewest parameters; codes that only the last MLP writes
 are read from its output, not carried through its hidden layers.
 """
@@ -39,7 +44,15 @@ import numpy as np
 
 from compiler.automata.errors import ShortcutError
 
-from .gadgets import CodeInput, carry_units, code_function_mlp, halfspace_lookup_mlp, lookup_mlp
+from .gadgets import (
+    CodeInput,
+    carry_units,
+    code_function_mlp,
+    halfspace_lookup_mlp,
+    interpolated_code_function_mlp,
+    lookup_mlp,
+    separation,
+)
 from .program import MLP, Beside, Fused, Program, fuse
 
 
@@ -204,6 +217,68 @@ def _free_dim(program: Program):
     return None
 
 
+def _halfspace_logits(codes: np.ndarray, state_label: Sequence[int], n_labels: int):
+    """Integer label logits linear in the state codes, when halfspaces cut the labels off:
+    logit_l = 2 <w_l, c> - lo_l - hi_l for every label but a default one d (logit_d = 0), where
+    ``<w_l, c> >= lo_l`` at the codes of label l and ``<= hi_l < lo_l`` at every other code
+    (:func:`constructions.gadgets.separation`).  At an exact code of label j, logit_j >= 1,
+    every other non-default logit <= -1 and logit_d = 0: margin 1, integer weights, so exact in
+    float.  d is the one label no halfspace cuts off (else the label of most states), and
+    None when two labels cannot be cut off.  Returns (W [n_code_dims, n_labels], b, tolerance):
+    a code error e moves a logit difference by at most 2 (|w_a|_1 + |w_b|_1) e, so the margin
+    stays >= 1/2 for codes within ``tolerance`` of the exact ones."""
+    uniq: dict[tuple[int, ...], int] = {}
+    for c, lab in zip(codes, state_label):
+        uniq[tuple(int(v) for v in c)] = lab
+    pts = np.array(list(uniq), dtype=np.int64).reshape(len(uniq), codes.shape[1])
+    labs = np.array(list(uniq.values()))
+    cut = {}
+    for lab in range(n_labels):
+        sep = separation(pts[labs == lab], pts[labs != lab]) if np.any(labs == lab) else None
+        if sep is not None:
+            cut[lab] = sep
+    missing = [lab for lab in range(n_labels) if lab not in cut]
+    if len(missing) > 1:
+        return None
+    count = np.bincount(np.asarray(state_label), minlength=n_labels)
+    default = missing[0] if missing else int(np.argmax(count))
+    W, b = np.zeros((codes.shape[1], n_labels)), np.zeros(n_labels)
+    l1 = [0.0]
+    for lab, (w, lo, hi) in cut.items():
+        if lab != default:
+            W[:, lab], b[lab] = 2.0 * w, -float(lo + hi)
+            l1.append(float(np.abs(w).sum()))
+    top = sorted(l1)[-2:]
+    return W, b, 1.0 / (4.0 * max(sum(top), 1.0))
+
+
+def label_halfspaces(program: Program, state_label: Sequence[int], n_labels: int) -> dict[str, Any] | None:
+    """Give ``program`` (its state codes read as in :func:`label_lookup`) an unembedding that
+    scores the labels linearly in the state codes (:func:`_halfspace_logits`), in place, adding
+    no parameter: tried first on the dims that decide the label, then on every code dim.
+    Returns the notes, or None (program untouched) when the labels are not cut off by
+    halfspaces there or the readout has an override state."""
+    S_all, codes_all, override = _readout_codes(program)
+    if override is not None:
+        return None
+    keep = _deciding_dims(codes_all, state_label)
+    for cols in [keep] + ([list(range(len(S_all)))] if len(keep) < len(S_all) else []):
+        found = _halfspace_logits(codes_all[:, cols], state_label, n_labels)
+        if found is None:
+            continue
+        W, b, tol = found
+        S = [S_all[j] for j in cols]
+        program.W_U = np.zeros((program.workspace.d_model, n_labels))
+        program.W_U[S] = W
+        program.b_U = b
+        ws = program.workspace
+        return {"form": "halfspaces of the state codes in the unembedding", "derived_margin": 1.0,
+                "code_dims": [ws.labels[d] for d in S], "lookup": "halfspaces", "reader": "unembedding",
+                "input_tolerance": tol, "code_dim_indices": [int(d) for d in S],
+                "codes": codes_all[:, cols].tolist(), "codes_skip_state": None}
+    return None
+
+
 def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) -> dict[str, Any]:
     """Turn ``program`` (its state readout a nearest integer point, see :func:`_point_codes`)
     into one that scores ``n_labels`` labels, in place, adding no layer: an exact lookup
@@ -273,12 +348,14 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
 def _lookups(inputs: list[CodeInput], out, table: dict[tuple[int, ...], np.ndarray], domain: np.ndarray) -> list:
     """The lookups of ``table`` (the label index of each key code; 0 elsewhere on ``domain``, the
     codes that occur) to choose from, in a fixed order: one code dim's function in one hidden
-    layer (:func:`constructions.gadgets.code_function_mlp`), else halfspaces cutting the keys off
+    layer (steps, :func:`constructions.gadgets.code_function_mlp`, or linear between the codes,
+    :func:`constructions.gadgets.interpolated_code_function_mlp`), else halfspaces cutting the keys off
     in one hidden layer (:func:`constructions.gadgets.halfspace_lookup_mlp`, None when they cannot)
     and Lemma 11's lookup in two (:func:`constructions.gadgets.lookup_mlp`)."""
     if len(inputs) == 1:
-        return [code_function_mlp("labels.lookup", inputs[0], out,
-                                  np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)]))]
+        values = np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)])
+        return [code_function_mlp("labels.lookup", inputs[0], out, values),
+                interpolated_code_function_mlp("labels.lookup", inputs[0], out, values)]
     index = {k: int(round(float(v[0]))) for k, v in table.items()}
     return [m for m in (halfspace_lookup_mlp("labels.lookup", inputs, out, index, domain),
                         _pruned(lookup_mlp("labels.lookup", inputs, out, table))) if m is not None]

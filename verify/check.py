@@ -480,7 +480,7 @@ def _label_codes(model, tokens: np.ndarray) -> dict[str, Any] | None:
     if notes.get("codes_skip_state") is not None:
         dev = np.where(states == notes["codes_skip_state"], 0.0, dev)
     worst = float(dev.max()) if dev.size else 0.0
-    return {"layer": len(model.blocks), "mlp": f"labels.lookup ({notes.get('lookup')})",
+    return {"layer": len(model.blocks), "mlp": f"{notes.get('reader', 'labels.lookup')} ({notes.get('lookup')})",
             "inputs": ", ".join(notes["code_dims"]), "input_tolerance": tol, "worst_input_noise": worst,
             "distance_to_boundary": tol - worst}
 
@@ -601,7 +601,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
             invariants["mlps"] = [*(invariants.get("mlps") or []), lookup]
             if lookup["distance_to_boundary"] <= 0:
                 invariants.setdefault("failures", []).append(
-                    f"layer {lookup['layer']} MLP (labels.lookup): the state codes it reads deviate by "
+                    f"layer {lookup['layer']} {lookup['mlp']}: the state codes it reads deviate by "
                     f"{lookup['worst_input_noise']:.3g} (tolerance {lookup['input_tolerance']:.3g})")
         done += lw.size
     elif layerwise and len(sample):

@@ -206,13 +206,16 @@ def _both(a, max_len: int = 16):
 def test_permutation_labelled_by_where_point_0_goes_is_strictly_smaller() -> None:
     """symmetric:5 labelled by the image of its first point (a letter moves it wherever it sends
     that point): the minimal Moore machine is S5 on 5 points, compiled in fewer parameters than
-    the 120-state model, and taken (the record says so)."""
+    the 120-state model; the automaton as given, its image of point 0 read by one unit linear in
+    that code (labels in code order), is smaller still and taken (the record says so)."""
     a = labelled("symmetric:5", lambda s: s[0])
     states, labels = _both(a)
     r = labels.meta["readout"]
-    assert (r["states"], r["states_before"], r["states_after"]) == ("quotient", 120, 5)
-    assert _params(labels) < _params(states) and r["state_model_params"] == _params(states)
-    assert "label readout on the minimal Moore machine" in r["why"]
+    assert (r["states"], r["states_before"], r["states_after"]) == ("original", 120, 5)
+    variant = {v["states"]: v["params"] for v in r["variants"]}
+    assert _params(labels) == variant["original"] < variant["quotient"] < _params(states) == r["state_model_params"]
+    assert r["notes"]["lookup"] == "interpolated code function"
+    assert "label readout on the automaton as given" in r["why"] and "not the minimal Moore machine (5 states)" in r["why"]
     assert verify(labels, **QUICK).exact
 
 
@@ -260,7 +263,7 @@ def test_labels_that_need_a_lookup_take_the_automaton_as_given(spec, label) -> N
         compiler.with_start(labels, a.states[1])
 
 
-@pytest.mark.parametrize("spec, label, max_len", [("grid:6", _wall, 16), ("symmetric:5", _lt, 64)])
+@pytest.mark.parametrize("spec, label, max_len", [("grid:6", _wall, 16), ("symmetric:5", _in_three, 64)])
 def test_labels_read_by_a_lookup_are_within_the_state_model(spec, label, max_len) -> None:
     """The lookup reads only the code dims that decide the label, keys only the labels other than
     the commonest, writes into the BOS flag's dim (0 at every input position) and, for one code
@@ -270,10 +273,32 @@ def test_labels_read_by_a_lookup_are_within_the_state_model(spec, label, max_len
     assert labels.meta["readout"]["notes"]["label_dim"] == "bos"
 
 
-@pytest.mark.parametrize("spec, label", [("symmetric:5", _lt), ("symmetric:5", _in_three),
+@pytest.mark.parametrize("spec, label", [("symmetric:5", _lt), ("grid2d:4,4", lambda s: "far" if sum(map(int, s.split(","))) >= 4 else "near")])
+def test_labels_cut_off_by_halfspaces_are_scored_in_the_unembedding(spec, label) -> None:
+    """x < y of a permutation's first two images, and a 4x4 grid's far half (x + y >= 4): one
+    halfspace of the state codes cuts each label off, so the unembedding scores the labels with
+    integer weights on the code dims (margin 1) and the blocks are the state model's own; smaller
+    than the state model by the unembedding columns it drops, and exact, the codes it reads
+    checked by the verifier within the recorded tolerance."""
+    states, labels = _both(labelled(spec, label))
+    notes = labels.meta["readout"]["notes"]
+    assert notes["lookup"] == "halfspaces" and notes["reader"] == "unembedding"
+    assert labels.config["blocks"] == states.config["blocks"]
+    d = labels.config["d_model"]
+    assert _params(labels) == _params(states) - (states.config["n_out"] - 2) * (d + 1)
+    W_U = labels.W_U.detach().numpy()
+    assert set(np.flatnonzero(np.any(W_U != 0, axis=1))) <= set(notes["code_dim_indices"])
+    assert np.array_equal(W_U, np.round(W_U))
+    r = verify(labels, **QUICK)
+    assert r.exact
+    entry = [m for m in r.margins["mlps"] if m["mlp"] == "unembedding (halfspaces)"]
+    assert entry and 0 <= entry[0]["worst_input_noise"] < entry[0]["input_tolerance"]
+
+
+@pytest.mark.parametrize("spec, label", [("symmetric:5", _in_three),
                                          ("grid2d:3,3", lambda s: "c" if s in ("0,0", "0,2", "2,0", "2,2") else "n")])
 def test_labels_over_several_code_dims_are_cut_off_by_halfspaces_within_the_state_model(spec, label) -> None:
-    """x < y of a permutation's first two images (one step), three permutations (vertices of the
+    """Three permutations (vertices of the
     code set: a cap each) and a 3x3 grid's corners (a cap each): one hidden layer fused after the
     last MLP, the coordinates it reads taken from that MLP's output alone (written by it only), so
     the label model is smaller than the state model (it was 1-2% larger with Lemma 11's two-layer
@@ -326,8 +351,10 @@ def test_forced_method_chooses_between_quotient_and_original_too() -> None:
     a = labelled("symmetric:5", lambda s: s[0])
     m = compiler.compile_automaton(a, max_len=16, readout="labels", method="scan")
     r = m.meta["readout"]
-    assert r["states"] == "quotient" and {v["method"] for v in r["variants"]} == {"scan"}
-    assert len(r["variants"]) == 2 and verify(m, **QUICK).exact
+    assert {v["method"] for v in r["variants"]} == {"scan"} and len(r["variants"]) == 2
+    size = {v["states"]: v["params"] for v in r["variants"]}
+    assert size[r["states"]] == min(size.values()) == sum(p.numel() for p in m.parameters())
+    assert size["original"] != size["quotient"] and verify(m, **QUICK).exact
 
 
 def test_the_quotient_is_compiled_within_the_state_model_when_a_construction_fits() -> None:
@@ -347,5 +374,38 @@ def test_the_quotient_is_compiled_within_the_state_model_when_a_construction_fit
     from compiler.automata.moore import minimise
 
     assert compiler.compile_automaton(minimise(a).quotient, max_len=64).meta["method"] == "krohn-rhodes"
+    assert _params(labels) < _params(states)
+    assert verify(labels, **QUICK).exact
+
+
+# Two of the 8 random labellings (of 1,019, max_len 256) whose label model was larger than the state
+# model before the halfspace unembedding and the interpolated code function (5,524 > 5,476 and
+# 13,440 > 13,430 parameters).
+_PRODUCT_3 = {"name": "random720", "states": ["0", "1", "2"], "alphabet": ["a0", "a1", "a2"], "start": "0",
+              "transitions": {"0": {"a0": "0", "a1": "0", "a2": "2"}, "1": {"a0": "1", "a1": "1", "a2": "2"},
+                              "2": {"a0": "2", "a1": "1", "a2": "2"}},
+              "outputs": {"0": "l0", "1": "l1", "2": "l0"}}
+_LINE_3 = {"name": "random636", "states": ["0", "1", "2"], "alphabet": ["a0", "a1", "a2"], "start": "0",
+           "transitions": {"0": {"a0": "0", "a1": "2", "a2": "0"}, "1": {"a0": "2", "a1": "1", "a2": "1"},
+                           "2": {"a0": "0", "a1": "1", "a2": "2"}},
+           "outputs": {"0": "l1", "1": "l1", "2": "l0"}}
+
+
+@pytest.mark.parametrize("spec, method, form, lookup", [
+    (_PRODUCT_3, "product", "halfspaces of the state codes in the unembedding", "halfspaces"),
+    (_LINE_3, "gridworld", "exact lookup of the state codes in the last MLP", "interpolated code function"),
+])
+def test_random_labellings_once_larger_are_within_the_state_model(spec, method, form, lookup) -> None:
+    """A product of two 2-state factors labelled by a halfspace of its codes (now scored in the
+    unembedding, where a lookup MLP cost more than the column it saved) and a 3-cell line labelled
+    by its middle cell (now a bump of 2 units linear between the codes, where steps took 4): at
+    max_len 256 each label model is smaller than its state model, in the state model's layers,
+    and exact."""
+    a = load_spec(spec)
+    states, labels = _both(a, 256)
+    r = labels.meta["readout"]
+    assert states.meta["method"] == labels.meta["method"] == method
+    assert (r["form"], r["notes"]["lookup"]) == (form, lookup)
+    assert len(labels.config["blocks"]) == len(states.config["blocks"])
     assert _params(labels) < _params(states)
     assert verify(labels, **QUICK).exact

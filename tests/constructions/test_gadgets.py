@@ -355,6 +355,34 @@ def test_code_function_mlp_is_one_hidden_layer_exact_near_every_code():
             assert np.array_equal(mlp(x)[list(out.dims)], values[v])
 
 
+@pytest.mark.parametrize("values, units", [
+    ([[0.0], [1.0], [0.0]], 2),  # a bump: relu(x + 1/2) and one slope change, where steps take 4
+    ([[0.0], [0.0], [2.0], [2.0], [1.0]], 3),  # slope changes at 1, 2 and 3
+    ([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]], 0),  # constant: the bias alone
+    ([[3.0], [2.0], [1.0], [0.0]], 1),  # one line: relu(x + 1/2) alone
+])
+def test_interpolated_code_function_is_exact_at_the_codes_and_within_its_tolerance_near_them(values, units):
+    from constructions.gadgets import CodeInput, code_function_mlp, interpolated_code_function_mlp
+
+    ws = Workspace()
+    x_sub, out = ws.add("x", 2), ws.add("out", len(values[0]))
+    values = np.array(values)
+    mlp = interpolated_code_function_mlp("f", CodeInput(x_sub, len(values), index=1), out, values)
+    steps = code_function_mlp("f", CodeInput(x_sub, len(values), index=1), out, values)
+    assert len(mlp.weights) == 2 and mlp.weights[0].shape[1] == units <= steps.weights[0].shape[1]
+    tol = mlp.notes["input_tolerance"]
+    assert tol == STEP_TOLERANCE / max(1.0, float(np.abs(np.diff(values, axis=0)).max()))
+    mlp = mlp.embed(ws)
+    for v in range(len(values)):
+        for noise in (-tol, 0.0, tol):
+            x = np.zeros(ws.d_model)
+            x[x_sub[0]], x[x_sub[1]] = 7.0, v + noise  # the other dim of the subspace is not read
+            got = mlp(x)[list(out.dims)]
+            if noise == 0.0:
+                assert np.array_equal(got, values[v])
+            assert np.abs(got - values[v]).max() <= STEP_TOLERANCE + 1e-12
+
+
 def test_round_mlp_cleans_and_clears():
     from constructions.gadgets import round_mlp
 

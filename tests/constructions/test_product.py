@@ -129,10 +129,11 @@ def test_every_product_auto_takes_on_random_automata_is_exact() -> None:
     assert seen >= 10
 
 
-def test_labels_of_a_product_are_looked_up_from_its_factors_one_hots() -> None:
+def test_labels_of_a_product_are_read_from_its_factors_one_hots() -> None:
     """counter6.dot (AALpy Moore machine, mod 3 labels) forced to the product: both factors read
-    their state out of a one-hot, so the product declares the two one-hots as its state codes
-    and the label is looked up from them; smaller than the state model, exact."""
+    their state out of a one-hot, so the product declares the two one-hots as its state codes,
+    and halfspaces of them score the labels in the unembedding (no lookup MLP); smaller than the
+    state model, exact."""
     from pathlib import Path
 
     from compiler.automata.load import load_spec
@@ -142,6 +143,7 @@ def test_labels_of_a_product_are_looked_up_from_its_factors_one_hots() -> None:
     labels = compiler.compile_automaton(a, max_len=32, method="product", readout="labels")
     r = labels.meta["readout"]
     assert labels.meta["method"] == "product" and r["states"] == "original"
-    assert r["notes"]["lookup"] == "halfspace lookup"
+    assert r["notes"]["lookup"] == "halfspaces" and r["notes"]["reader"] == "unembedding"
+    assert labels.config["blocks"] == states.config["blocks"]
     assert sum(p.numel() for p in labels.parameters()) < sum(p.numel() for p in states.parameters())
     assert verify(labels, **QUICK).exact
