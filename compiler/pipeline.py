@@ -12,13 +12,13 @@ every candidate (``meta["candidates"]``).
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
 
 from constructions import registry
-from constructions.assemble import assemble
+from constructions.assemble import assemble, program_params
 from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import header_intact, stamp_header
 from constructions.construction import Construction, Refusal
@@ -489,17 +489,31 @@ def _label_model(d: Decision, program, meta: dict[str, Any], m: Minimised, metho
 
 def _label_readout(program, state_label, n_labels: int) -> dict[str, Any]:
     """Give ``program`` a label unembedding, in place: linear in its state readout
-    (:func:`constructions.labels.label_unembedding`) where that can be, else linear in its state
-    codes (:func:`constructions.labels.label_halfspaces`), else an exact lookup of the state codes
-    in its last MLP (:func:`constructions.labels.label_lookup`);
+    (:func:`constructions.labels.label_unembedding`) where that can be, else the smaller model
+    (:func:`constructions.assemble.program_params`) of linear in its state codes
+    (:func:`constructions.labels.label_halfspaces`) and an exact lookup of the state codes in its
+    last MLP (:func:`constructions.labels.label_lookup`: it can replace a wide last hidden layer's
+    output rows by a narrower one, so it is sometimes the smaller);
     LabelReadoutError (program untouched) when neither fits this construction's readout."""
     try:
         program.W_U, program.b_U, notes = label_unembedding(program.W_U, program.b_U, state_label, n_labels)
+        return notes
     except LabelReadoutError as linear:
-        try:
-            notes = label_halfspaces(program, state_label, n_labels) or label_lookup(program, state_label, n_labels)
-        except LabelReadoutError as lookup:
-            raise LabelReadoutError(f"{linear}; {lookup}") from None
+        found, errors = [], [str(linear)]
+        for read in (label_halfspaces, label_lookup):  # each on a copy; the smaller model is kept
+            trial = copy.deepcopy(program)
+            try:
+                notes = read(trial, state_label, n_labels)
+            except LabelReadoutError as e:
+                errors.append(str(e))
+                continue
+            if notes is not None:
+                found.append((program_params(trial), trial, notes))
+        if not found:
+            raise LabelReadoutError("; ".join(dict.fromkeys(errors))) from None
+    _, best, notes = min(found, key=lambda f: f[0])  # the first of the smallest: halfspaces on a tie
+    for f in fields(program):
+        setattr(program, f.name, getattr(best, f.name))
     return notes
 
 

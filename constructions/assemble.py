@@ -79,6 +79,13 @@ def count_params(ws: Workspace, blocks: list[Block], *, n_symbols: int, n_out: i
     return config_params(shape_config(ws, blocks, n_symbols=n_symbols, n_out=n_out, max_len=max_len))
 
 
+def program_params(program: Program) -> int:
+    """The exact number of parameters :func:`assemble` will give ``program`` (its letters, states
+    and positions read off its embedding, unembedding and position matrices)."""
+    return count_params(program.workspace, program.blocks, n_symbols=program.W_E.shape[0] - 1,
+                        n_out=program.W_U.shape[1], max_len=program.W_pos.shape[0] - 1)
+
+
 def assemble(program: Program, *, max_len: int, dtype: torch.dtype, meta: dict[str, Any]) -> CompiledTransformer:
     """Build the torch module for ``program`` (weights cast from float64 to ``dtype``).
 

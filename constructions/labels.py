@@ -22,9 +22,10 @@ Any other case (several states per label under a multi-dimensional or element re
 or labels that are not runs of the scalar code) raises :class:`LabelReadoutError`.  Then,
 where the construction's state codes are known (below) and halfspaces of them cut off every
 label but one, :func:`label_halfspaces` scores the labels linearly in those codes, with integer
-weights in the unembedding (a product's two one-hots: "the first factor's state is 2" or
-"x + y >= 4" on a grid; no parameter added).  Else
-:func:`label_lookup` keeps the construction and reads the labels through an exact lookup
+weights in the unembedding (a product's two one-hots: "the first factor's state is 2"; no
+parameter added).  And :func:`label_lookup` (the pipeline keeps the smaller model of the two:
+a lookup fused after the last MLP can make its wide last hidden layer narrower, so it is
+sometimes the smaller) keeps the construction and reads the labels through an exact lookup
 in its last MLP (fused after it, or beside it), when the state readout is a nearest integer point
 ``logit_q = 2 <c_q, x> - ||c_q||^2`` (gridworld's coordinates, the scan's element maps) or the
 construction declares exact features (``program.StateCodes``); only when that fails too does

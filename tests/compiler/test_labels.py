@@ -273,28 +273,6 @@ def test_labels_read_by_a_lookup_are_within_the_state_model(spec, label, max_len
     assert labels.meta["readout"]["notes"]["label_dim"] == "bos"
 
 
-@pytest.mark.parametrize("spec, label", [("symmetric:5", _lt), ("grid2d:4,4", lambda s: "far" if sum(map(int, s.split(","))) >= 4 else "near")])
-def test_labels_cut_off_by_halfspaces_are_scored_in_the_unembedding(spec, label) -> None:
-    """x < y of a permutation's first two images, and a 4x4 grid's far half (x + y >= 4): one
-    halfspace of the state codes cuts each label off, so the unembedding scores the labels with
-    integer weights on the code dims (margin 1) and the blocks are the state model's own; smaller
-    than the state model by the unembedding columns it drops, and exact, the codes it reads
-    checked by the verifier within the recorded tolerance."""
-    states, labels = _both(labelled(spec, label))
-    notes = labels.meta["readout"]["notes"]
-    assert notes["lookup"] == "halfspaces" and notes["reader"] == "unembedding"
-    assert labels.config["blocks"] == states.config["blocks"]
-    d = labels.config["d_model"]
-    assert _params(labels) == _params(states) - (states.config["n_out"] - 2) * (d + 1)
-    W_U = labels.W_U.detach().numpy()
-    assert set(np.flatnonzero(np.any(W_U != 0, axis=1))) <= set(notes["code_dim_indices"])
-    assert np.array_equal(W_U, np.round(W_U))
-    r = verify(labels, **QUICK)
-    assert r.exact
-    entry = [m for m in r.margins["mlps"] if m["mlp"] == "unembedding (halfspaces)"]
-    assert entry and 0 <= entry[0]["worst_input_noise"] < entry[0]["input_tolerance"]
-
-
 @pytest.mark.parametrize("spec, label", [("symmetric:5", _in_three),
                                          ("grid2d:3,3", lambda s: "c" if s in ("0,0", "0,2", "2,0", "2,2") else "n")])
 def test_labels_over_several_code_dims_are_cut_off_by_halfspaces_within_the_state_model(spec, label) -> None:
@@ -408,4 +386,38 @@ def test_random_labellings_once_larger_are_within_the_state_model(spec, method, 
     assert (r["form"], r["notes"]["lookup"]) == (form, lookup)
     assert len(labels.config["blocks"]) == len(states.config["blocks"])
     assert _params(labels) < _params(states)
+    assert verify(labels, **QUICK).exact
+
+
+@pytest.mark.parametrize("max_len", [16, 256])
+def test_labels_cut_off_by_halfspaces_are_scored_in_the_unembedding(max_len) -> None:
+    """A product of two 2-state factors labelled by a halfspace of its factor codes: integer
+    weights on the code dims in the unembedding (margin 1) and the state model's own blocks, so
+    smaller by exactly the unembedding column it drops; exact, the codes it reads checked by the
+    verifier within the recorded tolerance."""
+    states, labels = _both(load_spec(_PRODUCT_3), max_len)
+    notes = labels.meta["readout"]["notes"]
+    assert notes["lookup"] == "halfspaces" and notes["reader"] == "unembedding"
+    assert labels.config["blocks"] == states.config["blocks"]
+    assert _params(labels) == _params(states) - (states.config["n_out"] - 2) * (labels.config["d_model"] + 1)
+    W_U = labels.W_U.detach().numpy()
+    assert set(np.flatnonzero(np.any(W_U != 0, axis=1))) <= set(notes["code_dim_indices"])
+    assert np.array_equal(W_U, np.round(W_U))
+    r = verify(labels, **QUICK)
+    assert r.exact
+    entry = [m for m in r.margins["mlps"] if m["mlp"] == "unembedding (halfspaces)"]
+    assert entry and 0 <= entry[0]["worst_input_noise"] < entry[0]["input_tolerance"]
+
+
+@pytest.mark.parametrize("spec, label", [("symmetric:5", _lt),
+                                         ("grid2d:4,4", lambda s: "far" if sum(map(int, s.split(","))) >= 4 else "near")])
+def test_a_lookup_that_narrows_the_last_layer_beats_halfspaces_in_the_unembedding(spec, label) -> None:
+    """x < y of a permutation's first two images, a 4x4 grid's far half: one halfspace cuts each off,
+    but the lookup fused after the last MLP (funneled) leaves fewer rows in its residual-wide output
+    matrix than the construction's own last hidden layer has, so it is smaller than the unembedding
+    form (the state model less one column) and is kept; exact."""
+    states, labels = _both(labelled(spec, label))
+    assert labels.meta["readout"]["notes"]["lookup"] == "halfspace lookup"
+    halfspaces = _params(states) - (states.config["n_out"] - 2) * (states.config["d_model"] + 1)
+    assert _params(labels) < halfspaces
     assert verify(labels, **QUICK).exact
