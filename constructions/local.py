@@ -68,7 +68,7 @@ from compiler.automata.local import MAX_PERIOD, MAX_WINDOW, LocalPlan, detect
 from compiler.automata.spec import Semiautomaton
 
 from . import local_checks as checks
-from .assemble import assemble
+from .assemble import assemble, program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import Construction, Cost, Refusal
 from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, offset_head, prefix_mean_head, recent_flag_head
@@ -229,21 +229,6 @@ def program(plan: LocalPlan, start: int, max_len: int, positions: str) -> Progra
     return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states))
 
 
-def n_params(prog: Program, max_len: int) -> int:
-    """Parameters of the assembled model (constructions/assemble.py's shapes: heads padded
-    to a shared d_head, MLPs over the residual width)."""
-    d = prog.workspace.d_model
-    heads = [h for b in prog.blocks for h in b.heads]
-    d_head = max([max(h.W_Q.shape[1], h.W_V.shape[1]) for h in heads], default=1)
-    total = prog.W_E.size + (max_len + 1) * d + prog.W_U.size + prog.b_U.size
-    for b in prog.blocks:
-        total += 4 * max(len(b.heads), 1) * d * d_head
-        if b.mlp is not None:
-            sizes = [d, *b.mlp.hidden_sizes, d]
-            total += sum(sizes[i] * sizes[i + 1] + sizes[i + 1] for i in range(len(sizes) - 1))
-    return total
-
-
 def _check_budget(params: int, plan: LocalPlan, max_len: int, max_params: int) -> None:
     if params > max_params:
         raise BudgetError(f"a local model with k = {plan.k}, period {plan.period} and {len(plan.final_keys):,} final "
@@ -255,7 +240,7 @@ def build(automaton: Semiautomaton, plan: LocalPlan, *, max_len: int, eps: float
           positions: str = "sinusoidal", max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
     """The program for ``automaton`` (its start state picks the tables) and its metadata."""
     prog = program(plan, automaton.start, max_len, positions)
-    params = n_params(prog, max_len)
+    params = program_params(prog)
     _check_budget(params, plan, max_len, max_params)
     code = position_code(positions, max_len)
     prec = precision(plan, code, max_len, eps)
@@ -309,7 +294,7 @@ def applies(automaton: Semiautomaton) -> LocalPlan | Refusal:
 def estimate(plan: LocalPlan, max_len: int, positions: str = "sinusoidal") -> Cost:
     """The plan's layers and the exact parameter count of the assembled model (the float64
     program is laid out, no weight is assembled)."""
-    params = n_params(program(plan, 0, max_len, positions), max_len)
+    params = program_params(program(plan, 0, max_len, positions))
     _check_budget(params, plan, max_len, MAX_PARAMS)
     return Cost(plan.layers, params)
 
