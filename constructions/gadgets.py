@@ -687,7 +687,7 @@ def interpolated_code_function_mlp(name: str, inp: CodeInput, out: Subspace, val
     W1 = np.zeros((len(row), len(units)))
     W1[rows[inp.index]] = 1.0
     W2 = np.array([w[kept] for _, w in units]).reshape(len(units), len(kept))
-    b2 = values[0][kept] - (0.5 * slopes[0][kept] if len(units) and units[0][0] == 0.5 else 0.0)
+    b2 = values[0][kept] - (0.5 * slopes[0][kept] if len(slopes) else 0.0)  # relu(x + 1/2) - 1/2 = x
     steepest = float(np.abs(slopes).max()) if slopes.size else 0.0
     return MLP(name, [W1, W2], [np.array([b for b, _ in units]), b2],
                {"kind": "interpolated code function", "units": len(units),

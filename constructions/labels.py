@@ -23,9 +23,8 @@ or labels that are not runs of the scalar code) raises :class:`LabelReadoutError
 where the construction's state codes are known (below) and halfspaces of them cut off every
 label but one, :func:`label_halfspaces` scores the labels linearly in those codes, with integer
 weights in the unembedding (a product's two one-hots: "the first factor's state is 2"; no
-parameter added).  And :func:`label_lookup` (the pipeline keeps the smaller model of the two:
-a lookup fused after the last MLP can make its wide last hidden layer narrower, so it is
-sometimes the smaller) keeps the construction and reads the labels through an exact lookup
+parameter added).  And :func:`label_lookup` keeps the construction and reads the labels
+through an exact lookup
 in its last MLP (fused after it, or beside it), when the state readout is a nearest integer point
 ``logit_q = 2 <c_q, x> - ||c_q||^2`` (gridworld's coordinates, the scan's element maps) or the
 construction declares exact features (``program.StateCodes``); only when that fails too does
@@ -33,7 +32,10 @@ the planner try another construction (``compiler/pipeline.py``).  Of the lookups
 the label (one code's function, by steps or linear between the codes; halfspaces cutting the
 keys off; Lemma 11's two-layer table) it
 keeps the one whose fused MLP has the fewest parameters; codes that only the last MLP writes
-are read from its output, not carried through its hidden layers.
+are read from its output, not carried through its hidden layers.  The pipeline keeps the
+smaller model of the two (``compiler/pipeline.py``: this module sits below the assembler that
+counts parameters); a lookup can make the last hidden layer narrower, so it wins after a scan
+or a gridworld.
 """
 
 from __future__ import annotations
@@ -181,6 +183,12 @@ def _deciding_dims(codes: np.ndarray, state_label: Sequence[int]) -> list[int]:
     return keep
 
 
+def _column_choices(keep: list[int], n_dims: int) -> list[list[int]]:
+    """The code columns a label readout tries, in order: those that decide the label
+    (:func:`_deciding_dims`), then all of them when that is fewer."""
+    return [keep] + ([list(range(n_dims))] if len(keep) < n_dims else [])
+
+
 def _label_index(state_label: Sequence[int], n_labels: int) -> list[int]:
     """The integer index of each label in the lookup's output dim: 0 for the label of the most
     states (the lookup needs no key for it: a code matching no key writes 0), then 1, 2, ..."""
@@ -263,16 +271,15 @@ def label_halfspaces(program: Program, state_label: Sequence[int], n_labels: int
     if override is not None:
         return None
     keep = _deciding_dims(codes_all, state_label)
-    for cols in [keep] + ([list(range(len(S_all)))] if len(keep) < len(S_all) else []):
+    for cols in _column_choices(keep, len(S_all)):
         found = _halfspace_logits(codes_all[:, cols], state_label, n_labels)
         if found is None:
             continue
         W, b, tol = found
-        S = [S_all[j] for j in cols]
-        program.W_U = np.zeros((program.workspace.d_model, n_labels))
+        S, ws = [S_all[j] for j in cols], program.workspace
+        program.W_U = np.zeros((ws.d_model, n_labels))
         program.W_U[S] = W
         program.b_U = b
-        ws = program.workspace
         return {"form": "halfspaces of the state codes in the unembedding", "derived_margin": 1.0,
                 "code_dims": [ws.labels[d] for d in S], "lookup": "halfspaces", "reader": "unembedding",
                 "input_tolerance": tol, "code_dim_indices": [int(d) for d in S],
@@ -310,7 +317,7 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     fresh = _fresh(program, last)
     leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
     best = None  # (size, lookup, fused MLP, code dims, codes, keys)
-    for cols in [keep] + ([list(range(len(S_all)))] if len(keep) < len(S_all) else []):
+    for cols in _column_choices(keep, len(S_all)):
         S, codes = [S_all[j] for j in cols], codes_all[:, cols]
         inputs = [CodeInput(leaf_of[d][0], int(codes[:, j].max()) + 1, leaf_of[d][1]) for j, d in enumerate(S)]
         table = {tuple(int(v) for v in codes[q]): np.array([float(index[state_label[q]])])
