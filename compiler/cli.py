@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from constructions.budget import MAX_PARAMS
-from constructions.checkpoint import load, save
+from constructions.checkpoint import load, save, weights_sha256
 from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from constructions.model import resolve_device
+from verify.certify import certificate_text, certify, recheck
 from verify.check import verify
 from verify.progress import Progress
 from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
@@ -216,12 +217,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
                               prefer=args.prefer, max_params=args.max_params)
     exact = True
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
-        result = verify(model.to(device), samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
-                        family_limit=COMPILE_FAMILY_LIMIT, progress=_progress(args.verify_time),
-                        time_budget=args.verify_time)
+        cert = certify(model) if args.certify else None
+        small = cert is not None and cert["certified"]  # proved: sampling is only a cross-check
+        result = verify(model.to(device), samples=min(args.verify_samples, CROSS_CHECK["samples"]) if small else
+                        args.verify_samples, seed=0, exhaustive_budget=min(args.verify_budget,
+                        CROSS_CHECK["exhaustive_budget"]) if small else args.verify_budget,
+                        family_limit=CROSS_CHECK["family_limit"] if small else COMPILE_FAMILY_LIMIT,
+                        progress=_progress(args.verify_time), time_budget=args.verify_time)
         model.to("cpu")
+        result.certificate = cert
         model.meta = {**model.meta, "verification": verification_summary(result, model)}
-        exact = result.exact
+        exact = result.exact and not _certificate_failed(cert)
     _write(output, "output", lambda: save(model, output))
     for w in model.meta.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
@@ -240,7 +246,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
         ce = model.meta["verification"]["counterexample"]
         if ce is not None:
             print(_counterexample_line(ce))
+        if args.certify:
+            print(f"certificate: {certificate_text(result.certificate)}")
     return EXIT_OK if exact else EXIT_NOT_EXACT
+
+
+CROSS_CHECK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
+"""The sampled check that accompanies a passing certificate (``verify`` and ``compile``): the
+certificate is the proof; the samples only cross-check the model against the simulation."""
+
+
+def _certificate_failed(cert: dict | None) -> bool:
+    """A certificate that was attempted for a supported construction and did not hold: the
+    model may be wrong on some input, so the verdict is 'not exact' (exit 1)."""
+    return cert is not None and not cert["certified"] and cert.get("supported", True)
 
 
 def _read_inputs(args: argparse.Namespace) -> list[list[str]]:
@@ -352,6 +371,18 @@ def _verification_line(model) -> str:
     return f"verification: {summary_line(summary, status)}"
 
 
+def _certificate_line(model) -> str:
+    """``info``'s certificate line: "certified exact ..." only for a stored certificate that held and
+    is bound to these weights and this header (the verification summary's digests match)."""
+    summary = model.meta.get("verification")
+    cert = summary.get("certificate") if isinstance(summary, dict) else None
+    if not isinstance(cert, dict):
+        return "certificate: none stored (run `shortcut certify`)"
+    if verification_status(model) != VERIFIED or cert.get("weights_sha256") != weights_sha256(model):
+        return "certificate: stored, but the model changed since; run `shortcut certify`"
+    return f"certificate: {certificate_text(cert)}"
+
+
 def candidates_text(cands: list[dict]) -> list[str]:
     """The planner's candidates as an aligned table: construction, theorem, whether it applies,
     attention layers, parameters, whether it fits the budgets, and why it was (``*``) or was
@@ -418,6 +449,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print("candidates:")
         print("\n".join(candidates_text(cands)))
     print(_verification_line(model))
+    print(_certificate_line(model))
     return EXIT_OK
 
 
@@ -448,9 +480,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     model = load(args.model)
     require_intact_header(model)
-    result = verify(model.to(device), samples=args.samples, seed=args.seed, exhaustive_budget=args.exhaustive_budget,
-                    family_limit=args.family_limit, progress=_progress(args.time_budget), time_budget=args.time_budget)
+    cert = certify(model) if args.certify else None
+    small = cert is not None and cert["certified"]  # proved: the samples only cross-check
+    defaults = CROSS_CHECK if small else {"samples": 64, "exhaustive_budget": 1 << 15, "family_limit": None}
+    pick = {k: defaults[k] if getattr(args, k) is None else getattr(args, k) for k in defaults}
+    result = verify(model.to(device), samples=pick["samples"], seed=args.seed, exhaustive_budget=pick["exhaustive_budget"],
+                    family_limit=pick["family_limit"], progress=_progress(args.time_budget), time_budget=args.time_budget)
     model.to("cpu")
+    result.certificate = cert
     if report_dir is not None:
         rep: dict = {}
         _write(report_dir, "report", lambda: rep.update(write_report(result, model, report_dir, args.model)))
@@ -464,9 +501,39 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(_counterexample_line(rep["counterexample"]))
         for f in rep.get("invariants", {}).get("failures", []):
             print(f"invariant failed: {f}")
+        if cert is not None:
+            print(f"certificate: {certificate_text(cert)}")
         if report_dir is not None:
             print(f"report written to {args.report}/report.json, report.md and report.html")
-    return EXIT_OK if result.exact else EXIT_NOT_EXACT
+    return EXIT_OK if result.exact and not _certificate_failed(cert) else EXIT_NOT_EXACT
+
+
+def cmd_certify(args: argparse.Namespace) -> int:
+    """Prove the model exact on every input up to max_len (verify/certify.py), or say why not."""
+    output = writable_file(args.output, "certificate") if args.output is not None else None
+    model = load(args.model)
+    require_intact_header(model)
+    if args.check is not None:
+        try:
+            stored = json.loads(Path(args.check).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise InputError(f"cannot read the certificate {args.check!r}: {e}") from None
+        if not isinstance(stored, dict):
+            raise InputError(f"{args.check!r} is not a certificate (not a JSON object)")
+        cert = recheck(model, stored)
+    else:
+        cert = certify(model)
+    if output is not None:
+        _write(output, "certificate", lambda: output.write_text(json.dumps(cert, indent=1) + "\n"))
+    if args.json:
+        print(json.dumps(cert))
+    else:
+        print(f"{model.automaton.name}: {certificate_text(cert)}")
+        if args.check is not None:
+            print("certificate check: " + ("matches: the same weights and obligations, proved again" if cert["matches"]
+                                            else f"does NOT match ({', '.join(cert['mismatch']) or 'not proved'})"))
+    ok = cert["certified"] and (args.check is None or cert["matches"])
+    return EXIT_OK if ok else EXIT_NOT_EXACT
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -525,6 +592,10 @@ EXAMPLES = {
   shortcut verify q8.safetensors
   shortcut verify q8.safetensors --report out/ --samples 256
   shortcut verify q8.safetensors --exhaustive-budget 100000 --json""",
+    "certify": """examples:
+  shortcut certify q8.safetensors
+  shortcut certify q8.safetensors -o q8.cert.json
+  shortcut certify q8.safetensors --check q8.cert.json""",
     "export": """examples:
   shortcut export q8.safetensors --format transformer-lens -o q8-tl/
   (then, with the transformer-lens extra: compiler.export.to_transformer_bridge, see the README)""",
@@ -584,6 +655,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                    help="verify after compiling (on by default; a modest check; store the summary in the "
                         "checkpoint, exit 1 if not exact); --no-verify skips it")
+    c.add_argument("--certify", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --verify, first prove the model exact on every input up to max_len and store the "
+                        "certificate in the checkpoint (--no-certify: sampling only)")
     c.add_argument("--verify-samples", type=NON_NEGATIVE, default=16, help="random full-length sequences for --verify")
     c.add_argument("--verify-budget", type=POSITIVE, default=4096, help="exhaustive-check budget for --verify")
     c.add_argument("--verify-time", type=_seconds, default=COMPILE_VERIFY_SECONDS, metavar="SECONDS",
@@ -627,18 +701,32 @@ def build_parser() -> argparse.ArgumentParser:
     v = _sub(sub, "verify", "check a compiled model against step-by-step simulation")
     v.add_argument("model", help="a checkpoint written by `shortcut compile`")
     v.add_argument("--report", metavar="DIR", help="write report.json, report.md and report.html into DIR")
-    v.add_argument("--samples", type=NON_NEGATIVE, default=64, help="random sequences at full max_len")
+    v.add_argument("--samples", type=NON_NEGATIVE, default=None,
+                   help="random sequences at full max_len (default: 64), 8 when the certificate holds")
     v.add_argument("--seed", type=NON_NEGATIVE, default=0, help="seed of the random sequences")
-    v.add_argument("--exhaustive-budget", type=POSITIVE, default=1 << 15,
-                   help="largest number of sequences in the exhaustive check (refused above the memory limit)")
+    v.add_argument("--exhaustive-budget", type=POSITIVE, default=None,
+                   help="largest number of sequences in the exhaustive check (default: 32768), 1024 when the "
+                        "certificate holds; refused above the memory limit")
     v.add_argument("--family-limit", type=POSITIVE, default=None,
-                   help="at most this many sequences per adversarial family (default: all of them)")
+                   help="at most this many sequences per adversarial family (default: all of them; 2 when the "
+                        "certificate holds)")
+    v.add_argument("--certify", action=argparse.BooleanOptionalAction, default=True,
+                   help="first prove the model exact on every input up to max_len (`shortcut certify`); when the "
+                        "proof holds the samples are a small cross-check; --no-certify: sampling only")
     v.add_argument("--time-budget", type=_seconds, default=None, metavar="SECONDS",
                    help="stop running further batches of a check once this many seconds are spent (the first "
                         "batch of each check always runs); the report says what was cut (default: no limit)")
     v.add_argument("--device", default="cpu", help="torch device to run the model on (cpu, cuda, cuda:N, mps)")
     v.add_argument("--json", action="store_true", help="the report as one JSON object")
     v.set_defaults(func=cmd_verify)
+
+    f = _sub(sub, "certify", "prove a compiled model exact on every input up to its max_len (exit 1 with the failing "
+                             "obligation, or the construction not certified yet)")
+    f.add_argument("model", help="a checkpoint written by `shortcut compile`")
+    f.add_argument("-o", "--output", metavar="CERT", help="write the certificate (JSON) to this file")
+    f.add_argument("--check", metavar="CERT", help="re-check a certificate written by -o against this model")
+    f.add_argument("--json", action="store_true", help="the certificate as one JSON object")
+    f.set_defaults(func=cmd_certify)
 
     x = _sub(sub, "export", "write a compiled model in another library's layout (TransformerLens: safetensors "
                             "state dict, config.json, map.json)")

@@ -67,6 +67,9 @@ class Construction(Generic[Plan]):
     head_target(layer, rows) -> (key index per query row, description): the key each head of
         a layer must attend to, for margins measured on the chunked forward (optional).
     diagram(plan) -> (title, DOT source) for the HTML report (optional).
+    obligations(model, plan) -> Obligations: the discrete program the model's weights must run
+        (constructions/obligations.py), which ``verify/certify.py`` proves them to run on every
+        input up to max_len (optional: a construction without it is not certified yet).
     """
 
     name: str
@@ -83,3 +86,4 @@ class Construction(Generic[Plan]):
     family_seeds: Callable[[int], dict[str, int]] | None = None
     head_target: Callable[[int, Any], tuple[Any, str]] | None = None
     diagram: Callable[[Plan], tuple[str, str]] | None = None
+    obligations: Callable[[Any, Plan], Any] | None = None

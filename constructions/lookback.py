@@ -69,6 +69,7 @@ from .assemble import assemble
 from .budget import MAX_PARAMS
 from .construction import Construction, Cost, Refusal
 from .gadgets import CodeInput, lookup_mlp, offset_head
+from .obligations import Embedding, Fetch, Layer, Lookup, Obligations, Readout, absolute_keys, offset_keys
 from .positions import position_code, position_table
 from .program import MLP, Block, Head, Program
 from .workspace import Workspace
@@ -211,6 +212,29 @@ def _check_budget(plan: LookbackPlan, max_len: int, positions: str, max_params: 
     return sizes
 
 
+def obligations(model, plan: LookbackPlan) -> Obligations:
+    """What a lookback model must run (:mod:`constructions.obligations`), from the plan alone:
+    letter a embeds its code a + 1 (BOS 0), front head i fetches position i (BOS before it
+    exists), back head j fetches t - j (BOS when t - j <= m), the lookup maps the fetched codes
+    by :func:`table`, and the readout takes the one-hot's state."""
+    a, T, m, k = model.automaton, model.max_len, plan.m, plan.k
+    n = a.n_states
+    zero = np.zeros((a.n_symbols + 1, 1))
+    letter = np.concatenate([np.arange(1, a.n_symbols + 1, dtype=np.float64), [0.0]])[:, None]
+    codes = {"lb:letter": letter, "lb:state": np.zeros((a.n_symbols + 1, n))}
+    fetches = []
+    for i in range(1, m + 1):
+        codes[front(i)] = zero
+        fetches.append(Fetch(f"lb.front{i}", absolute_keys(T, i), "lb:letter", front(i)))
+    for j in range(k):
+        codes[back(j)] = zero
+        fetches.append(Fetch(f"lb.back{j}", offset_keys(T, j, skip_below=m), "lb:letter", back(j)))
+    reads = tuple(front(i) for i in range(1, m + 1)) + tuple(back(j) for j in range(k))
+    lookup = Lookup("lb.lookup", reads, "lb:state", table(plan, a))
+    readout = Readout(("lb:state",), {tuple(int(v) for v in np.eye(n)[q]): q for q in range(n)})
+    return Obligations(NAME, Embedding(codes), (Layer(tuple(fetches), lookup),), readout)
+
+
 def set_start(model, plan: LookbackPlan, start: str) -> None:
     """Rebuild ``model`` for start state ``start`` and copy the weights in (in place).  With
     m = 0 only the lookup rows of keys with a before-start entry change; the plan (the
@@ -272,5 +296,5 @@ def describe(plan: LookbackPlan, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="k-definite automata", applies=applies, estimate=estimate, build=build_plan,
     set_start=set_start, plan_to_json=LookbackPlan.to_dict, plan_from_json=LookbackPlan.from_dict,
-    describe=describe, invariants=checks.invariants,
+    describe=describe, invariants=checks.invariants, obligations=obligations,
 )

@@ -50,6 +50,7 @@ from . import scan_checks
 from .budget import MAX_PARAMS
 from .construction import Construction, Cost
 from .gadgets import compose_mlp, offset_head
+from .obligations import Compose, Embedding, Fetch, Layer, Obligations, Readout, offset_keys
 from .positions import position_code, position_table
 from .program import Block, Program
 from .workspace import Workspace, workspace_from_meta
@@ -222,6 +223,30 @@ def set_start(model, rep: Representation, start: str) -> None:
     model.record_start(start)
 
 
+def obligations(model, rep: Representation) -> Obligations:
+    """What a scan model must run (:mod:`constructions.obligations`), from the plan alone:
+    letters embed their maps in ``scan:map`` (BOS the identity), head l fetches the map at
+    t - 2^(l-1) (BOS when that position does not exist) into ``scan:prev``, MLP l composes
+    (into ``scan:map`` and clears ``scan:prev``; the last into ``scan:prev``), and the readout
+    maps the result to the state from the model's start state (Theorem 10)."""
+    a, T, m = model.automaton, model.max_len, rep.n_points
+    L = len(model.blocks)
+    maps = np.asarray(rep.letter_maps, dtype=np.float64).reshape(-1, m)
+    F = np.concatenate([maps, np.arange(m, dtype=np.float64)[None]])
+    embedding = Embedding({"scan:map": F, "scan:prev": np.zeros_like(F)})
+    result = scan_checks.result_of(model.meta)
+    layers = tuple(
+        Layer((Fetch(f"scan{l}.lookback", offset_keys(T, 2 ** (l - 1)), "scan:map", "scan:prev"),),
+              Compose(f"scan{l}.compose", "scan:map", "scan:prev", result if l == L else "scan:map"))
+        for l in range(1, L + 1))
+    q0 = a.start
+    if rep.natural:
+        readout = Readout((f"{result}[{q0}]",), {(x,): x for x in range(m)})
+    else:
+        readout = Readout((result,), {tuple(int(v) for v in p): int(s[q0]) for p, s in rep.elements})
+    return Obligations(NAME, embedding, layers, readout)
+
+
 # ---------------------------------------------------------------------------------------
 # the registry entry: the chosen representation is the plan (the last resort: always applies)
 
@@ -246,5 +271,5 @@ def describe(rep: Representation, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 10", applies=choose, estimate=estimate, build=build_plan, set_start=set_start,
     plan_to_json=Representation.to_dict, plan_from_json=Representation.from_dict, describe=describe,
-    invariants=scan_checks.invariants, head_target=scan_checks.head_target,
+    invariants=scan_checks.invariants, head_target=scan_checks.head_target, obligations=obligations,
 )

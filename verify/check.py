@@ -102,6 +102,7 @@ class VerificationResult:
     counterexample: Counterexample | None = None
     notes: list[str] = field(default_factory=list)
     seeds: dict[str, int] = field(default_factory=dict)
+    certificate: dict[str, Any] | None = None  # verify/certify.py's, when the caller ran it
 
     @property
     def accuracy(self) -> float:

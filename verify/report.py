@@ -12,6 +12,7 @@ from typing import Any
 from compiler.automata.version import __version__
 from constructions.checkpoint import header_sha256, weights_sha256
 
+from .certify import certificate_summary, certificate_text
 from .check import VerificationResult
 from .html import report_html
 from .text import cut_text, exhaustive_text, fmt
@@ -117,6 +118,7 @@ def verification_summary(result: VerificationResult, model=None) -> dict[str, An
         "invariant_failures": list(result.invariants.get("failures", [])),
         "counterexample": None if ce is None else {"check": ce.check, "input": ce.input, "position": ce.position,
                                                    "expected": ce.expected, "got": ce.got},
+        **({} if result.certificate is None else {"certificate": certificate_summary(result.certificate)}),
     })
 
 
@@ -203,6 +205,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"| forward | {c.get('forward', 'plain')} |",
         *([f"| time budget | {c['time_budget_s']:g} s{cut_text(c) or ': every check ran in full'} |"]
           if isinstance(c.get("time_budget_s"), (int, float)) else []),
+        "",
+        f"Certificate: {certificate_text(report.get('certificate'))}." if report.get("certificate") else
+        "Certificate: not run (`shortcut certify` proves exactness on every input up to max_len).",
         "",
         f"Smallest readout logit margin: {fmt(report['margins'].get('readout_min_logit_margin'))}",
     ]
