@@ -503,20 +503,26 @@ def _lookup(m: _Model, l: int, ob: Lookup, states: list[State], report: dict[str
                 raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}",
                                          f"the code combination {key} reaches the lookup but is not in its table")
             want[i] = np.asarray(ob.table[key], dtype=np.float64)
-        dev = np.zeros(len(out))
+        gap = _half_gaps(want)
         rad = np.zeros(len(out))
         step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * len(inputs)))
         for lo in range(0, len(X), step):
             sl = slice(lo, lo + step)
             z, A, nu = _affine(Xc[sl], r, [W0, *weights[1:]], biases, m.u)
             z, A, nu = z[:, out], A[:, out], nu[:, out]
-            new = z  # the old value is exactly 0 (checked above); its radius is added below
-            err = np.abs(A) @ r + nu + m.u * (np.abs(new) + 1.0)
-            dev = np.maximum(dev, np.abs(new - want[sl]).max(0))
-            rad = np.maximum(rad, (np.abs(new - want[sl]) + err).max(0))
-        rad = rad + old.radius
+            # the old value is exactly 0 (checked above); its radius adds, and the residual addition rounds
+            bound = np.abs(z - want[sl]) + np.abs(A) @ r + nu + old.radius
+            bound = bound + m.u * (np.abs(want[sl]) + bound)
+            bad = np.argwhere(bound >= gap)
+            if len(bad):
+                i, k = bad[0]
+                key = tuple(int(round(v)) for v in X[lo + i])
+                raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}",
+                                         f"on the code combination {key} output dim {k} of {ob.out} is "
+                                         f"{z[i, k]:.6g} (error bound {bound[i, k]:.3g}), not within half the gap "
+                                         f"{2 * gap[k]:.3g} of the table's {want[lo + i, k]:g}")
+            rad = np.maximum(rad, bound.max(0))
         worst = max(worst, float(rad.max()))
-        _distinguishable(want, rad, f"layer {l + 1} MLP {ob.mlp}")
         st = dict(st)
         st[ob.out] = Code.of(want, rad)
         new_states.append(st)
@@ -532,13 +538,24 @@ def _product_rows(parts: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _distinguishable(codes: np.ndarray, radius: np.ndarray, where: str) -> None:
-    """The radius must stay below half the smallest gap between distinct codes of each dim."""
+def _half_gaps(codes: np.ndarray) -> np.ndarray:
+    """Per dim, half the smallest gap between distinct codes (inf for a dim with one code)."""
+    out = np.full(codes.shape[1], np.inf)
     for i in range(codes.shape[1]):
         v = np.unique(codes[:, i])
-        if len(v) > 1 and radius[i] >= np.diff(v).min() / 2:
-            raise CertificateFailure(where, f"output dim {i} may be off by {radius[i]:.3g}, at least half the gap "
-                                     f"{np.diff(v).min():.3g} between its codes")
+        if len(v) > 1:
+            out[i] = np.diff(v).min() / 2
+    return out
+
+
+def _distinguishable(codes: np.ndarray, radius: np.ndarray, where: str) -> None:
+    """The radius must stay below half the smallest gap between distinct codes of each dim."""
+    gap = _half_gaps(codes)
+    bad = np.nonzero(radius >= gap)[0]
+    if len(bad):
+        i = bad[0]
+        raise CertificateFailure(where, f"output dim {i} may be off by {radius[i]:.3g}, at least half the gap "
+                                 f"{2 * gap[i]:.3g} between its codes")
 
 
 def _compose(m: _Model, l: int, ob: Compose, states: list[State], closure: np.ndarray | None,
