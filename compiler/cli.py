@@ -520,13 +520,13 @@ def cmd_certify(args: argparse.Namespace) -> int:
             raise InputError(f"cannot read the certificate {args.check!r}: {e}") from None
         if not isinstance(stored, dict):
             raise InputError(f"{args.check!r} is not a certificate (not a JSON object)")
-        cert = recheck(model, stored)
+        cert = recheck(model, stored, with_obligations=output is not None)
     else:
-        cert = certify(model)
+        cert = certify(model, with_obligations=output is not None)
     if output is not None:
         _write(output, "certificate", lambda: output.write_text(json.dumps(cert, indent=1) + "\n"))
     if args.json:
-        print(json.dumps(cert))
+        print(json.dumps({k: v for k, v in cert.items() if k != "obligations"}))
     else:
         print(f"{model.automaton.name}: {certificate_text(cert)}")
         if args.check is not None:

@@ -277,7 +277,8 @@ def _embedding(m: _Model, ob: Obligations) -> tuple[list[State], np.ndarray]:
 def _abs_products(x: np.ndarray, W: np.ndarray, u: float) -> tuple[np.ndarray, np.ndarray]:
     """x @ W in float64 and the rounding bound of the model's dot products."""
     nnz = np.count_nonzero(W, axis=0)
-    return x @ W, gamma(nnz + 1, u) * (np.abs(x) @ np.abs(W))
+    # einsum, not BLAS: these products are small, and a threaded BLAS stalls on a busy machine
+    return np.einsum("td,de->te", x, W), gamma(nnz + 1, u) * np.einsum("td,de->te", np.abs(x), np.abs(W))
 
 
 def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> np.ndarray:
@@ -289,36 +290,42 @@ def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> np.n
     if not used <= m.fixed_dims:
         raise NotCertifiable(f"layer {l + 1} head {name}: its query or key reads input-dependent dims "
                              f"{sorted(used - m.fixed_dims)[:6]}; content-dependent heads are not certified yet")
-    q, eq = _abs_products(m.fixed, Wq, m.u)
-    k, ek = _abs_products(m.fixed, Wk, m.u)
-    g = gamma(np.count_nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0)) + 1, m.u)
+    cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
+    rows = sorted(used)
+    X = m.fixed[:, rows]
+    q, eq = _abs_products(X, Wq[rows][:, cols], m.u)
+    k, ek = _abs_products(X, Wk[rows][:, cols], m.u)
+    g = gamma(len(cols) + 1, m.u)
+    # score bound |S - q k| <= eq |k| + |q| ek + eq ek + g (|q| + eq)(|k| + ek) = A B^T + |q| ek^T, so the
+    # highest possible score of every pair is one product of stacked factors
+    A, B = eq * (1 + g) + g * np.abs(q), np.abs(k) + ek
+    top_q, top_k = np.concatenate([q, A, np.abs(q)], axis=1), np.concatenate([k, B, ek], axis=1)
     T = m.T
-    leak = np.zeros(T + 1)
-    gaps = np.full(T + 1, np.inf)
     if np.any(key > np.arange(T + 1)) or np.any(key < 0):
         raise CertificateFailure(f"layer {l + 1} head {name}", "an obligation's key lies after its query")
+    # the lowest possible score of each query's intended key
+    low = (q * k[key]).sum(1) - (A * B[key]).sum(1) - (np.abs(q) * ek[key]).sum(1)
+    leak = np.zeros(T + 1)
+    gaps = np.full(T + 1, np.inf)
     step = max(1, (1 << 22) // (T + 1))
+    s_all = np.arange(T + 1)
     for lo in range(0, T + 1, step):
         t = np.arange(lo, min(T + 1, lo + step))
-        S = q[t] @ k.T
-        E = eq[t] @ np.abs(k).T + np.abs(q[t]) @ ek.T + eq[t] @ ek.T + g * ((np.abs(q[t]) + eq[t]) @ (np.abs(k) + ek).T)
-        s_star = key[t]
-        low = S[np.arange(len(t)), s_star] - E[np.arange(len(t)), s_star]
-        gap = low[:, None] - (S + E)
-        causal = np.arange(T + 1)[None, :] <= t[:, None]
-        other = causal & (np.arange(T + 1)[None, :] != s_star[:, None])
-        gap = np.where(other, gap, np.inf)
-        worst = gap.min(1)
+        hi = top_q[t] @ top_k.T
+        hi[s_all[None, :] > t[:, None]] = -np.inf  # causal: keys after the query do not exist
+        hi[np.arange(len(t)), key[t]] = -np.inf  # the intended key itself
+        worst = low[t] - hi.max(1)
         bad = np.nonzero(worst <= 0)[0]
         if len(bad):
             i = bad[0]
-            s = int(np.argmin(gap[i]))
+            s = int(np.argmax(hi[i]))
             raise CertificateFailure(
                 f"layer {l + 1} head {name}",
                 f"at query position {int(t[i])} key {s} scores within the rounding bound of the intended key "
-                f"{int(s_star[i])} (gap {float(gap[i, s]):.3g} after rounding)")
+                f"{int(key[t[i]])} (gap {float(worst[i]):.3g} after rounding)")
         gaps[t] = worst
-        leak[t] = np.where(other, np.exp(-np.minimum(gap, 745.0)), 0.0).sum(1)
+        hi -= low[t][:, None]
+        leak[t] = np.exp(hi, out=hi).sum(1)
     return leak, gaps
 
 
@@ -834,11 +841,13 @@ def obligations_of(model) -> Obligations:
     return construction.obligations(model, plan)
 
 
-def certify(model) -> dict[str, Any]:
+def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     """Prove ``model`` exact on every input up to its max_len, or say precisely why not.
 
     Returns the certificate (``certified`` True) or a refusal (``certified`` False with
-    ``failure``: the obligation, and ``reason``); see the module docstring for the method."""
+    ``failure``: the obligation, and ``reason``); see the module docstring for the method.
+    ``with_obligations``: include the obligations themselves (their canonical JSON), as the
+    certificate file ``shortcut certify -o`` writes does."""
     start = time.perf_counter()
     out: dict[str, Any] = {"schema": SCHEMA, "method": model.meta.get("method"), "max_len": model.max_len,
                            "dtype": model.config["dtype"], "paths": PATHS, "assumptions": ASSUMPTIONS,
@@ -846,6 +855,8 @@ def certify(model) -> dict[str, Any]:
     try:
         ob = obligations_of(model)
         out["obligations_sha256"] = ob.digest()
+        if with_obligations:
+            out["obligations"] = ob.to_json()
         out["layers"] = _run(model, ob)
         out["readout"] = out["layers"].pop()["readout"]
         out["certified"] = True
@@ -915,11 +926,11 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
     return f"not certified: {cert.get('reason')}"
 
 
-def recheck(model, stored: dict[str, Any]) -> dict[str, Any]:
+def recheck(model, stored: dict[str, Any], with_obligations: bool = False) -> dict[str, Any]:
     """Re-run the checker on ``model`` and compare with a stored certificate: the same weights,
     obligations, max_len and dtype, and a passing proof.  Returns the new certificate with
     ``matches`` (bool) and ``mismatch`` (what differs, if anything)."""
-    new = certify(model)
+    new = certify(model, with_obligations)
     differ = [k for k in ("weights_sha256", "obligations_sha256", "max_len", "dtype", "certified")
               if stored.get(k) != new.get(k)]
     new["matches"] = not differ and new.get("certified") is True
