@@ -46,7 +46,7 @@ def _timed(cmd: list[str]) -> tuple[int, float, float, str]:
     """Exit status, seconds, peak resident GB and the last stdout line of a new process."""
     t = time.perf_counter()
     p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True)
-    kb = re.findall(r"^(\d+)$", p.stderr, re.M)
+    kb = re.findall(r"^(\d+)$", p.stderr, re.MULTILINE)
     last = (p.stdout.strip().splitlines() or [""])[-1]
     return p.returncode, time.perf_counter() - t, int(kb[-1]) / 2**20 if kb else float("nan"), last
 

@@ -51,7 +51,6 @@ combination) and the bound that does not hold; nothing falls back to sampling.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import time
@@ -140,7 +139,7 @@ class Code:
     radius: np.ndarray
 
     @staticmethod
-    def of(joint: np.ndarray, radius: np.ndarray) -> "Code":
+    def of(joint: np.ndarray, radius: np.ndarray) -> Code:
         joint = np.unique(np.asarray(joint, dtype=np.float64).reshape(len(joint), -1), axis=0)
         return Code([np.unique(joint[:, i]) for i in range(joint.shape[1])], joint, np.asarray(radius, float))
 
@@ -339,6 +338,11 @@ def _copy_map(m: _Model, l: int, h: int, f: Fetch) -> None:
     if len(src) != len(dst):
         raise CertificateFailure(f"layer {l + 1} head {f.head}", f"{f.src} and {f.dst} differ in width")
     want[src, dst] = 1.0
+    WV, WO = b["W_V"][h], b["W_O"][h]
+    if (np.count_nonzero(WV, axis=0) > 1).any() or (np.count_nonzero(WO, axis=1) > 1).any() or \
+            np.any((WV != 0) & (WV != 1)) or np.any((WO != 0) & (WO != 1)):
+        raise CertificateFailure(f"layer {l + 1} head {f.head}", "a copying head's W_V and W_O must be 0/1 with one "
+                                 "entry per value dim (so the copy itself is exact in floating point)")
     if not np.array_equal(VO, want):
         i, j = np.argwhere(VO != want)[0]
         raise CertificateFailure(f"layer {l + 1} head {f.head}",
@@ -355,6 +359,9 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch, ...], states: list[State], p
     if set(index) != declared:
         raise CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ declared)} have no obligation "
                                  f"or are not in the model")
+    dsts = [d for f in fetches for d in m.dims(f.dst)]
+    if len(set(dsts)) != len(dsts):
+        raise CertificateFailure(f"layer {l + 1}", "two heads' obligations write the same dims")
     W_O = m.blocks[l]["W_O"]
     written = set(np.nonzero(np.abs(W_O).sum((0, 1)))[0].tolist())
     dst_dims = {d for f in fetches for d in m.dims(f.dst)}
