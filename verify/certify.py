@@ -611,7 +611,7 @@ def _compose(m: _Model, l: int, ob: Compose, states: list[State], closure: np.nd
                 continue
             per_dim = [values[d] for d in dims]
             r = np.array([radius[d] for d in dims])
-            joint = _composed_joint(cF, cG, closure) if (name == ob.into) else None
+            joint = _composed_joint(st[ob.maps], st[ob.fetched], closure) if name == ob.into else None
             if name != ob.into:  # cleared
                 joint = np.zeros((1, n))
             st[name] = Code(per_dim, joint, r)
@@ -860,6 +860,9 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
                            "dtype": model.config["dtype"], "paths": PATHS, "assumptions": ASSUMPTIONS,
                            "weights_sha256": weights_sha256(model)}
     try:
+        if model.W_E.dtype == torch.float64:
+            raise NotCertifiable("float64 models are not certified yet (the checker's own arithmetic is float64, "
+                                 "so it cannot bound their rounding); compile with --dtype float32")
         ob = obligations_of(model)
         out["obligations_sha256"] = ob.digest()
         if with_obligations:
