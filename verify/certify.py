@@ -54,17 +54,19 @@ from __future__ import annotations
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from compiler.automata.errors import ShortcutError
+from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import weights_sha256
+from constructions.labels import readout_of
 from constructions.model import input_independent_dims
-from constructions.obligations import Compose, Fetch, Lookup, Obligations
+from constructions.obligations import Compose, Fetch, Lookup, Obligations, Readout
 
 SCHEMA = "shortcut-certificate/1"
 JOINT_BUDGET = 200_000
@@ -838,14 +840,48 @@ def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndar
 
 
 def obligations_of(model) -> Obligations:
-    """The obligations of a compiled model's construction (NotCertifiable when it declares none)."""
+    """The obligations of a compiled model's construction (NotCertifiable when it declares none);
+    for a label model, its readout must put the largest logit on each state's label."""
     construction, plan = registry.plan_of(model)
-    if model.meta.get("readout") is not None and model.meta["readout"].get("labels"):
-        raise NotCertifiable("label readouts are not certified yet")
     if construction.obligations is None:
         raise NotCertifiable(f"the {construction.name} construction declares no obligations yet: "
                              f"not certified (sampled verification only)")
-    return construction.obligations(model, plan)
+    ob = construction.obligations(model, plan)
+    labels = readout_of(model.meta)
+    if labels is None:
+        return ob
+    state_label = _state_labels(model.automaton, labels)
+    table = {code: state_label[q] for code, q in ob.readout.table.items()}
+    return replace(ob, readout=Readout(ob.readout.reads, table), notes={**ob.notes, "labels": labels["labels"]})
+
+
+def _state_labels(compiled: Semiautomaton, readout: dict[str, Any]) -> list[int]:
+    """The label index of each compiled state, proved against the labels' source automaton: on
+    every pair of states a common input reaches from the two starts (the product's reachable
+    pairs, so every input), the source's output must be the label the readout gives the compiled
+    state (CertificateFailure otherwise).  States no input reaches keep the readout's label."""
+    source = from_dict(readout["source"])
+    if source.alphabet != compiled.alphabet or source.outputs is None:
+        raise CertificateFailure("readout labels", "the labels' source automaton has another alphabet or no outputs")
+    index = {x: i for i, x in enumerate(readout["labels"])}
+    state_label = [int(x) for x in readout["state_label"]]
+    seen = {(source.start, compiled.start)}
+    frontier = list(seen)
+    while frontier:
+        nxt = []
+        for p, q in frontier:
+            want = index.get(source.outputs[p])
+            if want != state_label[q]:
+                raise CertificateFailure("readout labels", f"state {compiled.states[q]!r} is read out as "
+                                         f"{readout['labels'][state_label[q]]!r}, but an input that reaches it reaches "
+                                         f"the source's {source.states[p]!r}, labelled {source.outputs[p]!r}")
+            for a in range(compiled.n_symbols):
+                pair = (source.maps[a][p], compiled.maps[a][q])
+                if pair not in seen:
+                    seen.add(pair)
+                    nxt.append(pair)
+        frontier = nxt
+    return state_label
 
 
 def certify(model, with_obligations: bool = False) -> dict[str, Any]:

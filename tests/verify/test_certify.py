@@ -217,3 +217,14 @@ def test_random_perturbations_certified_only_when_exact_on_every_input(spec, met
             outcomes["refused_but_exact"] += result.n_errors == 0
     base.load_state_dict(state)
     assert outcomes["certified"] and outcomes["refused"], outcomes
+
+
+def test_label_readouts_in_the_unembedding_are_certified_against_the_source_labels():
+    model = _compile("regex:(a|b)*abbab(a|b)*", 32, "scan", readout="labels")
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    wrong = dict(model.meta["readout"])
+    wrong["state_label"] = [1 - x for x in wrong["state_label"]]  # every state read out as the other label
+    model.meta = {**model.meta, "readout": wrong}
+    cert = certify(model)
+    assert cert["certified"] is False and cert["failure"]["where"] == "readout labels"
