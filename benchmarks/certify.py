@@ -9,9 +9,11 @@ Four parts, in one run:
   the soundness tests at 1024): seconds and peak memory of ``shortcut certify`` in a process;
 * ``shortcut verify`` on the 19 ``auto`` models at T = 100, each a new process: with the
   certificate first (the default; a small sampled cross-check when it holds) and without it
-  (``--no-certify``, the old sampling).
+  (``--no-certify``, the old sampling); and the same on certified models (scans and lookbacks),
+  where the certificate replaces most of the sampling.
 
     python benchmarks/certify.py --out benchmarks/results/certify.md
+    python benchmarks/certify.py --parts verify-certified     # one part only
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from verify.certify import certify
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, finish, header  # noqa: E402
 
+CERTIFIED = [("symmetric:5", "scan", 256), ("quaternion", "scan", 1024), ("regex:(a|b)*abbabaabab", "scan", 256),
+             ("nth-last:6", "lookback", 1024)]
+PARTS = ("paper", "long", "verify-paper", "verify-certified")
 LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:6", "lookback", 4096),
         ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024)]
 
@@ -55,10 +60,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--lengths", default="100,1024")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {PARTS}")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
     start = time.perf_counter()
     lines = [header("Certificates: what is proved exact, and how fast"), ""]
-    for method in ("auto", "scan"):
+    for method in ("auto", "scan") if "paper" in parts else ():
         for T in (int(x) for x in args.lengths.split(",")):
             emit(lines, f"\n## The paper's 19 automata, `--method {method}`, T = {T}\n")
             emit(lines, "| spec | method | layers | certified | checker s | readout margin / why not |")
@@ -74,29 +81,42 @@ def main() -> None:
                             f"{cert['seconds']:.2f} | {why} |")
             emit(lines, f"\n{n_ok} of 19 certified; checker time {total:.1f} s in all.")
     with tempfile.TemporaryDirectory() as tmp:
-        emit(lines, "\n## One model per certified construction, `shortcut certify` in a new process\n")
-        emit(lines, "| spec | method | T | exit | seconds | peak GB | verdict |")
-        emit(lines, "|---|---|---|---|---|---|---|")
-        for spec, method, T in LONG:
-            path = Path(tmp) / "long.safetensors"
-            save(_model(spec, T, method), path)
-            rc, s, gb, last = _timed(["shortcut", "certify", str(path)])
-            emit(lines, f"| `{spec}` | {method} | {T} | {rc} | {s:.1f} | {gb:.2f} | {last.split(': ', 1)[-1][:80]} |")
-        emit(lines, "\n## `shortcut verify` on the 19 `auto` models at T = 100, each a new process\n")
-        emit(lines, "| spec | certify + cross-check s | exit | `--no-certify` s | exit |")
-        emit(lines, "|---|---|---|---|---|")
-        sums = [0.0, 0.0]
-        for spec in paper_suite():
-            path = Path(tmp) / "m.safetensors"
-            save(_model(spec, 100, "auto"), path)
-            rc1, s1, _, _ = _timed(["shortcut", "verify", str(path)])
-            rc2, s2, _, _ = _timed(["shortcut", "verify", "--no-certify", str(path)])
-            sums[0] += s1
-            sums[1] += s2
-            emit(lines, f"| `{spec}` | {s1:.1f} | {rc1} | {s2:.1f} | {rc2} |")
-        emit(lines, f"\nSum: {sums[0]:.0f} s with the certificate, {sums[1]:.0f} s without "
-                    f"(ratio {sums[0] / sums[1]:.2f}).")
+        if "long" in parts:
+            _long(lines, tmp)
+        if "verify-paper" in parts:
+            _verify_rows(lines, tmp, "the 19 `auto` models at T = 100", [(s, "auto", 100) for s in paper_suite()])
+        if "verify-certified" in parts:
+            _verify_rows(lines, tmp, "certified models", CERTIFIED)
     print(finish(lines, start, args.out))
+
+
+def _long(lines: list[str], tmp: str) -> None:
+    emit(lines, "\n## One model per certified construction, `shortcut certify` in a new process\n")
+    emit(lines, "| spec | method | T | exit | seconds | peak GB | verdict |")
+    emit(lines, "|---|---|---|---|---|---|---|")
+    for spec, method, T in LONG:
+        path = Path(tmp) / "long.safetensors"
+        save(_model(spec, T, method), path)
+        rc, s, gb, last = _timed(["shortcut", "certify", str(path)])
+        emit(lines, f"| `{spec}` | {method} | {T} | {rc} | {s:.1f} | {gb:.2f} | {last.split(': ', 1)[-1][:80]} |")
+
+
+def _verify_rows(lines: list[str], tmp: str, title: str, models: list[tuple[str, str, int]]) -> None:
+    """``shortcut verify`` with the certificate first (the default) and with ``--no-certify``."""
+    emit(lines, f"\n## `shortcut verify` on {title}, each a new process\n")
+    emit(lines, "| spec | method | T | certify + cross-check s | exit | `--no-certify` s | exit |")
+    emit(lines, "|---|---|---|---|---|---|---|")
+    sums = [0.0, 0.0]
+    for spec, method, T in models:
+        path = Path(tmp) / "m.safetensors"
+        model = _model(spec, T, method)
+        save(model, path)
+        rc1, s1, _, _ = _timed(["shortcut", "verify", str(path)])
+        rc2, s2, _, _ = _timed(["shortcut", "verify", "--no-certify", str(path)])
+        sums[0] += s1
+        sums[1] += s2
+        emit(lines, f"| `{spec}` | {model.meta['method']} | {T} | {s1:.1f} | {rc1} | {s2:.1f} | {rc2} |")
+    emit(lines, f"\nSum: {sums[0]:.0f} s with the certificate, {sums[1]:.0f} s without (ratio {sums[0] / sums[1]:.2f}).")
 
 
 if __name__ == "__main__":
