@@ -73,6 +73,12 @@ def _silence_stdout() -> None:
         pass
 
 
+OUT_OF_MEMORY = ("out of memory: the automaton, its model or the inputs need more memory than this machine has free "
+                 "(`shortcut plan` shows the model's size; for verify, fewer samples or a smaller exhaustive budget)")
+"""The one line for a MemoryError: the planner's analyses refuse by their budgets before allocating, so
+what is left is a model or an input too large for this machine (max_len is rarely the cause)."""
+
+
 def exit_status(e: BaseException, debug: bool = False) -> int:
     """The one mapping from an exception to an exit status (and its one line on stderr)."""
     if isinstance(e, BrokenPipeError):
@@ -83,7 +89,7 @@ def exit_status(e: BaseException, debug: bool = False) -> int:
     elif isinstance(e, KeyboardInterrupt):
         _error_line("interrupted")
     elif isinstance(e, MemoryError):
-        _error_line("out of memory: lower --max-len, the budgets or the samples")
+        _error_line(OUT_OF_MEMORY)
     elif isinstance(e, OSError):
         _error_line(f"{e.strerror or e}" + (f": {e.filename!r}" if e.filename else ""))
     else:
