@@ -13,15 +13,17 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import load, save, weights_sha256
 from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from constructions.model import resolve_device
 from verify.certify import certificate_text, certify, recheck
-from verify.check import verify
+from verify.check import batch_rows, verify
 from verify.progress import Progress
 from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
                            verification_summary, write_report)
@@ -72,6 +74,12 @@ def _silence_stdout() -> None:
         pass
 
 
+OUT_OF_MEMORY = ("out of memory: the automaton, its model or the inputs need more memory than this machine has free "
+                 "(`shortcut plan` shows the model's size; for verify, fewer samples or a smaller exhaustive budget)")
+"""The one line for a MemoryError: the planner's analyses refuse by their budgets before allocating, so
+what is left is a model or an input too large for this machine (max_len is rarely the cause)."""
+
+
 def exit_status(e: BaseException, debug: bool = False) -> int:
     """The one mapping from an exception to an exit status (and its one line on stderr)."""
     if isinstance(e, BrokenPipeError):
@@ -82,7 +90,7 @@ def exit_status(e: BaseException, debug: bool = False) -> int:
     elif isinstance(e, KeyboardInterrupt):
         _error_line("interrupted")
     elif isinstance(e, MemoryError):
-        _error_line("out of memory: lower --max-len, the budgets or the samples")
+        _error_line(OUT_OF_MEMORY)
     elif isinstance(e, OSError):
         _error_line(f"{e.strerror or e}" + (f": {e.filename!r}" if e.filename else ""))
     else:
@@ -262,22 +270,71 @@ def _certificate_failed(cert: dict | None) -> bool:
     return cert is not None and not cert["certified"] and cert.get("supported", True)
 
 
-def _read_inputs(args: argparse.Namespace) -> list[list[str]]:
-    lines: list[str] = []
-    if args.input is not None:
-        lines.append(args.input)
-    if args.input_file is not None:
+RUN_CHUNK_LINES = 4096
+"""Most input lines ``run`` reads before running them and printing their results (the step of its
+streaming: results come out in input order, one chunk at a time)."""
+RUN_CHUNK_SYMBOLS = 1 << 19
+"""Most symbols ``run`` holds in one chunk of input (a chunk also ends at :data:`RUN_CHUNK_LINES`)."""
+LINE_SLACK_CHARS = 1 << 16
+"""Characters an input line may have beyond max_len symbols of the longest name and their
+separators (runs of spaces), before ``run`` stops reading it as longer than any valid line: an
+endless input without a line break (``/dev/zero``) ends there, in bounded memory."""
+
+
+@dataclass
+class _Line:
+    """One input sequence: where it comes from (for messages) and its text."""
+
+    where: str
+    text: str
+
+
+def _line_limit(model, sep: str | None) -> int:
+    """Characters past which one physical input line cannot hold at most max_len symbols
+    (see :data:`LINE_SLACK_CHARS`)."""
+    longest = max(len(s) for s in model.automaton.alphabet)
+    return (model.max_len + 1) * (longest + max(len(sep or " "), 1)) + LINE_SLACK_CHARS
+
+
+def _file_lines(stream, name: str, limit: int) -> Iterator[_Line]:
+    """The lines of an open text stream, read lazily; a line is what ``str.splitlines`` splits
+    (as when the whole text was split at once).  InputError for text that is not UTF-8 and for
+    a physical line over ``limit`` characters (naming its line number)."""
+    number = 0
+    while True:
         try:
-            text = sys.stdin.read() if args.input_file == "-" else Path(args.input_file).read_text(encoding="utf-8")
+            physical = stream.readline(limit + 1)
+        except UnicodeDecodeError:
+            raise InputError(f"input file {name!r} is not UTF-8 text (line {number + 1}); give one sequence of "
+                             f"symbols per line") from None
+        if not physical:
+            return
+        if len(physical) > limit and not physical.endswith(("\n", "\r")):
+            raise InputError(f"line {number + 1} of {name!r} has more than {limit:,} characters without a line "
+                             f"break: longer than any sequence of at most max_len symbols")
+        for text in physical.splitlines() or [""]:
+            number += 1
+            yield _Line(f"line {number} of {name!r}", text)
+
+
+def _input_lines(args: argparse.Namespace, limit: int) -> Iterator[_Line]:
+    """``--input`` then the lines of ``--input-file`` ('-': stdin), lazily."""
+    if args.input is not None:
+        yield _Line("--input", args.input)
+    if args.input_file is None:
+        return
+    if args.input_file == "-":
+        yield from _file_lines(sys.stdin, "-", limit)
+        return
+    try:
+        stream = open(args.input_file, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot read input file {args.input_file!r}: {e.strerror}") from None
+    with stream:
+        try:
+            yield from _file_lines(stream, args.input_file, limit)
         except OSError as e:
             raise InputError(f"cannot read input file {args.input_file!r}: {e.strerror}") from None
-        except UnicodeDecodeError as e:
-            raise InputError(f"input file {args.input_file!r} is not UTF-8 text (byte {e.start}); give one "
-                             f"sequence of symbols per line") from None
-        lines.extend(text.splitlines())
-    if not lines:
-        raise InputError("no input: give --input \"a b a\" or --input-file FILE (one sequence per line)")
-    return [_split(line, args.sep) for line in lines]
 
 
 def _split(line: str, sep: str | None) -> list[str]:
@@ -290,27 +347,59 @@ def _split(line: str, sep: str | None) -> list[str]:
     return [sym.strip() for sym in line.split(sep)] if line.strip() else []
 
 
+def _token_chunks(model, lines: Iterator[_Line], sep: str | None) -> Iterator[list[list[int]]]:
+    """The token ids of ``lines``, checked (InputError naming the line: an unknown symbol, more
+    than max_len symbols) and grouped in chunks of at most :data:`RUN_CHUNK_LINES` lines and
+    about :data:`RUN_CHUNK_SYMBOLS` symbols; no input at all is an InputError."""
+    chunk: list[list[int]] = []
+    symbols, seen = 0, False
+    for line in lines:
+        seen = True
+        ids = model.word_ids(_split(line.text, sep), line.where)
+        chunk.append(ids)
+        symbols += len(ids)
+        if len(chunk) >= RUN_CHUNK_LINES or symbols >= RUN_CHUNK_SYMBOLS:
+            yield chunk
+            chunk, symbols = [], 0
+    if not seen:
+        raise InputError("no input: give --input \"a b a\" or --input-file FILE (one sequence per line)")
+    if chunk:
+        yield chunk
+
+
+def _run_line(states: list[str], as_json: bool, labels: bool, outputs: dict[str, Any] | None) -> str:
+    """One result line of ``run``: the states (labels) separated by spaces, or a JSON record."""
+    if not as_json:
+        return " ".join(states)
+    rec: dict[str, Any] = {"labels" if labels else "states": states}
+    if outputs is not None and not labels:
+        rec["outputs"] = [outputs[s] for s in states]
+    return json.dumps(rec)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    """Run the model on every input line, in batches (sequences of one length in one forward,
+    :func:`verify.check.batch_rows` of them at most), printing the results in input order one
+    chunk at a time.  A regular input file is checked whole first (an error prints nothing, as
+    when everything was read at once); from a pipe or device the results of the chunks before a
+    bad line are already printed."""
     device = resolve_device(args.device)
     model = load(args.model)
     if args.start is not None:
         set_start(model, args.start)
-    words = _read_inputs(args)
+    if args.sep == "":
+        raise InputError("--sep must not be empty")
+    limit = _line_limit(model, args.sep)
+    if args.input_file not in (None, "-") and Path(args.input_file).is_file():
+        for _ in _token_chunks(model, _input_lines(args, limit), args.sep):
+            pass
     a = model.automaton
-    for i, w in enumerate(words):  # validate everything before printing anything
-        a.symbol_ids(w)
-        if len(w) > model.max_len:
-            raise InputError(f"input {i + 1} has length {len(w)}, longer than the model's max_len {model.max_len}")
     labels = readout_of(model.meta) is not None
-    for states in model.to(device).simulate(words):
-        if args.json:
-            rec = {"labels" if labels else "states": states}
-            if a.outputs is not None and not labels:
-                out = dict(zip(a.states, a.outputs))
-                rec["outputs"] = [out[s] for s in states]
-            print(json.dumps(rec))
-        else:
-            print(" ".join(states))
+    outputs = dict(zip(a.states, a.outputs)) if a.outputs is not None else None
+    model = model.to(device)
+    for chunk in _token_chunks(model, _input_lines(args, limit), args.sep):
+        results = model.simulate_ids(chunk, lambda T: batch_rows(model, T))
+        print("\n".join(_run_line(states, args.json, labels, outputs) for states in results), flush=True)
     return 0
 
 

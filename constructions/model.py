@@ -512,21 +512,42 @@ class CompiledTransformer(nn.Module):
         """State ids [B, T] (argmax of the logits)."""
         return self.forward(tokens).argmax(-1)
 
-    def simulate(self, words: list[list[str]]) -> list[list[str]]:
+    def simulate(self, words: list[list[str]], rows: Callable[[int], int] | None = None) -> list[list[str]]:
         """State names (labels, for a label readout) after each symbol, for each word, computed by
-        the Transformer."""
-        a = self.automaton
+        the Transformer: the words of one length run together (:meth:`simulate_ids`).  InputError
+        naming the word for an unknown symbol or a word longer than max_len, before any forward."""
+        ids = [self.word_ids(word, f"word {i + 1}") for i, word in enumerate(words)]
+        return self.simulate_ids(ids, rows)
+
+    def word_ids(self, word: list[str], where: str) -> list[int]:
+        """The token ids of ``word``; InputError saying ``where`` it is for an unknown symbol or a
+        word longer than the model's max_len."""
+        try:
+            ids = self.automaton.symbol_ids(word)
+        except InputError as e:
+            raise InputError(f"{where}: {e}") from None
+        if len(ids) > self.max_len:
+            raise InputError(f"{where} has length {len(ids)}, longer than the model's max_len {self.max_len}")
+        return ids
+
+    def simulate_ids(self, ids: list[list[int]], rows: Callable[[int], int] | None = None) -> list[list[str]]:
+        """:meth:`simulate` on token ids (each at most max_len long): one forward per length
+        (causal attention: a sequence's states never depend on the other rows), at most
+        ``rows(T)`` sequences of length T in one forward when ``rows`` is given (a memory bound;
+        None: all of them), results in the order of ``ids``."""
         names = output_names(self)
-        out = []
-        for word in words:
-            ids = a.symbol_ids(word)
-            if len(ids) > self.max_len:
-                raise InputError(f"sequence of length {len(ids)} is longer than the model's max_len {self.max_len}")
-            if not ids:
-                out.append([])
-                continue
-            pred = self.predict(torch.tensor([ids]))[0].tolist()
-            out.append([names[q] for q in pred])
+        out: list[list[str]] = [[] for _ in ids]
+        by_length: dict[int, list[int]] = {}
+        for i, w in enumerate(ids):
+            if w:
+                by_length.setdefault(len(w), []).append(i)
+        for T, which in by_length.items():
+            step = max(1, rows(T)) if rows is not None else len(which)
+            for lo in range(0, len(which), step):
+                part = which[lo:lo + step]
+                pred = self.predict(torch.tensor([ids[i] for i in part], dtype=torch.long)).tolist()
+                for i, states in zip(part, pred):
+                    out[i] = [names[q] for q in states]
         return out
 
     def info(self) -> dict[str, Any]:

@@ -322,7 +322,8 @@ def _grid(n: int, noop: str | None = None) -> Semiautomaton:
     ``grid:n,noop`` adds the do-nothing letter ``N`` (Example 3's ⊥).
     """
     _at_least("grid:n", "n", n, 2)
-    _at_most("grid:n", "n", n, MAX_STATES)
+    _at_most("grid:n", "n", n, MAX_GRID, " (gridworld's parameters grow as n^2: beyond, over the parameter budget, and "
+             "no other construction compiles a long line world)")
     letters = [("L", -1), ("R", 1)] + ([("N", 0)] if noop else [])
     return _from_function(range(n), str, letters, lambda q, d: _clamp(q + d, n), 0)
 
@@ -378,8 +379,14 @@ MAX_ADDENDS = 4
 """Largest adder:n (its alphabet has 2^n letters)."""
 MAX_BLOCKS = 64
 """Largest repeat:n / blocks:n."""
-MAX_NTH_LAST = 12
-"""Largest nth-last:n (2^n states; lookback itself stops at k = 8, and refuses beyond)."""
+MAX_GRID = 626
+"""Largest grid:n that compiles: gridworld's parameter count grows as n^2 and passes the
+parameter budget at n = 627 (at every max_len); krohn-rhodes passes its image budget from
+n = 300 on and the scan is far larger."""
+MAX_NTH_LAST = 11
+"""Largest nth-last:n that compiles (2^n states; lookback stops at k = 8, krohn-rhodes takes
+9..11 -- 91 million parameters at n = 11, max_len 16 --, and at n = 12 nothing fits the
+parameter budget: no construction compiles it)."""
 
 
 def _adder(n: int) -> Semiautomaton:
@@ -426,7 +433,7 @@ def _nth_last(n: int) -> Semiautomaton:
     """The minimal DFA of "the n-th letter from the end is a" over {a, b} (n-definite): a state
     is the last n letters (``b`` before the start), named by them, oldest first."""
     _at_least("nth-last:n", "n", n, 1)
-    _at_most("nth-last:n", "n", n, MAX_NTH_LAST)
+    _at_most("nth-last:n", "n", n, MAX_NTH_LAST, " (2^n states: beyond, no construction fits the parameter budget)")
     bits = list(itertools.product((0, 1), repeat=n))
     idx = {w: i for i, w in enumerate(bits)}
     maps = tuple(tuple(idx[w[1:] + (bit,)] for w in bits) for bit in (1, 0))

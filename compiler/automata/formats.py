@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .errors import SpecError
+from .errors import BudgetError, SpecError
 from .spec import Semiautomaton, from_dict
 
 START_MARKER = "__start"
@@ -37,8 +37,15 @@ REGEX_PREFIX = "regex:"
 REGEX_SINK = "sink"
 """The state a regular expression's partial minimal DFA is completed with (output reject)."""
 
-TABLE_MAX_CELLS = 1 << 24
-"""Largest transition table read (states x letters), so a huge file fails fast with a message."""
+REGEX_MAX_SUBSETS = 1 << 14
+"""Most states of the subset construction (regex -> NFA -> DFA, before minimising) expanded
+before a regular expression is refused: its DFA can be exponential in the pattern, and a
+subset is a set of NFA states each."""
+
+TABLE_MAX_CELLS = 1 << 21
+"""Largest transition table read (states x letters), so a huge file fails fast with a message:
+twice the largest catalog table (memory:1000, 1000 x 1001), the size the planner's analyses are
+budgeted for (a spec is a dict of every cell, about 200 bytes each)."""
 
 
 # --- DOT (AALpy) -------------------------------------------------------------------------------
@@ -196,9 +203,35 @@ def _bfs_order(start: Any, step: Mapping[Any, Mapping[str, Any]], alphabet: Sequ
     return order
 
 
+def _bounded_dfa(DFA: Any, nfa: Any, pattern: str) -> Any:
+    """The minimal DFA of ``nfa`` by automata-lib's subset construction (what ``DFA.from_nfa``
+    does), refused with a :class:`BudgetError` once it has expanded :data:`REGEX_MAX_SUBSETS`
+    subsets -- before the construction grows further."""
+    expanded = 0
+
+    def expand(subset: Any) -> Any:
+        nonlocal expanded
+        expanded += 1
+        if expanded > REGEX_MAX_SUBSETS:
+            raise BudgetError(f"regex {pattern!r}: its DFA has more than {REGEX_MAX_SUBSETS:,} states before "
+                              f"minimising (the subset construction's budget); the pattern needs an exponential "
+                              f"DFA -- shorten its bounded repetitions")
+        return nfa._iterate_through_symbol_path_pairs(subset)
+
+    start = frozenset(nfa._get_lambda_closures()[nfa.initial_state])
+    try:
+        return DFA._expand_dfa(lambda subset: not subset.isdisjoint(nfa.final_states), start, expand,
+                               nfa.input_symbols, minify=True)
+    except BudgetError:
+        raise
+    except Exception as e:  # automata-lib's own exceptions
+        raise SpecError(f"regex {pattern!r} is not valid for automata-lib: {type(e).__name__}: {str(e)[:160]}") from None
+
+
 def regex_to_dict(pattern: str, alphabet: Sequence[str] | None = None) -> dict[str, Any]:
-    """A regular expression to a spec dict through automata-lib: ``NFA.from_regex`` ->
-    ``DFA.from_nfa(minify=True)``; states renamed ``q0, q1, ...`` in breadth-first order from
+    """A regular expression to a spec dict through automata-lib: ``NFA.from_regex`` -> the
+    subset construction and minimisation of ``DFA.from_nfa(minify=True)``, bounded
+    (:func:`_bounded_dfa`); states renamed ``q0, q1, ...`` in breadth-first order from
     the start, outputs accept/reject; missing transitions go to an added :data:`REGEX_SINK`.
     ``alphabet`` defaults to the letters the pattern uses."""
     try:
@@ -212,9 +245,9 @@ def regex_to_dict(pattern: str, alphabet: Sequence[str] | None = None) -> dict[s
             raise SpecError(f"regex letters are single characters; {bad[0]!r} is not")
     try:
         nfa = NFA.from_regex(pattern, input_symbols=None if alphabet is None else set(alphabet))
-        dfa = DFA.from_nfa(nfa, minify=True)
     except Exception as e:  # automata-lib raises its own exceptions (and a few builtins) on bad patterns
         raise SpecError(f"regex {pattern!r} is not valid for automata-lib: {type(e).__name__}: {str(e)[:160]}") from None
+    dfa = _bounded_dfa(DFA, nfa, pattern)
     letters = list(alphabet) if alphabet is not None else sorted(dfa.input_symbols)
     order = _bfs_order(dfa.initial_state, dfa.transitions, letters)
     name = {q: f"q{i}" for i, q in enumerate(order)}
@@ -252,7 +285,8 @@ def _int_table(table: Any) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
         raise SpecError(f"a transition table must be a non-empty [n_states][n_letters] array, got shape {arr.shape}")
     if arr.size > TABLE_MAX_CELLS:
-        raise SpecError(f"a transition table of {arr.size:,} cells is over the limit of {TABLE_MAX_CELLS:,}")
+        raise SpecError(f"a transition table of {arr.size:,} cells is over the limit of {TABLE_MAX_CELLS:,} (the size "
+                        f"the planner's analyses are budgeted for)")
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or
                                  (arr.dtype == object and all(isinstance(v, int) and not isinstance(v, bool)
                                                               for v in arr.ravel()))):

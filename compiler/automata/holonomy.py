@@ -39,6 +39,7 @@ independent reference.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -52,6 +53,15 @@ from .semigroup import Map, then
 DEFAULT_IMAGE_BUDGET = 10_000
 """Most images (sets X·w) enumerated: past a few thousand the reachable tile chains are far
 beyond any other budget anyway."""
+
+HOLONOMY_MAX_STATES = 1 << 12
+"""Most states the decomposition takes on (twice the catalog's largest, nth-last:11): every
+image carries full maps of |Q| entries, composed in Python loops."""
+
+HOLONOMY_CELLS = 1 << 25
+"""Most images x states the decomposition takes on: it keeps full maps (FromRep, ToRep) of
+|Q| entries for every image and compares images pairwise for their tiles, so it refuses
+before that, right after the orbit (a random 10,000-state automaton: 5,500 images)."""
 
 DEFAULT_CHAIN_BUDGET = 60_000
 """Most reachable holonomy coordinate prefixes (trie nodes) explored."""
@@ -84,8 +94,8 @@ class _SetMapper:
     """Images of bitmask sets under fixed maps.
 
     Up to 64 states: 8-bit chunk lookup tables per map (built on first use);
-    beyond that, a loop over the set's members (building tables would cost
-    |maps|·|Q|·256 operations up front).
+    beyond that, the set unpacked to an array and gathered through the map
+    (building tables would cost |maps|·|Q|·256 operations up front).
     """
 
     def __init__(self, n: int, maps: Sequence[Map]):
@@ -93,6 +103,7 @@ class _SetMapper:
         self.maps = maps
         self.chunks = (n + 7) // 8
         self.tables: list[list[list[int]] | None] = [None] * len(maps)
+        self.arrays: np.ndarray | None = None
 
     def _build(self, a: int) -> list[list[int]]:
         m, n = self.maps[a], self.n
@@ -110,12 +121,24 @@ class _SetMapper:
 
     def image(self, mask: int, a: int) -> int:
         if self.n > 64:
-            return set_image(mask, self.maps[a])
+            return self._vector_image(mask, a)
         tabs = self.tables[a] or self._build(a)
         r = 0
         for k, tab in enumerate(tabs):
             r |= tab[(mask >> (8 * k)) & 255]
         return r
+
+
+    def _vector_image(self, mask: int, a: int) -> int:
+        """:func:`set_image` for many states: the set's bits unpacked, gathered through the map and
+        packed again by numpy (O(|Q|) in C rather than a Python step per member)."""
+        if self.arrays is None:
+            self.arrays = np.asarray(self.maps, dtype=np.int64)
+        nbytes = (self.n + 7) // 8
+        bits = np.unpackbits(np.frombuffer(mask.to_bytes(nbytes, "little"), dtype=np.uint8), bitorder="little")
+        out = np.zeros(8 * nbytes, dtype=np.uint8)
+        out[self.arrays[a][np.flatnonzero(bits[:self.n])]] = 1
+        return int.from_bytes(np.packbits(out, bitorder="little").tobytes(), "little")
 
 
 def set_image(mask: int, m: Map) -> int:
@@ -126,6 +149,34 @@ def set_image(mask: int, m: Map) -> int:
         r |= 1 << m[low.bit_length() - 1]
         mask ^= low
     return r
+
+
+def _order_on(m: Map, points: list[int]) -> int:
+    """The smallest k >= 1 with m^k the identity on ``points`` (which m permutes): the least
+    common multiple of its cycle lengths there."""
+    order, seen = 1, set()
+    for x in points:
+        if x in seen:
+            continue
+        length, y = 0, x
+        while y not in seen:
+            seen.add(y)
+            y = m[y]
+            length += 1
+        order = math.lcm(order, length)
+    return order
+
+
+def _power(m: Map, k: int) -> Map:
+    """The map m applied k times (the identity for k = 0), by repeated squaring."""
+    base = np.asarray(m, dtype=np.int64)
+    out = np.arange(len(m), dtype=np.int64)
+    while k:
+        if k & 1:
+            out = base[out]
+        base = base[base]
+        k >>= 1
+    return tuple(int(x) for x in out)
 
 
 @dataclass
@@ -179,7 +230,15 @@ class Holonomy:
         self._tile_sets: dict[int, frozenset[int]] = {}
         self._fill: dict[tuple[int, int], tuple[int, ...]] = {}
         self._perm_cache: dict[tuple[int, int], Perm] = {}
+        if n > HOLONOMY_MAX_STATES:
+            raise BudgetError(f"the holonomy decomposition takes on at most {HOLONOMY_MAX_STATES:,} states (full maps "
+                              f"of |Q| entries per image), this automaton has {n:,} -- use the scan construction")
         self._orbit(image_budget)
+        cells = len(self.images) * n
+        if cells > HOLONOMY_CELLS:
+            raise BudgetError(f"the holonomy decomposition would hold {len(self.images):,} images x {n:,} states = "
+                              f"{cells:,} map entries, over the budget of {HOLONOMY_CELLS:,}; its decomposition is too "
+                              f"large -- use the scan construction")
         self._extended()
         self._classes()
         self._depths()
@@ -411,14 +470,9 @@ class Holonomy:
                 if set_image(r, frm[p]) != p or set_image(p, to[p]) != r:
                     raise HolonomyError("FromRep/ToRep do not map between r and P")
                 loop = then(frm[p], to[p])
-                k, x = 1, loop
-                while any(x[i] != i for i in rpts):
-                    x = then(x, loop)
-                    k += 1
-                fixed = to[p]
-                for _ in range(k - 1):
-                    fixed = then(fixed, loop)
-                if any(then(frm[p], fixed)[i] != i for i in rpts):
+                fixed = then(to[p], _power(loop, _order_on(loop, rpts) - 1))
+                back = then(frm[p], fixed)
+                if any(back[i] != i for i in rpts):
                     raise HolonomyError("FromRep(P)·ToRep(P) is not the identity on the representative")
                 self.from_rep[p] = frm[p]
                 self.to_rep[p] = fixed

@@ -26,6 +26,10 @@ from .spec import Map, Semiautomaton
 ELEMENT_BUDGET = 5040
 """Largest group for which the quotient search and the element readout are tried."""
 
+CLOSURE_WORK = 1 << 23
+"""Most element-letter-state operations (|group| x |letters| x |Q|, a few seconds) spent
+enumerating the group for the quotient search; beyond it the natural action is used."""
+
 EXPLORE_LIMIT = 500
 """Most congruences visited by the quotient search."""
 
@@ -115,11 +119,12 @@ def choose(automaton: Semiautomaton, budget: int = ELEMENT_BUDGET) -> Representa
     """The smallest faithful quotient found greedily, or the natural action.
 
     Only tried for permutation automata whose group acts freely on Q (so the
-    element readout is exact); deterministic.
+    element readout is exact) and whose enumeration fits :data:`CLOSURE_WORK`; deterministic.
     """
     n = automaton.n_states
     if n <= 2 or not all(sorted(m) == list(range(n)) for m in automaton.maps):
         return natural(automaton)
+    budget = min(budget, CLOSURE_WORK // (automaton.n_symbols * n))
     try:
         elems = closure(automaton.maps, budget)
     except BudgetError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 from sympy.combinatorics import Permutation, PermutationGroup
 
 from .errors import BudgetError
@@ -31,16 +32,29 @@ def identity(n: int) -> Map:
     return tuple(range(n))
 
 
+VECTOR_STATES = 64
+"""From this many states on, :func:`closure` composes maps as numpy arrays (one gather per
+product instead of a Python loop over the states)."""
+
+
+def _budget_error(budget: int) -> BudgetError:
+    return BudgetError(f"transformation semigroup has more than {budget} elements (budget); "
+                       f"raise the budget or use a smaller automaton")
+
+
 def closure(generators: Sequence[Map], budget: int = DEFAULT_SEMIGROUP_BUDGET) -> list[Map]:
     """All maps of non-empty words over ``generators``, in breadth-first order.
 
     Deterministic: the order depends only on the generators' order.  Raises
-    :class:`BudgetError` once more than ``budget`` elements are found.
+    :class:`BudgetError` once more than ``budget`` elements are found.  With many states
+    (:data:`VECTOR_STATES`) the products are numpy gathers, in the same order.
     """
     gens = list(dict.fromkeys(tuple(g) for g in generators))
-    seen: dict[Map, None] = dict.fromkeys(gens)
-    if len(seen) > budget:
+    if len(gens) > budget:
         raise BudgetError(f"transformation semigroup has more than {budget} elements (budget)")
+    if gens and len(gens[0]) >= VECTOR_STATES:
+        return _closure_vectorised(gens, budget)
+    seen: dict[Map, None] = dict.fromkeys(gens)
     frontier = list(gens)
     while frontier:
         nxt = []
@@ -51,12 +65,30 @@ def closure(generators: Sequence[Map], budget: int = DEFAULT_SEMIGROUP_BUDGET) -
                     seen[p] = None
                     nxt.append(p)
                     if len(seen) > budget:
-                        raise BudgetError(
-                            f"transformation semigroup has more than {budget} elements (budget); "
-                            f"raise the budget or use a smaller automaton"
-                        )
+                        raise _budget_error(budget)
         frontier = nxt
     return list(seen)
+
+
+def _closure_vectorised(gens: list[Map], budget: int) -> list[Map]:
+    """:func:`closure` with maps as numpy rows (keyed by their bytes), the same breadth-first order."""
+    g = np.asarray(gens, dtype=np.int64)
+    found = [row for row in g]
+    seen = {row.tobytes() for row in found}
+    frontier = found[:]
+    while frontier:
+        nxt = []
+        for s in frontier:
+            for p in g[:, s]:  # then(s, gen) for every generator: gen[s[q]]
+                key = p.tobytes()
+                if key not in seen:
+                    seen.add(key)
+                    found.append(p)
+                    nxt.append(p)
+                    if len(found) > budget:
+                        raise _budget_error(budget)
+        frontier = nxt
+    return [tuple(int(x) for x in row) for row in found]
 
 
 # ---------------------------------------------------------------------------

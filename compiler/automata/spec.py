@@ -9,6 +9,7 @@ scan construction, which manipulates transition maps.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -64,8 +65,9 @@ class Semiautomaton:
             out.append(index[sym])
         return out
 
-    @property
+    @functools.cached_property
     def symbol_index(self) -> dict[str, int]:
+        """Letter name -> token id (built once per automaton: ``run`` looks up every input line)."""
         return {s: i for i, s in enumerate(self.alphabet)}
 
     @property

@@ -107,8 +107,8 @@ def test_refusals_name_the_limit():
     assert plan is None and "9-definite, beyond the lookback limit k <= 8" in reason
     plan, reason = detect(nth_last(4), max_keys=8)
     assert plan is None and "2^4 = 16 entries, over the budget of 8" in reason
-    k, reason = definite_depth(nth_last(3), max_sets=1)
-    assert k is None and reason.startswith("gave up after 1 letters")
+    k, reason = definite_depth(nth_last(3), max_pairs=1)
+    assert k is None and reason.startswith("gave up: the definiteness test walks the 28 pairs of 8 states")
     assert "not definite" in detect(load_spec("parity"))[1]
 
 
