@@ -360,3 +360,29 @@ def test_readme_states_the_exit_codes():
 def test_paper_suite_column_is_the_depth_at_100_percent():
     table = (ROOT / "benchmarks" / "results" / "paper_suite.md").read_text()
     assert "| trained depth (100%) |" in table and "99%" not in table
+
+
+# --- issue 30: input at fault is exit 2, never 3 ------------------------------------------------
+
+PARTIAL_STACKS = ([[1, 2, 5, 5], [5, 5, 0, 5], [3, 4, 5, 0], [5, 5, 2, 5], [5, 5, 5, 2], [5, 5, 5, 5]],
+                  [[1, 4, 2, 4], [3, 0, 4, 4], [4, 4, 4, 0], [4, 1, 4, 4], [4, 4, 4, 4]])
+"""Tables on which the stack detector stepped to a stack its walk never made (KeyError, exit 3)."""
+
+
+@pytest.mark.parametrize("rows", PARTIAL_STACKS)
+def test_partial_stacks_plan_compile_and_verify_exact(rows, tmp_path, capsys):
+    spec = tmp_path / "t.json"
+    spec.write_text(json.dumps(rows))
+    assert main(["plan", str(spec), "--max-len", "16"]) == 0
+    assert "not all 7 stacks" in capsys.readouterr().out
+    assert main(["compile", str(spec), "-o", str(tmp_path / "m.st"), "--max-len", "65"]) == 0
+    assert "verification: exact" in capsys.readouterr().out
+    fails(["compile", str(spec), "-o", str(tmp_path / "m.st"), "--max-len", "65", "--method", "bounded-stack"],
+          "is not one up to renaming", capsys)
+
+
+def test_regex_whose_minimal_dfa_is_a_partial_stack_compiles_with_labels(tmp_path, capsys):
+    out = tmp_path / "r.st"
+    assert main(["compile", "regex:..b|ab", "--alphabet", "a,b", "--readout", "labels", "--max-len", "64",
+                 "-o", str(out)]) == 0
+    assert "verification: exact" in capsys.readouterr().out
