@@ -9,7 +9,6 @@ line asking for a bug report; the traceback only with ``--debug``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
@@ -22,9 +21,11 @@ from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from constructions.model import resolve_device
 from verify.check import verify
 from verify.progress import Progress
+from verify.text import json_text
 from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
                            verification_summary, write_report)
 
+from .automata.atomic import write_atomic
 from .automata.cascade import summary_json, summary_text, to_dot
 from .automata.catalog import entries
 from .automata.decompose import decompose
@@ -289,7 +290,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if a.outputs is not None and not labels:
                 out = dict(zip(a.states, a.outputs))
                 rec["outputs"] = [out[s] for s in states]
-            print(json.dumps(rec))
+            print(json_text(rec))
         else:
             print(" ".join(states))
     return 0
@@ -382,7 +383,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                         positions=args.positions, max_params=args.max_params, dtype=_dtype(args.dtype),
                         allow_inexact=args.allow_inexact)
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
     else:
         print(f"plan for {result['automaton']} at max_len {args.max_len} (prefer {args.prefer}, "
               f"budget {args.max_params:,} parameters):")
@@ -399,7 +400,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.layout:
         try:
             layout = model.layout()
-            text = json.dumps(layout) if args.json else "\n".join(layout_text(layout))
+            text = json_text(layout) if args.json else "\n".join(layout_text(layout))
         except KeyError as e:
             raise ShortcutError(str(e.args[0])) from None
         except (TypeError, ValueError, AttributeError, IndexError) as e:
@@ -409,7 +410,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     cands = _stored_candidates(model)
     info = {**model.info(), "candidates": cands, "verification_status": verification_status(model)}
     if args.json:
-        print(json.dumps(info))
+        print(json_text(info))
         return EXIT_OK
     for k, v in info.items():
         if k not in ("verification", "verification_status", "candidates"):
@@ -457,7 +458,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         rep = report_dict(result, model, args.model)
     if args.json:
-        print(json.dumps(rep))
+        print(json_text(rep))
     else:
         print(verdict_line(rep["automaton"]["name"], result, rep["checked"]))
         if result.counterexample is not None:
@@ -487,8 +488,8 @@ def cmd_decompose(args: argparse.Namespace) -> int:
     dot = writable_file(args.dot, "DOT file") if args.dot is not None else None
     cascade = decompose(load_spec(args.spec, complete=args.complete))
     if dot is not None:
-        _write(dot, "DOT file", lambda: dot.write_text(to_dot(cascade)))
-    print(json.dumps(summary_json(cascade)) if args.json else summary_text(cascade))
+        _write(dot, "DOT file", lambda: write_atomic(dot, to_dot(cascade)))
+    print(json_text(summary_json(cascade)) if args.json else summary_text(cascade))
     return EXIT_OK
 
 

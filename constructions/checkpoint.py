@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
+from compiler.automata.atomic import write_atomic
 from compiler.automata.errors import CheckpointError, ShortcutError
 
 from .labels import check_readout
@@ -60,14 +61,15 @@ def serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> byt
 
 
 def save(model: CompiledTransformer, path: "str | Path") -> None:
-    """Write ``model`` to ``path`` (byte-identical for identical models)."""
+    """Write ``model`` to ``path`` (byte-identical for identical models; atomically: a kill leaves
+    the old file or the new one)."""
     metadata = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "config": _canonical(model.config),
         "meta": _canonical(model.meta),
     }
-    Path(path).write_bytes(serialize(model.state_dict(), metadata))
+    write_atomic(path, serialize(model.state_dict(), metadata))
 
 
 def load(path: "str | Path") -> CompiledTransformer:

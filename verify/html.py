@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -71,8 +72,9 @@ def plan_diagram(model) -> tuple[str, str] | None:
     return None if c.diagram is None else c.diagram(plan)
 
 
-def dot_svg(dot: str) -> str | None:
-    """Render DOT to inline SVG with the ``dot`` binary, when it is installed."""
+def run_dot(dot: str) -> str | None:
+    """What the Graphviz ``dot`` binary makes of ``dot`` with ``-Tsvg`` (None when it is not
+    installed or fails)."""
     exe = shutil.which("dot")
     if exe is None:
         return None
@@ -80,9 +82,26 @@ def dot_svg(dot: str) -> str | None:
         res = subprocess.run([exe, "-Tsvg"], input=dot.encode(), capture_output=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    svg = res.stdout.decode(errors="replace")
-    start = svg.find("<svg")
-    return svg[start:] if start >= 0 else None
+    return res.stdout.decode(errors="replace")
+
+
+_ACTIVE_SVG = re.compile(r"<\s*(script|a|foreignobject|iframe|image|use|style)\b"
+                         r"|<[^>]*(\s(on\w+|href|xlink:href|style)\s*=|javascript:)", re.IGNORECASE)
+"""What an inline SVG must not hold: elements that run code, load or link something, or style the
+page, and attributes that do (event handlers, links).  Text is inert: Graphviz escapes ``<`` in it."""
+
+
+def dot_svg(dot: str) -> str | None:
+    """``dot`` rendered as inline SVG (:func:`run_dot`): the ``<svg>`` element alone (no XML
+    prolog, DOCTYPE or comments).  None when Graphviz is missing or the SVG holds anything
+    active (:data:`_ACTIVE_SVG`: a link, a script, an event handler); the names in the DOT are
+    quoted by ``compiler.automata.cascade.dot_quote``, so that should never happen."""
+    out = run_dot(dot)
+    start = -1 if out is None else out.find("<svg")
+    if start < 0:
+        return None
+    svg = re.sub(r"<!--.*?-->", "", out[start:], flags=re.DOTALL)
+    return None if _ACTIVE_SVG.search(svg) else svg
 
 
 def _accuracy_section(report) -> str:
@@ -189,8 +208,9 @@ def _diagram_section(model) -> str:
     if svg is not None:
         out.append(svg)
     else:
-        out.append('<p class="note">The Graphviz <code>dot</code> program is not installed: the diagram is given '
-                   "as DOT source (render it with <code>dot -Tsvg</code>).</p>")
+        out.append('<p class="note">The diagram is given as DOT source (render it with <code>dot -Tsvg</code>): the '
+                   "Graphviz <code>dot</code> program is not installed or failed, or its drawing held a link or a "
+                   "script, which this page never inlines.</p>")
     out.append(f"<pre>{_e(dot)}</pre>")
     return "".join(out)
 

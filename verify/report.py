@@ -4,17 +4,17 @@ and the short summary stored in a checkpoint's metadata at compile time."""
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from compiler.automata.atomic import write_atomic
 from compiler.automata.version import __version__
 from constructions.checkpoint import header_sha256, weights_sha256
 
 from .check import VerificationResult
 from .html import report_html
-from .text import cut_text, exhaustive_text, fmt
+from .text import cut_text, exhaustive_text, fmt, json_text, md
 
 REPORT_SCHEMA = "shortcut-verification/1"
 SUMMARY_SCHEMA = "shortcut-verification-summary/1"
@@ -176,14 +176,21 @@ def summary_line(summary: dict[str, Any], status: str | None = None) -> str:
             f"min MLP distance to boundary {m.get('mlps_min_distance_to_boundary')}")
 
 
+def _cell(x: Any) -> str:
+    """A value for ``report.md``: text (names, notes) escaped by :func:`verify.text.md`, numbers formatted."""
+    return md(x) if isinstance(x, str) else fmt(x)
+
+
 def report_markdown(report: dict[str, Any]) -> str:
-    """A short human-readable version of :func:`report_dict`."""
+    """A short human-readable version of :func:`report_dict`; every name and note in it is
+    escaped (:func:`verify.text.md`), so a state called ``<img src=x onerror=...>`` stays text."""
     c = report["checked"]
     verdict = "EXACT" if report["exact"] else "NOT EXACT"
     acc = report["accuracy_by_position"]
     worst_pos = min(range(len(acc)), key=lambda i: acc[i]) if acc else None
     lines = [
-        f"# Verification: {report['automaton']['name']} ({report['method']}, max_len {report['max_len']}, {report['dtype']})",
+        f"# Verification: {md(report['automaton']['name'])} ({md(report['method'])}, max_len {report['max_len']}, "
+        f"{md(report['dtype'])})",
         "",
         f"**{verdict}** — {report['n_errors']} wrong of {report['n_positions']} scored positions "
         f"in {report['n_sequences']} sequences (seed {report['seed']}); accuracy {report['accuracy']:.6g}"
@@ -198,9 +205,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         "|---|---|",
         f"| exhaustive | {exhaustive_text(c)} |",
         f"| random | {c['random_sequences']} sequences of length {c['random_length']}, every position |",
-        f"| adversarial | {', '.join(f'{k} ({v})' for k, v in c['adversarial_families'].items()) or 'none'} |",
-        f"| layer-wise | {c.get('layerwise') or 'none'} |",
-        f"| forward | {c.get('forward', 'plain')} |",
+        f"| adversarial | {', '.join(f'{md(k)} ({v})' for k, v in c['adversarial_families'].items()) or 'none'} |",
+        f"| layer-wise | {md(c.get('layerwise') or 'none')} |",
+        f"| forward | {md(c.get('forward', 'plain'))} |",
         *([f"| time budget | {c['time_budget_s']:g} s{cut_text(c) or ': every check ran in full'} |"]
           if isinstance(c.get("time_budget_s"), (int, float)) else []),
         "",
@@ -214,25 +221,26 @@ def report_markdown(report: dict[str, Any]) -> str:
             gap = h.get("worst_score_gap")
             if gap is None and "worst_score_spread" in h:
                 gap = f"spread {fmt(h['worst_score_spread'])}"
-            lines.append(f"| {h['layer']} | {h['head']} | {h.get('target', '')} | {fmt(gap)} | "
+            lines.append(f"| {h['layer']} | {h['head']} | {_cell(h.get('target', ''))} | {_cell(gap)} | "
                          f"{fmt(h.get('worst_leaked_mass'))} | {fmt(h.get('derived_leak_bound'))} |")
     mlps = report["margins"].get("mlps") or []
     if mlps:
         lines += ["", "| layer | MLP | inputs | worst input noise | tolerance | distance to decision boundary |",
                   "|---|---|---|---|---|---|"]
         for m in mlps:
-            lines.append(f"| {m['layer']} | {m['mlp']} | {m.get('inputs') or '—'} | {fmt(m.get('worst_input_noise'))} | "
+            lines.append(f"| {m['layer']} | {_cell(m['mlp'])} | {_cell(m.get('inputs') or '—')} | "
+                         f"{fmt(m.get('worst_input_noise'))} | "
                          f"{fmt(m.get('input_tolerance'))} | {fmt(m.get('distance_to_boundary'))} |")
     inv = report.get("invariants") or {}
     for f in inv.get("failures", []):
-        lines.append(f"- invariant failed: {f}")
+        lines.append(f"- invariant failed: {_cell(f)}")
     for n in report.get("notes") or []:
-        lines.append(f"- note: {n}")
+        lines.append(f"- note: {_cell(n)}")
     ce = report.get("counterexample")
     if ce:
-        lines += ["", f"## First counterexample ({ce['check']})", "",
-                  f"Input: `{' '.join(ce['input'])}` — at position {ce['position']} expected "
-                  f"`{ce['expected']}`, model gave `{ce['got']}`.", "",
+        lines += ["", f"## First counterexample ({md(ce['check'])})", "",
+                  f"Input: {md(' '.join(ce['input']))} — at position {ce['position']} expected "
+                  f"{md(ce['expected'])}, model gave {md(ce['got'])}.", "",
                   "| t | symbol | reference | model | logit gap |", "|---|---|---|---|---|"]
         trace = ce["trace"]
         shown = list(enumerate(trace, 1))
@@ -242,18 +250,20 @@ def report_markdown(report: dict[str, Any]) -> str:
             if i is None:
                 lines.append("| … | | | | |")
                 continue
-            lines.append(f"| {i} | {s['symbol']} | {s['expected']} | {s['got']} | {fmt(s.get('logit_gap'))} |")
+            lines.append(f"| {i} | {_cell(s['symbol'])} | {_cell(s['expected'])} | {_cell(s['got'])} | "
+                         f"{fmt(s.get('logit_gap'))} |")
     return "\n".join(lines) + "\n"
 
 
 def write_report(result: VerificationResult, model, out_dir: "str | Path",
                  checkpoint: "str | Path | None" = None, html: bool = True) -> dict[str, Any]:
-    """Write report.json, report.md and (``html``) report.html into ``out_dir``; return the JSON dict."""
+    """Write report.json, report.md and (``html``) report.html into ``out_dir``, each atomically (a
+    kill leaves each file old or new, never torn); return the JSON dict."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = report_dict(result, model, checkpoint)
-    (out / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True) + "\n")
-    (out / "report.md").write_text(report_markdown(rep))
+    write_atomic(out / "report.json", json_text(rep, indent=2, sort_keys=True) + "\n")
+    write_atomic(out / "report.md", report_markdown(rep))
     if html:
-        (out / "report.html").write_text(report_html(rep, model))
+        write_atomic(out / "report.html", report_html(rep, model))
     return rep
