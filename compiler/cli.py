@@ -19,17 +19,17 @@ from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import load, save
 from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from constructions.model import resolve_device
-from verify.check import verify
+from verify.check import check_options, verify
 from verify.progress import Progress
+from verify.report import (CHANGED, DIGESTS_NOTE, UNSEALED, VERIFIED, failure_text, report_dict, summary_line,
+                           verification_status, verification_summary, write_report)
 from verify.text import json_text
-from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
-                           verification_summary, write_report)
 
 from .automata.atomic import write_atomic
 from .automata.cascade import summary_json, summary_text, to_dot
 from .automata.catalog import entries
 from .automata.decompose import decompose
-from .automata.errors import InputError, ShortcutError
+from .automata.errors import BudgetError, InputError, ShortcutError
 from .automata.formats import parse_alphabet
 from .automata.load import load_spec
 from .automata.version import __version__
@@ -212,6 +212,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
     automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet)
+    if args.verify:  # refused before compiling, not after: inputs and the reference within their bounds
+        try:
+            check_options(automaton.n_symbols, max(args.max_len, 1), n_states=automaton.n_states,
+                          samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
+                          family_limit=COMPILE_FAMILY_LIMIT)
+        except BudgetError as e:
+            raise BudgetError(f"{e} (compile with --no-verify to skip verification)") from None
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
                               positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
                               prefer=args.prefer, max_params=args.max_params)
@@ -342,15 +349,18 @@ def layout_text(layout: dict) -> list[str]:
 
 
 def _verification_line(model) -> str:
-    """``info``'s verdict: the stored summary, and whether it still describes these weights and header."""
+    """``info``'s verdict: the stored summary, whether it still describes these weights and header
+    and is itself unchanged, and what such digests are worth (:data:`DIGESTS_NOTE`)."""
     summary, status = model.meta.get("verification"), verification_status(model)
     if status is None:
         return "verification: none stored (compiled with --no-verify; run `shortcut verify`)"
     if status == VERIFIED:
+        line = summary_line(summary, status)
+    elif status.startswith(CHANGED) or status == UNSEALED:
+        line = f"{status}; run `shortcut verify` (stored verdict: {summary_line(summary)})"
+    else:  # a summary without digests: nothing to say about them
         return f"verification: {summary_line(summary, status)}"
-    if status.startswith("changed"):
-        return f"verification: {status}; run `shortcut verify` (stored verdict: {summary_line(summary)})"
-    return f"verification: {summary_line(summary, status)}"
+    return f"verification: {line}\nintegrity: {DIGESTS_NOTE}"
 
 
 def candidates_text(cands: list[dict]) -> list[str]:
@@ -408,12 +418,14 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(text)
         return EXIT_OK
     cands = _stored_candidates(model)
-    info = {**model.info(), "candidates": cands, "verification_status": verification_status(model)}
+    status = verification_status(model)
+    info = {**model.info(), "candidates": cands, "verification_status": status,
+            "verification_digests": None if status is None else DIGESTS_NOTE}
     if args.json:
         print(json_text(info))
         return EXIT_OK
     for k, v in info.items():
-        if k not in ("verification", "verification_status", "candidates"):
+        if k not in ("verification", "verification_status", "verification_digests", "candidates"):
             print(f"{k}: {v}")
     if cands is not None:
         print("candidates:")
@@ -444,11 +456,21 @@ def verdict_line(name: str, result, checked: dict) -> str:
     return f"{name}: NOT exact — {failure_text(result.n_errors, ce_dict, fails)}; checked {what}"
 
 
+def _warn_stale_summary(model, path: str) -> None:
+    """``verify`` says so (on stderr) when the summary stored in the checkpoint no longer matches
+    its digests: this run's verdict stands on its own, the stored one does not."""
+    status = verification_status(model)
+    if status is not None and (status.startswith(CHANGED) or status == UNSEALED):
+        print(f"warning: the verification summary stored in {path!r} is {status}; it is not this run's verdict "
+              f"(recompile to store a new one)", file=sys.stderr)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     report_dir = writable_dir(args.report, "report directory") if args.report is not None else None
     device = resolve_device(args.device)
     model = load(args.model)
     require_intact_header(model)
+    _warn_stale_summary(model, args.model)
     result = verify(model.to(device), samples=args.samples, seed=args.seed, exhaustive_budget=args.exhaustive_budget,
                     family_limit=args.family_limit, progress=_progress(args.time_budget), time_budget=args.time_budget)
     model.to("cpu")

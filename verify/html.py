@@ -48,6 +48,12 @@ def _f(x: Any) -> str:
     return _e(fmt(x))
 
 
+def _number(x: Any) -> float | None:
+    """``x`` as a float to plot, or None when it is not a number (margins quote construction
+    notes, which a crafted header can make anything)."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
 def _table(header: list[str], rows: list[list[Any]]) -> str:
     out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"]
     for r in rows:
@@ -122,6 +128,24 @@ def _accuracy_section(report) -> str:
     return "".join(parts)
 
 
+def head_names(meta: dict[str, Any], layer: int, n: int) -> list[str]:
+    """Titles for the first ``n`` heads of ``layer`` from the construction's notes (``meta["layers"]``:
+    each head's ``kind`` and ``offset``), ``head h`` where a note is missing or not of that shape."""
+    layers = meta.get("layers")
+    note = layers[layer] if isinstance(layers, list) and layer < len(layers) else None
+    heads = note.get("heads") if isinstance(note, dict) else None
+    heads = heads if isinstance(heads, list) else []
+
+    def name(h: int) -> str:
+        x = heads[h] if h < len(heads) else None
+        if not isinstance(x, dict) or not isinstance(x.get("kind", ""), str):
+            return f"head {h}"
+        offset = x.get("offset")
+        return x.get("kind", "") + (f" {offset:+d}" if type(offset) is int else "")
+
+    return [name(h) for h in range(n)]
+
+
 def _attention_section(model, tokens: np.ndarray) -> str:
     a = model.automaton
     with torch.no_grad():
@@ -133,10 +157,8 @@ def _attention_section(model, tokens: np.ndarray) -> str:
              svg.colour_bar()]
     for l in range(len(model.blocks)):
         pat = cache[f"blocks.{l}.attn.hook_pattern"][0].double().numpy()  # [H, T+1, T+1]
-        notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
         H = min(pat.shape[0], MAX_HEADS_PER_LAYER)
-        names = [(notes[h].get("kind", "") + (f" {notes[h]['offset']:+d}" if isinstance(notes[h].get("offset"), int)
-                                              else "")) if h < len(notes) else f"head {h}" for h in range(H)]
+        names = head_names(model.meta, l, H)
         parts.append(f"<h3>Layer {l + 1}</h3>")
         if pat.shape[0] > H:
             parts.append(f"<p>First {H} of {pat.shape[0]} heads.</p>")
@@ -153,13 +175,15 @@ def _margins_section(report) -> str:
              f"<p>Smallest readout logit margin (top minus second logit at a correct position): "
              f"<b>{_f(m.get('readout_min_logit_margin'))}</b>.</p>"]
     plots = []
-    if any(h.get("worst_leaked_mass") is not None for h in heads):
+    if any(_number(h.get("worst_leaked_mass")) is not None for h in heads):
         plots.append(svg.bar_plot(
-            [h.get("worst_leaked_mass") for h in heads], "worst leaked softmax mass per head (black: derived bound)",
-            "head (in table order)", "leaked mass", log=True, marks=[h.get("derived_leak_bound") for h in heads]))
+            [_number(h.get("worst_leaked_mass")) for h in heads],
+            "worst leaked softmax mass per head (black: derived bound)", "head (in table order)", "leaked mass",
+            log=True, marks=[_number(h.get("derived_leak_bound")) for h in heads]))
     if mlps:
-        frac = [(x["distance_to_boundary"] / x["input_tolerance"])
-                if x.get("distance_to_boundary") is not None and x.get("input_tolerance") else None for x in mlps]
+        frac = [_number(x.get("distance_to_boundary")) / _number(x.get("input_tolerance"))
+                if _number(x.get("distance_to_boundary")) is not None and _number(x.get("input_tolerance")) else None
+                for x in mlps]
         plots.append(svg.bar_plot(frac, "MLP inputs: distance to a decision boundary / tolerance",
                                   "MLP (in table order)", "fraction of tolerance",
                                   colours=["#2ca02c" if f is not None and f > 0 else "#d62728" for f in frac]))

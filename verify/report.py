@@ -10,7 +10,7 @@ from typing import Any
 
 from compiler.automata.atomic import write_atomic
 from compiler.automata.version import __version__
-from constructions.checkpoint import header_sha256, weights_sha256
+from constructions.checkpoint import header_sha256, summary_intact, weights_sha256
 
 from .check import VerificationResult
 from .html import report_html
@@ -88,7 +88,8 @@ def verification_summary(result: VerificationResult, model=None) -> dict[str, An
     """What ``compile --verify`` stores in ``meta["verification"]``: deterministic given the
     seed (no timestamps, floats rounded to 6 significant digits).  Given the ``model`` that
     was verified, the summary is bound to it: ``weights_sha256`` and ``header_sha256``
-    (:mod:`constructions.checkpoint`), which :func:`verification_status` compares later."""
+    (:mod:`constructions.checkpoint`), which :func:`verification_status` compares later;
+    ``checkpoint.save`` seals it with its own digest (``summary_sha256``, over every entry)."""
     c = result.checked
     ce = result.counterexample
     bound = {} if model is None else {"weights_sha256": weights_sha256(model), "header_sha256": header_sha256(model)}
@@ -123,12 +124,18 @@ def verification_summary(result: VerificationResult, model=None) -> dict[str, An
 VERIFIED = "verified"
 CHANGED = "changed since verification"
 UNBOUND = "not bound to the weights"
+UNSEALED = "not sealed: the summary has no digest of its own (an older shortcut wrote it, or it was removed)"
+DIGESTS_NOTE = ("these sha256 digests detect accidental change, not tampering: anyone who edits a checkpoint "
+                "can recompute them")
+"""What the digests are worth, said wherever a verdict rests on them (``info``, the README)."""
 
 
 def verification_status(model) -> str | None:
     """Whether the stored verification still describes ``model``: :data:`VERIFIED` when the
-    weights and header digests it was bound to match, :data:`CHANGED` (naming what changed)
-    when not, :data:`UNBOUND` for a summary without digests, None when there is none."""
+    summary's own digest and the weights and header digests it was bound to all match,
+    :data:`CHANGED` (naming what changed: the summary, the weights, the header) when one does
+    not, :data:`UNSEALED` for a bound summary without its own digest, :data:`UNBOUND` for a
+    summary without digests, None when there is none.  (Accidental change only: :data:`DIGESTS_NOTE`.)"""
     summary = model.meta.get("verification")
     if not isinstance(summary, dict):
         return None
@@ -138,7 +145,12 @@ def verification_status(model) -> str | None:
                                               ("the header (spec, method, plan, config, notes)", "header_sha256",
                                                header_sha256))
                if summary.get(key) != digest(model)]
-    return f"{CHANGED}: {' and '.join(changed)} differ" if changed else VERIFIED
+    sealed = summary_intact(summary)
+    if sealed is False:
+        changed.insert(0, "the summary's own entries")
+    if changed:
+        return f"{CHANGED}: {' and '.join(changed)} differ"
+    return UNSEALED if sealed is None else VERIFIED
 
 
 def failure_text(n_errors: Any, counterexample: dict[str, Any] | None, invariant_failures: list[str]) -> str:

@@ -259,21 +259,23 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, compl
 
 
 def _transitions(trans: Any, states: tuple[str, ...], alphabet: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """``{state: {symbol: next_state}}`` with every name checked (missing entries allowed here)."""
+    """``{state: {symbol: next_state}}`` with every name checked (missing entries allowed here);
+    membership is tested in sets, so a wide alphabet costs linear time, not quadratic."""
     if not isinstance(trans, Mapping):
         raise SpecError("spec needs 'transitions': an object {state: {symbol: next_state}}")
+    known_states, known_letters = frozenset(states), frozenset(alphabet)
     rows: dict[str, dict[str, str]] = {}
     for q, row in _keyed(trans, "'transitions'").items():
-        if q not in states:
+        if q not in known_states:
             raise SpecError(f"transitions given for unknown state {q!r}")
         if not isinstance(row, Mapping):
             raise SpecError(f"transitions of state {q!r} must be an object {{symbol: next_state}}")
         rows[q] = {}
         for a, nxt in _keyed(row, f"the transitions of state {q!r}").items():
-            if a not in alphabet:
+            if a not in known_letters:
                 raise SpecError(f"transition from {q!r} on unknown symbol {a!r}")
             target = _name(nxt, f"the target of {q!r} --{a!r}-->")
-            if target not in states:
+            if target not in known_states:
                 raise SpecError(f"transition {q!r} --{a!r}--> unknown state {target!r}")
             rows[q][a] = target
     return rows

@@ -10,6 +10,7 @@ import torch
 
 import compiler
 from compiler.cli import main
+from verify import html
 from verify.check import verify
 from verify.report import REPORT_SCHEMA, file_sha256, report_dict, write_report
 
@@ -88,8 +89,6 @@ def test_verify_writes_three_reports(checkpoints, method, tmp_path, capsys):
     ('<script>alert(1)</script>', False),
 ])
 def test_the_cascade_svg_is_inlined_only_when_inert(node, drawn, checkpoints, tmp_path, monkeypatch):
-    from verify import html
-
     monkeypatch.setattr(html, "run_dot", lambda dot: GRAPHVIZ_SVG % node)  # Graphviz or not, the same page
     model = compiler.load(checkpoints["krohn-rhodes"])
     write_report(verify(model, samples=1, exhaustive_budget=16), model, tmp_path, checkpoints["krohn-rhodes"])
