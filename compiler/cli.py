@@ -9,7 +9,6 @@ line asking for a bug report; the traceback only with ``--debug``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
@@ -23,15 +22,17 @@ from constructions.checkpoint import load, save, weights_sha256
 from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from constructions.model import resolve_device
 from verify.certify import certificate_text, certify, recheck
-from verify.check import batch_rows, verify
+from verify.check import batch_rows, check_options, verify
 from verify.progress import Progress
-from verify.report import (VERIFIED, failure_text, report_dict, summary_line, verification_status,
-                           verification_summary, write_report)
+from verify.report import (CHANGED, DIGESTS_NOTE, UNSEALED, VERIFIED, failure_text, report_dict, summary_line,
+                           verification_status, verification_summary, write_report)
+from verify.text import json_text
 
+from .automata.atomic import write_atomic
 from .automata.cascade import summary_json, summary_text, to_dot
 from .automata.catalog import entries
 from .automata.decompose import decompose
-from .automata.errors import InputError, ShortcutError
+from .automata.errors import BudgetError, InputError, ShortcutError
 from .automata.formats import parse_alphabet
 from .automata.load import load_spec
 from .automata.version import __version__
@@ -220,6 +221,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
     automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet)
+    if args.verify:  # refused before compiling, not after: inputs and the reference within their bounds
+        try:
+            check_options(automaton.n_symbols, max(args.max_len, 1), n_states=automaton.n_states,
+                          samples=args.verify_samples, seed=0, exhaustive_budget=args.verify_budget,
+                          family_limit=COMPILE_FAMILY_LIMIT)
+        except BudgetError as e:
+            raise BudgetError(f"{e} (compile with --no-verify to skip verification)") from None
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
                               positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
                               prefer=args.prefer, max_params=args.max_params)
@@ -374,7 +382,7 @@ def _run_line(states: list[str], as_json: bool, labels: bool, outputs: dict[str,
     rec: dict[str, Any] = {"labels" if labels else "states": states}
     if outputs is not None and not labels:
         rec["outputs"] = [outputs[s] for s in states]
-    return json.dumps(rec)
+    return json_text(rec)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -449,15 +457,18 @@ def layout_text(layout: dict) -> list[str]:
 
 
 def _verification_line(model) -> str:
-    """``info``'s verdict: the stored summary, and whether it still describes these weights and header."""
+    """``info``'s verdict: the stored summary, whether it still describes these weights and header
+    and is itself unchanged, and what such digests are worth (:data:`DIGESTS_NOTE`)."""
     summary, status = model.meta.get("verification"), verification_status(model)
     if status is None:
         return "verification: none stored (compiled with --no-verify; run `shortcut verify`)"
     if status == VERIFIED:
+        line = summary_line(summary, status)
+    elif status.startswith(CHANGED) or status == UNSEALED:
+        line = f"{status}; run `shortcut verify` (stored verdict: {summary_line(summary)})"
+    else:  # a summary without digests: nothing to say about them
         return f"verification: {summary_line(summary, status)}"
-    if status.startswith("changed"):
-        return f"verification: {status}; run `shortcut verify` (stored verdict: {summary_line(summary)})"
-    return f"verification: {summary_line(summary, status)}"
+    return f"verification: {line}\nintegrity: {DIGESTS_NOTE}"
 
 
 def _certificate_line(model) -> str:
@@ -502,7 +513,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                         positions=args.positions, max_params=args.max_params, dtype=_dtype(args.dtype),
                         allow_inexact=args.allow_inexact)
     if args.json:
-        print(json.dumps(result))
+        print(json_text(result))
     else:
         print(f"plan for {result['automaton']} at max_len {args.max_len} (prefer {args.prefer}, "
               f"budget {args.max_params:,} parameters):")
@@ -519,7 +530,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.layout:
         try:
             layout = model.layout()
-            text = json.dumps(layout) if args.json else "\n".join(layout_text(layout))
+            text = json_text(layout) if args.json else "\n".join(layout_text(layout))
         except KeyError as e:
             raise ShortcutError(str(e.args[0])) from None
         except (TypeError, ValueError, AttributeError, IndexError) as e:
@@ -527,12 +538,14 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(text)
         return EXIT_OK
     cands = _stored_candidates(model)
-    info = {**model.info(), "candidates": cands, "verification_status": verification_status(model)}
+    status = verification_status(model)
+    info = {**model.info(), "candidates": cands, "verification_status": status,
+            "verification_digests": None if status is None else DIGESTS_NOTE}
     if args.json:
-        print(json.dumps(info))
+        print(json_text(info))
         return EXIT_OK
     for k, v in info.items():
-        if k not in ("verification", "verification_status", "candidates"):
+        if k not in ("verification", "verification_status", "verification_digests", "candidates"):
             print(f"{k}: {v}")
     if cands is not None:
         print("candidates:")
@@ -564,11 +577,21 @@ def verdict_line(name: str, result, checked: dict) -> str:
     return f"{name}: NOT exact — {failure_text(result.n_errors, ce_dict, fails)}; checked {what}"
 
 
+def _warn_stale_summary(model, path: str) -> None:
+    """``verify`` says so (on stderr) when the summary stored in the checkpoint no longer matches
+    its digests: this run's verdict stands on its own, the stored one does not."""
+    status = verification_status(model)
+    if status is not None and (status.startswith(CHANGED) or status == UNSEALED):
+        print(f"warning: the verification summary stored in {path!r} is {status}; it is not this run's verdict "
+              f"(recompile to store a new one)", file=sys.stderr)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     report_dir = writable_dir(args.report, "report directory") if args.report is not None else None
     device = resolve_device(args.device)
     model = load(args.model)
     require_intact_header(model)
+    _warn_stale_summary(model, args.model)
     cert = certify(model) if args.certify else None
     small = cert is not None and cert["certified"]  # proved: the samples only cross-check
     defaults = CROSS_CHECK if small else {"samples": 64, "exhaustive_budget": 1 << 15, "family_limit": None}
@@ -583,7 +606,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         rep = report_dict(result, model, args.model)
     if args.json:
-        print(json.dumps(rep))
+        print(json_text(rep))
     else:
         print(verdict_line(rep["automaton"]["name"], result, rep["checked"]))
         if result.counterexample is not None:
@@ -613,9 +636,9 @@ def cmd_certify(args: argparse.Namespace) -> int:
     else:
         cert = certify(model, with_obligations=output is not None)
     if output is not None:
-        _write(output, "certificate", lambda: output.write_text(json.dumps(cert, indent=1) + "\n"))
+        _write(output, "certificate", lambda: write_atomic(output, json_text(cert, indent=1) + "\n"))
     if args.json:
-        print(json.dumps({k: v for k, v in cert.items() if k != "obligations"}))
+        print(json_text({k: v for k, v in cert.items() if k != "obligations"}))
     else:
         print(f"{model.automaton.name}: {certificate_text(cert)}")
         if args.check is not None:
@@ -643,8 +666,8 @@ def cmd_decompose(args: argparse.Namespace) -> int:
     dot = writable_file(args.dot, "DOT file") if args.dot is not None else None
     cascade = decompose(load_spec(args.spec, complete=args.complete))
     if dot is not None:
-        _write(dot, "DOT file", lambda: dot.write_text(to_dot(cascade)))
-    print(json.dumps(summary_json(cascade)) if args.json else summary_text(cascade))
+        _write(dot, "DOT file", lambda: write_atomic(dot, to_dot(cascade)))
+    print(json_text(summary_json(cascade)) if args.json else summary_text(cascade))
     return EXIT_OK
 
 

@@ -26,7 +26,6 @@ Conventions the config pins (each one matters for bit-equality):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,9 @@ import torch
 from constructions.checkpoint import serialize
 from constructions.model import CompiledTransformer
 from constructions.unfold import unfold
+from verify.text import json_text
 
+from .automata.atomic import write_atomic
 from .automata.errors import InputError
 
 FORMAT = "transformer-lens"
@@ -137,13 +138,13 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
 
 def save_transformer_lens(export: TransformerLensExport, directory: str | Path) -> list[Path]:
     """Write ``model.safetensors`` (the state dict), ``config.json`` and ``map.json`` into
-    ``directory`` (created); deterministic bytes for the same model."""
+    ``directory`` (created); deterministic bytes for the same model; each file written atomically."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in FILES]
-    paths[0].write_bytes(serialize(export.state_dict, {"format": FORMAT, "config": json.dumps(export.config)}))
-    paths[1].write_text(json.dumps(export.config, indent=1, sort_keys=True) + "\n")
-    paths[2].write_text(json.dumps(export.map_json(), indent=1) + "\n")
+    write_atomic(paths[0], serialize(export.state_dict, {"format": FORMAT, "config": json_text(export.config)}))
+    write_atomic(paths[1], json_text(export.config, indent=1, sort_keys=True) + "\n")
+    write_atomic(paths[2], json_text(export.map_json(), indent=1) + "\n")
     return paths
 
 

@@ -7,8 +7,15 @@ with the tensors) raises CheckpointError.
 
 Content digests bind verdicts to what was verified: :func:`weights_sha256` hashes
 the tensors in name order, :func:`header_sha256` the config and the metadata (spec,
-method, plan, layout, construction notes; not the verification summary).  The planner stores the header digest at compile time
-(``meta["header_sha256"]``); :func:`header_intact` compares it with the header now.
+method, plan, layout, construction notes; not the verification summary), and
+:func:`summary_sha256` the verification summary itself (every entry but that digest, so
+whatever is added to it later is covered; the summary holds the other two digests, so its
+digest binds all three).  The planner stores the header digest at compile time
+(``meta["header_sha256"]``); :func:`header_intact` compares it with the header now;
+:func:`save` seals the summary (:func:`seal_verification`).
+
+These are sha256 digests, not signatures: they detect accidental change (a hand edit, a
+corrupted copy, a stale summary), not tampering -- anyone who edits a checkpoint can recompute them.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
+from compiler.automata.atomic import write_atomic
 from compiler.automata.errors import CheckpointError, ShortcutError
 
 from .labels import check_readout
@@ -60,14 +68,17 @@ def serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> byt
 
 
 def save(model: CompiledTransformer, path: "str | Path") -> None:
-    """Write ``model`` to ``path`` (byte-identical for identical models)."""
+    """Write ``model`` to ``path`` (byte-identical for identical models; atomically: a kill leaves
+    the old file or the new one).  A verification summary in its metadata is sealed first
+    (:func:`seal_verification`, in place)."""
+    seal_verification(model)
     metadata = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "config": _canonical(model.config),
         "meta": _canonical(model.meta),
     }
-    Path(path).write_bytes(serialize(model.state_dict(), metadata))
+    write_atomic(path, serialize(model.state_dict(), metadata))
 
 
 def load(path: "str | Path") -> CompiledTransformer:
@@ -105,6 +116,10 @@ def load(path: "str | Path") -> CompiledTransformer:
 
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+MAX_BLOCKS = 4096
+"""Most blocks a checkpoint may declare: each costs a module (tens of kB) before any weight is
+read into it, so a crafted config of 150,000 empty blocks would take gigabytes.  (Compiled
+models have tens.)"""
 
 
 def config_params(config: dict[str, Any]) -> int:
@@ -119,8 +134,10 @@ def config_params(config: dict[str, Any]) -> int:
 
 
 def _check_config(config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-    """Before allocating anything: the config's sizes are non-negative integers, its dtype is
-    one we write, and its shapes account for exactly the parameters the file holds."""
+    """Before allocating anything: the config's sizes are non-negative integers, at most
+    :data:`MAX_BLOCKS` blocks, each with a head (so each holds at least 4 d_model d_head of the
+    file's parameters: the file's size bounds the blocks, heads and widths), its dtype is one we
+    write, and its shapes account for exactly the parameters the file holds."""
     def sizes(x: Any) -> bool:
         return type(x) is int and x >= 0 if not isinstance(x, list) else all(map(sizes, x))
 
@@ -130,6 +147,10 @@ def _check_config(config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> N
             or not all(isinstance(b, dict) and sizes(b.get("n_heads")) and isinstance(b.get("mlp_hidden"), list)
                        and sizes(b["mlp_hidden"]) for b in blocks)):
         raise CheckpointError(f"its config needs non-negative integer sizes {list(keys)} and blocks")
+    if len(blocks) > MAX_BLOCKS:
+        raise CheckpointError(f"its config declares {len(blocks):,} blocks, over the limit of {MAX_BLOCKS:,}")
+    if config["d_model"] < 1 or config["d_head"] < 1 or any(b["n_heads"] < 1 for b in blocks):
+        raise CheckpointError("its config needs d_model >= 1, d_head >= 1 and at least one head in every block")
     if config.get("dtype") not in _DTYPES:
         raise CheckpointError(f"its config has dtype {config.get('dtype')!r}; expected one of {list(_DTYPES)}")
     dtype = _DTYPES[config["dtype"]]
@@ -157,6 +178,7 @@ def check_header(model: CompiledTransformer) -> None:
         raise CheckpointError(str(e)) from None
     if not isinstance(meta.get("method"), str):
         raise CheckpointError("its metadata names no construction (no 'method' string)")
+    check_layout(meta, c)
     d = c["d_model"]
     layout = meta.get("layout", {})
     for where, subspaces in (("subspaces", meta.get("subspaces", {})),
@@ -167,6 +189,51 @@ def check_header(model: CompiledTransformer) -> None:
             dims = dims.get("dims") if isinstance(dims, dict) else dims
             if not isinstance(dims, list) or not all(type(i) is int and 0 <= i < d for i in dims):
                 raise CheckpointError(f"its {where} entry {name!r} is not a list of residual dims in 0..{d - 1}")
+
+
+def _names(x: Any) -> bool:
+    return isinstance(x, list) and all(isinstance(n, str) for n in x)
+
+
+def _layout_block_ok(block: Any, layer: int, config_block: dict[str, Any]) -> bool:
+    """One ``meta["layout"]["blocks"]`` entry has the shape :func:`constructions.assemble.layout_of`
+    writes and agrees with the config's block (heads within its count, the MLP's hidden widths)."""
+    if not isinstance(block, dict) or block.get("layer") != layer or not isinstance(block.get("heads"), list):
+        return False
+    if len(block["heads"]) > config_block["n_heads"] or "mlp" not in block:
+        return False
+    for h in block["heads"]:
+        reads = h.get("reads") if isinstance(h, dict) else None
+        if not (isinstance(reads, dict) and all(_names(reads.get(r)) for r in ("query", "key", "value"))
+                and _names(h.get("writes")) and isinstance(h.get("name"), str) and type(h.get("index")) is int):
+            return False
+    m = block["mlp"]
+    if m is None:
+        return not config_block["mlp_hidden"]
+    return (isinstance(m, dict) and isinstance(m.get("name"), str) and m.get("hidden") == config_block["mlp_hidden"]
+            and _names(m.get("reads")) and _names(m.get("writes")))
+
+
+def check_layout(meta: dict[str, Any], config: dict[str, Any]) -> None:
+    """The per-block metadata has the shape the tool writes, one entry per block of the config
+    (the layout's blocks, the construction notes ``meta["layers"]``) and ``residual_labels``
+    names every residual dim: a crafted header is refused here, not met as a TypeError later."""
+    blocks = config["blocks"]
+    layout = meta.get("layout")
+    if layout is not None:
+        lb = layout.get("blocks") if isinstance(layout, dict) else None
+        if not isinstance(lb, list) or len(lb) != len(blocks):
+            raise CheckpointError(f"its layout must list {len(blocks)} blocks, one per block of its config")
+        for layer, (b, cb) in enumerate(zip(lb, blocks)):
+            if not _layout_block_ok(b, layer, cb):
+                raise CheckpointError(f"its layout of block {layer} is malformed (heads, MLP reads, writes, widths)")
+    notes = meta.get("layers")
+    if notes is not None and not (isinstance(notes, list) and len(notes) == len(blocks)
+                                  and all(isinstance(n, dict) for n in notes)):
+        raise CheckpointError(f"its construction notes ('layers') must be {len(blocks)} objects, one per block")
+    labels = meta.get("residual_labels")
+    if labels is not None and not (_names(labels) and len(labels) == config["d_model"]):
+        raise CheckpointError(f"its residual_labels must be {config['d_model']} strings, one per residual dim")
 
 
 def _digest(parts: Any) -> str:
@@ -205,3 +272,27 @@ def header_intact(model: CompiledTransformer) -> bool | None:
 def stamp_header(model: CompiledTransformer) -> None:
     """Record the header digest (after compiling, or after a sanctioned change such as a new start)."""
     model.meta["header_sha256"] = header_sha256(model)
+
+
+SUMMARY_DIGEST = "summary_sha256"
+"""The key, inside ``meta["verification"]``, of the summary's own digest."""
+
+
+def summary_sha256(summary: dict[str, Any]) -> str:
+    """sha256 over a verification summary: every entry but :data:`SUMMARY_DIGEST` (canonical JSON),
+    so any entry, whoever adds it, is covered; the summary's ``weights_sha256`` and
+    ``header_sha256`` make it bound to the weights and the header too."""
+    return _digest({k: v for k, v in summary.items() if k != SUMMARY_DIGEST})
+
+
+def seal_verification(model: CompiledTransformer) -> None:
+    """Record the digest of ``meta["verification"]`` in it (in place; nothing without a summary)."""
+    summary = model.meta.get("verification")
+    if isinstance(summary, dict):
+        model.meta["verification"] = {**summary, SUMMARY_DIGEST: summary_sha256(summary)}
+
+
+def summary_intact(summary: dict[str, Any]) -> bool | None:
+    """Whether a stored summary still has the digest it was sealed with (None: it was never sealed)."""
+    stored = summary.get(SUMMARY_DIGEST)
+    return None if stored is None else stored == summary_sha256(summary)

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from compiler.automata.errors import ShortcutError
+from compiler.automata.spec import Semiautomaton
 
 from . import bounded_stack, gridworld, krohn_rhodes, local, lookback, product, scan
 from .construction import Construction, Cost, Refusal
@@ -49,7 +50,10 @@ def get(name: str) -> Construction:
 
 
 def plan_of(model) -> tuple[Construction, Any]:
-    """A compiled model's construction and the plan its checkpoint carries (``meta["plan"]``)."""
+    """A compiled model's construction and the plan its checkpoint carries (``meta["plan"]``),
+    checked against the checkpoint's own spec where that is cheap: a plan that carries an
+    automaton (the Krohn-Rhodes cascade) must carry the spec's, so no report draws or names
+    what the checkpoint does not compute."""
     method = model.meta.get("method")
     if method is None:
         raise ShortcutError("this model's metadata names no construction (no 'method')")
@@ -61,12 +65,17 @@ def plan_of(model) -> tuple[Construction, Any]:
         raise ShortcutError(f"this {method} model carries no plan (meta['plan']): it was written by an older "
                             f"shortcut; compile it again")
     try:
-        return c, c.plan_from_json(model.meta["plan"])
+        plan = c.plan_from_json(model.meta["plan"])
     except ShortcutError:
         raise
     except Exception as e:  # a plan the construction cannot read is bad input, not a crash
         raise ShortcutError(f"this {method} model's plan (meta['plan']) cannot be decoded "
                             f"({type(e).__name__}: {str(e)[:120]}); was the checkpoint's header edited?") from None
+    carried = getattr(plan, "automaton", None)  # a plan that carries its automaton (the cascade) carries the spec's
+    if isinstance(carried, Semiautomaton) and carried.to_json() != model.automaton.to_json():
+        raise ShortcutError(f"this {method} model's plan (meta['plan']) describes another automaton than its spec "
+                            f"(meta['automaton']); was the checkpoint's header edited?")
+    return c, plan
 
 
 @contextmanager

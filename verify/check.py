@@ -61,6 +61,7 @@ from constructions.construction import Construction
 from constructions.labels import readout_of
 
 from .chunked import forward_chunked, positional_layers
+from . import recurrent
 from .recurrent import RecurrentSimulator
 
 DEFAULT_EXHAUSTIVE_BUDGET = 1 << 15
@@ -162,12 +163,15 @@ def estimate_memory(n_symbols: int, max_len: int, samples: int, exhaustive_budge
 
 
 def check_options(n_symbols: int, max_len: int, *, samples: int, seed: int, exhaustive_budget: int,
-                  family_limit: int | None) -> None:
-    """Every option in range, and the estimated memory within :func:`memory_limit` (BudgetError)."""
+                  family_limit: int | None, n_states: int = 1) -> None:
+    """Every option in range, the estimated memory within :func:`memory_limit`, and the recurrent
+    reference for ``n_states`` states within its bound (:func:`verify.recurrent.check_size`):
+    BudgetError before anything is allocated."""
     for name, value, low in (("samples", samples, 0), ("seed", seed, 0), ("exhaustive_budget", exhaustive_budget, 1),
                              ("family_limit", 1 if family_limit is None else family_limit, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ShortcutError(f"{name} must be an integer >= {low}, got {value!r}")
+    recurrent.check_size(n_states, n_symbols, min(recurrent.MAX_BYTES, memory_limit()))
     need, limit = estimate_memory(n_symbols, max_len, samples, exhaustive_budget), memory_limit()
     if need > limit:
         L = exhaustive_length(n_symbols, max_len, exhaustive_budget)
@@ -178,15 +182,17 @@ def check_options(n_symbols: int, max_len: int, *, samples: int, seed: int, exha
 
 @contextmanager
 def _blame_edited_header(model) -> Iterator[None]:
-    """A construction's checks failing on a model whose header was edited after compiling is
-    the header's fault (bad input), not the tool's."""
+    """A construction's checks failing on a model whose header was edited after compiling, or
+    carries no header digest, is the header's fault (bad input), not the tool's."""
     try:
         yield
     except ShortcutError:
         raise
     except Exception as e:
-        if header_intact(model) is False:
-            raise CheckpointError(f"the model's header was edited after compiling and no longer fits its weights "
+        intact = header_intact(model)
+        if intact is not True:  # edited, or without the digest that would tell (so it may have been)
+            how = "was edited after compiling" if intact is False else "carries no digest (header_sha256)"
+            raise CheckpointError(f"the model's header {how} and does not fit its weights "
                                   f"({type(e).__name__}: {str(e)[:120]}); recompile it from the spec") from None
         raise
 
@@ -536,7 +542,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     a = model.automaton
     T = model.max_len
     check_options(a.n_symbols, T, samples=samples, seed=seed, exhaustive_budget=exhaustive_budget,
-                  family_limit=family_limit)
+                  family_limit=family_limit, n_states=a.n_states)
     timer = _Clock(time_budget, clock)
     tally = _Tally(a, T, readout_of(model.meta))
     rng = np.random.default_rng(seed)

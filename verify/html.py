@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -47,6 +48,12 @@ def _f(x: Any) -> str:
     return _e(fmt(x))
 
 
+def _number(x: Any) -> float | None:
+    """``x`` as a float to plot, or None when it is not a number (margins quote construction
+    notes, which a crafted header can make anything)."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
 def _table(header: list[str], rows: list[list[Any]]) -> str:
     out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"]
     for r in rows:
@@ -71,8 +78,9 @@ def plan_diagram(model) -> tuple[str, str] | None:
     return None if c.diagram is None else c.diagram(plan)
 
 
-def dot_svg(dot: str) -> str | None:
-    """Render DOT to inline SVG with the ``dot`` binary, when it is installed."""
+def run_dot(dot: str) -> str | None:
+    """What the Graphviz ``dot`` binary makes of ``dot`` with ``-Tsvg`` (None when it is not
+    installed or fails)."""
     exe = shutil.which("dot")
     if exe is None:
         return None
@@ -80,9 +88,26 @@ def dot_svg(dot: str) -> str | None:
         res = subprocess.run([exe, "-Tsvg"], input=dot.encode(), capture_output=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    svg = res.stdout.decode(errors="replace")
-    start = svg.find("<svg")
-    return svg[start:] if start >= 0 else None
+    return res.stdout.decode(errors="replace")
+
+
+_ACTIVE_SVG = re.compile(r"<\s*(script|a|foreignobject|iframe|image|use|style)\b"
+                         r"|<[^>]*(\s(on\w+|href|xlink:href|style)\s*=|javascript:)", re.IGNORECASE)
+"""What an inline SVG must not hold: elements that run code, load or link something, or style the
+page, and attributes that do (event handlers, links).  Text is inert: Graphviz escapes ``<`` in it."""
+
+
+def dot_svg(dot: str) -> str | None:
+    """``dot`` rendered as inline SVG (:func:`run_dot`): the ``<svg>`` element alone (no XML
+    prolog, DOCTYPE or comments).  None when Graphviz is missing or the SVG holds anything
+    active (:data:`_ACTIVE_SVG`: a link, a script, an event handler); the names in the DOT are
+    quoted by ``compiler.automata.cascade.dot_quote``, so that should never happen."""
+    out = run_dot(dot)
+    start = -1 if out is None else out.find("<svg")
+    if start < 0:
+        return None
+    svg = re.sub(r"<!--.*?-->", "", out[start:], flags=re.DOTALL)
+    return None if _ACTIVE_SVG.search(svg) else svg
 
 
 def _accuracy_section(report) -> str:
@@ -103,6 +128,24 @@ def _accuracy_section(report) -> str:
     return "".join(parts)
 
 
+def head_names(meta: dict[str, Any], layer: int, n: int) -> list[str]:
+    """Titles for the first ``n`` heads of ``layer`` from the construction's notes (``meta["layers"]``:
+    each head's ``kind`` and ``offset``), ``head h`` where a note is missing or not of that shape."""
+    layers = meta.get("layers")
+    note = layers[layer] if isinstance(layers, list) and layer < len(layers) else None
+    heads = note.get("heads") if isinstance(note, dict) else None
+    heads = heads if isinstance(heads, list) else []
+
+    def name(h: int) -> str:
+        x = heads[h] if h < len(heads) else None
+        if not isinstance(x, dict) or not isinstance(x.get("kind", ""), str):
+            return f"head {h}"
+        offset = x.get("offset")
+        return x.get("kind", "") + (f" {offset:+d}" if type(offset) is int else "")
+
+    return [name(h) for h in range(n)]
+
+
 def _attention_section(model, tokens: np.ndarray) -> str:
     a = model.automaton
     with torch.no_grad():
@@ -114,10 +157,8 @@ def _attention_section(model, tokens: np.ndarray) -> str:
              svg.colour_bar()]
     for l in range(len(model.blocks)):
         pat = cache[f"blocks.{l}.attn.hook_pattern"][0].double().numpy()  # [H, T+1, T+1]
-        notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
         H = min(pat.shape[0], MAX_HEADS_PER_LAYER)
-        names = [(notes[h].get("kind", "") + (f" {notes[h]['offset']:+d}" if isinstance(notes[h].get("offset"), int)
-                                              else "")) if h < len(notes) else f"head {h}" for h in range(H)]
+        names = head_names(model.meta, l, H)
         parts.append(f"<h3>Layer {l + 1}</h3>")
         if pat.shape[0] > H:
             parts.append(f"<p>First {H} of {pat.shape[0]} heads.</p>")
@@ -134,13 +175,15 @@ def _margins_section(report) -> str:
              f"<p>Smallest readout logit margin (top minus second logit at a correct position): "
              f"<b>{_f(m.get('readout_min_logit_margin'))}</b>.</p>"]
     plots = []
-    if any(h.get("worst_leaked_mass") is not None for h in heads):
+    if any(_number(h.get("worst_leaked_mass")) is not None for h in heads):
         plots.append(svg.bar_plot(
-            [h.get("worst_leaked_mass") for h in heads], "worst leaked softmax mass per head (black: derived bound)",
-            "head (in table order)", "leaked mass", log=True, marks=[h.get("derived_leak_bound") for h in heads]))
+            [_number(h.get("worst_leaked_mass")) for h in heads],
+            "worst leaked softmax mass per head (black: derived bound)", "head (in table order)", "leaked mass",
+            log=True, marks=[_number(h.get("derived_leak_bound")) for h in heads]))
     if mlps:
-        frac = [(x["distance_to_boundary"] / x["input_tolerance"])
-                if x.get("distance_to_boundary") is not None and x.get("input_tolerance") else None for x in mlps]
+        frac = [_number(x.get("distance_to_boundary")) / _number(x.get("input_tolerance"))
+                if _number(x.get("distance_to_boundary")) is not None and _number(x.get("input_tolerance")) else None
+                for x in mlps]
         plots.append(svg.bar_plot(frac, "MLP inputs: distance to a decision boundary / tolerance",
                                   "MLP (in table order)", "fraction of tolerance",
                                   colours=["#2ca02c" if f is not None and f > 0 else "#d62728" for f in frac]))
@@ -189,8 +232,9 @@ def _diagram_section(model) -> str:
     if svg is not None:
         out.append(svg)
     else:
-        out.append('<p class="note">The Graphviz <code>dot</code> program is not installed: the diagram is given '
-                   "as DOT source (render it with <code>dot -Tsvg</code>).</p>")
+        out.append('<p class="note">The diagram is given as DOT source (render it with <code>dot -Tsvg</code>): the '
+                   "Graphviz <code>dot</code> program is not installed or failed, or its drawing held a link or a "
+                   "script, which this page never inlines.</p>")
     out.append(f"<pre>{_e(dot)}</pre>")
     return "".join(out)
 

@@ -14,7 +14,27 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from compiler.automata.errors import BudgetError
 from compiler.automata.spec import Semiautomaton
+
+MAX_BYTES = 4 << 30
+"""Largest recurrent reference built (its float64 weights), whatever the machine's memory."""
+
+
+def weight_bytes(n_states: int, n_symbols: int) -> int:
+    """Bytes of a :class:`RecurrentSimulator`'s float64 weights: W_h [nk, n], W_x [nk, k] and
+    W_out [n, nk] -- ``8 n k (2n + k)``, quadratic in the alphabet."""
+    return 8 * n_states * n_symbols * (2 * n_states + n_symbols)
+
+
+def check_size(n_states: int, n_symbols: int, limit: int = MAX_BYTES) -> None:
+    """BudgetError, before anything is allocated, when the reference for ``n_states`` states and
+    ``n_symbols`` letters would hold more than ``limit`` bytes of weights."""
+    need = weight_bytes(n_states, n_symbols)
+    if need > limit:
+        raise BudgetError(f"verifying an automaton of {n_states:,} states and {n_symbols:,} letters needs a recurrent "
+                          f"reference (a unit per state and letter) of {need / 2**30:,.1f} GiB of weights, over the "
+                          f"limit of {limit / 2**30:.1f} GiB: the alphabet is too large to verify here")
 
 
 class RecurrentSimulator(nn.Module):

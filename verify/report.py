@@ -4,18 +4,18 @@ and the short summary stored in a checkpoint's metadata at compile time."""
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from compiler.automata.atomic import write_atomic
 from compiler.automata.version import __version__
-from constructions.checkpoint import header_sha256, weights_sha256
+from constructions.checkpoint import header_sha256, summary_intact, weights_sha256
 
 from .certify import certificate_summary, certificate_text
 from .check import VerificationResult
 from .html import report_html
-from .text import cut_text, exhaustive_text, fmt
+from .text import cut_text, exhaustive_text, fmt, json_text, md
 
 REPORT_SCHEMA = "shortcut-verification/1"
 SUMMARY_SCHEMA = "shortcut-verification-summary/1"
@@ -89,7 +89,8 @@ def verification_summary(result: VerificationResult, model=None) -> dict[str, An
     """What ``compile --verify`` stores in ``meta["verification"]``: deterministic given the
     seed (no timestamps, floats rounded to 6 significant digits).  Given the ``model`` that
     was verified, the summary is bound to it: ``weights_sha256`` and ``header_sha256``
-    (:mod:`constructions.checkpoint`), which :func:`verification_status` compares later."""
+    (:mod:`constructions.checkpoint`), which :func:`verification_status` compares later;
+    ``checkpoint.save`` seals it with its own digest (``summary_sha256``, over every entry)."""
     c = result.checked
     ce = result.counterexample
     bound = {} if model is None else {"weights_sha256": weights_sha256(model), "header_sha256": header_sha256(model)}
@@ -125,12 +126,18 @@ def verification_summary(result: VerificationResult, model=None) -> dict[str, An
 VERIFIED = "verified"
 CHANGED = "changed since verification"
 UNBOUND = "not bound to the weights"
+UNSEALED = "not sealed: the summary has no digest of its own (an older shortcut wrote it, or it was removed)"
+DIGESTS_NOTE = ("these sha256 digests detect accidental change, not tampering: anyone who edits a checkpoint "
+                "can recompute them")
+"""What the digests are worth, said wherever a verdict rests on them (``info``, the README)."""
 
 
 def verification_status(model) -> str | None:
     """Whether the stored verification still describes ``model``: :data:`VERIFIED` when the
-    weights and header digests it was bound to match, :data:`CHANGED` (naming what changed)
-    when not, :data:`UNBOUND` for a summary without digests, None when there is none."""
+    summary's own digest and the weights and header digests it was bound to all match,
+    :data:`CHANGED` (naming what changed: the summary, the weights, the header) when one does
+    not, :data:`UNSEALED` for a bound summary without its own digest, :data:`UNBOUND` for a
+    summary without digests, None when there is none.  (Accidental change only: :data:`DIGESTS_NOTE`.)"""
     summary = model.meta.get("verification")
     if not isinstance(summary, dict):
         return None
@@ -140,7 +147,12 @@ def verification_status(model) -> str | None:
                                               ("the header (spec, method, plan, config, notes)", "header_sha256",
                                                header_sha256))
                if summary.get(key) != digest(model)]
-    return f"{CHANGED}: {' and '.join(changed)} differ" if changed else VERIFIED
+    sealed = summary_intact(summary)
+    if sealed is False:
+        changed.insert(0, "the summary's own entries")
+    if changed:
+        return f"{CHANGED}: {' and '.join(changed)} differ"
+    return UNSEALED if sealed is None else VERIFIED
 
 
 def failure_text(n_errors: Any, counterexample: dict[str, Any] | None, invariant_failures: list[str]) -> str:
@@ -178,14 +190,21 @@ def summary_line(summary: dict[str, Any], status: str | None = None) -> str:
             f"min MLP distance to boundary {m.get('mlps_min_distance_to_boundary')}")
 
 
+def _cell(x: Any) -> str:
+    """A value for ``report.md``: text (names, notes) escaped by :func:`verify.text.md`, numbers formatted."""
+    return md(x) if isinstance(x, str) else fmt(x)
+
+
 def report_markdown(report: dict[str, Any]) -> str:
-    """A short human-readable version of :func:`report_dict`."""
+    """A short human-readable version of :func:`report_dict`; every name and note in it is
+    escaped (:func:`verify.text.md`), so a state called ``<img src=x onerror=...>`` stays text."""
     c = report["checked"]
     verdict = "EXACT" if report["exact"] else "NOT EXACT"
     acc = report["accuracy_by_position"]
     worst_pos = min(range(len(acc)), key=lambda i: acc[i]) if acc else None
     lines = [
-        f"# Verification: {report['automaton']['name']} ({report['method']}, max_len {report['max_len']}, {report['dtype']})",
+        f"# Verification: {md(report['automaton']['name'])} ({md(report['method'])}, max_len {report['max_len']}, "
+        f"{md(report['dtype'])})",
         "",
         f"**{verdict}** — {report['n_errors']} wrong of {report['n_positions']} scored positions "
         f"in {report['n_sequences']} sequences (seed {report['seed']}); accuracy {report['accuracy']:.6g}"
@@ -200,9 +219,9 @@ def report_markdown(report: dict[str, Any]) -> str:
         "|---|---|",
         f"| exhaustive | {exhaustive_text(c)} |",
         f"| random | {c['random_sequences']} sequences of length {c['random_length']}, every position |",
-        f"| adversarial | {', '.join(f'{k} ({v})' for k, v in c['adversarial_families'].items()) or 'none'} |",
-        f"| layer-wise | {c.get('layerwise') or 'none'} |",
-        f"| forward | {c.get('forward', 'plain')} |",
+        f"| adversarial | {', '.join(f'{md(k)} ({v})' for k, v in c['adversarial_families'].items()) or 'none'} |",
+        f"| layer-wise | {md(c.get('layerwise') or 'none')} |",
+        f"| forward | {md(c.get('forward', 'plain'))} |",
         *([f"| time budget | {c['time_budget_s']:g} s{cut_text(c) or ': every check ran in full'} |"]
           if isinstance(c.get("time_budget_s"), (int, float)) else []),
         "",
@@ -219,25 +238,26 @@ def report_markdown(report: dict[str, Any]) -> str:
             gap = h.get("worst_score_gap")
             if gap is None and "worst_score_spread" in h:
                 gap = f"spread {fmt(h['worst_score_spread'])}"
-            lines.append(f"| {h['layer']} | {h['head']} | {h.get('target', '')} | {fmt(gap)} | "
+            lines.append(f"| {h['layer']} | {h['head']} | {_cell(h.get('target', ''))} | {_cell(gap)} | "
                          f"{fmt(h.get('worst_leaked_mass'))} | {fmt(h.get('derived_leak_bound'))} |")
     mlps = report["margins"].get("mlps") or []
     if mlps:
         lines += ["", "| layer | MLP | inputs | worst input noise | tolerance | distance to decision boundary |",
                   "|---|---|---|---|---|---|"]
         for m in mlps:
-            lines.append(f"| {m['layer']} | {m['mlp']} | {m.get('inputs') or '—'} | {fmt(m.get('worst_input_noise'))} | "
+            lines.append(f"| {m['layer']} | {_cell(m['mlp'])} | {_cell(m.get('inputs') or '—')} | "
+                         f"{fmt(m.get('worst_input_noise'))} | "
                          f"{fmt(m.get('input_tolerance'))} | {fmt(m.get('distance_to_boundary'))} |")
     inv = report.get("invariants") or {}
     for f in inv.get("failures", []):
-        lines.append(f"- invariant failed: {f}")
+        lines.append(f"- invariant failed: {_cell(f)}")
     for n in report.get("notes") or []:
-        lines.append(f"- note: {n}")
+        lines.append(f"- note: {_cell(n)}")
     ce = report.get("counterexample")
     if ce:
-        lines += ["", f"## First counterexample ({ce['check']})", "",
-                  f"Input: `{' '.join(ce['input'])}` — at position {ce['position']} expected "
-                  f"`{ce['expected']}`, model gave `{ce['got']}`.", "",
+        lines += ["", f"## First counterexample ({md(ce['check'])})", "",
+                  f"Input: {md(' '.join(ce['input']))} — at position {ce['position']} expected "
+                  f"{md(ce['expected'])}, model gave {md(ce['got'])}.", "",
                   "| t | symbol | reference | model | logit gap |", "|---|---|---|---|---|"]
         trace = ce["trace"]
         shown = list(enumerate(trace, 1))
@@ -247,18 +267,20 @@ def report_markdown(report: dict[str, Any]) -> str:
             if i is None:
                 lines.append("| … | | | | |")
                 continue
-            lines.append(f"| {i} | {s['symbol']} | {s['expected']} | {s['got']} | {fmt(s.get('logit_gap'))} |")
+            lines.append(f"| {i} | {_cell(s['symbol'])} | {_cell(s['expected'])} | {_cell(s['got'])} | "
+                         f"{fmt(s.get('logit_gap'))} |")
     return "\n".join(lines) + "\n"
 
 
 def write_report(result: VerificationResult, model, out_dir: "str | Path",
                  checkpoint: "str | Path | None" = None, html: bool = True) -> dict[str, Any]:
-    """Write report.json, report.md and (``html``) report.html into ``out_dir``; return the JSON dict."""
+    """Write report.json, report.md and (``html``) report.html into ``out_dir``, each atomically (a
+    kill leaves each file old or new, never torn); return the JSON dict."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = report_dict(result, model, checkpoint)
-    (out / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True) + "\n")
-    (out / "report.md").write_text(report_markdown(rep))
+    write_atomic(out / "report.json", json_text(rep, indent=2, sort_keys=True) + "\n")
+    write_atomic(out / "report.md", report_markdown(rep))
     if html:
-        (out / "report.html").write_text(report_html(rep, model))
+        write_atomic(out / "report.html", report_html(rep, model))
     return rep

@@ -31,13 +31,12 @@ earlier levels and can be run in parallel.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
-from .errors import ShortcutError
+from .errors import ShortcutError, SpecError
 from .semigroup import LetterNormalisation, SemigroupInfo
-from .spec import Semiautomaton
+from .spec import Semiautomaton, check_name, unsafe_char
 from .spec import from_dict as spec_from_dict
 
 Perm = tuple[int, ...]
@@ -294,11 +293,27 @@ class Cascade:
                                       tuple(ln["identity_letters"]), tuple(tuple(g) for g in ln["merged"]))
         groups = [HolonomyGroupInfo(**{**g, "representative": tuple(g["representative"])})
                   for g in d["holonomy_groups"]]
-        return Cascade(spec_from_dict(d["automaton"]), [Component.from_dict(c) for c in d["components"]],
-                       [View.from_dict(v) for v in d["views"]], Readout.from_dict(d["readout"]),
-                       tuple(tuple(e) for e in d["encoding"]), SemigroupInfo(**d["semigroup"]), letters,
-                       d["holonomy_levels"], groups,
-                       Verification(**{**d["verification"], "notes": list(d["verification"]["notes"])}))
+        cascade = Cascade(spec_from_dict(d["automaton"]), [Component.from_dict(c) for c in d["components"]],
+                          [View.from_dict(v) for v in d["views"]], Readout.from_dict(d["readout"]),
+                          tuple(tuple(e) for e in d["encoding"]), SemigroupInfo(**d["semigroup"]), letters,
+                          d["holonomy_levels"], groups,
+                          Verification(**{**d["verification"], "notes": list(d["verification"]["notes"])}))
+        cascade.check_signals()
+        return cascade
+
+    def check_signals(self) -> None:
+        """A decoded cascade's signals are well formed (a cheap check before a report draws or
+        names them): every component and view name a unique string :func:`check_name` accepts,
+        and every ``reads`` one of them.  SpecError otherwise (a checkpoint's plan is data)."""
+        names: set[str] = set()
+        for x in [*self.components, *self.views]:
+            if not isinstance(x.name, str) or x.name in names:
+                raise SpecError(f"the cascade names a signal {x.name!r:.60} twice or not as a string")
+            names.add(check_name(x.name, "cascade signal"))
+        for x in [*self.components, *self.views, self.readout]:
+            unknown = [r for r in x.reads if r not in names]
+            if unknown:
+                raise SpecError(f"the cascade reads unknown signal(s) {unknown[:3]!r:.120}")
 
     def with_start(self, automaton: Semiautomaton) -> "Cascade":
         """The same cascade for ``automaton`` = this one's automaton with another start state
@@ -520,31 +535,48 @@ def summary_text(cascade: Cascade) -> str:
     return "\n".join(lines)
 
 
-def _dot_id(name: str) -> str:
-    return json.dumps(name)
+def dot_quote(*lines: str) -> str:
+    """A DOT double-quoted string (an ID or a label) that shows ``lines`` as text, one per line.
+
+    Names are data, never DOT: ``&``, ``"`` and ``\\`` become character entities (``\\`` doubled, so
+    that Graphviz's escapes such as ``\\N`` or ``\\l`` never fire), so no name can close the string
+    and add an attribute (a ``URL="javascript:..."``); characters :func:`unsafe_char` names become
+    U+FFFD.  No backslash but the line breaks this function writes reaches the DOT text (a
+    backslash before the closing quote would escape it).  Every ID and label :func:`to_dot`
+    writes goes through here."""
+    def text(line: str) -> str:
+        safe = "".join("\ufffd" if unsafe_char(c) else c for c in str(line))
+        return safe.replace("&", "&amp;").replace('"', "&#34;").replace("\\", "&#92;&#92;")
+
+    return '"' + "\\n".join(text(line) for line in lines) + '"'
 
 
 def to_dot(cascade: Cascade) -> str:
-    """The cascade as a Graphviz DOT graph: one cluster per level, an edge per dependency."""
+    """The cascade as a Graphviz DOT graph: one cluster per level, an edge per dependency (every
+    name quoted by :func:`dot_quote`)."""
+    q = dot_quote
+
+    def node(name: str) -> str:  # a signal's node ID: never "letter" or "readout", whatever its name
+        return q(f"signal {name}")
+
     lines = ["digraph cascade {", "  rankdir=TB;", "  node [shape=box, fontname=Helvetica];",
-             f"  label={_dot_id(cascade.automaton.name + ': cascade')};", '  letter [shape=plaintext, label="letter"];']
+             f"  label={q(cascade.automaton.name + ': cascade')};", f"  letter [shape=plaintext, label={q('letter')}];"]
     for i, lvl in enumerate(cascade.levels, 1):
         lines.append(f"  subgraph cluster_{i} {{")
-        lines.append(f"    label={_dot_id(f'level {i}')};")
+        lines.append(f"    label={q(f'level {i}')};")
         for c in lvl:
-            label = f"{c.name}\\n{_kind_label(c)}"
-            lines.append(f"    {_dot_id(c.name)} [label=\"{label}\"];")
+            lines.append(f"    {node(c.name)} [label={q(c.name, _kind_label(c))}];")
         lines.append("  }")
     for v in cascade.views:
-        lines.append(f"  {_dot_id(v.name)} [shape=ellipse, label=\"{v.name}\\nview ({v.size} values)\"];")
+        lines.append(f"  {node(v.name)} [shape=ellipse, label={q(v.name, f'view ({v.size} values)')}];")
         for r in v.reads:
-            lines.append(f"  {_dot_id(r)} -> {_dot_id(v.name)} [style=dashed];")
+            lines.append(f"  {node(r)} -> {node(v.name)} [style=dashed];")
     for c in cascade.components:
-        lines.append(f"  letter -> {_dot_id(c.name)} [color=gray];")
+        lines.append(f"  letter -> {node(c.name)} [color=gray];")
         for r in c.reads:
-            lines.append(f"  {_dot_id(r)} -> {_dot_id(c.name)};")
-    lines.append('  readout [shape=doublecircle, label="state"];')
+            lines.append(f"  {node(r)} -> {node(c.name)};")
+    lines.append(f"  readout [shape=doublecircle, label={q('state')}];")
     for r in cascade.readout.reads:
-        lines.append(f"  {_dot_id(r)} -> readout;")
+        lines.append(f"  {node(r)} -> readout;")
     lines.append("}")
     return "\n".join(lines) + "\n"

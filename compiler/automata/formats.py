@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import zipfile
+import zlib
 from collections import deque
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -277,9 +279,15 @@ def from_regex(pattern: str, alphabet: Sequence[str] | str | None = None) -> Sem
 # --- transition tables ---------------------------------------------------------------------------
 
 
+_TOO_LARGE = "a transition table holds an integer too large for a state index (beyond 64 bits)"
+
+
 def _int_table(table: Any) -> np.ndarray:
+    """``table`` as an int64 [n_states][n_letters] array of state indices; SpecError for anything else."""
     try:
         arr = np.asarray(table)
+    except OverflowError:
+        raise SpecError(_TOO_LARGE) from None
     except (ValueError, TypeError):
         raise SpecError("a transition table must be a rectangular [n_states][n_letters] array of integers") from None
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
@@ -291,7 +299,10 @@ def _int_table(table: Any) -> np.ndarray:
                                  (arr.dtype == object and all(isinstance(v, int) and not isinstance(v, bool)
                                                               for v in arr.ravel()))):
         raise SpecError(f"a transition table must hold integers (state indices), got {arr.dtype}")
-    arr = arr.astype(np.int64)
+    try:
+        arr = arr.astype(np.int64)
+    except OverflowError:
+        raise SpecError(_TOO_LARGE) from None
     n = arr.shape[0]
     bad = np.argwhere((arr < 0) | (arr >= n))
     if len(bad):
@@ -359,7 +370,7 @@ def read_npz(path: Path) -> Semiautomaton:
             labels = z["labels"] if "labels" in z.files else None
     except SpecError:
         raise
-    except (OSError, ValueError, EOFError) as e:
-        raise SpecError(f"cannot read {str(path)!r} as .npz: {str(e)[:160]}") from None
+    except (OSError, ValueError, EOFError, OverflowError, zipfile.BadZipFile, zlib.error) as e:
+        raise SpecError(f"cannot read {str(path)!r} as .npz ({type(e).__name__}): {str(e)[:160]}") from None
     return from_dict(table_to_dict(table, start, labels, path.stem))
 

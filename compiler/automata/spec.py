@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -154,6 +155,33 @@ def _keyed(obj: Mapping[Any, Any], what: str) -> dict[str, Any]:
     return out
 
 
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Characters that reorder the text around them (bidirectional marks, embeddings, overrides and
+isolates): a name holding one can make output read as something else."""
+
+
+def unsafe_char(text: str) -> str | None:
+    """The first character of ``text`` that has no place in a name: a control character (C0, DEL,
+    C1), a line or paragraph separator, or a bidirectional control (:data:`BIDI_CONTROLS`); None
+    when there is none."""
+    for c in text:
+        if c in BIDI_CONTROLS or unicodedata.category(c) in ("Cc", "Zl", "Zp"):
+            return c
+    return None
+
+
+def check_name(text: str, what: str) -> str:
+    """``text`` itself when it is safe to print (:func:`unsafe_char`), else a SpecError naming
+    ``what`` and the character: names are data, and a newline or a right-to-left override would
+    break or spoof every output that shows them."""
+    c = unsafe_char(text)
+    if c is not None:
+        raise SpecError(f"{what} {text!r} contains the character U+{ord(c):04X} "
+                        f"({unicodedata.name(c, 'a control character').lower()}); names must not hold control or "
+                        f"bidirectional-override characters")
+    return text
+
+
 def _check_symbols(alphabet: Sequence[str]) -> None:
     """Reject symbol names that no input line could spell: empty, or containing whitespace
     (``shortcut run`` reads a sequence as symbols separated by whitespace or ``--sep``)."""
@@ -183,7 +211,8 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, compl
     ``allow_partial``; sets for lists).  Names are strings, or integers (made decimal
     strings consistently in states, symbols, transitions and outputs); anything else is
     refused.  Symbol names must be non-empty and free of whitespace (an input line is
-    whitespace-separated symbols).  A partial automaton is refused unless ``complete``,
+    whitespace-separated symbols); no name (states, symbols, output labels, the automaton's)
+    may hold a control or bidirectional-override character (:func:`check_name`).  A partial automaton is refused unless ``complete``,
     which sends every missing transition to an added sink state (:data:`SINK`, output
     ``reject`` with ``final_states``, its own name with ``outputs``).  Every problem raises
     :class:`SpecError` naming it exactly.
@@ -224,25 +253,31 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, compl
     name = spec.get("name", default_name)
     if not isinstance(name, str):
         raise SpecError(f"'name' must be a string, got {type(name).__name__}")
+    for what, names in (("state", all_states), ("symbol", alphabet), ("output label", outputs or ()),
+                        ("the automaton's name", (name,))):
+        for text in names:
+            check_name(text, what)
     return Semiautomaton(name, all_states, alphabet, maps, index[start_name], outputs)
 
 
 def _transitions(trans: Any, states: tuple[str, ...], alphabet: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """``{state: {symbol: next_state}}`` with every name checked (missing entries allowed here)."""
+    """``{state: {symbol: next_state}}`` with every name checked (missing entries allowed here);
+    membership is tested in sets, so a wide alphabet costs linear time, not quadratic."""
     if not isinstance(trans, Mapping):
         raise SpecError("spec needs 'transitions': an object {state: {symbol: next_state}}")
+    known_states, known_letters = frozenset(states), frozenset(alphabet)
     rows: dict[str, dict[str, str]] = {}
     for q, row in _keyed(trans, "'transitions'").items():
-        if q not in states:
+        if q not in known_states:
             raise SpecError(f"transitions given for unknown state {q!r}")
         if not isinstance(row, Mapping):
             raise SpecError(f"transitions of state {q!r} must be an object {{symbol: next_state}}")
         rows[q] = {}
         for a, nxt in _keyed(row, f"the transitions of state {q!r}").items():
-            if a not in alphabet:
+            if a not in known_letters:
                 raise SpecError(f"transition from {q!r} on unknown symbol {a!r}")
             target = _name(nxt, f"the target of {q!r} --{a!r}-->")
-            if target not in states:
+            if target not in known_states:
                 raise SpecError(f"transition {q!r} --{a!r}--> unknown state {target!r}")
             rows[q][a] = target
     return rows

@@ -16,8 +16,10 @@ Recognition is structural and complete, and sound by a final check:
    letter gets its own symbol, and each pop letter the symbol of the push it undoes
    at r (delta(delta(r, push b), pop) = r);
 4. the stacks are named by walking the push letters from r (breadth first); they must
-   be every non-sink state exactly once, with depths 0..D, and every transition of
-   every letter is checked against the push/pop semantics above.
+   be every non-sink state exactly once, with depths 0..D, they must be *every* stack
+   over the k symbols of depth <= D (1 + k + ... + k^D of them), and every transition of
+   every letter is checked against the push/pop semantics above (a step to a stack the
+   walk never created is a refusal, never an error: detection refuses, it does not raise).
 
 Step 4 makes the answer sound.  For a genuine bounded-stack automaton the empty
 stack is among the candidates, and from it steps 3-4 recover the push/pop roles and
@@ -116,11 +118,15 @@ def _rooted(automaton: Semiautomaton, sink: int, root: int, noops: set[int]) -> 
         frontier = nxt
     if any(stacks[q] is None for q in range(automaton.n_states) if q != sink):
         return None, "some states are not stacks reachable by pushes"
+    full = sum(len(pushes) ** i for i in range(depth + 1))
+    if automaton.n_states - 1 != full:
+        return None, (f"the pushes reach {automaton.n_states - 1} stacks, not all {full} stacks of depth <= {depth} "
+                      f"over {len(pushes)} symbols")
     plan = BoundedStack(depth, len(pushes), tuple(stacks), tuple(letters))
     index = {s: q for q, s in enumerate(plan.stacks)}
     for s in range(automaton.n_symbols):
         for q in range(automaton.n_states):
-            if index[plan.step(plan.stacks[q], s)] != maps[s][q]:
+            if index.get(plan.step(plan.stacks[q], s), -1) != maps[s][q]:
                 return None, (f"letter {automaton.alphabet[s]!r} from state {automaton.states[q]!r} does not "
                               f"push or pop as the recovered stacks say")
     return plan, ""

@@ -9,17 +9,20 @@ import re
 import struct
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import compiler
 from compiler import cli
-from compiler.automata.errors import SpecError
+from compiler.automata.errors import BudgetError, SpecError
 from compiler.automata.load import load_spec
 from compiler.cli import main
 from constructions import registry
+from verify import recurrent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -360,3 +363,153 @@ def test_readme_states_the_exit_codes():
 def test_paper_suite_column_is_the_depth_at_100_percent():
     table = (ROOT / "benchmarks" / "results" / "paper_suite.md").read_text()
     assert "| trained depth (100%) |" in table and "99%" not in table
+
+
+# --- issue 30: input at fault is exit 2, never 3 ------------------------------------------------
+
+PARTIAL_STACKS = ([[1, 2, 5, 5], [5, 5, 0, 5], [3, 4, 5, 0], [5, 5, 2, 5], [5, 5, 5, 2], [5, 5, 5, 5]],
+                  [[1, 4, 2, 4], [3, 0, 4, 4], [4, 4, 4, 0], [4, 1, 4, 4], [4, 4, 4, 4]])
+"""Tables on which the stack detector stepped to a stack its walk never made (KeyError, exit 3)."""
+
+
+@pytest.mark.parametrize("rows", PARTIAL_STACKS)
+def test_partial_stacks_plan_compile_and_verify_exact(rows, tmp_path, capsys):
+    spec = tmp_path / "t.json"
+    spec.write_text(json.dumps(rows))
+    assert main(["plan", str(spec), "--max-len", "16"]) == 0
+    assert "not all 7 stacks" in capsys.readouterr().out
+    assert main(["compile", str(spec), "-o", str(tmp_path / "m.st"), "--max-len", "65"]) == 0
+    assert "verification: exact" in capsys.readouterr().out
+    fails(["compile", str(spec), "-o", str(tmp_path / "m.st"), "--max-len", "65", "--method", "bounded-stack"],
+          "is not one up to renaming", capsys)
+
+
+def test_regex_whose_minimal_dfa_is_a_partial_stack_compiles_with_labels(tmp_path, capsys):
+    out = tmp_path / "r.st"
+    assert main(["compile", "regex:..b|ab", "--alphabet", "a,b", "--readout", "labels", "--max-len", "64",
+                 "-o", str(out)]) == 0
+    assert "verification: exact" in capsys.readouterr().out
+
+
+# --- issue 30: the verification summary has a digest of its own ------------------------------------
+
+
+def test_an_edited_verification_summary_is_not_verified(q8, tmp_path, capsys, checkpoint_tools):
+    edited = checkpoint_tools["edit_meta"](q8, tmp_path / "s.safetensors",
+                                           lambda m: m["verification"].update(n_positions=10**9))
+    assert main(["info", str(edited)]) == 0
+    out = capsys.readouterr().out
+    assert "verification: changed since verification: the summary's own entries differ" in out
+    assert "(verified)" not in out and "not tampering" in out
+    assert main(["info", str(edited), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["verification_status"].startswith("changed since verification") and "not tampering" in \
+        info["verification_digests"]
+    assert main(["verify", str(edited), "--samples", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the verification summary stored in" in err and "it is not this run's verdict" in err
+
+
+def test_a_summary_without_its_digest_is_not_sealed(q8, tmp_path, capsys, checkpoint_tools):
+    edited = checkpoint_tools["edit_meta"](q8, tmp_path / "s.safetensors",
+                                           lambda m: m["verification"].pop("summary_sha256"))
+    assert main(["info", str(edited), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verification_status"].startswith("not sealed")
+
+
+def test_the_summary_digest_covers_entries_added_later(q8, tmp_path, capsys, checkpoint_tools):
+    model = compiler.load(q8)
+    model.meta["verification"] = {**model.meta["verification"], "later": {"kind": "any entry", "n": 1}}
+    sealed = tmp_path / "later.safetensors"
+    compiler.save(model, sealed)
+    assert main(["info", str(sealed), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verification_status"] == "verified"
+    edited = checkpoint_tools["edit_meta"](sealed, tmp_path / "e.safetensors",
+                                           lambda m: m["verification"]["later"].update(n=2))
+    assert main(["info", str(edited), "--json"]) == 0
+    assert "the summary's own entries differ" in json.loads(capsys.readouterr().out)["verification_status"]
+
+
+# --- issue 30: exit 3 where the input is at fault ----------------------------------------------------
+
+
+def test_a_table_entry_beyond_64_bits_is_bad_input(tmp_path, capsys):
+    (tmp_path / "t.json").write_text("[[0, 1180591620717411303424], [1, 0]]")  # 2^70
+    fails(["plan", str(tmp_path / "t.json")], "too large for a state index", capsys)
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda d: d[: len(d) // 2], "cannot read"),  # truncated
+    (lambda d: d[:60] + bytes(b ^ 0x55 for b in d[60:90]) + d[90:], "cannot read"),  # a bad CRC or header
+    (lambda d: b"PK\x03\x04" + b"not a zip" * 8, "cannot read"),
+])
+def test_a_corrupt_npz_is_bad_input(damage, needle, tmp_path, capsys):
+    good = tmp_path / "good.npz"
+    np.savez_compressed(good, table=np.arange(400).reshape(200, 2) % 200)
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(damage(good.read_bytes()))
+    fails(["plan", str(bad)], needle, capsys)
+
+
+def test_a_50000_letter_spec_is_refused_before_compiling_when_it_cannot_be_verified(tmp_path, capsys, monkeypatch):
+    rows = [[(q + 1) % 2 if a == 0 else q for a in range(50_000)] for q in range(2)]
+    (tmp_path / "wide.json").write_text(json.dumps(rows))
+    monkeypatch.setattr(cli, "compile_automaton", lambda *a, **k: pytest.fail("compiled before refusing"))
+    start = time.monotonic()
+    fails(["compile", str(tmp_path / "wide.json"), "-o", str(tmp_path / "w.st")], "recurrent reference", capsys)
+    assert time.monotonic() - start < 30  # the spec loads in linear time (was quadratic: 30 s), then the bound
+
+
+def test_the_recurrent_reference_bound():
+    assert recurrent.weight_bytes(2, 50_000) > 37 * 2**30
+    recurrent.check_size(120, 2)  # S5: kilobytes
+    with pytest.raises(BudgetError, match="37.3 GiB"):
+        recurrent.check_size(2, 50_000)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda m: m["layout"]["blocks"][0].update(mlp=3.5), "layout of block 0 is malformed"),
+    (lambda m: m["layout"]["blocks"][1]["heads"][0].update(reads=7), "layout of block 1 is malformed"),
+    (lambda m: m["layout"].update(blocks=True), "layout must list"),
+    (lambda m: m["layout"]["blocks"][0]["mlp"].update(hidden=[1, 2]), "layout of block 0 is malformed"),
+    (lambda m: m.update(layers=7), "construction notes"),
+    (lambda m: m.update(residual_labels=m["residual_labels"][:-1]), "residual_labels"),
+])
+@pytest.mark.parametrize("command", ["info", "run", "verify", "export"])
+def test_a_crafted_layout_is_bad_input_for_every_command(change, needle, command, q8, tmp_path, capsys,
+                                                         checkpoint_tools):
+    def craft(meta):
+        change(meta)
+        meta.pop("header_sha256")  # no digest to tell: the structure itself must
+
+    edited = checkpoint_tools["edit_meta"](q8, tmp_path / "c.safetensors", craft)
+    argv = {"info": ["info", str(edited), "--layout"], "run": ["run", str(edited), "--input", "i"],
+            "verify": ["verify", str(edited)], "export": ["export", str(edited), "-o", str(tmp_path / "x")]}[command]
+    fails(argv, needle, capsys)
+
+
+def test_crafted_notes_without_a_header_digest_are_bad_input_for_verify_and_its_report(q8, tmp_path, capsys,
+                                                                                     checkpoint_tools):
+    def craft(meta):
+        meta["layers"][0]["heads"] = 3  # the construction's checks read these notes
+        meta.pop("header_sha256")
+
+    edited = checkpoint_tools["edit_meta"](q8, tmp_path / "c.safetensors", craft)
+    capsys.readouterr()
+    assert main(["verify", str(edited), "--report", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # a warning on the stored summary, then the error
+    assert err[0].startswith("warning: the verification summary") and "Traceback" not in "".join(err)
+    one_error_line(err[-1], "carries no digest")
+
+
+def test_150000_empty_blocks_are_refused_before_any_is_built(q8, tmp_path, capsys, checkpoint_tools):
+    def craft(config):
+        config["blocks"] += [{"n_heads": 0, "mlp_hidden": []}] * 150_000  # no parameter: the count still matches
+
+    edited = checkpoint_tools["edit_meta"](q8, tmp_path / "b.safetensors", craft, key="config")
+    start = time.monotonic()
+    fails(["info", str(edited)], "over the limit of 4,096", capsys)
+    assert time.monotonic() - start < 10
+    heads = checkpoint_tools["edit_meta"](q8, tmp_path / "h.safetensors",
+                                          lambda c: c["blocks"].append({"n_heads": 0, "mlp_hidden": []}), key="config")
+    fails(["info", str(heads)], "at least one head in every block", capsys)

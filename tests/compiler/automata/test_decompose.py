@@ -243,7 +243,7 @@ def test_summary_text_json_and_dot():
     assert "holonomy level" in text and "verified" in text
     dot = to_dot(c)
     assert dot.startswith("digraph cascade {") and dot.rstrip().endswith("}")
-    assert all(f'"{x.name}"' in dot for x in c.components)
+    assert all(f'"signal {x.name}"' in dot and f'label="{x.name}\\n' in dot for x in c.components)
 
 
 def test_is_group_flags():
