@@ -9,6 +9,7 @@ line asking for a bug report; the traceback only with ``--debug``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
