@@ -149,7 +149,7 @@ class Code:
         """Every code vector (the joint set, or the product of the per-dim sets)."""
         if self.joint is not None:
             return self.joint
-        return _product(self.per_dim)
+        return _product_rows([v[:, None] for v in self.per_dim])
 
     def size(self) -> int:
         return len(self.joint) if self.joint is not None else math.prod(len(v) for v in self.per_dim)
@@ -158,13 +158,6 @@ class Code:
         """What identifies the value sets (not the radius): classes with equal keys merge."""
         joint = None if self.joint is None else self.joint.tobytes()
         return (joint, tuple(v.tobytes() for v in self.per_dim))
-
-
-def _product(sets: list[np.ndarray]) -> np.ndarray:
-    if not sets:
-        return np.zeros((1, 0))
-    grids = np.meshgrid(*sets, indexing="ij")
-    return np.stack([g.reshape(-1) for g in grids], axis=1)
 
 
 State = dict[str, Code]
