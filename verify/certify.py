@@ -814,7 +814,6 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     because each input combination of a group lies in its signature's hull, and every combination
     of signatures is checked.  Returns (rows describing each stage-B combination, the declared
     outputs, the network's outputs, their error bounds, and the signature names)."""
-    n_rows = sum(widths)
     row_input: list[int | None] = [i for i, w in enumerate(widths) for _ in range(w)] + [None] * len(const_vals)
     H = len(Ws) - 1
     best = None
@@ -866,8 +865,6 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     return desc, want, z[:, out], (np.abs(A) @ r + nu)[:, out], sig_all
 
 
-
-
 def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
              widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular, ...], writes: list[str],
              cut: int, groups: list[tuple[set[int], list[np.ndarray]]], where: str) -> tuple[list[tuple], list[int]]:
@@ -893,7 +890,7 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
     needed = set(writes) | {n for j in outside for n in io[j][0]}
     in_group = set().union(*avail)
     free = [i for i, n in enumerate(names) if n in needed and n not in in_group]
-    W_next, b_next = Ws[cut + 1], biases[cut + 1]
+    W_next = Ws[cut + 1]
     cols = W_next.shape[1]
     parts = []  # per group: (signature names, signature rows, contribution lo, hi, magnitude, exact)
     for (reads, units), mine, have in zip(groups, inside, avail):
