@@ -911,12 +911,16 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
         layer_w = [Ws[0][rows][:, units[0]]] + [Ws[j][units[j - 1]][:, units[j]] for j in range(1, cut + 1)]
         layer_b = [biases[j][units[j]] for j in range(cut + 1)]
         k = len(units[cut])
-        h, A, nu = _affine(Xc, r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
-        e = np.abs(A) @ r + nu
         Wg = W_next[units[cut]]
-        centre, err = h @ Wg, e @ np.abs(Wg)
-        mag = (np.abs(h) + e) @ np.abs(Wg)
-        exact = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
+        centre, err, mag = (np.empty((len(X), cols)) for _ in range(3))
+        exact = np.empty((len(X), cols), dtype=bool)
+        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in layer_w) * len(r)))
+        for lo_ in range(0, len(X), step):
+            sl = slice(lo_, lo_ + step)
+            h, A, nu = _affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
+            e = np.abs(A) @ r + nu
+            centre[sl], err[sl], mag[sl] = h @ Wg, e @ np.abs(Wg), (np.abs(h) + e) @ np.abs(Wg)
+            exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
         keys, inverse = np.unique(sig, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         lo = np.full((len(keys), cols), np.inf)
