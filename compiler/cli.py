@@ -22,8 +22,10 @@ from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import load, save
 from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from constructions.model import resolve_device
-from verify.certify import certificate_text, certify, recheck
+from constructions.basis import BASES, MAX_SEED
+from verify.certify import certificate_text, recheck
 from verify.check import batch_rows, check_options, verify
+from verify.policy import CROSS_CHECK, VERIFY_SAMPLING, certificate, certificate_failed
 from verify.progress import Progress
 from verify.report import (CHANGED, DIGESTS_NOTE, UNSEALED, VERIFIED, failure_text, report_dict, summary_line,
                            verification_status, verification_summary, write_report)
@@ -142,6 +144,18 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
 
 
+def _int_at_most(high: int) -> Callable[[str], int]:
+    """A non-negative integer of at most ``high`` (a seed)."""
+    def parse(text: str) -> int:
+        value = NON_NEGATIVE(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}, got {value}")
+        return value
+
+    parse.__name__ = "seed"
+    return parse
+
+
 def _seconds(text: str) -> float:
     """A positive number of seconds (a time budget)."""
     try:
@@ -231,10 +245,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
             raise BudgetError(f"{e} (compile with --no-verify to skip verification)") from None
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
                               positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
-                              prefer=args.prefer, max_params=args.max_params)
+                              prefer=args.prefer, max_params=args.max_params, basis=args.basis,
+                              basis_seed=args.seed)
     exact = True
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
-        cert = certify(model) if args.certify else None
+        cert = certificate(model) if args.certify else None
         sampling = {"samples": args.verify_samples, "exhaustive_budget": args.verify_budget,
                     "family_limit": COMPILE_FAMILY_LIMIT}
         if cert is not None and cert["certified"]:  # proved: sampling is only a cross-check
@@ -244,7 +259,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         model.to("cpu")
         result.certificate = cert
         model.meta = {**model.meta, "verification": verification_summary(result, model)}
-        exact = result.exact and not _certificate_failed(cert)
+        exact = result.exact and not certificate_failed(cert)
     _write(output, "output", lambda: save(model, output))
     for w in model.meta.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
@@ -266,19 +281,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if args.certify:
             print(f"certificate: {certificate_text(result.certificate)}")
     return EXIT_OK if exact else EXIT_NOT_EXACT
-
-
-VERIFY_SAMPLING = {"samples": 64, "exhaustive_budget": 1 << 15, "family_limit": None}
-"""``verify``'s sampled check without a certificate (its option defaults)."""
-CROSS_CHECK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
-"""The sampled check that accompanies a passing certificate (``verify`` and ``compile``): the
-certificate is the proof; the samples only cross-check the model against the simulation."""
-
-
-def _certificate_failed(cert: dict | None) -> bool:
-    """A certificate that was attempted for a supported construction and did not hold: the
-    model may be wrong on some input, so the verdict is 'not exact' (exit 1)."""
-    return cert is not None and not cert["certified"] and cert.get("supported", True)
 
 
 RUN_CHUNK_LINES = 4096
@@ -595,7 +597,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     model = load(args.model)
     require_intact_header(model)
     _warn_stale_summary(model, args.model)
-    cert = certify(model) if args.certify else None
+    cert = certificate(model) if args.certify else None
     defaults = CROSS_CHECK if cert is not None and cert["certified"] else VERIFY_SAMPLING  # proved: a cross-check
     sampling = {k: v if getattr(args, k) is None else getattr(args, k) for k, v in defaults.items()}
     result = verify(model.to(device), seed=args.seed, **sampling, progress=_progress(args.time_budget),
@@ -619,7 +621,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"certificate: {certificate_text(cert)}")
         if report_dir is not None:
             print(f"report written to {args.report}/report.json, report.md and report.html")
-    return EXIT_OK if result.exact and not _certificate_failed(cert) else EXIT_NOT_EXACT
+    return EXIT_OK if result.exact and not certificate_failed(cert) else EXIT_NOT_EXACT
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
@@ -636,7 +638,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
             raise InputError(f"{args.check!r} is not a certificate (not a JSON object)")
         cert = recheck(model, stored, with_obligations=output is not None)
     else:
-        cert = certify(model, with_obligations=output is not None)
+        cert = certificate(model, with_obligations=output is not None)
     if output is not None:
         _write(output, "certificate", lambda: write_atomic(output, json_text(cert, indent=1) + "\n"))
     if args.json:
@@ -778,6 +780,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time budget of --verify: further batches of a check are skipped once it is spent (the "
                         "first batch of each check always runs); the stored summary says what was cut")
     c.add_argument("--device", default="cpu", help="torch device for --verify (cpu, cuda, cuda:N, mps)")
+    c.add_argument("--basis", default=BASES[0], choices=list(BASES),
+                   help="the residual stream's basis: standard (named, axis-aligned dims) or orthogonal (a random "
+                        "rotation of it, and random orthogonal maps inside each head; the same function)")
+    c.add_argument("--seed", type=_int_at_most(MAX_SEED), default=0, help="seed of --basis orthogonal")
     c.set_defaults(func=cmd_compile)
 
     n = _sub(sub, "plan", "every construction's estimate (layers, parameters) or refusal, and what auto picks")
