@@ -40,6 +40,7 @@ from .automata.formats import parse_alphabet
 from .automata.load import load_spec
 from .automata.version import __version__
 from .export import FORMATS, save_transformer_lens, to_transformer_lens
+from .zoo.run import MAX_WORKERS, run_zoo, zoo_progress
 from .pipeline import (
     DTYPES,
     PREFERENCES,
@@ -144,15 +145,17 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
 
 
-def _int_at_most(high: int) -> Callable[[str], int]:
-    """A non-negative integer of at most ``high`` (a seed)."""
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An integer from ``low`` to ``high``."""
+    at_least = _int_at_least(low)
+
     def parse(text: str) -> int:
-        value = NON_NEGATIVE(text)
+        value = at_least(text)
         if value > high:
             raise argparse.ArgumentTypeError(f"must be <= {high}, got {value}")
         return value
 
-    parse.__name__ = "seed"
+    parse.__name__ = f"integer from {low} to {high}"
     return parse
 
 
@@ -675,6 +678,15 @@ def cmd_decompose(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_zoo(args: argparse.Namespace) -> int:
+    """Make (or resume) a zoo of verified models (compiler/zoo): exit 1 when one is not exact."""
+    out = writable_dir(args.output, "zoo directory")
+    summary = run_zoo(args.config, out, workers=args.workers, limit=args.limit, ray=args.ray, progress=zoo_progress())
+    print(summary.text())
+    print(f"manifest: {out / 'manifest.jsonl'}")
+    return EXIT_NOT_EXACT if summary.by_status.get("not_exact") else EXIT_OK
+
+
 def cmd_catalog(args: argparse.Namespace) -> int:
     rows = entries()
     w = max(len(e.pattern) for e in rows)
@@ -721,6 +733,10 @@ EXAMPLES = {
   shortcut decompose dihedral:4 --dot d8.dot""",
     "catalog": """examples:
   shortcut catalog""",
+    "zoo": """examples:
+  shortcut zoo examples/zoo-tiny.toml -o zoo-tiny/
+  shortcut zoo examples/zoo.toml -o zoo/ --workers 2 --limit 200
+  shortcut zoo examples/zoo.toml -o zoo/ --ray              (a local Ray cluster; or --ray ADDRESS)""",
 }
 
 
@@ -783,7 +799,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--basis", default=BASES[0], choices=list(BASES),
                    help="the residual stream's basis: standard (named, axis-aligned dims) or orthogonal (a random "
                         "rotation of it, and random orthogonal maps inside each head; the same function)")
-    c.add_argument("--seed", type=_int_at_most(MAX_SEED), default=0, help="seed of --basis orthogonal")
+    c.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of --basis orthogonal")
     c.set_defaults(func=cmd_compile)
 
     n = _sub(sub, "plan", "every construction's estimate (layers, parameters) or refusal, and what auto picks")
@@ -862,6 +878,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="the cascade summary as JSON")
     d.add_argument("--dot", metavar="FILE", help="also write the cascade as a Graphviz DOT graph")
     d.set_defaults(func=cmd_decompose)
+
+    z = _sub(sub, "zoo", "compile, verify and save the models a zoo config names, with their circuits and traces "
+                         "(rerun into the same directory to resume)")
+    z.add_argument("config", help="the zoo config (TOML, or JSON for *.json): families of models, see docs/zoo.md")
+    z.add_argument("-o", "--output", required=True, metavar="DIR", help="the zoo directory (created; resumed if it exists)")
+    z.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=1, help="worker processes (or Ray CPUs)")
+    z.add_argument("--limit", type=POSITIVE, default=None, help="only the config's first N models")
+    z.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run on Ray (the [ray] extra): a local cluster, or the cluster at ADDRESS")
+    z.set_defaults(func=cmd_zoo)
 
     k = _sub(sub, "catalog", "list the built-in automata")
     k.set_defaults(func=cmd_catalog)
