@@ -25,7 +25,8 @@ from constructions.model import resolve_device
 from constructions.basis import BASES, MAX_SEED
 from verify.certify import certificate_text, recheck
 from verify.check import batch_rows, check_options, verify
-from verify.policy import CROSS_CHECK, VERIFY_SAMPLING, certificate, certificate_failed
+from verify.policy import (COMPILE_SAMPLING, CROSS_CHECK, VERIFY_SAMPLING, certificate, certificate_failed,
+                           sampling_for)
 from verify.progress import Progress
 from verify.report import (CHANGED, DIGESTS_NOTE, UNSEALED, VERIFIED, failure_text, report_dict, summary_line,
                            verification_status, verification_summary, write_report)
@@ -223,7 +224,7 @@ def _write(path: str | Path, what: str, write: Callable[[], object]) -> None:
 # --- commands -----------------------------------------------------------------------------
 
 
-COMPILE_FAMILY_LIMIT = 4
+COMPILE_FAMILY_LIMIT = COMPILE_SAMPLING["family_limit"]
 """compile --verify keeps at most this many sequences of each adversarial family."""
 COMPILE_VERIFY_SECONDS = 60.0
 """compile --verify's default time budget (--verify-time)."""
@@ -253,10 +254,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     exact = True
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
         cert = certificate(model) if args.certify else None
-        sampling = {"samples": args.verify_samples, "exhaustive_budget": args.verify_budget,
-                    "family_limit": COMPILE_FAMILY_LIMIT}
-        if cert is not None and cert["certified"]:  # proved: sampling is only a cross-check
-            sampling = {k: min(v, CROSS_CHECK[k]) for k, v in sampling.items()}
+        sampling = sampling_for(cert, {"samples": args.verify_samples, "exhaustive_budget": args.verify_budget,
+                                       "family_limit": COMPILE_FAMILY_LIMIT})  # proved: only a cross-check
         result = verify(model.to(device), seed=0, **sampling, progress=_progress(args.verify_time),
                         time_budget=args.verify_time)
         model.to("cpu")
@@ -790,8 +789,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--certify", action=argparse.BooleanOptionalAction, default=True,
                    help="with --verify, first prove the model exact on every input up to max_len and store the "
                         "certificate in the checkpoint (--no-certify: sampling only)")
-    c.add_argument("--verify-samples", type=NON_NEGATIVE, default=16, help="random full-length sequences for --verify")
-    c.add_argument("--verify-budget", type=POSITIVE, default=4096, help="exhaustive-check budget for --verify")
+    c.add_argument("--verify-samples", type=NON_NEGATIVE, default=COMPILE_SAMPLING["samples"],
+                   help="random full-length sequences for --verify")
+    c.add_argument("--verify-budget", type=POSITIVE, default=COMPILE_SAMPLING["exhaustive_budget"],
+                   help="exhaustive-check budget for --verify")
     c.add_argument("--verify-time", type=_seconds, default=COMPILE_VERIFY_SECONDS, metavar="SECONDS",
                    help="time budget of --verify: further batches of a check are skipped once it is spent (the "
                         "first batch of each check always runs); the stored summary says what was cut")

@@ -18,6 +18,10 @@ from .check import VerificationResult, verify
 
 VERIFY_SAMPLING = {"samples": 64, "exhaustive_budget": 1 << 15, "family_limit": None}
 """``verify``'s sampled check without a certificate (its option defaults)."""
+COMPILE_SAMPLING = {"samples": 16, "exhaustive_budget": 4096, "family_limit": 4}
+"""``compile --verify``'s modest sampled check without a certificate (its option defaults), and the zoo's."""
+SAMPLINGS = {"compile": COMPILE_SAMPLING, "verify": VERIFY_SAMPLING}
+"""The sampled checks by the command that uses them (a zoo config's ``sampling``)."""
 CROSS_CHECK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
 """The sampled check that accompanies a passing certificate (``verify``, ``compile``, the zoo):
 the certificate is the proof; the samples only cross-check the model against the simulation."""
@@ -39,18 +43,21 @@ def certificate_failed(cert: dict | None) -> bool:
     return cert is not None and not cert["certified"] and cert.get("supported", True)
 
 
-def sampling_for(cert: dict | None) -> dict[str, Any]:
-    """The sampled check that goes with ``cert``: a cross-check after a proof, else the full one."""
-    return dict(CROSS_CHECK if cert is not None and cert["certified"] else VERIFY_SAMPLING)
+def sampling_for(cert: dict | None, sampling: dict[str, Any] = VERIFY_SAMPLING) -> dict[str, Any]:
+    """The sampled check that goes with ``cert``: a cross-check (no larger than ``sampling``)
+    after a proof, else ``sampling``."""
+    if cert is not None and cert["certified"]:
+        return {k: v if sampling[k] is None else min(v, sampling[k]) for k, v in CROSS_CHECK.items()}
+    return dict(sampling)
 
 
-def check(model, *, seed: int = 0, prove: bool = True, progress: Callable[[str, int, int], None] | None = None
-          ) -> VerificationResult:
-    """The certificate (when ``prove``) and the sampled check it calls for; the result carries
-    the certificate, and ``exact`` only when both hold (a certificate that is not supported
-    leaves the verdict to sampling)."""
+def check(model, *, seed: int = 0, prove: bool = True, sampling: dict[str, Any] = VERIFY_SAMPLING,
+          progress: Callable[[str, int, int], None] | None = None) -> VerificationResult:
+    """The certificate (when ``prove``) and the sampled check it calls for (``sampling``, or the
+    cross-check after a proof); the result carries the certificate, and ``exact`` only when
+    both hold (a certificate that is not supported leaves the verdict to sampling)."""
     cert = certificate(model) if prove else None
-    result = verify(model, seed=seed, **sampling_for(cert), progress=progress)
+    result = verify(model, seed=seed, **sampling_for(cert, sampling), progress=progress)
     result.certificate = cert
     result.exact = result.exact and not certificate_failed(cert)
     return result

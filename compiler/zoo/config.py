@@ -9,6 +9,7 @@ A config has a zoo ``seed``, optional ``defaults`` and a list of ``family`` tabl
     readouts = ["states"]     # "labels": random output labels are drawn for the states
     bases = ["standard"]      # "orthogonal": a random rotation (constructions/basis.py)
     traces = 8                # sample inputs traced per model
+    sampling = "compile"      # the sampled check: compile's modest one, or "verify" (shortcut verify's)
 
     [[family]]
     name = "groups"           # the models' id prefix: groups-00000, groups-00001, ...
@@ -36,6 +37,7 @@ from typing import Any
 
 from constructions.basis import BASES
 from constructions.labels import READOUTS
+from verify.policy import SAMPLINGS
 
 from ..automata.errors import InputError
 from ..automata.families import CLASSES, MAX_LETTERS, MAX_STATES, Sizes, check_sizes
@@ -49,7 +51,8 @@ MAX_ZOO_LEN = 1024
 """Largest max_len a zoo model may have (a zoo is for many small models; compile larger ones alone)."""
 MAX_TRACES = 64
 """Most sample inputs traced per model."""
-DEFAULTS = {"max_len": [64], "methods": ["auto"], "readouts": ["states"], "bases": ["standard"], "traces": 8}
+DEFAULTS = {"max_len": [64], "methods": ["auto"], "readouts": ["states"], "bases": ["standard"], "traces": 8,
+            "sampling": "compile"}
 FAMILY_KEYS = {"name", "class", "count", "states", "letters", "patterns", "alphabet", "names", *DEFAULTS}
 
 
@@ -66,6 +69,7 @@ class Family:
     readouts: tuple[str, ...] = ("states",)
     bases: tuple[str, ...] = ("standard",)
     traces: int = 8
+    sampling: str = "compile"
     patterns: tuple[str, ...] = ()
     alphabet: str | None = None
     names: tuple[str, ...] = ()
@@ -132,6 +136,13 @@ def _strings(value: Any, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _alphabet(value: Any, name: str) -> str | None:
+    """A regex family's alphabet: None (the letters its patterns use) or comma-separated letters."""
+    if value is not None and not (isinstance(value, str) and value.strip()):
+        raise InputError(f"{name}: alphabet must be comma-separated letters, got {value!r}")
+    return value
+
+
 def _range(value: Any, what: str, top: int) -> tuple[int, int]:
     if not (isinstance(value, list) and len(value) == 2):
         raise InputError(f"{what} must be a range [low, high], got {value!r}")
@@ -166,8 +177,9 @@ def _family(raw: Any, defaults: dict[str, Any], where: str) -> Family:
         readouts=_choices(opts["readouts"], f"{name}: readouts", list(READOUTS)),
         bases=_choices(opts["bases"], f"{name}: bases", list(BASES)),
         traces=_ints(opts["traces"], f"{name}: traces", 0, MAX_TRACES)[0],
+        sampling=_choices(opts["sampling"], f"{name}: sampling", list(SAMPLINGS))[0],
         patterns=_strings(raw["patterns"], f"{name}: patterns") if kind == REGEX else (),
-        alphabet=raw.get("alphabet") if kind == REGEX else None,
+        alphabet=_alphabet(raw.get("alphabet"), name) if kind == REGEX else None,
         names=_strings(raw["names"], f"{name}: names") if kind == CATALOG else ())
     return family
 

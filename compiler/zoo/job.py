@@ -23,7 +23,7 @@ import torch
 from constructions.basis import ORTHOGONAL, basis_of
 from constructions.checkpoint import save, serialize, weights_sha256
 from constructions.circuit import TRACE_SCHEMA, circuit, sample_inputs, traces
-from verify.policy import check
+from verify.policy import SAMPLINGS, check
 from verify.report import verification_summary
 
 from ..automata.atomic import write_atomic
@@ -99,6 +99,21 @@ def _verification(summary: dict[str, Any]) -> dict[str, Any]:
             "min_logit_margin": (summary.get("margins") or {}).get("readout_min_logit_margin")}
 
 
+def _not_exact(result) -> dict[str, str] | None:
+    """Why a model is not exact (None when it is): the failed certificate, the counterexample
+    or the failed invariant."""
+    if result.exact:
+        return None
+    cert = result.certificate or {}
+    if cert.get("supported", True) and cert.get("certified") is False:
+        return {"kind": "certificate_failed", "message": " ".join(str(cert.get("reason")).split())}
+    ce = result.counterexample
+    if ce is not None:
+        return {"kind": "counterexample", "message": f"{ce.check}: {' '.join(ce.input)} at position {ce.position}: "
+                                                     f"expected {ce.expected}, got {ce.got}"}
+    return {"kind": "invariant", "message": "; ".join(result.invariants.get("failures", []))[:500]}
+
+
 def _build(job: Job, d: Draw, out: Path, clock: dict[str, float]) -> dict[str, Any]:
     """Compile, verify and write one model; the manifest fields it adds."""
     t = time.perf_counter()
@@ -106,7 +121,7 @@ def _build(job: Job, d: Draw, out: Path, clock: dict[str, float]) -> dict[str, A
                               basis_seed=job.seed if d.basis == ORTHOGONAL else 0)
     clock["compile_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    result = check(model, seed=VERIFY_SEED)
+    result = check(model, seed=VERIFY_SEED, sampling=SAMPLINGS[job.family.sampling])
     model.meta = {**model.meta, "verification": verification_summary(result, model)}
     clock["verify_s"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -118,7 +133,8 @@ def _build(job: Job, d: Draw, out: Path, clock: dict[str, float]) -> dict[str, A
     write_atomic(out / paths["trace"], serialize(tensors, {"schema": TRACE_SCHEMA, "model": paths["model"]}))
     clock["write_s"] = time.perf_counter() - t
     c = model.config
-    return {"status": "ok" if result.exact else "not_exact", "method": model.meta["method"],
+    return {"status": "ok" if result.exact else "not_exact", "error": _not_exact(result),
+            "method": model.meta["method"],
             "basis": basis_of(model.meta) or {"kind": "standard"},
             "layers": len(c["blocks"]), "d_model": c["d_model"], "d_head": c["d_head"],
             "heads_by_layer": [b["n_heads"] for b in c["blocks"]],
@@ -142,7 +158,7 @@ def run_job(job: Job, out: "str | Path") -> dict[str, Any]:
         row.update(automaton=d.automaton.name, spec=d.automaton.to_dict(), automaton_sha256=d.automaton.digest(),
                    n_states=d.automaton.n_states, n_symbols=d.automaton.n_symbols, max_len=d.max_len,
                    requested_method=d.method, readout=d.readout, requested_basis=d.basis, traces=f.traces)
-        row.update(_build(job, d, out, clock), error=None)
+        row.update(_build(job, d, out, clock))
     except ShortcutError as e:
         row.update(status="failed", error={"kind": type(e).__name__, "message": " ".join(str(e).split())})
     except Exception as e:  # noqa: BLE001 - a bug is recorded with its reason, never dropped
