@@ -155,7 +155,7 @@ def run_job(job: Job, out: "str | Path") -> dict[str, Any]:
     row: dict[str, Any] = {"id": job.id, "index": job.index, "family": f.name, "class": f.kind, "seed": job.seed}
     try:
         d = draw(job)
-        row.update(automaton=d.automaton.name, spec=d.automaton.to_dict(), automaton_sha256=d.automaton.digest(),
+        row.update(automaton=d.automaton.name, spec=d.automaton.to_json(), automaton_sha256=d.automaton.digest(),
                    n_states=d.automaton.n_states, n_symbols=d.automaton.n_symbols, max_len=d.max_len,
                    requested_method=d.method, readout=d.readout, requested_basis=d.basis, traces=f.traces)
         row.update(_build(job, d, out, clock))
