@@ -19,7 +19,8 @@ import torch
 
 from constructions import registry
 from constructions.assemble import assemble, program_params
-from constructions.basis import BASES, ORTHOGONAL, basis_of, check_seed, rotate
+from constructions.basis import BASES, ORTHOGONAL, basis_of, check_seed
+from constructions.rotate import rotate
 from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import header_intact, stamp_header
 from constructions.construction import Construction, Refusal

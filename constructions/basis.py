@@ -1,5 +1,8 @@
 """Realistic bases: the residual stream of a compiled model in a random orthogonal basis.
 
+This module says what a basis is (drawn from a seed, recorded in ``meta["basis"]``) and how a
+rotated residual decodes back to the named dims; ``constructions/rotate.py`` rotates a model.
+
 A compiled model's residual dims are named and its weights are sparse and axis-aligned.  With
 no LayerNorm, any orthogonal Q (d_model x d_model) gives the same function in exact arithmetic
 when the residual x is replaced by x Q and every weight that touches it is changed to match::
@@ -24,16 +27,12 @@ directions ``Q[dims]``), not coordinates.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
 import torch
 
 from compiler.automata.errors import ShortcutError
-
-from .checkpoint import stamp_header
-from .model import CompiledTransformer
 
 STANDARD, ORTHOGONAL = "standard", "orthogonal"
 BASES = (STANDARD, ORTHOGONAL)
@@ -47,7 +46,7 @@ def random_orthogonal(n: int, rng: np.random.Generator) -> np.ndarray:
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
-def _rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+def basis_rngs(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     """Independent streams for the residual basis and the per-head maps of ``seed``."""
     residual, heads = np.random.SeedSequence(seed).spawn(2)
     return np.random.default_rng(residual), np.random.default_rng(heads)
@@ -59,15 +58,15 @@ def basis_of(meta: dict[str, Any]) -> dict[str, Any] | None:
     return b if isinstance(b, dict) and b.get("kind") == ORTHOGONAL else None
 
 
-def basis_matrix(model: CompiledTransformer) -> np.ndarray | None:
+def basis_matrix(model) -> np.ndarray | None:
     """Q (float64, d_model x d_model) of a rotated model: residual_rotated = residual_standard Q."""
     b = basis_of(model.meta)
     if b is None:
         return None
-    return random_orthogonal(model.config["d_model"], _rngs(int(b["seed"]))[0])
+    return random_orthogonal(model.config["d_model"], basis_rngs(int(b["seed"]))[0])
 
 
-def standard_residual(model: CompiledTransformer, x: torch.Tensor) -> torch.Tensor:
+def standard_residual(model, x: torch.Tensor) -> torch.Tensor:
     """A residual-stream activation [..., d_model] in the standard (named) basis, float64."""
     Q = basis_matrix(model)
     x = x.detach().double()
@@ -78,48 +77,3 @@ def check_seed(seed: int) -> None:
     """ShortcutError unless ``seed`` is an integer from 0 to :data:`MAX_SEED`."""
     if type(seed) is not int or not 0 <= seed <= MAX_SEED:
         raise ShortcutError(f"the basis seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
-
-
-def rotate(model: CompiledTransformer, seed: int, heads: bool = True) -> CompiledTransformer:
-    """A copy of ``model`` in a random orthogonal residual basis (and, with ``heads``, random
-    orthogonal maps inside each head), drawn from ``seed``; see the module docstring."""
-    check_seed(seed)
-    if basis_of(model.meta) is not None:
-        raise ShortcutError("this model is already in a rotated basis; rotate the standard-basis model instead")
-    out = copy.deepcopy(model)
-    residual_rng, head_rng = _rngs(seed)
-    Q = random_orthogonal(model.config["d_model"], residual_rng)
-    d_head = model.config["d_head"]
-    with torch.no_grad():
-        _transform(out, Q, lambda: random_orthogonal(d_head, head_rng) if heads else None)
-    out.set_meta({**out.meta, "basis": {"kind": ORTHOGONAL, "seed": seed, "heads": heads}})
-    stamp_header(out)
-    return out
-
-
-def _set(param: torch.nn.Parameter, value: np.ndarray) -> None:
-    param.copy_(torch.from_numpy(value).to(param.dtype))
-
-
-def _transform(model: CompiledTransformer, Q: np.ndarray, head_map) -> None:
-    """Apply Q to every weight that reads or writes the residual (in place, float64 then cast)."""
-    w = lambda p: p.detach().double().numpy()  # noqa: E731
-    for p in (model.W_E, model.W_pos):
-        _set(p, w(p) @ Q)
-    _set(model.W_U, Q.T @ w(model.W_U))
-    for block in model.blocks:
-        a = block.attn
-        WQ, WK, WV, WO = (Q.T @ w(a.W_Q), Q.T @ w(a.W_K), Q.T @ w(a.W_V), w(a.W_O) @ Q)
-        for h in range(WQ.shape[0]):
-            A, B = head_map(), head_map()
-            if A is not None:
-                WQ[h], WK[h], WV[h], WO[h] = WQ[h] @ A, WK[h] @ A, WV[h] @ B, B.T @ WO[h]
-        for p, value in ((a.W_Q, WQ), (a.W_K, WK), (a.W_V, WV), (a.W_O, WO)):
-            _set(p, value)
-        m = block.mlp
-        if m is not None:
-            first, last = m.weight_name(0), m.weight_name(m.n_hidden)
-            _set(getattr(m, first), Q.T @ w(getattr(m, first)))
-            _set(getattr(m, last), w(getattr(m, last)) @ Q)
-            bias = getattr(m, m.bias_name(m.n_hidden))
-            _set(bias, w(bias) @ Q)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from compiler.pipeline import compile_automaton
-from constructions.basis import rotate
+from constructions.rotate import rotate
 from constructions.circuit import CIRCUIT_SCHEMA, INTENDED_KEYS, circuit, sample_inputs, traces
 
 

@@ -7,7 +7,8 @@ import torch
 
 from compiler.automata.errors import ShortcutError
 from compiler.pipeline import compile_automaton, set_start
-from constructions.basis import basis_matrix, rotate, standard_residual
+from constructions.basis import basis_matrix, standard_residual
+from constructions.rotate import rotate
 from constructions.checkpoint import load, save
 from verify.policy import COMPILE_SAMPLING, check
 
@@ -81,3 +82,13 @@ def test_transformer_lens_export_is_bitwise_the_rotated_model():
     assert torch.equal(ours, theirs[:, 1:])
     H = rotated.config["blocks"][0]["n_heads"]
     assert torch.equal(tcache["blocks.0.attn.hook_pattern"][:, :H], cache["blocks.0.attn.hook_pattern"])
+
+
+def test_read_decodes_named_subspaces_in_a_rotated_basis(pair):
+    model, rotated = pair
+    tokens = torch.randint(0, model.config["n_symbols"], (2, 24), generator=torch.Generator().manual_seed(3))
+    _, a = model.run_with_cache(tokens)
+    _, b = rotated.run_with_cache(tokens)
+    for name in model.meta["subspaces"]:
+        for layer in range(len(model.blocks) + 1):
+            assert torch.allclose(model.read(a, name, layer), rotated.read(b, name, layer), atol=1e-3), (name, layer)
