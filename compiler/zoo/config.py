@@ -7,7 +7,7 @@ A config has a zoo ``seed``, optional ``defaults`` and a list of ``family`` tabl
     max_len = [64]            # values drawn per model
     methods = ["auto"]
     readouts = ["states"]     # "labels": random output labels are drawn for the states
-    bases = ["standard"]      # "orthogonal": a random rotation (constructions/basis.py)
+    bases = ["standard"]      # "orthogonal": a random rotation (constructions/rotate.py)
     traces = 8                # sample inputs traced per model
     sampling = "compile"      # the sampled check: compile's modest one, or "verify" (shortcut verify's)
 
