@@ -159,10 +159,8 @@ def arbitrary(rng: random.Random, sizes: Sizes) -> Semiautomaton:
 
 
 CLASSES: dict[str, Callable[[random.Random, Sizes], Semiautomaton]] = {
-    "group": group, "solvable": solvable, "aperiodic": aperiodic, "definite": definite, "local": local,
-    "stack": stack, "gridworld": gridworld, "product": product, "arbitrary": arbitrary,
-}
-"""The random classes, by name (``class = "..."`` in a zoo config)."""
+    f.__name__: f for f in (group, solvable, aperiodic, definite, local, stack, gridworld, product, arbitrary)}
+"""The random classes, by their generator's name (``class = "..."`` in a zoo config)."""
 
 
 def check_sizes(sizes: Sizes) -> None:
