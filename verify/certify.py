@@ -446,32 +446,41 @@ def _average_pattern(m: _Model, l: int, h: int, first: int, last: int, mass: int
     the declared keys (what the exponent's rounding scales with).  Every p(t, s) lies in
     [e^lo_s / (e^lo_s + sum_{s' != s} e^hi_s'), e^hi_s / (e^hi_s + sum_{s' != s} e^lo_s')] for the
     scores' rounding intervals [lo, hi] (softmax is increasing in its own score and decreasing in
-    the others)."""
+    the others).  Keys whose key-side features agree (and that are declared alike) score alike
+    for every query, so they are counted, not enumerated: O(T x kinds of keys), not O(T^2)."""
     sc = _positional_scores(m, l, h, name)
     T = m.T
-    dev, leak, mag, p0, reach = (np.zeros(T + 1) for _ in range(5))
     s_all = np.arange(T + 1)
+    mine_s = (s_all >= first) & (s_all <= last) & (s_all >= 1)
+    feats = np.concatenate([sc.k, sc.Rk, sc.k_exact, mine_s[:, None], (s_all == 0)[:, None]], axis=1)
+    kinds, inverse = np.unique(feats, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    reps = np.array([int(np.argmax(inverse == g)) for g in range(len(kinds))])
+    positions = [np.nonzero(inverse == g)[0] for g in range(len(kinds))]
+    rep = _Scores(sc.q, sc.k[reps], sc.Rq, sc.Rk[reps], sc.q_exact, sc.k_exact[reps], sc.p)
+    mine, bos = mine_s[reps], reps == 0
+    real = ~bos
     w = 1.0 / mass
-    step = max(1, (1 << 21) // (T + 1))
+    dev, leak, mag, p0, reach = (np.zeros(T + 1) for _ in range(5))
+    step = max(1, (1 << 21) // len(reps))
     for lo in range(0, T + 1, step):
         t = np.arange(lo, min(T + 1, lo + step))
-        centre, spread = sc.rows(t)
-        causal = s_all[None, :] <= t[:, None]
-        hi = np.where(causal, centre + spread, -np.inf)
-        low = np.where(causal, centre - spread, -np.inf)
+        count = np.stack([np.searchsorted(pos, t, side="right") for pos in positions], axis=1).astype(np.float64)
+        centre, spread = rep.rows(t)
+        there = count > 0
+        hi = np.where(there, centre + spread, -np.inf)
+        low = np.where(there, centre - spread, -np.inf)
         top = hi.max(1, keepdims=True)
         e_hi, e_lo = np.exp(hi - top), np.exp(low - top)
-        rest_lo = np.maximum(e_lo.sum(1, keepdims=True) - e_lo, 0.0)
-        rest_hi = e_hi.sum(1, keepdims=True) - e_hi
-        p_hi = e_hi / (e_hi + rest_lo)
-        p_lo = e_lo / (e_lo + rest_hi)
-        real = causal & (s_all[None, :] >= 1)
-        mine = real & (s_all[None, :] >= first) & (s_all[None, :] <= last)
-        other = np.where(real & ~mine, p_hi, 0.0).sum(1)
-        dev[t] = np.where(mine, np.maximum(p_hi - w, w - p_lo), 0.0).sum(1) + other
-        leak[t], mag[t], p0[t] = other, np.where(real, p_hi, 0.0).sum(1), p_hi[:, 0]
-        big = mine | (s_all[None, :] == 0)
-        reach[t] = np.where(big, np.abs(low - top), 0.0).max(1)
+        rest_lo = np.maximum((count * e_lo).sum(1, keepdims=True) - e_lo, 0.0)
+        rest_hi = (count * e_hi).sum(1, keepdims=True) - e_hi
+        p_hi = np.where(there, e_hi / (e_hi + rest_lo), 0.0)
+        p_lo = np.where(there, e_lo / (e_lo + rest_hi), 0.0)
+        other = (count * np.where(real & ~mine, p_hi, 0.0)).sum(1)
+        dev[t] = (count * np.where(mine, np.maximum(p_hi - w, w - p_lo), 0.0)).sum(1) + other
+        leak[t], mag[t] = other, (count * np.where(real, p_hi, 0.0)).sum(1)
+        p0[t] = p_hi[:, bos].sum(1)
+        reach[t] = np.where(there & (mine | bos), np.abs(low - top), 0.0).max(1)
     slack = 1e-12 + (s_all + 2) * 2.0**-50  # the checker's own float64 sums
     return (dev * (1 + 1e-12) + slack, leak + slack, mag * (1 + 1e-12) + slack, np.minimum(1.0, p0 + slack),
             reach)
