@@ -833,13 +833,14 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
         parts, outside = _stage_a(m, Ws, biases, sets, names, widths, const_vals, steps, writes, cut, groups,
                                   where)
         width = max(float((p[3] - p[2]).max(initial=0.0)) for p in parts)
-        if best is None or width < best[0]:
-            best = (width, cut, parts, outside)
-        if width == 0:
+        n = math.prod(len(p[1]) for p in parts)
+        if best is None or (width > 0, width, n) < (best[0] > 0, best[0], best[1]):
+            best = (width, n, cut, parts, outside)
+        if width == 0 and n <= SPLIT_ABOVE:
             break
     if best is None:
         return None
-    _, cut, parts, outside = best
+    _, _, cut, parts, outside = best
     W_next, b_next = Ws[cut + 1], biases[cut + 1]
     cols = W_next.shape[1]
     n = math.prod(len(p[1]) for p in parts)
@@ -870,8 +871,14 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     if cut + 1 == H:
         return desc, want, centre[:, out], (half + rounding)[:, out], sig_all
     r = (half + rounding).max(0)
-    z, A, nu = _affine(centre, r, [np.eye(cols), *Ws[cut + 2 :]], [np.zeros(cols), *biases[cut + 2 :]], m.u, m.p)
-    return desc, want, z[:, out], (np.abs(A) @ r + nu)[:, out], sig_all
+    rest_w, rest_b = [np.eye(cols), *Ws[cut + 2 :]], [np.zeros(cols), *biases[cut + 2 :]]
+    z_out, err_out = np.zeros((n, len(out))), np.zeros((n, len(out)))
+    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in rest_w) * cols))
+    for lo_ in range(0, n, step):
+        sl = slice(lo_, lo_ + step)
+        z, A, nu = _affine(centre[sl], r, rest_w, rest_b, m.u, m.p)
+        z_out[sl], err_out[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+    return desc, want, z_out, err_out, sig_all
 
 
 def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
