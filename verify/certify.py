@@ -1336,6 +1336,9 @@ def obligations_of(model) -> Obligations:
     labels = readout_of(model.meta)
     if labels is None:
         return ob
+    if "last MLP" in str(labels.get("form", "")):
+        raise NotCertifiable(f"its label readout is a lookup fused into the last MLP ({labels['form']}), which "
+                             f"declares no obligations yet: not certified (sampled verification only)")
     state_label = _state_labels(model.automaton, labels)
     table = {code: state_label[q] for code, q in ob.readout.table.items()}
     return replace(ob, readout=Readout(ob.readout.reads, table), notes={**ob.notes, "labels": labels["labels"]})
