@@ -338,21 +338,32 @@ class _Scores:
     k_exact: np.ndarray
     p: int
 
+    def __post_init__(self) -> None:
+        self.lq, self.lk = _log2_quanta(self.q), _log2_quanta(self.k)
+        # a score can be exact only where every nonzero coordinate of q_t and of k_s is
+        self.q_clean = np.all(self.q_exact | (self.q == 0), axis=1)
+        self.k_clean = np.nonzero(np.all(self.k_exact | (self.k == 0), axis=1))[0]
+
     def rows(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Centre and rounding bound of S(t, s) for the queries ``t`` and every key: 0 where q_t
         and k_s are exact and every product and partial sum of q_t . k_s is representable."""
         centre, spread = self.q[t] @ self.k.T, self.Rq[t] @ self.Rk.T
-        low = np.full(centre.shape, np.inf)
-        mag = np.zeros(centre.shape)
-        ok = np.ones(centre.shape, dtype=bool)
-        lq, lk = _log2_quanta(self.q[t]), _log2_quanta(self.k)
-        for i in range(self.q.shape[1]):
-            a, b = self.q[t, i][:, None], self.k[:, i][None, :]
+        ti = np.nonzero(self.q_clean[t])[0]
+        si = self.k_clean
+        if not len(ti) or not len(si):
+            return centre, spread
+        q, k = self.q[t[ti]], self.k[si]
+        low = np.full((len(ti), len(si)), np.inf)
+        mag = np.zeros((len(ti), len(si)))
+        lq, lk = self.lq[t[ti]], self.lk[si]
+        for i in range(q.shape[1]):
+            a, b = q[:, i][:, None], k[:, i][None, :]
             nz = (a != 0) & (b != 0)
-            ok &= ~nz | (self.q_exact[t, i][:, None] & self.k_exact[:, i][None, :])
             low = np.minimum(low, np.where(nz, lq[:, i][:, None] + lk[:, i][None, :], np.inf))
             mag += np.abs(a * b)
-        return centre, np.where(ok & (mag < np.exp2(self.p + low)), 0.0, spread)
+        sub = spread[np.ix_(ti, si)]
+        spread[np.ix_(ti, si)] = np.where(mag < np.exp2(self.p + low), 0.0, sub)
+        return centre, spread
 
 
 def _positional_scores(m: _Model, l: int, h: int, name: str) -> _Scores:
