@@ -139,6 +139,9 @@ class Code:
     per_dim: list[np.ndarray]
     joint: np.ndarray | None
     radius: np.ndarray
+    sum_of: tuple[str, float, np.ndarray, np.ndarray] | None = None
+    """(src, f, lo, hi): f times this clean code less src's clean code at the same position lies
+    in [lo, hi] per dim -- a prefix sum that includes its own position's term (:class:`Average`)."""
 
     @staticmethod
     def of(joint: np.ndarray, radius: np.ndarray) -> Code:
@@ -157,7 +160,9 @@ class Code:
     def key(self) -> tuple:
         """What identifies the value sets (not the radius): classes with equal keys merge."""
         joint = None if self.joint is None else self.joint.tobytes()
-        return (joint, tuple(v.tobytes() for v in self.per_dim))
+        rel = None if self.sum_of is None else (self.sum_of[0], self.sum_of[1], self.sum_of[2].tobytes(),
+                                                self.sum_of[3].tobytes())
+        return (joint, tuple(v.tobytes() for v in self.per_dim), rel)
 
 
 State = dict[str, Code]
@@ -182,9 +187,13 @@ def _get(st: State, name: str) -> Code:
 
 
 def _put(st: State, name: str, code: Code) -> None:
-    """Set a subspace's code (several joined by `` + ``: each part its share)."""
+    """Set a subspace's code (several joined by `` + ``: each part its share); a relation another
+    code holds to a part written here no longer holds."""
     at = 0
     for part in name.split(" + "):
+        for other, c in st.items():
+            if c.sum_of is not None and c.sum_of[0] == part:
+                st[other] = replace(c, sum_of=None)
         k = len(st[part].per_dim) if part in st else len(code.per_dim) - at
         joint = None if code.joint is None else np.unique(code.joint[:, at : at + k], axis=0)
         st[part] = Code(code.per_dim[at : at + k], joint, code.radius[at : at + k])
@@ -204,7 +213,7 @@ def _merge(states: list[State], pos_class: np.ndarray) -> tuple[list[State], np.
                 tgt[name].radius = np.maximum(tgt[name].radius, st[name].radius)
         else:
             index[k] = len(merged)
-            merged.append({n: Code(list(v.per_dim), v.joint, v.radius.copy()) for n, v in st.items()})
+            merged.append({n: replace(v, per_dim=list(v.per_dim), radius=v.radius.copy()) for n, v in st.items()})
         new_id[c] = index[k]
     return merged, new_id[pos_class]
 
@@ -289,6 +298,10 @@ def _embedding(m: _Model, ob: Obligations) -> tuple[list[State], np.ndarray]:
         err = np.abs(W_E[:, dims] - codes)
         bos[name] = Code.of(codes[-1:], err[-1])
         body[name] = Code.of(codes[:-1], err[:-1].max(0))
+    # a tracked dim that happens to be input-independent (every letter writes the same code) is
+    # tracked, not fixed: counted once, as its subspace
+    m.fixed_dims -= tracked
+    m.fixed[:, sorted(tracked)] = 0.0
     missing = [d for d in range(W_E.shape[1]) if d not in tracked and d not in m.fixed_dims]
     if missing:
         raise CertificateFailure("embedding", f"residual dims {missing[:8]} depend on the input or are written, "
@@ -555,6 +568,43 @@ def _average(m: _Model, l: int, f: Average, index: dict[str, int], states: list[
     return grid, err, top
 
 
+def _covers_own_position(f: Average, T: int) -> bool:
+    """Whether every position t >= 1 is one of the heads' declared keys (its own term is in its sum)."""
+    cover = np.zeros(T + 1, dtype=np.int64)
+    for first, last in zip(f.first, f.last):
+        cover[max(1, first) : last + 1] += 1
+    return bool(np.all(cover[1:] == 1))
+
+
+def _relate(st: State, f: Average, own: State, T: int) -> None:
+    """Record, per part of ``dst``, that mass/scale times it less the matching part of ``src`` is
+    the sum of at most T - 1 other src codes (each part's dims in order)."""
+    dst_parts, src_parts = f.dst.split(" + "), f.src.split(" + ")
+    if len(dst_parts) != len(src_parts):
+        return
+    for d, s_ in zip(dst_parts, src_parts):
+        if d not in st or s_ not in own or len(st[d].per_dim) != len(own[s_].per_dim):
+            continue
+        lo = np.array([(T - 1) * min(0.0, float(v.min())) for v in own[s_].per_dim])
+        hi = np.array([(T - 1) * max(0.0, float(v.max())) for v in own[s_].per_dim])
+        st[d] = replace(st[d], sum_of=(s_, f.mass / f.scale, lo, hi))
+
+
+def _feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[int]) -> np.ndarray:
+    """Rows of enumerated codes that satisfy every relation among them (:attr:`Code.sum_of`)."""
+    ok = np.ones(len(X), dtype=bool)
+    at = np.cumsum([0] + widths)
+    for i, c in enumerate(sets):
+        if c.sum_of is None or c.sum_of[0] not in names:
+            continue
+        j = names.index(c.sum_of[0])
+        if widths[i] != widths[j]:
+            continue
+        diff = c.sum_of[1] * X[:, at[i] : at[i + 1]] - X[:, at[j] : at[j + 1]]
+        ok &= np.all((diff >= c.sum_of[2] - 1e-6) & (diff <= c.sum_of[3] + 1e-6), axis=1)
+    return ok
+
+
 def _heads(m: _Model, l: int, fetches: tuple[Fetch | Average, ...], states: list[State], pos_class: np.ndarray,
            report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
     """Apply layer l's heads: new classes by (own class, each copying head's key class), copied
@@ -613,7 +663,7 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Average, ...], states: list
     for gi, row in enumerate(groups):
         members = inverse == gi
         own = states[row[0]]
-        st = {n: Code(list(c.per_dim), c.joint, c.radius.copy()) for n, c in own.items()}
+        st = {n: replace(c, per_dim=list(c.per_dim), radius=c.radius.copy()) for n, c in own.items()}
         for (f, key, out, vmax, noisy, delta), kc in zip(per_fetch, row[1:]):
             old = _get(own, f.dst)
             if old.size() != 1 or np.any(old.combos() != 0):
@@ -634,6 +684,8 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Average, ...], states: list
             e = err[members].max(0)
             r = old.radius + e + np.minimum(m.u * (top + e), old.radius)
             _put(st, a.dst, Code.of(np.zeros((1, len(grid))), r) if row[0] == 0 else Code(grid, None, r))
+            if row[0] != 0 and _covers_own_position(a, m.T):
+                _relate(st, a, own, m.T)
         new_states.append(st)
     return _merge(new_states, inverse)
 
@@ -923,6 +975,7 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
     for (reads, units), mine, have in zip(groups, inside, avail):
         idx = sorted(reads)
         X = _product_rows([sets[i].combos() for i in idx]) if idx else np.zeros((1, 0))
+        X = X[_feasible(X, [names[i] for i in idx], [sets[i] for i in idx], [widths[i] for i in idx])]
         values, at = {}, 0
         for i in idx:
             values[names[i]] = X[:, at : at + widths[i]]
@@ -975,6 +1028,7 @@ def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     if n > COMBINATION_BUDGET:
         raise NotCertifiable(f"{where}: {n:,} code combinations, over the budget {COMBINATION_BUDGET:,}")
     X = _product_rows([s.combos() for s in sets])
+    X = X[_feasible(X, names, sets, [len(s.radius) for s in sets])]
     Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
     r = np.concatenate([np.concatenate([s.radius for s in sets]), np.zeros(len(const_vals))])
     values, at = {}, 0

@@ -126,6 +126,20 @@ def test_krohn_rhodes_counter_cascades_are_certified(spec, max_len):
     assert any(h["max_weight_deviation"] < 1e-5 for layer in cert["layers"] for h in layer.get("heads", []))
 
 
+def test_a_tracked_code_every_letter_writes_alike_is_counted_once():
+    """A counter every letter increments by 1 (from the zoo): its increment dim is input-independent,
+    yet tracked; the checker must read it once, as its subspace (it once read it twice and refused
+    this exact model), and decodes see only prefix sums that include their own position's term."""
+    from compiler.automata.spec import from_dict
+    spec = {"alphabet": ["a0", "a1"], "name": "a4-tiles", "start": "s0", "states": ["s0", "s1", "s2", "s3"],
+            "transitions": {"s0": {"a0": "s3", "a1": "s1"}, "s1": {"a0": "s1", "a1": "s3"},
+                            "s2": {"a0": "s0", "a1": "s2"}, "s3": {"a0": "s2", "a1": "s0"}}}
+    model = compile_automaton(from_dict(spec), max_len=64, method="krohn-rhodes")
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    assert verify(model, samples=8, seed=0).n_errors == 0
+
+
 def test_a_counter_decode_wrong_only_for_large_prefix_sums_is_refused():
     """Move the last coarse step of a mod-5 counter's decode that any input reaches by one
     residue period: the model is wrong only where the prefix sum passes 1000 (nearly all letters
