@@ -8,21 +8,29 @@ Library entry points::
     model.simulate([["1", "4", "2"]])
     compiler.save(model, "c5.safetensors"); compiler.load("c5.safetensors")
 
-This module is a lazy facade over the layers below (see ``docs/architecture.md``):
-``import compiler.automata`` alone loads neither torch nor the constructions.
+Every public name is an attribute that normal lookup finds first, so nothing another library
+mounts on ``object`` (nnsight adds a ``save`` method to every object) can shadow it.  The
+light names are imported here; those whose modules load torch or sympy are properties of the
+package's module type (:class:`_Package`), which Python consults before the module's dict and
+before anything on ``object``, and they import their module on first use: ``import compiler``
+loads neither torch, sympy nor the constructions (see ``docs/architecture.md``), so
+``shortcut --version`` can answer at once.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
+from .automata.errors import ShortcutError
+from .automata.formats import from_table
+from .automata.load import load_spec
+from .automata.spec import Semiautomaton
 from .automata.version import __version__
 
-_EXPORTS = {
-    "Semiautomaton": "compiler.automata.spec",
-    "ShortcutError": "compiler.automata.errors",
-    "load_spec": "compiler.automata.load",
+LAZY_EXPORTS = {
     "decompose": "compiler.automata.decompose",
     "compile_automaton": "compiler.pipeline",
     "candidates": "compiler.pipeline",
@@ -30,15 +38,24 @@ _EXPORTS = {
     "save": "constructions.checkpoint",
     "load": "constructions.checkpoint",
 }
+"""The public names whose modules load torch or sympy (seconds), and the module each comes from."""
 
 
-def __getattr__(name: str) -> Any:
-    """Import an exported name's module on first use (PEP 562)."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'compiler' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+def _imported(name: str, module: str) -> property:
+    """A read-only property giving ``module.name``, importing ``module`` on first use."""
+
+    def get(_package: types.ModuleType) -> Any:
+        return getattr(importlib.import_module(module), name)
+
+    return property(get, doc=f"``{module}.{name}`` (imported on first use)")
 
 
-__all__ = [*_EXPORTS, "__version__"]
+class _Package(types.ModuleType):
+    """The module type of ``compiler``: one data descriptor per name of :data:`LAZY_EXPORTS`."""
+
+
+for _name, _module in LAZY_EXPORTS.items():
+    setattr(_Package, _name, _imported(_name, _module))
+sys.modules[__name__].__class__ = _Package
+
+__all__ = ["Semiautomaton", "ShortcutError", "load_spec", "from_table", *LAZY_EXPORTS, "__version__"]
