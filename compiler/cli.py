@@ -712,7 +712,7 @@ EXAMPLES = {
   shortcut certify q8.safetensors --check q8.cert.json""",
     "export": """examples:
   shortcut export q8.safetensors --format transformer-lens -o q8-tl/
-  (then, with the transformer-lens extra: compiler.export.to_transformer_bridge, see the README)""",
+  (then, with the transformer-lens extra: compiler.export.load_transformer_bridge("q8-tl/"), see the README)""",
     "decompose": """examples:
   shortcut decompose quaternion
   shortcut decompose symmetric:4 --json
@@ -843,7 +843,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=cmd_certify)
 
     x = _sub(sub, "export", "write a compiled model in another library's layout (TransformerLens: safetensors "
-                            "state dict, config.json, map.json)")
+                            "state dict, config.json, map.json, a Hugging Face tokenizer)")
     x.add_argument("model", help="a checkpoint written by `shortcut compile`")
     x.add_argument("--format", default=FORMATS[0], choices=list(FORMATS), help="the target layout")
     x.add_argument("-o", "--output", required=True, metavar="DIR", help="the directory to write (created)")

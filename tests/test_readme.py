@@ -42,7 +42,8 @@ OPTIONAL_MODULES = ("transformer_lens", "nnsight")
 """Optional extras: a python block importing one of them runs where its imports work and is
 skipped elsewhere (the TransformerLens 4.x block in an environment with the extra, the 3.9 block
 in one with TransformerLens 3.9)."""
-NEEDS = {"to_transformer_bridge(": "from transformer_lens.model_bridge.sources.native import boot"}
+NEEDS = {"to_transformer_bridge(": "from transformer_lens.model_bridge.sources.native import boot",
+         "load_transformer_bridge(": "from transformer_lens.model_bridge.sources.native import boot"}
 """Calls that import an optional extra inside the library, and the import they need."""
 
 _FENCE = re.compile(r"^```([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
