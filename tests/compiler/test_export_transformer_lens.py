@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.integration
 pytest.importorskip("transformer_lens.model_bridge", reason="the transformer-lens extra (4.x) is not installed")
 
 import compiler  # noqa: E402

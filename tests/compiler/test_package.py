@@ -42,6 +42,7 @@ def test_import_compiler_loads_neither_torch_nor_sympy():
     assert r.stdout.split("\n")[:2] == ["[]", "True"]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("nnsight") is None, reason="nnsight is not installed")
 def test_nnsight_imported_first_shadows_nothing_and_traces_the_default_model(tmp_path):
     r = _python(f"""
