@@ -10,10 +10,10 @@ Library entry points::
 
 Every public name is an attribute that normal lookup finds first, so nothing another library
 mounts on ``object`` (nnsight adds a ``save`` method to every object) can shadow it.  The
-light names are imported here; those whose modules load torch or sympy are properties of the
+light names are imported here; those whose modules load numpy, sympy or torch are properties of the
 package's module type (:class:`_Package`), which Python consults before the module's dict and
 before anything on ``object``, and they import their module on first use: ``import compiler``
-loads neither torch, sympy nor the constructions (see ``docs/architecture.md``), so
+loads neither numpy, sympy, torch nor the constructions (see ``docs/architecture.md``), so
 ``shortcut --version`` can answer at once.
 """
 
@@ -25,12 +25,12 @@ import types
 from typing import Any
 
 from .automata.errors import ShortcutError
-from .automata.formats import from_table
-from .automata.load import load_spec
 from .automata.spec import Semiautomaton
 from .automata.version import __version__
 
 LAZY_EXPORTS = {
+    "load_spec": "compiler.automata.load",
+    "from_table": "compiler.automata.formats",
     "decompose": "compiler.automata.decompose",
     "compile_automaton": "compiler.pipeline",
     "candidates": "compiler.pipeline",
@@ -38,7 +38,7 @@ LAZY_EXPORTS = {
     "save": "constructions.checkpoint",
     "load": "constructions.checkpoint",
 }
-"""The public names whose modules load torch or sympy (seconds), and the module each comes from."""
+"""The public names whose modules load numpy, sympy or torch, and the module each comes from."""
 
 
 def _imported(name: str, module: str) -> property:
@@ -58,4 +58,4 @@ for _name, _module in LAZY_EXPORTS.items():
     setattr(_Package, _name, _imported(_name, _module))
 sys.modules[__name__].__class__ = _Package
 
-__all__ = ["Semiautomaton", "ShortcutError", "load_spec", "from_table", *LAZY_EXPORTS, "__version__"]
+__all__ = ["Semiautomaton", "ShortcutError", *LAZY_EXPORTS, "__version__"]

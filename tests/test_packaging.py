@@ -34,4 +34,4 @@ def test_citation_names_the_tool_version_and_the_paper():
 
 def test_the_command_keeps_its_name_under_the_distribution_name():
     assert PROJECT["project"]["name"] == "shortcut-automata"
-    assert PROJECT["project"]["scripts"] == {"shortcut": "compiler.cli:main"}
+    assert PROJECT["project"]["scripts"] == {"shortcut": "compiler.command:main"}

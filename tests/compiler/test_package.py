@@ -30,11 +30,11 @@ def test_every_public_name_is_found_before_object_attributes():
         compiler.no_such_name  # noqa: B018
 
 
-def test_import_compiler_loads_neither_torch_nor_sympy():
+def test_import_compiler_loads_neither_numpy_sympy_nor_torch():
     r = _python("""
         import sys
         import compiler
-        print(sorted(m for m in ("torch", "sympy", "constructions") if m in sys.modules))
+        print(sorted(m for m in ("numpy", "torch", "sympy", "constructions") if m in sys.modules))
         compiler.compile_automaton
         print("torch" in sys.modules)
     """)
