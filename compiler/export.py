@@ -247,3 +247,27 @@ def load_transformer_bridge(directory: str | Path) -> Any:
     except (OSError, ValueError, SafetensorError) as e:
         raise InputError(f"cannot read the exported model in {str(out)!r}: {e}") from None
     return _bridge(config, state_dict, PreTrainedTokenizerFast.from_pretrained(str(out)))
+
+
+def read_map(directory: str | Path) -> dict[str, Any]:
+    """``map.json`` of an exported directory (blocks' origins, residual labels, subspaces, tokens)."""
+    path = Path(directory) / FILES[2]
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read {str(path)!r}: {e}") from None
+
+
+def read_subspace(cache: Any, block_map: dict[str, Any], name: str, layer: int, after: bool = True) -> torch.Tensor:
+    """The residual subspace ``name`` (our label, e.g. ``scan:map``) from a TransformerLens
+    cache, after our layer ``layer`` (``after=False``: before it, i.e. its input), as
+    [batch, position, dims] with BOS at position 0.  ``block_map`` is ``map.json``
+    (:func:`read_map`, or :meth:`TransformerLensExport.map_json`): it says which exported blocks
+    our layer became, and which residual dimensions the name holds."""
+    if name not in block_map["subspaces"]:
+        raise InputError(f"no subspace {name!r}; the model's are {sorted(block_map['subspaces'])}")
+    blocks = [i for i, b in enumerate(block_map["blocks"]) if b["layer"] == layer]
+    if not blocks:
+        raise InputError(f"no layer {layer}: the model has layers 0..{block_map['blocks'][-1]['layer']}")
+    hook = f"blocks.{blocks[-1]}.hook_resid_post" if after else f"blocks.{blocks[0]}.hook_resid_pre"
+    return cache[hook][..., block_map["subspaces"][name]]

@@ -14,7 +14,8 @@ from compiler.automata.catalog import build  # noqa: E402
 from compiler.automata.errors import InputError  # noqa: E402
 from compiler.automata.spec import Semiautomaton  # noqa: E402
 from compiler.cli import main  # noqa: E402
-from compiler.export import bos_tokens, load_transformer_bridge, to_transformer_bridge, to_transformer_lens  # noqa: E402
+from compiler.export import (bos_tokens, load_transformer_bridge, read_map, read_subspace, to_transformer_bridge,  # noqa: E402
+                             to_transformer_lens)
 from constructions import registry  # noqa: E402
 from constructions.model import CompiledTransformer  # noqa: E402
 from constructions.unfold import origins  # noqa: E402
@@ -133,3 +134,21 @@ def test_an_exported_directory_alone_loads_in_one_call_with_its_tokenizer(name, 
 def test_a_directory_that_is_not_an_export_is_one_line_bad_input(tmp_path):
     with pytest.raises(InputError, match="not an exported model directory: no model.safetensors"):
         load_transformer_bridge(tmp_path)
+
+
+def test_a_named_subspace_at_a_named_layer_reads_our_cache_from_the_bridges(tmp_path):
+    model = compiler.compile_automaton("quaternion", max_len=16, method="krohn-rhodes")
+    compiler.save(model, tmp_path / "m.safetensors")
+    assert main(["export", str(tmp_path / "m.safetensors"), "-o", str(tmp_path / "tl")]) == 0
+    bridge, block_map = load_transformer_bridge(tmp_path / "tl"), read_map(tmp_path / "tl")
+    tokens = _tokens(model.automaton.n_symbols, 16)[:32]
+    _, ours = model.run_with_cache(tokens)
+    _, theirs = bridge.run_with_cache(bos_tokens(tokens, model.bos_id))
+    for name, dims in model.meta["subspaces"].items():
+        for layer in range(len(model.blocks)):
+            assert torch.equal(read_subspace(theirs, block_map, name, layer),
+                               ours[f"blocks.{layer}.hook_resid_post"][..., dims])
+            assert torch.equal(read_subspace(theirs, block_map, name, layer, after=False),
+                               ours[f"blocks.{layer}.hook_resid_pre"][..., dims])
+    with pytest.raises(InputError, match="no subspace 'nope'"):
+        read_subspace(theirs, block_map, "nope", 0)
