@@ -42,12 +42,19 @@ LAZY_EXPORTS = {
 
 
 def _imported(name: str, module: str) -> property:
-    """A read-only property giving ``module.name``, importing ``module`` on first use."""
+    """A property giving ``module.name``, importing ``module`` on first use and keeping the value
+    in the package's dict (where assignment, e.g. a test's monkeypatch, puts a replacement)."""
 
-    def get(_package: types.ModuleType) -> Any:
-        return getattr(importlib.import_module(module), name)
+    def get(package: types.ModuleType) -> Any:
+        found = vars(package)
+        if name not in found:
+            found[name] = getattr(importlib.import_module(module), name)
+        return found[name]
 
-    return property(get, doc=f"``{module}.{name}`` (imported on first use)")
+    def put(package: types.ModuleType, value: Any) -> None:
+        vars(package)[name] = value
+
+    return property(get, put, doc=f"``{module}.{name}`` (imported on first use)")
 
 
 class _Package(types.ModuleType):

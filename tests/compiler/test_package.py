@@ -74,3 +74,11 @@ def test_nnsight_imported_first_shadows_nothing_and_traces_the_default_model(tmp
     """)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "ok"
+
+
+def test_a_public_name_can_be_replaced_and_restored(monkeypatch):
+    original = compiler.load
+    monkeypatch.setattr(compiler, "load", print)
+    assert compiler.load is print and "load" in vars(compiler)
+    monkeypatch.undo()
+    assert compiler.load is original
