@@ -1,12 +1,14 @@
 """Certificates: which models are proved exact, how long the proof takes, and what it saves.
 
-Four parts, in one run:
+Five parts, in one run:
 
 * the paper's 19 automata as ``auto`` compiles them, at T = 100 and 1024: certified, or why not
   (the construction declares no obligations yet), and the checker's time;
 * the same 19 forced to the scan (Theorem 10, certified for every automaton), at 100 and 1024;
 * one model of each certified construction at T = 4096 (and the rare-suffix KMP automaton of
   the soundness tests at 1024): seconds and peak memory of ``shortcut certify`` in a process;
+* ``shortcut compile`` (its default verification: the certificate first) of the 19 at T = 100,
+  each a new process -- the issue's "compile + default verify" time;
 * ``shortcut verify`` on the 19 ``auto`` models at T = 100, each a new process: with the
   certificate first (the default; a small sampled cross-check when it holds) and without it
   (``--no-certify``, the old sampling); and the same on certified models (scans and lookbacks),
@@ -36,10 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, finish, header  # noqa: E402
 
 CERTIFIED = [("symmetric:5", "scan", 256), ("quaternion", "scan", 1024), ("regex:(a|b)*abbabaabab", "scan", 256),
-             ("nth-last:6", "lookback", 1024)]
-PARTS = ("paper", "long", "verify-paper", "verify-certified")
+             ("nth-last:6", "lookback", 1024), ("symmetric:4", "krohn-rhodes", 256),
+             ("cyclic-product:2,2,2", "krohn-rhodes", 1024)]
+PARTS = ("paper", "long", "compile-paper", "verify-paper", "verify-certified")
 LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:6", "lookback", 4096),
-        ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024)]
+        ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024),
+        ("parity", "krohn-rhodes", 4096), ("cyclic:3", "krohn-rhodes", 4096), ("symmetric:4", "krohn-rhodes", 2048)]
 
 
 def _model(spec: str, T: int, method: str):
@@ -83,6 +87,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if "long" in parts:
             _long(lines, tmp)
+        if "compile-paper" in parts:
+            _compile_rows(lines, tmp)
         if "verify-paper" in parts:
             _verify_rows(lines, tmp, "the 19 `auto` models at T = 100", [(s, "auto", 100) for s in paper_suite()])
         if "verify-certified" in parts:
@@ -99,6 +105,19 @@ def _long(lines: list[str], tmp: str) -> None:
         save(_model(spec, T, method), path)
         rc, s, gb, last = _timed(["shortcut", "certify", str(path)])
         emit(lines, f"| `{spec}` | {method} | {T} | {rc} | {s:.1f} | {gb:.2f} | {last.split(': ', 1)[-1][:80]} |")
+
+
+def _compile_rows(lines: list[str], tmp: str) -> None:
+    """``shortcut compile`` of the 19 at T = 100 with its default verification, each a new process."""
+    emit(lines, "\n## `shortcut compile` (default verification) of the 19 at T = 100, each a new process\n")
+    emit(lines, "| spec | exit | seconds | verification line |")
+    emit(lines, "|---|---|---|---|")
+    total = 0.0
+    for spec in paper_suite():
+        rc, s, _, last = _timed(["shortcut", "compile", spec, "--max-len", "100", "-o", str(Path(tmp) / "c.safetensors")])
+        total += s
+        emit(lines, f"| `{spec}` | {rc} | {s:.1f} | {last.strip()[:90]} |")
+    emit(lines, f"\nTotal: {total:.0f} s for the 19 processes.")
 
 
 def _verify_rows(lines: list[str], tmp: str, title: str, models: list[tuple[str, str, int]]) -> None:

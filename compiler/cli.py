@@ -24,8 +24,11 @@ from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import load, save
 from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from constructions.model import resolve_device
-from verify.certify import certificate_text, certify, recheck
+from constructions.basis import BASES, MAX_SEED
+from verify.certify import certificate_text, recheck
 from verify.check import LAYERWISE_MAX_LEN, batch_rows, check_options, refuse_hopeless, verify
+from verify.policy import (COMPILE_SAMPLING, CROSS_CHECK, VERIFY_SAMPLING, certificate, certificate_failed,
+                           sampling_for)
 from verify.progress import Progress
 from verify.report import (CHANGED, DIGESTS_NOTE, UNSEALED, VERIFIED, failure_text, report_dict, summary_line,
                            verification_status, verification_summary, write_report)
@@ -39,8 +42,9 @@ from .automata.errors import BudgetError, InputError, ShortcutError
 from .automata.formats import parse_alphabet
 from .automata.load import load_spec
 from .automata.version import __version__
-from .usage import EXIT_BAD_INPUT, EXIT_CODES, EXIT_INTERNAL, EXIT_NOT_EXACT, EXIT_OK, error_line, top_parser
+from .usage import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NOT_EXACT, EXIT_OK, error_line, top_parser
 from .export import FORMATS, save_transformer_lens, to_transformer_lens
+from .zoo.run import MAX_WORKERS, run_zoo, zoo_progress
 from .pipeline import (
     DTYPES,
     PREFERENCES,
@@ -134,6 +138,20 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
 
 
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An integer from ``low`` to ``high``."""
+    at_least = _int_at_least(low)
+
+    def parse(text: str) -> int:
+        value = at_least(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}, got {value}")
+        return value
+
+    parse.__name__ = f"integer from {low} to {high}"
+    return parse
+
+
 def _seconds(text: str) -> float:
     """A positive number of seconds (a time budget)."""
     try:
@@ -198,7 +216,7 @@ def _write(path: str | Path, what: str, write: Callable[[], object]) -> None:
 # --- commands -----------------------------------------------------------------------------
 
 
-COMPILE_FAMILY_LIMIT = 4
+COMPILE_FAMILY_LIMIT = COMPILE_SAMPLING["family_limit"]
 """compile --verify keeps at most this many sequences of each adversarial family."""
 COMPILE_VERIFY_SECONDS = 60.0
 """compile --verify's default time budget (--verify-time)."""
@@ -238,20 +256,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
         _refuse_hopeless_verify(args, automaton, device)
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
                               positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
-                              prefer=args.prefer, max_params=args.max_params)
+                              prefer=args.prefer, max_params=args.max_params, basis=args.basis,
+                              basis_seed=args.seed)
     exact = True
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
-        cert = certify(model) if args.certify else None
-        sampling = {"samples": args.verify_samples, "exhaustive_budget": args.verify_budget,
-                    "family_limit": COMPILE_FAMILY_LIMIT}
-        if cert is not None and cert["certified"]:  # proved: sampling is only a cross-check
-            sampling = {k: min(v, CROSS_CHECK[k]) for k, v in sampling.items()}
+        cert = certificate(model) if args.certify else None
+        sampling = sampling_for(cert, {"samples": args.verify_samples, "exhaustive_budget": args.verify_budget,
+                                       "family_limit": COMPILE_FAMILY_LIMIT})  # proved: only a cross-check
         result = verify(model.to(device), seed=0, **sampling, progress=_progress(args.verify_time),
                         time_budget=args.verify_time)
         model.to("cpu")
         result.certificate = cert
         model.meta = {**model.meta, "verification": verification_summary(result, model)}
-        exact = result.exact and not _certificate_failed(cert)
+        exact = result.exact and not certificate_failed(cert)
     _write(output, "output", lambda: save(model, output))
     for w in model.meta.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
@@ -273,19 +290,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if args.certify:
             _say(f"certificate: {certificate_text(result.certificate)}")
     return EXIT_OK if exact else EXIT_NOT_EXACT
-
-
-VERIFY_SAMPLING = {"samples": 64, "exhaustive_budget": 1 << 15, "family_limit": None}
-"""``verify``'s sampled check without a certificate (its option defaults)."""
-CROSS_CHECK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
-"""The sampled check that accompanies a passing certificate (``verify`` and ``compile``): the
-certificate is the proof; the samples only cross-check the model against the simulation."""
-
-
-def _certificate_failed(cert: dict | None) -> bool:
-    """A certificate that was attempted for a supported construction and did not hold: the
-    model may be wrong on some input, so the verdict is 'not exact' (exit 1)."""
-    return cert is not None and not cert["certified"] and cert.get("supported", True)
 
 
 RUN_CHUNK_LINES = 4096
@@ -602,7 +606,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     model = load(args.model)
     require_intact_header(model)
     _warn_stale_summary(model, args.model)
-    cert = certify(model) if args.certify else None
+    cert = certificate(model) if args.certify else None
     defaults = CROSS_CHECK if cert is not None and cert["certified"] else VERIFY_SAMPLING  # proved: a cross-check
     sampling = {k: v if getattr(args, k) is None else getattr(args, k) for k, v in defaults.items()}
     result = verify(model.to(device), seed=args.seed, **sampling, progress=_progress(args.time_budget),
@@ -626,7 +630,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             _say(f"certificate: {certificate_text(cert)}")
         if report_dir is not None:
             _say(f"report written to {args.report}/report.json, report.md and report.html")
-    return EXIT_OK if result.exact and not _certificate_failed(cert) else EXIT_NOT_EXACT
+    return EXIT_OK if result.exact and not certificate_failed(cert) else EXIT_NOT_EXACT
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
@@ -643,7 +647,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
             raise InputError(f"{args.check!r} is not a certificate (not a JSON object)")
         cert = recheck(model, stored, with_obligations=output is not None)
     else:
-        cert = certify(model, with_obligations=output is not None)
+        cert = certificate(model, with_obligations=output is not None)
     if output is not None:
         _write(output, "certificate", lambda: write_atomic(output, json_text(cert, indent=1) + "\n"))
     if args.json:
@@ -678,6 +682,15 @@ def cmd_decompose(args: argparse.Namespace) -> int:
         _write(dot, "DOT file", lambda: write_atomic(dot, to_dot(cascade)))
     print(json_text(summary_json(cascade)) if args.json else summary_text(cascade))
     return EXIT_OK
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    """Make (or resume) a zoo of verified models (compiler/zoo): exit 1 when one is not exact."""
+    out = writable_dir(args.output, "zoo directory")
+    summary = run_zoo(args.config, out, workers=args.workers, limit=args.limit, ray=args.ray, progress=zoo_progress())
+    print(summary.text())
+    print(f"manifest: {out / 'manifest.jsonl'}")
+    return EXIT_NOT_EXACT if summary.by_status.get("not_exact") else EXIT_OK
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
@@ -727,12 +740,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--certify", action=argparse.BooleanOptionalAction, default=True,
                    help="with --verify, first prove the model exact on every input up to max_len and store the "
                         "certificate in the checkpoint (--no-certify: sampling only)")
-    c.add_argument("--verify-samples", type=NON_NEGATIVE, default=16, help="random full-length sequences for --verify")
-    c.add_argument("--verify-budget", type=POSITIVE, default=4096, help="exhaustive-check budget for --verify")
+    c.add_argument("--verify-samples", type=NON_NEGATIVE, default=COMPILE_SAMPLING["samples"],
+                   help="random full-length sequences for --verify")
+    c.add_argument("--verify-budget", type=POSITIVE, default=COMPILE_SAMPLING["exhaustive_budget"],
+                   help="exhaustive-check budget for --verify")
     c.add_argument("--verify-time", type=_seconds, default=COMPILE_VERIFY_SECONDS, metavar="SECONDS",
                    help="time budget of --verify: further batches of a check are skipped once it is spent (the "
                         "first batch of each check always runs); the stored summary says what was cut")
     c.add_argument("--device", default="cpu", help="torch device for --verify (cpu, cuda, cuda:N, mps)")
+    c.add_argument("--basis", default=BASES[0], choices=list(BASES),
+                   help="the residual stream's basis: standard (named, axis-aligned dims) or orthogonal (a random "
+                        "rotation of it, and random orthogonal maps inside each head; the same function)")
+    c.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of --basis orthogonal")
     c.set_defaults(func=cmd_compile)
 
     n = subs["plan"]
@@ -809,6 +828,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="the cascade summary as JSON")
     d.add_argument("--dot", metavar="FILE", help="also write the cascade as a Graphviz DOT graph")
     d.set_defaults(func=cmd_decompose)
+
+    z = subs["zoo"]
+    z.add_argument("config", help="the zoo config (TOML, or JSON for *.json): families of models, see docs/zoo.md")
+    z.add_argument("-o", "--output", required=True, metavar="DIR", help="the zoo directory (created; resumed if it exists)")
+    z.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=1, help="worker processes (or Ray CPUs)")
+    z.add_argument("--limit", type=POSITIVE, default=None, help="only the config's first N models")
+    z.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run on Ray (the [ray] extra): a local cluster, or the cluster at ADDRESS")
+    z.set_defaults(func=cmd_zoo)
 
     k = subs["catalog"]
     k.set_defaults(func=cmd_catalog)

@@ -19,6 +19,8 @@ import torch
 
 from constructions import registry
 from constructions.assemble import assemble, program_params
+from constructions.basis import BASES, ORTHOGONAL, basis_of, check_seed
+from constructions.rotate import rotate
 from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import header_intact, stamp_header
 from constructions.construction import Construction, Refusal
@@ -281,7 +283,8 @@ def _check_max_len(max_len) -> None:
 
 def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: torch.dtype = torch.float32,
                       positions: str = "sinusoidal", allow_inexact: bool = True, complete: bool = False,
-                      readout: str = STATES, prefer: str = "depth", max_params: int = MAX_PARAMS):
+                      readout: str = STATES, prefer: str = "depth", max_params: int = MAX_PARAMS,
+                      basis: str = "standard", basis_seed: int = 0):
     """Compile ``automaton`` (a Semiautomaton, dict, JSON path, catalog name or automata-lib DFA)
     to a :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``.
 
@@ -293,10 +296,14 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
     steer ``auto``; ``meta["candidates"]`` records every construction's estimate or refusal.
     ``readout="labels"`` (the automaton must have outputs): the argmax is the output label; the
     minimal Moore machine or the automaton itself is compiled, whichever the planner prefers
-    (see :func:`_label_compile`)."""
+    (see :func:`_label_compile`).  ``basis="orthogonal"``: the model is then expressed in the
+    random orthogonal basis drawn from ``basis_seed`` (:func:`constructions.basis.rotate`)."""
     automaton = load_spec(automaton, complete=complete)
     if readout not in READOUTS:
         raise ShortcutError(f"unknown readout {readout!r}; choose one of {list(READOUTS)}")
+    if basis not in BASES:
+        raise ShortcutError(f"unknown basis {basis!r}; choose one of {list(BASES)}")
+    check_seed(basis_seed)
     _check_max_len(max_len)
     if dtype not in DTYPES.values():
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
@@ -304,7 +311,15 @@ def compile_automaton(automaton, *, max_len: int, method: str = "auto", dtype: t
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
     eps = torch.finfo(dtype).eps
     if readout == LABELS:
-        return _label_compile(automaton, method, max_len, dtype, eps, positions, allow_inexact, prefer, max_params)
+        model = _label_compile(automaton, method, max_len, dtype, eps, positions, allow_inexact, prefer, max_params)
+    else:
+        model = _state_compile(automaton, method, max_len, dtype, eps, positions, allow_inexact, prefer, max_params)
+    return rotate(model, basis_seed) if basis == ORTHOGONAL else model
+
+
+def _state_compile(automaton: Semiautomaton, method: str, max_len: int, dtype: torch.dtype, eps: float,
+                   positions: str, allow_inexact: bool, prefer: str, max_params: int):
+    """A state model: the planner's decision built, assembled, its estimate checked, its header stamped."""
     d = decide(automaton, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
     program, meta = d.built or d.construction.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
     if not allow_inexact:
@@ -578,6 +593,9 @@ def set_start(model, start: str) -> None:
     """Point a compiled model at another start state, in place (through its construction
     and the plan its checkpoint carries; each keeps q0 in one place)."""
     c, p = require_intact_header(model)
+    if basis_of(model.meta) is not None:
+        raise ShortcutError("a model in a rotated basis keeps its start state: compile the spec again with --start's "
+                            "state as its start, then rotate it")
     if readout_of(model.meta) is not None:
         raise ShortcutError("a label model reads the labels seen from the start state it was compiled with (its "
                             "readout records that start's minimal Moore machine); to read labels from another start, "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 
 from .automata.errors import ShortcutError
 from .automata.version import __version__
@@ -59,6 +58,8 @@ COMMANDS = {
     "export": "write a compiled model in another library's layout (TransformerLens: "
               "safetensors state dict, config.json, map.json, a Hugging Face tokenizer)",
     "decompose": "Krohn-Rhodes decomposition into a verified cascade of counters and resets",
+    "zoo": "compile, verify and save the models a zoo config names, with their circuits and traces "
+           "(rerun into the same directory to resume)",
     "catalog": "list the built-in automata",
 }
 """Each command's one-line help (the top-level ``--help`` lists them)."""
@@ -99,6 +100,10 @@ EXAMPLES = {
   shortcut decompose dihedral:4 --dot d8.dot""",
     "catalog": """examples:
   shortcut catalog""",
+    "zoo": """examples:
+  shortcut zoo examples/zoo-tiny.toml -o zoo-tiny/
+  shortcut zoo examples/zoo.toml -o zoo/ --workers 2 --limit 200
+  shortcut zoo examples/zoo.toml -o zoo/ --ray              (a local Ray cluster; or --ray ADDRESS)""",
 }
 
 

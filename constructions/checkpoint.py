@@ -42,7 +42,7 @@ def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
-_DTYPE_CODES = {torch.float32: "F32", torch.float64: "F64"}
+_DTYPE_CODES = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32", torch.int64: "I64"}
 
 
 def serialize(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:

@@ -63,6 +63,7 @@ from . import krohn_rhodes_checks as checks
 from .assemble import assemble, count_params
 from .budget import STEP_TOLERANCE
 from .construction import Construction, Cost, Refusal
+from .obligations import Average, Embedding, Layer, Lookup, Modular, Obligations, Readout, Steps, Undeclared
 from .gadgets import (
     ABSORB,
     CodeInput,
@@ -762,6 +763,105 @@ def set_start(model, cascade: Cascade, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+# obligations: the program a certificate checks the weights against
+
+
+def _joined(sub: Subspace) -> str:
+    """An obligation's name for a (possibly joined) subspace: its leaves' names joined by `` + ``."""
+    return " + ".join(sub.names)
+
+
+def _counter_average(b: int, counters: list[Component], lay: Layout, max_len: int) -> Average:
+    """Block b's prefix-mean heads (:func:`counter_heads`): each counter's increments summed into
+    its ``mean``, weight 1/mass per key of each position block."""
+    B, T = lay.blocks, max_len
+    heads = ([f"block{b}.counters"] if lay.member is None
+             else [f"block{b}.counters.{h}" for h in range(B.count)])
+    first = tuple(1 + h * B.length for h in range(len(heads)))
+    last = tuple(min(T, (h + 1) * B.length) for h in range(len(heads)))
+    src = " + ".join(lay.subs[c.name]["inc"].name for c in counters)
+    dst = " + ".join(lay.subs[c.name]["mean"].name for c in counters)
+    return Average(tuple(heads), first, last, B.mass, 1.0, src, dst)
+
+
+def _decode_step(c: Component, lay: Layout, init: dict[str, int]) -> Modular:
+    """A counter's decode (:func:`counter_mlp`): new = (mass * mean + initial) mod n, and old =
+    that minus the increment at t, where some table reads it."""
+    d = lay.subs[c.name]
+    old = "old" in d
+    return Modular(f"{c.name}.count", d["mean"].name, float(lay.blocks.mass), init[c.name],
+                   np.arange(c.size, dtype=np.float64)[:, None], d["new"].name,
+                   d["inc"].name if old else None, d["old"].name if old else None)
+
+
+def _view_step(view, when: str, lay: Layout) -> Lookup:
+    """A view evaluated in the network (:func:`_view_mlp`); keys outside its table write 0."""
+    reads = tuple((lay.subs[r][when] if when in lay.subs[r] else lay.subs[r]["new"]).name for r in view.reads)
+    table = {tuple(int(v) for v in key): np.array([float(value)]) for key, value in view.table.items()}
+    return Lookup(f"{view.name}.{when}", reads, lay.subs[view.name][when].name, table, np.zeros(1))
+
+
+def _input_step(c: Component, plan: TablePlan, lay: Layout, n_letters: int) -> Lookup:
+    """A component's input table (:func:`_lookups`), keyed by its keys' codes and the token one-hot."""
+    eye = np.eye(n_letters, dtype=np.int64)
+    table = {(*(int(v) for v in vals), *eye[letter].tolist()): input_update(c, act)
+             for (vals, letter), act in plan.rows.items()}
+    out = lay.input_out(c)
+    return Lookup(f"{c.name}.input", (*(lay.value(n).name for n in plan.keys), "tok"), _joined(out), table,
+                  np.zeros(len(out)))
+
+
+def _readout_step(plan: TablePlan, lay: Layout) -> Lookup:
+    """New values -> the state's one-hot (:func:`_readout_mlp`)."""
+    eye = np.eye(len(lay.state))
+    table = {tuple(int(v) for v in vals): eye[q] for (vals, _), q in plan.rows.items()}
+    return Lookup("readout", tuple(lay.subs[n]["new"].name for n in plan.keys), lay.state.name, table,
+                  np.zeros(len(lay.state)))
+
+
+def obligations(model, cascade: Cascade) -> Obligations:
+    """What a krohn-rhodes model must run, from the cascade alone (:func:`embed`'s gadgets as
+    data): the token rows of W_E; per block, its counters' prefix means (:class:`Average`) and one
+    MLP of steps -- decodes, views, the next block's input tables, the readout.  Reset units
+    (most-recent-flag heads, content-dependent) are not declared yet (:class:`Undeclared`)."""
+    a, T = model.automaton, model.max_len
+    if any(c.kind == "reset" for c in cascade.components):
+        raise Undeclared("its reset units' most-recent-flag heads are content-dependent, which the checker "
+                         "does not handle yet")
+    init = dict(zip((c.name for c in cascade.components), cascade.encode(a.start)))
+    sched = schedule(cascade)
+    lay = allocate(a, cascade, sched, T)
+    W_E, _ = embedding(a, cascade, sched, lay, init, T)
+    fixed = {lay.one.name, lay.bos.name, lay.absorb.name, lay.recency.name, "pos:block"}
+    codes = {n: W_E[:, list(sub.dims)] for n, sub in lay.ws.subspaces.items() if n not in fixed}
+    views = {v.name: v for v in cascade.views}
+    layers = []
+    for b in range(1, sched.n_blocks + 1):
+        counters = [c for c in cascade.components if sched.block_of[c.name] == b]
+        fetches = (_counter_average(b, counters, lay, T),) if counters else ()
+        stages: list[list[Lookup | Modular]] = [[_decode_step(c, lay, init) for c in counters]]
+        old_here = [v for v in sched.old_views if sched.view_block[v] == b]
+        new_here = sched.new_views if b == sched.n_blocks else []
+        depth = max([sched.old_stage[v] for v in old_here] + [sched.new_stage[v] for v in new_here], default=0)
+        for k in range(1, depth + 1):
+            stages.append([_view_step(views[v], "old", lay) for v in old_here if sched.old_stage[v] == k]
+                          + [_view_step(views[v], "new", lay) for v in new_here if sched.new_stage[v] == k])
+        last: list[Lookup | Modular] = [_input_step(c, sched.inputs[c.name], lay, a.n_symbols)
+                                        for c in cascade.components
+                                        if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1
+                                        and any(np.any(input_update(c, act)) for act in sched.inputs[c.name].rows.values())]
+        if b == sched.n_blocks:
+            last.append(_readout_step(sched.readout, lay))
+        stages.append(last)
+        used = [st for st in stages if st]
+        name = f"block{b}.mlp" if len(used) > 1 else f"block{b}.mlp.0"
+        layers.append(Layer(fetches, Steps(name, tuple(x for st in used for x in st)) if used else None))
+    eye = np.eye(len(lay.state), dtype=np.int64)
+    readout = Readout((lay.state.name,), {tuple(eye[q].tolist()): q for q in range(len(lay.state))})
+    return Obligations(NAME, Embedding(codes), tuple(layers), readout)
+
+
+# ---------------------------------------------------------------------------------------
 # the registry entry: the cascade is the plan
 
 
@@ -817,5 +917,5 @@ def describe(cascade: Cascade, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 11", applies=applies, estimate=estimate, build=build_plan, set_start=set_start,
     plan_to_json=Cascade.to_dict, plan_from_json=Cascade.from_dict, describe=describe,
-    invariants=checks.invariants, diagram=lambda cascade: ("Cascade", to_dot(cascade)),
+    invariants=checks.invariants, diagram=lambda cascade: ("Cascade", to_dot(cascade)), obligations=obligations,
 )

@@ -42,6 +42,7 @@ from torch import nn
 from compiler.automata.errors import InputError
 from compiler.automata.spec import from_dict
 
+from .basis import basis_of, standard_residual
 from .labels import output_names, readout_summary
 
 
@@ -483,7 +484,8 @@ class CompiledTransformer(nn.Module):
 
     def read(self, cache: dict[str, torch.Tensor], name: str, layer: "int | str") -> torch.Tensor:
         """Subspace ``name``'s values [B, T+1, k] in ``cache`` (from :meth:`run_with_cache`)
-        after ``layer`` blocks, or at a d_model-wide hook such as ``blocks.2.hook_resid_mid``."""
+        after ``layer`` blocks, or at a d_model-wide hook such as ``blocks.2.hook_resid_mid``
+        (in a rotated basis, ``meta["basis"]``, decoded back to the named dims first)."""
         dims = self.subspace(name)
         key = self.residual_hook(layer)
         if key not in cache:
@@ -492,6 +494,8 @@ class CompiledTransformer(nn.Module):
         if x.shape[-1] != self.config["d_model"]:
             raise KeyError(f"{key!r} is not a residual-stream hook (last dim {x.shape[-1]}, "
                            f"d_model {self.config['d_model']})")
+        if basis_of(self.meta) is not None:
+            return standard_residual(self, x)[..., dims].to(x.dtype)
         return x[..., dims]
 
     def layout(self) -> dict[str, Any]:

@@ -5,11 +5,16 @@ up to its max_len.  The checker computes everything from the model's tensors; a 
 contributes only *obligations* -- the discrete program its weights are meant to run:
 
 * :class:`Embedding`: the integer code every token (and BOS) writes into each tracked subspace;
-* per layer, :class:`Fetch` for each head (the key position it must attend to from every query
-  position, and which subspace it copies where) and one MLP obligation --
-  :class:`Compose` (the composition of transition maps, Theorem 10's Lemma 14 role) or
-  :class:`Lookup` (a finite function of integer codes, Lemma 11);
+* per layer, :class:`Fetch` for each copying head (the key position it must attend to from every
+  query position, and which subspace it copies where), :class:`Average` for the heads of a prefix
+  sum (Lemma 15), and one MLP obligation -- :class:`Compose` (the composition of transition maps,
+  Theorem 10's Lemma 14 role), :class:`Lookup` (a finite function of integer codes, Lemma 11) or
+  :class:`Steps` (several such functions and :class:`Modular` decodes, one after another, fused
+  into one MLP);
 * :class:`Readout`: which output each reachable final code must win.
+
+A subspace is named as in the model's layout: ``name``, ``name[i]`` for one of its dims, or
+several joined by `` + `` (their dims in order), as a head that serves several sums reads them.
 
 Obligations are computed from the plan and the automaton, never from the weights, so a wrong
 weight cannot be excused by the construction: the checker finds that the tensors do not run
@@ -48,6 +53,22 @@ class Fetch:
 
 
 @dataclass(frozen=True)
+class Average:
+    """Heads ``heads`` (head h over the keys ``first[h]`` .. min(``last[h]``, t)) together write into
+    ``dst``, from every query position t, ``scale`` / ``mass`` times the sum of ``src`` over their
+    keys: weight 1/mass on each, the rest on BOS, whose ``src`` holds 0 (Lemma 15's prefix mean;
+    one head over 1..T, or one per position block).  ``dst`` holds 0 before the heads."""
+
+    heads: tuple[str, ...]
+    first: tuple[int, ...]
+    last: tuple[int, ...]
+    mass: int
+    scale: float
+    src: str
+    dst: str
+
+
+@dataclass(frozen=True)
 class Compose:
     """MLP ``mlp`` composes transition maps held as integer codes (one dim per point):
     ``maps[q]`` holds f(q), ``fetched[q]`` holds g(q); the result is f(g(q)) ("g, then f").
@@ -62,22 +83,50 @@ class Compose:
 
 @dataclass(frozen=True)
 class Lookup:
-    """MLP ``mlp`` maps the integer codes of ``reads`` (one dim each, in order) to the code
-    ``table[key]`` written into ``out`` (which holds 0 before); a key missing from the table
-    must never occur."""
+    """MLP ``mlp`` maps the integer codes of ``reads`` (every dim of each, in order) to the code
+    ``table[key]`` written into ``out`` (which holds 0 before); a key missing from the table must
+    never occur -- or, with a ``default``, writes that code (a lookup whose units match no key
+    writes 0)."""
 
     mlp: str
     reads: tuple[str, ...]
     out: str
     table: dict[tuple[int, ...], np.ndarray]
+    default: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Modular:
+    """An MLP step ``name``: X = ``scale`` * (the code of ``reads``, one dim) + ``shift`` is an
+    integer; ``out`` gets ``table[X mod p]`` (p = len(table)) and, with ``minus`` (a dim holding an
+    integer D), ``minus_out`` gets ``table[(X - D) mod p]`` (a counter's value before the update
+    at t; Lemma 15's decode).  Both hold 0 before."""
+
+    name: str
+    reads: str
+    scale: float
+    shift: int
+    table: np.ndarray  # [p, dims of out]
+    out: str
+    minus: str | None = None
+    minus_out: str | None = None
+
+
+@dataclass(frozen=True)
+class Steps:
+    """MLP ``mlp`` runs ``steps`` one after another (stages fused into one MLP): each reads the
+    residual as the earlier steps left it; every subspace a step writes holds 0 before the MLP."""
+
+    mlp: str
+    steps: tuple[Lookup | Modular, ...]
 
 
 @dataclass(frozen=True)
 class Layer:
     """One block: a fetch per head, then the MLP's obligation."""
 
-    fetches: tuple[Fetch, ...]
-    mlp: Compose | Lookup | None
+    fetches: tuple[Fetch | Average, ...]
+    mlp: Compose | Lookup | Steps | None
 
 
 @dataclass(frozen=True)
@@ -101,18 +150,30 @@ class Obligations:
 
     def to_json(self) -> dict[str, Any]:
         """A canonical JSON form (arrays as lists, tables as sorted rows)."""
-        def mlp(o: Compose | Lookup | None) -> Any:
+        def mlp(o: Compose | Lookup | Modular | Steps | None) -> Any:
             if o is None:
                 return None
             if isinstance(o, Compose):
                 return {"kind": "compose", "mlp": o.mlp, "maps": o.maps, "fetched": o.fetched, "into": o.into}
+            if isinstance(o, Steps):
+                return {"kind": "steps", "mlp": o.mlp, "steps": [mlp(x) for x in o.steps]}
+            if isinstance(o, Modular):
+                return {"kind": "modular", "name": o.name, "reads": o.reads, "scale": o.scale, "shift": o.shift,
+                        "table": np.asarray(o.table).tolist(), "out": o.out, "minus": o.minus,
+                        "minus_out": o.minus_out}
             return {"kind": "lookup", "mlp": o.mlp, "reads": list(o.reads), "out": o.out,
-                    "table": [[list(k), np.asarray(v).tolist()] for k, v in sorted(o.table.items())]}
+                    "table": [[list(k), np.asarray(v).tolist()] for k, v in sorted(o.table.items())],
+                    **({} if o.default is None else {"default": np.asarray(o.default).tolist()})}
+
+        def fetch(f: Fetch | Average) -> Any:
+            if isinstance(f, Average):
+                return {"kind": "average", "heads": list(f.heads), "first": list(f.first), "last": list(f.last),
+                        "mass": f.mass, "scale": f.scale, "src": f.src, "dst": f.dst}
+            return {"head": f.head, "key": np.asarray(f.key).tolist(), "src": f.src, "dst": f.dst}
         return {
             "construction": self.construction,
             "embedding": {k: np.asarray(v).tolist() for k, v in sorted(self.embedding.codes.items())},
-            "layers": [{"fetches": [{"head": f.head, "key": np.asarray(f.key).tolist(), "src": f.src, "dst": f.dst}
-                                    for f in layer.fetches], "mlp": mlp(layer.mlp)} for layer in self.layers],
+            "layers": [{"fetches": [fetch(f) for f in layer.fetches], "mlp": mlp(layer.mlp)} for layer in self.layers],
             "readout": {"reads": list(self.readout.reads),
                         "table": [[list(k), v] for k, v in sorted(self.readout.table.items())]},
         }
@@ -121,6 +182,10 @@ class Obligations:
         """sha256 of the canonical JSON form."""
         text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Undeclared(Exception):
+    """A construction cannot state obligations for this model (yet): the reason says which part."""
 
 
 def offset_keys(max_len: int, offset: int, skip_below: int = 0) -> np.ndarray:

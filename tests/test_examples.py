@@ -24,10 +24,15 @@ EXPECTED_OUTPUT = {
         "exact: True",
         "saved d8.safetensors",
     ],
+    "zoo_dataset.py": [
+        "zoo: 3 models in zoo-example",
+        "model definite-0000",
+        "intended key matches the pattern at every position: True",
+    ],
 }
 """Lines (substrings) each example must print; a new example needs an entry here."""
 
-EXPECTED_FILES = {"compile_and_inspect.py": ["d8.safetensors"]}
+EXPECTED_FILES = {"compile_and_inspect.py": ["d8.safetensors"], "zoo_dataset.py": ["zoo-example/manifest.jsonl"]}
 
 
 def _env() -> dict[str, str]:

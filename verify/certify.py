@@ -66,7 +66,7 @@ from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
 from constructions.model import input_independent_dims
-from constructions.obligations import Compose, Fetch, Lookup, Obligations, Readout
+from constructions.obligations import Average, Compose, Fetch, Lookup, Modular, Obligations, Readout, Steps, Undeclared
 
 SCHEMA = "shortcut-certificate/1"
 JOINT_BUDGET = 200_000
@@ -163,6 +163,34 @@ class Code:
 State = dict[str, Code]
 
 
+def _get(st: State, name: str) -> Code:
+    """The code of a subspace, of one of its dims (``name[i]``), or of several joined by `` + ``
+    (jointly: the product of the parts' joint sets, where small)."""
+    if name in st:
+        return st[name]
+    if " + " in name:
+        parts = [_get(st, p) for p in name.split(" + ")]
+        joint = None
+        if all(p.joint is not None for p in parts) and math.prod(p.size() for p in parts) <= JOINT_BUDGET:
+            joint = _product_rows([p.joint for p in parts])
+        return Code([v for p in parts for v in p.per_dim], joint, np.concatenate([p.radius for p in parts]))
+    base = re.fullmatch(r"(.*)\[(\d+)\]", name)
+    if base and base.group(1) in st and int(base.group(2)) < len(st[base.group(1)].per_dim):
+        code, i = st[base.group(1)], int(base.group(2))
+        return Code([code.per_dim[i]], code.per_dim[i][:, None], code.radius[i : i + 1])
+    raise CertificateFailure("obligations", f"name {name!r}, which no obligation tracks")
+
+
+def _put(st: State, name: str, code: Code) -> None:
+    """Set a subspace's code (several joined by `` + ``: each part its share)."""
+    at = 0
+    for part in name.split(" + "):
+        k = len(st[part].per_dim) if part in st else len(code.per_dim) - at
+        joint = None if code.joint is None else np.unique(code.joint[:, at : at + k], axis=0)
+        st[part] = Code(code.per_dim[at : at + k], joint, code.radius[at : at + k])
+        at += k
+
+
 def _merge(states: list[State], pos_class: np.ndarray) -> tuple[list[State], np.ndarray]:
     """Merge classes whose value sets agree (radius: the larger); renumber the positions."""
     index: dict[tuple, int] = {}
@@ -198,7 +226,10 @@ class _Model:
     blocks: list[dict[str, Any]] = field(default_factory=list)
 
     def dims(self, name: str) -> list[int]:
-        """Residual dims of a subspace, or of one dim of it (``name[i]``)."""
+        """Residual dims of a subspace, of one dim of it (``name[i]``), or of several joined by
+        `` + `` (in order)."""
+        if " + " in name:
+            return [d for part in name.split(" + ") for d in self.dims(part)]
         if name in self.subspaces:
             return list(self.subspaces[name])
         m = re.fullmatch(r"(.*)\[(\d+)\]", name)
@@ -268,16 +299,65 @@ def _embedding(m: _Model, ob: Obligations) -> tuple[list[State], np.ndarray]:
 # --- positional heads ---------------------------------------------------------------------------
 
 
-def _abs_products(x: np.ndarray, W: np.ndarray, u: float) -> tuple[np.ndarray, np.ndarray]:
-    """x @ W in float64 and the rounding bound of the model's dot products."""
-    nnz = np.count_nonzero(W, axis=0)
+def _log2_quanta(values: np.ndarray) -> np.ndarray:
+    """Elementwise log2 of the largest power of two dividing each value (inf for 0)."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    out = np.full(v.shape, np.inf)
+    nz = (v != 0) & np.isfinite(v)
+    mant, exp = np.frexp(v[nz])
+    ints = (mant * 2.0**53).astype(np.int64)
+    out[nz] = np.log2((ints & -ints).astype(np.float64)) + exp - 53
+    return out
+
+
+def _abs_products(x: np.ndarray, W: np.ndarray, u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """x @ W in float64 and the rounding bound of the model's dot products: gamma_(n+1) times the
+    terms' magnitudes, or 0 where every term is a multiple of a power of two q and their
+    magnitudes sum below 2^p q (every product and partial sum is then representable)."""
     # einsum, not BLAS: these products are small, and a threaded BLAS stalls on a busy machine
-    return np.einsum("td,de->te", x, W), gamma(nnz + 1, u) * np.einsum("td,de->te", np.abs(x), np.abs(W))
+    prod = np.einsum("td,de->te", x, W)
+    mag = np.einsum("td,de->te", np.abs(x), np.abs(W))
+    lx, lW = _log2_quanta(x), _log2_quanta(W)
+    low = np.full(prod.shape, np.inf)
+    for d in range(x.shape[1]):
+        low = np.minimum(low, lx[:, d : d + 1] + lW[d][None, :])
+    exact = mag < np.exp2(p + low)
+    return prod, np.where(exact, 0.0, gamma(np.count_nonzero(W, axis=0) + 1, u) * mag)
 
 
-def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> np.ndarray:
-    """Leaked-mass bound per query position of a positional head, checking that ``key[t]`` wins
-    every row by a positive gap after rounding (CertificateFailure otherwise)."""
+@dataclass
+class _Scores:
+    """A positional head's scores as factors: S(t, s) = q_t . k_s, up to Rq_t . Rk_s (the rounding
+    of q, k and their product) except where the product is exact (:meth:`rows`)."""
+
+    q: np.ndarray
+    k: np.ndarray
+    Rq: np.ndarray
+    Rk: np.ndarray
+    q_exact: np.ndarray
+    k_exact: np.ndarray
+    p: int
+
+    def rows(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Centre and rounding bound of S(t, s) for the queries ``t`` and every key: 0 where q_t
+        and k_s are exact and every product and partial sum of q_t . k_s is representable."""
+        centre, spread = self.q[t] @ self.k.T, self.Rq[t] @ self.Rk.T
+        low = np.full(centre.shape, np.inf)
+        mag = np.zeros(centre.shape)
+        ok = np.ones(centre.shape, dtype=bool)
+        lq, lk = _log2_quanta(self.q[t]), _log2_quanta(self.k)
+        for i in range(self.q.shape[1]):
+            a, b = self.q[t, i][:, None], self.k[:, i][None, :]
+            nz = (a != 0) & (b != 0)
+            ok &= ~nz | (self.q_exact[t, i][:, None] & self.k_exact[:, i][None, :])
+            low = np.minimum(low, np.where(nz, lq[:, i][:, None] + lk[:, i][None, :], np.inf))
+            mag += np.abs(a * b)
+        return centre, np.where(ok & (mag < np.exp2(self.p + low)), 0.0, spread)
+
+
+def _positional_scores(m: _Model, l: int, h: int, name: str) -> _Scores:
+    """A positional head's scores (:class:`_Scores`).  NotCertifiable when the query or key reads
+    an input-dependent dim."""
     b = m.blocks[l]
     Wq, Wk = b["W_Q"][h], b["W_K"][h]
     used = set(np.nonzero(np.abs(Wq).sum(1) + np.abs(Wk).sum(1))[0].tolist())
@@ -287,28 +367,34 @@ def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> np.n
     cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
     rows = sorted(used)
     X = m.fixed[:, rows]
-    q, eq = _abs_products(X, Wq[rows][:, cols], m.u)
-    k, ek = _abs_products(X, Wk[rows][:, cols], m.u)
+    q, eq = _abs_products(X, Wq[rows][:, cols], m.u, m.p)
+    k, ek = _abs_products(X, Wk[rows][:, cols], m.u, m.p)
     g = gamma(len(cols) + 1, m.u)
-    # score bound |S - q k| <= eq |k| + |q| ek + eq ek + g (|q| + eq)(|k| + ek) = A B^T + |q| ek^T, so the
-    # highest possible score of every pair is one product of stacked factors
+    # |S - q k| <= eq |k| + |q| ek + eq ek + g (|q| + eq)(|k| + ek) = A B^T + |q| ek^T
     A, B = eq * (1 + g) + g * np.abs(q), np.abs(k) + ek
-    top_q, top_k = np.concatenate([q, A, np.abs(q)], axis=1), np.concatenate([k, B, ek], axis=1)
+    return _Scores(q, k, np.concatenate([A, np.abs(q)], axis=1), np.concatenate([B, ek], axis=1),
+                   eq == 0, ek == 0, m.p)
+
+
+def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Leaked-mass bound per query position of a positional head, checking that ``key[t]`` wins
+    every row by a positive gap after rounding (CertificateFailure otherwise)."""
+    sc = _positional_scores(m, l, h, name)
     T = m.T
     if np.any(key > np.arange(T + 1)) or np.any(key < 0):
         raise CertificateFailure(f"layer {l + 1} head {name}", "an obligation's key lies after its query")
-    # the lowest possible score of each query's intended key
-    low = (q * k[key]).sum(1) - (A * B[key]).sum(1) - (np.abs(q) * ek[key]).sum(1)
     leak = np.zeros(T + 1)
     gaps = np.full(T + 1, np.inf)
-    step = max(1, (1 << 22) // (T + 1))
+    step = max(1, (1 << 21) // (T + 1))
     s_all = np.arange(T + 1)
     for lo in range(0, T + 1, step):
         t = np.arange(lo, min(T + 1, lo + step))
-        hi = top_q[t] @ top_k.T
+        centre, spread = sc.rows(t)
+        low = centre[np.arange(len(t)), key[t]] - spread[np.arange(len(t)), key[t]]  # the intended key's lowest
+        hi = centre + spread
         hi[s_all[None, :] > t[:, None]] = -np.inf  # causal: keys after the query do not exist
         hi[np.arange(len(t)), key[t]] = -np.inf  # the intended key itself
-        worst = low[t] - hi.max(1)
+        worst = low - hi.max(1)
         bad = np.nonzero(worst <= 0)[0]
         if len(bad):
             i = bad[0]
@@ -318,39 +404,155 @@ def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> np.n
                 f"at query position {int(t[i])} key {s} scores within the rounding bound of the intended key "
                 f"{int(key[t[i]])} (gap {float(worst[i]):.3g} after rounding)")
         gaps[t] = worst
-        hi -= low[t][:, None]
+        hi -= low[:, None]
         leak[t] = np.exp(hi, out=hi).sum(1)
     return leak, gaps
 
 
-def _copy_map(m: _Model, l: int, h: int, f: Fetch) -> None:
-    """The head must copy ``src`` into ``dst`` exactly: W_V W_O is the identity between them,
-    and 0 from and to every other dim."""
+def _copy_map(m: _Model, l: int, h: int, head: str, src_name: str, dst_name: str, scale: float = 1.0) -> float:
+    """The head must copy ``src`` into ``dst`` (times ``scale``) and nothing else: W_V has one entry
+    per value dim, all equal to the stored ``scale`` (the dtype's nearest value), W_O one 1 per
+    value dim, and W_V W_O maps each src dim to its dst dim.  Returns the stored scale (so the
+    copy of a code is exact in floating point when it is 1, or a power of two)."""
     b = m.blocks[l]
-    VO = b["W_V"][h] @ b["W_O"][h]
-    src, dst = m.dims(f.src), m.dims(f.dst)
-    want = np.zeros_like(VO)
+    src, dst = m.dims(src_name), m.dims(dst_name)
     if len(src) != len(dst):
-        raise CertificateFailure(f"layer {l + 1} head {f.head}", f"{f.src} and {f.dst} differ in width")
-    want[src, dst] = 1.0
+        raise CertificateFailure(f"layer {l + 1} head {head}", f"{src_name} and {dst_name} differ in width")
     WV, WO = b["W_V"][h], b["W_O"][h]
+    stored = float(np.asarray(scale, dtype=m.model.W_E.detach().cpu().numpy().dtype))
     if (np.count_nonzero(WV, axis=0) > 1).any() or (np.count_nonzero(WO, axis=1) > 1).any() or \
-            np.any((WV != 0) & (WV != 1)) or np.any((WO != 0) & (WO != 1)):
-        raise CertificateFailure(f"layer {l + 1} head {f.head}", "a copying head's W_V and W_O must be 0/1 with one "
-                                 "entry per value dim (so the copy itself is exact in floating point)")
+            np.any((WV != 0) & (WV != stored)) or np.any((WO != 0) & (WO != 1)):
+        raise CertificateFailure(f"layer {l + 1} head {head}", f"a copying head's W_V must hold only 0 and "
+                                 f"{stored:g}, and W_O only 0 and 1, one entry per value dim (so the copy itself "
+                                 f"is exact in floating point)")
+    VO = WV @ WO
+    want = np.zeros_like(VO)
+    want[src, dst] = stored
     if not np.array_equal(VO, want):
         i, j = np.argwhere(VO != want)[0]
-        raise CertificateFailure(f"layer {l + 1} head {f.head}",
-                                 f"does not copy {f.src} into {f.dst}: W_V W_O[{i}, {j}] = {VO[i, j]:.6g}, "
+        raise CertificateFailure(f"layer {l + 1} head {head}",
+                                 f"does not copy {src_name} into {dst_name}: W_V W_O[{i}, {j}] = {VO[i, j]:.6g}, "
                                  f"not {want[i, j]:g}")
+    return stored
 
 
-def _heads(m: _Model, l: int, fetches: tuple[Fetch, ...], states: list[State], pos_class: np.ndarray,
+def _average_pattern(m: _Model, l: int, h: int, first: int, last: int, mass: int,
+                     name: str) -> tuple[np.ndarray, ...]:
+    """Bounds on a positional averaging head's weights (Lemma 15), per query position t:
+
+    ``dev``: sum over its declared keys (first..min(last, t)) of |p(t, s) - 1/mass| plus the
+    weight on every other real key; ``leak``: that other weight alone; ``mag``: the weight on
+    all real keys; ``p0``: BOS's weight; ``reach``: the largest |score - row maximum| of BOS and
+    the declared keys (what the exponent's rounding scales with).  Every p(t, s) lies in
+    [e^lo_s / (e^lo_s + sum_{s' != s} e^hi_s'), e^hi_s / (e^hi_s + sum_{s' != s} e^lo_s')] for the
+    scores' rounding intervals [lo, hi] (softmax is increasing in its own score and decreasing in
+    the others).  Keys whose key-side features agree (and that are declared alike) score alike
+    for every query, so they are counted, not enumerated: O(T x kinds of keys), not O(T^2)."""
+    sc = _positional_scores(m, l, h, name)
+    T = m.T
+    s_all = np.arange(T + 1)
+    mine_s = (s_all >= first) & (s_all <= last) & (s_all >= 1)
+    feats = np.concatenate([sc.k, sc.Rk, sc.k_exact, mine_s[:, None], (s_all == 0)[:, None]], axis=1)
+    kinds, inverse = np.unique(feats, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    reps = np.array([int(np.argmax(inverse == g)) for g in range(len(kinds))])
+    positions = [np.nonzero(inverse == g)[0] for g in range(len(kinds))]
+    rep = _Scores(sc.q, sc.k[reps], sc.Rq, sc.Rk[reps], sc.q_exact, sc.k_exact[reps], sc.p)
+    mine, bos = mine_s[reps], reps == 0
+    real = ~bos
+    w = 1.0 / mass
+    dev, leak, mag, p0, reach = (np.zeros(T + 1) for _ in range(5))
+    step = max(1, (1 << 21) // len(reps))
+    for lo in range(0, T + 1, step):
+        t = np.arange(lo, min(T + 1, lo + step))
+        count = np.stack([np.searchsorted(pos, t, side="right") for pos in positions], axis=1).astype(np.float64)
+        centre, spread = rep.rows(t)
+        there = count > 0
+        hi = np.where(there, centre + spread, -np.inf)
+        low = np.where(there, centre - spread, -np.inf)
+        top = hi.max(1, keepdims=True)
+        e_hi, e_lo = np.exp(hi - top), np.exp(low - top)
+        rest_lo = np.maximum((count * e_lo).sum(1, keepdims=True) - e_lo, 0.0)
+        rest_hi = (count * e_hi).sum(1, keepdims=True) - e_hi
+        p_hi = np.where(there, e_hi / (e_hi + rest_lo), 0.0)
+        p_lo = np.where(there, e_lo / (e_lo + rest_hi), 0.0)
+        other = (count * np.where(real & ~mine, p_hi, 0.0)).sum(1)
+        dev[t] = (count * np.where(mine, np.maximum(p_hi - w, w - p_lo), 0.0)).sum(1) + other
+        leak[t], mag[t] = other, (count * np.where(real, p_hi, 0.0)).sum(1)
+        p0[t] = p_hi[:, bos].sum(1)
+        reach[t] = np.where(there & (mine | bos), np.abs(low - top), 0.0).max(1)
+    slack = 1e-12 + (s_all + 2) * 2.0**-50  # the checker's own float64 sums
+    return (dev * (1 + 1e-12) + slack, leak + slack, mag * (1 + 1e-12) + slack, np.minimum(1.0, p0 + slack),
+            reach)
+
+
+def _average(m: _Model, l: int, f: Average, index: dict[str, int], states: list[State], pos_class: np.ndarray,
+             report: dict[str, Any]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """An :class:`Average` obligation: the codes ``dst`` may hold after BOS (per dim, every
+    multiple of the src codes' common step times scale / mass that T of them can sum to), its
+    error bound at every position [T + 1, dims] and the largest code per dim.
+
+    Per head: the declared output is scale/mass times the sum of src over its keys; the real one
+    moves by at most scale (vmax dev + r_src mag + r_bos p0) (values within r of their codes),
+    plus rounding.  Rounding of a sum in any order: each addition errs by at most u times its
+    result and at most the smaller operand (round to nearest), so with B terms that matter (BOS and
+    the declared keys) and the others tiny, the error is at most (B - 1) u sum|terms| plus
+    (1 + n u) sum|tiny terms| -- merges of two parts holding a big term number B - 1, every other
+    merge errs by at most its tiny part.  So each weight carries a relative error of
+    (B + 17) u + leak (1 + n u) + u reach (the normaliser, the division, exp and an online
+    softmax's rescalings within 16 ulps, the exponent's rounding), and the weighted sum adds
+    (B - 1) u sum|p v| + (1 + n u) leak vmax; the heads' outputs add through W_O."""
+    T = m.T
+    u = m.u
+    where = f"layer {l + 1} heads {', '.join(f.heads)}"
+    bos = _get(states[pos_class[0]], f.src)
+    if bos.size() != 1 or np.any(bos.combos() != 0):
+        raise CertificateFailure(where, f"BOS's {f.src} is not 0, so the weight BOS absorbs is not neutral")
+    dims = len(m.dims(f.src))
+    body = [_get(states[c], f.src) for c in sorted(set(pos_class[1:].tolist()))] or [bos]
+    codes = [np.unique(np.concatenate([c.per_dim[i] for c in body])) for i in range(dims)]
+    if any(np.any(np.round(v) != v) for v in codes):
+        raise NotCertifiable(f"{where}: averages of non-integer codes are not certified yet")
+    vmax = np.array([np.abs(v).max() for v in codes])
+    r_src = np.max([c.radius for c in body], axis=0)
+    t = np.arange(T + 1)
+    W_O = m.blocks[l]["W_O"]
+    err, size = np.zeros((T + 1, dims)), np.zeros((T + 1, dims))
+    for h, first, last in zip(f.heads, f.first, f.last):
+        stored = _copy_map(m, l, index[h], h, f.src, f.dst, f.scale)
+        dev, leak, mag, p0, reach = _average_pattern(m, l, index[h], first, last, f.mass, h)
+        keys = np.clip(np.minimum(t, last) - first + 1, 0, None)
+        z = abs(stored) * ((vmax + r_src)[None] * mag[:, None] + bos.radius[None] * p0[:, None])
+        e = abs(stored) * (vmax[None] * dev[:, None] + r_src[None] * mag[:, None] + bos.radius[None] * p0[:, None])
+        e += abs(stored - f.scale) * vmax[None] * (keys / f.mass)[:, None]  # the stored scale's rounding
+        tiny = (1 + (t + 1) * u) * leak
+        rho = (keys + 18) * u + tiny + u * reach
+        e += (rho + keys * u)[:, None] * z + (abs(stored) * tiny)[:, None] * (vmax + r_src)[None]
+        e += gamma(2, u) * z  # the values' own product
+        err, size = err + e, size + z + e
+        report.setdefault("heads", []).append({"name": h, "min_score_gap": None, "max_leaked_mass": float(leak.max()),
+                                               "max_weight_deviation": float(dev.max())})
+    per_out = np.count_nonzero(W_O.reshape(-1, W_O.shape[-1]), axis=0)[m.dims(f.dst)]
+    err = err + gamma(per_out + 1, u)[None] * size  # z @ W_O: the heads' outputs add
+    grid = []
+    for v in codes:
+        nz = np.abs(v[v != 0]).astype(np.int64)
+        step = int(np.gcd.reduce(nz)) if len(nz) else 1
+        lo, hi = T * min(0, int(v.min())), T * max(0, int(v.max()))
+        grid.append(np.arange(lo, hi + step, step, dtype=np.float64) * f.scale / f.mass)
+    top = np.array([np.abs(g).max() for g in grid])
+    return grid, err, top
+
+
+def _heads(m: _Model, l: int, fetches: tuple[Fetch | Average, ...], states: list[State], pos_class: np.ndarray,
            report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
-    """Apply layer l's heads: new classes by (own class, each key's class), copied codes, radii."""
+    """Apply layer l's heads: new classes by (own class, each copying head's key class), copied
+    codes, averaged codes, radii."""
     layout = m.blocks[l]["layout"]["heads"]
     index = {hd["name"]: hd["index"] for hd in layout}
-    declared = {f.head for f in fetches}
+    copies = [f for f in fetches if isinstance(f, Fetch)]
+    averages = [f for f in fetches if isinstance(f, Average)]
+    declared = {f.head for f in copies} | {h for a in averages for h in a.heads}
     if set(index) != declared:
         raise CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ declared)} have no obligation "
                                  f"or are not in the model")
@@ -366,12 +568,12 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch, ...], states: list[State], p
     n_heads, d_head = W_O.shape[0], W_O.shape[1]
     T = m.T
     per_fetch = []
-    for f in fetches:
+    for f in copies:
         h = index[f.head]
-        _copy_map(m, l, h, f)
+        _copy_map(m, l, h, f.head, f.src, f.dst)
         key = np.asarray(f.key, dtype=np.int64)
         leak, gaps = _head_pattern(m, l, h, key, f.head)
-        src = [st[f.src] for st in states]
+        src = [_get(st, f.src) for st in states]
         lo = np.min([c.combos().min(0) - c.radius for c in src], axis=0)
         hi = np.max([c.combos().max(0) + c.radius for c in src], axis=0)
         vmax = np.maximum(np.abs(lo), np.abs(hi))
@@ -392,6 +594,7 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch, ...], states: list[State], p
         report.setdefault("heads", []).append({
             "name": f.head, "min_score_gap": float(gaps[1:].min()) if T else None,
             "max_leaked_mass": float(leak.max()), "max_copy_error": float(np.minimum(out, noisy).max())})
+    averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in averages]
     sig = np.stack([pos_class] + [pos_class[key] for _, key, *_ in per_fetch], axis=1)
     groups, inverse = np.unique(sig, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -401,17 +604,25 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch, ...], states: list[State], p
         own = states[row[0]]
         st = {n: Code(list(c.per_dim), c.joint, c.radius.copy()) for n, c in own.items()}
         for (f, key, out, vmax, noisy, delta), kc in zip(per_fetch, row[1:]):
-            old = own[f.dst]
+            old = _get(own, f.dst)
             if old.size() != 1 or np.any(old.combos() != 0):
                 raise CertificateFailure(f"layer {l + 1} head {f.head}", f"{f.dst} is not 0 before the head copies "
                                          f"into it")
-            fetched = states[kc][f.src]
+            fetched = _get(states[kc], f.src)
             general = old.radius + out[members]
-            general = general + m.u * (vmax + general)  # the residual addition
+            general = general + np.minimum(m.u * (vmax + general), old.radius)  # the residual addition
             snapped = (old.radius + noisy[members]) * (1 + m.u) ** 2
             exact = snaps(snapped, vmax + snapped, delta, m.p)
             r = np.where(exact, np.minimum(snapped, general), general).max(0)
-            st[f.dst] = Code(list(fetched.per_dim), fetched.joint, r)
+            _put(st, f.dst, Code(list(fetched.per_dim), fetched.joint, r))
+        for a, grid, err, top in averaged:
+            old = _get(own, a.dst)
+            if old.size() != 1 or np.any(old.combos() != 0):
+                raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} is not 0 before the "
+                                         f"heads write into it")
+            e = err[members].max(0)
+            r = old.radius + e + np.minimum(m.u * (top + e), old.radius)
+            _put(st, a.dst, Code.of(np.zeros((1, len(grid))), r) if row[0] == 0 else Code(grid, None, r))
         new_states.append(st)
     return _merge(new_states, inverse)
 
@@ -455,87 +666,375 @@ def _const_dims(m: _Model) -> tuple[set[int], np.ndarray, np.ndarray]:
 
 
 def _affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
-            u: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            u: float, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
 
     Returns the clean output [N, k], its coefficients on the input errors [N, k, n] (exact while
     every unit's sign is fixed) and an independent error bound [N, k] (rounding, and the whole
-    possible deviation of units whose sign the error could flip)."""
+    possible deviation of units whose sign the error could flip).
+
+    Exact integers: a unit whose inputs are exactly known integers, whose weights and bias are
+    integers and whose terms' magnitudes sum below 2^p computes its integer exactly (every
+    partial sum is representable), so it adds no rounding, and a ReLU at its kink (0 exactly)
+    flips nothing; a unit surely off is exactly 0 whatever its inputs' errors -- so the step
+    units and one-hots of a lookup are exact once the steps before them have saturated.  With
+    one noisy term among such integers, the partial sums that hold it are that term plus an
+    integer: adding an integer is exact unless the sum reaches a binade it never reached, which
+    rounds it to that binade's grid (half an ulp, and the grid only coarsens), so in any order
+    the sum errs by at most one ulp of its largest partial sum, 2 u sum|terms|, and the noisy
+    product by u |term|: 4 u sum|terms| in all, whatever the number of terms."""
     h = x
     A = np.broadcast_to(np.eye(x.shape[1]), (x.shape[0], x.shape[1], x.shape[1]))
     nu = np.zeros_like(x)
+    exact = (r[None, :] == 0) & (np.round(x) == x)
     for i, (W, b) in enumerate(zip(weights, biases)):
         z = h @ W + b
         Az = np.einsum("Nhn,hk->Nkn", A, W)
         mag = np.abs(h) + np.abs(A) @ r + nu
-        nz = nu @ np.abs(W) + gamma(np.count_nonzero(W, axis=0) + 1, u) * (mag @ np.abs(W) + np.abs(b))
+        size = mag @ np.abs(W) + np.abs(b)
+        integral = np.all(np.round(W) == W, axis=0) & (np.round(b) == b) & (size < 2.0**p)
+        inexact_terms = (~exact).astype(np.float64) @ (W != 0).astype(np.float64)
+        one = (inexact_terms == 1) & integral  # one noisy term among integers: 4 u, not gamma_n
+        rounding = np.where(one, 4 * u, gamma(np.count_nonzero(W, axis=0) + 1, u)[None]) * size
+        exact = (inexact_terms == 0) & integral
+        nz = np.where(exact, 0.0, nu @ np.abs(W) + rounding)
         if i == len(weights) - 1:
             return z, Az, nz
         err = np.abs(Az) @ r + nz
         on = z > 0
-        flip = err >= np.abs(z)
+        flip = (err >= np.abs(z)) & ~exact
         eta = np.where(flip, np.maximum(0.0, err - np.abs(z)), 0.0)
+        exact = exact | (~on & ~flip)  # a unit surely off is exactly 0
         h = np.maximum(z, 0.0)
         A = Az * on[:, :, None]
         nu = nz * on + eta
     raise AssertionError("unreachable")
 
 
-def _lookup(m: _Model, l: int, ob: Lookup, states: list[State], report: dict[str, Any]) -> list[State]:
-    """Every class: every combination of the read codes through the MLP, against the table."""
+def _declared(steps: tuple[Lookup | Modular, ...], values: dict[str, np.ndarray], where: str) -> None:
+    """Run the declared steps on every row of ``values`` (name -> [N, dims] codes), in place: each
+    step reads what the earlier ones left (CertificateFailure on a key a table lacks)."""
+    for st in steps:
+        if isinstance(st, Lookup):
+            K = np.concatenate([values[r] for r in st.reads], axis=1) if st.reads else np.zeros((len(
+                next(iter(values.values()))), 0))
+            if np.any(np.round(K) != K):
+                raise CertificateFailure(f"{where} {st.mlp}", "reads a code that is not an integer")
+            keys, inverse = np.unique(K, axis=0, return_inverse=True)
+            rows = []
+            for key in keys:
+                k = tuple(int(v) for v in key)
+                if k not in st.table and st.default is None:
+                    raise CertificateFailure(f"{where} {st.mlp}",
+                                             f"the code combination {k} reaches the lookup but is not in its table")
+                rows.append(np.asarray(st.table.get(k, st.default), dtype=np.float64).reshape(-1))
+            values[st.out] = np.stack(rows)[inverse.reshape(-1)]
+        else:
+            x = st.scale * values[st.reads][:, 0] + st.shift
+            X = np.round(x)
+            if np.any(np.abs(x - X) > 1e-6):
+                raise CertificateFailure(f"{where} {st.name}", f"{st.reads} times {st.scale:g} is not an integer")
+            table = np.asarray(st.table, dtype=np.float64).reshape(len(st.table), -1)
+            p = len(table)
+            values[st.out] = table[np.mod(X, p).astype(np.int64)]
+            if st.minus is not None:
+                D = values[st.minus][:, 0]
+                if np.any(np.round(D) != D):
+                    raise CertificateFailure(f"{where} {st.name}", f"{st.minus} is not an integer")
+                values[st.minus_out] = table[np.mod(X - D, p).astype(np.int64)]
+
+
+def _written(steps: tuple[Lookup | Modular, ...]) -> list[str]:
+    out: list[str] = []
+    for st in steps:
+        for name in ((st.out,) if isinstance(st, Lookup) else (st.out, st.minus_out)):
+            if name is not None and name not in out:
+                out.append(name)
+    return out
+
+
+def _read(steps: tuple[Lookup | Modular, ...]) -> list[str]:
+    out: list[str] = []
+    for st in steps:
+        for name in (st.reads if isinstance(st, Lookup) else (st.reads, st.minus)):
+            if name is not None and name not in out:
+                out.append(name)
+    return out
+
+
+SPLIT_ABOVE = 20_000
+"""Code combinations above which an MLP is checked group by group (:func:`_split`)."""
+
+
+def _step_io(st: Lookup | Modular) -> tuple[list[str], list[str]]:
+    """A step's reads and writes."""
+    if isinstance(st, Lookup):
+        return list(st.reads), [st.out]
+    return [n for n in (st.reads, st.minus) if n], [n for n in (st.out, st.minus_out) if n]
+
+
+def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
+            cut: int) -> list[tuple[set[int], list[np.ndarray]]]:
+    """The independent parts of an MLP's first ``cut`` + 1 hidden layers: hidden units joined by a
+    nonzero weight, or reading a common input, are one group.  Returns, per group that reaches
+    hidden layer ``cut``, the inputs it reads and its units in each layer 0..cut."""
+    sizes = [W0.shape[1]] + [W.shape[1] for W in Ws[1 : cut + 1]]
+    base = np.cumsum([0] + sizes)
+    n_inputs = 1 + max((i for i in row_input if i is not None), default=-1)
+    parent = list(range(base[-1] + n_inputs))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        parent[find(a)] = find(b)
+    for d, k in zip(*np.nonzero(W0)):
+        if row_input[d] is not None:
+            union(int(k), int(base[-1] + row_input[d]))
+    for j in range(1, cut + 1):
+        for a_, b_ in zip(*np.nonzero(Ws[j])):
+            union(int(base[j - 1] + a_), int(base[j] + b_))
+    roots = sorted({find(int(base[cut] + k)) for k in range(sizes[cut])})
+    out = []
+    for root in roots:
+        units = [np.array([k for k in range(sizes[j]) if find(int(base[j] + k)) == root], dtype=np.int64)
+                 for j in range(cut + 1)]
+        reads = {i for i in range(n_inputs) if find(int(base[-1] + i)) == root}
+        out.append((reads, units))
+    return out
+
+
+def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+           widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular, ...], writes: list[str],
+           out: list[int], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray] | None:
+    """An MLP checked in two stages, or None when it has no independent parts.
+
+    Stage A: the first hidden layers fall into independent groups (:func:`_groups`; a counter's
+    decode, a carried code); each group's inputs are enumerated alone, with affine error forms,
+    and the declared steps that read only its inputs run with it.  What the rest of the MLP can
+    see of a group is its *signature*: the declared values it hands on (the subspaces later steps
+    read or the MLP writes).  Its contribution to the next layer, for each signature, is the hull
+    over every input combination with that signature.  Stage B: every combination of the groups'
+    signatures, the next layer's pre-activation the sum of the contributions' intervals, then the
+    remaining layers with affine error forms; the declared result comes from the signatures.  Sound
+    because each input combination of a group lies in its signature's hull, and every combination
+    of signatures is checked.  Returns (rows describing each stage-B combination, the declared
+    outputs, the network's outputs, their error bounds, and the signature names)."""
+    row_input: list[int | None] = [i for i, w in enumerate(widths) for _ in range(w)] + [None] * len(const_vals)
+    H = len(Ws) - 1
+    best = None
+    for cut in range(H - 1, -1, -1):  # the cut whose signatures pin the next layer down best
+        groups = _groups(Ws[0], row_input, Ws, cut)
+        if len(groups) < 2:
+            continue
+        parts, outside = _stage_a(m, Ws, biases, sets, names, widths, const_vals, steps, writes, cut, groups,
+                                  where)
+        width = max(float((p[3] - p[2]).max(initial=0.0)) for p in parts)
+        n = math.prod(len(p[1]) for p in parts)
+        if best is None or (width > 0, width, n) < (best[0] > 0, best[0], best[1]):
+            best = (width, n, cut, parts, outside)
+        if width == 0 and n <= SPLIT_ABOVE:
+            break
+    if best is None:
+        return None
+    _, _, cut, parts, outside = best
+    W_next, b_next = Ws[cut + 1], biases[cut + 1]
+    cols = W_next.shape[1]
+    n = math.prod(len(p[1]) for p in parts)
+    if n > COMBINATION_BUDGET:
+        raise NotCertifiable(f"{where}: {n:,} combinations of its parts' signatures, over the budget "
+                             f"{COMBINATION_BUDGET:,}")
+    grid = np.array(list(np.ndindex(*[len(p[1]) for p in parts])), dtype=np.int64).reshape(n, len(parts))
+    lo = sum(p[2][grid[:, g]] for g, p in enumerate(parts))
+    hi = sum(p[3][grid[:, g]] for g, p in enumerate(parts))
+    big = sum(p[4][grid[:, g]] for g, p in enumerate(parts))
+    ex = np.logical_and.reduce([p[5][grid[:, g]] for g, p in enumerate(parts)])
+    centre, half = (lo + hi) / 2 + b_next, (hi - lo) / 2
+    integral = np.all(np.round(W_next) == W_next, axis=0) & (np.round(b_next) == b_next)
+    exact = ex & integral[None] & (np.round(centre) == centre) & (big + np.abs(b_next) < 2.0**m.p)
+    rounding = np.where(exact, 0.0, gamma(np.count_nonzero(W_next, axis=0) + 1, m.u) * (big + np.abs(b_next)))
+    values: dict[str, np.ndarray] = {}
+    for g, p in enumerate(parts):  # inputs first, then what a group's own steps computed
+        at = 0
+        for name in p[0]:
+            k = len(m.dims(name))
+            if name not in values or name in p[6]:
+                values[name] = p[1][grid[:, g], at : at + k]
+            at += k
+    _declared(tuple(steps[j] for j in outside), values, where)
+    want = np.concatenate([values[nm] for nm in writes], axis=1)
+    sig_all = [nm for p in parts for nm in p[0]]
+    desc = np.concatenate([p[1][grid[:, g]] for g, p in enumerate(parts)], axis=1)
+    if cut + 1 == H:
+        return desc, want, centre[:, out], (half + rounding)[:, out], sig_all
+    r = (half + rounding).max(0)
+    rest_w, rest_b = [np.eye(cols), *Ws[cut + 2 :]], [np.zeros(cols), *biases[cut + 2 :]]
+    z_out, err_out = np.zeros((n, len(out))), np.zeros((n, len(out)))
+    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in rest_w) * cols))
+    for lo_ in range(0, n, step):
+        sl = slice(lo_, lo_ + step)
+        z, A, nu = _affine(centre[sl], r, rest_w, rest_b, m.u, m.p)
+        z_out[sl], err_out[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+    return desc, want, z_out, err_out, sig_all
+
+
+def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+             widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular, ...], writes: list[str],
+             cut: int, groups: list[tuple[set[int], list[np.ndarray]]], where: str) -> tuple[list[tuple], list[int]]:
+    """:func:`_split`'s stage A at hidden layer ``cut``: per group (and per input no unit reads),
+    its signatures and their contributions' hulls; and the steps left for stage B."""
+    n_rows = sum(widths)
+    offsets = np.cumsum([0] + widths)
+    io = [_step_io(st) for st in steps]
+    inside: list[list[int]] = []
+    avail: list[set[str]] = []
+    taken: set[int] = set()
+    for reads, _ in groups:
+        have = {names[i] for i in reads}
+        mine = []
+        for j, (rd, wr) in enumerate(io):
+            if j not in taken and rd and set(rd) <= have:
+                mine.append(j)
+                have |= set(wr)
+        taken |= set(mine)
+        inside.append(mine)
+        avail.append(have)
+    outside = [j for j in range(len(steps)) if j not in taken]
+    needed = set(writes) | {n for j in outside for n in io[j][0]}
+    in_group = set().union(*avail)
+    free = [i for i, n in enumerate(names) if n in needed and n not in in_group]
+    W_next = Ws[cut + 1]
+    cols = W_next.shape[1]
+    parts = []  # per group: (signature names, signature rows, contribution lo, hi, magnitude, exact)
+    for (reads, units), mine, have in zip(groups, inside, avail):
+        idx = sorted(reads)
+        X = _product_rows([sets[i].combos() for i in idx]) if idx else np.zeros((1, 0))
+        values, at = {}, 0
+        for i in idx:
+            values[names[i]] = X[:, at : at + widths[i]]
+            at += widths[i]
+        _declared(tuple(steps[j] for j in mine), values, where)
+        sig_names = [n for n in names + writes if n in have and n in needed]
+        sig_names = list(dict.fromkeys(sig_names))
+        outputs = {n for j in mine for n in io[j][1]}
+        sig = np.concatenate([values[n] for n in sig_names], axis=1) if sig_names else np.zeros((len(X), 0))
+        rows = [r for i in idx for r in range(offsets[i], offsets[i + 1])] + list(range(n_rows, n_rows + len(const_vals)))
+        Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
+        r = np.concatenate([sets[i].radius for i in idx] + [np.zeros(len(const_vals))])
+        layer_w = [Ws[0][rows][:, units[0]]] + [Ws[j][units[j - 1]][:, units[j]] for j in range(1, cut + 1)]
+        layer_b = [biases[j][units[j]] for j in range(cut + 1)]
+        k = len(units[cut])
+        Wg = W_next[units[cut]]
+        centre, err, mag = (np.empty((len(X), cols)) for _ in range(3))
+        exact = np.empty((len(X), cols), dtype=bool)
+        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in layer_w) * len(r)))
+        for lo_ in range(0, len(X), step):
+            sl = slice(lo_, lo_ + step)
+            h, A, nu = _affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
+            e = np.abs(A) @ r + nu
+            centre[sl], err[sl], mag[sl] = h @ Wg, e @ np.abs(Wg), (np.abs(h) + e) @ np.abs(Wg)
+            exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
+        keys, inverse = np.unique(sig, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        lo = np.full((len(keys), cols), np.inf)
+        hi = np.full((len(keys), cols), -np.inf)
+        np.minimum.at(lo, inverse, centre - err)
+        np.maximum.at(hi, inverse, centre + err)
+        big = np.zeros((len(keys), cols))
+        np.maximum.at(big, inverse, mag)
+        ex = np.ones((len(keys), cols), dtype=bool)
+        np.logical_and.at(ex, inverse, exact)
+        parts.append((sig_names, keys, lo, hi, big, ex & (lo == hi), outputs))
+    for i in free:
+        c = sets[i].combos()
+        zero = np.zeros((len(c), cols))
+        parts.append(([names[i]], c, zero, zero, zero, np.ones((len(c), cols), dtype=bool), set()))
+    return parts, outside
+
+
+def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+           const_vals: np.ndarray, steps: tuple[Lookup | Modular, ...], writes: list[str],
+           out: list[int], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Every combination of the codes an MLP reads (the product of their sets) through the whole
+    network with affine error forms; the declared result of each."""
+    n = math.prod(s.size() for s in sets)
+    if n > COMBINATION_BUDGET:
+        raise NotCertifiable(f"{where}: {n:,} code combinations, over the budget {COMBINATION_BUDGET:,}")
+    X = _product_rows([s.combos() for s in sets])
+    Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
+    r = np.concatenate([np.concatenate([s.radius for s in sets]), np.zeros(len(const_vals))])
+    values, at = {}, 0
+    for name, s_ in zip(names, sets):
+        values[name] = X[:, at : at + len(s_.radius)]
+        at += len(s_.radius)
+    _declared(steps, values, where)
+    want = np.concatenate([values[name] for name in writes], axis=1)
+    z_all, err_all = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
+    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in Ws) * len(r)))
+    for lo in range(0, len(X), step):
+        sl = slice(lo, lo + step)
+        z, A, nu = _affine(Xc[sl], r, Ws, biases, m.u, m.p)
+        z_all[sl], err_all[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+    return X, want, z_all, err_all, names
+
+
+def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: dict[str, Any]) -> list[State]:
+    """An MLP of :class:`Lookup` or :class:`Steps`: every class, every combination of the codes it
+    reads through the network (:func:`_joint`, or part by part, :func:`_split`), against the
+    declared steps' result."""
+    steps = ob.steps if isinstance(ob, Steps) else (ob,)
+    where = f"layer {l + 1} MLP {ob.mlp}"
     weights, biases = _mlp_weights(m, l, ob.mlp)
-    reads = [d for name in ob.reads for d in m.dims(name)]
-    out = m.dims(ob.out)
+    writes = _written(steps)
+    inputs_names = [n for n in _read(steps) if n not in writes] + writes
+    reads = [d for name in inputs_names for d in m.dims(name)]
+    out = [d for name in writes for d in m.dims(name)]
     const, bos_fixed, body_fixed = _const_dims(m)
     _check_io(m, l, ob.mlp, weights, biases, reads, out, const)
-    inputs = reads + sorted(const)
-    W0 = weights[0][inputs]
+    Ws = [weights[0][reads + sorted(const)], *weights[1:]]
     worst = 0.0
     new_states = []
     for c, st in enumerate(states):
-        sets = [st[name] for name in ob.reads]
-        n = math.prod(s.size() for s in sets)
-        if n > COMBINATION_BUDGET:
-            raise NotCertifiable(f"layer {l + 1} MLP {ob.mlp}: {n:,} code combinations, over the budget "
-                                 f"{COMBINATION_BUDGET:,}")
-        X = _product_rows([s.combos() for s in sets])
-        fixed = bos_fixed if c == 0 else body_fixed
-        old = st[ob.out]
-        if old.size() != 1 or np.any(old.combos() != 0):
-            raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}", f"{ob.out} is not 0 before the lookup")
-        Xc = np.concatenate([X, np.tile(fixed[sorted(const)], (len(X), 1))], axis=1)
-        r = np.concatenate([np.concatenate([s.radius for s in sets]), np.zeros(len(const))])
-        want = np.empty((len(X), len(out)))
-        for i, row in enumerate(X):
-            key = tuple(int(round(v)) for v in row)
-            if key not in ob.table or np.any(np.round(row) != row):
-                raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}",
-                                         f"the code combination {key} reaches the lookup but is not in its table")
-            want[i] = np.asarray(ob.table[key], dtype=np.float64)
+        for name in writes:
+            old = _get(st, name)
+            if old.size() != 1 or np.any(old.combos() != 0):
+                raise CertificateFailure(where, f"{name} is not 0 before the MLP writes it")
+        sets = [_get(st, name) for name in inputs_names]
+        const_vals = (bos_fixed if c == 0 else body_fixed)[sorted(const)]
+        widths = [len(s.radius) for s in sets]
+        split = None
+        if math.prod(s.size() for s in sets) > SPLIT_ABOVE:
+            split = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where)
+        if split is None:
+            split = _joint(m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out, where)
+        desc, want, z, err, desc_names = split
+        # the old values are 0 up to their radius, which adds; adding them rounds by at most u |sum| and at
+        # most the smaller operand (round to nearest), so by at most their radius
+        old_r = np.concatenate([_get(st, name).radius for name in writes])
+        bound = np.abs(z - want) + err + old_r
+        bound = bound + np.minimum(m.u * (np.abs(want) + bound), old_r)
         gap = _half_gaps(want)
-        rad = np.zeros(len(out))
-        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * len(inputs)))
-        for lo in range(0, len(X), step):
-            sl = slice(lo, lo + step)
-            z, A, nu = _affine(Xc[sl], r, [W0, *weights[1:]], biases, m.u)
-            z, A, nu = z[:, out], A[:, out], nu[:, out]
-            # the old value is exactly 0 (checked above); its radius adds, and the residual addition rounds
-            bound = np.abs(z - want[sl]) + np.abs(A) @ r + nu + old.radius
-            bound = bound + m.u * (np.abs(want[sl]) + bound)
-            bad = np.argwhere(bound >= gap)
-            if len(bad):
-                i, k = bad[0]
-                key = tuple(int(round(v)) for v in X[lo + i])
-                raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}",
-                                         f"on the code combination {key} output dim {k} of {ob.out} is "
-                                         f"{z[i, k]:.6g} (error bound {bound[i, k]:.3g}), not within half the gap "
-                                         f"{2 * gap[k]:.3g} of the table's {want[lo + i, k]:g}")
-            rad = np.maximum(rad, bound.max(0))
-        worst = max(worst, float(rad.max()))
+        bad = np.argwhere(bound >= gap)
+        if len(bad):
+            i, k = bad[0]
+            key = tuple(float(v) if v != round(v) else int(v) for v in desc[i])
+            name = next(nm for nm in writes if out[k] in m.dims(nm))
+            raise CertificateFailure(where, f"on the code combination {key} of {', '.join(desc_names)} output dim "
+                                     f"{out[k]} ({name}) is {z[i, k]:.6g} (error bound {bound[i, k]:.3g}), not "
+                                     f"within half the gap {2 * gap[k]:.3g} of the declared {want[i, k]:g}")
+        rad = bound.max(0) if len(bound) else np.zeros(len(out))
+        worst = max(worst, float(rad.max()) if len(rad) else 0.0)
         st = dict(st)
-        st[ob.out] = Code.of(want, rad)
+        at = 0
+        for name in writes:
+            k = len(m.dims(name))
+            _put(st, name, Code.of(want[:, at : at + k], rad[at : at + k]))
+            at += k
         new_states.append(st)
-    report["mlp"] = {"name": ob.mlp, "kind": "lookup", "max_error": worst}
+    report["mlp"] = {"name": ob.mlp, "kind": "steps" if isinstance(ob, Steps) else "lookup", "max_error": worst}
     return new_states
 
 
@@ -794,18 +1293,8 @@ def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndar
     worst = math.inf
     for c in sorted(set(pos_class[1:].tolist())):
         st = states[c]
-        parts, radii = [], []
-        for name in ob.readout.reads:
-            base = re.fullmatch(r"(.*)\[(\d+)\]", name)
-            if name in st:
-                parts.append(st[name].combos())
-                radii.append(st[name].radius)
-            elif base and base.group(1) in st:
-                code, i = st[base.group(1)], int(base.group(2))
-                parts.append(code.per_dim[i][:, None])
-                radii.append(code.radius[i : i + 1])
-            else:
-                raise CertificateFailure("readout", f"reads {name!r}, which no obligation tracks")
+        codes = [_get(st, name) for name in ob.readout.reads]
+        parts, radii = [c.combos() for c in codes], [c.radius for c in codes]
         X = _product_rows(parts)
         if len(X) > COMBINATION_BUDGET:
             raise NotCertifiable(f"readout: {len(X):,} final codes, over the budget {COMBINATION_BUDGET:,}")
@@ -839,7 +1328,11 @@ def obligations_of(model) -> Obligations:
     if construction.obligations is None:
         raise NotCertifiable(f"the {construction.name} construction declares no obligations yet: "
                              f"not certified (sampled verification only)")
-    ob = construction.obligations(model, plan)
+    try:
+        ob = construction.obligations(model, plan)
+    except Undeclared as e:
+        raise NotCertifiable(f"the {construction.name} construction declares no obligations for this model yet: "
+                             f"{e}; not certified (sampled verification only)") from None
     labels = readout_of(model.meta)
     if labels is None:
         return ob
@@ -918,7 +1411,7 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
         states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
-        if isinstance(layer.mlp, Lookup):
+        if isinstance(layer.mlp, (Lookup, Steps)):
             states = _lookup(m, l, layer.mlp, states, report)
         elif isinstance(layer.mlp, Compose):
             states = _compose(m, l, layer.mlp, states, closure, report)

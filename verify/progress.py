@@ -27,15 +27,16 @@ def _seconds(s: float) -> str:
 class Progress:
     """``progress(check, done, total)`` callback writing to ``stream`` (see the module docstring).
 
-    ``budget``: the verification's time budget in seconds, if any (the ETA is capped by it
+    ``unit``: what ``done`` and ``total`` count; ``budget``: the verification's time budget in seconds, if any (the ETA is capped by it
     and the line says so); ``clock``: seconds, monotonic (injectable for tests)."""
 
     def __init__(self, stream: TextIO, *, tty: bool | None = None, interval: float = 10.0, quiet: float = 2.0,
-                 budget: float | None = None, what: str = "verifying",
+                 budget: float | None = None, what: str = "verifying", unit: str = "positions",
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream
         self.tty = bool(getattr(stream, "isatty", lambda: False)()) if tty is None else tty
         self.interval, self.quiet, self.budget, self.what, self.clock = interval, quiet, budget, what, clock
+        self.unit = unit
         self.start = clock()
         self.last_shown: float | None = None
         self.shown = False
@@ -44,7 +45,7 @@ class Progress:
         """The status line: positions done of planned, percent, elapsed, ETA, current check."""
         elapsed = self.clock() - self.start
         pct = 100.0 * done / total if total else 100.0
-        text = f"{self.what}: {done:,} of {total:,} positions ({pct:.0f}%), {_seconds(elapsed)} elapsed"
+        text = f"{self.what}: {done:,} of {total:,} {self.unit} ({pct:.0f}%), {_seconds(elapsed)} elapsed"
         if 0 < done < total:
             eta = elapsed * (total - done) / done
             if self.budget is not None and elapsed + eta > self.budget:

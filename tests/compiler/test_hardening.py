@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import compiler
-from compiler import cli
+from compiler import cli, usage
 from compiler.automata.errors import BudgetError, SpecError
 from compiler.automata.load import load_spec
 from compiler.cli import main
@@ -355,7 +355,7 @@ def test_help_states_the_exit_codes_defaults_and_examples(capsys):
 
 def test_readme_states_the_exit_codes():
     text = (ROOT / "README.md").read_text()
-    for line in cli.EXIT_CODES.splitlines()[1:]:
+    for line in usage.EXIT_CODES.splitlines()[1:]:
         assert line.split()[0] in text
     assert "| 3 | internal error" in text and "| 1 | the model is not exact" in text and "--debug" in text
 

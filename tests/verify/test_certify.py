@@ -101,10 +101,47 @@ def test_obligations_come_from_the_plan_not_the_weights(rare):
 
 
 def test_a_construction_without_obligations_is_not_certified_and_says_so():
-    model = _compile("parity", 32, "krohn-rhodes")
+    model = _compile("grid:4", 32, "gridworld")
     cert = certify(model)
     assert cert["certified"] is False and cert["supported"] is False
-    assert "krohn-rhodes" in cert["reason"] and "not certified" in cert["reason"]
+    assert "gridworld" in cert["reason"] and "not certified" in cert["reason"]
+
+
+def test_krohn_rhodes_reset_units_are_not_certified_yet_and_say_why():
+    cert = certify(_compile("flipflop", 32, "krohn-rhodes"))
+    assert cert["certified"] is False and cert["supported"] is False
+    assert "reset units" in cert["reason"] and "most-recent-flag" in cert["reason"]
+
+
+@pytest.mark.parametrize("spec, max_len", [
+    ("parity", 256),  # one counter, one block
+    ("cyclic-product:2,2,2", 256),  # three counters decoded side by side: checked part by part
+    ("symmetric:4", 256),  # three blocks; inputs keyed by earlier counters' values before the update
+    ("dihedral:4", 1024),  # position blocks: several prefix-sum heads into one sum
+])
+def test_krohn_rhodes_counter_cascades_are_certified(spec, max_len):
+    cert = certify(_compile(spec, max_len, "krohn-rhodes"))
+    assert cert["certified"] is True, cert.get("reason")
+    assert cert["readout"]["min_margin"] > 0.5
+    assert any(h["max_weight_deviation"] < 1e-5 for layer in cert["layers"] for h in layer.get("heads", []))
+
+
+def test_a_counter_decode_wrong_only_for_large_prefix_sums_is_refused():
+    """Move the last coarse step of a mod-5 counter's decode that any input reaches by one
+    residue period: the model is wrong only where the prefix sum passes 1000 (nearly all letters
+    the largest increment).  The certificate names the MLP and a code combination there."""
+    from constructions.krohn_rhodes import counter_residue
+    model = _compile("cyclic:5", 256, "krohn-rhodes")
+    assert certify(model)["certified"] is True
+    res = counter_residue(5, 256)
+    top = (4 * 256) // res.modulus  # the highest step threshold some input reaches
+    with torch.no_grad():
+        model.blocks[0].mlp.b_in[top - 1] -= 4 * res.modulus  # slope 4: the threshold moves by M
+    cert = certify(model)
+    assert cert["certified"] is False and cert["supported"] is True
+    assert cert["failure"]["where"] == "layer 1 MLP block1.mlp"
+    mean = float(cert["failure"]["detail"].split("(")[1].split(",")[0])
+    assert mean * 2 * 256 >= (top - 1) * res.modulus  # mass 2T: the sum that breaks is a large one
 
 
 def test_the_platform_keeps_the_softmax_assumptions():
@@ -180,7 +217,9 @@ def test_a_checkpoint_stays_deterministic_with_its_certificate(tmp_path):
 
 
 SWEEP = [("parity", "scan", 12), ("symmetric:3", "scan", 6), ("regex:(a|b)*abab", "scan", 12),
-         ("nth-last:3", "lookback", 12), ("regex:ab(a|b)*ba", "lookback", 12), ("flipflop", "scan", 8)]
+         ("nth-last:3", "lookback", 12), ("regex:ab(a|b)*ba", "lookback", 12), ("flipflop", "scan", 8),
+         ("parity", "krohn-rhodes", 12), ("cyclic:3", "krohn-rhodes", 8), ("dihedral:3", "krohn-rhodes", 10),
+         ("cyclic-product:2,2", "krohn-rhodes", 6)]
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import torch
 import compiler
 from compiler.cli import main
 from verify import html, svg
+from verify.policy import CROSS_CHECK
 from verify.check import verify
 from verify.report import REPORT_SCHEMA, file_sha256, report_dict, write_report
 
@@ -193,7 +194,9 @@ def test_compile_stores_verification_and_no_verify_skips(tmp_path, capsys):
     assert main(["compile", "parity", "-o", str(a), "--max-len", "16"]) == 0
     assert "verification: exact" in capsys.readouterr().out
     v = compiler.load(a).info()["verification"]
-    assert v["exact"] is True and v["n_errors"] == 0 and v["checked"]["random_sequences"] == 16
+    # parity compiles to a certified krohn-rhodes counter: the proof, then only the cross-check's samples
+    assert v["certificate"]["certified"] is True
+    assert v["exact"] is True and v["n_errors"] == 0 and v["checked"]["random_sequences"] == CROSS_CHECK["samples"]
     assert v["checked"]["exhaustive_length"] >= 1 and v["margins"]["readout_min_logit_margin"] > 0
     assert main(["compile", "parity", "-o", str(b), "--max-len", "16"]) == 0
     assert a.read_bytes() == b.read_bytes()  # the stored summary is deterministic

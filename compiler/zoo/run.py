@@ -1,0 +1,198 @@
+"""Run a zoo: the config's models over a process pool (or Ray), resumable, then the manifest.
+
+:func:`run_zoo` lists the config's models (:func:`compiler.zoo.config.jobs`), skips those with
+a record in ``DIR/records`` (a rerun into the same directory resumes), schedules the rest on
+an existing engine -- a ``concurrent.futures`` process pool (spawned workers, one thread each,
+recycled every :data:`TASKS_PER_WORKER` models so memory stays flat) or, with ``ray``, a Ray
+cluster -- and rebuilds ``manifest.jsonl`` from the records, in the config's order.  Every
+model's bytes depend on its own seed only, so the worker count, the engine and the order of
+completion cannot change them; the manifest holds no timing (``timings.jsonl`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from verify.progress import Progress
+
+from ..automata.atomic import TEMP_SUFFIX, write_atomic
+from ..automata.errors import InputError
+from .config import Config, Job, jobs, load
+from .job import CIRCUITS, MODELS, RECORDS, TRACES, run_job
+
+MANIFEST_SCHEMA = "shortcut-zoo-manifest/1"
+MAX_WORKERS = 64
+TASKS_PER_WORKER = 100
+"""A pool worker is replaced after this many models (bounded memory over thousands)."""
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""Every worker computes with one thread: the same arithmetic (and bytes) on any machine load."""
+IN_FLIGHT_PER_WORKER = 4
+"""Jobs handed to the engine ahead of the free workers (the rest wait in the parent)."""
+
+
+@dataclass
+class ZooSummary:
+    """What a run produced: counts by status, class and method, failures by reason."""
+
+    out: str
+    total: int
+    new: int
+    resumed: int
+    by_status: dict[str, int] = field(default_factory=dict)
+    by_class: dict[str, int] = field(default_factory=dict)
+    by_method: dict[str, int] = field(default_factory=dict)
+    by_verification: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """The summary as a few lines."""
+        fmt = lambda d: ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"  # noqa: E731
+        return (f"zoo: {self.total} models in {self.out} ({self.new} made now, {self.resumed} already there)\n"
+                f"  status: {fmt(self.by_status)}\n  by class: {fmt(self.by_class)}\n"
+                f"  by method: {fmt(self.by_method)}\n  verification: {fmt(self.by_verification)}\n"
+                f"  failures by reason: {fmt(self.failures)}")
+
+
+def _prepare(out: Path, config: Config) -> None:
+    """Create the directory tree, refuse one that holds another config's zoo, and remove the
+    temporary files a killed run may have left (``.NAME.XXXXXXXX.tmp``)."""
+    for sub in (MODELS, CIRCUITS, TRACES, RECORDS):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    stamp = out / "zoo.json"
+    if stamp.exists():
+        try:
+            old = json.loads(stamp.read_text())["config_sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            old = None
+        if old != config.digest():
+            raise InputError(f"{str(out)!r} holds a zoo made from another config; choose a new directory")
+    write_atomic(stamp, json.dumps({"schema": MANIFEST_SCHEMA, "config_sha256": config.digest(),
+                                    "seed": config.seed}, sort_keys=True) + "\n")
+    for sub in ("", MODELS, CIRCUITS, TRACES, RECORDS):
+        for tmp in (out / sub).glob(f".*{TEMP_SUFFIX}"):
+            tmp.unlink(missing_ok=True)
+
+
+def _record(out: Path, job: Job) -> dict[str, Any] | None:
+    """The finished record of ``job``, None when there is none (or it is unreadable: redone)."""
+    path = out / RECORDS / f"{job.id}.json"
+    try:
+        record = json.loads(path.read_text())
+        return record if record["row"]["id"] == job.id else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@contextmanager
+def _thread_env() -> Iterator[None]:
+    """:data:`THREAD_ENV` in the environment the workers inherit (restored afterwards)."""
+    before = {k: os.environ.get(k) for k in THREAD_ENV}
+    os.environ.update(THREAD_ENV)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _pool(todo: list[Job], out: Path, workers: int, done: Callable[[dict[str, Any]], None]) -> None:
+    """Run ``todo`` on a process pool of ``workers`` spawned processes, at most a few ahead."""
+    context = multiprocessing.get_context("spawn")
+    with _thread_env(), ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=TASKS_PER_WORKER) as pool:
+        queue, running = list(reversed(todo)), set()
+        while queue or running:
+            while queue and len(running) < workers * IN_FLIGHT_PER_WORKER:
+                running.add(pool.submit(run_job, queue.pop(), str(out)))
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                done(f.result())
+
+
+def _ray(todo: list[Job], out: Path, workers: int, address: str, done: Callable[[dict[str, Any]], None]) -> None:
+    """Run ``todo`` on Ray: a local cluster of ``workers`` CPUs (``address`` empty) or the
+    cluster at ``address``; Ray schedules, this only hands it the same per-model function."""
+    try:
+        import ray  # noqa: PLC0415 - the optional [ray] extra, loaded only for --ray
+    except ImportError:
+        raise InputError("--ray needs the ray extra: pip install -e '.[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address or None, num_cpus=None if address else workers, include_dashboard=False,
+                 log_to_driver=False, runtime_env={"env_vars": THREAD_ENV})
+    try:
+        remote = ray.remote(num_cpus=1)(run_job)
+        queue, running = list(reversed(todo)), []
+        while queue or running:
+            while queue and len(running) < workers * IN_FLIGHT_PER_WORKER:
+                running.append(remote.remote(queue.pop(), str(out)))
+            finished, running = ray.wait(running, num_returns=1)
+            done(ray.get(finished[0]))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _manifest(out: Path, all_jobs: list[Job]) -> list[dict[str, Any]]:
+    """Rebuild ``manifest.jsonl`` and ``timings.jsonl`` from the records, in the config's order."""
+    records = [_record(out, j) for j in all_jobs]
+    rows = [{"schema": MANIFEST_SCHEMA, **r["row"]} for r in records if r is not None]
+    line = lambda x: json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
+    write_atomic(out / "manifest.jsonl", "".join(line(r) + "\n" for r in rows))
+    write_atomic(out / "timings.jsonl", "".join(line({"id": r["row"]["id"], **r["timings"]}) + "\n"
+                                                for r in records if r is not None))
+    return rows
+
+
+def _summary(out: Path, rows: list[dict[str, Any]], new: int) -> ZooSummary:
+    """Counts of the manifest's rows."""
+    s = ZooSummary(str(out), len(rows), new, len(rows) - new)
+    s.by_status = dict(Counter(r["status"] for r in rows))
+    s.by_class = dict(Counter(r["class"] for r in rows))
+    s.by_method = dict(Counter(r["method"] for r in rows if "method" in r))
+    s.by_verification = dict(Counter(r["verification"]["how"] for r in rows if "verification" in r))
+    s.failures = dict(Counter(r["error"]["kind"] for r in rows if r.get("error")))
+    return s
+
+
+def run_zoo(config: "Config | str | Path", out: "str | Path", *, workers: int = 1, limit: int | None = None,
+            ray: str | None = None, progress: Callable[[str, int, int], None] | None = None) -> ZooSummary:
+    """Make (or finish) the zoo of ``config`` in ``out``; see the module docstring.  ``limit``:
+    the config's first ``limit`` models only; ``ray``: run on Ray (``""``: a local cluster of
+    ``workers`` CPUs; otherwise a cluster address); ``progress(what, done, total)``."""
+    if not isinstance(config, Config):
+        config = load(config)
+    if type(workers) is not int or not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
+    out = Path(out)
+    _prepare(out, config)
+    all_jobs = jobs(config, limit)
+    todo = [j for j in all_jobs if _record(out, j) is None]
+    count = [len(all_jobs) - len(todo)]
+
+    def done(record: dict[str, Any]) -> None:
+        count[0] += 1
+        if progress:
+            progress(record["row"]["id"], count[0], len(all_jobs))
+
+    if todo and ray is not None:
+        _ray(todo, out, workers, ray, done)
+    elif todo:
+        _pool(todo, out, workers, done)
+    return _summary(out, _manifest(out, all_jobs), len(todo))
+
+
+def zoo_progress() -> Progress:
+    """Models made of planned on stderr, with an ETA (as ``verify``'s progress)."""
+    return Progress(sys.stderr, what="zoo", unit="models")

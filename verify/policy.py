@@ -1,0 +1,63 @@
+"""Which checks a model gets: its certificate where the certifier covers it, then sampling.
+
+One policy for ``compile --verify``, ``verify`` and the zoo: a model the certificate proves
+exact is only cross-checked by a few samples (:data:`CROSS_CHECK`); any other is checked by
+:data:`VERIFY_SAMPLING`.  The certificate reads named residual dims and 0/1 copying weights,
+so it does not cover a model in a rotated basis (``constructions/basis.py``): for those
+:func:`certificate` reports ``supported: False`` with the reason, and sampling decides.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from constructions.basis import basis_of
+
+from .certify import SCHEMA, certify
+from .check import VerificationResult, verify
+
+VERIFY_SAMPLING = {"samples": 64, "exhaustive_budget": 1 << 15, "family_limit": None}
+"""``verify``'s sampled check without a certificate (its option defaults)."""
+COMPILE_SAMPLING = {"samples": 16, "exhaustive_budget": 4096, "family_limit": 4}
+"""``compile --verify``'s modest sampled check without a certificate (its option defaults), and the zoo's."""
+SAMPLINGS = {"compile": COMPILE_SAMPLING, "verify": VERIFY_SAMPLING}
+"""The sampled checks by the command that uses them (a zoo config's ``sampling``)."""
+CROSS_CHECK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
+"""The sampled check that accompanies a passing certificate (``verify``, ``compile``, the zoo):
+the certificate is the proof; the samples only cross-check the model against the simulation."""
+ROTATED = ("the certificate covers standard-basis models only (it checks 0/1 copying weights on named residual "
+           "dims); this model's residual is in a rotated basis, so it is verified by sampling")
+
+
+def certificate(model, with_obligations: bool = False) -> dict[str, Any]:
+    """``certify(model)``, or for a rotated model the refusal (``supported: False``, :data:`ROTATED`)."""
+    if basis_of(model.meta) is not None:
+        return {"schema": SCHEMA, "method": model.meta.get("method"), "max_len": model.max_len,
+                "dtype": model.config["dtype"], "certified": False, "supported": False, "reason": ROTATED}
+    return certify(model, with_obligations)
+
+
+def certificate_failed(cert: dict | None) -> bool:
+    """A certificate that was attempted for a supported construction and did not hold: the
+    model may be wrong on some input, so the verdict is 'not exact' (exit 1)."""
+    return cert is not None and not cert["certified"] and cert.get("supported", True)
+
+
+def sampling_for(cert: dict | None, sampling: dict[str, Any] = VERIFY_SAMPLING) -> dict[str, Any]:
+    """The sampled check that goes with ``cert``: a cross-check (no larger than ``sampling``)
+    after a proof, else ``sampling``."""
+    if cert is not None and cert["certified"]:
+        return {k: v if sampling[k] is None else min(v, sampling[k]) for k, v in CROSS_CHECK.items()}
+    return dict(sampling)
+
+
+def check(model, *, seed: int = 0, prove: bool = True, sampling: dict[str, Any] = VERIFY_SAMPLING,
+          progress: Callable[[str, int, int], None] | None = None) -> VerificationResult:
+    """The certificate (when ``prove``) and the sampled check it calls for (``sampling``, or the
+    cross-check after a proof); the result carries the certificate, and ``exact`` only when
+    both hold (a certificate that is not supported leaves the verdict to sampling)."""
+    cert = certificate(model) if prove else None
+    result = verify(model, seed=seed, **sampling_for(cert, sampling), progress=progress)
+    result.certificate = cert
+    result.exact = result.exact and not certificate_failed(cert)
+    return result
