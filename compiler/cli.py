@@ -1,9 +1,11 @@
 """The ``shortcut`` command line (also ``python -m compiler``).
 
-One exit-code contract for every command (:data:`EXIT_CODES`, printed by ``--help``), applied
-in one place (:func:`exit_status`): 0 success (and exact), 1 not exact (the message names the
-failing check), 2 bad input or environment (one line ``error: ...``), 3 internal error (one
-line asking for a bug report; the traceback only with ``--debug``).
+One exit-code contract for every command (:data:`compiler.usage.EXIT_CODES`, printed by
+``--help``), applied in one place (:func:`exit_status`): 0 success (and exact), 1 not exact (the
+message names the failing check), 2 bad input or environment (one line ``error: ...``), 3
+internal error (one line asking for a bug report; the traceback only with ``--debug``).  The
+entry point is :func:`compiler.command.main`, which answers ``--version`` and ``--help``
+before this module (and torch) loads.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from constructions.labels import LABELS, READOUTS, STATES, readout_of
 from constructions.model import resolve_device
 from constructions.basis import BASES, MAX_SEED
 from verify.certify import certificate_text, recheck
-from verify.check import batch_rows, check_options, verify
+from verify.check import LAYERWISE_MAX_LEN, batch_rows, check_options, refuse_hopeless, verify
 from verify.policy import (COMPILE_SAMPLING, CROSS_CHECK, VERIFY_SAMPLING, certificate, certificate_failed,
                            sampling_for)
 from verify.progress import Progress
@@ -40,6 +42,7 @@ from .automata.errors import BudgetError, InputError, ShortcutError
 from .automata.formats import parse_alphabet
 from .automata.load import load_spec
 from .automata.version import __version__
+from .usage import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NOT_EXACT, EXIT_OK, error_line, top_parser
 from .export import FORMATS, save_transformer_lens, to_transformer_lens
 from .zoo.run import MAX_WORKERS, run_zoo, zoo_progress
 from .pipeline import (
@@ -50,24 +53,12 @@ from .pipeline import (
     methods,
     require_intact_header,
     set_start,
+    survey,
 )
 
-EXIT_OK, EXIT_NOT_EXACT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
-EXIT_CODES = """exit status (every command):
-  0  success; for compile and verify: the model is exact
-  1  the model is not exact; the message names the failing check (counterexample position,
-     or the failed invariant with its layer/component/position)
-  2  bad input or environment: one line 'error: ...' on stderr
-  3  internal error: one line asking for a bug report (the traceback with --debug)"""
 
 
 # --- the exit-code contract ---------------------------------------------------------------
-
-
-def _error_line(message: str) -> None:
-    """Print ``error: message`` as exactly one line on stderr."""
-    text = " ".join(str(message).splitlines()).strip() or "unknown error"  # \r, \x85, U+2028 ... too
-    print(f"error: {text}", file=sys.stderr)
 
 
 def _silence_stdout() -> None:
@@ -78,6 +69,24 @@ def _silence_stdout() -> None:
         os.dup2(fd, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # stdout is not a real file (e.g. under pytest)
         pass
+
+
+def _say(text: str) -> None:
+    """``print(text)``; when the reader went away (``| head``) the rest is silenced instead of the
+    command ending, so its exit status (1: not exact) still stands."""
+    try:
+        print(text)
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+def _flushed(status: int) -> int:
+    """``status`` once stdout is flushed; a reader that went away leaves it as it is."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    return status
 
 
 OUT_OF_MEMORY = ("out of memory: the automaton, its model or the inputs need more memory than this machine has free "
@@ -92,38 +101,21 @@ def exit_status(e: BaseException, debug: bool = False) -> int:
         _silence_stdout()
         return EXIT_OK
     if isinstance(e, ShortcutError):
-        _error_line(str(e))
+        error_line(str(e))
     elif isinstance(e, KeyboardInterrupt):
-        _error_line("interrupted")
+        error_line("interrupted")
     elif isinstance(e, MemoryError):
-        _error_line(OUT_OF_MEMORY)
+        error_line(OUT_OF_MEMORY)
     elif isinstance(e, OSError):
-        _error_line(f"{e.strerror or e}" + (f": {e.filename!r}" if e.filename else ""))
+        error_line(f"{e.strerror or e}" + (f": {e.filename!r}" if e.filename else ""))
     else:
         if debug:
             traceback.print_exc()
-        _error_line(f"internal error ({type(e).__name__}: {str(e)[:200]}); this is a bug in shortcut {__version__}: "
+        error_line(f"internal error ({type(e).__name__}: {str(e)[:200]}); this is a bug in shortcut {__version__}: "
                     f"please report it with the command that caused it" + ("" if debug else
                                                                             " (rerun with --debug for the traceback)"))
         return EXIT_INTERNAL
     return EXIT_BAD_INPUT
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors are one line and exit 2 like every other bad input."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ShortcutError(f"{self.prog}: {message}")
-
-
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults shown after each option's help (not for flags, nor options without one); the
-    epilog's examples kept as written."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or isinstance(action.default, bool):
-            return action.help
-        return super()._get_help_string(action)
 
 
 # --- option values ------------------------------------------------------------------------
@@ -235,6 +227,20 @@ def _counterexample_line(ce: dict) -> str:
             f"expected {ce['expected']}, got {ce['got']}")
 
 
+def _refuse_hopeless_verify(args: argparse.Namespace, automaton, device) -> None:
+    """Above ``LAYERWISE_MAX_LEN``, refuse (one line, exit 2) before compiling a verification
+    that one full-length input would take past ``--verify-time``
+    (:func:`verify.check.refuse_hopeless`) through the fewest layers the model can have: the
+    requested construction's estimate, or for auto the shallowest that fits (the estimates
+    only, no program is built).  Label readouts compile another automaton: left to verify."""
+    if args.max_len <= LAYERWISE_MAX_LEN or args.readout != STATES:
+        return
+    cands, _, _ = survey(automaton, args.max_len, args.positions, args.max_params)
+    layers = [c.layers for c in cands if c.layers and (c.fits if args.method == "auto" else c.name == args.method)]
+    if layers:
+        refuse_hopeless(min(layers), args.max_len, args.verify_time, device)
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     output = writable_file(args.output, "output")
     device = resolve_device(args.device)
@@ -247,6 +253,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
                           family_limit=COMPILE_FAMILY_LIMIT)
         except BudgetError as e:
             raise BudgetError(f"{e} (compile with --no-verify to skip verification)") from None
+        _refuse_hopeless_verify(args, automaton, device)
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=_dtype(args.dtype),
                               positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
                               prefer=args.prefer, max_params=args.max_params, basis=args.basis,
@@ -266,22 +273,22 @@ def cmd_compile(args: argparse.Namespace) -> int:
     for w in model.meta.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     i = model.info()
-    print(f"compiled {i['automaton']} ({i['n_states']} states, {i['n_symbols']} symbols) with {i['method']}: "
+    _say(f"compiled {i['automaton']} ({i['n_states']} states, {i['n_symbols']} symbols) with {i['method']}: "
           f"{i['n_layers']} layers, d_model {i['d_model']}, d_mlp {i['d_mlp']} "
           f"(up to {i['mlp_hidden_layers']} hidden layers), {i['n_params']} params, "
           f"max_len {i['max_len']}, {i['dtype']} -> {args.output}")
     r = i["readout"]
     if r["kind"] == LABELS:
         on = "the automaton as given" if r.get("states") == "original" else "the minimal Moore machine"
-        print(f"readout: {len(r['labels'])} labels {r['labels']} by {r['form']} on {on}; minimal Moore machine "
+        _say(f"readout: {len(r['labels'])} labels {r['labels']} by {r['form']} on {on}; minimal Moore machine "
               f"{r['states_before']} -> {r['states_after']} states ({r['reachable']} reachable)")
     if args.verify:
-        print(f"verification: {summary_line(model.meta['verification'])}")
+        _say(f"verification: {summary_line(model.meta['verification'])}")
         ce = model.meta["verification"]["counterexample"]
         if ce is not None:
-            print(_counterexample_line(ce))
+            _say(_counterexample_line(ce))
         if args.certify:
-            print(f"certificate: {certificate_text(result.certificate)}")
+            _say(f"certificate: {certificate_text(result.certificate)}")
     return EXIT_OK if exact else EXIT_NOT_EXACT
 
 
@@ -612,17 +619,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         rep = report_dict(result, model, args.model)
     if args.json:
-        print(json_text(rep))
+        _say(json_text(rep))
     else:
-        print(verdict_line(rep["automaton"]["name"], result, rep["checked"]))
+        _say(verdict_line(rep["automaton"]["name"], result, rep["checked"]))
         if result.counterexample is not None:
-            print(_counterexample_line(rep["counterexample"]))
+            _say(_counterexample_line(rep["counterexample"]))
         for f in rep.get("invariants", {}).get("failures", []):
-            print(f"invariant failed: {f}")
+            _say(f"invariant failed: {f}")
         if cert is not None:
-            print(f"certificate: {certificate_text(cert)}")
+            _say(f"certificate: {certificate_text(cert)}")
         if report_dir is not None:
-            print(f"report written to {args.report}/report.json, report.md and report.html")
+            _say(f"report written to {args.report}/report.json, report.md and report.html")
     return EXIT_OK if result.exact and not certificate_failed(cert) else EXIT_NOT_EXACT
 
 
@@ -644,11 +651,11 @@ def cmd_certify(args: argparse.Namespace) -> int:
     if output is not None:
         _write(output, "certificate", lambda: write_atomic(output, json_text(cert, indent=1) + "\n"))
     if args.json:
-        print(json_text({k: v for k, v in cert.items() if k != "obligations"}))
+        _say(json_text({k: v for k, v in cert.items() if k != "obligations"}))
     else:
-        print(f"{model.automaton.name}: {certificate_text(cert)}")
+        _say(f"{model.automaton.name}: {certificate_text(cert)}")
         if args.check is not None:
-            print("certificate check: " + ("matches: the same weights and obligations, proved again" if cert["matches"]
+            _say("certificate check: " + ("matches: the same weights and obligations, proved again" if cert["matches"]
                                             else f"does NOT match ({', '.join(cert['mismatch']) or 'not proved'})"))
     ok = cert["certified"] and (args.check is None or cert["matches"])
     return EXIT_OK if ok else EXIT_NOT_EXACT
@@ -696,55 +703,6 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 
 # --- the parser -----------------------------------------------------------------------------
 
-EXAMPLES = {
-    "compile": """examples:
-  shortcut compile parity -o parity.safetensors --max-len 64
-  shortcut compile examples/turnstile.json -o turnstile.safetensors --method scan
-  shortcut compile partial.json -o p.safetensors --complete       # add a sink for missing transitions
-  shortcut compile grid:5 -o g.safetensors --max-len 4096 --dtype float64""",
-    "run": """examples:
-  shortcut run q8.safetensors --input "i j k"
-  shortcut run s5.safetensors --input "(1,2) (1,2,3,4,5) e"
-  shortcut run m.safetensors --input "up,1 | down,1" --sep "|"
-  printf 'i j\nk\n' | shortcut run q8.safetensors --input-file - --json""",
-    "plan": """examples:
-  shortcut plan dyck:4,2 --max-len 256
-  shortcut plan dyck:4,2 --max-len 256 --prefer size
-  shortcut plan examples/turnstile.json --max-len 1024 --json""",
-    "info": """examples:
-  shortcut info q8.safetensors
-  shortcut info q8.safetensors --json
-  shortcut info q8.safetensors --layout""",
-    "verify": """examples:
-  shortcut verify q8.safetensors
-  shortcut verify q8.safetensors --report out/ --samples 256
-  shortcut verify q8.safetensors --exhaustive-budget 100000 --json""",
-    "certify": """examples:
-  shortcut certify q8.safetensors
-  shortcut certify q8.safetensors -o q8.cert.json
-  shortcut certify q8.safetensors --check q8.cert.json""",
-    "export": """examples:
-  shortcut export q8.safetensors --format transformer-lens -o q8-tl/
-  (then, with the transformer-lens extra: compiler.export.to_transformer_bridge, see the README)""",
-    "decompose": """examples:
-  shortcut decompose quaternion
-  shortcut decompose symmetric:4 --json
-  shortcut decompose dihedral:4 --dot d8.dot""",
-    "catalog": """examples:
-  shortcut catalog""",
-    "zoo": """examples:
-  shortcut zoo examples/zoo-tiny.toml -o zoo-tiny/
-  shortcut zoo examples/zoo.toml -o zoo/ --workers 2 --limit 200
-  shortcut zoo examples/zoo.toml -o zoo/ --ray              (a local Ray cluster; or --ray ADDRESS)""",
-}
-
-
-def _sub(sub, name: str, help: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help, description=help, epilog=f"{EXAMPLES[name]}\n\n{EXIT_CODES}",
-                       formatter_class=_Formatter)
-    p.add_argument("--debug", action="store_true", help="on an internal error, print the traceback")
-    return p
-
 
 def _planner_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefer", default="depth", choices=list(PREFERENCES),
@@ -755,16 +713,9 @@ def _planner_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="shortcut", description="Compile finite automata into exact, hand-set Transformers.",
-                epilog=f"examples:\n  shortcut compile symmetric:5 -o s5.safetensors --max-len 128\n"
-                       f"  shortcut run s5.safetensors --input \"(1,2) (1,2,3,4,5) e (1,2)\"\n"
-                       f"  shortcut COMMAND --help   (each command's options, defaults and examples)\n\n{EXIT_CODES}",
-                formatter_class=_Formatter)
-    p.add_argument("--version", action="version", version=f"shortcut {__version__}")
-    p.add_argument("--debug", action="store_true", help="on an internal error, print the traceback")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p, subs = top_parser()
 
-    c = _sub(sub, "compile", "compile a spec (JSON path or catalog name) to a .safetensors checkpoint")
+    c = subs["compile"]
     c.add_argument("spec", help="a JSON spec or transition-table file, an AALpy .dot file, a .npz table, "
                                 "regex:PATTERN or a catalog name (see `shortcut catalog`)")
     c.add_argument("--alphabet", help="the letters of a regex:PATTERN, comma-separated (default: those it uses)")
@@ -803,7 +754,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of --basis orthogonal")
     c.set_defaults(func=cmd_compile)
 
-    n = _sub(sub, "plan", "every construction's estimate (layers, parameters) or refusal, and what auto picks")
+    n = subs["plan"]
     n.add_argument("spec", help="a spec as `compile` takes it (JSON, table, .dot, .npz, regex:PATTERN or a catalog name)")
     n.add_argument("--alphabet", help="the letters of a regex:PATTERN, comma-separated (default: those it uses)")
     n.add_argument("--max-len", type=int, default=128, help="longest input the model must simulate exactly")
@@ -818,7 +769,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--json", action="store_true", help="the candidates and the choice as one JSON object")
     n.set_defaults(func=cmd_plan)
 
-    r = _sub(sub, "run", "run a compiled model on symbol sequences (whitespace-separated, or --sep)")
+    r = subs["run"]
     r.add_argument("model", help="a checkpoint written by `shortcut compile`")
     r.add_argument("--input", help="one sequence of symbols")
     r.add_argument("--input-file", help="one sequence per line ('-' for stdin)")
@@ -828,14 +779,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", default="cpu", help="torch device to run on (cpu, cuda, cuda:N, mps)")
     r.set_defaults(func=cmd_run)
 
-    i = _sub(sub, "info", "describe a compiled model")
+    i = subs["info"]
     i.add_argument("model", help="a checkpoint written by `shortcut compile`")
     i.add_argument("--json", action="store_true", help="the description as one JSON object")
     i.add_argument("--layout", action="store_true",
                    help="what each head and MLP reads and writes, by residual subspace (with --json: the layout JSON)")
     i.set_defaults(func=cmd_info)
 
-    v = _sub(sub, "verify", "check a compiled model against step-by-step simulation")
+    v = subs["verify"]
     v.add_argument("model", help="a checkpoint written by `shortcut compile`")
     v.add_argument("--report", metavar="DIR", help="write report.json, report.md and report.html into DIR")
     v.add_argument("--samples", type=NON_NEGATIVE, default=None,
@@ -857,22 +808,20 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="the report as one JSON object")
     v.set_defaults(func=cmd_verify)
 
-    f = _sub(sub, "certify", "prove a compiled model exact on every input up to its max_len (exit 1 with the failing "
-                             "obligation, or the construction not certified yet)")
+    f = subs["certify"]
     f.add_argument("model", help="a checkpoint written by `shortcut compile`")
     f.add_argument("-o", "--output", metavar="CERT", help="write the certificate (JSON) to this file")
     f.add_argument("--check", metavar="CERT", help="re-check a certificate written by -o against this model")
     f.add_argument("--json", action="store_true", help="the certificate as one JSON object")
     f.set_defaults(func=cmd_certify)
 
-    x = _sub(sub, "export", "write a compiled model in another library's layout (TransformerLens: safetensors "
-                            "state dict, config.json, map.json)")
+    x = subs["export"]
     x.add_argument("model", help="a checkpoint written by `shortcut compile`")
     x.add_argument("--format", default=FORMATS[0], choices=list(FORMATS), help="the target layout")
     x.add_argument("-o", "--output", required=True, metavar="DIR", help="the directory to write (created)")
     x.set_defaults(func=cmd_export)
 
-    d = _sub(sub, "decompose", "Krohn-Rhodes decomposition into a verified cascade of counters and resets")
+    d = subs["decompose"]
     d.add_argument("spec", help="a JSON spec file or a catalog name")
     d.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
@@ -880,8 +829,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--dot", metavar="FILE", help="also write the cascade as a Graphviz DOT graph")
     d.set_defaults(func=cmd_decompose)
 
-    z = _sub(sub, "zoo", "compile, verify and save the models a zoo config names, with their circuits and traces "
-                         "(rerun into the same directory to resume)")
+    z = subs["zoo"]
     z.add_argument("config", help="the zoo config (TOML, or JSON for *.json): families of models, see docs/zoo.md")
     z.add_argument("-o", "--output", required=True, metavar="DIR", help="the zoo directory (created; resumed if it exists)")
     z.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=1, help="worker processes (or Ray CPUs)")
@@ -890,7 +838,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run on Ray (the [ray] extra): a local cluster, or the cluster at ADDRESS")
     z.set_defaults(func=cmd_zoo)
 
-    k = _sub(sub, "catalog", "list the built-in automata")
+    k = subs["catalog"]
     k.set_defaults(func=cmd_catalog)
     return p
 
@@ -900,7 +848,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-        return args.func(args)
+        return _flushed(args.func(args))
     except SystemExit:  # --help and --version
         raise
     except BaseException as e:  # noqa: BLE001 - the one place every failure becomes an exit status

@@ -26,11 +26,14 @@ Conventions the config pins (each one matters for bit-equality):
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 
 from constructions.checkpoint import serialize
 from constructions.model import CompiledTransformer
@@ -46,7 +49,12 @@ FORMATS = (FORMAT,)
 MAP_SCHEMA = "shortcut-transformer-lens-map/1"
 ATTN_SCALE = 2.0
 """TransformerLens divides scores by this; ``W_Q`` is multiplied by it (a power of two: exact)."""
-FILES = ("model.safetensors", "config.json", "map.json")
+FILES = ("model.safetensors", "config.json", "map.json", "tokenizer.json", "tokenizer_config.json")
+BOS = "BOS"
+"""The BOS token's name in the exported vocabulary (id ``n_symbols``, after the symbols)."""
+UNK = "<unk>"
+"""The tokenizer's unknown token: id ``n_symbols + 1``, past the embedding, so an unknown
+symbol fails at the embedding instead of being read as another token."""
 
 
 @dataclass
@@ -74,6 +82,33 @@ class TransformerLensExport:
                 "subspaces": self.subspaces}
 
 
+def tokenizer_json(tokens: list[str]) -> dict[str, Any]:
+    """A Hugging Face ``tokenizers`` definition of the vocabulary ``tokens`` (symbols, then
+    :data:`BOS`): whitespace-separated symbols, one id each, BOS prepended to every sequence."""
+    bos = len(tokens) - 1
+    special = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                "special": True} for i, t in ((bos, BOS), (bos + 1, UNK))]
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": special, "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": BOS, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"SpecialToken": {"id": BOS, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                    {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {BOS: {"id": BOS, "ids": [bos], "tokens": [BOS]}}},
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate([*tokens, UNK])}, "unk_token": UNK},
+    }
+
+
+def tokenizer_config(n_ctx: int) -> dict[str, Any]:
+    """``tokenizer_config.json``: BOS (also end and padding token), prepended already
+    (``add_bos_token``: TransformerLens then builds no tokenizer of its own)."""
+    return {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": BOS, "pad_token": BOS,
+            "unk_token": UNK, "add_bos_token": True, "model_max_length": n_ctx, "padding_side": "right",
+            "clean_up_tokenization_spaces": False}
+
+
 def _config(flat: CompiledTransformer, n_heads: int, d_mlp: int) -> dict[str, Any]:
     c = flat.config
     a = flat.automaton
@@ -83,7 +118,7 @@ def _config(flat: CompiledTransformer, n_heads: int, d_mlp: int) -> dict[str, An
         "d_mlp": d_mlp, "d_vocab": c["n_symbols"] + 1, "d_vocab_out": c["n_out"], "n_ctx": c["max_len"] + 1,
         "act_fn": "relu", "normalization_type": None, "positional_embedding_type": "standard",
         "attention_dir": "causal", "attn_only": False, "use_attn_scale": True, "attn_scale": ATTN_SCALE,
-        "original_architecture": None, "tokenizer_name": None, "default_prepend_bos": False,
+        "original_architecture": None, "tokenizer_name": None, "default_prepend_bos": True,
         "dtype": c["dtype"],
     }
 
@@ -133,18 +168,21 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
         state_dict={k: v.contiguous() for k, v in sd.items()}, config=_config(flat, n_heads, d_mlp),
         blocks=list(flat.meta["unfolded"]["blocks"]), residual_labels=list(flat.meta["residual_labels"]),
         subspaces={k: list(v) for k, v in flat.meta["subspaces"].items()},
-        tokens=[*a.alphabet, "BOS"], outputs=list(a.states))
+        tokens=[*a.alphabet, BOS], outputs=list(a.states))
 
 
 def save_transformer_lens(export: TransformerLensExport, directory: str | Path) -> list[Path]:
-    """Write ``model.safetensors`` (the state dict), ``config.json`` and ``map.json`` into
-    ``directory`` (created); deterministic bytes for the same model; each file written atomically."""
+    """Write :data:`FILES` into ``directory`` (created): ``model.safetensors`` (the state dict),
+    ``config.json``, ``map.json`` and the tokenizer (``tokenizer.json``, ``tokenizer_config.json``:
+    what ``PreTrainedTokenizerFast.from_pretrained`` reads); deterministic bytes for the same
+    model; each file written atomically."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in FILES]
     write_atomic(paths[0], serialize(export.state_dict, {"format": FORMAT, "config": json_text(export.config)}))
-    write_atomic(paths[1], json_text(export.config, indent=1, sort_keys=True) + "\n")
-    write_atomic(paths[2], json_text(export.map_json(), indent=1) + "\n")
+    texts = [export.config, export.map_json(), tokenizer_json(export.tokens), tokenizer_config(export.config["n_ctx"])]
+    for path, obj in zip(paths[1:], texts):
+        write_atomic(path, json_text(obj, indent=1, sort_keys=path.name == "config.json") + "\n")
     return paths
 
 
@@ -154,27 +192,82 @@ def bos_tokens(tokens: torch.Tensor, n_symbols: int) -> torch.Tensor:
     return torch.cat([bos, tokens.long()], dim=1)
 
 
-def to_transformer_bridge(model: "CompiledTransformer | TransformerLensExport"):
-    """A TransformerLens 4.x ``TransformerBridge`` holding ``model`` (or an export): booted
-    natively from the config, the state dict converted with ``convert_tl_checkpoint`` and
-    loaded strictly, no weight processing.  ``bridge(bos_tokens(tokens, n_symbols))[:, 1:]``
-    equals ``model(tokens)`` on the explicit attention path.  Needs the optional extra
-    (``pip install -e ".[transformer-lens]"``)."""
+def _transformer_lens_4() -> Any:
+    """TransformerLens 4.x's pieces for a native bridge (the optional extra, imported here only)."""
     try:
         from transformer_lens.config import TransformerBridgeConfig
         from transformer_lens.model_bridge import TransformerBridge  # noqa: F401 (registers boot_native)
         from transformer_lens.model_bridge.sources.native import boot as boot_native
         from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
+        from transformers import PreTrainedTokenizerFast
     except ImportError as err:
         raise InputError('TransformerLens 4.x is not installed: pip install -e ".[transformer-lens]"') from err
-    export = model if isinstance(model, TransformerLensExport) else to_transformer_lens(model)
-    fields = {k: v for k, v in export.config.items() if k not in ("default_prepend_bos",)}
+    return TransformerBridgeConfig, boot_native, convert_tl_checkpoint, PreTrainedTokenizerFast
+
+
+def _bridge(config: dict[str, Any], state_dict: dict[str, torch.Tensor], tokenizer: Any = None) -> Any:
+    """A native ``TransformerBridge`` booted from ``config`` (the export's), ``state_dict``
+    converted with ``convert_tl_checkpoint`` and loaded strictly, no weight processing."""
+    TransformerBridgeConfig, boot_native, convert_tl_checkpoint, _ = _transformer_lens_4()
+    fields = {k: v for k, v in config.items() if k != "default_prepend_bos"}
     dtype = getattr(torch, fields.pop("dtype"))
     cfg = TransformerBridgeConfig(**fields, dtype=dtype, init_weights=False)
-    bridge = boot_native(cfg, dtype=dtype, model_name=export.config["model_name"])
-    converted = convert_tl_checkpoint(export.state_dict, cfg)
-    result = bridge.load_state_dict(converted, strict=True)
+    bridge = boot_native(cfg, tokenizer=tokenizer, dtype=dtype, model_name=config["model_name"])
+    result = bridge.load_state_dict(convert_tl_checkpoint(state_dict, cfg), strict=True)
     if result.missing_keys or result.unexpected_keys:
         raise RuntimeError(f"TransformerBridge did not take the state dict: {result}")
     bridge.eval()
     return bridge
+
+
+def to_transformer_bridge(model: "CompiledTransformer | TransformerLensExport") -> Any:
+    """A TransformerLens 4.x ``TransformerBridge`` holding ``model`` (or an export), without
+    a tokenizer (:func:`load_transformer_bridge` reads one from an exported directory).
+    ``bridge(bos_tokens(tokens, n_symbols))[:, 1:]`` equals ``model(tokens)`` on the explicit
+    attention path.  Needs the optional extra (``pip install -e ".[transformer-lens]"``)."""
+    export = model if isinstance(model, TransformerLensExport) else to_transformer_lens(model)
+    return _bridge(export.config, export.state_dict)
+
+
+def load_transformer_bridge(directory: str | Path) -> Any:
+    """The ``TransformerBridge`` of a directory written by ``shortcut export`` (or
+    :func:`save_transformer_lens`), with its tokenizer: strings of whitespace-separated symbols
+    work (``to_str_tokens``, ``run_with_cache("a b")``; BOS is prepended), and
+    ``bridge(bos_tokens(tokens, n_symbols))[:, 1:]`` equals the model's logits on the explicit
+    attention path.  Needs the optional extra (``pip install -e ".[transformer-lens]"``)."""
+    *_, PreTrainedTokenizerFast = _transformer_lens_4()
+    out = Path(directory)
+    missing = [name for name in FILES if not (out / name).is_file()]
+    if missing:
+        raise InputError(f"{str(out)!r} is not an exported model directory: no {', '.join(missing)} "
+                         f"(shortcut export MODEL -o DIR writes them)")
+    try:
+        config = json.loads((out / FILES[1]).read_text())
+        state_dict = load_file(out / FILES[0])
+    except (OSError, ValueError, SafetensorError) as e:
+        raise InputError(f"cannot read the exported model in {str(out)!r}: {e}") from None
+    return _bridge(config, state_dict, PreTrainedTokenizerFast.from_pretrained(str(out)))
+
+
+def read_map(directory: str | Path) -> dict[str, Any]:
+    """``map.json`` of an exported directory (blocks' origins, residual labels, subspaces, tokens)."""
+    path = Path(directory) / FILES[2]
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read {str(path)!r}: {e}") from None
+
+
+def read_subspace(cache: Any, block_map: dict[str, Any], name: str, layer: int, after: bool = True) -> torch.Tensor:
+    """The residual subspace ``name`` (our label, e.g. ``scan:map``) from a TransformerLens
+    cache, after our layer ``layer`` (``after=False``: before it, i.e. its input), as
+    [batch, position, dims] with BOS at position 0.  ``block_map`` is ``map.json``
+    (:func:`read_map`, or :meth:`TransformerLensExport.map_json`): it says which exported blocks
+    our layer became, and which residual dimensions the name holds."""
+    if name not in block_map["subspaces"]:
+        raise InputError(f"no subspace {name!r}; the model's are {sorted(block_map['subspaces'])}")
+    blocks = [i for i, b in enumerate(block_map["blocks"]) if b["layer"] == layer]
+    if not blocks:
+        raise InputError(f"no layer {layer}: the model has layers 0..{block_map['blocks'][-1]['layer']}")
+    hook = f"blocks.{blocks[-1]}.hook_resid_post" if after else f"blocks.{blocks[0]}.hook_resid_pre"
+    return cache[hook][..., block_map["subspaces"][name]]

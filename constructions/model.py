@@ -82,6 +82,15 @@ class HookPoint(nn.Module):
         return x
 
 
+def observed(points: "list[HookPoint]") -> bool:
+    """Does anything watch one of ``points``: a torch forward hook or pre-hook (on it or global),
+    or a ``forward`` replaced on the instance (nnsight 0.8 wraps every module so, registering no
+    hook)?  Then the caller runs the path that passes through them."""
+    if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
+        return True
+    return any(hp._forward_hooks or hp._forward_pre_hooks or "forward" in vars(hp) for hp in points)
+
+
 def _heads_last(x: torch.Tensor) -> torch.Tensor:
     """[b, h, t, e] <-> [b, t, h, e] (a view: the hooks see TransformerLens's shape)."""
     return x.transpose(1, 2)
@@ -105,9 +114,9 @@ class Attention(nn.Module):
     * explicit: scores, mask and softmax as tensors, through ``hook_attn_scores`` and
       ``hook_pattern``.  Used when ``fused`` is False or when any forward (pre-)hook is
       registered on one of this module's hook points, or a global module hook (so torch
-      hooks see and patch patterns); :meth:`CompiledTransformer.run_with_cache` turns
-      ``fused`` off while it runs.  nnsight 0.8 registers no torch hook (it wraps
-      ``forward``), so set ``fused = False`` before reading patterns through it.
+      hooks see and patch patterns), or when a hook point's ``forward`` is wrapped (nnsight;
+      :func:`observed`); :meth:`CompiledTransformer.run_with_cache` turns ``fused`` off while
+      it runs.
 
     In a layer whose queries and keys read only input-independent dims (``shared``: every scan
     layer, for instance) the fused path computes the pattern once for the batch, with the
@@ -143,12 +152,8 @@ class Attention(nn.Module):
         self.hook_z = HookPoint()
 
     def hooked(self) -> bool:
-        """Is a forward hook or pre-hook registered on any of this module's hook points (or globally)?"""
-        if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
-            return True
-        return any(hp._forward_hooks or hp._forward_pre_hooks
-                   for hp in (self.hook_q, self.hook_k, self.hook_v, self.hook_attn_scores, self.hook_pattern,
-                              self.hook_z))
+        """Is any of this module's hook points observed (:func:`observed`)?"""
+        return observed([self.hook_q, self.hook_k, self.hook_v, self.hook_attn_scores, self.hook_pattern, self.hook_z])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q = _heads_last(self.hook_q(_heads_last(torch.einsum("btd,hde->bhte", x, self.W_Q))))
@@ -215,10 +220,8 @@ class MLP(nn.Module):
         return "b_in" if i == 0 else ("b_out" if i == self.n_hidden else f"b_hid{i}")
 
     def hooked(self) -> bool:
-        """Is a forward hook or pre-hook registered on a hidden layer's hook point (or globally)?"""
-        if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
-            return True
-        return any(hp._forward_hooks or hp._forward_pre_hooks for hp in (*self.hook_pre, *self.hook_post))
+        """Is a hidden layer's hook point observed (:func:`observed`)?"""
+        return observed([*self.hook_pre, *self.hook_post])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The MLP at every position: :meth:`forward_rows` when no gradient is recorded and no

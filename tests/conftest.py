@@ -7,6 +7,7 @@ byte ranges relative to the data section, and ``__metadata__`` with the ``config
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,3 +47,25 @@ def checkpoint_tools():
     """The helpers above, for tests in any module."""
     return {"read_header": read_header, "write_header": write_header, "edit_meta": edit_meta,
             "tensor_offset": tensor_offset}
+
+
+REQUIRE_EXTRAS = "SHORTCUT_REQUIRE_EXTRAS"
+"""Set to 1 by the README's integration commands: there a skipped test (an extra that did not
+import) fails the run, so those tests execute or CI says why not."""
+_skipped: list[str] = []
+
+
+def _note_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if report.skipped:
+        _skipped.append(f"{report.nodeid}: {report.longrepr}")
+
+
+pytest_collectreport = _note_skip
+pytest_runtest_logreport = _note_skip
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With :data:`REQUIRE_EXTRAS` set, any skip fails the session (exit status 1)."""
+    if os.environ.get(REQUIRE_EXTRAS) == "1" and _skipped:
+        print(f"\n{REQUIRE_EXTRAS}=1 but {len(_skipped)} skipped:", *_skipped, sep="\n  ")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

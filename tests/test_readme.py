@@ -30,10 +30,17 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 
-NOT_RUNNABLE = {
-    'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q':
-        "the CI command itself (.ci/run runs it in a fresh environment); here it would run this test again",
-}
+CI_COMMANDS = (
+    'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q',
+    'pip install torch==2.13.0 && pip install -e ".[test,transformer-lens,nnsight]" && SHORTCUT_REQUIRE_EXTRAS=1 '
+    'python -m pytest -q -m integration',
+    'pip install torch==2.13.0 && pip install -e ".[test]" "transformer-lens>=3.9,<4" && SHORTCUT_REQUIRE_EXTRAS=1 '
+    'python -m pytest -q -m transformer_lens_3',
+)
+"""The README's test commands, which ``.ci/run`` runs verbatim, each in a fresh environment."""
+
+NOT_RUNNABLE = {command: "a CI command (.ci/run runs it in a fresh environment); here it would run the suite again"
+                for command in CI_COMMANDS}
 """Blocks (exact text) that are not run, with the reason."""
 
 RUNNERS = ("bash", "python", "json")
@@ -42,7 +49,8 @@ OPTIONAL_MODULES = ("transformer_lens", "nnsight")
 """Optional extras: a python block importing one of them runs where its imports work and is
 skipped elsewhere (the TransformerLens 4.x block in an environment with the extra, the 3.9 block
 in one with TransformerLens 3.9)."""
-NEEDS = {"to_transformer_bridge(": "from transformer_lens.model_bridge.sources.native import boot"}
+NEEDS = {"to_transformer_bridge(": "from transformer_lens.model_bridge.sources.native import boot",
+         "load_transformer_bridge(": "from transformer_lens.model_bridge.sources.native import boot"}
 """Calls that import an optional extra inside the library, and the import they need."""
 
 _FENCE = re.compile(r"^```([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
@@ -111,6 +119,13 @@ def test_every_block_is_run_or_listed_as_not_runnable() -> None:
     assert not stale, f"NOT_RUNNABLE lists blocks the README no longer has: {stale}"
 
 
+def test_ci_runs_the_readme_test_commands_verbatim() -> None:
+    readme = {b.text for b in blocks(README.read_text()) if b.lang == "bash"}
+    assert set(CI_COMMANDS) <= readme
+    ci = re.findall(r"^in_fresh_venv \S+ '(.*)'$", (ROOT / ".ci" / "run").read_text(), re.M)
+    assert ci == list(CI_COMMANDS)
+
+
 def test_extraction_drops_only_the_pip_prefix() -> None:
     b = Block("bash", "pip install torch==2.13.0 && pip install -e . && shortcut catalog && pip list", 1)
     assert shell_command(b) == "shortcut catalog && pip list"
@@ -165,7 +180,16 @@ def missing_optional(text: str) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("block", runnable("python"), ids=lambda b: b.id)
+def marked(block: Block) -> pytest.ParameterSet:
+    """``block`` as a test parameter, marked with the extra it needs: ``transformer_lens_3`` for
+    the TransformerLens 3.9 block, ``integration`` for one importing another optional module."""
+    optional = any(name in block.text for name in (*OPTIONAL_MODULES, *NEEDS))
+    mark = (pytest.mark.transformer_lens_3 if "HookedTransformer" in block.text else
+            pytest.mark.integration if optional else ())
+    return pytest.param(block, marks=mark, id=block.id)
+
+
+@pytest.mark.parametrize("block", [marked(b) for b in runnable("python")])
 def test_python_block_prints_what_it_claims(block: Block, tmp_path: Path) -> None:
     missing = missing_optional(block.text)
     if missing is not None:

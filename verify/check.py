@@ -455,6 +455,43 @@ class _Rate:
                                 f"compile with --no-verify and a smaller --max-len")
 
 
+RATE_PROBE = 1024
+"""Side of the float32 matrices :func:`matmul_rate` multiplies."""
+
+
+def matmul_rate(device: torch.device | str = "cpu", seconds: float = 0.1) -> float:
+    """FLOP/s of ``RATE_PROBE``-square float32 matrix products on ``device``, the best of the
+    products run within ``seconds``: an upper bound on the rate of a forward pass, whose
+    attention and small MLPs run slower than one dense product."""
+    a = torch.ones(RATE_PROBE, RATE_PROBE, device=device)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    a @ a  # warm-up: thread pool, kernels
+    sync()
+    best, end = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < end or best == float("inf"):
+        start = time.perf_counter()
+        a @ a
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * RATE_PROBE ** 3 / max(best, 1e-9)
+
+
+def refuse_hopeless(layers: int, max_len: int, budget: float, device: torch.device | str = "cpu") -> None:
+    """BudgetError, before compiling, when one input of ``max_len`` through ``layers`` attention
+    layers cannot be verified within ``budget`` seconds: each layer computes at least the causal
+    scores and weighted sums of one head of width 1 (:func:`forward_flops` with H = e = 1), and no
+    forward runs faster than :func:`matmul_rate`.  (The first batch of every check runs whatever
+    the budget, and the adversarial families are full-length.)"""
+    P = max_len + 1
+    flops = layers * 2.0 * 2 * P * (P + 1) / 2
+    rate = matmul_rate(device)
+    if flops / rate > budget:
+        raise BudgetError(f"verifying one input of length {max_len} through at least {layers} attention layers needs at least "
+                          f"{flops:.1e} FLOP, over {flops / rate:,.0f} s at this machine's best {rate / 1e9:.3g} "
+                          f"GFLOP/s, past the verification budget of {budget:g} s: compile with --no-verify, a smaller "
+                          f"--max-len, or a larger --verify-time")
+
+
 @contextmanager
 def _on_cpu(model) -> Iterator[None]:
     """The model on the CPU for the ``with`` body (the constructions' checks read their caches

@@ -54,21 +54,35 @@ def _number(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> str:
-    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"]
+def _table(header: list[str] | None, rows: list[list[Any]]) -> str:
+    """An HTML table: a header row (none for ``None``), then ``rows``."""
+    out = ["<table>" + ("" if header is None else "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>")]
     for r in rows:
         out.append("<tr>" + "".join(f"<td>{_f(c)}</td>" for c in r) + "</tr>")
     return "".join(out) + "</table>"
 
 
 def sample_tokens(report: dict[str, Any], model) -> np.ndarray:
-    """The sample input: the counterexample when there is a short one, else a seeded random word."""
+    """The sample input: the counterexample when there is a short one, else one that exercises
+    the construction -- the first input of its own first family (a legal walk for a stack), or a
+    seeded random word -- of :func:`sample_length`."""
     a = model.automaton
     ce = report.get("counterexample")
     if ce and len(ce["input"]) <= 2 * SAMPLE_LEN:
         return np.array([a.symbol_ids(ce["input"])], dtype=np.int64)
-    rng = np.random.default_rng(report.get("seed", 0) + 99)
-    return rng.integers(0, a.n_symbols, (1, min(SAMPLE_LEN, model.max_len)))
+    T, seed = sample_length(model), report.get("seed", 0) + 99
+    construction, plan = registry.plan_of(model)
+    own = construction.families(model, plan, T, seed) if construction.families is not None else {}
+    first = next((v for v in own.values() if len(v)), None)
+    if first is not None:
+        return np.asarray(first[:1], dtype=np.int64)
+    return np.random.default_rng(seed).integers(0, a.n_symbols, (1, T))
+
+
+def sample_length(model) -> int:
+    """Long enough for the deepest layer's offset (a scan's layer l looks 2^(l-1) back), at least
+    :data:`SAMPLE_LEN`, at most 4 x that and max_len."""
+    return min(model.max_len, 4 * SAMPLE_LEN, max(SAMPLE_LEN, 2 ** max(len(model.blocks) - 1, 0) + 1))
 
 
 def plan_diagram(model) -> tuple[str, str] | None:
@@ -114,6 +128,8 @@ def _accuracy_section(report) -> str:
     acc = np.asarray(report["accuracy_by_position"], dtype=float)
     T = len(acc)
     parts = ["<h2>Accuracy by position</h2>"]
+    if T and acc.min() == 1.0:
+        return parts[0] + f"<p>1 at every one of the {T} positions.</p>"
     if T:
         lo = min(0.0 if acc.min() < 0.9 else 0.9, float(acc.min()))
         parts.append(svg.line_plot(acc.tolist(), "fraction of scored sequences right at position t", "position t",
@@ -153,7 +169,9 @@ def _attention_section(model, tokens: np.ndarray) -> str:
     word = ["BOS"] + [a.alphabet[t] for t in tokens[0]]
     parts = ["<h2>Attention patterns on a sample input</h2>",
              f"<p>Input ({len(word) - 1} symbols): <code>{_e(' '.join(word[1:]))}</code>. Row t is the query at "
-             f"position t (0 = BOS), column j the key; causal, so the upper triangle is 0.</p>",
+             f"position t (0 = BOS), column j the key; causal, so the upper triangle is 0. Hover a cell for "
+             f"its weight; a head whose mass is spread (most rows' largest weight under 1/2) is drawn on a "
+             f"log colour scale ({svg.LOG_DECADES} decades), as its title says.</p>",
              svg.colour_bar()]
     for l in range(len(model.blocks)):
         pat = cache[f"blocks.{l}.attn.hook_pattern"][0].double().numpy()  # [H, T+1, T+1]
@@ -162,7 +180,8 @@ def _attention_section(model, tokens: np.ndarray) -> str:
         parts.append(f"<h3>Layer {l + 1}</h3>")
         if pat.shape[0] > H:
             parts.append(f"<p>First {H} of {pat.shape[0]} heads.</p>")
-        parts.append('<div class="heads">' + "".join(svg.heatmap(pat[h], f"L{l + 1} {names[h]}") for h in range(H))
+        parts.append('<div class="heads">' + "".join(svg.heatmap(pat[h], f"L{l + 1} {names[h]}", labels=word,
+                                                                 log=svg.spread(pat[h])) for h in range(H))
                      + "</div>")
     return "".join(parts)
 
@@ -239,6 +258,18 @@ def _diagram_section(model) -> str:
     return "".join(out)
 
 
+def _candidates_section(model) -> str:
+    """The planner's table (``meta["candidates"]``): every construction, its estimate, whether it
+    was chosen and why (not); the stored ``why`` paragraph where a model has no table."""
+    cands = model.meta.get("candidates")
+    if not isinstance(cands, list) or not all(isinstance(x, dict) for x in cands):
+        return f"<p>{_e(model.meta.get('why'))}</p>" if model.meta.get("why") else ""
+    rows = [["*" if x.get("chosen") else "", x.get("name"), x.get("theorem"), x.get("layers"), x.get("params"),
+             x.get("note") or x.get("refusal") or ""] for x in cands]
+    return "<h2>Constructions considered</h2>" + _table(["", "construction", "theorem", "layers", "parameters",
+                                                         "why (not)"], rows)
+
+
 def report_html(report: dict[str, Any], model) -> str:
     """The HTML page for ``report`` (a :func:`verify.report.report_dict`) of ``model``."""
     c = report["checked"]
@@ -250,8 +281,8 @@ def report_html(report: dict[str, Any], model) -> str:
     verdict = ('<span class="ok">EXACT</span>' if exact else '<span class="bad">NOT EXACT</span>')
     parts.append(f"<p>{verdict}: {report['n_errors']} wrong of {report['n_positions']} scored positions in "
                  f"{report['n_sequences']} sequences (accuracy {report['accuracy']:.6g}).</p>")
-    parts.append(_table(["", ""], [
-        ["method", report["method"]], ["why", info.get("why")], ["dtype", report["dtype"]],
+    parts.append(_table(None, [
+        ["method", report["method"]], ["dtype", report["dtype"]],
         ["layers", info.get("n_layers")], ["heads per layer", info.get("heads_by_layer")],
         ["d_model", info.get("d_model")], ["d_mlp", info.get("d_mlp")], ["parameters", info.get("n_params")],
         ["positions", info.get("positions")],
@@ -260,6 +291,7 @@ def report_html(report: dict[str, Any], model) -> str:
         ["tool version", report.get("tool_version")], ["schema", report.get("schema")],
         ["seeds", json.dumps(report.get("seeds"))],
     ]))
+    parts.append(_candidates_section(model))
     fam = c.get("adversarial_families") or {}
     parts.append("<h2>What was checked</h2>" + _table(["check", "what"], [
         ["exhaustive", exhaustive_text(c) + " (the model is causal)"],

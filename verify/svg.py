@@ -1,7 +1,8 @@
 """Plots for ``report.html`` drawn as inline SVG text: no plotting dependency, no external
 resources, the same bytes for the same data.
 
-:func:`heatmap` (attention patterns), :func:`line_plot` (accuracy by position) and
+:func:`heatmap` (attention patterns, labelled, values on hover, a log scale for spread
+mass), :func:`line_plot` (accuracy by position) and
 :func:`bar_plot` (margins; on a log axis a zero is marked as "0", never drawn as a tiny bar).
 """
 
@@ -48,25 +49,63 @@ def _fmt(v: float) -> str:
     return f"{v:g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.0e}"
 
 
-def heatmap(matrix: np.ndarray, title: str, size: int = 180) -> str:
+LOG_DECADES = 3
+"""A log-scale heatmap spans 10^-LOG_DECADES .. 1."""
+
+
+def shade(v: float, log: bool = False) -> str:
+    """The colour of an attention weight ``v``: linear in [0, 1], or (``log``) linear in
+    log10(v) over :data:`LOG_DECADES` decades (below them: the colour of 0)."""
+    if not log:
+        return colour(v)
+    return colour(0.0) if v <= 0 else colour(1 + math.log10(v) / LOG_DECADES)
+
+
+def spread(matrix: np.ndarray) -> bool:
+    """Is the mass spread: in most rows over a tenth of it off the row's largest weight (prefix
+    means and the like, which a linear scale shows as near-black)?"""
+    return bool(np.median(1 - matrix.max(axis=1)) > 0.1)
+
+
+def _axis_labels(labels: Sequence[str], left: float, top: float, cell: float) -> list[str]:
+    """Position labels (thinned to about 32) left of the rows and above the columns."""
+    step = max(1, math.ceil(len(labels) / 32))
+    size = max(6, min(9, int(cell * 0.9 * step)))
+    out = []
+    for k in range(0, len(labels), step):
+        name = labels[k][:6]
+        out.append(_text(left - 2, top + (k + 0.7) * cell, name, size, anchor="end"))
+        x, y = left + (k + 0.5) * cell, top - 3
+        out.append(_text(x, y, name, size, anchor="start", extra=f'transform="rotate(-60 {x:.1f} {y:.1f})"'))
+    return out
+
+
+def heatmap(matrix: np.ndarray, title: str, labels: Sequence[str] | None = None, size: int = 320,
+            log: bool = False) -> str:
     """A [rows, cols] matrix of values in [0, 1] (an attention pattern: row = query, column = key)
-    as an SVG square of ``size`` pixels, 0 = dark violet, 1 = yellow.  Cells indistinguishable
-    from 0 in the colour map are the background (so the causal upper triangle costs nothing)."""
+    as an SVG square of ``size`` pixels, 0 = dark violet, 1 = yellow (``log``: on a log scale,
+    see :func:`shade`), each cell's value on hover (its ``<title>``), the positions labelled
+    with ``labels`` when given.  Cells indistinguishable from 0 in the colour map are the
+    background (so the causal upper triangle costs nothing)."""
     rows, cols = matrix.shape
     cell = size / max(rows, cols)
-    left, top = 26, 18
+    left, top = (44, 46) if labels is not None else (26, 18)
     w, h = left + cols * cell + 4, top + rows * cell + 16
     zero = colour(0.0)
+    name = (lambda k: f"{k} {labels[k]}") if labels is not None else str
     out = [f'<svg width="{w:.0f}" height="{h:.0f}" '
            f'viewBox="0 0 {w:.1f} {h:.1f}" role="img"><title>{html.escape(title)}</title>',
-           _text(left + cols * cell / 2, 12, title, 10),
+           _text(left + cols * cell / 2, 12, title + (" (log colour)" if log else ""), 10),
            f'<rect x="{left}" y="{top}" width="{cols * cell:.2f}" height="{rows * cell:.2f}" fill="{zero}"/>']
+    if labels is not None:
+        out += _axis_labels(labels, left, top, cell)
     for r in range(rows):
         for c in range(cols):
-            fill = colour(matrix[r, c])
+            fill = shade(matrix[r, c], log)
             if fill != zero:
+                tip = html.escape(f"query {name(r)}, key {name(c)}: {matrix[r, c]:.4g}")
                 out.append(f'<rect x="{left + c * cell:.2f}" y="{top + r * cell:.2f}" width="{cell + 0.05:.2f}" '
-                           f'height="{cell + 0.05:.2f}" fill="{fill}"/>')
+                           f'height="{cell + 0.05:.2f}" fill="{fill}"><title>{tip}</title></rect>')
     out.append(_text(left + cols * cell / 2, h - 3, "key", 9))
     out.append(_text(10, top + rows * cell / 2, "query", 9, extra=f'transform="rotate(-90 10 {top + rows * cell / 2:.1f})"'))
     out.append("</svg>")

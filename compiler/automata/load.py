@@ -1,5 +1,5 @@
 """Load an automaton from whatever the user gave: a Semiautomaton, a dict, a JSON file,
-a catalog name, or an automata-lib ``DFA`` (the one entry point above :mod:`.spec` and
+a catalog name, or another library's automaton object (the one entry point above :mod:`.spec` and
 :mod:`.catalog`)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from .catalog import build
 from .errors import SpecError
 from .formats import REGEX_PREFIX, from_regex, read_dot, read_npz, table_json_to_dict
+from .objects import LIBRARIES, object_to_dict
 from .spec import Semiautomaton, from_dict
 
 
@@ -53,27 +54,12 @@ def read_spec_file(path: Path, complete: bool = False) -> Semiautomaton:
     return from_dict(table if table is not None else data, default_name=path.stem, complete=complete)
 
 
-def from_automata_lib(source: Any) -> Mapping[str, Any] | None:
-    """An automata-lib ``DFA``'s ``input_parameters`` (None when ``source`` is not one, or
-    automata-lib is not installed: it is an optional extra, imported only here)."""
-    if not type(source).__module__.startswith("automata."):
-        return None
-    try:
-        from automata.fa.dfa import DFA
-    except ImportError:  # pragma: no cover - the object came from automata-lib, so it is importable
-        return None
-    if not isinstance(source, DFA):
-        raise SpecError(f"automata-lib {type(source).__name__} objects are not specs; convert to a DFA first "
-                        f"(e.g. DFA.from_nfa(nfa))")
-    return dict(source.input_parameters)
-
-
 def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
               complete: bool = False, alphabet: "Sequence[str] | str | None" = None) -> Semiautomaton:
     """Load an automaton from a dict (native or automata-lib field names), a JSON file path
     (a spec, or a transition table), an AALpy ``.dot`` file, a ``.npz`` transition table,
     ``"regex:PATTERN"`` (over ``alphabet``; see :mod:`compiler.automata.formats`), a catalog
-    name, or an automata-lib ``automata.fa.dfa.DFA``.  ``complete`` sends the missing
+    name, or an automaton object of automata-lib, AALpy or pyformlang (:mod:`.objects`).  ``complete`` sends the missing
     transitions of a partial automaton to an added sink state (see
     :func:`compiler.automata.spec.from_dict`); without it a partial automaton is refused."""
     if alphabet is not None and not (isinstance(source, str) and source.startswith(REGEX_PREFIX)):
@@ -96,8 +82,8 @@ def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
                 return read_npz(path)
             return read_spec_file(path, complete)
         return build(str(source))
-    params = from_automata_lib(source)
+    params = object_to_dict(source)
     if params is not None:
         return from_dict(params, default_name="dfa", complete=complete)
     raise SpecError(f"cannot load an automaton from a {type(source).__name__}; give a dict, a JSON path, "
-                    f"a catalog name or an automata-lib DFA")
+                    f"a catalog name, or an object: {', '.join(LIBRARIES)}")

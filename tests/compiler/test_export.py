@@ -81,6 +81,9 @@ def test_cli_export_writes_deterministic_files(q8, tmp_path, capsys):
     assert len(mp["residual_labels"]) == cfg["d_model"] == sd["embed.W_E"].shape[1]
     assert any(label.startswith("unfold:") for label in mp["residual_labels"])  # scratch dims are named
     assert len(mp["blocks"]) == cfg["n_layers"] and mp["bos_token"] == cfg["d_vocab"] - 1
+    tok = json.loads((tmp_path / "a" / "tokenizer.json").read_text())
+    assert tok["model"]["vocab"] == {t: i for i, t in enumerate([*mp["tokens"], "<unk>"])}  # ids = our token ids
+    assert tok["post_processor"]["special_tokens"]["BOS"]["ids"] == [mp["bos_token"]]
     model = compiler.load(str(q8))
     tokens = torch.randint(0, model.bos_id, (8, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad(), model.explicit_attention():

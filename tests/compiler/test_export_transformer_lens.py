@@ -6,12 +6,17 @@ import numpy as np
 import pytest
 import torch
 
+pytestmark = pytest.mark.integration
 pytest.importorskip("transformer_lens.model_bridge", reason="the transformer-lens extra (4.x) is not installed")
 
 import compiler  # noqa: E402
 from compiler.automata.catalog import build  # noqa: E402
+from compiler.automata.errors import InputError  # noqa: E402
 from compiler.automata.spec import Semiautomaton  # noqa: E402
-from compiler.export import bos_tokens, to_transformer_bridge, to_transformer_lens  # noqa: E402
+from compiler.cli import main  # noqa: E402
+from compiler.export import (bos_tokens, load_transformer_bridge, read_map, read_subspace, to_transformer_bridge,  # noqa: E402
+                             to_transformer_lens)
+from constructions import registry  # noqa: E402
 from constructions.model import CompiledTransformer  # noqa: E402
 from constructions.unfold import origins  # noqa: E402
 from verify.check import adversarial_families  # noqa: E402
@@ -92,3 +97,58 @@ def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_count
         ours = model(tokens)
         assert ours.abs().min() > 0 and ours.abs().max() < 2 ** 24  # exact integers in float32
         assert torch.equal(ours, bridge(bos_tokens(tokens, 3))[:, 1:])
+
+
+EVERY_CONSTRUCTION = [("symmetric:5", "scan"), ("quaternion", "krohn-rhodes"), ("grid:9", "gridworld"),
+                      ("nth-last:3", "lookback"), ("dyck:2,2", "bounded-stack"), ("adder:2", "local"),
+                      ("cyclic-product:2,2", "product")]
+
+
+def test_every_construction_is_covered():
+    assert sorted(m for _, m in EVERY_CONSTRUCTION) == sorted(registry.names())
+
+
+@pytest.mark.parametrize("name,method", EVERY_CONSTRUCTION, ids=[f"{n}-{m}" for n, m in EVERY_CONSTRUCTION])
+def test_an_exported_directory_alone_loads_in_one_call_with_its_tokenizer(name, method, tmp_path):
+    """``shortcut export`` then :func:`load_transformer_bridge`: logits ``torch.equal`` to ours on
+    1,000 inputs (random and adversarial), and strings of symbols go through the tokenizer."""
+    T = 24
+    model = compiler.compile_automaton(name, max_len=T, method=method)
+    compiler.save(model, tmp_path / "m.safetensors")
+    assert main(["export", str(tmp_path / "m.safetensors"), "-o", str(tmp_path / "tl")]) == 0
+    bridge = load_transformer_bridge(tmp_path / "tl")
+    a = model.automaton
+    tokens = _tokens(a.n_symbols, T)
+    tokens = torch.cat([tokens, torch.randint(0, a.n_symbols, (1000 - len(tokens), T),
+                                              generator=torch.Generator().manual_seed(2))])
+    with torch.no_grad(), model.explicit_attention():
+        for batch in tokens.split(250):
+            assert torch.equal(bridge(bos_tokens(batch, model.bos_id))[:, 1:], model(batch))
+    word = [a.alphabet[i % a.n_symbols] for i in range(7)]
+    assert bridge.to_str_tokens(" ".join(word)) == ["BOS", *word]
+    logits, cache = bridge.run_with_cache(" ".join(word))
+    assert [a.states[q] for q in logits[0, 1:].argmax(-1)] == model.simulate([word])[0]
+    assert cache["blocks.0.attn.hook_pattern"].shape[-1] == len(word) + 1
+
+
+def test_a_directory_that_is_not_an_export_is_one_line_bad_input(tmp_path):
+    with pytest.raises(InputError, match="not an exported model directory: no model.safetensors"):
+        load_transformer_bridge(tmp_path)
+
+
+def test_a_named_subspace_at_a_named_layer_reads_our_cache_from_the_bridges(tmp_path):
+    model = compiler.compile_automaton("quaternion", max_len=16, method="krohn-rhodes")
+    compiler.save(model, tmp_path / "m.safetensors")
+    assert main(["export", str(tmp_path / "m.safetensors"), "-o", str(tmp_path / "tl")]) == 0
+    bridge, block_map = load_transformer_bridge(tmp_path / "tl"), read_map(tmp_path / "tl")
+    tokens = _tokens(model.automaton.n_symbols, 16)[:32]
+    _, ours = model.run_with_cache(tokens)
+    _, theirs = bridge.run_with_cache(bos_tokens(tokens, model.bos_id))
+    for name, dims in model.meta["subspaces"].items():
+        for layer in range(len(model.blocks)):
+            assert torch.equal(read_subspace(theirs, block_map, name, layer),
+                               ours[f"blocks.{layer}.hook_resid_post"][..., dims])
+            assert torch.equal(read_subspace(theirs, block_map, name, layer, after=False),
+                               ours[f"blocks.{layer}.hook_resid_pre"][..., dims])
+    with pytest.raises(InputError, match="no subspace 'nope'"):
+        read_subspace(theirs, block_map, "nope", 0)

@@ -10,7 +10,7 @@ import torch
 
 import compiler
 from compiler.cli import main
-from verify import html
+from verify import html, svg
 from verify.policy import CROSS_CHECK
 from verify.check import verify
 from verify.report import REPORT_SCHEMA, file_sha256, report_dict, write_report
@@ -111,7 +111,30 @@ def test_html_has_svg_plots_without_any_plotting_library(checkpoints, tmp_path, 
     assert "<img" not in page and "pip install" not in page
     heatmaps = [b for b in page.split("<svg")[1:] if "<title>L" in b[:200]]
     assert len(heatmaps) == sum(min(b.attn.W_Q.shape[0], 16) for b in model.blocks)
-    assert "fraction of scored sequences right at position t" in page and "worst leaked softmax mass" in page
+    assert "worst leaked softmax mass" in page
+    assert "<h2>Accuracy by position</h2><p>1 at every one of the 16 positions.</p>" in page  # exact: one line
+    assert "query 0 BOS, key 0 BOS: 1</title>" in page  # every drawn cell's weight on hover, positions named
+    assert "<h2>Constructions considered</h2>" in page and "<table><tr><th></th><th></th>" not in page
+
+
+def test_heatmap_titles_cells_and_draws_spread_mass_on_a_log_scale():
+    one_hot = np.eye(4)
+    prefix_mean = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]
+    assert not svg.spread(one_hot) and svg.spread(prefix_mean)
+    page = svg.heatmap(prefix_mean, "L1 mean", labels=["BOS", "a", "b", "a"], log=True)
+    assert "L1 mean (log colour)" in page and page.count("<title>query") == 10  # the causal cells
+    assert "<title>query 3 a, key 1 a: 0.25</title>" in page
+    assert svg.shade(0.001, log=True) == svg.colour(0.0) and svg.shade(1.0, log=True) == svg.colour(1.0)
+    assert svg.shade(0.1, log=True) == svg.colour(2 / 3) != svg.shade(0.1)
+
+
+def test_the_sample_input_exercises_the_construction(checkpoints):
+    stack = compiler.compile_automaton("dyck:2,2", max_len=64, method="bounded-stack")
+    word = html.sample_tokens({}, stack)[0]
+    states = [stack.automaton.states[q] for q in stack.automaton.run(word.tolist())]
+    assert len(word) == html.SAMPLE_LEN and "error" not in states  # a legal walk: never the error sink
+    scan = compiler.compile_automaton("symmetric:5", max_len=128, method="scan")
+    assert len(html.sample_tokens({}, scan)[0]) > 2 ** (len(scan.blocks) - 1)  # the last layer's offset is used
 
 
 def test_bar_plot_marks_a_zero_instead_of_drawing_a_tiny_bar():

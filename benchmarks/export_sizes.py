@@ -1,0 +1,65 @@
+"""Size of the TransformerLens export against the model: blocks per layer, parameters per parameter.
+
+For the paper's 19 automata (``--method auto``) and one model of every construction, at max_len
+T (default 100): our attention layers and parameters, the exported blocks and state-dict
+entries (``compiler.export.to_transformer_lens``: MLPs unfolded to one hidden layer per
+block, heads and widths zero-padded), each ratio, and whether both stay within 2x.  Needs
+no TransformerLens.  One command regenerates the committed table:
+
+    python benchmarks/export_sizes.py --out benchmarks/results/export_sizes.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import compiler
+from compiler.automata.catalog import paper_suite
+from compiler.export import to_transformer_lens
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import emit, finish, header  # noqa: E402
+
+EVERY_CONSTRUCTION = ["symmetric:5@scan", "quaternion@krohn-rhodes", "grid:9@gridworld", "nth-last:3@lookback",
+                      "dyck:2,2@bounded-stack", "adder:2@local", "cyclic-product:2,2@product", "dyck:32,1", "dyck:1,8"]
+"""One model per construction (spec@method), then the issue's two wide Dyck languages (auto)."""
+BOUND = 2.0
+
+
+def row(spec: str, T: int) -> str:
+    """One table row for ``spec`` (``name`` or ``name@method``)."""
+    name, method = (spec.split("@") + ["auto"])[:2]
+    model = compiler.compile_automaton(name, max_len=T, method=method)
+    export = to_transformer_lens(model)
+    layers, blocks = len(model.blocks), export.config["n_layers"]
+    ours = sum(p.numel() for p in model.parameters())
+    theirs = sum(v.numel() for v in export.state_dict.values())
+    hidden = max((len(b["mlp_hidden"]) for b in model.config["blocks"]), default=0)
+    within = blocks <= BOUND * layers and theirs <= BOUND * ours
+    return (f"| `{name}` | {model.meta['method']} | {layers} | {hidden} | {blocks} | {blocks / layers:.1f} | "
+            f"{ours:,} | {theirs:,} | {theirs / ours:.2f} | {export.config['n_heads']} | "
+            f"{model.config['d_model']} → {export.config['d_model']} | {'yes' if within else 'no'} |")
+
+
+def main(argv: list[str] | None = None) -> str:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--max-len", type=int, default=100)
+    p.add_argument("--out")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    lines = [header(f"TransformerLens export size at T = {args.max_len}, float32"), "",
+             f"'within 2x': exported blocks ≤ {BOUND:g} × our layers and exported parameters ≤ {BOUND:g} × ours "
+             "(zero padding counted, as a state dict holds it).", "",
+             "| spec | method | our layers | most MLP hidden layers | exported blocks | blocks / layer | our params | "
+             "exported params | ratio | exported heads | d_model → with scratch | within 2x |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for spec in [*paper_suite(), *EVERY_CONSTRUCTION]:
+        emit(lines, row(spec, args.max_len))
+    return finish(lines, t0, args.out)
+
+
+if __name__ == "__main__":
+    main()
