@@ -69,6 +69,7 @@ def test_refusals():
         set_start(rotated, rotated.automaton.states[1])
 
 
+@pytest.mark.integration  # runs in CI's TransformerLens environment (the README's integration command)
 def test_transformer_lens_export_is_bitwise_the_rotated_model():
     pytest.importorskip("transformer_lens.model_bridge", reason="the transformer-lens extra (4.x) is not installed")
     from compiler.export import bos_tokens, to_transformer_bridge
