@@ -70,22 +70,31 @@ def test_refusals():
 
 
 @pytest.mark.integration  # runs in CI's TransformerLens environment (the README's integration command)
-@pytest.mark.xfail(strict=True, reason="known gap (issue 29): in a rotated basis the export differs from our "
-                   "forward pass by float rounding (max |logit diff| 4.8e-6 on dyck:2,2; argmax equal): dense rotated "
-                   "weights make the two implementations' summation orders matter; bit-exact in the standard basis")
-def test_transformer_lens_export_is_bitwise_the_rotated_model():
+def test_transformer_lens_export_of_a_rotated_model_agrees_up_to_rounding():
+    """Known gap (issue 29): the export is bit-exact in the standard basis but not in a rotated one --
+    dense rotated weights make the two implementations' summation orders matter (measured: max
+    |logit difference| 4.8e-6 on dyck:2,2).  What holds: the same argmax everywhere, logits within
+    1e-4 (float32 rounding of d_model-term products of logits up to 6), the same attention patterns
+    up to rounding; and bit-exact once unrotated."""
     pytest.importorskip("transformer_lens.model_bridge", reason="the transformer-lens extra (4.x) is not installed")
     from compiler.export import bos_tokens, to_transformer_bridge
 
-    rotated = rotate(compile_automaton("dyck:2,2", max_len=16), 9)
-    bridge = to_transformer_bridge(rotated)
-    tokens = torch.randint(0, rotated.config["n_symbols"], (3, 16), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        ours, cache = rotated.run_with_cache(tokens)  # the explicit attention path, as TransformerLens's
-        theirs, tcache = bridge.run_with_cache(bos_tokens(tokens, rotated.bos_id))
-    assert torch.equal(ours, theirs[:, 1:])
-    H = rotated.config["blocks"][0]["n_heads"]
-    assert torch.equal(tcache["blocks.0.attn.hook_pattern"][:, :H], cache["blocks.0.attn.hook_pattern"])
+    plain = compile_automaton("dyck:2,2", max_len=16)
+    tokens = torch.randint(0, plain.config["n_symbols"], (3, 16), generator=torch.Generator().manual_seed(1))
+    for model, exact in ((plain, True), (rotate(plain, 9), False)):
+        bridge = to_transformer_bridge(model)
+        with torch.no_grad():
+            ours, cache = model.run_with_cache(tokens)  # the explicit attention path, as TransformerLens's
+            theirs, tcache = bridge.run_with_cache(bos_tokens(tokens, model.bos_id))
+        H = model.config["blocks"][0]["n_heads"]
+        if exact:
+            assert torch.equal(ours, theirs[:, 1:])
+            assert torch.equal(tcache["blocks.0.attn.hook_pattern"][:, :H], cache["blocks.0.attn.hook_pattern"])
+        else:
+            assert torch.equal(ours.argmax(-1), theirs[:, 1:].argmax(-1))
+            assert float((ours - theirs[:, 1:]).abs().max()) <= 1e-4
+            assert torch.allclose(tcache["blocks.0.attn.hook_pattern"][:, :H], cache["blocks.0.attn.hook_pattern"],
+                                  atol=1e-5)
 
 
 def test_read_decodes_named_subspaces_in_a_rotated_basis(pair):
