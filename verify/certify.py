@@ -808,21 +808,13 @@ def _declared(steps: tuple[Lookup | Modular, ...], values: dict[str, np.ndarray]
 
 
 def _written(steps: tuple[Lookup | Modular, ...]) -> list[str]:
-    out: list[str] = []
-    for st in steps:
-        for name in ((st.out,) if isinstance(st, Lookup) else (st.out, st.minus_out)):
-            if name is not None and name not in out:
-                out.append(name)
-    return out
+    """The subspaces the steps write, each once, in order."""
+    return list(dict.fromkeys(n for st in steps for n in _step_io(st)[1]))
 
 
 def _read(steps: tuple[Lookup | Modular, ...]) -> list[str]:
-    out: list[str] = []
-    for st in steps:
-        for name in (st.reads if isinstance(st, Lookup) else (st.reads, st.minus)):
-            if name is not None and name not in out:
-                out.append(name)
-    return out
+    """The subspaces the steps read, each once, in order."""
+    return list(dict.fromkeys(n for st in steps for n in _step_io(st)[0]))
 
 
 SPLIT_ABOVE = 20_000
