@@ -510,24 +510,37 @@ def residue_margin(residue: Residue, eps: float) -> float:
 
 
 def round_mlp(name: str, src: Subspace, n_values: int, dst: Subspace) -> MLP:
-    """Write the exact integer nearest to each noisy code in ``src`` (|noise| < 1/4) into
-    ``dst`` and clear ``src`` (scratch filled by attention)."""
-    w, b, _ = step_units(n_values)
-    k = len(w)
-    n = len(src)
+    """Write the exact integer nearest to each noisy code in ``src`` (|noise| < STEP_TOLERANCE)
+    into ``dst`` and clear ``src`` (scratch filled by attention).
+
+    Lemma 10's thresholds, clipped so that they saturate *exactly*: hidden layer 1 holds ramps
+    r_c = relu(s(x - c) + 2), c = 1..n-1, s = 1/STEP_TOLERANCE (>= 1 for x >= c - 1/4, 0 for
+    x <= c - 3/4); hidden layer 2 holds k_c = relu(1 - r_c), which is exactly 0 or exactly 1
+    whatever the noise, and the integer is (n - 1) - sum_c k_c, a sum of exact 0s and 1s.  So
+    the code comes out with no rounding error at all, which a most-recent-flag head reading a
+    flag computed from it needs (its scores compare flags at a precision of 1/(4(T + 1))).
+    ``src`` is carried as relu(x), relu(-x) through both layers and subtracted."""
+    n, k = len(src), n_values - 1
     assert len(dst) == n
-    W1 = np.zeros((n, n * k + 2 * n))  # rows: src
-    b1 = np.zeros(n * k + 2 * n)
-    W2 = np.zeros((n * k + 2 * n, 2 * n))  # columns: dst, src
+    s = 1.0 / STEP_TOLERANCE
+    width = n * k + 2 * n
+    W1, b1 = np.zeros((n, width)), np.zeros(width)  # rows: src
+    W2, b2 = np.zeros((width, width)), np.zeros(width)
+    W3, b3 = np.zeros((width, 2 * n)), np.zeros(2 * n)  # columns: dst, src
     for i in range(n):
-        W1[i, i * k : (i + 1) * k] = w
-        b1[i * k : (i + 1) * k] = b
-        W2[i * k : (i + 1) * k : 2, i] = 1.0  # sum of steps = the integer
-        W2[i * k + 1 : (i + 1) * k : 2, i] = -1.0
-    W1[:, n * k :] = carry_units(n)
-    W2[n * k : n * k + n, n:] = -np.eye(n)
-    W2[n * k + n :, n:] = np.eye(n)
-    return MLP(name, [W1, W2], [b1, np.zeros(2 * n)], {"kind": "round", "input_tolerance": STEP_TOLERANCE},
+        ramps = slice(i * k, (i + 1) * k)
+        W1[i, ramps] = s
+        b1[ramps] = -s * np.arange(1, n_values) + 2.0
+        W2[ramps, ramps] = -np.eye(k)
+        b2[ramps] = 1.0
+        W3[ramps, i] = -1.0
+        b3[i] = float(k)
+    carry = slice(n * k, width)
+    W1[:, carry] = carry_units(n)
+    W2[carry, carry] = np.eye(2 * n)
+    W3[n * k : n * k + n, n:] = -np.eye(n)
+    W3[n * k + n :, n:] = np.eye(n)
+    return MLP(name, [W1, W2, W3], [b1, b2, b3], {"kind": "round", "input_tolerance": STEP_TOLERANCE},
                reads=src.names, writes=names(dst, src))
 
 

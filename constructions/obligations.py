@@ -6,11 +6,12 @@ contributes only *obligations* -- the discrete program its weights are meant to 
 
 * :class:`Embedding`: the integer code every token (and BOS) writes into each tracked subspace;
 * per layer, :class:`Fetch` for each copying head (the key position it must attend to from every
-  query position, and which subspace it copies where), :class:`Average` for the heads of a prefix
-  sum (Lemma 15), and one MLP obligation -- :class:`Compose` (the composition of transition maps,
+  query position, and which subspace it copies where), :class:`Recent` for a head whose key
+  depends on the input (the most recent flagged position, Lemma 16), :class:`Average` for the
+  heads of a prefix sum (Lemma 15), and one MLP obligation -- :class:`Compose` (the composition of transition maps,
   Theorem 10's Lemma 14 role), :class:`Lookup` (a finite function of integer codes, Lemma 11) or
-  :class:`Steps` (several such functions and :class:`Modular` decodes, one after another, fused
-  into one MLP);
+  :class:`Steps` (several such functions, :class:`Modular` decodes and :class:`Round` clean-ups,
+  one after another, fused into one MLP);
 * :class:`Readout`: which output each reachable final code must win.
 
 A subspace is named as in the model's layout: ``name``, ``name[i]`` for one of its dims, or
@@ -53,6 +54,19 @@ class Fetch:
 
 
 @dataclass(frozen=True)
+class Recent:
+    """Head ``head`` must attend, from every query position t, to the most recent position s <= t
+    whose ``flag`` (one dim, code 0 or 1) is 1 -- BOS's is -- and copy ``src`` there into ``dst``
+    (which holds 0 before the head): Lemma 16's most-recent flag.  Which key that is depends on
+    the input, so the checker bounds the pattern for every position the key can be."""
+
+    head: str
+    flag: str
+    src: str
+    dst: str
+
+
+@dataclass(frozen=True)
 class Average:
     """Heads ``heads`` (head h over the keys ``first[h]`` .. min(``last[h]``, t)) together write into
     ``dst``, from every query position t, ``scale`` / ``mass`` times the sum of ``src`` over their
@@ -84,9 +98,9 @@ class Compose:
 @dataclass(frozen=True)
 class Lookup:
     """MLP ``mlp`` maps the integer codes of ``reads`` (every dim of each, in order) to the code
-    ``table[key]`` written into ``out`` (which holds 0 before); a key missing from the table must
-    never occur -- or, with a ``default``, writes that code (a lookup whose units match no key
-    writes 0)."""
+    ``table[key]`` added into ``out`` (which holds one known code before: 0, or at BOS what BOS
+    wrote there); a key missing from the table must never occur -- or, with a ``default``, writes
+    that code (a lookup whose units match no key writes 0)."""
 
     mlp: str
     reads: tuple[str, ...]
@@ -113,19 +127,29 @@ class Modular:
 
 
 @dataclass(frozen=True)
+class Round:
+    """An MLP step ``name``: ``dst`` (0 before) gets the integer code nearest to ``src``'s (a copy
+    an attention head left, with noise below 1/4), and ``src`` is cleared to 0 (scratch)."""
+
+    name: str
+    src: str
+    dst: str
+
+
+@dataclass(frozen=True)
 class Steps:
     """MLP ``mlp`` runs ``steps`` one after another (stages fused into one MLP): each reads the
     residual as the earlier steps left it; every subspace a step writes holds 0 before the MLP."""
 
     mlp: str
-    steps: tuple[Lookup | Modular, ...]
+    steps: tuple[Lookup | Modular | Round, ...]
 
 
 @dataclass(frozen=True)
 class Layer:
     """One block: a fetch per head, then the MLP's obligation."""
 
-    fetches: tuple[Fetch | Average, ...]
+    fetches: tuple[Fetch | Recent | Average, ...]
     mlp: Compose | Lookup | Steps | None
 
 
@@ -139,6 +163,19 @@ class Readout:
 
 
 @dataclass(frozen=True)
+class Joint:
+    """The program holds, after BOS, one of ``rows`` at ``names`` together (a row per joint code,
+    each name's dims in order), at every position and layer where all of them have been written
+    -- e.g. a cascade's components' values are one of its reachable configurations.  A claim
+    about the declared program, not the weights (which the checker still proves hold the
+    program's value in each subspace): it lets the checker skip code combinations the program
+    never produces, which per-subspace value sets cannot tell apart."""
+
+    names: tuple[str, ...]
+    rows: np.ndarray
+
+
+@dataclass(frozen=True)
 class Obligations:
     """Everything a construction promises about one compiled model (see the module docstring)."""
 
@@ -147,12 +184,15 @@ class Obligations:
     layers: tuple[Layer, ...]
     readout: Readout
     notes: dict[str, Any] = field(default_factory=dict)
+    joint: tuple[Joint, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A canonical JSON form (arrays as lists, tables as sorted rows)."""
-        def mlp(o: Compose | Lookup | Modular | Steps | None) -> Any:
+        def mlp(o: Compose | Lookup | Modular | Round | Steps | None) -> Any:
             if o is None:
                 return None
+            if isinstance(o, Round):
+                return {"kind": "round", "name": o.name, "src": o.src, "dst": o.dst}
             if isinstance(o, Compose):
                 return {"kind": "compose", "mlp": o.mlp, "maps": o.maps, "fetched": o.fetched, "into": o.into}
             if isinstance(o, Steps):
@@ -165,7 +205,9 @@ class Obligations:
                     "table": [[list(k), np.asarray(v).tolist()] for k, v in sorted(o.table.items())],
                     **({} if o.default is None else {"default": np.asarray(o.default).tolist()})}
 
-        def fetch(f: Fetch | Average) -> Any:
+        def fetch(f: Fetch | Recent | Average) -> Any:
+            if isinstance(f, Recent):
+                return {"kind": "recent", "head": f.head, "flag": f.flag, "src": f.src, "dst": f.dst}
             if isinstance(f, Average):
                 return {"kind": "average", "heads": list(f.heads), "first": list(f.first), "last": list(f.last),
                         "mass": f.mass, "scale": f.scale, "src": f.src, "dst": f.dst}
@@ -176,6 +218,8 @@ class Obligations:
             "layers": [{"fetches": [fetch(f) for f in layer.fetches], "mlp": mlp(layer.mlp)} for layer in self.layers],
             "readout": {"reads": list(self.readout.reads),
                         "table": [[list(k), v] for k, v in sorted(self.readout.table.items())]},
+            **({"joint": [{"names": list(j.names), "rows": np.asarray(j.rows).tolist()} for j in self.joint]}
+               if self.joint else {}),
         }
 
     def digest(self) -> str:

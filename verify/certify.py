@@ -55,7 +55,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -66,7 +66,8 @@ from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
 from constructions.model import input_independent_dims
-from constructions.obligations import Average, Compose, Fetch, Lookup, Modular, Obligations, Readout, Steps, Undeclared
+from constructions.obligations import (Average, Compose, Fetch, Joint, Lookup, Modular, Obligations, Readout, Recent,
+                                      Round, Steps, Undeclared)
 
 SCHEMA = "shortcut-certificate/1"
 JOINT_BUDGET = 200_000
@@ -170,8 +171,11 @@ State = dict[str, Code]
 
 def _get(st: State, name: str) -> Code:
     """The code of a subspace, of one of its dims (``name[i]``), or of several joined by `` + ``
-    (jointly: the product of the parts' joint sets, where small)."""
+    (jointly: the product of the parts' joint sets, where small, unless the state keeps their joint
+    set under the joined name -- see :func:`_put`)."""
     if name in st:
+        if " + " in name:  # a kept joint set, with its parts' current radii
+            return replace(st[name], radius=np.concatenate([st[p].radius for p in name.split(" + ")]))
         return st[name]
     if " + " in name:
         parts = [_get(st, p) for p in name.split(" + ")]
@@ -187,10 +191,15 @@ def _get(st: State, name: str) -> Code:
 
 
 def _put(st: State, name: str, code: Code) -> None:
-    """Set a subspace's code (several joined by `` + ``: each part its share); a relation another
-    code holds to a part written here no longer holds."""
+    """Set a subspace's code (several joined by `` + ``: each part its share, and their joint set
+    kept under the joined name, so that a reader of them together sees which codes occur
+    together); a relation or joint set another entry holds with a part written here no longer
+    holds."""
+    parts = name.split(" + ")
+    for other in [k for k in st if " + " in k and set(k.split(" + ")) & set(parts)]:
+        del st[other]
     at = 0
-    for part in name.split(" + "):
+    for part in parts:
         for other, c in st.items():
             if c.sum_of is not None and c.sum_of[0] == part:
                 st[other] = replace(c, sum_of=None)
@@ -198,6 +207,8 @@ def _put(st: State, name: str, code: Code) -> None:
         joint = None if code.joint is None else np.unique(code.joint[:, at : at + k], axis=0)
         st[part] = Code(code.per_dim[at : at + k], joint, code.radius[at : at + k])
         at += k
+    if len(parts) > 1 and code.joint is not None:
+        st[name] = Code(list(code.per_dim), code.joint, code.radius.copy())
 
 
 def _merge(states: list[State], pos_class: np.ndarray) -> tuple[list[State], np.ndarray]:
@@ -298,6 +309,13 @@ def _embedding(m: _Model, ob: Obligations) -> tuple[list[State], np.ndarray]:
         err = np.abs(W_E[:, dims] - codes)
         bos[name] = Code.of(codes[-1:], err[-1])
         body[name] = Code.of(codes[:-1], err[:-1].max(0))
+    for f in (f for layer in ob.layers for f in layer.fetches if isinstance(f, Recent)):
+        pair = f"{f.flag} + {f.src}"  # which target goes with a set flag: each token's row says
+        if f.flag in ob.embedding.codes and f.src in ob.embedding.codes:
+            rows = np.concatenate([np.asarray(ob.embedding.codes[n], dtype=np.float64).reshape(W_E.shape[0], -1)
+                                   for n in (f.flag, f.src)], axis=1)
+            for st, joint in ((bos, rows[-1:]), (body, rows[:-1])):
+                st[pair] = Code.of(joint, np.concatenate([st[f.flag].radius, st[f.src].radius]))
     # a tracked dim that happens to be input-independent (every letter writes the same code) is
     # tracked, not fixed: counted once, as its subspace
     m.fixed_dims -= tracked
@@ -379,25 +397,37 @@ class _Scores:
         return centre, spread
 
 
+def _score_factors(m: _Model, Wq: np.ndarray, Wk: np.ndarray, rows: list[int], cols: np.ndarray,
+                   Xq: np.ndarray, Xk: np.ndarray) -> _Scores:
+    """The scores of queries ``Xq`` against keys ``Xk`` (residual values on ``rows``) as
+    :class:`_Scores`, with the rounding of q, k and their product."""
+    q, eq = _abs_products(Xq, Wq[rows][:, cols], m.u, m.p)
+    k, ek = _abs_products(Xk, Wk[rows][:, cols], m.u, m.p)
+    g = gamma(len(cols) + 1, m.u)
+    # |S - q k| <= eq |k| + |q| ek + eq ek + g (|q| + eq)(|k| + ek) = A B^T + |q| ek^T
+    A, B = eq * (1 + g) + g * np.abs(q), np.abs(k) + ek
+    return _Scores(q, k, np.concatenate([A, np.abs(q)], axis=1), np.concatenate([B, ek], axis=1),
+                   eq == 0, ek == 0, m.p)
+
+
+def _reads(W: np.ndarray) -> set[int]:
+    """The residual dims a query or key map reads (its nonzero rows)."""
+    return set(np.nonzero(np.abs(W).sum(1))[0].tolist())
+
+
 def _positional_scores(m: _Model, l: int, h: int, name: str) -> _Scores:
     """A positional head's scores (:class:`_Scores`).  NotCertifiable when the query or key reads
     an input-dependent dim."""
     b = m.blocks[l]
     Wq, Wk = b["W_Q"][h], b["W_K"][h]
-    used = set(np.nonzero(np.abs(Wq).sum(1) + np.abs(Wk).sum(1))[0].tolist())
+    used = _reads(Wq) | _reads(Wk)
     if not used <= m.fixed_dims:
         raise NotCertifiable(f"layer {l + 1} head {name}: its query or key reads input-dependent dims "
                              f"{sorted(used - m.fixed_dims)[:6]}; content-dependent heads are not certified yet")
     cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
     rows = sorted(used)
     X = m.fixed[:, rows]
-    q, eq = _abs_products(X, Wq[rows][:, cols], m.u, m.p)
-    k, ek = _abs_products(X, Wk[rows][:, cols], m.u, m.p)
-    g = gamma(len(cols) + 1, m.u)
-    # |S - q k| <= eq |k| + |q| ek + eq ek + g (|q| + eq)(|k| + ek) = A B^T + |q| ek^T
-    A, B = eq * (1 + g) + g * np.abs(q), np.abs(k) + ek
-    return _Scores(q, k, np.concatenate([A, np.abs(q)], axis=1), np.concatenate([B, ek], axis=1),
-                   eq == 0, ek == 0, m.p)
+    return _score_factors(m, Wq, Wk, rows, cols, X, X)
 
 
 def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -431,6 +461,117 @@ def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> tupl
         hi -= low[:, None]
         leak[t] = np.exp(hi, out=hi).sum(1)
     return leak, gaps
+
+
+def _flag_candidates(f: Recent, states: list[State], pos_class: np.ndarray,
+                     where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Code]]:
+    """Where a most-recent-flag head's key can be (Lemma 16): per position, whether its flag may be
+    1 (some code of its class has flag 1) and whether it surely is; per query t, which classes the key's class can be (those
+    with such a position at or after the last position <= t whose flag is surely 1: BOS's at
+    least), as an id ``sig[t]``; per id, what the copied code can be (the src codes that go with a
+    set flag in those classes, jointly where the state keeps flag and src together)."""
+    may = np.zeros(len(states), dtype=bool)
+    must = np.zeros(len(states), dtype=bool)
+    flagged: list[Code | None] = []
+    for c, st in enumerate(states):
+        pair = _get(st, f"{f.flag} + {f.src}")
+        rows = pair.combos()
+        flag = rows[:, 0]
+        if np.any((flag != 0) & (flag != 1)):
+            raise CertificateFailure(where, f"{f.flag} may hold {sorted(set(flag.tolist()) - {0.0, 1.0})[:3]}, not "
+                                     f"a flag (0 or 1)")
+        on = rows[flag == 1, 1:]
+        may[c], must[c] = len(on) > 0, bool(np.all(flag == 1))
+        flagged.append(Code.of(on, pair.radius[1:]) if len(on) else None)
+    if not must[pos_class[0]]:
+        raise CertificateFailure(where, f"BOS's {f.flag} is not surely 1, so a query may find no flagged key")
+    t_all = np.arange(len(pos_class))
+    may_pos, must_pos = may[pos_class], must[pos_class]
+    surely = np.maximum.accumulate(np.where(must_pos, t_all, 0))
+    latest = np.stack([np.maximum.accumulate(np.where((pos_class == c) & may_pos, t_all, -1))
+                       for c in range(len(states))], axis=1)
+    sets, sig = np.unique(latest >= surely[:, None], axis=0, return_inverse=True)
+    codes = []
+    for row in sets:
+        parts = [flagged[c] for c in np.nonzero(row)[0]]
+        codes.append(Code.of(np.concatenate([p.combos() for p in parts]), np.max([p.radius for p in parts], axis=0)))
+    return may_pos, must_pos, sig.reshape(-1), codes
+
+
+def _flag_scores(m: _Model, l: int, h: int, flag: int, where: str) -> tuple[_Scores, _Scores, np.ndarray]:
+    """A most-recent-flag head's scores with every key's flag 0 and with it 1, and |W_K|'s row of
+    the flag (what the flag's error moves a score by, per unit of |q|).  The query must read
+    fixed dims only, the key fixed dims and the flag."""
+    b = m.blocks[l]
+    Wq, Wk = b["W_Q"][h], b["W_K"][h]
+    if not _reads(Wq) <= m.fixed_dims or not _reads(Wk) <= m.fixed_dims | {flag}:
+        extra = sorted((_reads(Wq) - m.fixed_dims) | (_reads(Wk) - m.fixed_dims - {flag}))
+        raise CertificateFailure(where, f"its query or key reads input-dependent dims {extra[:6]} besides the flag")
+    rows = sorted(_reads(Wq) | _reads(Wk) | {flag})
+    cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
+    X = m.fixed[:, rows]
+    X1 = X.copy()
+    X1[:, rows.index(flag)] = 1.0
+    return (_score_factors(m, Wq, Wk, rows, cols, X, X), _score_factors(m, Wq, Wk, rows, cols, X, X1),
+            np.abs(Wk[flag, cols]))
+
+
+def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
+                    pos_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Code]]:
+    """Leaked-mass bound per query position of a most-recent-flag head, over every input.
+
+    For a query t and a key s* that can be the most recent flagged position (its flag may be 1,
+    and no position in (s*, t] surely has flag 1), every input that makes s* the key has flag 0
+    on (s*, t] and any flag before s*.  So the weight off s* is at most
+    sum_{s < s*} e^(hi_any(s) - lo_1(s*)) + sum_{s* < s <= t} e^(hi_0(s) - lo_1(s*)), with hi/lo
+    the score bounds for flag 0, 1 or either (rounding and the flag's error included); the bound
+    at t is the largest over its possible keys.  Sums run in log space (no overflow at large
+    scores); ``slack`` covers the checker's own float64 rounding.  Returns the leak and smallest
+    score gap per t, the key's candidate set id per t, and the copied codes per id."""
+    where = f"layer {l + 1} head {f.head}"
+    flag = m.dims(f.flag)
+    if len(flag) != 1:
+        raise CertificateFailure(where, f"the flag {f.flag} is not one dim")
+    may_pos, must_pos, sig, codes = _flag_candidates(f, states, pos_class, where)
+    sc0, sc1, wflag = _flag_scores(m, l, h, flag[0], where)
+    r_flag = max(float(_get(st, f.flag).radius[0]) for st in states)
+    g = float(gamma(len(wflag) + 1, m.u))
+    T = m.T
+    s_all = np.arange(T + 1)
+    surely = np.maximum.accumulate(np.where(must_pos, s_all, 0))
+    leak = np.zeros(T + 1)
+    gaps = np.full(T + 1, np.inf)
+    step = max(1, (1 << 21) // (T + 1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for lo in range(0, T + 1, step):
+            t = np.arange(lo, min(T + 1, lo + step))
+            (c0, e0), (c1, e1) = sc0.rows(t), sc1.rows(t)
+            extra = (r_flag * (1 + 4 * g)) * (np.abs(sc1.q[t]) @ wflag)[:, None]
+            hi0, hi1, lo1 = c0 + e0 + extra, c1 + e1 + extra, c1 - e1 - extra
+            future = s_all[None, :] > t[:, None]
+            prior = np.where(must_pos, hi1, np.where(may_pos, np.maximum(hi0, hi1), hi0))
+            prior[future] = -np.inf
+            after = np.where(future, -np.inf, hi0)
+            none = np.full((len(t), 1), -np.inf)
+            before = np.concatenate([none, np.logaddexp.accumulate(prior, axis=1)[:, :-1]], axis=1)
+            later = np.concatenate([np.logaddexp.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
+            ok = ~future & may_pos[None, :] & (s_all[None, :] >= surely[t][:, None])
+            log_leak = np.where(ok, np.logaddexp(before, later) - lo1, -np.inf)
+            top = np.abs(np.where(np.isfinite(hi0), hi0, 0)).max() + np.abs(np.where(np.isfinite(hi1), hi1, 0)).max()
+            slack = math.exp(4 * (T + 2) * 2.0**-52 * (1 + top)) * (1 + 2.0**-50)
+            leak[t] = np.exp(log_leak.max(1)) * slack
+            best_before = np.concatenate([none, np.maximum.accumulate(prior, axis=1)[:, :-1]], axis=1)
+            best_later = np.concatenate([np.maximum.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
+            gap = np.where(ok, lo1 - np.maximum(best_before, best_later), np.inf)
+            gaps[t] = gap.min(1)
+            bad = np.argwhere(gap <= 0)
+            if len(bad):
+                i, key = (int(v) for v in bad[0])
+                rival = np.concatenate([prior[i, :key], [-np.inf], after[i, key + 1 :]])
+                raise CertificateFailure(where, f"at query position {int(t[i])}, when {key} is the most recent "
+                                         f"flagged position, key {int(np.argmax(rival))} may score as high (gap "
+                                         f"{float(gap[i, key]):.3g} after rounding and the flag's error)")
+    return leak, gaps, sig, codes
 
 
 def _copy_map(m: _Model, l: int, h: int, head: str, src_name: str, dst_name: str, scale: float = 1.0) -> float:
@@ -605,13 +746,14 @@ def _feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[in
     return ok
 
 
-def _heads(m: _Model, l: int, fetches: tuple[Fetch | Average, ...], states: list[State], pos_class: np.ndarray,
-           report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
-    """Apply layer l's heads: new classes by (own class, each copying head's key class), copied
-    codes, averaged codes, radii."""
+def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], states: list[State],
+           pos_class: np.ndarray, report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
+    """Apply layer l's heads: new classes by (own class, each copying head's key class -- or, for
+    a most-recent-flag head, the set of classes its key can be in), copied codes, averaged codes,
+    radii."""
     layout = m.blocks[l]["layout"]["heads"]
     index = {hd["name"]: hd["index"] for hd in layout}
-    copies = [f for f in fetches if isinstance(f, Fetch)]
+    copies = [f for f in fetches if isinstance(f, (Fetch, Recent))]
     averages = [f for f in fetches if isinstance(f, Average)]
     declared = {f.head for f in copies} | {h for a in averages for h in a.heads}
     if set(index) != declared:
@@ -632,13 +774,17 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Average, ...], states: list
     for f in copies:
         h = index[f.head]
         _copy_map(m, l, h, f.head, f.src, f.dst)
-        key = np.asarray(f.key, dtype=np.int64)
-        leak, gaps = _head_pattern(m, l, h, key, f.head)
         src = [_get(st, f.src) for st in states]
+        if isinstance(f, Fetch):
+            key = np.asarray(f.key, dtype=np.int64)
+            leak, gaps = _head_pattern(m, l, h, key, f.head)
+            sig, codes = pos_class[key], src
+        else:
+            leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
         lo = np.min([c.combos().min(0) - c.radius for c in src], axis=0)
         hi = np.max([c.combos().max(0) + c.radius for c in src], axis=0)
         vmax = np.maximum(np.abs(lo), np.abs(hi))
-        r_key = np.stack([src[c].radius for c in pos_class[key]])  # [T+1, dims]
+        r_key = np.stack([codes[c].radius for c in sig])  # [T+1, dims]
         t = np.arange(T + 1)
         attn = (leak[:, None] * (hi - lo)[None] + gamma(4 * (t + 1) + 16, m.u)[:, None] * vmax[None]
                 + gamma(2, m.u) * vmax[None])  # values' own product (one nonzero term) rounding
@@ -651,25 +797,25 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Average, ...], states: list
         noise = (r_key + 2 * leak[:, None] * vmax[None]) * ((1 + m.u) ** (t + 4))[:, None]
         delta = min(quantum(c.combos()) for c in src)
         noisy = np.where(exact_weight[:, None], noise, np.inf)
-        per_fetch.append((f, key, out, vmax, noisy, delta))
+        per_fetch.append((f, sig, codes, out, vmax, noisy, delta))
         report.setdefault("heads", []).append({
             "name": f.head, "min_score_gap": float(gaps[1:].min()) if T else None,
             "max_leaked_mass": float(leak.max()), "max_copy_error": float(np.minimum(out, noisy).max())})
     averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in averages]
-    sig = np.stack([pos_class] + [pos_class[key] for _, key, *_ in per_fetch], axis=1)
-    groups, inverse = np.unique(sig, axis=0, return_inverse=True)
+    sig_all = np.stack([pos_class] + [sig for _, sig, *_ in per_fetch], axis=1)
+    groups, inverse = np.unique(sig_all, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     new_states: list[State] = []
     for gi, row in enumerate(groups):
         members = inverse == gi
         own = states[row[0]]
         st = {n: replace(c, per_dim=list(c.per_dim), radius=c.radius.copy()) for n, c in own.items()}
-        for (f, key, out, vmax, noisy, delta), kc in zip(per_fetch, row[1:]):
+        for (f, _, codes, out, vmax, noisy, delta), kc in zip(per_fetch, row[1:]):
             old = _get(own, f.dst)
             if old.size() != 1 or np.any(old.combos() != 0):
                 raise CertificateFailure(f"layer {l + 1} head {f.head}", f"{f.dst} is not 0 before the head copies "
                                          f"into it")
-            fetched = _get(states[kc], f.src)
+            fetched = codes[kc]
             general = old.radius + out[members]
             general = general + np.minimum(m.u * (vmax + general), old.radius)  # the residual addition
             snapped = (old.radius + noisy[members]) * (1 + m.u) ** 2
@@ -774,11 +920,17 @@ def _affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: lis
     raise AssertionError("unreachable")
 
 
-def _declared(steps: tuple[Lookup | Modular, ...], values: dict[str, np.ndarray], where: str) -> None:
+def _declared(steps: tuple[Lookup | Modular | Round, ...], values: dict[str, np.ndarray], where: str) -> None:
     """Run the declared steps on every row of ``values`` (name -> [N, dims] codes), in place: each
-    step reads what the earlier ones left (CertificateFailure on a key a table lacks)."""
+    step reads what the earlier ones left (CertificateFailure on a key a table lacks).  A
+    :class:`Round` leaves in its src what the MLP must write there: minus the code, clearing it."""
     for st in steps:
-        if isinstance(st, Lookup):
+        if isinstance(st, Round):
+            x = values[st.src]
+            if np.any(np.round(x) != x):
+                raise CertificateFailure(f"{where} {st.name}", f"{st.src} holds a code that is not an integer")
+            values[st.dst], values[st.src] = x.copy(), -x
+        elif isinstance(st, Lookup):
             K = np.concatenate([values[r] for r in st.reads], axis=1) if st.reads else np.zeros((len(
                 next(iter(values.values()))), 0))
             if np.any(np.round(K) != K):
@@ -807,22 +959,44 @@ def _declared(steps: tuple[Lookup | Modular, ...], values: dict[str, np.ndarray]
                 values[st.minus_out] = table[np.mod(X - D, p).astype(np.int64)]
 
 
-def _written(steps: tuple[Lookup | Modular, ...]) -> list[str]:
+def _jointly(joint: tuple[Joint, ...], values: dict[str, np.ndarray], written: set[str], n: int) -> np.ndarray:
+    """Rows of declared ``values`` the program can hold together (:class:`Joint`): for each claim,
+    the codes of its names written by now must be a projection of one of its rows."""
+    ok = np.ones(n, dtype=bool)
+    for j in joint:
+        idx = [i for i, name in enumerate(j.names) if name in values and name in written]
+        if not idx:
+            continue
+        allowed = np.unique(np.asarray(j.rows, dtype=np.float64)[:, idx], axis=0)
+        have = np.concatenate([values[j.names[i]] for i in idx], axis=1)
+        both = np.concatenate([allowed, have])
+        _, inverse = np.unique(both, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        ok &= np.isin(inverse[len(allowed):], inverse[: len(allowed)])
+    return ok
+
+
+def _written(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
     """The subspaces the steps write, each once, in order."""
     return list(dict.fromkeys(n for st in steps for n in _step_io(st)[1]))
 
 
-def _read(steps: tuple[Lookup | Modular, ...]) -> list[str]:
+def _read(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
     """The subspaces the steps read, each once, in order."""
     return list(dict.fromkeys(n for st in steps for n in _step_io(st)[0]))
 
+
+Keep = Callable[[dict[str, np.ndarray], int], np.ndarray]
+"""Which rows of declared values (name -> [N, dims]) the program can produce (:func:`_jointly`)."""
 
 SPLIT_ABOVE = 20_000
 """Code combinations above which an MLP is checked group by group (:func:`_split`)."""
 
 
-def _step_io(st: Lookup | Modular) -> tuple[list[str], list[str]]:
-    """A step's reads and writes."""
+def _step_io(st: Lookup | Modular | Round) -> tuple[list[str], list[str]]:
+    """A step's reads and writes (a :class:`Round` writes its src too: it clears it)."""
+    if isinstance(st, Round):
+        return [st.src], [st.dst, st.src]
     if isinstance(st, Lookup):
         return list(st.reads), [st.out]
     return [n for n in (st.reads, st.minus) if n], [n for n in (st.out, st.minus_out) if n]
@@ -863,8 +1037,8 @@ def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
 
 
 def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
-           widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular, ...], writes: list[str],
-           out: list[int], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray] | None:
+           widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
+           out: list[int], where: str, keep: Keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray] | None:
     """An MLP checked in two stages, or None when it has no independent parts.
 
     Stage A: the first hidden layers fall into independent groups (:func:`_groups`; a counter's
@@ -886,7 +1060,7 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
         if len(groups) < 2:
             continue
         parts, outside = _stage_a(m, Ws, biases, sets, names, widths, const_vals, steps, writes, cut, groups,
-                                  where)
+                                  where, keep)
         width = max(float((p[3] - p[2]).max(initial=0.0)) for p in parts)
         n = math.prod(len(p[1]) for p in parts)
         if best is None or (width > 0, width, n) < (best[0] > 0, best[0], best[1]):
@@ -920,6 +1094,10 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
                 values[name] = p[1][grid[:, g], at : at + k]
             at += k
     _declared(tuple(steps[j] for j in outside), values, where)
+    mask = keep(values, n)
+    grid, centre, half, rounding = grid[mask], centre[mask], half[mask], rounding[mask]
+    values = {k: v[mask] for k, v in values.items()}
+    n = len(grid)
     want = np.concatenate([values[nm] for nm in writes], axis=1)
     sig_all = [nm for p in parts for nm in p[0]]
     desc = np.concatenate([p[1][grid[:, g]] for g, p in enumerate(parts)], axis=1)
@@ -937,8 +1115,9 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
 
 
 def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
-             widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular, ...], writes: list[str],
-             cut: int, groups: list[tuple[set[int], list[np.ndarray]]], where: str) -> tuple[list[tuple], list[int]]:
+             widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
+             cut: int, groups: list[tuple[set[int], list[np.ndarray]]], where: str,
+             keep: Keep) -> tuple[list[tuple], list[int]]:
     """:func:`_split`'s stage A at hidden layer ``cut``: per group (and per input no unit reads),
     its signatures and their contributions' hulls; and the steps left for stage B."""
     n_rows = sum(widths)
@@ -973,6 +1152,8 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
             values[names[i]] = X[:, at : at + widths[i]]
             at += widths[i]
         _declared(tuple(steps[j] for j in mine), values, where)
+        mask = keep(values, len(X))
+        X, values = X[mask], {k: v[mask] for k, v in values.items()}
         sig_names = [n for n in names + writes if n in have and n in needed]
         sig_names = list(dict.fromkeys(sig_names))
         outputs = {n for j in mine for n in io[j][1]}
@@ -1012,8 +1193,8 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
 
 
 def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
-           const_vals: np.ndarray, steps: tuple[Lookup | Modular, ...], writes: list[str],
-           out: list[int], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+           const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
+           out: list[int], where: str, keep: Keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Every combination of the codes an MLP reads (the product of their sets) through the whole
     network with affine error forms; the declared result of each."""
     n = math.prod(s.size() for s in sets)
@@ -1021,13 +1202,15 @@ def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
         raise NotCertifiable(f"{where}: {n:,} code combinations, over the budget {COMBINATION_BUDGET:,}")
     X = _product_rows([s.combos() for s in sets])
     X = X[_feasible(X, names, sets, [len(s.radius) for s in sets])]
-    Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
-    r = np.concatenate([np.concatenate([s.radius for s in sets]), np.zeros(len(const_vals))])
     values, at = {}, 0
     for name, s_ in zip(names, sets):
         values[name] = X[:, at : at + len(s_.radius)]
         at += len(s_.radius)
     _declared(steps, values, where)
+    mask = keep(values, len(X))
+    X, values = X[mask], {k: v[mask] for k, v in values.items()}
+    Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
+    r = np.concatenate([np.concatenate([s.radius for s in sets]), np.zeros(len(const_vals))])
     want = np.concatenate([values[name] for name in writes], axis=1)
     z_all, err_all = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
     step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in Ws) * len(r)))
@@ -1038,10 +1221,12 @@ def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     return X, want, z_all, err_all, names
 
 
-def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: dict[str, Any]) -> list[State]:
+def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: dict[str, Any],
+            joint: tuple[Joint, ...] = (), written: set[str] = frozenset()) -> list[State]:
     """An MLP of :class:`Lookup` or :class:`Steps`: every class, every combination of the codes it
     reads through the network (:func:`_joint`, or part by part, :func:`_split`), against the
-    declared steps' result."""
+    declared steps' result -- after BOS, only the combinations the program can hold together
+    (``joint``'s claims on the subspaces ``written`` by the end of this MLP)."""
     steps = ob.steps if isinstance(ob, Steps) else (ob,)
     where = f"layer {l + 1} MLP {ob.mlp}"
     weights, biases = _mlp_weights(m, l, ob.mlp)
@@ -1052,28 +1237,35 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: 
     const, bos_fixed, body_fixed = _const_dims(m)
     _check_io(m, l, ob.mlp, weights, biases, reads, out, const)
     Ws = [weights[0][reads + sorted(const)], *weights[1:]]
+    cleared = {st.src for st in steps if isinstance(st, Round)}
     worst = 0.0
     new_states = []
     for c, st in enumerate(states):
+        base = []  # what each write holds before: one known code (0, or BOS's own), to which the MLP adds
         for name in writes:
             old = _get(st, name)
-            if old.size() != 1 or np.any(old.combos() != 0):
-                raise CertificateFailure(where, f"{name} is not 0 before the MLP writes it")
+            if name not in cleared and old.size() != 1:
+                raise CertificateFailure(where, f"{name} may hold several codes before the MLP writes it")
+            base.append(np.zeros(len(old.radius)) if name in cleared else old.combos()[0])
         sets = [_get(st, name) for name in inputs_names]
         const_vals = (bos_fixed if c == 0 else body_fixed)[sorted(const)]
         widths = [len(s.radius) for s in sets]
         split = None
+        def keep(values: dict[str, np.ndarray], n: int, bos: bool = c == 0) -> np.ndarray:
+            return np.ones(n, dtype=bool) if bos else _jointly(joint, values, written, n)
         if math.prod(s.size() for s in sets) > SPLIT_ABOVE:
-            split = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where)
+            split = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where, keep)
         if split is None:
-            split = _joint(m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out, where)
+            split = _joint(m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out, where, keep)
         desc, want, z, err, desc_names = split
-        # the old values are 0 up to their radius, which adds; adding them rounds by at most u |sum| and at
-        # most the smaller operand (round to nearest), so by at most their radius
+        # the old values (0, or a cleared scratch's code, which the MLP's declared output cancels) are
+        # within their radius, which adds; adding them rounds by at most u |sum| and at most the
+        # smaller operand (round to nearest), so by at most their radius
         old_r = np.concatenate([_get(st, name).radius for name in writes])
         bound = np.abs(z - want) + err + old_r
         bound = bound + np.minimum(m.u * (np.abs(want) + bound), old_r)
         gap = _half_gaps(want)
+        gap[[i for i, d in enumerate(out) if any(d in m.dims(nm) for nm in cleared)]] = np.inf  # 0 up to the radius
         bad = np.argwhere(bound >= gap)
         if len(bad):
             i, k = bad[0]
@@ -1086,9 +1278,9 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: 
         worst = max(worst, float(rad.max()) if len(rad) else 0.0)
         st = dict(st)
         at = 0
-        for name in writes:
+        for i, name in enumerate(writes):
             k = len(m.dims(name))
-            _put(st, name, Code.of(want[:, at : at + k], rad[at : at + k]))
+            _put(st, name, Code.of(want[:, at : at + k] * (name not in cleared) + base[i], rad[at : at + k]))
             at += k
         new_states.append(st)
     report["mlp"] = {"name": ob.mlp, "kind": "steps" if isinstance(ob, Steps) else "lookup", "max_error": worst}
@@ -1468,18 +1660,22 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
     maps = [o.mlp for o in ob.layers if isinstance(o.mlp, Compose)]
     closure = _closure(ob.embedding.codes[maps[0].maps]) if maps else None
     layers = []
+    written: set[str] = set()
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
         states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
+        written |= {f.dst for f in layer.fetches}
         if isinstance(layer.mlp, (Lookup, Steps)):
-            states = _lookup(m, l, layer.mlp, states, report)
+            written |= set(_written(layer.mlp.steps if isinstance(layer.mlp, Steps) else (layer.mlp,)))
+            states = _lookup(m, l, layer.mlp, states, report, ob.joint, written)
         elif isinstance(layer.mlp, Compose):
             states = _compose(m, l, layer.mlp, states, closure, report)
         elif m.blocks[l]["mlp"] is not None:
             raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
         states, pos_class = _merge(states, pos_class)
         report["classes"] = len(states)
-        report["radius"] = {name: float(max(st[name].radius.max() for st in states)) for name in states[0]}
+        report["radius"] = {name: float(max(st[name].radius.max() for st in states))
+                            for name in states[0] if " + " not in name}
         layers.append(report)
     final: dict[str, Any] = {}
     _readout(m, ob, states, pos_class, final)

@@ -157,7 +157,7 @@ def test_fuse_equals_sequential_application():
     first = compose_mlp("c", F, G)
     second = round_mlp("r", F, 3, out)
     fused = fuse(first, second).embed(ws)
-    assert len(fused.hidden_sizes) == 2
+    assert len(fused.hidden_sizes) == len(first.hidden_sizes) + len(second.hidden_sizes)  # 1 + 2
     _assert_fused_is_sequential(ws, F, G, first, second, [fused], seed=1)
 
 
@@ -393,6 +393,25 @@ def test_round_mlp_cleans_and_clears():
     x[list(src.dims)] = [3.2, 0.1]
     y = x + mlp(x)
     assert list(y[list(dst.dims)]) == [3, 0] and np.all(y[list(src.dims)] == 0)
+
+
+def test_round_mlp_writes_exact_integers_from_noisy_float32_codes():
+    """The clipped thresholds saturate exactly: in float32, every code in 0..6 with noise up to
+    just below STEP_TOLERANCE comes out as the exact integer (no rounding error at all), and
+    the scratch is exactly 0 after the residual addition."""
+    from constructions.gadgets import round_mlp
+
+    ws = Workspace()
+    src, dst = ws.add("src"), ws.add("dst")
+    mlp = round_mlp("r", src, 7, dst)
+    rng = np.random.default_rng(3)
+    x = (np.repeat(np.arange(7), 200) + rng.uniform(-0.99, 0.99, 1400) * STEP_TOLERANCE).astype(np.float32)
+    h = torch.from_numpy(x[:, None])
+    for i, (W, b) in enumerate(zip(mlp.weights, mlp.biases)):
+        h = h @ torch.from_numpy(W).float() + torch.from_numpy(b).float()
+        h = torch.relu(h) if i < len(mlp.weights) - 1 else h
+    assert torch.equal(h[:, 0], torch.from_numpy(np.repeat(np.arange(7), 200)).float())
+    assert torch.equal(torch.from_numpy(x) + h[:, 1], torch.zeros(1400))
 
 
 def _n(ws, names):

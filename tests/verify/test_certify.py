@@ -107,10 +107,34 @@ def test_a_construction_without_obligations_is_not_certified_and_says_so():
     assert "gridworld" in cert["reason"] and "not certified" in cert["reason"]
 
 
-def test_krohn_rhodes_reset_units_are_not_certified_yet_and_say_why():
-    cert = certify(_compile("flipflop", 32, "krohn-rhodes"))
-    assert cert["certified"] is False and cert["supported"] is False
-    assert "reset units" in cert["reason"] and "most-recent-flag" in cert["reason"]
+@pytest.mark.parametrize("spec, max_len", [
+    ("flipflop", 1024),  # one reset unit: a most-recent-flag head over every input
+    ("adder:2", 256),  # resets keyed by earlier resets' old values (offset-1 fetches)
+    ("blocks:4", 256),  # four levels of resets: the readout sees only reachable configurations
+])
+def test_krohn_rhodes_reset_units_are_certified(spec, max_len):
+    cert = certify(_compile(spec, max_len, "krohn-rhodes"))
+    assert cert["certified"] is True, cert.get("reason")
+    heads = [h for layer in cert["layers"] for h in layer.get("heads", []) if h["name"].endswith(".recent")]
+    assert heads and all(h["max_leaked_mass"] < 0.01 and h["min_score_gap"] > 0 for h in heads)
+
+
+def test_a_reset_head_that_favours_one_old_position_is_refused_naming_it():
+    """Position 200 looks more recent than it is (its recency feature raised by a third): an
+    input that resets at 200 and again soon after reads the older target -- wrong only on such
+    inputs.  Sampling at max_len 256 rarely builds one; the certificate names the head."""
+    model = _compile("flipflop", 256, "krohn-rhodes")
+    recency = model.subspace("pos:recency")
+    with torch.no_grad():
+        model.W_pos[200, recency] += 1 / 3
+    cert = certify(model)
+    assert cert["certified"] is False and cert["supported"] is True
+    assert cert["failure"]["where"] == "layer 1 head h1.reset.recent"
+    assert "key 200 may score as high" in cert["failure"]["detail"]
+    word = ["r"] * 199 + ["w1", "w0"] + ["r"] * 20  # positions 200 (w1) and 201 (w0), BOS at 0
+    a = model.automaton
+    assert a.states[a.run([a.symbol_index[x] for x in word])[-1]] == "0"  # the reference: w0 wrote 0 last
+    assert model.simulate([word])[0][-1] == "1"  # the model reads the older w1: really wrong
 
 
 @pytest.mark.parametrize("spec, max_len", [
@@ -233,7 +257,8 @@ def test_a_checkpoint_stays_deterministic_with_its_certificate(tmp_path):
 SWEEP = [("parity", "scan", 12), ("symmetric:3", "scan", 6), ("regex:(a|b)*abab", "scan", 12),
          ("nth-last:3", "lookback", 12), ("regex:ab(a|b)*ba", "lookback", 12), ("flipflop", "scan", 8),
          ("parity", "krohn-rhodes", 12), ("cyclic:3", "krohn-rhodes", 8), ("dihedral:3", "krohn-rhodes", 10),
-         ("cyclic-product:2,2", "krohn-rhodes", 6)]
+         ("cyclic-product:2,2", "krohn-rhodes", 6), ("flipflop", "krohn-rhodes", 8),
+         ("adder:2", "krohn-rhodes", 5), ("repeat:2", "krohn-rhodes", 10)]
 
 
 @pytest.mark.slow
