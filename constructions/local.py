@@ -72,6 +72,8 @@ from .assemble import assemble, program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import Construction, Cost, Refusal
 from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, offset_head, prefix_mean_head, recent_flag_head
+from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Recent, Undeclared,
+                          offset_keys)
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Head, Program
 from .workspace import Workspace, join
@@ -279,6 +281,79 @@ def set_start(model, plan: LocalPlan, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+# obligations: the program a certificate checks the weights against
+
+
+def _window_names(plan: LocalPlan) -> tuple[str, ...]:
+    return tuple(back(j) for j in range(plan.k))
+
+
+def _aggregates(plan: LocalPlan, max_len: int) -> tuple[Recent | Average, ...]:
+    """Layer 2's heads (:func:`_aggregate_heads`) as obligations."""
+    out: list[Recent | Average] = []
+    if plan.n_classes:
+        out.append(Recent("loc.latest", "loc:flag", "loc:colour", "loc:latest"))
+    if plan.bound:
+        mass = 2 * max_len
+        out.append(Average(("loc.count",), (1,), (max_len,), mass, float(mass), "loc:event", "loc:count"))
+    return tuple(out)
+
+
+def _final_rows(plan: LocalPlan, start: int, max_len: int) -> tuple[list[tuple[int, ...]], list[int]]:
+    """The final lookup's keys reached from ``start`` and their states, the level read as the raw
+    count: a key at the bound stands for every count from the bound to max_len (the lookup's
+    thresholds stop at the bound)."""
+    keys, states = [], []
+    level = plan.k if plan.bound else None
+    for key, q in zip(plan.final_keys, plan.starts[start].final):
+        if q < 0:
+            continue
+        counts = range(plan.bound, max_len + 1) if level is not None and key[level] == plan.bound else [None]
+        for c in counts:
+            keys.append(key if c is None else (*key[:level], c, *key[level + 1 :]))
+            states.append(q)
+    return keys, states
+
+
+def obligations(model, plan: LocalPlan) -> Obligations:
+    """What a local model must run, from the plan alone: letter codes 1..|Sigma| (BOS 0), the
+    offset heads' window, the local lookup (or token rows) to (anchor flag, colour, event), the
+    latest anchor's colour (:class:`Recent`) and the event count (:class:`Average`), the final
+    lookup to the state's one-hot; and, as a claim about the program, that the window, level
+    and colour together are a key reached from the model's start.  A period above 1 (a phase
+    the lookups read from the position) is not declared yet."""
+    if plan.period > 1:
+        raise Undeclared("its lookups read the phase t mod p, a positional code, which the checker does not "
+                         "handle yet")
+    a, T = model.automaton, model.max_len
+    start = a.start
+    ws = _layout(plan, position_code(model.meta.get("positions") or "sinusoidal", T))
+    W_E, _ = _embeddings(plan, ws, position_code(model.meta.get("positions") or "sinusoidal", T), T, start)
+    fixed = {"one", "bos", "pos", "pos:recency", ABSORB}
+    codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
+    window = _window_names(plan)
+    offsets = tuple(Fetch(f"loc.back{j}", offset_keys(T, j), "loc:letter", back(j)) for j in range(1, plan.k))
+    eye = np.eye(plan.n_states)
+    keys, states = _final_rows(plan, start, T)
+    reads = window + (("loc:count",) if plan.bound else ()) + (("loc:latest",) if plan.n_classes else ())
+    final = Lookup("loc.final", reads, "loc:state", {k: eye[q] for k, q in zip(keys, states)},
+                   np.zeros(plan.n_states))
+    if plan.layers == 1:
+        layers = (Layer(offsets + _aggregates(plan, T), final),)
+    else:
+        outs = (["loc:flag", "loc:colour"] if plan.n_classes else []) + (["loc:event"] if plan.bound else [])
+        cols = ([0, 1] if plan.n_classes else []) + ([2] if plan.bound else [])
+        rows = plan.starts[start].local
+        local = Lookup("loc.local", window, " + ".join(outs),
+                       {key: np.array([rows[i][c] for c in cols], dtype=np.float64)
+                        for i, key in enumerate(plan.local_keys)}, np.zeros(len(cols)))
+        layers = (Layer(offsets, local), Layer(_aggregates(plan, T), final))
+    readout = Readout(("loc:state",), {tuple(int(v) for v in eye[q]): q for q in range(plan.n_states)})
+    joint = (Joint(reads, np.array(keys, dtype=np.float64).reshape(len(keys), len(reads))),)
+    return Obligations(NAME, Embedding(codes), layers, readout, joint=joint)
+
+
+# ---------------------------------------------------------------------------------------
 # the registry entry: the description is the plan
 
 
@@ -320,5 +395,5 @@ CONSTRUCTION = Construction(
     name=NAME, theorem="local descriptions", applies=applies, estimate=estimate, build=build_plan,
     set_start=set_start, plan_to_json=LocalPlan.to_dict, plan_from_json=LocalPlan.from_dict, describe=describe,
     invariants=checks.invariants, families=checks.families,
-    family_seeds=lambda seed: {"local_families": seed + checks.FAMILY_SEED_OFFSET},
+    family_seeds=lambda seed: {"local_families": seed + checks.FAMILY_SEED_OFFSET}, obligations=obligations,
 )

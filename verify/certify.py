@@ -1660,7 +1660,11 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
     maps = [o.mlp for o in ob.layers if isinstance(o.mlp, Compose)]
     closure = _closure(ob.embedding.codes[maps[0].maps]) if maps else None
     layers = []
-    written: set[str] = set()
+    later = {f.dst for layer in ob.layers for f in layer.fetches} | {
+        n for layer in ob.layers if isinstance(layer.mlp, (Lookup, Steps))
+        for n in _written(layer.mlp.steps if isinstance(layer.mlp, Steps) else (layer.mlp,))} | {
+        n for layer in ob.layers if isinstance(layer.mlp, Compose) for n in (layer.mlp.maps, layer.mlp.fetched)}
+    written = set(ob.embedding.codes) - later  # the token's own codes: the program's values from the start
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
         states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)

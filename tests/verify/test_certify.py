@@ -119,6 +119,18 @@ def test_krohn_rhodes_reset_units_are_certified(spec, max_len):
     assert heads and all(h["max_leaked_mass"] < 0.01 and h["min_score_gap"] > 0 for h in heads)
 
 
+@pytest.mark.parametrize("spec, max_len, layers", [
+    ("flipflop", 1024, 1),  # letter-local anchors: token rows, the latest anchor's colour in layer 1
+    ("regex:b*ab*a(a|b)*", 1024, 1),  # an event count saturating at 2 (the lookup reads the raw count)
+    ("blocks:2", 256, 2),  # a window of two letters, a local lookup to the anchor flag and colour
+])
+def test_local_models_are_certified(spec, max_len, layers):
+    model = _compile(spec, max_len, "local")
+    assert len(model.blocks) == layers
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+
+
 def test_a_reset_head_that_favours_one_old_position_is_refused_naming_it():
     """Position 200 looks more recent than it is (its recency feature raised by a third): an
     input that resets at 200 and again soon after reads the older target -- wrong only on such
@@ -258,7 +270,8 @@ SWEEP = [("parity", "scan", 12), ("symmetric:3", "scan", 6), ("regex:(a|b)*abab"
          ("nth-last:3", "lookback", 12), ("regex:ab(a|b)*ba", "lookback", 12), ("flipflop", "scan", 8),
          ("parity", "krohn-rhodes", 12), ("cyclic:3", "krohn-rhodes", 8), ("dihedral:3", "krohn-rhodes", 10),
          ("cyclic-product:2,2", "krohn-rhodes", 6), ("flipflop", "krohn-rhodes", 8),
-         ("adder:2", "krohn-rhodes", 5), ("repeat:2", "krohn-rhodes", 10)]
+         ("adder:2", "krohn-rhodes", 5), ("repeat:2", "krohn-rhodes", 10), ("blocks:2", "local", 8),
+         ("regex:b*ab*a(a|b)*", "local", 10)]
 
 
 @pytest.mark.slow
