@@ -72,8 +72,7 @@ from .assemble import assemble, program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import Construction, Cost, Refusal
 from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, offset_head, prefix_mean_head, recent_flag_head
-from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Recent, Undeclared,
-                          offset_keys)
+from .obligations import Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Recent, offset_keys
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Head, Program
 from .workspace import Workspace, join
@@ -285,7 +284,8 @@ def set_start(model, plan: LocalPlan, start: str) -> None:
 
 
 def _window_names(plan: LocalPlan) -> tuple[str, ...]:
-    return tuple(back(j) for j in range(plan.k))
+    """What the lookups read first, in key order: the window's letter codes, then the phase."""
+    return tuple(back(j) for j in range(plan.k)) + (("loc:phase",) if plan.period > 1 else ())
 
 
 def _aggregates(plan: LocalPlan, max_len: int) -> tuple[Recent | Average, ...]:
@@ -304,7 +304,7 @@ def _final_rows(plan: LocalPlan, start: int, max_len: int) -> tuple[list[tuple[i
     count: a key at the bound stands for every count from the bound to max_len (the lookup's
     thresholds stop at the bound)."""
     keys, states = [], []
-    level = plan.k if plan.bound else None
+    level = plan.k + (plan.period > 1) if plan.bound else None
     for key, q in zip(plan.final_keys, plan.starts[start].final):
         if q < 0:
             continue
@@ -319,17 +319,14 @@ def obligations(model, plan: LocalPlan) -> Obligations:
     """What a local model must run, from the plan alone: letter codes 1..|Sigma| (BOS 0), the
     offset heads' window, the local lookup (or token rows) to (anchor flag, colour, event), the
     latest anchor's colour (:class:`Recent`) and the event count (:class:`Average`), the final
-    lookup to the state's one-hot; and, as a claim about the program, that the window, level
-    and colour together are a key reached from the model's start.  A period above 1 (a phase
-    the lookups read from the position) is not declared yet."""
-    if plan.period > 1:
-        raise Undeclared("its lookups read the phase t mod p, a positional code, which the checker does not "
-                         "handle yet")
+    lookup to the state's one-hot; and, as a claim about the program, that the window, phase,
+    level and colour together are a key reached from the model's start.  The phase t mod p is a
+    position feature the lookups read (the checker splits the positions by it)."""
     a, T = model.automaton, model.max_len
     start = a.start
     ws = _layout(plan, position_code(model.meta.get("positions") or "sinusoidal", T))
     W_E, _ = _embeddings(plan, ws, position_code(model.meta.get("positions") or "sinusoidal", T), T, start)
-    fixed = {"one", "bos", "pos", "pos:recency", ABSORB}
+    fixed = {"one", "bos", "pos", "loc:phase", "pos:recency", ABSORB}
     codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
     window = _window_names(plan)
     offsets = tuple(Fetch(f"loc.back{j}", offset_keys(T, j), "loc:letter", back(j)) for j in range(1, plan.k))

@@ -211,13 +211,19 @@ def _put(st: State, name: str, code: Code) -> None:
         st[name] = Code(list(code.per_dim), code.joint, code.radius.copy())
 
 
-def _merge(states: list[State], pos_class: np.ndarray) -> tuple[list[State], np.ndarray]:
-    """Merge classes whose value sets agree (radius: the larger); renumber the positions."""
+def _merge(states: list[State], pos_class: np.ndarray,
+           phase: np.ndarray | None = None) -> tuple[list[State], np.ndarray]:
+    """Merge classes whose value sets agree (radius: the larger) -- and, with ``phase``, whose
+    positions hold the same values on the positional dims an MLP reads; renumber the positions."""
     index: dict[tuple, int] = {}
     merged: list[State] = []
     new_id = np.zeros(len(states), dtype=np.int64)
+    first = np.zeros(len(states), dtype=np.int64)
+    seen, where = np.unique(pos_class, return_index=True)
+    first[seen] = where
     for c, st in enumerate(states):
-        k = (c == 0, tuple((name, st[name].key()) for name in sorted(st)))  # BOS stays apart
+        k = (c == 0, 0 if phase is None else int(phase[first[c]]),
+             tuple((name, st[name].key()) for name in sorted(st)))  # BOS stays apart
         if k in index:
             tgt = merged[index[k]]
             for name in st:
@@ -244,6 +250,8 @@ class _Model:
     fixed: np.ndarray  # [T + 1, d] exact residual values on the fixed dims (0 elsewhere)
     fixed_dims: set[int]
     blocks: list[dict[str, Any]] = field(default_factory=list)
+    phase: np.ndarray | None = None
+    """Per position, which values the positional dims an MLP reads hold there (:func:`_phases`)."""
 
     def dims(self, name: str) -> list[int]:
         """Residual dims of a subspace, of one dim of it (``name[i]``), or of several joined by
@@ -833,7 +841,7 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
             if row[0] != 0 and _covers_own_position(a, m.T):
                 _relate(st, a, own, m.T)
         new_states.append(st)
-    return _merge(new_states, inverse)
+    return _merge(new_states, inverse, m.phase)
 
 
 # --- MLPs --------------------------------------------------------------------------------------
@@ -865,13 +873,38 @@ def _check_io(m: _Model, l: int, name: str, weights: list[np.ndarray], biases: l
                                  f"does not declare")
 
 
-def _const_dims(m: _Model) -> tuple[set[int], np.ndarray, np.ndarray]:
-    """Fixed dims whose value is the same at every position after BOS, with BOS's and the
-    others' values."""
-    body = m.fixed[1:] if m.T else m.fixed[:1]
-    same = np.all(body == body[:1], axis=0)
-    dims = {d for d in m.fixed_dims if same[d]}
-    return dims, m.fixed[0], body[0]
+PHASES = 64
+"""Most distinct values of the positional dims MLPs read that split the positions into classes."""
+
+
+def _phases(m: _Model, states: list[State], pos_class: np.ndarray) -> tuple[list[State], np.ndarray]:
+    """Split the positions after BOS by the values of the fixed dims some MLP reads that vary with
+    the position (a phase t mod p): within a class they are then constants the MLP checks use.
+    Left as they are beyond :data:`PHASES` values (such an MLP is then refused: it reads
+    positional dims)."""
+    read = set()
+    for b in m.blocks:
+        if b["mlp"] is not None:
+            read |= set(np.nonzero(np.abs(b["mlp"][0][0]).sum(1))[0].tolist())
+    dims = sorted(d for d in read & m.fixed_dims if np.any(m.fixed[1:, d] != m.fixed[1:2, d]))
+    if not dims or m.T == 0:
+        return states, pos_class
+    values, phase = np.unique(m.fixed[1:, dims], axis=0, return_inverse=True)
+    if len(values) > PHASES:
+        return states, pos_class
+    m.phase = np.concatenate([[0], 1 + phase.reshape(-1)])
+    split = [states[0]] + [{n: replace(c, per_dim=list(c.per_dim), radius=c.radius.copy()) for n, c in states[1].items()}
+                           for _ in values]
+    return split, m.phase.copy()
+
+
+def _class_fixed(m: _Model, pos_class: np.ndarray, n: int) -> tuple[set[int], np.ndarray]:
+    """Fixed dims constant over the positions of every class, and each class's values there."""
+    first = np.zeros(n, dtype=np.int64)
+    seen, where = np.unique(pos_class, return_index=True)
+    first[seen] = where
+    same = np.all(m.fixed == m.fixed[first[pos_class]], axis=0)
+    return {d for d in m.fixed_dims if same[d]}, m.fixed[first]
 
 
 def _affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
@@ -1221,7 +1254,7 @@ def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     return X, want, z_all, err_all, names
 
 
-def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: dict[str, Any],
+def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
             joint: tuple[Joint, ...] = (), written: set[str] = frozenset()) -> list[State]:
     """An MLP of :class:`Lookup` or :class:`Steps`: every class, every combination of the codes it
     reads through the network (:func:`_joint`, or part by part, :func:`_split`), against the
@@ -1234,7 +1267,11 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: 
     inputs_names = [n for n in _read(steps) if n not in writes] + writes
     reads = [d for name in inputs_names for d in m.dims(name)]
     out = [d for name in writes for d in m.dims(name)]
-    const, bos_fixed, body_fixed = _const_dims(m)
+    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    positional = [n for n in inputs_names if set(m.dims(n)) <= m.fixed_dims]  # a phase: constant per class
+    if any(d not in const for n in positional for d in m.dims(n)):
+        raise NotCertifiable(f"{where}: reads positional dims that vary within a class of positions")
+    const -= set(reads)
     _check_io(m, l, ob.mlp, weights, biases, reads, out, const)
     Ws = [weights[0][reads + sorted(const)], *weights[1:]]
     cleared = {st.src for st in steps if isinstance(st, Round)}
@@ -1247,8 +1284,9 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: 
             if name not in cleared and old.size() != 1:
                 raise CertificateFailure(where, f"{name} may hold several codes before the MLP writes it")
             base.append(np.zeros(len(old.radius)) if name in cleared else old.combos()[0])
+        st = {**st, **{n: Code.of(class_fixed[c][m.dims(n)][None], np.zeros(len(m.dims(n)))) for n in positional}}
         sets = [_get(st, name) for name in inputs_names]
-        const_vals = (bos_fixed if c == 0 else body_fixed)[sorted(const)]
+        const_vals = class_fixed[c][sorted(const)]
         widths = [len(s.radius) for s in sets]
         split = None
         def keep(values: dict[str, np.ndarray], n: int, bos: bool = c == 0) -> np.ndarray:
@@ -1276,7 +1314,7 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], report: 
                                      f"within half the gap {2 * gap[k]:.3g} of the declared {want[i, k]:g}")
         rad = bound.max(0) if len(bound) else np.zeros(len(out))
         worst = max(worst, float(rad.max()) if len(rad) else 0.0)
-        st = dict(st)
+        st = {n: code for n, code in st.items() if n not in positional}
         at = 0
         for i, name in enumerate(writes):
             k = len(m.dims(name))
@@ -1315,7 +1353,7 @@ def _distinguishable(codes: np.ndarray, radius: np.ndarray, where: str) -> None:
                                  f"{2 * gap[i]:.3g} between its codes")
 
 
-def _compose(m: _Model, l: int, ob: Compose, states: list[State], closure: np.ndarray | None,
+def _compose(m: _Model, l: int, ob: Compose, states: list[State], pos_class: np.ndarray, closure: np.ndarray | None,
              report: dict[str, Any]) -> list[State]:
     """The composition MLP, checked per output point by separable bounds (module docstring)."""
     weights, biases = _mlp_weights(m, l, ob.mlp)
@@ -1328,7 +1366,7 @@ def _compose(m: _Model, l: int, ob: Compose, states: list[State], closure: np.nd
         raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}", "maps and fetched maps differ in width")
     into_maps = ob.into == ob.maps
     writes = F + G if into_maps else G
-    const, bos_fixed, body_fixed = _const_dims(m)
+    const, class_fixed = _class_fixed(m, pos_class, len(states))
     _check_io(m, l, ob.mlp, weights, biases, F + G, writes, const)
     n = len(F)
     worst = 0.0
@@ -1336,14 +1374,14 @@ def _compose(m: _Model, l: int, ob: Compose, states: list[State], closure: np.nd
     cache: dict[tuple, tuple[float, np.ndarray]] = {}
     structs: dict[tuple, tuple] = {}
     for c, st in enumerate(states):
-        fixed = bos_fixed if c == 0 else body_fixed
+        fixed = class_fixed[c]
         cF, cG = (Code(st[name].per_dim, None, _round_up(st[name].radius)) for name in (ob.maps, ob.fetched))
         radius = {}
         values = {}
         for q in range(n):
             outs = [(F[q], True), (G[q], False)] if into_maps else [(G[q], True)]
             for o, gets_result in outs:
-                key = (c == 0, q, o, cF.key(), cF.radius.tobytes(), cG.per_dim[q].tobytes(), cG.radius[q])
+                key = (fixed[sorted(const)].tobytes(), q, o, cF.key(), cF.radius.tobytes(), cG.per_dim[q].tobytes(), cG.radius[q])
                 if key not in cache:
                     cache[key] = _compose_output(m, W1, b1, W2[:, o], b2[o], F, G, q, o, gets_result, cF, cG,
                                                  const, fixed, f"layer {l + 1} MLP {ob.mlp}", structs)
@@ -1533,7 +1571,7 @@ def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndar
     W_U = m.model.W_U.detach().double().cpu().numpy()
     b_U = m.model.b_U.detach().double().cpu().numpy()
     reads = [d for name in ob.readout.reads for d in m.dims(name)]
-    const, _, body_fixed = _const_dims(m)
+    const, class_fixed = _class_fixed(m, pos_class, len(states))
     used = set(np.nonzero(np.abs(W_U).sum(1))[0].tolist())
     if used - set(reads) - const:
         raise CertificateFailure("readout", f"the unembedding reads dims {sorted(used - set(reads) - const)[:6]} "
@@ -1548,8 +1586,9 @@ def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndar
         if len(X) > COMBINATION_BUDGET:
             raise NotCertifiable(f"readout: {len(X):,} final codes, over the budget {COMBINATION_BUDGET:,}")
         r = np.concatenate(radii)
-        logits = X @ W_U[reads] + body_fixed[const_l] @ W_U[const_l] + b_U
-        mag = (np.abs(X) + r) @ np.abs(W_U[reads]) + np.abs(body_fixed[const_l]) @ np.abs(W_U[const_l]) + np.abs(b_U)
+        fixed = class_fixed[c][const_l]
+        logits = X @ W_U[reads] + fixed @ W_U[const_l] + b_U
+        mag = (np.abs(X) + r) @ np.abs(W_U[reads]) + np.abs(fixed) @ np.abs(W_U[const_l]) + np.abs(b_U)
         err = r @ np.abs(W_U[reads]) + gamma(np.count_nonzero(W_U, axis=0) + 1, m.u) * mag
         for i, row in enumerate(X):
             key = tuple(int(round(v)) for v in row)
@@ -1656,7 +1695,7 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
     m = _arrays(model)
     if len(ob.layers) != len(m.blocks):
         raise CertificateFailure("obligations", f"{len(ob.layers)} layers declared, the model has {len(m.blocks)}")
-    states, pos_class = _embedding(m, ob)
+    states, pos_class = _phases(m, *_embedding(m, ob))
     maps = [o.mlp for o in ob.layers if isinstance(o.mlp, Compose)]
     closure = _closure(ob.embedding.codes[maps[0].maps]) if maps else None
     layers = []
@@ -1664,19 +1703,20 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         n for layer in ob.layers if isinstance(layer.mlp, (Lookup, Steps))
         for n in _written(layer.mlp.steps if isinstance(layer.mlp, Steps) else (layer.mlp,))} | {
         n for layer in ob.layers if isinstance(layer.mlp, Compose) for n in (layer.mlp.maps, layer.mlp.fetched)}
-    written = set(ob.embedding.codes) - later  # the token's own codes: the program's values from the start
+    written = (set(ob.embedding.codes) - later) | {  # the token's own codes, and the position's
+        n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
         states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
         written |= {f.dst for f in layer.fetches}
         if isinstance(layer.mlp, (Lookup, Steps)):
             written |= set(_written(layer.mlp.steps if isinstance(layer.mlp, Steps) else (layer.mlp,)))
-            states = _lookup(m, l, layer.mlp, states, report, ob.joint, written)
+            states = _lookup(m, l, layer.mlp, states, pos_class, report, ob.joint, written)
         elif isinstance(layer.mlp, Compose):
-            states = _compose(m, l, layer.mlp, states, closure, report)
+            states = _compose(m, l, layer.mlp, states, pos_class, closure, report)
         elif m.blocks[l]["mlp"] is not None:
             raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
-        states, pos_class = _merge(states, pos_class)
+        states, pos_class = _merge(states, pos_class, m.phase)
         report["classes"] = len(states)
         report["radius"] = {name: float(max(st[name].radius.max() for st in states))
                             for name in states[0] if " + " not in name}

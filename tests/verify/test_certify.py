@@ -123,6 +123,7 @@ def test_krohn_rhodes_reset_units_are_certified(spec, max_len):
     ("flipflop", 1024, 1),  # letter-local anchors: token rows, the latest anchor's colour in layer 1
     ("regex:b*ab*a(a|b)*", 1024, 1),  # an event count saturating at 2 (the lookup reads the raw count)
     ("blocks:2", 256, 2),  # a window of two letters, a local lookup to the anchor flag and colour
+    ("regex:(a(a|b))*", 1024, 2),  # the phase t mod 2, a position feature the lookups read
 ])
 def test_local_models_are_certified(spec, max_len, layers):
     model = _compile(spec, max_len, "local")
