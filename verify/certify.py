@@ -1009,6 +1009,19 @@ def _jointly(joint: tuple[Joint, ...], values: dict[str, np.ndarray], written: s
     return ok
 
 
+def _decodable(steps: tuple[Lookup | Modular | Round, ...], states: list[State], where: str) -> None:
+    """A decode's X = scale x + shift must be within 1/2 of its integer for any network to tell
+    consecutive integers apart (they have different residues): refuse at once, with the bound,
+    when the error x carries into the MLP already reaches that (rather than after enumerating)."""
+    for st in steps:
+        if isinstance(st, Modular) and len(st.table) > 1:
+            r = max((float(_get(s_, st.reads).radius.max()) for s_ in states if st.reads in s_), default=0.0)
+            if abs(st.scale) * r >= 0.5:
+                raise CertificateFailure(f"{where} {st.name}", f"{st.reads} may be off by {r:.3g}, so X = "
+                                         f"{st.scale:g} x may be off by {abs(st.scale) * r:.3g} >= 1/2: its integer "
+                                         f"(a count mod {len(st.table)}) is not determined")
+
+
 def _written(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
     """The subspaces the steps write, each once, in order."""
     return list(dict.fromkeys(n for st in steps for n in _step_io(st)[1]))
@@ -1273,6 +1286,7 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_clas
         raise NotCertifiable(f"{where}: reads positional dims that vary within a class of positions")
     const -= set(reads)
     _check_io(m, l, ob.mlp, weights, biases, reads, out, const)
+    _decodable(steps, states, where)
     Ws = [weights[0][reads + sorted(const)], *weights[1:]]
     cleared = {st.src for st in steps if isinstance(st, Round)}
     worst = 0.0

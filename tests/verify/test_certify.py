@@ -195,6 +195,17 @@ def test_a_counter_decode_wrong_only_for_large_prefix_sums_is_refused():
     assert mean * 2 * 256 >= (top - 1) * res.modulus  # mass 2T: the sum that breaks is a large one
 
 
+def test_a_prefix_sum_too_noisy_to_decode_is_refused_before_enumerating():
+    """A mod-8 counter at max_len 4096: no position split keeps its prefix sum within tolerance
+    (the model warns); the certificate refuses at the decode, naming the bound on X, without
+    running the decode's combinations."""
+    model = _compile("cyclic:8", 4096, "krohn-rhodes")
+    assert model.meta["warnings"]
+    cert = certify(model)
+    assert cert["certified"] is False and cert["supported"] is True
+    assert cert["failure"]["where"].endswith(".count") and ">= 1/2" in cert["failure"]["detail"]
+
+
 def test_the_platform_keeps_the_softmax_assumptions():
     """What the snapping bound assumes of softmax here: exp(0) = 1, and a key whose rivals' weights
     sum below u/2 gets weight exactly 1, so a copied integer code is exact (explicit and fused)."""
