@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -146,11 +146,20 @@ class Steps:
 
 
 @dataclass(frozen=True)
+class Beside:
+    """MLP ``mlp`` is several MLPs side by side (a direct product, Lemma 17): each part's hidden
+    units read and write only its own subspaces, and each part runs its own obligation."""
+
+    mlp: str
+    parts: tuple[Compose | Lookup | Steps, ...]
+
+
+@dataclass(frozen=True)
 class Layer:
     """One block: a fetch per head, then the MLP's obligation."""
 
     fetches: tuple[Fetch | Recent | Average, ...]
-    mlp: Compose | Lookup | Steps | None
+    mlp: Compose | Lookup | Steps | Beside | None
 
 
 @dataclass(frozen=True)
@@ -188,9 +197,11 @@ class Obligations:
 
     def to_json(self) -> dict[str, Any]:
         """A canonical JSON form (arrays as lists, tables as sorted rows)."""
-        def mlp(o: Compose | Lookup | Modular | Round | Steps | None) -> Any:
+        def mlp(o: Compose | Lookup | Modular | Round | Steps | Beside | None) -> Any:
             if o is None:
                 return None
+            if isinstance(o, Beside):
+                return {"kind": "beside", "mlp": o.mlp, "parts": [mlp(x) for x in o.parts]}
             if isinstance(o, Round):
                 return {"kind": "round", "name": o.name, "src": o.src, "dst": o.dst}
             if isinstance(o, Compose):
@@ -226,6 +237,42 @@ class Obligations:
         """sha256 of the canonical JSON form."""
         text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+def prefixed(ob: Obligations, prefix: str) -> Obligations:
+    """``ob`` with ``prefix`` before every subspace, head and MLP name (a program moved into a
+    workspace that prefixes its names: a product's factor)."""
+    def sub(name: str) -> str:
+        return " + ".join(prefix + part for part in name.split(" + "))
+
+    def step(o: Any) -> Any:
+        if isinstance(o, Steps):
+            return Steps(prefix + o.mlp, tuple(step(x) for x in o.steps))
+        if isinstance(o, Lookup):
+            return replace(o, mlp=prefix + o.mlp, reads=tuple(sub(r) for r in o.reads), out=sub(o.out))
+        if isinstance(o, Modular):
+            return replace(o, name=prefix + o.name, reads=sub(o.reads), out=sub(o.out),
+                           minus=o.minus and sub(o.minus), minus_out=o.minus_out and sub(o.minus_out))
+        if isinstance(o, Round):
+            return Round(prefix + o.name, sub(o.src), sub(o.dst))
+        if isinstance(o, Compose):
+            return Compose(prefix + o.mlp, sub(o.maps), sub(o.fetched), sub(o.into))
+        if isinstance(o, Beside):
+            return Beside(prefix + o.mlp, tuple(step(x) for x in o.parts))
+        return o
+
+    def fetch(f: Fetch | Recent | Average) -> Fetch | Recent | Average:
+        if isinstance(f, Average):
+            return replace(f, heads=tuple(prefix + h for h in f.heads), src=sub(f.src), dst=sub(f.dst))
+        if isinstance(f, Recent):
+            return Recent(prefix + f.head, sub(f.flag), sub(f.src), sub(f.dst))
+        return replace(f, head=prefix + f.head, src=sub(f.src), dst=sub(f.dst))
+
+    return Obligations(
+        ob.construction, Embedding({sub(k): v for k, v in ob.embedding.codes.items()}),
+        tuple(Layer(tuple(fetch(f) for f in layer.fetches), step(layer.mlp)) for layer in ob.layers),
+        Readout(tuple(sub(r) for r in ob.readout.reads), dict(ob.readout.table)), dict(ob.notes),
+        tuple(Joint(tuple(sub(n) for n in j.names), j.rows) for j in ob.joint))
 
 
 class Undeclared(Exception):

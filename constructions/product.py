@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -44,12 +45,15 @@ from compiler.automata.partitions import (
     parallel_pairs,
     quotient,
 )
+from compiler.automata.moore import reachable_states
 from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import assemble, count_params
 from .construction import Construction, Cost, Refusal
 from .labels import one_hot_rows
+from .obligations import Beside as ObBeside
+from .obligations import Embedding, Joint, Layer, Obligations, Readout, Undeclared, prefixed
 from .program import Beside, Block, Program, StateCodes, renamed
 from .workspace import side_by_side
 
@@ -300,8 +304,59 @@ def set_start(model, plan: ProductPlan, start: str) -> None:
     model.set_meta(new.meta)
 
 
+def _factor_obligations(model, ch: Choice) -> list[Obligations]:
+    """Each factor's obligations, from its own program rebuilt as :func:`build` builds it, its
+    names prefixed as the product's workspace prefixes them."""
+    T = model.max_len
+    positions = model.meta.get("positions") or "sinusoidal"
+    eps = float(torch.finfo(model.W_E.dtype).eps)
+    out = []
+    for i, (c, f, p) in enumerate(zip(ch.constructions, ch.pair.factors, ch.plans)):
+        if c.obligations is None:
+            raise Undeclared(f"its factor {i + 1} ({c.name}) declares no obligations")
+        prog, meta = c.build(f, p, max_len=T, eps=eps, positions=positions)
+        factor = SimpleNamespace(automaton=f, max_len=T, meta=meta, blocks=prog.blocks)
+        out.append(prefixed(c.obligations(factor, p), PREFIXES[i]))
+    return out
+
+
+def _readout(obs: list[Obligations], pair: Factorisation, automaton: Semiautomaton) -> tuple[Readout, Joint]:
+    """The sum of the factors' readouts: a pair of final codes reads as the state in both codes'
+    blocks; as a claim about the program, the pairs are those of the states some input reaches."""
+    (p1, p2), (r1, r2) = pair.partitions, (ob.readout for ob in obs)
+    table = {}
+    for k1, s1 in r1.table.items():
+        for k2, s2 in r2.table.items():
+            both = [q for q in range(automaton.n_states) if p1[q] == s1 and p2[q] == s2]
+            if both:
+                table[k1 + k2] = both[0]
+    reached = set(reachable_states(automaton))
+    rows = [k1 + k2 for k1, s1 in r1.table.items() for k2, s2 in r2.table.items()
+            if any(p1[q] == s1 and p2[q] == s2 for q in reached)]
+    names = r1.reads + r2.reads
+    return Readout(names, table), Joint(names, np.array(rows, dtype=np.float64).reshape(len(rows), -1))
+
+
+def obligations(model, plan: ProductPlan) -> Obligations:
+    """The factors' obligations side by side (:func:`_side_by_side`): per layer the heads of both,
+    their MLPs as one :class:`~constructions.obligations.Beside` where both have one; and the
+    sum of their readouts (:func:`_readout`)."""
+    ch = choose(plan, model.max_len, model.meta.get("positions") or "sinusoidal")
+    obs = _factor_obligations(model, ch)
+    layers = []
+    for layer in range(max(len(ob.layers) for ob in obs)):
+        here = [ob.layers[layer] for ob in obs if layer < len(ob.layers)]
+        mlps = tuple(x.mlp for x in here if x.mlp is not None)
+        mlp = None if not mlps else mlps[0] if len(mlps) == 1 else ObBeside(f"product.l{layer}", mlps)
+        layers.append(Layer(tuple(f for x in here for f in x.fetches), mlp))
+    readout, reached = _readout(obs, ch.pair, model.automaton)
+    codes = {k: v for ob in obs for k, v in ob.embedding.codes.items()}
+    return Obligations(NAME, Embedding(codes), tuple(layers), readout,
+                       joint=tuple(j for ob in obs for j in ob.joint) + (reached,))
+
+
 CONSTRUCTION = Construction(
     name=NAME, theorem="Hartmanis-Stearns, Lemma 17", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=ProductPlan.to_dict, plan_from_json=ProductPlan.from_dict,
-    describe=describe, invariants=invariants,
+    describe=describe, invariants=invariants, obligations=obligations,
 )

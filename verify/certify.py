@@ -66,8 +66,8 @@ from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
 from constructions.model import input_independent_dims
-from constructions.obligations import (Average, Compose, Fetch, Joint, Lookup, Modular, Obligations, Readout, Recent,
-                                      Round, Steps, Undeclared)
+from constructions.obligations import (Average, Beside, Compose, Fetch, Joint, Lookup, Modular, Obligations, Readout,
+                                      Recent, Round, Steps, Undeclared)
 
 SCHEMA = "shortcut-certificate/1"
 JOINT_BUDGET = 200_000
@@ -992,15 +992,18 @@ def _declared(steps: tuple[Lookup | Modular | Round, ...], values: dict[str, np.
                 values[st.minus_out] = table[np.mod(X - D, p).astype(np.int64)]
 
 
-def _jointly(joint: tuple[Joint, ...], values: dict[str, np.ndarray], written: set[str], n: int) -> np.ndarray:
+def _jointly(m: _Model, joint: tuple[Joint, ...], values: dict[str, np.ndarray], written: set[str],
+             n: int) -> np.ndarray:
     """Rows of declared ``values`` the program can hold together (:class:`Joint`): for each claim,
     the codes of its names written by now must be a projection of one of its rows."""
     ok = np.ones(n, dtype=bool)
     for j in joint:
+        at = np.cumsum([0] + [len(m.dims(name)) for name in j.names])
         idx = [i for i, name in enumerate(j.names) if name in values and name in written]
         if not idx:
             continue
-        allowed = np.unique(np.asarray(j.rows, dtype=np.float64)[:, idx], axis=0)
+        cols = [c for i in idx for c in range(at[i], at[i + 1])]
+        allowed = np.unique(np.asarray(j.rows, dtype=np.float64)[:, cols], axis=0)
         have = np.concatenate([values[j.names[i]] for i in idx], axis=1)
         both = np.concatenate([allowed, have])
         _, inverse = np.unique(both, axis=0, return_inverse=True)
@@ -1268,14 +1271,15 @@ def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
 
 
 def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
-            joint: tuple[Joint, ...] = (), written: set[str] = frozenset()) -> list[State]:
+            joint: tuple[Joint, ...] = (), written: set[str] = frozenset(),
+            mlp: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> list[State]:
     """An MLP of :class:`Lookup` or :class:`Steps`: every class, every combination of the codes it
     reads through the network (:func:`_joint`, or part by part, :func:`_split`), against the
     declared steps' result -- after BOS, only the combinations the program can hold together
     (``joint``'s claims on the subspaces ``written`` by the end of this MLP)."""
     steps = ob.steps if isinstance(ob, Steps) else (ob,)
     where = f"layer {l + 1} MLP {ob.mlp}"
-    weights, biases = _mlp_weights(m, l, ob.mlp)
+    weights, biases = mlp or _mlp_weights(m, l, ob.mlp)
     writes = _written(steps)
     inputs_names = [n for n in _read(steps) if n not in writes] + writes
     reads = [d for name in inputs_names for d in m.dims(name)]
@@ -1304,7 +1308,7 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_clas
         widths = [len(s.radius) for s in sets]
         split = None
         def keep(values: dict[str, np.ndarray], n: int, bos: bool = c == 0) -> np.ndarray:
-            return np.ones(n, dtype=bool) if bos else _jointly(joint, values, written, n)
+            return np.ones(n, dtype=bool) if bos else _jointly(m, joint, values, written, n)
         if math.prod(s.size() for s in sets) > SPLIT_ABOVE:
             split = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where, keep)
         if split is None:
@@ -1339,6 +1343,92 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_clas
     return new_states
 
 
+def _unpadded(weights: list[np.ndarray], biases: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Without the identity hidden layers that pad an MLP to a deeper one's depth (relu of a
+    hidden layer, already >= 0, is itself: dropping them changes nothing)."""
+    Ws, bs = [weights[0]], [biases[0]]
+    for W, b in zip(weights[1:-1], biases[1:-1]):
+        if W.shape[0] == W.shape[1] and np.array_equal(W, np.eye(len(W))) and not np.any(b):
+            continue
+        Ws.append(W)
+        bs.append(b)
+    return Ws + [weights[-1]], bs + [biases[-1]]
+
+
+def _part_io(m: _Model, part: Compose | Lookup | Steps) -> tuple[set[int], set[int]]:
+    """The residual dims one part of a :class:`Beside` MLP reads (and writes) and writes."""
+    if isinstance(part, Compose):
+        dims = set(m.dims(part.maps)) | set(m.dims(part.fetched))
+        return dims, dims
+    steps = part.steps if isinstance(part, Steps) else (part,)
+    writes = {d for n in _written(steps) for d in m.dims(n)}
+    return writes | {d for n in _read(steps) for d in m.dims(n)}, writes
+
+
+def _beside_parts(m: _Model, l: int, ob: Beside, weights: list[np.ndarray],
+                  biases: list[np.ndarray]) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
+    """Each part's own sub-network of a :class:`Beside` MLP: hidden units joined by a weight, or
+    to a non-fixed dim a part reads or writes, belong together, and every unit that reaches a
+    part's dims must belong to that part alone (CertificateFailure otherwise)."""
+    where = f"layer {l + 1} MLP {ob.mlp}"
+    sizes = [W.shape[1] for W in weights[:-1]]
+    base = np.cumsum([0] + sizes)
+    d = weights[0].shape[0]
+    parent = list(range(base[-1] + d))  # hidden units, then residual dims
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for i, k in zip(*np.nonzero(weights[0])):
+        if i not in m.fixed_dims:
+            parent[find(int(k))] = find(int(base[-1] + i))
+    for j in range(1, len(weights) - 1):
+        for a, b in zip(*np.nonzero(weights[j])):
+            parent[find(int(base[j - 1] + a))] = find(int(base[j] + b))
+    for a, o in zip(*np.nonzero(weights[-1])):
+        parent[find(int(base[-2] + a))] = find(int(base[-1] + o))
+    io = [_part_io(m, part) for part in ob.parts]
+    roots = [{find(int(base[-1] + x)) for x in dims} for dims, _ in io]
+    for i in range(len(roots)):
+        for j in range(i):
+            if roots[i] & roots[j]:
+                raise CertificateFailure(where, f"its parts {ob.parts[j]!r:.40} and {ob.parts[i]!r:.40} share hidden "
+                                         f"units: they are not side by side")
+    out = []
+    for r, (_, writes) in zip(roots, io):
+        units = [np.array([k for k in range(sizes[j]) if find(int(base[j] + k)) in r], dtype=np.int64)
+                 for j in range(len(sizes))]
+        Ws = [weights[0][:, units[0]]] + [weights[j][units[j - 1]][:, units[j]] for j in range(1, len(sizes))]
+        Ws.append(weights[-1][units[-1]])
+        keep = np.zeros(d, dtype=bool)
+        keep[sorted(writes)] = True
+        out.append((Ws, [biases[j][units[j]] for j in range(len(sizes))] + [np.where(keep, biases[-1], 0.0)]))
+    stray = set(np.nonzero(biases[-1])[0].tolist()) - set().union(*(w for _, w in io))
+    if stray:
+        raise CertificateFailure(where, f"its output bias writes dims {sorted(stray)[:6]} no part declares")
+    return out
+
+
+def _beside(m: _Model, l: int, ob: Beside, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
+            joint: tuple[Joint, ...], written: set[str], closures: dict[str, np.ndarray | None]) -> list[State]:
+    """A :class:`Beside` MLP: each part checked on its own sub-network, one after another (they
+    read and write disjoint subspaces, so the order does not matter)."""
+    weights, biases = _mlp_weights(m, l, ob.mlp)
+    parts = []
+    for part, sub in zip(ob.parts, _beside_parts(m, l, ob, weights, biases)):
+        rep: dict[str, Any] = {}
+        if isinstance(part, Compose):
+            states = _compose(m, l, part, states, pos_class, closures.get(part.maps), rep, sub)
+        else:
+            states = _lookup(m, l, part, states, pos_class, rep, joint, written, sub)
+        parts.append(rep["mlp"])
+    report["mlp"] = {"name": ob.mlp, "kind": "beside", "parts": parts,
+                     "max_error": max((p_["max_error"] for p_ in parts), default=0.0)}
+    return states
+
+
 def _product_rows(parts: list[np.ndarray]) -> np.ndarray:
     """Every concatenation of one row of each part."""
     out = np.zeros((1, 0))
@@ -1368,9 +1458,9 @@ def _distinguishable(codes: np.ndarray, radius: np.ndarray, where: str) -> None:
 
 
 def _compose(m: _Model, l: int, ob: Compose, states: list[State], pos_class: np.ndarray, closure: np.ndarray | None,
-             report: dict[str, Any]) -> list[State]:
+             report: dict[str, Any], mlp: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> list[State]:
     """The composition MLP, checked per output point by separable bounds (module docstring)."""
-    weights, biases = _mlp_weights(m, l, ob.mlp)
+    weights, biases = _unpadded(*(mlp or _mlp_weights(m, l, ob.mlp)))
     if len(weights) != 2:
         raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}", "a composition MLP has one hidden layer")
     W1, W2 = weights
@@ -1581,7 +1671,7 @@ def _closure(codes: np.ndarray, budget: int = JOINT_BUDGET) -> np.ndarray | None
 
 
 def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
-             report: dict[str, Any]) -> None:
+             report: dict[str, Any], written: set[str] = frozenset()) -> None:
     W_U = m.model.W_U.detach().double().cpu().numpy()
     b_U = m.model.b_U.detach().double().cpu().numpy()
     reads = [d for name in ob.readout.reads for d in m.dims(name)]
@@ -1599,6 +1689,9 @@ def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndar
         X = _product_rows(parts)
         if len(X) > COMBINATION_BUDGET:
             raise NotCertifiable(f"readout: {len(X):,} final codes, over the budget {COMBINATION_BUDGET:,}")
+        at = np.cumsum([0] + [p_.shape[1] for p_ in parts])
+        X = X[_jointly(m, ob.joint, {n: X[:, at[i] : at[i + 1]] for i, n in enumerate(ob.readout.reads)}, written,
+                       len(X))]
         r = np.concatenate(radii)
         fixed = class_fixed[c][const_l]
         logits = X @ W_U[reads] + fixed @ W_U[const_l] + b_U
@@ -1710,13 +1803,17 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
     if len(ob.layers) != len(m.blocks):
         raise CertificateFailure("obligations", f"{len(ob.layers)} layers declared, the model has {len(m.blocks)}")
     states, pos_class = _phases(m, *_embedding(m, ob))
-    maps = [o.mlp for o in ob.layers if isinstance(o.mlp, Compose)]
-    closure = _closure(ob.embedding.codes[maps[0].maps]) if maps else None
+    composes = [o for layer in ob.layers for o in
+                ((layer.mlp,) if isinstance(layer.mlp, Compose) else layer.mlp.parts if isinstance(layer.mlp, Beside)
+                 else ()) if isinstance(o, Compose)]
+    closures = {o.maps: _closure(ob.embedding.codes[o.maps]) for o in composes if o.maps in ob.embedding.codes}
     layers = []
     later = {f.dst for layer in ob.layers for f in layer.fetches} | {
         n for layer in ob.layers if isinstance(layer.mlp, (Lookup, Steps))
         for n in _written(layer.mlp.steps if isinstance(layer.mlp, Steps) else (layer.mlp,))} | {
-        n for layer in ob.layers if isinstance(layer.mlp, Compose) for n in (layer.mlp.maps, layer.mlp.fetched)}
+        n for o in composes for n in (o.maps, o.fetched)} | {
+        n for layer in ob.layers if isinstance(layer.mlp, Beside) for part in layer.mlp.parts
+        if not isinstance(part, Compose) for n in _written(part.steps if isinstance(part, Steps) else (part,))}
     written = (set(ob.embedding.codes) - later) | {  # the token's own codes, and the position's
         n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
     for l, layer in enumerate(ob.layers):
@@ -1727,7 +1824,11 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
             written |= set(_written(layer.mlp.steps if isinstance(layer.mlp, Steps) else (layer.mlp,)))
             states = _lookup(m, l, layer.mlp, states, pos_class, report, ob.joint, written)
         elif isinstance(layer.mlp, Compose):
-            states = _compose(m, l, layer.mlp, states, pos_class, closure, report)
+            states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
+        elif isinstance(layer.mlp, Beside):
+            written |= {n for part in layer.mlp.parts if not isinstance(part, Compose)
+                        for n in _written(part.steps if isinstance(part, Steps) else (part,))}
+            states = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures)
         elif m.blocks[l]["mlp"] is not None:
             raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
         states, pos_class = _merge(states, pos_class, m.phase)
@@ -1736,7 +1837,7 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
                             for name in states[0] if " + " not in name}
         layers.append(report)
     final: dict[str, Any] = {}
-    _readout(m, ob, states, pos_class, final)
+    _readout(m, ob, states, pos_class, final, written)
     layers.append(final)
     return layers
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from compiler.automata.load import load_spec
+from compiler.automata.spec import from_dict
 from compiler.cli import main
 from compiler.pipeline import compile_automaton
 from constructions.checkpoint import load, save
@@ -130,6 +131,40 @@ def test_local_models_are_certified(spec, max_len, layers):
     assert len(model.blocks) == layers
     cert = certify(model)
     assert cert["certified"] is True, cert.get("reason")
+
+
+def _a5_times_parity() -> dict:
+    """A5 on five points beside a parity bit: letters (generator, flip); the product's factors are a
+    scan (A5 is not solvable) and a krohn-rhodes counter."""
+    g = {"c": [1, 2, 0, 3, 4], "f": [1, 2, 3, 4, 0]}
+    trans = {f"{i}.{b}": {f"{n}{x}": f"{g[n][i]}.{b ^ x}" for n in g for x in (0, 1)} for i in range(5) for b in (0, 1)}
+    return {"name": "a5xc2", "states": list(trans), "alphabet": [f"{n}{x}" for n in g for x in (0, 1)],
+            "start": "0.0", "transitions": trans}
+
+
+@pytest.mark.parametrize("spec, max_len, methods", [
+    ("cyclic-product:4,3", 1024, ["krohn-rhodes", "krohn-rhodes"]),
+    ("a5xc2", 64, ["krohn-rhodes", "scan"]),  # a 1-layer factor beside a 6-layer scan
+])
+def test_product_models_are_certified(spec, max_len, methods):
+    a = from_dict(_a5_times_parity()) if spec == "a5xc2" else load_spec(spec)
+    model = compile_automaton(a, max_len=max_len, method="product")
+    assert [f["method"] for f in model.meta["product"]["factors"]] == methods
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    kinds = [layer["mlp"]["kind"] for layer in cert["layers"] if "mlp" in layer]
+    assert "beside" in kinds or len(model.blocks) == 1
+
+
+def test_a_product_whose_scan_factor_is_broken_is_refused_naming_its_part():
+    model = compile_automaton(from_dict(_a5_times_parity()), max_len=64, method="product")
+    assert certify(model)["certified"] is True
+    layer = next(i for i, b in enumerate(model.blocks) if b.mlp is not None and i > 0)
+    with torch.no_grad():  # one hidden unit of the scan factor's composition, nudged
+        model.blocks[layer].mlp.b_in[0] += 0.3
+    cert = certify(model)
+    assert cert["certified"] is False and cert["supported"] is True
+    assert " MLP f2.scan" in cert["failure"]["where"]  # the scan factor's part (here, or where its error lands)
 
 
 def test_a_reset_head_that_favours_one_old_position_is_refused_naming_it():
@@ -283,7 +318,7 @@ SWEEP = [("parity", "scan", 12), ("symmetric:3", "scan", 6), ("regex:(a|b)*abab"
          ("parity", "krohn-rhodes", 12), ("cyclic:3", "krohn-rhodes", 8), ("dihedral:3", "krohn-rhodes", 10),
          ("cyclic-product:2,2", "krohn-rhodes", 6), ("flipflop", "krohn-rhodes", 8),
          ("adder:2", "krohn-rhodes", 5), ("repeat:2", "krohn-rhodes", 10), ("blocks:2", "local", 8),
-         ("regex:b*ab*a(a|b)*", "local", 10)]
+         ("regex:b*ab*a(a|b)*", "local", 10), ("cyclic:6", "product", 7)]
 
 
 @pytest.mark.slow
