@@ -50,16 +50,16 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def tree_rss(root: int) -> tuple[int, int, int]:
-    """(sum, largest) resident KiB of ``root`` and its descendants, and how many processes
-    hold memory (a pool worker being replaced and its successor count twice)."""
+def tree_rss(root: int) -> tuple[int, int, list[int]]:
+    """(sum, largest) resident KiB of ``root`` and its descendants, and each process's (largest
+    first; a pool worker being replaced and its successor both count)."""
     kids, todo, seen = _children(), [root], []
     while todo:
         pid = todo.pop()
         seen.append(pid)
         todo += kids.get(pid, [])
     sizes = [s for s in (_rss_kib(p) for p in seen) if s]
-    return sum(sizes), max(sizes, default=0), len(sizes)
+    return sum(sizes), max(sizes, default=0), sorted(sizes, reverse=True)
 
 
 def run(config: str, limit: int, workers: int) -> dict:
@@ -69,7 +69,8 @@ def run(config: str, limit: int, workers: int) -> dict:
     cmd += ["--limit", str(limit)] if limit else []
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    peak_sum = peak_one = peak_first = procs = 0
+    peak_sum = peak_one = peak_first = 0
+    procs: list[int] = []
     records = out / "records"
     while proc.poll() is None:
         total, one, n = tree_rss(proc.pid)
@@ -99,14 +100,14 @@ def main() -> None:
     args = p.parse_args()
     t0 = time.perf_counter()
     lines = [header(f"shortcut zoo {args.config} --workers {args.workers}"), "",
-             "| --limit | models | exit | wall | s / model | peak RSS, all processes (processes then) "
+             "| --limit | models | exit | wall | s / model | peak RSS, all processes (each then, MiB) "
              f"| of it, during the first {FIRST} models | peak RSS, largest process "
              "| status | verification | disk |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for limit in args.limits:
         r = run(args.config, limit, args.workers)
         fmt = lambda c: ", ".join(f"{k} {v}" for k, v in sorted(c.items()))  # noqa: E731
         emit(lines, f"| {limit or 'all'} | {r['models']} | {r['rc']} | {r['wall']:.0f} s | "
-                    f"{r['wall'] / max(r['models'], 1):.2f} | {r['peak_sum'] / 1024:.0f} MiB ({r['procs']}) | "
+                    f"{r['wall'] / max(r['models'], 1):.2f} | {r['peak_sum'] / 1024:.0f} MiB ({' + '.join(str(p // 1024) for p in r['procs'])}) | "
                     f"{r['peak_first'] / 1024:.0f} MiB | "
                     f"{r['peak_one'] / 1024:.0f} MiB | {fmt(r['status'])} | {fmt(r['how'])} | "
                     f"{r['bytes'] / 2**20:.0f} MiB |")
