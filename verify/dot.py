@@ -120,7 +120,8 @@ def _shape(shape: str, x: float, y: float, w: float, h: float) -> str:
     if shape in ("ellipse", "circle", "oval", "doublecircle"):
         out = f'<ellipse cx="{x:.1f}" cy="{y:.1f}" rx="{w / 2:.1f}" ry="{h / 2:.1f}" fill="#fff" stroke="#333"/>'
         if shape == "doublecircle":
-            out += f'<ellipse cx="{x:.1f}" cy="{y:.1f}" rx="{w / 2 - 4:.1f}" ry="{h / 2 - 4:.1f}" fill="none" stroke="#333"/>'
+            out += (f'<ellipse cx="{x:.1f}" cy="{y:.1f}" rx="{w / 2 - 4:.1f}" ry="{h / 2 - 4:.1f}" '
+                    f'fill="none" stroke="#333"/>')
         return out
     return f'<rect x="{x - w / 2:.1f}" y="{y - h / 2:.1f}" width="{w:.1f}" height="{h:.1f}" fill="#fff" stroke="#333"/>'
 
@@ -171,7 +172,8 @@ def dag_svg(dot: str) -> str | None:
             y1 = max(pos[m][1] + sizes[m][2] / 2 for m in inside) + 6
             out.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="#f7f7f7" '
                        f'stroke="#aaa" stroke-dasharray="3,3"/>'
-                       f'<text x="{x0 + 4:.1f}" y="{y0 + LINE_H - 3:.1f}" font-size="10" {FONT}>{html.escape(label)}</text>')
+                       f'<text x="{x0 + 4:.1f}" y="{y0 + LINE_H - 3:.1f}" font-size="10" {FONT}>'
+                       f"{html.escape(label)}</text>")
     for a, b, attrs in g.edges:
         (xa, ya), (xb, yb) = pos[a], pos[b]
         out.append(_arrow(xa, ya + sizes[a][2] / 2, xb, yb - sizes[b][2] / 2, attrs))

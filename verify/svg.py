@@ -277,8 +277,8 @@ def layout_map(layout: dict, cell: int = 16) -> str:
             if kind:
                 tip = html.escape(f"{name}, {column}: " + "; ".join(
                     f"{k} by {', '.join(who)}" for k, who in (("read", reads), ("written", writes)) if who))
-                out.append(f'<rect x="{left + c * cell + 1:.1f}" y="{y + 1:.1f}" width="{cell - 2}" height="{cell - 2}" '
-                           f'fill="{LAYOUT_COLOURS[kind][0]}"><title>{tip}</title></rect>')
+                out.append(f'<rect x="{left + c * cell + 1:.1f}" y="{y + 1:.1f}" width="{cell - 2}" '
+                           f'height="{cell - 2}" fill="{LAYOUT_COLOURS[kind][0]}"><title>{tip}</title></rect>')
     x = 8
     for fill, legend in LAYOUT_COLOURS.values():
         out.append(f'<rect x="{x:.1f}" y="{h - 20}" width="10" height="10" fill="{fill}"/>')
