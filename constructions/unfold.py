@@ -6,18 +6,22 @@ gridworld's residue code).  :func:`unfold` rewrites a :class:`CompiledTransforme
 block ``l`` has an MLP with hidden widths ``h_0 .. h_{k-1}`` into ``k`` blocks:
 
 * stage 0 keeps block ``l``'s attention and computes ``h_0 = ReLU(x W_0 + b_0)``; when
-  ``k > 1`` its output is the next pre-activation ``z_1 = h_0 W_1 + b_1``, written into
-  scratch residual dimensions (zero before, so the residual holds ``z_1`` exactly);
-* stage j (1 <= j < k) has all-zero attention (its output is exactly 0) and the units
-  ``ReLU(z_j)`` and ``ReLU(-z_j)`` over the scratch; the first are the original hidden
-  layer j, so it writes ``z_{j+1} = ReLU(z_j) W_{j+1} + b_{j+1}`` into the *other*
-  scratch region (or, at the last stage, ``ReLU(z_j) W_k + b_k`` into the residual as the
-  original MLP did), and ``-ReLU(z_j) + ReLU(-z_j) = -z_j`` into its own region, which
-  clears it exactly (``z + (-z) = 0`` in floating point).
+  ``k > 1`` it writes what crosses to stage 1 into scratch residual dimensions (zero before,
+  so the residual holds it exactly);
+* across each boundary j (from hidden layer j-1 to j) the narrower of two things is carried
+  (:func:`carries_activations`): the pre-activation ``z_j = h_{j-1} W_j + b_j`` (width h_j) or
+  the activations ``h_{j-1}`` themselves (width h_{j-1}, written by an identity);
+* stage j (1 <= j < k) has all-zero attention (its output is exactly 0); its first h_j units
+  are the original hidden layer j -- ``ReLU(z_j)`` read from the scratch, or
+  ``ReLU(h_{j-1} W_j + b_j)`` computed from the carried activations -- and write what crosses
+  the next boundary into the *other* scratch region (or, at the last stage,
+  ``h_j W_k + b_k`` into the residual as the original MLP did); its other units clear its own
+  region exactly: ``ReLU(-z_j)`` with ``-ReLU(z_j) + ReLU(-z_j) = -z_j``, or ``ReLU(h_{j-1})``
+  written as ``-h_{j-1}`` (activations are >= 0), and ``v + (-v) = 0`` in floating point.
 
 Blocks with zero or one hidden layer stay one block.  Two scratch regions alternate
 (``unfold:a`` for odd stages, ``unfold:b`` for even ones), each as wide as the widest
-hidden layer it carries, appended after the model's own residual dimensions; embeddings
+thing it carries, appended after the model's own residual dimensions; embeddings
 and unembedding are zero there.  Every product the new model forms that the original did
 not is an exact zero added after the original terms of the same sum (padded rows come
 last).  With the same attention path the logits of every compiled model we tried are bitwise
@@ -54,6 +58,24 @@ class Origin:
     stages: int
 
 
+def carries_activations(hidden: list[int]) -> list[bool]:
+    """For each boundary j = 1 .. k-1 of an MLP with hidden widths ``hidden``: True when hidden
+    layer j-1's activations (``hidden[j-1]`` wide) cross it, False when hidden layer j's
+    pre-activation does (``hidden[j]`` wide): the narrower, the pre-activation on a tie."""
+    return [hidden[j - 1] < hidden[j] for j in range(1, len(hidden))]
+
+
+def _carried(hidden: list[int], j: int) -> int:
+    """How many scratch dims cross boundary j (1 <= j < len(hidden))."""
+    return hidden[j - 1] if carries_activations(hidden)[j - 1] else hidden[j]
+
+
+def stage_width(hidden: list[int], stage: int) -> int:
+    """Units of unfolded stage ``stage``: hidden layer 0 at stage 0; after that hidden layer
+    ``stage`` and as many clearing units as its region carries (module docstring)."""
+    return hidden[0] if stage == 0 else hidden[stage] + _carried(hidden, stage)
+
+
 def _region(stage: int) -> int:
     """Scratch region holding the pre-activation of hidden layer ``stage`` (stage >= 1)."""
     return (stage + 1) % 2
@@ -77,11 +99,12 @@ def origins(model: CompiledTransformer) -> list[Origin]:
 
 
 def scratch_widths(model: CompiledTransformer) -> tuple[int, int]:
-    """Widths of the two scratch regions: the widest hidden layer each must carry."""
+    """Widths of the two scratch regions: the widest thing each must carry."""
     widths = [0, 0]
     for b in model.config["blocks"]:
-        for j, h in enumerate(b["mlp_hidden"][1:], start=1):
-            widths[_region(j)] = max(widths[_region(j)], h)
+        hidden = list(b["mlp_hidden"])
+        for j in range(1, len(hidden)):
+            widths[_region(j)] = max(widths[_region(j)], _carried(hidden, j))
     return widths[0], widths[1]
 
 
@@ -91,7 +114,7 @@ def _config(model: CompiledTransformer, d_new: int, where: list[Origin]) -> dict
         b = model.config["blocks"][o.layer]
         hidden = b["mlp_hidden"]
         n_heads = b["n_heads"] if o.stage == 0 else 1
-        mlp = [] if not hidden else ([hidden[0]] if o.stage == 0 else [2 * hidden[o.stage]])
+        mlp = [stage_width(list(hidden), o.stage)] if hidden else []
         blocks.append({"n_heads": n_heads, "mlp_hidden": mlp})
     return {**model.config, "d_model": d_new, "blocks": blocks}
 
@@ -117,8 +140,8 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
                 dst = (list(mlp["writes"]) if last else [SCRATCH[_region(o.stage + 1)]])
                 if o.stage > 0:
                     dst = dst + [SCRATCH[_region(o.stage)]]
-                hidden = mlp["hidden"][o.stage] * (1 if o.stage == 0 else 2)
-                mlp = {"name": f"{mlp['name']}.stage{o.stage}", "hidden": [hidden], "reads": src, "writes": dst}
+                mlp = {"name": f"{mlp['name']}.stage{o.stage}", "hidden": [stage_width(list(mlp["hidden"]), o.stage)],
+                       "reads": src, "writes": dst}
             layout["blocks"].append({"layer": i, "heads": old[o.layer]["heads"] if o.stage == 0 else [],
                                      "mlp": mlp})
     if "layers" in meta:
@@ -126,6 +149,43 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
     meta["unfolded"] = {"layers": len(model.blocks), "blocks": [asdict(o) for o in where],
                         "scratch": {n: len(v) for n, v in names.items()}}
     return meta
+
+
+def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, d: int, starts: tuple[int, int]) -> None:
+    """Set the one-hidden-layer MLP ``m`` of unfolded stage ``stage`` of an MLP whose (weights,
+    biases) are ``layers`` (module docstring): its hidden layer first, then the clearing units."""
+    k = len(layers) - 1
+    hidden = [w.shape[1] for w, _ in layers[:-1]]
+    carry = carries_activations(hidden)
+    h = hidden[stage]
+    if stage == 0:
+        m.W_in[:d] = layers[0][0]
+        m.b_in.copy_(layers[0][1])
+    else:
+        c = _carried(hidden, stage)
+        own = torch.arange(starts[_region(stage)], starts[_region(stage)] + c)
+        eye = torch.eye(c, dtype=m.W_in.dtype)
+        if carry[stage - 1]:  # h_{stage-1} carried: compute the layer, clear with ReLU(h) = h
+            m.W_in[own, :h] = layers[stage][0]
+            m.b_in[:h] = layers[stage][1]
+            m.W_in[own, h:] = eye
+            m.W_out[h:, own] = -eye
+        else:  # z_stage carried: ReLU(z) is the layer; -ReLU(z) + ReLU(-z) = -z clears
+            m.W_in[own, :h] = eye
+            m.W_in[own, h:] = -eye
+            m.W_out[:h, own] = -eye
+            m.W_out[h:, own] = eye
+    W, b = layers[stage + 1]  # hidden layer ``stage`` to the next pre-activation (or the output)
+    if stage + 1 == k:  # the original output into the model's own dims
+        m.W_out[:h, :d] = W
+        m.b_out[:d] = b
+    elif carry[stage]:  # the activations cross the next boundary as they are
+        r = starts[_region(stage + 1)]
+        m.W_out[:h, r:r + h] = torch.eye(h, dtype=m.W_out.dtype)
+    else:
+        r = starts[_region(stage + 1)]
+        m.W_out[:h, r:r + W.shape[1]] = W
+        m.b_out[r:r + W.shape[1]] = b
 
 
 @torch.no_grad()
@@ -154,30 +214,5 @@ def unfold(model: CompiledTransformer) -> CompiledTransformer:
         layers = _hidden(old)
         if not layers:
             continue
-        m = blk.mlp
-        k = len(layers) - 1
-        nxt = layers[o.stage + 1]  # the weights taking this hidden layer to the next pre-activation
-        if o.stage == 0:
-            m.W_in[:d] = layers[0][0]
-            m.b_in.copy_(layers[0][1])
-            h = layers[0][0].shape[1]
-            pos = slice(0, h)
-        else:
-            r = starts[_region(o.stage)]
-            h = layers[o.stage][0].shape[1]
-            own = torch.arange(r, r + h)
-            eye = torch.eye(h, dtype=m.W_in.dtype)
-            m.W_in[own, :h] = eye  # ReLU(z)
-            m.W_in[own, h:] = -eye  # ReLU(-z)
-            m.W_out[:h, own] = -eye  # clear: -ReLU(z) + ReLU(-z) = -z
-            m.W_out[h:, own] = eye
-            pos = slice(0, h)
-        if o.stage + 1 == k:  # the original output into the model's own dims
-            m.W_out[pos, :d] = nxt[0]
-            m.b_out[:d] = nxt[1]
-        else:
-            r = starts[_region(o.stage + 1)]
-            w = nxt[0].shape[1]
-            m.W_out[pos, r:r + w] = nxt[0]
-            m.b_out[r:r + w] = nxt[1]
+        _fill_stage(blk.mlp, layers, o.stage, d, starts)
     return new

@@ -3,9 +3,9 @@
 Sections: verdict and model, what was checked, accuracy by position, the attention
 pattern of every head on a sample input, the margins, the first counterexample, and the
 diagram the model's construction draws of the plan its checkpoint carries (Krohn-Rhodes:
-the cascade).  Plots are inline SVG drawn by ``verify/svg.py`` (no plotting dependency); the
-cascade is rendered by Graphviz ``dot`` when it is installed, else given as DOT source.  No
-external resources are referenced.
+the cascade), and the residual layout.  Plots are inline SVG drawn by ``verify/svg.py`` (no
+plotting dependency); the cascade is rendered by Graphviz ``dot`` when it is installed, else
+by ``verify/dot.py``.  No external resources are referenced.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import torch
 from constructions import registry
 
 from . import svg
+from .dot import dag_svg
 from .text import cut_text, exhaustive_text, fmt
 
 SAMPLE_LEN = 32
@@ -242,20 +243,40 @@ def _counterexample_section(report) -> str:
 
 
 def _diagram_section(model) -> str:
+    """The plan's diagram: Graphviz's drawing when ``dot`` is installed and its SVG is inert,
+    else this package's own (:func:`verify.dot.dag_svg`); the DOT source below, folded."""
     diagram = plan_diagram(model)
     if diagram is None:
         return ""
     title, dot = diagram
-    svg = dot_svg(dot)
+    drawn = dot_svg(dot)
     out = [f"<h2>{_e(title)}</h2>"]
-    if svg is not None:
-        out.append(svg)
+    if drawn is None:
+        drawn = dag_svg(dot)
+        out.append('<p class="note">Drawn by this report (Graphviz <code>dot</code> is not installed or failed, or its '
+                   "drawing held a link or a script, which this page never inlines).</p>")
+    if drawn is not None:
+        out.append(drawn)
     else:
-        out.append('<p class="note">The diagram is given as DOT source (render it with <code>dot -Tsvg</code>): the '
-                   "Graphviz <code>dot</code> program is not installed or failed, or its drawing held a link or a "
-                   "script, which this page never inlines.</p>")
-    out.append(f"<pre>{_e(dot)}</pre>")
+        out.append('<p class="note">The diagram is given as DOT source (render it with <code>dot -Tsvg</code>).</p>')
+    out.append(f"<details><summary>DOT source</summary><pre>{_e(dot)}</pre></details>")
     return "".join(out)
+
+
+def _layout_section(model) -> str:
+    """The residual layout (``shortcut info --layout``'s data) as a picture (:func:`verify.svg.layout_map`);
+    nothing for a checkpoint that stores no layout."""
+    try:
+        layout = model.layout()
+    except KeyError:
+        return ""
+    try:
+        picture = svg.layout_map(layout)
+    except (KeyError, TypeError, ValueError, AttributeError):  # a stored layout is data: a crafted one draws nothing
+        return ""
+    return ("<h2>Residual layout</h2><p>A row per named subspace of the residual stream (its dims in brackets), "
+            "two columns per layer: its attention heads and its MLP. Hover a cell for who reads or writes the "
+            "subspace there (<code>shortcut info --layout</code> prints the same as text).</p>" + picture)
 
 
 def _candidates_section(model) -> str:
@@ -281,7 +302,7 @@ def report_html(report: dict[str, Any], model) -> str:
     verdict = ('<span class="ok">EXACT</span>' if exact else '<span class="bad">NOT EXACT</span>')
     parts.append(f"<p>{verdict}: {report['n_errors']} wrong of {report['n_positions']} scored positions in "
                  f"{report['n_sequences']} sequences (accuracy {report['accuracy']:.6g}).</p>")
-    parts.append(_table(None, [
+    parts.append(_table(None, [row for row in [
         ["method", report["method"]], ["dtype", report["dtype"]],
         ["layers", info.get("n_layers")], ["heads per layer", info.get("heads_by_layer")],
         ["d_model", info.get("d_model")], ["d_mlp", info.get("d_mlp")], ["parameters", info.get("n_params")],
@@ -290,7 +311,7 @@ def report_html(report: dict[str, Any], model) -> str:
         ["checkpoint sha256", report.get("checkpoint_sha256")],
         ["tool version", report.get("tool_version")], ["schema", report.get("schema")],
         ["seeds", json.dumps(report.get("seeds"))],
-    ]))
+    ] if row[1] is not None]))  # a field the model has not (positions of a model without any): no row
     parts.append(_candidates_section(model))
     fam = c.get("adversarial_families") or {}
     parts.append("<h2>What was checked</h2>" + _table(["check", "what"], [
@@ -311,6 +332,7 @@ def report_html(report: dict[str, Any], model) -> str:
     parts.append(_counterexample_section(report))
     parts.append(_accuracy_section(report))
     parts.append(_margins_section(report))
+    parts.append(_layout_section(model))
     parts.append(_attention_section(model, sample_tokens(report, model)))
     parts.append(_diagram_section(model))
     parts.append("</body></html>\n")

@@ -3,7 +3,8 @@ resources, the same bytes for the same data.
 
 :func:`heatmap` (attention patterns, labelled, values on hover, a log scale for spread
 mass), :func:`line_plot` (accuracy by position) and
-:func:`bar_plot` (margins; on a log axis a zero is marked as "0", never drawn as a tiny bar).
+:func:`bar_plot` (margins; on a log axis a zero is marked as "0", never drawn as a tiny bar),
+:func:`layout_map` (the residual stream's layout: who reads and writes each named subspace).
 """
 
 from __future__ import annotations
@@ -214,5 +215,74 @@ def bar_plot(values: Sequence[float | None], title: str, xlabel: str, ylabel: st
                        f'y2="{y:.1f}" stroke="#000" stroke-width="2"/>')
     if not log:
         out.append(f'<line x1="{ax.left}" y1="{ax.py(0):.1f}" x2="{ax.W - ax.right}" y2="{ax.py(0):.1f}" stroke="#000"/>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+LAYOUT_COLOURS = {"read": ("#9ecae1", "read"), "write": ("#e6550d", "written"),
+                  "read, write": ("#8856a7", "read and written")}
+"""A residual-layout cell's colour and legend: read only, written only, both."""
+
+
+def _dims_label(dims: Sequence[int]) -> str:
+    """``[3, 4, 5]`` as ``3-5``; other sets as their first and last (``0..9``) or one number."""
+    if not dims:
+        return "-"
+    lo, hi = min(dims), max(dims)
+    return str(lo) if lo == hi else (f"{lo}-{hi}" if hi - lo + 1 == len(dims) else f"{lo}..{hi}")
+
+
+def _layout_uses(layout: dict, name: str) -> list[tuple[str, list[str], list[str]]]:
+    """For each layer's attention, then its MLP: (column title, who reads ``name`` there, who writes it)."""
+    cols = []
+    for block in layout["blocks"]:
+        l = block["layer"] + 1
+        reads = [f"head {h['index']} {h['name']} ({role})" for h in block["heads"]
+                 for role in ("query", "key", "value") if name in h["reads"][role]]
+        writes = [f"head {h['index']} {h['name']}" for h in block["heads"] if name in h["writes"]]
+        cols.append((f"L{l} attention", reads, writes))
+        m = block["mlp"]
+        cols.append((f"L{l} MLP", [m["name"]] if m is not None and name in m["reads"] else [],
+                     [m["name"]] if m is not None and name in m["writes"] else []))
+    return cols
+
+
+def layout_map(layout: dict, cell: int = 16) -> str:
+    """The residual stream's layout (``model.layout()``, what ``shortcut info --layout`` prints)
+    as a grid: a row per named subspace (in the order of its dims, labelled with them), two
+    columns per layer (its attention, its MLP); a cell is coloured by whether that part reads the
+    subspace, writes it or both (:data:`LAYOUT_COLOURS`), and says who on hover."""
+    subspaces = sorted(layout["subspaces"].items(), key=lambda kv: min(kv[1]["dims"], default=-1))
+    labels = [f"{name[:32]}  [{_dims_label(s['dims'])}]" for name, s in subspaces]
+    n_cols = 2 * len(layout["blocks"])
+    left = 12 + 6 * max((len(s) for s in labels), default=4)
+    top = 58
+    legend_w = sum(30 + 6 * len(legend) for _, legend in LAYOUT_COLOURS.values())
+    w, h = max(left + n_cols * cell + 8, 8 + legend_w), top + len(labels) * cell + 30
+    out = [f'<svg width="{w:.0f}" height="{h:.0f}" viewBox="0 0 {w:.1f} {h:.1f}" role="img" class="layout">'
+           f"<title>residual layout: who reads and writes each subspace</title>"]
+    for l, block in enumerate(layout["blocks"]):
+        x = left + 2 * l * cell
+        out.append(f'<rect x="{x:.1f}" y="{top - 2}" width="{2 * cell}" height="{len(labels) * cell + 4}" '
+                   f'fill="{"#f4f4f4" if l % 2 else "#fff"}"/>')
+        for k, part in enumerate(("attn", "MLP")):
+            cx, cy = x + (k + 0.6) * cell, top - 6
+            out.append(_text(cx, cy, f"L{block['layer'] + 1} {part}", 10, anchor="start",
+                             extra=f'transform="rotate(-60 {cx:.1f} {cy:.1f})"'))
+    for r, ((name, _), label) in enumerate(zip(subspaces, labels)):
+        y = top + r * cell
+        out.append(_text(left - 6, y + cell * 0.72, label, 10, anchor="end"))
+        for c, (column, reads, writes) in enumerate(_layout_uses(layout, name)):
+            kind = ", ".join(k for k, who in (("read", reads), ("write", writes)) if who)
+            if kind:
+                tip = html.escape(f"{name}, {column}: " + "; ".join(
+                    f"{k} by {', '.join(who)}" for k, who in (("read", reads), ("written", writes)) if who))
+                out.append(f'<rect x="{left + c * cell + 1:.1f}" y="{y + 1:.1f}" width="{cell - 2}" '
+                           f'height="{cell - 2}" fill="{LAYOUT_COLOURS[kind][0]}"><title>{tip}</title></rect>')
+    x = 8
+    for fill, legend in LAYOUT_COLOURS.values():
+        out.append(f'<rect x="{x:.1f}" y="{h - 20}" width="10" height="10" fill="{fill}"/>')
+        out.append(_text(x + 14, h - 11, legend, 9, anchor="start"))
+        x += 30 + 6 * len(legend)
     out.append("</svg>")
     return "".join(out)

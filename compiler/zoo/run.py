@@ -30,6 +30,8 @@ from .config import Config, Job, jobs, load
 from .job import CIRCUITS, MODELS, RECORDS, TRACES, run_job
 
 MANIFEST_SCHEMA = "shortcut-zoo-manifest/1"
+PARQUET = "manifest.parquet"
+"""The manifest's Parquet copy beside ``manifest.jsonl`` (written when pyarrow is installed)."""
 MAX_WORKERS = 64
 TASKS_PER_WORKER = 100
 """A pool worker is replaced after this many models (bounded memory over thousands)."""
@@ -144,12 +146,41 @@ def _ray(todo: list[Job], out: Path, workers: int, address: str, done: Callable[
             ray.shutdown()
 
 
+def _json_line(x: Any) -> str:
+    """One manifest value or row as compact, key-sorted JSON text (deterministic bytes)."""
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def manifest_parquet(rows: list[dict[str, Any]]) -> bytes | None:
+    """The manifest as Parquet bytes (``DIR/manifest.parquet``), or None without the optional
+    ``pyarrow`` (the ``[zoo]`` extra).  One column per field, sorted by name as the JSON rows'
+    keys; objects (``error``, ``basis``, ``files``, ``sha256``, ``verification``) are their
+    JSON text, lists and scalars native, a field a row lacks is null."""
+    try:
+        import pyarrow as pa  # noqa: PLC0415 - the optional [zoo] extra
+        import pyarrow.parquet as pq  # noqa: PLC0415
+    except ImportError:
+        return None
+    names = sorted({k for r in rows for k in r})
+    cell = lambda v: _json_line(v) if isinstance(v, dict) else v  # noqa: E731
+    table = pa.table({k: pa.array([cell(r.get(k)) for r in rows]) for k in names})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
 def _manifest(out: Path, all_jobs: list[Job]) -> list[dict[str, Any]]:
-    """Rebuild ``manifest.jsonl`` and ``timings.jsonl`` from the records, in the config's order."""
+    """Rebuild ``manifest.jsonl`` (and its Parquet copy, :func:`manifest_parquet`) and
+    ``timings.jsonl`` from the records, in the config's order."""
     records = [_record(out, j) for j in all_jobs]
     rows = [{"schema": MANIFEST_SCHEMA, **r["row"]} for r in records if r is not None]
-    line = lambda x: json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
+    line = _json_line
     write_atomic(out / "manifest.jsonl", "".join(line(r) + "\n" for r in rows))
+    parquet = manifest_parquet(rows)
+    if parquet is None:  # without pyarrow: no copy, and none left from an earlier run to disagree
+        (out / PARQUET).unlink(missing_ok=True)
+    else:
+        write_atomic(out / PARQUET, parquet)
     write_atomic(out / "timings.jsonl", "".join(line({"id": r["row"]["id"], **r["timings"]}) + "\n"
                                                 for r in records if r is not None))
     return rows

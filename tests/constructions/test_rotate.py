@@ -70,31 +70,41 @@ def test_refusals():
 
 
 @pytest.mark.integration  # runs in CI's TransformerLens environment (the README's integration command)
-def test_transformer_lens_export_of_a_rotated_model_agrees_up_to_rounding():
-    """Known gap (issue 29): the export is bit-exact in the standard basis but not in a rotated one --
-    dense rotated weights make the two implementations' summation orders matter (measured: max
-    |logit difference| 4.8e-6 on dyck:2,2).  What holds: the same argmax everywhere, logits within
-    1e-4 (float32 rounding of d_model-term products of logits up to 6), the same attention patterns
-    up to rounding; and bit-exact once unrotated."""
+@pytest.mark.parametrize("name", ["dyck:2,2", "nth-last:3"])
+def test_transformer_lens_export_of_a_rotated_model_agrees_up_to_rounding(name):
+    """Known limit (docs/zoo.md, benchmarks/results/rotated_export_rounding.md): the export is
+    bit-exact in the standard basis but cannot be in a rotated one -- TransformerLens computes
+    every projection at the export's zero-padded widths (one d_model with the unfolded scratch
+    dims, one head count, one MLP width), and the BLAS kernel picks its reduction order from the
+    shape, so dense dot products round differently from ours.  What holds: the embedding bit for
+    bit, the same argmax everywhere, and logits and every layer's pattern within the first-order
+    float32 bound of the chain (exported blocks x d_model x eps x the largest value)."""
     pytest.importorskip("transformer_lens.model_bridge", reason="the transformer-lens extra (4.x) is not installed")
-    from compiler.export import bos_tokens, to_transformer_bridge
+    from compiler.export import bos_tokens, to_transformer_bridge, to_transformer_lens
+    from constructions.unfold import origins
 
-    plain = compile_automaton("dyck:2,2", max_len=16)
+    plain = compile_automaton(name, max_len=16)
     tokens = torch.randint(0, plain.config["n_symbols"], (3, 16), generator=torch.Generator().manual_seed(1))
+    eps = torch.finfo(plain.W_E.dtype).eps
     for model, exact in ((plain, True), (rotate(plain, 9), False)):
         bridge = to_transformer_bridge(model)
         with torch.no_grad():
             ours, cache = model.run_with_cache(tokens)  # the explicit attention path, as TransformerLens's
             theirs, tcache = bridge.run_with_cache(bos_tokens(tokens, model.bos_id))
-        H = model.config["blocks"][0]["n_heads"]
+        d = model.config["d_model"]
+        assert torch.equal(tcache["blocks.0.hook_resid_pre"][..., :d], cache["blocks.0.hook_resid_pre"])
+        config = to_transformer_lens(model).config
+        chain = config["n_layers"] * config["d_model"] * eps  # relative first-order rounding of the whole chain
         if exact:
             assert torch.equal(ours, theirs[:, 1:])
-            assert torch.equal(tcache["blocks.0.attn.hook_pattern"][:, :H], cache["blocks.0.attn.hook_pattern"])
         else:
             assert torch.equal(ours.argmax(-1), theirs[:, 1:].argmax(-1))
-            assert float((ours - theirs[:, 1:]).abs().max()) <= 1e-4
-            assert torch.allclose(tcache["blocks.0.attn.hook_pattern"][:, :H], cache["blocks.0.attn.hook_pattern"],
-                                  atol=1e-5)
+            assert float((ours - theirs[:, 1:]).abs().max()) <= chain * float(ours.abs().max())
+        for i, o in enumerate(origins(model)):
+            if o.stage == 0:
+                H = model.config["blocks"][o.layer]["n_heads"]
+                a, b = tcache[f"blocks.{i}.attn.hook_pattern"][:, :H], cache[f"blocks.{o.layer}.attn.hook_pattern"]
+                assert torch.equal(a, b) if exact else float((a - b).abs().max()) <= chain
 
 
 def test_read_decodes_named_subspaces_in_a_rotated_basis(pair):

@@ -12,7 +12,7 @@ import compiler
 from compiler.automata.catalog import build
 from compiler.automata.spec import Semiautomaton
 from constructions.model import CompiledTransformer
-from constructions.unfold import SCRATCH, Origin, origins, scratch_widths, unfold
+from constructions.unfold import SCRATCH, Origin, carries_activations, origins, scratch_widths, unfold
 from verify.check import adversarial_families
 
 T = 32
@@ -96,8 +96,11 @@ def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_count
         logits = model(tokens)
         assert logits.abs().min() > 0 and logits.abs().max() < 2 ** 24  # nonzero, exact integers in float32
     assert [(b["n_heads"], b["mlp_hidden"]) for b in flat.config["blocks"]] == [
-        (2, []), (1, [5]), (3, [4]), (1, [12]), (1, [6]), (1, [14]), (1, [9]), (1, [4])]
-    assert scratch_widths(model) == (7, 3)  # odd stages carry 6, 7 and 2 units, even ones 3
+        (2, []), (1, [5]), (3, [4]), (1, [10]), (1, [6]), (1, [10]), (1, [9]), (1, [4])]
+    # the narrower crosses each boundary: 4 activations (not 6 pre-activations), 3 pre-activations,
+    # 3 activations (not 7); then 2 pre-activations (not 9 activations)
+    assert carries_activations([4, 6, 3, 7]) == [True, False, True] and carries_activations([9, 2]) == [False]
+    assert scratch_widths(model) == (4, 3)
 
 
 def test_scratch_is_written_exactly_and_cleared_before_each_original_layer():
@@ -115,7 +118,7 @@ def test_scratch_is_written_exactly_and_cleared_before_each_original_layer():
             assert torch.equal(resid[..., :d], cache[f"blocks.{o.layer}.hook_resid_pre"])
             assert not resid[..., d:].any()
             assert torch.equal(fcache[f"blocks.{i}.attn.hook_pattern"], cache[f"blocks.{o.layer}.attn.hook_pattern"])
-        else:  # stage j's units ReLU(z) are the original hidden layer j
+        else:  # stage j's first units are the original hidden layer j
             h = model.config["blocks"][o.layer]["mlp_hidden"][o.stage]
             assert torch.equal(fcache[f"blocks.{i}.mlp.hook_post.0"][..., :h],
                                cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"])

@@ -17,7 +17,7 @@ from compiler.automata.errors import InputError
 from compiler.cli import main
 from compiler.zoo.config import parse
 from compiler.zoo.job import RECORDS
-from compiler.zoo.run import run_zoo
+from compiler.zoo.run import PARQUET, run_zoo
 from constructions.checkpoint import load
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,7 +29,7 @@ SMALL = {"seed": 4, "defaults": {"max_len": [8], "traces": 2},
 
 def digests(out: Path) -> dict[str, str]:
     """sha256 of the manifest and of every model, circuit and trace file."""
-    files = [out / "manifest.jsonl", *sorted(p for d in ("models", "circuits", "traces") for p in (out / d).iterdir())]
+    files = [out / "manifest.jsonl", *([out / PARQUET] if (out / PARQUET).exists() else []), *sorted(p for d in ("models", "circuits", "traces") for p in (out / d).iterdir())]
     return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
@@ -70,6 +70,28 @@ def test_a_rerun_resumes_and_a_lost_model_comes_back_identical(small):
     third = run_zoo(parse(SMALL), out)
     assert third.new == 1 and digests(out) == before
     assert not list((out / "models").glob(".*.tmp"))
+
+
+def test_the_parquet_copy_holds_the_manifest_rows(small):
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow (the zoo extra) is not installed")
+    out, _ = small
+    rows = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    table = pq.read_table(out / PARQUET).to_pylist()
+    assert len(table) == len(rows)
+    for row, got in zip(rows, table):
+        assert {k: v for k, v in got.items() if v is not None} == {
+            k: json.dumps(v, sort_keys=True, separators=(",", ":")) if isinstance(v, dict) else v
+            for k, v in row.items() if v is not None}
+    assert json.loads(table[3]["error"])["kind"] == "ShortcutError" and table[0]["heads_by_layer"] == rows[0]["heads_by_layer"]
+
+
+def test_without_pyarrow_there_is_no_parquet_copy(small, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
+    out = tmp_path / "z"
+    run_zoo(parse(SMALL), out, limit=1)
+    (out / PARQUET).write_bytes(b"stale")  # from a run that had pyarrow
+    run_zoo(parse(SMALL), out, limit=1)
+    assert not (out / PARQUET).exists() and (out / "manifest.jsonl").read_text()
 
 
 def test_another_config_in_the_same_directory_is_refused(small):
