@@ -3,7 +3,7 @@
 Compiles the paper's 19 automata (``auto``), one model of every registered construction
 (``--method NAME``, both position codes for some), label readouts of every form (one-hot sum,
 scalar code, halfspaces in the unembedding, exact and halfspace lookups in the last MLP, the
-quotient and the automaton as given) and a model in a rotated basis, and hashes, per model,
+quotient and the automaton as given) a model in a rotated basis and models pointed at another start state (``with_start``), and hashes, per model,
 the weights (every parameter's dtype, shape and bytes, in state-dict order) and the logits on
 fixed random inputs at max_len.  A third digest of the metadata (canonical JSON) is recorded
 as information: metadata may gain fields, the model may not change.
@@ -48,6 +48,12 @@ _PRODUCT_3 = {"name": "random620", "states": ["0", "1", "2"], "alphabet": ["a0",
               "outputs": {"0": "l0", "1": "l1", "2": "l0"}}
 
 
+def _restarted(spec: str, method: str) -> Any:
+    """A model compiled with ``method`` and pointed at its automaton's second state (``with_start``)."""
+    model = compiler.compile_automaton(spec, max_len=MAX_LEN, method=method, dtype=torch.float64)
+    return compiler.with_start(model, model.automaton.states[1])
+
+
 def cases() -> dict[str, Callable[[], Any]]:
     """Name -> a thunk compiling that model (deterministic)."""
     out: dict[str, Callable[[], Any]] = {}
@@ -83,6 +89,8 @@ def cases() -> dict[str, Callable[[], Any]]:
                                                                    method="scan")
     out["labels/product3/product"] = lambda: compiler.compile_automaton(load_spec(_PRODUCT_3), max_len=MAX_LEN,
                                                                         readout="labels", method="product")
+    for method, spec in forced[::2] + [("krohn-rhodes", "memory:3"), ("local", "adder:2")]:
+        out[f"start/{method}/{spec}"] = lambda m=method, s=spec: _restarted(s, m)
     out["orthogonal/dihedral:4"] = lambda: compiler.compile_automaton("dihedral:4", max_len=MAX_LEN,
                                                                       basis="orthogonal", basis_seed=3)
     return out
