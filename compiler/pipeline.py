@@ -23,7 +23,7 @@ from constructions.basis import BASES, ORTHOGONAL, basis_of, check_seed
 from constructions.rotate import rotate
 from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import header_intact, stamp_header
-from constructions.construction import Construction, Refusal
+from constructions.construction import BuildOptions, Construction, Refusal
 from constructions.labels import (
     LABELS,
     READOUTS,
@@ -189,7 +189,7 @@ def _take(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any
     for cand in ranked:
         c = registry.get(cand.name)
         try:
-            built = c.build(automaton, plans[c.name], max_len=max_len, eps=eps, positions=positions)
+            built = c.build(automaton, plans[c.name], BuildOptions(max_len, eps, positions))
         except ShortcutError as e:
             cand.fits, cand.refusal = False, f"estimated, but the build failed: {e}"
             errors[c.name] = type(e)
@@ -321,7 +321,7 @@ def _state_compile(automaton: Semiautomaton, method: str, max_len: int, dtype: t
                    positions: str, allow_inexact: bool, prefer: str, max_params: int):
     """A state model: the planner's decision built, assembled, its estimate checked, its header stamped."""
     d = decide(automaton, method, max_len, eps, positions, prefer, max_params, certified=not allow_inexact)
-    program, meta = d.built or d.construction.build(automaton, d.plan, max_len=max_len, eps=eps, positions=positions)
+    program, meta = d.built or d.construction.build(automaton, d.plan, BuildOptions(max_len, eps, positions))
     if not allow_inexact:
         _beyond_reach(automaton, d.construction, meta, max_len, dtype)
     model = _assemble(automaton, d, program, meta, method, max_len, dtype)
@@ -387,7 +387,7 @@ def _label_compile(source: Semiautomaton, method: str, max_len: int, dtype: torc
                 a = m.quotient
                 d = _quotient_decision(a, method, max_len, eps, positions, prefer, max_params, allow_inexact,
                                        state_params)
-                program, meta = d.built or d.construction.build(a, d.plan, max_len=max_len, eps=eps, positions=positions)
+                program, meta = d.built or d.construction.build(a, d.plan, BuildOptions(max_len, eps, positions))
                 d, program, meta, notes = _label_model(d, program, meta, m, method, max_len, eps, positions, prefer)
                 own = {"labels": list(m.labels), "state_label": list(m.state_label),
                        "classes": [list(c) for c in m.classes]}
@@ -396,7 +396,7 @@ def _label_compile(source: Semiautomaton, method: str, max_len: int, dtype: torc
                 if isinstance(state_decision, ShortcutError):
                     raise state_decision
                 d = state_decision
-                program, meta = d.built or d.construction.build(a, d.plan, max_len=max_len, eps=eps, positions=positions)
+                program, meta = d.built or d.construction.build(a, d.plan, BuildOptions(max_len, eps, positions))
                 notes = _label_readout(program, state_label, len(labels))
                 d.why += f"; labels: read from its {a.n_states} states by {notes['form']}"
                 own = {"labels": list(labels), "state_label": list(state_label)}
@@ -539,12 +539,12 @@ def _label_candidate(c: Construction, a: Semiautomaton, last: bool, max_len: int
     if last:
         plan = natural(a)
         why = f"{c.name} ({c.theorem}) on the states, whose scalar code carries the labels: {c.describe(plan, a)}"
-        return Decision(c, plan, why), *c.build(a, plan, max_len=max_len, eps=eps, positions=positions)
+        return Decision(c, plan, why), *c.build(a, plan, BuildOptions(max_len, eps, positions))
     plan = c.applies(a)
     if isinstance(plan, Refusal):
         return None
     try:
-        built = c.build(a, plan, max_len=max_len, eps=eps, positions=positions)
+        built = c.build(a, plan, BuildOptions(max_len, eps, positions))
     except ShortcutError:
         return None
     return Decision(c, plan, f"{c.name} ({c.theorem}): {c.describe(plan, a)}"), *built

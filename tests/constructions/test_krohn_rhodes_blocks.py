@@ -14,6 +14,7 @@ from constructions import registry
 from constructions.assemble import assemble
 from constructions.budget import STEP_TOLERANCE
 from constructions.gadgets import ABSORB, absorb_feature
+from constructions.construction import BuildOptions
 from verify.check import verify
 
 PARAMS_BEFORE_BLOCKS = {("quaternion", 100): 14564, ("quaternion", 1024): 72396, ("cyclic:2", 100): 2291,
@@ -27,7 +28,7 @@ def _cascade(name):
 
 
 def _model(a, cascade, T):
-    program, meta = kr.build(a, max_len=T, cascade=cascade)
+    program, meta = kr.build(a, cascade, BuildOptions(T))
     return assemble(program, max_len=T, dtype=torch.float32, meta=meta), meta
 
 
@@ -50,7 +51,7 @@ def test_one_block_is_the_unsplit_head(name, T):
 def test_blocks_are_the_fewest_that_certify_float32(name, n, T):
     a, cascade = _cascade(name)
     blocks = kr.counter_blocks(cascade, T)
-    _, meta = kr.build(a, max_len=T, cascade=cascade)
+    _, meta = kr.build(a, cascade, BuildOptions(T))
     prec = meta["krohn_rhodes"]["precision"]
     rounding, leak = kr.prefix_sum_bounds(n, T, blocks, 2.0**-23)
     assert rounding + leak <= STEP_TOLERANCE and prec["prefix_sum_margin"] >= 1 and not meta["warnings"]
@@ -70,18 +71,18 @@ def test_one_block_where_no_split_certifies():
     assert all(sum(kr.prefix_sum_bounds(5, T, kr.CounterBlocks(s, -(-T // s), 17.0), 2.0**-23)) > STEP_TOLERANCE
                for s in range(1, 200))
     assert kr.counter_blocks(cascade, T).count == 1
-    _, meta = kr.build(a, max_len=T, cascade=cascade)
+    _, meta = kr.build(a, cascade, BuildOptions(T))
     assert meta["warnings"] and "prefix sums" in meta["warnings"][0]
 
 
 def _layout_blocks(a, cascade, T):
-    program, _ = kr.build(a, max_len=T, cascade=cascade)
+    program, _ = kr.build(a, cascade, BuildOptions(T))
     return program.workspace, program.blocks
 
 
 def test_quaternion_at_4096_is_certified_and_smaller_than_its_scan():
     a, cascade = _cascade("quaternion")
-    _, meta = kr.build(a, max_len=4096, cascade=cascade)
+    _, meta = kr.build(a, cascade, BuildOptions(4096))
     blocks = meta["krohn_rhodes"]["prefix_blocks"]
     assert blocks["count"] == 9 and blocks["length"] == 456 and blocks["mass"] == 912
     assert meta["krohn_rhodes"]["precision"]["margin"] >= 1 and not meta["warnings"]
