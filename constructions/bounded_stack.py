@@ -379,7 +379,7 @@ def set_start(model, plan: BoundedStack, start: str) -> None:
     every embedding row and in BOS's ``st:start{j}`` / ``st:starterr`` entries, nowhere else."""
     q0 = check_start(model.automaton, start)
     with torch.no_grad():
-        for dim, col in _start_columns(plan, model.meta["subspaces"], q0).items():
+        for dim, col in _start_columns(plan, model.metadata.subspaces, q0).items():
             model.W_E[:, dim] = torch.from_numpy(col).to(model.W_E.dtype)
     model.record_start(start)
 
@@ -408,7 +408,7 @@ def estimate(plan: BoundedStack, max_len: int, positions: str = "sinusoidal") ->
 
 
 def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> dict[str, Any]:
-    return checks.invariants(model, plan, model.meta[NAME], tokens)
+    return checks.invariants(model, plan, model.metadata.sections[NAME], tokens)
 
 
 CONSTRUCTION = Construction(

@@ -56,7 +56,7 @@ class BuildOptions:
         """The options a compiled model was built with (its max_len, its weights' dtype and the
         position code its metadata records), for rebuilding it from another start state."""
         return BuildOptions(model.max_len, float(torch.finfo(model.W_E.dtype).eps),
-                            model.meta.get("positions") or "sinusoidal")
+                            model.metadata.positions or "sinusoidal")
 
 
 def check_start(automaton: Semiautomaton, start: str) -> int:
@@ -78,7 +78,7 @@ def rebuild(model: CompiledTransformer, build: Build, plan: Any, start: str, *,
     that depends on the start); ``same_shape``: InputError with this text when the rebuilt
     model has another shape (otherwise the shapes are the construction's promise)."""
     check_start(model.automaton, start)
-    spec = {**model.meta["automaton"], "start": start}
+    spec = {**model.metadata.automaton, "start": start}
     program, built = build(from_dict(spec), plan, BuildOptions.of_model(model))
     new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
                    meta={**model.meta, **built, **(meta or {}), "automaton": spec})

@@ -368,7 +368,7 @@ def set_start(model, world: BoxWorld, start: str) -> None:
     """Point ``model`` at start state ``start`` (in place): q0's coordinates live in the
     ``gw{a}:start`` column of every embedding row and nowhere else."""
     coords = world.coords[check_start(model.automaton, start)]
-    labels = model.meta["residual_labels"]
+    labels = model.metadata.residual_labels
     with torch.no_grad():
         for axis, x in enumerate(coords):
             model.W_E[:, labels.index(f"gw{axis}:start")] = float(x)
@@ -397,7 +397,7 @@ def estimate(world: BoxWorld, max_len: int, positions: str = "sinusoidal") -> Co
 
 
 def invariants(model, world: BoxWorld, tokens: np.ndarray) -> dict[str, Any]:
-    return checks.invariants(model, world, model.meta[NAME], tokens)
+    return checks.invariants(model, world, model.metadata.sections[NAME], tokens)
 
 
 CONSTRUCTION = Construction(

@@ -747,7 +747,7 @@ def set_start(model, cascade: Cascade, start: str) -> None:
     every shape is start-independent, so the weights swap in directly.  The cascade is
     the decomposition's, whatever the start (only its initial values move)."""
     check_start(model.automaton, start)
-    restarted = cascade.with_start(from_dict({**model.meta["automaton"], "start": start}))
+    restarted = cascade.with_start(from_dict({**model.metadata.automaton, "start": start}))
     rebuild(model, build, restarted, start, meta={"plan": restarted.to_dict()})
 
 

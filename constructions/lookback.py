@@ -243,7 +243,7 @@ def set_start(model, plan: LookbackPlan, start: str) -> None:
     check_start(a, start)
     carried = {}
     if plan.m:
-        other = from_dict({**model.meta["automaton"], "start": start})
+        other = from_dict({**model.metadata.automaton, "start": start})
         if generalised_depth(other, plan.m, plan.k) is None:
             raise InputError(f"from {start!r} the first {plan.m} and last {plan.k} letters no longer decide the state of "
                              f"{a.name} (this lookback model's shape); compile the spec again with that start")

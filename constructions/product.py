@@ -261,7 +261,7 @@ def describe(plan: ProductPlan, automaton: Semiautomaton) -> str:
 def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:
     """Each factor's state read by its own unembedding from its dims after the last layer, against
     the quotient's reference state: argmax and logit margin at every position."""
-    info = model.meta[NAME]
+    info = model.metadata.sections[NAME]
     parts = [tuple(p) for p in info["partitions"]]
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.from_numpy(tokens))
@@ -288,7 +288,7 @@ def set_start(model, plan: ProductPlan, start: str, factors: tuple[Construction,
     """Rebuild for another start (the partitions do not depend on it; the quotients' starts do,
     :func:`restarted`) and copy the weights in; InputError when the rebuilt model has another shape."""
     check_start(model.automaton, start)
-    new_plan = restarted(plan, from_dict({**model.meta["automaton"], "start": start}))
+    new_plan = restarted(plan, from_dict({**model.metadata.automaton, "start": start}))
     rebuild(model, lambda a, p, o: build(a, p, o, factors), new_plan, start, meta={"plan": new_plan.to_dict()},
             same_shape=f"from {start!r} the product's factors compile to another shape; compile the spec again "
                        f"with that start")

@@ -212,7 +212,7 @@ def set_start(model, rep: Representation, start: str) -> None:
     readout depends on q0 (Theorem 10 serves every start state)."""
     a = model.automaton
     q0 = check_start(a, start)
-    ws = workspace_from_meta(model.meta["residual_labels"], model.meta["subspaces"])
+    ws = workspace_from_meta(model.metadata.residual_labels, model.metadata.subspaces)
     W_U, b_U = readout(rep, a, ws, q0, scan_checks.result_of(model.meta))
     with torch.no_grad():
         model.W_U.copy_(torch.from_numpy(W_U).to(model.W_U.dtype))

@@ -383,7 +383,7 @@ class _ChunkMargins:
     def heads(self) -> list[dict[str, Any]]:
         out = []
         for (l, h), (gap, leak) in sorted(self.worst.items()):
-            notes = self.model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [{}])
+            notes = (self.model.metadata.layers or [{}] * (l + 1))[l].get("heads", [{}])
             n = notes[h] if h < len(notes) else {}
             out.append({"layer": l + 1, "head": n.get("kind", f"head{h}"),
                         "target": self.what.get(l, "argmax key"),
