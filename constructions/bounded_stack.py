@@ -63,7 +63,7 @@ scores C and every stack at most 2D + 1 - C.  Margin >= 1.
 Precision.  Everything above needs only that x_t is within 1/4 of an integer for t <= t*
 (then every later unit is an exact 0 or 1 up to t*, and bounded after it) and that the
 level heads' recency step beta * lambda beats the rounding of their scores; see
-:func:`precision` for the margins recorded (and warned about) and README for the measured
+:func:`precision` for the margins recorded (and warned about) and docs/constructions/bounded-stack.md for the measured
 depth error (8.3e-6 at max_len 16384 in float32).
 """
 

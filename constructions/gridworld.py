@@ -342,8 +342,9 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
                 "ramp_margin": "residue ramps"}
         weak = sorted({what[k] for row in prec["axes"] for k in what if row[k] < 1})
         warnings.append(f"gridworld at max_len {max_len}: the worst-case rounding bound of this dtype for the "
-                        f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured errors "
-                        f"are far smaller (see README), but verify before trusting, or use float64")
+                        f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured "
+                        f"errors are far smaller (docs/constructions/gridworld.md), but verify before trusting, or "
+                        f"use float64")
     meta = {
         "method": NAME,
         "positions": positions,

@@ -28,7 +28,7 @@ def test_ruff_is_clean_on_the_package():
 
 def test_mypy_is_clean_on_the_package():
     pytest.importorskip("mypy")
-    run = _run("mypy")
+    run = _run("mypy", *PACKAGES)
     assert run.returncode == 0 and "Success" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
 
 
