@@ -65,6 +65,7 @@ def planned(a, T: int, verify: bool) -> dict:
 
     from compiler import pipeline
     from constructions.assemble import assemble
+    from constructions.construction import BuildOptions
     from constructions.registry import entries
 
     try:
@@ -84,7 +85,7 @@ def planned(a, T: int, verify: bool) -> dict:
         for c in entries():
             if forced[c.name]["layers"] is None:
                 continue
-            program, meta = c.build(a, c.applies(a), max_len=T, eps=2.0**-23, positions="sinusoidal")
+            program, meta = c.build(a, c.applies(a), BuildOptions(T))
             m = assemble(program, max_len=T, dtype=torch.float32, meta=meta)
             built[c.name] = {"layers": len(m.config["blocks"]), "params": sum(p.numel() for p in m.parameters())}
         out["built"] = built

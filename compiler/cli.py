@@ -270,7 +270,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         model.meta = {**model.meta, "verification": verification_summary(result, model)}
         exact = result.exact and not certificate_failed(cert)
     _write(output, "output", lambda: save(model, output))
-    for w in model.meta.get("warnings", []):
+    for w in model.metadata.warnings:
         print(f"warning: {w}", file=sys.stderr)
     i = model.info()
     _say(f"compiled {i['automaton']} ({i['n_states']} states, {i['n_symbols']} symbols) with {i['method']}: "
@@ -283,8 +283,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         _say(f"readout: {len(r['labels'])} labels {r['labels']} by {r['form']} on {on}; minimal Moore machine "
               f"{r['states_before']} -> {r['states_after']} states ({r['reachable']} reachable)")
     if args.verify:
-        _say(f"verification: {summary_line(model.meta['verification'])}")
-        ce = model.meta["verification"]["counterexample"]
+        _say(f"verification: {summary_line(model.metadata.verification)}")
+        ce = model.metadata.verification["counterexample"]
         if ce is not None:
             _say(_counterexample_line(ce))
         if args.certify:
@@ -473,7 +473,7 @@ def layout_text(layout: dict) -> list[str]:
 def _verification_line(model) -> str:
     """``info``'s verdict: the stored summary, whether it still describes these weights and header
     and is itself unchanged, and what such digests are worth (:data:`DIGESTS_NOTE`)."""
-    summary, status = model.meta.get("verification"), verification_status(model)
+    summary, status = model.metadata.verification, verification_status(model)
     if status is None:
         return "verification: none stored (compiled with --no-verify; run `shortcut verify`)"
     if status == VERIFIED:
@@ -488,7 +488,7 @@ def _verification_line(model) -> str:
 def _certificate_line(model) -> str:
     """``info``'s certificate line: "certified exact ..." only for a stored certificate that held and
     is bound to these weights and this header (the verification summary's digests match)."""
-    summary = model.meta.get("verification")
+    summary = model.metadata.verification
     cert = summary.get("certificate") if isinstance(summary, dict) else None
     if not isinstance(cert, dict):
         return "certificate: none stored (run `shortcut certify`)"
@@ -669,7 +669,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     _write(out, "output directory", lambda: paths.extend(save_transformer_lens(export, out)))
     c = export.config
     scratch = c["d_model"] - model.config["d_model"]
-    print(f"exported {model.automaton.name} ({model.meta.get('method')}) for TransformerLens: {c['n_layers']} blocks "
+    print(f"exported {model.automaton.name} ({model.metadata.method}) for TransformerLens: {c['n_layers']} blocks "
           f"from {len(model.blocks)} layers, d_model {c['d_model']} ({scratch} scratch), {c['n_heads']} heads, "
           f"d_mlp {c['d_mlp']} -> {', '.join(str(p) for p in paths)}")
     return EXIT_OK

@@ -93,7 +93,7 @@ EXAMPLES = {
   shortcut certify q8.safetensors --check q8.cert.json""",
     "export": """examples:
   shortcut export q8.safetensors --format transformer-lens -o q8-tl/
-  (then, with the transformer-lens extra: compiler.export.load_transformer_bridge("q8-tl/"), see the README)""",
+  (then, with the transformer-lens extra: compiler.export.load_transformer_bridge("q8-tl/"), see docs/interop.md)""",
     "decompose": """examples:
   shortcut decompose quaternion
   shortcut decompose symmetric:4 --json

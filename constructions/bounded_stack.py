@@ -63,7 +63,7 @@ scores C and every stack at most 2D + 1 - C.  Margin >= 1.
 Precision.  Everything above needs only that x_t is within 1/4 of an integer for t <= t*
 (then every later unit is an exact 0 or 1 up to t*, and bounded after it) and that the
 level heads' recency step beta * lambda beats the rounding of their scores; see
-:func:`precision` for the margins recorded (and warned about) and README for the measured
+:func:`precision` for the margins recorded (and warned about) and docs/constructions/bounded-stack.md for the measured
 depth error (8.3e-6 at max_len 16384 in float32).
 """
 
@@ -74,13 +74,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from compiler.automata.errors import BudgetError, InputError, ShortcutError
+from compiler.automata.errors import BudgetError
 from compiler.automata.spec import Semiautomaton
 from compiler.automata.stack_detect import NOOP, PUSH, BoundedStack, detect
 
 from . import bounded_stack_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import Construction, Cost, Refusal
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start
 from .gadgets import (
     ABSORB,
     Residue,
@@ -302,18 +302,14 @@ def precision(plan: BoundedStack, max_len: int, eps: float) -> dict[str, Any]:
             "prefix_sum_worst_case_margin": worst}
 
 
-def build(automaton: Semiautomaton, plan: BoundedStack | None = None, *, max_len: int,
-          eps: float = float(np.finfo(np.float32).eps), max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
-    """The three-layer program for a bounded-stack automaton and its metadata."""
-    if plan is None:
-        plan, reason = detect(automaton)
-        if plan is None:
-            raise ShortcutError(f"{automaton.name or 'the automaton'} is not a bounded stack ({reason}); "
-                                f"use --method scan or auto")
+def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """The three-layer program for a bounded-stack automaton and its metadata (the stack
+    construction uses no position code: ``options.positions`` is unused)."""
+    max_len, eps = options.max_len, options.eps
     sizes = _sizes(plan, automaton.n_symbols, automaton.n_states, max_len)
-    if sizes["params"] > max_params:
+    if sizes["params"] > options.max_params:
         raise BudgetError(f"a stack model of {automaton.name} at max_len {max_len} would have "
-                          f"{sizes['params']:,} parameters, over the budget of {max_params:,}")
+                          f"{sizes['params']:,} parameters, over the budget of {options.max_params:,}")
     D = plan.depth
     mass = max_len + 1
     ws = _layout(plan)
@@ -381,11 +377,9 @@ def state_codes(plan: BoundedStack, ws) -> StateCodes:
 def set_start(model, plan: BoundedStack, start: str) -> None:
     """Point ``model`` at start state ``start`` (in place): s0 lives in the ``st:depth`` column of
     every embedding row and in BOS's ``st:start{j}`` / ``st:starterr`` entries, nowhere else."""
-    a = model.automaton
-    if start not in a.state_index:
-        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
+    q0 = check_start(model.automaton, start)
     with torch.no_grad():
-        for dim, col in _start_columns(plan, model.meta["subspaces"], a.state_index[start]).items():
+        for dim, col in _start_columns(plan, model.metadata.subspaces, q0).items():
             model.W_E[:, dim] = torch.from_numpy(col).to(model.W_E.dtype)
     model.record_start(start)
 
@@ -413,18 +407,12 @@ def estimate(plan: BoundedStack, max_len: int, positions: str = "sinusoidal") ->
     return Cost(3, params)
 
 
-def build_plan(automaton: Semiautomaton, plan: BoundedStack, *, max_len: int, eps: float,
-               positions: str) -> tuple[Program, dict[str, Any]]:
-    """:func:`build` from the plan (the stack construction uses no position code: ``positions`` is unused)."""
-    return build(automaton, plan, max_len=max_len, eps=eps)
-
-
 def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> dict[str, Any]:
-    return checks.invariants(model, plan, model.meta[NAME], tokens)
+    return checks.invariants(model, plan, model.metadata.sections[NAME], tokens)
 
 
 CONSTRUCTION = Construction(
-    name=NAME, theorem="bounded stacks (Dyck)", applies=applies, estimate=estimate, build=build_plan,
+    name=NAME, theorem="bounded stacks (Dyck)", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=BoundedStack.to_dict, plan_from_json=BoundedStack.from_dict,
     describe=lambda plan, automaton: plan.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"stack_families": seed + checks.FAMILY_SEED_OFFSET},

@@ -196,7 +196,7 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
     :func:`expected` up to the first error; the error bit at every position."""
     dims = model.subspace
     D = plan.depth
-    notes2 = model.meta["layers"][1]["heads"]
+    notes2 = model.metadata.layers[1]["heads"]
     worst = {"depth": 0.0, "level": 0.0, "open": 0.0, "stack": 0.0, "error": 0.0}
     failures: list[str] = []
     heads: dict[str, dict[str, Any]] = {}

@@ -44,7 +44,7 @@ INTENDED_KEYS = {
 
 
 def _notes(model: CompiledTransformer, layer: int) -> dict[str, Any]:
-    notes = model.meta.get("layers")
+    notes = model.metadata.layers
     return notes[layer] if isinstance(notes, list) and layer < len(notes) and isinstance(notes[layer], dict) else {}
 
 
@@ -70,8 +70,8 @@ def _mlp(mlp: dict[str, Any] | None, notes: Any) -> dict[str, Any] | None:
 
 def residual_meanings(model: CompiledTransformer) -> list[dict[str, Any]]:
     """For each residual dim (standard basis): its subspace and its label."""
-    owner = {d: name for name, dims in model.meta.get("subspaces", {}).items() for d in dims}
-    labels = model.meta.get("residual_labels") or [""] * model.config["d_model"]
+    owner = {d: name for name, dims in model.metadata.subspaces.items() for d in dims}
+    labels = model.metadata.residual_labels or [""] * model.config["d_model"]
     return [{"dim": d, "subspace": owner.get(d), "label": labels[d]} for d in range(model.config["d_model"])]
 
 
@@ -86,7 +86,7 @@ def circuit(model: CompiledTransformer) -> dict[str, Any]:
                  for i, h in enumerate(block["heads"])]
         layers.append({"layer": block["layer"], "heads": heads, "mlp": _mlp(block["mlp"], notes.get("mlp"))})
     a = model.automaton
-    return {"schema": CIRCUIT_SCHEMA, "method": model.meta.get("method"), "automaton": a.name,
+    return {"schema": CIRCUIT_SCHEMA, "method": model.metadata.method or None, "automaton": a.name,
             "basis": basis_of(model.meta) or {"kind": "standard"},
             "subspaces": layout["subspaces"], "residual": residual_meanings(model), "layers": layers,
             "readout": {"outputs": list(output_names(model)), "start": a.states[a.start], "reads": _readout_reads(model)}}
@@ -98,7 +98,7 @@ def _readout_reads(model: CompiledTransformer) -> list[str]:
     Q = basis_matrix(model)
     rows = np.abs(W_U if Q is None else Q @ W_U).max(1) > 1e-6 * max(np.abs(W_U).max(), 1.0)
     used = {d for d in np.nonzero(rows)[0].tolist()}
-    return sorted(name for name, dims in model.meta.get("subspaces", {}).items() if used & set(dims))
+    return sorted(name for name, dims in model.metadata.subspaces.items() if used & set(dims))
 
 
 def sample_inputs(model: CompiledTransformer, n: int, seed: int) -> np.ndarray:

@@ -7,6 +7,10 @@ box world, the Krohn-Rhodes cascade) or a :class:`Refusal`; everything after tha
 estimating, building, moving the start state, checking a compiled model -- reads the
 plan and never repeats the analysis.  The plan travels in the checkpoint as
 ``meta["plan"]`` (``plan_to_json`` / ``plan_from_json``).
+
+Every construction builds with one signature, ``build(automaton, plan, options)``, the
+options a frozen :class:`BuildOptions`; moving a compiled model's start state goes through
+:func:`check_start` and, where the weights depend on it beyond one column, :func:`rebuild`.
 """
 
 from __future__ import annotations
@@ -15,13 +19,73 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
 import numpy as np
+import torch
 
-from compiler.automata.errors import ShortcutError
-from compiler.automata.spec import Semiautomaton
+from compiler.automata.errors import InputError, ShortcutError
+from compiler.automata.spec import Semiautomaton, from_dict
 
+from .assemble import assemble
+from .budget import MAX_PARAMS
+from .model import CompiledTransformer
 from .program import Program
 
 Plan = TypeVar("Plan")
+
+
+FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
+"""The default target dtype's machine epsilon (float32: 2**-23)."""
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What a build needs besides the automaton and its plan.
+
+    max_len: the longest input the model must simulate exactly.
+    eps: the machine epsilon of the target dtype (the precision checks compare worst-case
+        rounding bounds with it and record warnings; the weights do not depend on it).
+    positions: the position code (``constructions.positions.KINDS``) of the offset heads.
+    max_params: the parameter budget a build refuses beyond (``BudgetError``)."""
+
+    max_len: int
+    eps: float = FLOAT32_EPS
+    positions: str = "sinusoidal"
+    max_params: int = MAX_PARAMS
+
+    @staticmethod
+    def of_model(model: CompiledTransformer) -> "BuildOptions":
+        """The options a compiled model was built with (its max_len, its weights' dtype and the
+        position code its metadata records), for rebuilding it from another start state."""
+        return BuildOptions(model.max_len, float(torch.finfo(model.W_E.dtype).eps),
+                            model.metadata.positions or "sinusoidal")
+
+
+def check_start(automaton: Semiautomaton, start: str) -> int:
+    """The index of state ``start`` of ``automaton``; InputError naming the states otherwise."""
+    if start not in automaton.state_index:
+        raise InputError(f"unknown start state {start!r}; the states of {automaton.name} are {list(automaton.states)}")
+    return automaton.state_index[start]
+
+
+Build = Callable[[Semiautomaton, Any, BuildOptions], tuple[Program, dict[str, Any]]]
+"""``build(automaton, plan, options) -> (Program, meta)``: every construction's build."""
+
+
+def rebuild(model: CompiledTransformer, build: Build, plan: Any, start: str, *,
+            meta: dict[str, Any] | None = None, same_shape: str | None = None) -> None:
+    """Point ``model`` at start state ``start`` by building ``plan`` again for the automaton
+    with that start (with the model's own options, :meth:`BuildOptions.of_model`), assembling
+    it and copying its weights and metadata in, in place.  ``meta`` adds entries (a plan
+    that depends on the start); ``same_shape``: InputError with this text when the rebuilt
+    model has another shape (otherwise the shapes are the construction's promise)."""
+    check_start(model.automaton, start)
+    spec = {**model.metadata.automaton, "start": start}
+    program, built = build(from_dict(spec), plan, BuildOptions.of_model(model))
+    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
+                   meta={**model.meta, **built, **(meta or {}), "automaton": spec})
+    if same_shape is not None and new.config != model.config:
+        raise InputError(same_shape)
+    model.load_state_dict(new.state_dict())
+    model.set_meta(new.meta)
 
 
 @dataclass(frozen=True)
@@ -55,7 +119,7 @@ class Construction(Generic[Plan]):
     applies(automaton) -> Plan | Refusal.
     estimate(plan, max_len, positions) -> Cost: the exact depth and parameter count of the model
         build will make; raises BudgetError (a budget the plan breaks) exactly when build would.
-    build(automaton, plan, *, max_len, eps, positions) -> (Program, meta); may raise BudgetError.
+    build(automaton, plan, options: BuildOptions) -> (Program, meta); may raise BudgetError.
     set_start(model, plan, state): point a compiled model at another start state, in place
         (updating ``meta["plan"]`` if the plan depends on the start).
     plan_to_json(plan) -> JSON-able dict; plan_from_json(dict) -> plan (lossless).
@@ -76,7 +140,7 @@ class Construction(Generic[Plan]):
     theorem: str
     applies: Callable[[Semiautomaton], Plan | Refusal]
     estimate: Callable[[Plan, int, str], Cost]
-    build: Callable[..., tuple[Program, dict[str, Any]]]
+    build: Build
     set_start: Callable[[Any, Plan, str], None]
     plan_to_json: Callable[[Plan], dict[str, Any]]
     plan_from_json: Callable[[dict[str, Any]], Plan]

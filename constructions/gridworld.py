@@ -66,13 +66,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from compiler.automata.errors import BudgetError, InputError, ShortcutError
+from compiler.automata.errors import BudgetError
 from compiler.automata.gridworld_detect import BoxWorld, detect
 from compiler.automata.spec import Semiautomaton
 
 from . import gridworld_checks as checks
-from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import Construction, Cost, Refusal
+from .budget import STEP_TOLERANCE
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start
 from .gadgets import (
     ABSORB,
     Residue,
@@ -295,19 +295,14 @@ def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]
     return {"margin": worst, "axes": rows}
 
 
-def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal", world: BoxWorld | None = None,
-          eps: float = float(np.finfo(np.float32).eps), max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
-    """The two-layer program for a line/box world and its metadata."""
-    if world is None:
-        world, reason = detect(automaton)
-        if world is None:
-            raise ShortcutError(f"{automaton.name or 'the automaton'} is not a line or box world ({reason}); "
-                                f"use --method scan or auto")
+def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """The two-layer program for the line/box world ``world`` of ``automaton`` and its metadata."""
+    max_len, positions, eps = options.max_len, options.positions, options.eps
     plans = axis_plans(world, max_len, positions)
     sizes = _sizes(plans, max_len)
-    if sizes["params_estimate"] > max_params:
+    if sizes["params_estimate"] > options.max_params:
         raise BudgetError(f"a gridworld model of {automaton.name} at max_len {max_len} would have about "
-                          f"{sizes['params_estimate']:,} parameters, over the budget of {max_params:,}")
+                          f"{sizes['params_estimate']:,} parameters, over the budget of {options.max_params:,}")
     D = max_len + 1
     ws = Workspace()
     ws.add("one"), ws.add("bos")
@@ -347,8 +342,9 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
                 "ramp_margin": "residue ramps"}
         weak = sorted({what[k] for row in prec["axes"] for k in what if row[k] < 1})
         warnings.append(f"gridworld at max_len {max_len}: the worst-case rounding bound of this dtype for the "
-                        f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured errors "
-                        f"are far smaller (see README), but verify before trusting, or use float64")
+                        f"{' and '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); measured "
+                        f"errors are far smaller (docs/constructions/gridworld.md), but verify before trusting, or "
+                        f"use float64")
     meta = {
         "method": NAME,
         "positions": positions,
@@ -372,11 +368,8 @@ def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoida
 def set_start(model, world: BoxWorld, start: str) -> None:
     """Point ``model`` at start state ``start`` (in place): q0's coordinates live in the
     ``gw{a}:start`` column of every embedding row and nowhere else."""
-    a = model.automaton
-    if start not in a.state_index:
-        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
-    coords = world.coords[a.state_index[start]]
-    labels = model.meta["residual_labels"]
+    coords = world.coords[check_start(model.automaton, start)]
+    labels = model.metadata.residual_labels
     with torch.no_grad():
         for axis, x in enumerate(coords):
             model.W_E[:, labels.index(f"gw{axis}:start")] = float(x)
@@ -404,18 +397,12 @@ def estimate(world: BoxWorld, max_len: int, positions: str = "sinusoidal") -> Co
     return Cost(2, estimated_params(world, max_len, positions) + (n_symbols + 1) * d + (d + 1) * n_states)
 
 
-def build_plan(automaton: Semiautomaton, world: BoxWorld, *, max_len: int, eps: float,
-               positions: str) -> tuple[Program, dict[str, Any]]:
-    """:func:`build` from the plan."""
-    return build(automaton, max_len=max_len, positions=positions, world=world, eps=eps)
-
-
 def invariants(model, world: BoxWorld, tokens: np.ndarray) -> dict[str, Any]:
-    return checks.invariants(model, world, model.meta[NAME], tokens)
+    return checks.invariants(model, world, model.metadata.sections[NAME], tokens)
 
 
 CONSTRUCTION = Construction(
-    name=NAME, theorem="Theorem 12", applies=applies, estimate=estimate, build=build_plan, set_start=set_start,
+    name=NAME, theorem="Theorem 12", applies=applies, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=BoxWorld.to_dict, plan_from_json=BoxWorld.from_dict,
     describe=lambda world, automaton: world.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"gridworld_families": seed + checks.FAMILY_SEED_OFFSET},

@@ -94,7 +94,7 @@ def _expected(model, world: BoxWorld, axes: list[dict[str, Any]], tokens: np.nda
         M = info["modulus"]
         z = np.zeros((B, T + 1), dtype=np.int64)
         z[:, 1:] = np.cumsum(moves[ax][tokens], axis=1)
-        code = PositionCode(model.meta["positions"], M, tuple(info["code_periods"]))
+        code = PositionCode(model.metadata.positions, M, tuple(info["code_periods"]))
         codes = code.code(np.mod(z, M))
         codes[:, 0] = 0.0
         offs = info["offsets"]
@@ -118,7 +118,7 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
     g = details
     dims = model.subspace
 
-    layer2 = model.meta["layers"][1]["heads"]
+    layer2 = model.metadata.layers[1]["heads"]
     worst: dict[str, float] = {"z": 0.0, "code": 0.0, "rec_matched": 0.0, "rec_unmatched": 0.0, "state": 0.0}
     heads: dict[str, dict[str, Any]] = {}
     failures: list[str] = []

@@ -56,13 +56,13 @@ import numpy as np
 
 from compiler.automata.cascade import Cascade, Component, to_dot
 from compiler.automata.decompose import decompose
-from compiler.automata.errors import BudgetError, InputError, ShortcutError
+from compiler.automata.errors import BudgetError, ShortcutError
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from . import krohn_rhodes_checks as checks
-from .assemble import assemble, count_params
+from .assemble import count_params
 from .budget import STEP_TOLERANCE
-from .construction import Construction, Cost, Refusal
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
 from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Modular, Obligations, Readout, Recent, Round,
                           Steps, offset_keys)
 from .gadgets import (
@@ -725,23 +725,20 @@ def _check_positions(automaton: Semiautomaton, sched: Schedule, positions: str) 
                             f"or gridworld")
 
 
-def build(automaton: Semiautomaton, *, max_len: int, eps: float = 2.0**-23, cascade: Cascade | None = None,
-          positions: str = "sinusoidal") -> tuple[Program, dict[str, Any]]:
-    """The constant-depth program for a solvable automaton and its metadata.
+def build(automaton: Semiautomaton, cascade: Cascade, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """The constant-depth program for a solvable automaton, from its cascade, and its metadata.
 
-    ``eps`` is the target dtype's machine epsilon (the precision check warns when a
-    worst-case rounding bound exceeds a tolerance); ``positions`` is the code of the
-    offset-1 heads, the only place a position code is used: only ``sinusoidal``
-    (exact at every max_len, and what :func:`set_start` rebuilds with) is accepted
-    when such heads are needed, and a program without them ignores it."""
-    cascade = cascade or decompose(automaton)
+    ``options.eps`` is the target dtype's machine epsilon (the precision check warns when a
+    worst-case rounding bound exceeds a tolerance); ``options.positions`` is the code of the
+    offset-1 heads, the only place a position code is used: only ``sinusoidal`` (exact at
+    every max_len) is accepted when such heads are needed, and a program without them ignores it."""
+    T, eps, positions = options.max_len, options.eps, options.positions
     refusal = unsupported(automaton, cascade)
     if refusal is not None:
         raise refusal.error(refusal.reason)
     comps = cascade.components
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
-    T = max_len
     init = dict(zip((c.name for c in comps), cascade.encode(automaton.start)))
     sched = schedule(cascade)
     _check_positions(automaton, sched, positions)
@@ -762,17 +759,9 @@ def set_start(model, cascade: Cascade, start: str) -> None:
     The start state lives in the initial values (BOS's targets, the counters' offsets);
     every shape is start-independent, so the weights swap in directly.  The cascade is
     the decomposition's, whatever the start (only its initial values move)."""
-    a = model.automaton
-    if start not in a.state_index:
-        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
-    spec = {**model.meta["automaton"], "start": start}
-    other = from_dict(spec)
-    restarted = cascade.with_start(other)
-    program, meta = build(other, max_len=model.max_len, cascade=restarted)
-    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
-                   meta={**model.meta, **meta, "automaton": spec, "plan": restarted.to_dict()})
-    model.load_state_dict(new.state_dict())
-    model.set_meta(new.meta)
+    check_start(model.automaton, start)
+    restarted = cascade.with_start(from_dict({**model.metadata.automaton, "start": start}))
+    rebuild(model, build, restarted, start, meta={"plan": restarted.to_dict()})
 
 
 # ---------------------------------------------------------------------------------------
@@ -963,19 +952,13 @@ def estimate(cascade: Cascade, max_len: int, positions: str = "sinusoidal") -> C
     return Cost(len(blocks), count_params(lay.ws, blocks, n_symbols=a.n_symbols, n_out=a.n_states, max_len=max_len))
 
 
-def build_plan(automaton: Semiautomaton, cascade: Cascade, *, max_len: int, eps: float,
-               positions: str) -> tuple[Program, dict[str, Any]]:
-    """:func:`build` from the plan."""
-    return build(automaton, max_len=max_len, eps=eps, cascade=cascade, positions=positions)
-
-
 def describe(cascade: Cascade, automaton: Semiautomaton) -> str:
     return (f"solvable; a cascade of {len(cascade.levels)} level(s), {len(cascade.components)} component(s), "
             f"{cascade.counter_levels} with counters")
 
 
 CONSTRUCTION = Construction(
-    name=NAME, theorem="Theorem 11", applies=applies, estimate=estimate, build=build_plan, set_start=set_start,
+    name=NAME, theorem="Theorem 11", applies=applies, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=Cascade.to_dict, plan_from_json=Cascade.from_dict, describe=describe,
     invariants=checks.invariants, diagram=lambda cascade: ("Cascade", to_dot(cascade)), obligations=obligations,
 )

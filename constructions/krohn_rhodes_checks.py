@@ -51,7 +51,7 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
     ``tokens``), measure the MLP margins there and the head margins (and block heads'
     leaks) on the first two sequences."""
     want = cascade_coordinates(cascade, tokens)
-    allocated = model.meta["subspaces"]
+    allocated = model.metadata.subspaces
 
     def at(name: str) -> int:  # a component's or view's one-dim subspace
         return model.subspace(name)[0]
@@ -59,7 +59,7 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
     index = {c.name: i for i, c in enumerate(cascade.components)}
     rows, failures = [], []
     last = f"blocks.{len(model.blocks) - 1}.hook_resid_post"
-    for comp in model.meta["krohn_rhodes"]["components"]:
+    for comp in model.metadata.sections["krohn_rhodes"]["components"]:
         name, block = comp["name"], comp["block"]
         col = want[..., index[name]]
         resid = cache[f"blocks.{block - 1}.hook_resid_post"].double().numpy()
@@ -79,7 +79,7 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
             failures.append(f"{name} ({comp['kind']}, block {block}): value deviates by {dev_new:.3g} from the cascade")
         if row.get("worst_old_deviation", 0) >= STEP_TOLERANCE:
             failures.append(f"{name} ({comp['kind']}): pre-update value deviates by {row['worst_old_deviation']:.3g}")
-    views = model.meta["krohn_rhodes"].get("views", [])
+    views = model.metadata.sections["krohn_rhodes"].get("views", [])
     if views:
         signals = cascade_signals(cascade, want)
         slot = {v.name: len(cascade.components) + j for j, v in enumerate(cascade.views)}
@@ -154,7 +154,7 @@ def block_leaks(model, cache: dict[str, torch.Tensor], l: int) -> list[dict[str,
     out = []
     pattern = cache[f"blocks.{l}.attn.hook_pattern"]
     T = pattern.shape[-1] - 1
-    for h, notes in enumerate(model.meta["layers"][l]["heads"]):
+    for h, notes in enumerate(model.metadata.layers[l]["heads"]):
         if "block_keys" not in notes:
             continue
         first, last = notes["block_keys"]
@@ -170,7 +170,7 @@ def block_leaks(model, cache: dict[str, torch.Tensor], l: int) -> list[dict[str,
 def _counter_sum(model, cache: dict[str, torch.Tensor], name: str, block: int) -> dict[str, Any]:
     """A counter's prefix sum after its head (the decode's input): worst distance from an
     integer against STEP_TOLERANCE, and the decode's modulus and coarse steps."""
-    layer = model.meta["layers"][block - 1]
+    layer = model.metadata.layers[block - 1]
     scale = next(h["scale"] for h in layer["heads"] if h.get("kind") == "prefix-mean")
     x = cache[f"blocks.{block - 1}.hook_resid_mid"][..., model.subspace(f"kr:{name}.mean")[0]].double() * scale
     noise = float((x - x.round()).abs().max())
@@ -186,8 +186,8 @@ ROLES = ("mean", "new", "old", "fetched", "prev", "inc", "flag", "target")
 
 def _owners(model) -> dict[str, tuple[str, str]]:
     """Subspace name -> (component or view, role), for every component and view subspace allocated."""
-    kr = model.meta["krohn_rhodes"]
-    allocated = model.meta["subspaces"]
+    kr = model.metadata.sections["krohn_rhodes"]
+    allocated = model.metadata.subspaces
     owners = {f"kr:{c['name']}.{role}": (c["name"], role) for c in kr["components"] for role in ROLES}
     owners |= {f"kr:{v['name']}.{when}": (v["name"], when) for v in kr.get("views", []) for when in ("old", "new")}
     return {sub: who for sub, who in owners.items() if sub in allocated}
@@ -207,7 +207,7 @@ def mlp_margins(model, cache: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
         if block["mlp"] is None:
             continue
         reads = sorted((model.subspace(sub)[0], *owners[sub]) for sub in block["mlp"]["reads"] if sub in owners)
-        heads = model.meta["layers"][l].get("heads", [])
+        heads = model.metadata.layers[l].get("heads", [])
         scale = next((h["scale"] for h in heads if h.get("kind") == "prefix-mean" and "scale" in h), None)
         groups: dict[str, tuple[list[int], float, set[str]]] = {}
         for i, who, role in reads:

@@ -60,17 +60,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
-from compiler.automata.errors import BudgetError, InputError
-from compiler.automata.load import from_dict
+from compiler.automata.errors import BudgetError
 from compiler.automata.local import MAX_PERIOD, MAX_WINDOW, LocalPlan, detect
 from compiler.automata.spec import Semiautomaton
 
 from . import local_checks as checks
-from .assemble import assemble, program_params
+from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import Construction, Cost, Refusal
+from .construction import BuildOptions, Construction, Cost, Refusal, rebuild
 from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, offset_head, prefix_mean_head, recent_flag_head
 from .obligations import Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Recent, offset_keys
 from .positions import PositionCode, position_code, position_table
@@ -237,12 +235,12 @@ def _check_budget(params: int, plan: LocalPlan, max_len: int, max_params: int) -
                           f"{max_params:,}")
 
 
-def build(automaton: Semiautomaton, plan: LocalPlan, *, max_len: int, eps: float = 2.0**-23,
-          positions: str = "sinusoidal", max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
+def build(automaton: Semiautomaton, plan: LocalPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The program for ``automaton`` (its start state picks the tables) and its metadata."""
+    max_len, positions, eps = options.max_len, options.positions, options.eps
     prog = program(plan, automaton.start, max_len, positions)
     params = program_params(prog)
-    _check_budget(params, plan, max_len, max_params)
+    _check_budget(params, plan, max_len, options.max_params)
     code = position_code(positions, max_len)
     prec = precision(plan, code, max_len, eps)
     warnings = []
@@ -267,16 +265,7 @@ def build(automaton: Semiautomaton, plan: LocalPlan, *, max_len: int, eps: float
 def set_start(model, plan: LocalPlan, start: str) -> None:
     """Rebuild ``model`` for start state ``start`` from the carried plan (its tables for that
     start) and copy the weights in, in place; no shape changes (module docstring)."""
-    a = model.automaton
-    if start not in a.state_index:
-        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
-    spec = {**model.meta["automaton"], "start": start}
-    other = from_dict(spec)
-    prog, meta = build(other, plan, max_len=model.max_len, positions=model.meta.get("positions") or "sinusoidal",
-                       eps=float(torch.finfo(model.W_E.dtype).eps))
-    new = assemble(prog, max_len=model.max_len, dtype=model.W_E.dtype, meta={**model.meta, **meta, "automaton": spec})
-    model.load_state_dict(new.state_dict())
-    model.set_meta(new.meta)
+    rebuild(model, build, plan, start)
 
 
 # ---------------------------------------------------------------------------------------
@@ -371,12 +360,6 @@ def estimate(plan: LocalPlan, max_len: int, positions: str = "sinusoidal") -> Co
     return Cost(plan.layers, params)
 
 
-def build_plan(automaton: Semiautomaton, plan: LocalPlan, *, max_len: int, eps: float,
-               positions: str) -> tuple[Program, dict[str, Any]]:
-    """:func:`build` from the plan."""
-    return build(automaton, plan, max_len=max_len, eps=eps, positions=positions)
-
-
 def describe(plan: LocalPlan, automaton: Semiautomaton) -> str:
     parts = [f"the last {plan.k} letter{'s' * (plan.k > 1)}"]
     if plan.period > 1:
@@ -389,7 +372,7 @@ def describe(plan: LocalPlan, automaton: Semiautomaton) -> str:
 
 
 CONSTRUCTION = Construction(
-    name=NAME, theorem="local descriptions", applies=applies, estimate=estimate, build=build_plan,
+    name=NAME, theorem="local descriptions", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=LocalPlan.to_dict, plan_from_json=LocalPlan.from_dict, describe=describe,
     invariants=checks.invariants, families=checks.families,
     family_seeds=lambda seed: {"local_families": seed + checks.FAMILY_SEED_OFFSET}, obligations=obligations,

@@ -101,7 +101,7 @@ def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
             continue
         gap, leak = target_margins(cache["blocks.0.attn.hook_attn_scores"][:, j - 1],
                                    cache["blocks.0.attn.hook_pattern"][:, j - 1], torch.clamp(t - j, min=0)[None, :])
-        notes = model.meta["layers"][0]["heads"][j - 1]
+        notes = model.metadata.layers[0]["heads"][j - 1]
         heads.append({"layer": 1, "head": f"offset {j}", "target": f"t - {j} or BOS", "worst_score_gap": gap,
                       "worst_leaked_mass": leak, "derived_leak_bound": notes.get("leak_bound"),
                       "score_gap": notes.get("score_gap"), "worst_copy_deviation": dev})
@@ -127,7 +127,7 @@ def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
                 failures.append(f"layer {agg + 1}, head loc.latest: the latest anchor's colour deviates by {dev:.3g}")
             gap, leak = target_margins(cache[f"blocks.{agg}.attn.hook_attn_scores"][:, h],
                                        cache[f"blocks.{agg}.attn.hook_pattern"][:, h], torch.from_numpy(ref["source"]))
-            notes = model.meta["layers"][agg]["heads"][h]
+            notes = model.metadata.layers[agg]["heads"][h]
             heads.append({"layer": agg + 1, "head": "latest anchor", "target": "latest anchor at or before t, or BOS",
                           "worst_score_gap": gap, "worst_leaked_mass": leak,
                           "derived_leak_bound": notes.get("leak_bound"), "score_gap": notes.get("score_gap"),

@@ -50,7 +50,6 @@ import itertools
 from typing import Any
 
 import numpy as np
-import torch
 
 from compiler.automata.definite import (
     MAX_LOOKBACK,
@@ -65,9 +64,8 @@ from compiler.automata.load import from_dict
 from compiler.automata.spec import Semiautomaton
 
 from . import lookback_checks as checks
-from .assemble import assemble
 from .budget import MAX_PARAMS
-from .construction import Construction, Cost, Refusal
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
 from .gadgets import CodeInput, lookup_mlp, offset_head
 from .obligations import Embedding, Fetch, Layer, Lookup, Obligations, Readout, absolute_keys, offset_keys
 from .positions import position_code, position_table
@@ -163,10 +161,10 @@ def _lookup(plan: LookbackPlan, automaton: Semiautomaton, ws: Workspace) -> MLP:
     return lookup_mlp("lb.lookup", ins, ws["lb:state"], table(plan, automaton))
 
 
-def build(automaton: Semiautomaton, plan: LookbackPlan, *, max_len: int, eps: float = 2.0**-23,
-          positions: str = "sinusoidal", max_params: int = MAX_PARAMS) -> tuple[Program, dict[str, Any]]:
+def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The one-layer program for a k-definite ``automaton`` and its metadata."""
-    sizes = _check_budget(plan, max_len, positions, max_params)
+    max_len, positions, eps = options.max_len, options.positions, options.eps
+    sizes = _check_budget(plan, max_len, positions, options.max_params)
     code = position_code(positions, max_len)
     ws = _layout(plan, code)
     d = ws.d_model
@@ -242,23 +240,16 @@ def set_start(model, plan: LookbackPlan, start: str) -> None:
     the new start must keep the automaton generalised definite with the same (m, k) (the
     model's shape), and the plan is recomputed from it; InputError otherwise."""
     a = model.automaton
-    if start not in a.state_index:
-        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
-    spec = {**model.meta["automaton"], "start": start}
-    other = from_dict(spec)
+    check_start(a, start)
     carried = {}
     if plan.m:
+        other = from_dict({**model.metadata.automaton, "start": start})
         if generalised_depth(other, plan.m, plan.k) is None:
             raise InputError(f"from {start!r} the first {plan.m} and last {plan.k} letters no longer decide the state of "
                              f"{a.name} (this lookback model's shape); compile the spec again with that start")
         plan = LookbackPlan(plan.k, plan.n_symbols, plan.n_states, window_table(other, plan.m + plan.k), plan.m)
         carried = {"plan": plan.to_dict()}
-    program, meta = build(other, plan, max_len=model.max_len, positions=model.meta.get("positions", "sinusoidal"),
-                          eps=float(torch.finfo(model.W_E.dtype).eps))
-    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
-                   meta={**model.meta, **meta, **carried, "automaton": spec})
-    model.load_state_dict(new.state_dict())
-    model.set_meta(new.meta)
+    rebuild(model, build, plan, start, meta=carried)
 
 
 # ---------------------------------------------------------------------------------------
@@ -279,12 +270,6 @@ def estimate(plan: LookbackPlan, max_len: int, positions: str = "sinusoidal") ->
     return Cost(1, _check_budget(plan, max_len, positions, MAX_PARAMS)["params_estimate"])
 
 
-def build_plan(automaton: Semiautomaton, plan: LookbackPlan, *, max_len: int, eps: float,
-               positions: str) -> tuple[Program, dict[str, Any]]:
-    """:func:`build` from the plan."""
-    return build(automaton, plan, max_len=max_len, eps=eps, positions=positions)
-
-
 def describe(plan: LookbackPlan, automaton: Semiautomaton) -> str:
     if plan.m:
         return (f"generalised definite: the state is a function of the first {plan.m} and the last {plan.k} "
@@ -294,7 +279,7 @@ def describe(plan: LookbackPlan, automaton: Semiautomaton) -> str:
 
 
 CONSTRUCTION = Construction(
-    name=NAME, theorem="k-definite automata", applies=applies, estimate=estimate, build=build_plan,
+    name=NAME, theorem="k-definite automata", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=LookbackPlan.to_dict, plan_from_json=LookbackPlan.from_dict,
     describe=describe, invariants=checks.invariants, obligations=obligations,
 )

@@ -81,7 +81,7 @@ def invariants(model, plan: LookbackPlan, tokens: np.ndarray) -> dict[str, Any]:
         if dev >= STEP_TOLERANCE:
             failures.append(f"layer 1, head {name.replace(':', '.')}: the letter copied from {where} deviates by "
                             f"{dev:.3g}")
-        notes = model.meta["layers"][0]["heads"][h]
+        notes = model.metadata.layers[0]["heads"][h]
         gap, leak = target_margins(cache["blocks.0.attn.hook_attn_scores"][:, h],
                                    cache["blocks.0.attn.hook_pattern"][:, h], target)
         heads.append({"layer": 1, "head": f"absolute {h + 1}" if h < m else f"offset {h - m}", "target": label,

@@ -29,7 +29,7 @@ def generic_head_margins(model, cache: dict[str, torch.Tensor], layers: list[int
     heads whose notes say they average uniformly report the spread of their scores."""
     out = []
     for l in layers if layers is not None else range(len(model.blocks)):
-        notes = model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [])
+        notes = (model.metadata.layers or [{}] * (l + 1))[l].get("heads", [])
         scores = cache[f"blocks.{l}.attn.hook_attn_scores"]
         pattern = cache[f"blocks.{l}.attn.hook_pattern"]
         for h in range(scores.shape[1]):

@@ -44,6 +44,7 @@ from compiler.automata.spec import from_dict
 
 from .basis import basis_of, standard_residual
 from .labels import output_names, readout_summary
+from .metadata import ModelMeta
 
 
 def resolve_device(name: str) -> torch.device:
@@ -357,9 +358,14 @@ class CompiledTransformer(nn.Module):
         self.meta = meta
         self._automaton = None
 
+    @property
+    def metadata(self) -> ModelMeta:
+        """The metadata, typed (:class:`constructions.metadata.ModelMeta`; ``meta`` is its JSON)."""
+        return ModelMeta.from_json(self.meta)
+
     def record_start(self, start: str) -> None:
         """Write a new start state into ``meta["automaton"]`` (the weights are the caller's)."""
-        self.set_meta({**self.meta, "automaton": {**self.meta["automaton"], "start": start}})
+        self.set_meta({**self.meta, "automaton": {**self.metadata.automaton, "start": start}})
 
     @property
     def fused(self) -> bool:
@@ -465,7 +471,7 @@ class CompiledTransformer(nn.Module):
     def subspace(self, name: str) -> list[int]:
         """Residual indices of the named subspace (as allocated by the construction's
         workspace and stored in the checkpoint); raises KeyError naming the known ones."""
-        subspaces = self.meta.get("subspaces", {})
+        subspaces = self.metadata.subspaces
         if name not in subspaces:
             raise KeyError(f"no subspace {name!r}; this model has {sorted(subspaces)}")
         return list(subspaces[name])
@@ -501,9 +507,10 @@ class CompiledTransformer(nn.Module):
     def layout(self) -> dict[str, Any]:
         """The stored layout: subspaces (dims, labels) and, per block, what each head's
         query/key/value read and what it and the MLP write, by subspace name."""
-        if "layout" not in self.meta:
+        layout = self.metadata.layout
+        if layout is None:
             raise KeyError("this checkpoint stores no layout; recompile it with this version of shortcut")
-        return self.meta["layout"]
+        return layout
 
     # --- automaton-level conveniences -------------------------------------------------
 
@@ -511,7 +518,7 @@ class CompiledTransformer(nn.Module):
     def automaton(self):
         """The :class:`compiler.automata.spec.Semiautomaton` this model was compiled from."""
         if self._automaton is None:
-            self._automaton = from_dict(self.meta["automaton"])
+            self._automaton = from_dict(self.metadata.automaton)
         return self._automaton
 
     @torch.no_grad()
@@ -559,10 +566,10 @@ class CompiledTransformer(nn.Module):
 
     def info(self) -> dict[str, Any]:
         """Summary: method, sizes, automaton (the keys of ``shortcut info --json``)."""
-        c = self.config
+        c, m = self.config, self.metadata
         a = self.automaton
         return {
-            "method": self.meta["method"],
+            "method": m.method,
             "max_len": c["max_len"],
             "dtype": c["dtype"],
             "n_layers": len(c["blocks"]),
@@ -577,10 +584,10 @@ class CompiledTransformer(nn.Module):
             "automaton": a.name,
             "n_states": a.n_states,
             "n_symbols": a.n_symbols,
-            "positions": self.meta.get("positions"),
+            "positions": m.positions,
             "start": a.states[a.start],
             "readout": readout_summary(self.meta),
-            "why": self.meta.get("why"),
-            "warnings": self.meta.get("warnings", []),
-            "verification": self.meta.get("verification"),
+            "why": m.why,
+            "warnings": m.warnings,
+            "verification": m.verification,
         }

@@ -9,7 +9,9 @@ of q_t, so (block_1(q_t), block_2(q_t)) -- one-to-one in q_t -- gives A's state
 
 Construction.  Each quotient is compiled by its own cheapest construction (fewest layers,
 then parameters, among the registered ones other than this; the choice depends on max_len,
-so the plan carries every pair found and :func:`choose` picks at build time).  The two
+so the plan carries every pair found and :func:`choose` picks at build time).  The
+constructions a factor may use are handed over explicitly: :func:`construction` makes this
+module's registry entry from them (the registry passes every entry but this one).  The two
 programs run side by side in one residual stream: the workspace holds both, names prefixed
 ``f1.`` and ``f2.`` (``constructions.workspace.side_by_side``); layer l has the heads of both
 factors' layer l and their MLPs beside each other (``constructions.program.Beside``, the
@@ -37,7 +39,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from compiler.automata.errors import BudgetError, InputError, ShortcutError
+from compiler.automata.errors import BudgetError, ShortcutError
 from compiler.automata.partitions import (
     MAX_SEARCH_STATES,
     Partition,
@@ -49,8 +51,8 @@ from compiler.automata.moore import reachable_states
 from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton, from_dict
 
-from .assemble import assemble, count_params
-from .construction import Construction, Cost, Refusal
+from .assemble import count_params
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
 from .labels import one_hot_rows
 from .obligations import Beside as ObBeside
 from .obligations import Embedding, Joint, Layer, Obligations, Readout, Undeclared, prefixed
@@ -62,17 +64,6 @@ PREFIXES = ("f1.", "f2.")
 MAX_QUOTIENTS = 8
 """Most distinct quotients :func:`choose` plans (each through every construction's planner), in
 the pairs' order (fewest product states first): a group of order 32 has 31 and took 7 s."""
-
-_factors: Callable[[], Sequence[Construction]] = tuple
-"""The constructions a factor may be compiled by: every registered one but this.  The registry
-hands them over (:func:`use_factors`), since it lists this module's entry itself."""
-
-
-def use_factors(constructions: Callable[[], Sequence[Construction]]) -> None:
-    """Set where :func:`choose` finds the factors' constructions (called once, by registry.py)."""
-    global _factors
-    _factors = constructions
-
 
 @dataclass(frozen=True)
 class Factorisation:
@@ -124,15 +115,26 @@ def applies(automaton: Semiautomaton) -> ProductPlan | Refusal:
     if not pairs:
         return Refusal("no two partitions with the substitution property have a trivial meet (no parallel "
                        "decomposition by the SP partitions that one identification generates)")
-    return ProductPlan(tuple(Factorisation((p1, p2), (quotient(automaton, p1, f"{automaton.name}/pi1"),
-                                                      quotient(automaton, p2, f"{automaton.name}/pi2")))
-                             for p1, p2 in pairs), automaton.n_states)
+    return ProductPlan(tuple(_factorisation(automaton, pair) for pair in pairs), automaton.n_states)
 
 
-def _cheapest(a: Semiautomaton, max_len: int, positions: str) -> tuple[Construction, Any, Cost] | None:
-    """The registered construction (not this one) with the fewest layers, then parameters, for ``a``."""
+def _factorisation(automaton: Semiautomaton, partitions: tuple[Partition, Partition]) -> Factorisation:
+    """The two quotients of ``automaton`` (from its start state) by ``partitions``."""
+    return Factorisation(partitions, tuple(quotient(automaton, p, f"{automaton.name}/pi{i}")
+                                           for i, p in enumerate(partitions, start=1)))
+
+
+def restarted(plan: ProductPlan, automaton: Semiautomaton) -> ProductPlan:
+    """``plan`` for ``automaton`` with another start state: the same partitions (the substitution
+    property does not depend on the start), the quotients started at its blocks (no new search)."""
+    return ProductPlan(tuple(_factorisation(automaton, f.partitions) for f in plan.pairs), plan.n_states)
+
+
+def _cheapest(a: Semiautomaton, max_len: int, positions: str,
+              factors: tuple[Construction, ...]) -> tuple[Construction, Any, Cost] | None:
+    """The construction among ``factors`` with the fewest layers, then parameters, for ``a``."""
     best = None
-    for c in _factors():
+    for c in factors:
         plan = c.applies(a)
         if isinstance(plan, Refusal):
             continue
@@ -146,8 +148,9 @@ def _cheapest(a: Semiautomaton, max_len: int, positions: str) -> tuple[Construct
 
 
 @functools.lru_cache(maxsize=16)
-def choose(plan: ProductPlan, max_len: int, positions: str) -> Choice:
-    """The decomposition whose factors, each by its cheapest construction, give the fewest layers
+def choose(plan: ProductPlan, max_len: int, positions: str, factors: tuple[Construction, ...]) -> Choice:
+    """The decomposition whose factors, each by its cheapest construction among ``factors`` (part
+    of the cache key: another set of constructions is another choice), give the fewest layers
     (the deeper factor's), then the fewest parameters (their sum), among the pairs (fewest product
     states first) whose quotients are among the first MAX_QUOTIENTS planned; BudgetError when no
     such pair has both factors within a construction's budget."""
@@ -156,7 +159,7 @@ def choose(plan: ProductPlan, max_len: int, positions: str) -> Choice:
     for pair in plan.pairs:
         if len(cheapest | dict.fromkeys(pair.partitions)) > MAX_QUOTIENTS:
             continue
-        picks = [cheapest[p] if p in cheapest else cheapest.setdefault(p, _cheapest(f, max_len, positions))
+        picks = [cheapest[p] if p in cheapest else cheapest.setdefault(p, _cheapest(f, max_len, positions, factors))
                  for p, f in zip(pair.partitions, pair.factors)]
         if None in picks:
             continue
@@ -208,12 +211,13 @@ def _state_codes(programs: list[Program], pair: Factorisation, at: np.ndarray) -
     return StateCodes(dims, codes)
 
 
-def build(automaton: Semiautomaton, plan: ProductPlan, *, max_len: int, eps: float = 2.0**-23,
-          positions: str = "sinusoidal") -> tuple[Program, dict[str, Any]]:
-    """The two factors' programs (:func:`choose`) side by side, with the sum of their readouts."""
-    ch = choose(plan, max_len, positions)
-    built = [c.build(f, p, max_len=max_len, eps=eps, positions=positions)
-             for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
+def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
+          factors: tuple[Construction, ...]) -> tuple[Program, dict[str, Any]]:
+    """The two factors' programs (:func:`choose` among ``factors``) side by side, with the sum of
+    their readouts."""
+    positions = options.positions
+    ch = choose(plan, options.max_len, positions, factors)
+    built = [c.build(f, p, options) for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
     programs = [b[0] for b in built]
     ws, blocks = _side_by_side(programs)
     W_E = np.concatenate([p.W_E for p in programs], axis=1)
@@ -239,12 +243,12 @@ def build(automaton: Semiautomaton, plan: ProductPlan, *, max_len: int, eps: flo
                    state_codes=_state_codes(programs, ch.pair, at)), meta
 
 
-def estimate(plan: ProductPlan, max_len: int, positions: str = "sinusoidal") -> Cost:
+def estimate(plan: ProductPlan, max_len: int, positions: str, factors: tuple[Construction, ...]) -> Cost:
     """The deeper factor's layers; the exact parameter count of the programs side by side (built:
     the merged hidden widths are not the sum of the factors' where one MLP is padded)."""
-    ch = choose(plan, max_len, positions)
-    programs = [c.build(f, p, max_len=max_len, eps=2.0**-23, positions=positions)[0]
-                for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
+    ch = choose(plan, max_len, positions, factors)
+    options = BuildOptions(max_len, positions=positions)
+    programs = [c.build(f, p, options)[0] for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
     ws, blocks = _side_by_side(programs)
     n_symbols = ch.pair.factors[0].n_symbols
     return Cost(len(blocks), count_params(ws, blocks, n_symbols=n_symbols, n_out=plan.n_states, max_len=max_len))
@@ -261,7 +265,7 @@ def describe(plan: ProductPlan, automaton: Semiautomaton) -> str:
 def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:
     """Each factor's state read by its own unembedding from its dims after the last layer, against
     the quotient's reference state: argmax and logit margin at every position."""
-    info = model.meta[NAME]
+    info = model.metadata.sections[NAME]
     parts = [tuple(p) for p in info["partitions"]]
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.from_numpy(tokens))
@@ -284,24 +288,14 @@ def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:
             "factors": worst, "failures": failures}
 
 
-def set_start(model, plan: ProductPlan, start: str) -> None:
-    """Rebuild for another start (the partitions do not depend on it; the quotients' starts do)
-    and copy the weights in; InputError when the rebuilt model has another shape."""
-    a = model.automaton
-    if start not in a.state_index:
-        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
-    spec = {**model.meta["automaton"], "start": start}
-    other = from_dict(spec)
-    new_plan = applies(other)
-    program, meta = build(other, new_plan, max_len=model.max_len, eps=float(torch.finfo(model.W_E.dtype).eps),
-                          positions=model.meta.get("positions", "sinusoidal"))
-    new = assemble(program, max_len=model.max_len, dtype=model.W_E.dtype,
-                   meta={**model.meta, **meta, "plan": new_plan.to_dict(), "automaton": spec})
-    if new.config != model.config:
-        raise InputError(f"from {start!r} the product's factors compile to another shape; compile the spec again "
-                         f"with that start")
-    model.load_state_dict(new.state_dict())
-    model.set_meta(new.meta)
+def set_start(model, plan: ProductPlan, start: str, factors: tuple[Construction, ...]) -> None:
+    """Rebuild for another start (the partitions do not depend on it; the quotients' starts do,
+    :func:`restarted`) and copy the weights in; InputError when the rebuilt model has another shape."""
+    check_start(model.automaton, start)
+    new_plan = restarted(plan, from_dict({**model.metadata.automaton, "start": start}))
+    rebuild(model, lambda a, p, o: build(a, p, o, factors), new_plan, start, meta={"plan": new_plan.to_dict()},
+            same_shape=f"from {start!r} the product's factors compile to another shape; compile the spec again "
+                       f"with that start")
 
 
 def _factor_obligations(model, ch: Choice) -> list[Obligations]:
@@ -314,7 +308,7 @@ def _factor_obligations(model, ch: Choice) -> list[Obligations]:
     for i, (c, f, p) in enumerate(zip(ch.constructions, ch.pair.factors, ch.plans)):
         if c.obligations is None:
             raise Undeclared(f"its factor {i + 1} ({c.name}) declares no obligations")
-        prog, meta = c.build(f, p, max_len=T, eps=eps, positions=positions)
+        prog, meta = c.build(f, p, BuildOptions(T, eps, positions))
         factor = SimpleNamespace(automaton=f, max_len=T, meta=meta, blocks=prog.blocks)
         out.append(prefixed(c.obligations(factor, p), PREFIXES[i]))
     return out
@@ -337,11 +331,11 @@ def _readout(obs: list[Obligations], pair: Factorisation, automaton: Semiautomat
     return Readout(names, table), Joint(names, np.array(rows, dtype=np.float64).reshape(len(rows), -1))
 
 
-def obligations(model, plan: ProductPlan) -> Obligations:
+def obligations(model, plan: ProductPlan, factors: tuple[Construction, ...]) -> Obligations:
     """The factors' obligations side by side (:func:`_side_by_side`): per layer the heads of both,
     their MLPs as one :class:`~constructions.obligations.Beside` where both have one; and the
     sum of their readouts (:func:`_readout`)."""
-    ch = choose(plan, model.max_len, model.meta.get("positions") or "sinusoidal")
+    ch = choose(plan, model.max_len, model.meta.get("positions") or "sinusoidal", factors)
     obs = _factor_obligations(model, ch)
     layers = []
     for layer in range(max(len(ob.layers) for ob in obs)):
@@ -355,8 +349,17 @@ def obligations(model, plan: ProductPlan) -> Obligations:
                        joint=tuple(j for ob in obs for j in ob.joint) + (reached,))
 
 
-CONSTRUCTION = Construction(
-    name=NAME, theorem="Hartmanis-Stearns, Lemma 17", applies=applies, estimate=estimate, build=build,
-    set_start=set_start, plan_to_json=ProductPlan.to_dict, plan_from_json=ProductPlan.from_dict,
-    describe=describe, invariants=invariants, obligations=obligations,
-)
+def construction(factors: Callable[[], Sequence[Construction]]) -> Construction:
+    """The registry entry, its factors' constructions drawn from ``factors()`` (the registry's
+    entries but this one) each time it plans, builds or restarts."""
+    def pick() -> tuple[Construction, ...]:
+        return tuple(factors())
+
+    return Construction(
+        name=NAME, theorem="Hartmanis-Stearns, Lemma 17", applies=applies,
+        estimate=lambda plan, max_len, positions: estimate(plan, max_len, positions, pick()),
+        build=lambda a, plan, options: build(a, plan, options, pick()),
+        set_start=lambda model, plan, start: set_start(model, plan, start, pick()),
+        plan_to_json=ProductPlan.to_dict, plan_from_json=ProductPlan.from_dict, describe=describe,
+        invariants=invariants, obligations=lambda model, plan: obligations(model, plan, pick()),
+    )

@@ -3,7 +3,8 @@
 ``auto`` estimates every entry and takes the fewest attention layers, then the fewest
 parameters (compiler/pipeline.py); the order here only breaks exact ties.  The last
 entry applies to every automaton (within its budget).  Each entry is the
-``CONSTRUCTION`` its module declares.
+``CONSTRUCTION`` its module declares, but the product's, which its module makes from the
+constructions a factor may use (:func:`constructions.product.construction`).
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ from .construction import Construction, Cost, Refusal
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
 
-_ENTRIES: list[Construction] = [
+_ENTRIES: list[Construction[Any]] = [
     lookback.CONSTRUCTION,  # definite automata: the last k letters, 1 layer (before everything: none is shallower)
     gridworld.CONSTRUCTION,  # Theorem 12: line and box worlds, 2 layers
     bounded_stack.CONSTRUCTION,  # bounded stacks (Dyck): depth prefix sum, last push per level, 3 layers
     krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
     local.CONSTRUCTION,  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
-    product.CONSTRUCTION,  # parallel decomposition by SP partitions: two quotients side by side, each its cheapest
+    product.construction(lambda: [c for c in _ENTRIES if c.name != product.NAME]),  # parallel decomposition by SP
+    # partitions: two quotients side by side, each by its cheapest construction among the others (never a product)
     scan.CONSTRUCTION,  # Theorem 10: every automaton, ceil(log2 T) layers (last resort)
 ]
-product.use_factors(lambda: [c for c in _ENTRIES if c is not product.CONSTRUCTION])  # a factor is never a product
 
 
 def entries() -> tuple[Construction, ...]:

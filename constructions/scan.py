@@ -42,13 +42,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from compiler.automata.errors import BudgetError, InputError
+from compiler.automata.errors import BudgetError
 from compiler.automata.representation import Representation, choose
 from compiler.automata.spec import Semiautomaton
 
 from . import scan_checks
-from .budget import MAX_PARAMS
-from .construction import Construction, Cost
+from .construction import BuildOptions, Construction, Cost, check_start
 from .gadgets import compose_mlp, offset_head
 from .obligations import Compose, Embedding, Fetch, Layer, Obligations, Readout, offset_keys
 from .positions import position_code, position_table
@@ -139,15 +138,15 @@ def head_tolerance(mlp_notes: dict[str, Any], n_layers: int) -> float:
     return mlp_notes["exact_input_noise"] / (2 * n_layers)
 
 
-def build(automaton: Semiautomaton, *, max_len: int, positions: str = "sinusoidal",
-          rep: Representation | None = None, max_params: int = MAX_PARAMS, eps: float = 2.0**-23) -> tuple[Program, dict[str, Any]]:
-    """The scan program for ``automaton`` at length ``max_len`` and its metadata.
+def build(automaton: Semiautomaton, rep: Representation, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """The scan program for ``automaton`` over the representation ``rep`` at length
+    ``options.max_len`` and its metadata.
 
-    ``eps`` is the machine epsilon of the target dtype: it decides whether the
+    ``options.eps`` is the machine epsilon of the target dtype: it decides whether the
     position code's score gap survives rounding (recorded, and warned about)."""
-    rep = rep or choose(automaton)
+    max_len, positions, eps = options.max_len, options.positions, options.eps
     m = rep.n_points
-    check_budget(rep, max_len, positions, max_params)
+    check_budget(rep, max_len, positions, options.max_params)
     code = position_code(positions, max_len)
     ws = Workspace()
     one, bos = ws.add("one"), ws.add("bos")
@@ -212,10 +211,8 @@ def set_start(model, rep: Representation, start: str) -> None:
     Position t holds delta(., sigma_1..sigma_t) for every state at once, so only the
     readout depends on q0 (Theorem 10 serves every start state)."""
     a = model.automaton
-    if start not in a.state_index:
-        raise InputError(f"unknown start state {start!r}; the states of {a.name} are {list(a.states)}")
-    q0 = a.state_index[start]
-    ws = workspace_from_meta(model.meta["residual_labels"], model.meta["subspaces"])
+    q0 = check_start(a, start)
+    ws = workspace_from_meta(model.metadata.residual_labels, model.metadata.subspaces)
     W_U, b_U = readout(rep, a, ws, q0, scan_checks.result_of(model.meta))
     with torch.no_grad():
         model.W_U.copy_(torch.from_numpy(W_U).to(model.W_U.dtype))
@@ -255,12 +252,6 @@ def estimate(rep: Representation, max_len: int, positions: str = "sinusoidal") -
     return Cost(n_scan_layers(max_len), estimated_params(rep, max_len, positions))
 
 
-def build_plan(automaton: Semiautomaton, rep: Representation, *, max_len: int, eps: float,
-               positions: str) -> tuple[Program, dict[str, Any]]:
-    """:func:`build` from the plan."""
-    return build(automaton, max_len=max_len, positions=positions, rep=rep, eps=eps)
-
-
 def describe(rep: Representation, automaton: Semiautomaton) -> str:
     if rep.natural:
         return f"transition maps composed on the {rep.n_points} states"
@@ -269,7 +260,7 @@ def describe(rep: Representation, automaton: Semiautomaton) -> str:
 
 
 CONSTRUCTION = Construction(
-    name=NAME, theorem="Theorem 10", applies=choose, estimate=estimate, build=build_plan, set_start=set_start,
+    name=NAME, theorem="Theorem 10", applies=choose, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=Representation.to_dict, plan_from_json=Representation.from_dict, describe=describe,
     invariants=scan_checks.invariants, head_target=scan_checks.head_target, obligations=obligations,
 )

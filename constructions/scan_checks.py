@@ -70,7 +70,7 @@ def invariants(model, plan: Representation, tokens: np.ndarray) -> dict[str, Any
             if dev >= STEP_TOLERANCE:
                 failures.append(f"layer {l + 1}: {name} deviates by {dev:.3g} from the 2^{k}-window map")
         # attention: weight on the intended position (t - 2^l, or BOS)
-        notes = model.meta["layers"][l]["heads"][0]
+        notes = model.metadata.layers[l]["heads"][0]
         target = torch.clamp(t - 2**l, min=0)[None, :]
         gap, leak = target_margins(cache[f"blocks.{l}.attn.hook_attn_scores"][:, 0], cache[f"blocks.{l}.attn.hook_pattern"][:, 0],
                                    target)
@@ -81,7 +81,7 @@ def invariants(model, plan: Representation, tokens: np.ndarray) -> dict[str, Any
         noise_prev = float(np.abs(mid[..., G] - np.rint(mid[..., G])).max())
         noise_map = float(np.abs(mid[..., F] - np.rint(mid[..., F])).max())
         noise = max(noise_prev, noise_map)
-        mlp_notes = model.meta["layers"][l]["mlp"]
+        mlp_notes = model.metadata.layers[l]["mlp"]
         tol, exact_noise = mlp_notes.get("input_tolerance"), mlp_notes.get("exact_input_noise")
         heads[-1]["worst_mlp_input_noise"] = noise_prev
         heads[-1]["mlp_input_tolerance"] = tol

@@ -151,7 +151,8 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
     return meta
 
 
-def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, d: int, starts: tuple[int, int]) -> None:
+def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, d: int,
+                starts: tuple[int, int]) -> None:
     """Set the one-hidden-layer MLP ``m`` of unfolded stage ``stage`` of an MLP whose (weights,
     biases) are ``layers`` (module docstring): its hidden layer first, then the clearing units."""
     k = len(layers) - 1

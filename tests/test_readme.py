@@ -1,4 +1,4 @@
-"""The README's code runs as written.
+"""The README's code runs as written, and so does every code block of docs/ (``docs/**/*.md``).
 
 Every fenced ``bash`` block runs verbatim through bash in a temporary directory (holding a
 copy of ``examples/``, since the README's commands are written for the repository root),
@@ -7,7 +7,8 @@ The one thing dropped is a leading chain of ``pip install ... &&``: the test run
 packages are installed.  Every ``python`` block runs in a temporary directory and must print
 exactly the lines its ``# -> ...`` comments claim; every ``json`` block is a spec that loads.
 A block in any other language, or one that cannot run here, fails the test unless it is
-listed in NOT_RUNNABLE with the reason.
+listed in NOT_RUNNABLE with the reason; in docs/ a fence with no language (or ``text``) is a
+drawing or a listing, not code.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from compiler.automata.load import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+"""The README and every page of docs/, whose code blocks the tests run."""
+TEXT = ("", "text")
+"""Fence languages of drawings and listings in docs/ (not code; the README has none)."""
 BIN = Path(sys.executable).parent
 
 CI_COMMANDS = (
@@ -41,6 +46,8 @@ CI_COMMANDS = (
 
 NOT_RUNNABLE = {command: "a CI command (.ci/run runs it in a fresh environment); here it would run the suite again"
                 for command in CI_COMMANDS}
+NOT_RUNNABLE[next(b for b in (ROOT / "docs" / "zoo.md").read_text().split("```") if "--ray ray://head" in b)
+             .removeprefix("bash\n").strip("\n")] = "zoos of 1,050 models and Ray clusters (the quick zoo runs in docs/cli.md)"
 """Blocks (exact text) that are not run, with the reason."""
 
 RUNNERS = ("bash", "python", "json")
@@ -65,22 +72,28 @@ class Block:
     lang: str
     text: str
     line: int  # 1-based line of the opening fence
+    page: str = "README.md"  # the file, relative to the repository root
 
     @property
     def id(self) -> str:
-        return f"{self.lang}@L{self.line}"
+        return f"{self.page}:{self.lang}@L{self.line}"
 
 
-def blocks(text: str) -> list[Block]:
+def blocks(text: str, page: str = "README.md") -> list[Block]:
     """Every fenced code block of a markdown text, in order."""
-    return [Block(m.group(1), m.group(2).strip("\n"), text.count("\n", 0, m.start()) + 1)
+    return [Block(m.group(1), m.group(2).strip("\n"), text.count("\n", 0, m.start()) + 1, page)
             for m in _FENCE.finditer(text)]
+
+
+def page_blocks() -> list[Block]:
+    """Every fenced block of the README and of docs/, page by page."""
+    return [b for path in PAGES for b in blocks(path.read_text(), str(path.relative_to(ROOT)))]
 
 
 def runnable(lang: str) -> list[Block]:
     """The blocks of one language that the generic tests run (the headline has its own test)."""
-    found = blocks(README.read_text())
-    return [b for b in found if b.lang == lang and b.text not in NOT_RUNNABLE and b != found[0]]
+    headline = blocks(README.read_text())[0]
+    return [b for b in page_blocks() if b.lang == lang and b.text not in NOT_RUNNABLE and b != headline]
 
 
 def shell_command(block: Block) -> str:
@@ -109,11 +122,14 @@ def run_bash(command: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_every_block_is_run_or_listed_as_not_runnable() -> None:
-    found = blocks(README.read_text())
-    assert [b.lang for b in found].count("bash") >= 3 and any(b.lang == "python" for b in found)
+    found = page_blocks()
+    readme = [b for b in found if b.page == "README.md"]
+    assert [b.lang for b in readme].count("bash") >= 3 and any(b.lang == "python" for b in readme)
+    assert any(b.page.startswith("docs/") and b.lang in RUNNERS for b in found)
     for b in found:
-        assert b.lang in RUNNERS or b.text in NOT_RUNNABLE, (
-            f"README block at line {b.line} ({b.lang or 'no language'}) is neither run by tests/test_readme.py "
+        text = b.page != "README.md" and b.lang in TEXT
+        assert b.lang in RUNNERS or b.text in NOT_RUNNABLE or text, (
+            f"{b.page} block at line {b.line} ({b.lang or 'no language'}) is neither run by tests/test_readme.py "
             f"nor listed in NOT_RUNNABLE with a reason")
     stale = set(NOT_RUNNABLE) - {b.text for b in found}
     assert not stale, f"NOT_RUNNABLE lists blocks the README no longer has: {stale}"
@@ -163,7 +179,7 @@ def test_headline_command_prints_the_states(tmp_path: Path) -> None:
 @pytest.mark.parametrize("block", runnable("bash"), ids=lambda b: b.id)
 def test_bash_block_runs(block: Block, tmp_path: Path) -> None:
     r = run_bash(shell_command(block), tmp_path)
-    assert r.returncode == 0, f"README block at line {block.line} failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    assert r.returncode == 0, f"{block.page} block at line {block.line} failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     assert r.stdout.strip()
 
 
@@ -195,7 +211,7 @@ def test_python_block_prints_what_it_claims(block: Block, tmp_path: Path) -> Non
     if missing is not None:
         pytest.skip(f"needs an optional extra: `{missing}` fails here")
     claims = [m.group(1) for line in block.text.splitlines() if (m := _CLAIM.search(line))]
-    assert claims, f"README python block at line {block.line} claims no output (# -> ...)"
+    assert claims, f"{block.page} python block at line {block.line} claims no output (# -> ...)"
     r = subprocess.run([sys.executable, "-c", block.text], cwd=tmp_path, env=_env(),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -229,11 +229,6 @@ SCORE_BUDGET = 1 << 26
 """Largest batch * heads * T^2 when the model runs its explicit attention path (``model.fused`` off)."""
 
 
-def model_width(model) -> int:
-    """The widest activation a position carries (d_model or an MLP hidden layer)."""
-    return max([model.config["d_model"]] + [h for b in model.config["blocks"] for h in b["mlp_hidden"]])
-
-
 def forward_flops(model, T: int) -> float:
     """Matrix-product FLOPs (2 per multiply-add) of one forward pass over one sequence of length
     T, BOS included, as the dense weights compute it: per block the query/key/value and output
@@ -383,7 +378,7 @@ class _ChunkMargins:
     def heads(self) -> list[dict[str, Any]]:
         out = []
         for (l, h), (gap, leak) in sorted(self.worst.items()):
-            notes = self.model.meta.get("layers", [{}] * (l + 1))[l].get("heads", [{}])
+            notes = (self.model.metadata.layers or [{}] * (l + 1))[l].get("heads", [{}])
             n = notes[h] if h < len(notes) else {}
             out.append({"layer": l + 1, "head": n.get("kind", f"head{h}"),
                         "target": self.what.get(l, "argmax key"),

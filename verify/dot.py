@@ -153,7 +153,7 @@ def dag_svg(dot: str) -> str | None:
     row_h = {r: max(sizes[n][2] for n in ns) for r, ns in rows.items()}
     width = max(row_w.values()) + 2 * MARGIN
     pos: dict[str, tuple[float, float]] = {}
-    y = MARGIN + (LINE_H + 4 if g.clusters else 0)
+    y: float = MARGIN + (LINE_H + 4 if g.clusters else 0)
     for r in sorted(rows):
         x = (width - row_w[r]) / 2
         for n in rows[r]:

@@ -117,14 +117,6 @@ class Component:
                          None if d["elements"] is None else tuple(tuple(e) for e in d["elements"]),
                          d["level"], tuple(d["depends_on"]))
 
-    def describe_action(self, action: int | None) -> Any:
-        """JSON-friendly form of an input: an increment, "keep", {"set": v}, or {"element": i}."""
-        if self.kind == "counter":
-            return action
-        if self.kind == "reset":
-            return "keep" if action is None else {"set": action}
-        return {"element": action}
-
 
 @dataclass
 class View:

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 import compiler
-from compiler import pipeline
+from compiler import pipeline, planner
 from compiler.automata.errors import BudgetError, PrecisionError, ShortcutError
 from compiler.automata.load import load_spec
 from compiler.automata.spec import Semiautomaton
@@ -134,7 +134,7 @@ def test_a_build_beyond_its_float_reach_falls_through_when_certified():
             compiler.compile_automaton("parity", max_len=16, method="fake", allow_inexact=False)
     only = replace(fake, estimate=lambda rep, T, pos: Cost(1, 1))
     with registry.registered(only, position=0), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pipeline, "ranking", lambda cands, prefer="depth": [c for c in cands if c.name == "fake"])
+        mp.setattr(planner, "ranking", lambda cands, prefer="depth": [c for c in cands if c.name == "fake"])
         with pytest.raises(PrecisionError, match="certified float reach of fake"):
             pipeline.decide(load_spec("parity"), "auto", 16, certified=True)
 

@@ -12,6 +12,7 @@ from compiler.pipeline import with_start
 from constructions import bounded_stack as stack
 from constructions import bounded_stack_checks as stack_checks
 from constructions import registry
+from constructions.construction import BuildOptions
 from tests.compiler.automata.test_stack_detect import as_spec, renamed
 from verify.check import verify
 
@@ -138,5 +139,5 @@ def test_length_4096(name):
 def test_declarations_match_the_weights(name):
     from tests.constructions.test_declarations import check_declarations
 
-    program, _ = stack.build(load_spec(name), max_len=20)
+    program, _ = stack.build(load_spec(name), stack.applies(load_spec(name)), BuildOptions(20))
     assert check_declarations(program) == 3 + 2 + stack.applies(load_spec(name)).depth  # 3 MLPs, D + 2 heads

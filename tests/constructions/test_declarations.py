@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 
 from compiler.automata.catalog import build as catalog_build
+from compiler.automata.decompose import decompose
+from compiler.automata.representation import choose
 from compiler.automata.spec import Semiautomaton
 from constructions import gridworld, krohn_rhodes, scan
 from constructions.program import MLP, Fused, Head, Program, fuse, parallel
 from constructions.workspace import Workspace
+from constructions.construction import BuildOptions
 
 # a deep holonomy cascade whose views are evaluated in the network (see test_krohn_rhodes.py)
 DEEP = Semiautomaton("deep-holonomy", ("0", "1", "2", "3", "4"), ("a0", "a1", "a2"),
@@ -85,12 +88,12 @@ def check_declarations(program: Program) -> int:
 
 @pytest.mark.parametrize("name", ["parity", "cyclic:5", "dihedral:3", "symmetric:4", "grid:4", "memory:3"])
 def test_scan_declarations(name):
-    program, _ = scan.build(catalog_build(name), max_len=20)
+    program, _ = scan.build(catalog_build(name), choose(catalog_build(name)), BuildOptions(20))
     assert check_declarations(program) == 2 * len(program.blocks)
 
 
 def test_scan_covers_element_readout():
-    program, meta = scan.build(catalog_build("dihedral:3"), max_len=9)
+    program, meta = scan.build(catalog_build("dihedral:3"), choose(catalog_build("dihedral:3")), BuildOptions(9))
     assert not meta["scan"]["natural"]  # read out by group element, linearly: no extra units
     m = meta["scan"]["n_points"]  # (the last MLP composes into the fetched map: m units fewer)
     assert program.blocks[-1].mlp.hidden_sizes == [program.blocks[0].mlp.hidden_sizes[0] - m]
@@ -100,15 +103,15 @@ def test_scan_covers_element_readout():
 @pytest.mark.parametrize("name", ["parity", "flipflop", "memory:3", "quaternion", "symmetric:4", "grid:4",
                                   "dyck:4,2"])
 def test_krohn_rhodes_declarations(name):
-    program, _ = krohn_rhodes.build(catalog_build(name), max_len=24)
+    program, _ = krohn_rhodes.build(catalog_build(name), decompose(catalog_build(name)), BuildOptions(24))
     assert check_declarations(program) >= len(program.blocks)
 
 
 def test_krohn_rhodes_declarations_with_offset_heads_and_views():
-    program, _ = krohn_rhodes.build(catalog_build("grid:4"), max_len=16)
+    program, _ = krohn_rhodes.build(catalog_build("grid:4"), decompose(catalog_build("grid:4")), BuildOptions(16))
     assert any(h.name.endswith(".previous") for b in program.blocks for h in b.heads)
     check_declarations(program)
-    program, meta = krohn_rhodes.build(DEEP, max_len=16)
+    program, meta = krohn_rhodes.build(DEEP, decompose(DEEP), BuildOptions(16))
     views = meta["krohn_rhodes"]["views"]
     assert any(v["old"] for v in views) and any(v["new"] for v in views)
     check_declarations(program)
@@ -116,7 +119,7 @@ def test_krohn_rhodes_declarations_with_offset_heads_and_views():
 
 @pytest.mark.parametrize("name", ["grid:4", "grid:9", "grid2d:3,4"])
 def test_gridworld_declarations(name):
-    program, _ = gridworld.build(catalog_build(name), max_len=30)
+    program, _ = gridworld.build(catalog_build(name), gridworld.applies(catalog_build(name)), BuildOptions(30))
     assert check_declarations(program) == sum(len(b.heads) + 1 for b in program.blocks)
 
 

@@ -23,7 +23,7 @@ from compiler.automata.spec import Semiautomaton
 from compiler.cli import main
 from constructions import registry
 from constructions.assemble import assemble
-from constructions.construction import Cost, Refusal
+from constructions.construction import BuildOptions, Cost, Refusal
 
 
 def nth_last(n: int) -> Semiautomaton:
@@ -64,7 +64,7 @@ def _plans(i: int) -> dict:
 
 
 def _built(c, a, plan, T: int, positions: str) -> tuple[int, int]:
-    program, meta = c.build(a, plan, max_len=T, eps=2.0**-23, positions=positions)
+    program, meta = c.build(a, plan, BuildOptions(T, positions=positions))
     model = assemble(program, max_len=T, dtype=torch.float32, meta=meta)
     return len(model.config["blocks"]), sum(p.numel() for p in model.parameters())
 
@@ -81,7 +81,7 @@ def test_every_estimate_is_the_built_models_depth_and_parameter_count(i, T, posi
             cost = c.estimate(plan, T, positions)
         except ShortcutError as e:  # a refusal the build must share
             with pytest.raises(type(e)):
-                c.build(a, plan, max_len=T, eps=2.0**-23, positions=positions)
+                c.build(a, plan, BuildOptions(T, positions=positions))
             continue
         assert isinstance(cost.params, int), f"{c.name} estimated no parameter count"
         assert (cost.layers, cost.params) == _built(c, a, plan, T, positions), f"{c.name} on {a.name} at T = {T}"

@@ -16,6 +16,7 @@ from compiler.automata.spec import from_dict
 from constructions import gridworld
 from constructions.gadgets import residue_range
 from constructions.workspace import Workspace
+from constructions.construction import BuildOptions
 from verify.check import verify
 
 WORLDS = ["grid:4", "grid:9", "grid:16", "grid:9,noop", "grid2d:3,4", "grid2d:5,5"]
@@ -145,7 +146,7 @@ def test_size_estimate_is_exact_and_budget_is_enforced():
         est = gridworld.estimated_params(detect(a)[0], 100)
         assert est + (a.n_symbols + 1) * d + (d + 1) * a.n_states == m.info()["n_params"]
     with pytest.raises(compiler.ShortcutError, match="budget"):
-        gridworld.build(load_spec("grid:9"), max_len=100, max_params=1000)
+        gridworld.build(load_spec("grid:9"), detect(load_spec("grid:9"))[0], BuildOptions(100, max_params=1000))
 
 
 def test_auto_picks_gridworld_for_every_world():

@@ -7,6 +7,7 @@ import torch
 
 import compiler
 from compiler.automata.catalog import paper_suite, random_automaton
+from constructions.construction import BuildOptions
 from verify.check import verify
 
 SOLVABLE = [n for n in paper_suite() if n not in ("alternating:5", "symmetric:5")] + [
@@ -209,15 +210,15 @@ def test_build_honours_eps():
     from constructions.krohn_rhodes import build
 
     a, cascade = _cascade("cyclic:8")
-    _, f32 = build(a, max_len=64, eps=2.0**-23, cascade=cascade)
-    _, coarse = build(a, max_len=64, eps=2.0**-12, cascade=cascade)
-    _, f64 = build(a, max_len=4096, eps=2.0**-52, cascade=cascade)
+    _, f32 = build(a, cascade, BuildOptions(64, 2.0**-23))
+    _, coarse = build(a, cascade, BuildOptions(64, 2.0**-12))
+    _, f64 = build(a, cascade, BuildOptions(4096, 2.0**-52))
     assert f32["krohn_rhodes"]["precision"]["margin"] > 1 and not f32["warnings"]
     assert coarse["krohn_rhodes"]["precision"]["prefix_sum_margin"] < 1
     assert coarse["warnings"] and "prefix sums" in coarse["warnings"][0]
     assert not f64["warnings"]
     a, cascade = _cascade("flipflop")
-    _, coarse = build(a, max_len=4096, eps=2.0**-12, cascade=cascade)
+    _, coarse = build(a, cascade, BuildOptions(4096, 2.0**-12))
     assert "most-recent-flag" in coarse["warnings"][0]
 
 
@@ -225,14 +226,14 @@ def test_positions_used_only_by_offset_heads():
     from constructions.krohn_rhodes import build
 
     a, cascade = _cascade("grid:4")  # needs offset-1 heads
-    _, meta = build(a, max_len=16, cascade=cascade, positions="sinusoidal")
+    _, meta = build(a, cascade, BuildOptions(16, positions="sinusoidal"))
     assert meta["positions"] == "sinusoidal"
     with pytest.raises(compiler.ShortcutError, match="sinusoidal"):
-        build(a, max_len=16, cascade=cascade, positions="circle")
+        build(a, cascade, BuildOptions(16, positions="circle"))
     with pytest.raises(compiler.ShortcutError, match="unknown positions"):
-        build(a, max_len=16, cascade=cascade, positions="rope")
+        build(a, cascade, BuildOptions(16, positions="rope"))
     a, cascade = _cascade("parity")  # no position code at all: the kind does not matter
-    _, meta = build(a, max_len=16, cascade=cascade, positions="circle")
+    _, meta = build(a, cascade, BuildOptions(16, positions="circle"))
     assert meta["positions"] is None
     with pytest.raises(compiler.ShortcutError, match="offset-1"):
         compiler.compile_automaton("grid:4", max_len=16, method="krohn-rhodes", positions="circle")

@@ -14,6 +14,7 @@ from constructions import registry
 from constructions.assemble import assemble
 from constructions.budget import STEP_TOLERANCE
 from constructions.gadgets import ABSORB, absorb_feature
+from constructions.construction import BuildOptions
 from verify.check import verify
 
 PARAMS_BEFORE_BLOCKS = {("quaternion", 100): 14564, ("quaternion", 1024): 72396, ("cyclic:2", 100): 2291,
@@ -27,7 +28,7 @@ def _cascade(name):
 
 
 def _model(a, cascade, T):
-    program, meta = kr.build(a, max_len=T, cascade=cascade)
+    program, meta = kr.build(a, cascade, BuildOptions(T))
     return assemble(program, max_len=T, dtype=torch.float32, meta=meta), meta
 
 
@@ -58,7 +59,7 @@ def test_without_a_split_within_tolerance_the_least_error_split_is_taken_and_war
         L = -(-T // count)
         other = kr.CounterBlocks(-(-T // L), L, blocks.beta)
         assert sum(kr.prefix_sum_bounds(8, T, other, 2.0**-23)) >= bound
-    _, meta = kr.build(a, max_len=T, cascade=cascade)
+    _, meta = kr.build(a, cascade, BuildOptions(T))
     assert meta["warnings"] and "prefix sums" in meta["warnings"][0]
 
 
@@ -67,7 +68,7 @@ def test_without_a_split_within_tolerance_the_least_error_split_is_taken_and_war
 def test_blocks_are_the_fewest_that_certify_float32(name, n, T):
     a, cascade = _cascade(name)
     blocks = kr.counter_blocks(cascade, T)
-    _, meta = kr.build(a, max_len=T, cascade=cascade)
+    _, meta = kr.build(a, cascade, BuildOptions(T))
     prec = meta["krohn_rhodes"]["precision"]
     rounding, leak = kr.prefix_sum_bounds(n, T, blocks, 2.0**-23)
     assert rounding + leak <= kr.PREFIX_TOLERANCE < STEP_TOLERANCE
@@ -83,13 +84,13 @@ def test_blocks_are_the_fewest_that_certify_float32(name, n, T):
 
 
 def _layout_blocks(a, cascade, T):
-    program, _ = kr.build(a, max_len=T, cascade=cascade)
+    program, _ = kr.build(a, cascade, BuildOptions(T))
     return program.workspace, program.blocks
 
 
 def test_quaternion_at_4096_is_certified_and_smaller_than_its_scan():
     a, cascade = _cascade("quaternion")
-    _, meta = kr.build(a, max_len=4096, cascade=cascade)
+    _, meta = kr.build(a, cascade, BuildOptions(4096))
     blocks = meta["krohn_rhodes"]["prefix_blocks"]
     assert blocks["count"] == 11 and blocks["length"] == 373 and blocks["mass"] == 746
     assert meta["krohn_rhodes"]["precision"]["margin"] >= 1 and not meta["warnings"]

@@ -14,6 +14,7 @@ from compiler.automata.representation import choose
 from constructions import scan
 from constructions.budget import MAX_PARAMS
 from constructions.scan import n_scan_layers
+from constructions.construction import BuildOptions
 from verify.check import verify
 
 ACCEPTANCE = paper_suite() + ["parity", "flipflop", "memory:3", "grid2d:3,4"]
@@ -93,10 +94,10 @@ def test_random_64_state_automaton_verifies_exact_at_256():
 
 def test_composition_beyond_the_dtype_warns():
     """When the MLP's sums exceed 1/eps the float claim no longer holds: the build says so."""
-    _, meta = scan.build(catalog_build("memory:3"), max_len=8, eps=2.0**-4)
+    _, meta = scan.build(catalog_build("memory:3"), choose(catalog_build("memory:3")), BuildOptions(8, 2.0**-4))
     assert not meta["scan"]["compose"]["float_exact"]
     assert any("composition MLP" in w for w in meta["warnings"])
-    _, meta = scan.build(catalog_build("memory:3"), max_len=8)
+    _, meta = scan.build(catalog_build("memory:3"), choose(catalog_build("memory:3")), BuildOptions(8))
     assert meta["scan"]["compose"]["float_exact"] and not meta["warnings"]
 
 

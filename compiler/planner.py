@@ -1,0 +1,318 @@
+"""The planner: which construction compiles an automaton, with which plan, and why.
+
+The planner walks the construction registry (``constructions/registry.py``): each
+construction inspects the automaton once and returns a typed plan or a refusal, and
+estimates the plan's exact cost (attention layers, parameters) at the requested max_len.
+``auto`` takes, among those that fit the budgets, the fewest layers then the fewest
+parameters (``prefer="size"``: the fewest parameters within one layer of the shallowest);
+every candidate is recorded (``meta["candidates"]``).  :func:`build` and :func:`assemble_model`
+turn a :class:`Decision` into a model (the pipeline's build and assemble stages).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from constructions import registry
+from constructions.assemble import assemble
+from constructions.budget import MAX_PARAMS
+from constructions.construction import BuildOptions, Construction, Refusal
+from constructions.model import CompiledTransformer
+from constructions.program import Program
+
+from .automata.errors import BudgetError, PrecisionError, ShortcutError
+from .automata.spec import Semiautomaton
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+AUTO = "auto"
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+MAX_LEN_LIMIT = 1 << 20
+
+
+def methods() -> list[str]:
+    """``auto`` and every registered construction, in preference order."""
+    return [AUTO, *registry.names()]
+
+
+PREFERENCES = ("depth", "size")
+"""What ``auto`` minimises: ``depth`` -- the fewest attention layers, then the fewest parameters;
+``size`` -- the fewest parameters among those at most one layer deeper than the shallowest."""
+
+
+@dataclass
+class Candidate:
+    """One construction as the planner saw it (stored in ``meta["candidates"]``).
+
+    ``applies``: its analysis found a plan; ``layers``/``params``: the plan's exact estimate at
+    the requested max_len (None when it does not apply or its estimate refused); ``refusal``:
+    why it cannot be used (does not apply, over a budget), None when it fits; ``fits``: applies
+    and fits every budget; ``chosen``: the one compiled; ``note``: why it was or was not taken."""
+
+    name: str
+    theorem: str = ""
+    applies: bool = False
+    layers: int | None = None
+    params: int | None = None
+    refusal: str | None = None
+    fits: bool = False
+    chosen: bool = False
+    note: str = ""
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(layers, params) of a candidate that applies and was estimated (the ones that fit)."""
+        if self.layers is None or self.params is None:
+            raise AssertionError(f"{self.name} was not estimated")
+        return self.layers, self.params
+
+
+@dataclass
+class Decision:
+    """The construction chosen, its plan, why, every candidate, and (when building was part
+    of deciding) the program already built."""
+
+    construction: Construction
+    plan: Any
+    why: str
+    candidates: list[Candidate] = field(default_factory=list)
+    built: tuple | None = None
+
+    @property
+    def method(self) -> str:
+        return self.construction.name
+
+    @property
+    def chosen(self) -> Candidate:
+        return next(c for c in self.candidates if c.chosen)
+
+
+def _assess(automaton: Semiautomaton, c: Construction, max_len: int, positions: str,
+            max_params: int) -> tuple[Candidate, Any, type[ShortcutError] | None]:
+    """One construction's candidate: its plan and exact cost, or why it does not apply or fit
+    (with the error class to raise when it was asked for)."""
+    cand = Candidate(c.name, c.theorem)
+    plan = c.applies(automaton)
+    if isinstance(plan, Refusal):
+        cand.refusal = plan.reason
+        return cand, None, plan.error
+    cand.applies = True
+    try:
+        cost = c.estimate(plan, max_len, positions)
+    except ShortcutError as e:
+        cand.refusal = str(e)
+        return cand, plan, type(e)
+    cand.layers, cand.params = cost.layers, cost.params
+    if cost.params > max_params:
+        cand.refusal = (f"{cost.params:,} parameters at max_len {max_len}, over the budget of {max_params:,}")
+        return cand, plan, BudgetError
+    cand.fits = True
+    return cand, plan, None
+
+
+def survey(automaton: Semiautomaton, max_len: int, positions: str = "sinusoidal",
+           max_params: int = MAX_PARAMS) -> tuple[list[Candidate], dict[str, Any], dict[str, type[ShortcutError]]]:
+    """Every registered construction, in registry order: its candidate (exact estimate or
+    refusal), its plan (by name, where it applies) and the error class of each refusal."""
+    cands, plans, errors = [], {}, {}
+    for c in registry.entries():
+        cand, plan, error = _assess(automaton, c, max_len, positions, max_params)
+        cands.append(cand)
+        if plan is not None:
+            plans[c.name] = plan
+        if error is not None:
+            errors[c.name] = error
+    return cands, plans, errors
+
+
+def ranking(cands: list[Candidate], prefer: str = "depth") -> list[Candidate]:
+    """The candidates that fit, best first.  ``depth``: fewest attention layers, then fewest
+    parameters, then registry order.  ``size``: among those at most one layer deeper than the
+    shallowest, fewest parameters (then fewer layers, registry order); the rest after them, by depth."""
+    order = {id(c): i for i, c in enumerate(cands)}
+    fits = [c for c in cands if c.fits]
+    by_depth = sorted(fits, key=lambda c: (*c.size, order[id(c)]))
+    if prefer == "depth" or not fits:
+        return by_depth
+    near = by_depth[0].size[0] + 1
+    pool = sorted((c for c in fits if c.size[0] <= near), key=lambda c: (c.size[1], c.size[0], order[id(c)]))
+    return pool + [c for c in by_depth if c.size[0] > near]
+
+
+def _note(c: Candidate, best: Candidate, prefer: str, shallowest: int) -> str:
+    """Why a candidate that fits was not taken (beside the chosen ``best``)."""
+    if prefer == "size" and c.size[0] > shallowest + 1:
+        return f"{c.layers} layers: more than one deeper than the shallowest ({shallowest})"
+    if prefer == "size" and c.params != best.params:
+        return f"{c.params:,} parameters, {best.name} {best.params:,}"
+    if c.layers != best.layers:
+        return f"{c.layers} attention layers, {best.name} {best.layers}"
+    if c.params != best.params:
+        return f"as deep as {best.name}, {c.params:,} parameters against {best.params:,}"
+    return f"ties with {best.name}, which comes first in the registry"
+
+
+def _cost_text(c: Candidate, max_len: int) -> str:
+    return f"{c.layers} attention layer{'s' * (c.layers != 1)}, {c.params:,} parameters at max_len {max_len}"
+
+
+def _auto(automaton: Semiautomaton, max_len: int, eps: float, positions: str, prefer: str,
+          max_params: int, certified: bool = False) -> Decision:
+    """Every construction estimated (:func:`survey`); the best that fits (:func:`ranking`) is built.
+    A build that fails (an estimate that missed a budget: a bug, reported in the candidates)
+    falls through to the next, and so does, when ``certified``, a build beyond its certified
+    float reach (:func:`beyond_reach`).  Nothing fits: an error naming every construction's reason."""
+    cands, plans, errors = survey(automaton, max_len, positions, max_params)
+    return take_best(automaton, cands, plans, errors, max_len, eps, positions, prefer, certified)
+
+
+def take_best(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any],
+          errors: dict[str, type[ShortcutError]], max_len: int, eps: float, positions: str, prefer: str,
+          certified: bool = False) -> Decision:
+    """:func:`_auto` after the survey: build the best candidate that fits, or refuse naming every reason.
+    Candidates are built in the planner's order until one is taken (at a max_len beyond one
+    construction's reach, building them all costs gigabytes).  With ``certified``, a build whose
+    worst-case rounding bound is beyond its tolerance (its precision warnings) does not fit and
+    the next is tried; if none is left, the first such build's :class:`PrecisionError` is raised."""
+    ranked = ranking(cands, prefer)
+    beyond: PrecisionError | None = None
+    for cand in ranked:
+        c = registry.get(cand.name)
+        try:
+            built = c.build(automaton, plans[c.name], BuildOptions(max_len, eps, positions))
+        except ShortcutError as e:
+            cand.fits, cand.refusal = False, f"estimated, but the build failed: {e}"
+            errors[c.name] = type(e)
+            continue
+        if certified and built[1].get("warnings"):
+            cand.fits, cand.refusal = False, f"beyond its certified float reach: {built[1]['warnings'][0]}"
+            errors[c.name] = PrecisionError
+            beyond = beyond or PrecisionError(_reach_text(automaton, c, built[1], max_len, eps))
+            continue
+        cand.chosen = True
+        shallowest = min(x.size[0] for x in cands if x.fits)
+        for x in cands:
+            if x.fits and not x.chosen:
+                x.note = _note(x, cand, prefer, shallowest)
+        cand.note = ("the fewest attention layers, then parameters" if prefer == "depth" else
+                     "prefer size: the fewest parameters within one layer of the shallowest")
+        passed = "".join(f"; not {x.name}: {x.refusal or x.note}" for x in cands if not x.chosen)
+        why = (f"auto: {c.name} ({c.theorem}): {c.describe(plans[c.name], automaton)}; "
+               f"{_cost_text(cand, max_len)} ({cand.note}){passed}")
+        return Decision(c, plans[c.name], why, cands, built)
+    if beyond is not None:
+        raise beyond
+    reasons = "; ".join(f"{x.name}: {x.refusal}" for x in cands)
+    error = BudgetError if BudgetError in errors.values() else ShortcutError
+    raise error(f"no construction compiles {automaton.name} at max_len {max_len}: {reasons}")
+
+
+def _requested(automaton: Semiautomaton, c: Construction, max_len: int, positions: str, max_params: int) -> Decision:
+    """``--method NAME``: that construction, or its refusal as the error."""
+    cand, plan, error = _assess(automaton, c, max_len, positions, max_params)
+    if error is not None:
+        raise error(cand.refusal)
+    cand.chosen, cand.note = True, f"requested with --method {c.name}"
+    return Decision(c, plan, f"requested with --method {c.name}: {c.describe(plan, automaton)}", [cand])
+
+
+def check_options(method: str, prefer: str, max_params: int) -> None:
+    if method not in methods():
+        raise ShortcutError(f"unknown method {method!r}; choose one of {methods()}")
+    if prefer not in PREFERENCES:
+        raise ShortcutError(f"unknown preference {prefer!r}; choose one of {list(PREFERENCES)}")
+    if not isinstance(max_params, int) or isinstance(max_params, bool) or not 1 <= max_params <= MAX_PARAMS:
+        raise ShortcutError(f"max_params must be an integer from 1 to {MAX_PARAMS:,}, got {max_params!r}")
+
+
+def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23,
+           positions: str = "sinusoidal", prefer: str = "depth", max_params: int = MAX_PARAMS,
+           certified: bool = False) -> Decision:
+    """Which construction compiles ``automaton``, with which plan (see :func:`_auto`; ``certified``:
+    ``auto`` passes over builds beyond their certified float reach)."""
+    check_options(method, prefer, max_params)
+    if method == AUTO:
+        return _auto(automaton, max_len, eps, positions, prefer, max_params, certified)
+    return _requested(automaton, registry.get(method), max_len, positions, max_params)
+
+
+def plan(automaton: Semiautomaton, method: str, max_len: int = 128, prefer: str = "depth") -> tuple[str, str]:
+    """The construction to use and why (see :func:`decide`)."""
+    d = decide(automaton, method, max_len, prefer=prefer)
+    return d.method, d.why
+
+
+def _dtype_name(eps: float) -> str:
+    """The name (a key of DTYPES) of the float dtype whose machine epsilon is ``eps``."""
+    return next(name for name, dt in DTYPES.items() if torch.finfo(dt).eps == eps)
+
+
+def _reach_text(automaton: Semiautomaton, c: Construction, meta: dict[str, Any], max_len: int, eps: float) -> str:
+    """Why a build (its precision warnings) is beyond its certified float reach, and what to do."""
+    return (f"{automaton.name} at max_len {max_len} in {_dtype_name(eps)} is beyond the certified float reach "
+            f"of {c.name}: {meta['warnings'][0]} -- use a smaller --max-len or --dtype float64, or pass "
+            f"--allow-inexact")
+
+
+def beyond_reach(automaton: Semiautomaton, c: Construction, meta: dict[str, Any], max_len: int,
+                  dtype: torch.dtype) -> None:
+    """PrecisionError when the build's worst-case rounding bound is beyond a tolerance (its warnings)."""
+    if meta.get("warnings"):
+        raise PrecisionError(_reach_text(automaton, c, meta, max_len, torch.finfo(dtype).eps))
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """A compile's options, checked (``compile_automaton``'s keywords but the spec's): the planner's
+    method, max_len, dtype, positions, prefer and max_params, and whether a build beyond its
+    certified float reach is taken (``allow_inexact``)."""
+
+    method: str
+    max_len: int
+    dtype: torch.dtype = torch.float32
+    positions: str = "sinusoidal"
+    prefer: str = "depth"
+    max_params: int = MAX_PARAMS
+    allow_inexact: bool = True
+
+    @property
+    def eps(self) -> float:
+        """The machine epsilon of the target dtype."""
+        return float(torch.finfo(self.dtype).eps)
+
+    @property
+    def build(self) -> BuildOptions:
+        """What a construction's build takes."""
+        return BuildOptions(self.max_len, self.eps, self.positions)
+
+    def decide(self, automaton: Semiautomaton, max_params: int | None = None) -> Decision:
+        """The planner's decision for ``automaton`` with these options (``max_params``: a tighter budget)."""
+        return decide(automaton, self.method, self.max_len, self.eps, self.positions, self.prefer,
+                      self.max_params if max_params is None else max_params, certified=not self.allow_inexact)
+
+
+def build(automaton: Semiautomaton, d: Decision, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """The decision's program and metadata: the one built while deciding, else built now."""
+    return d.built or d.construction.build(automaton, d.plan, options)
+
+
+def assemble_model(automaton: Semiautomaton, d: Decision, program: Program, meta: dict[str, Any], method: str,
+                   max_len: int, dtype: torch.dtype, readout: dict[str, Any] | None = None) -> CompiledTransformer:
+    """The model of ``program`` with its metadata (spec, why, plan, candidates, and a label readout's)."""
+    c = d.construction
+    meta = {"automaton": automaton.to_dict(), "why": d.why, "requested_method": method, **meta,
+            "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
+    if readout is not None:
+        meta["readout"] = readout
+    return assemble(program, max_len=max_len, dtype=dtype, meta=meta)
+
+
+def check_estimate(cand: Candidate, model: CompiledTransformer) -> None:
+    """The registry contract: a construction's estimate is the built model's exact depth and
+    parameter count (the planner compares constructions by it); anything else is a bug."""
+    built = (len(model.config["blocks"]), sum(p.numel() for p in model.parameters()))
+    if built != (cand.layers, cand.params):
+        raise AssertionError(f"{cand.name}'s estimate ({cand.layers} layers, {cand.params} parameters) differs from "
+                             f"the model it built ({built[0]} layers, {built[1]} parameters); estimates must be exact")

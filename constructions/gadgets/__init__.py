@@ -1,0 +1,51 @@
+"""Reusable gadgets: small heads and MLPs over named subspaces, in four modules: attention
+(:mod:`.heads`), exact units and composition (:mod:`.compose`), residues and rounding
+(:mod:`.residues`) and lookups (:mod:`.lookups`).  Import them from here.
+
+* :func:`offset_head` -- select the position t - offset (Theorem 10's look-back),
+  BOS winning when that position does not exist.
+* :func:`compose_mlp` -- function composition of integer-coded maps in one hidden
+  layer of O(n^2) units (Lemma 14's role, O(n^3) parameters), exact in float arithmetic.
+* :func:`carry_units` -- ``relu(x) - relu(-x)``: move exact values through hidden layers.
+* :func:`prefix_mean_head` with :func:`absorb_feature` -- uniform causal attention
+  with a weight-absorbing BOS (Lemma 15), shared by the counters of Theorem 11 and
+  the prefix sums of Theorem 12.
+* :func:`residue_mlp` with :func:`residue_range` and :func:`residue_margin` -- an exact
+  table of x mod M for an integer x read off such a prefix sum, coarse steps then a
+  one-hot over the M residues (width O(range / M + M), O(sqrt(range)) for M ~ sqrt(range)).
+
+Every gadget takes only the :class:`Subspace` s it reads and writes and constants
+(never ``d_model`` or raw residual dims), declares them in ``reads``/``writes``
+(workspace subspace names) and returns *local* float64 matrices: one row (or column)
+per dim of those subspaces, in declaration order (constructions/program.py).
+"""
+
+from __future__ import annotations
+
+from ..budget import STEP_TOLERANCE
+from .compose import carry_units, compose_mlp, compose_slope, onehot_bias, step_units
+from .heads import (
+    ABSORB,
+    PositionBlock,
+    absorb_feature,
+    attention_temperature,
+    offset_head,
+    prefix_mean_head,
+    recent_flag_head,
+)
+from .lookups import (
+    CodeInput,
+    OneHotInput,
+    code_function_mlp,
+    halfspace_lookup_mlp,
+    interpolated_code_function_mlp,
+    lookup_mlp,
+    separation,
+)
+from .residues import Residue, residue_hidden, residue_margin, residue_mlp, residue_range, round_mlp
+
+__all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "PositionBlock", "Residue", "absorb_feature",
+           "attention_temperature", "carry_units", "code_function_mlp", "compose_mlp", "compose_slope",
+           "halfspace_lookup_mlp", "interpolated_code_function_mlp", "lookup_mlp", "offset_head", "onehot_bias",
+           "prefix_mean_head", "recent_flag_head", "residue_hidden", "residue_margin", "residue_mlp", "residue_range",
+           "round_mlp", "separation", "step_units"]

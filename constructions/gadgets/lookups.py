@@ -1,0 +1,254 @@
+"""Lookups: a finite function of discrete inputs as an MLP, exact on its table (Lemma 11), for one
+code input in one hidden layer (steps or linear pieces), or cut off by halfspaces."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..budget import STEP_TOLERANCE
+from ..program import MLP
+from ..workspace import Subspace, names
+from .compose import onehot_bias, step_units
+
+
+@dataclass(frozen=True)
+class CodeInput:
+    """An integer code in 0..n_values-1 (noise below STEP_TOLERANCE) in dim ``index`` of ``sub``
+    (a one-dim subspace, or one dim of a wider one)."""
+
+    sub: Subspace
+    n_values: int
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class OneHotInput:
+    """A subspace holding an exact one-hot (e.g. the current token); all zero matches nothing."""
+
+    sub: Subspace
+
+
+def lookup_mlp(name: str, inputs: list, out: Subspace,
+               table: dict[tuple[int, ...], np.ndarray]) -> MLP:
+    """A finite function of several discrete inputs (Lemma 11), exact on its table.
+
+    Hidden 1: the one-hot of every input (step units for codes, a copy for one-hots).
+    Hidden 2: one unit per table key, relu(sum_i onehot_i[key_i] - (m - 1)) = 1[input == key].
+    Output: sum over keys of unit * table[key], a vector over ``out`` (len(out) entries).
+    Inputs matching no key (e.g. BOS, whose token one-hot is zero) produce no output.
+    Declares the inputs that have units (a code of one value has none) and the parts
+    of ``out`` some row writes.
+    """
+    used = [i.sub for i in inputs if (i.n_values > 1 if isinstance(i, CodeInput) else len(i.sub))]
+    reads = names(*used)
+    row = _local_rows(used)  # local row of each (leaf name, index)
+    cols: list[np.ndarray] = []  # per input: matrix [hidden1, n_values] giving its one-hot
+    consts: list[np.ndarray] = []
+    W1_parts, b1_parts = [], []
+    offset = 0
+    for inp in inputs:
+        rows = [row.get((leaf.name, j)) for leaf in inp.sub.leaves for j in range(len(leaf))]
+        if isinstance(inp, CodeInput):
+            w, b, to_onehot = step_units(inp.n_values)
+            W = np.zeros((len(row), len(w)))
+            if len(w):
+                W[rows[inp.index]] = w
+            W1_parts.append(W)
+            b1_parts.append(b)
+            cols.append((offset, to_onehot))
+            consts.append(onehot_bias(inp.n_values))
+            offset += len(w)
+        else:
+            k = len(inp.sub)
+            W = np.zeros((len(row), k))
+            W[rows, np.arange(k)] = 1.0
+            W1_parts.append(W)
+            b1_parts.append(np.zeros(k))
+            cols.append((offset, np.eye(k)))
+            consts.append(np.zeros(k))
+            offset += k
+    W1 = np.concatenate(W1_parts, axis=1) if W1_parts else np.zeros((len(row), 0))
+    b1 = np.concatenate(b1_parts) if b1_parts else np.zeros(0)
+    keys = sorted(table)
+    m = len(inputs)
+    W2 = np.zeros((offset, len(keys)))
+    b2 = np.full(len(keys), -(m - 1.0))
+    writes, kept = _written(out, [table[k] for k in keys])
+    W3 = np.zeros((len(keys), len(kept)))  # columns: the written parts of ``out``
+    for u, key in enumerate(keys):
+        for i, v in enumerate(key):
+            off, onehot = cols[i]
+            W2[off : off + onehot.shape[0], u] += onehot[:, v]
+            b2[u] += consts[i][v]
+        W3[u] = table[key][kept]
+    return MLP(name, [W1, W2, W3], [b1, b2, np.zeros(len(kept))],
+               {"kind": "lookup", "keys": len(keys), "inputs": m, "input_tolerance": STEP_TOLERANCE},
+               reads=reads, writes=writes)
+
+
+def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarray) -> MLP:
+    """A function of one integer code in one hidden layer (Lemma 11 for a single input), exact
+    for x within STEP_TOLERANCE of 0..n-1: ``values[x]`` (a vector over ``out``) is
+    values[0] + sum over c of (values[c] - values[c-1]) 1[x >= c], each threshold a pair of
+    :func:`step_units`, and only the thresholds where the value changes get units."""
+    values = np.asarray(values, dtype=np.float64)
+    w, b, _ = step_units(len(values))
+    jumps = [c for c in range(1, len(values)) if np.any(values[c] != values[c - 1])]
+    units = [2 * (c - 1) + i for c in jumps for i in (0, 1)]
+    row = _local_rows([inp.sub])
+    rows = [row[(leaf.name, j)] for leaf in inp.sub.leaves for j in range(len(leaf))]
+    W1 = np.zeros((len(row), len(units)))
+    W1[rows[inp.index]] = w[units]
+    writes, kept = _written(out, list(values))
+    W2 = np.zeros((len(units), len(kept)))
+    for k, c in enumerate(jumps):  # 1[x >= c] = relu(unit 2k) - relu(unit 2k + 1)
+        W2[2 * k] = values[c][kept] - values[c - 1][kept]
+        W2[2 * k + 1] = -W2[2 * k]
+    return MLP(name, [W1, W2], [b[units], values[0][kept]],
+               {"kind": "code function", "thresholds": len(jumps), "input_tolerance": STEP_TOLERANCE},
+               reads=inp.sub.names, writes=writes)
+
+
+def separation(inside: np.ndarray, outside: np.ndarray, max_updates: int = 10_000, max_pairs: int = 250_000):
+    """An integer direction w with min over ``inside`` of <w, c> above max over ``outside``
+    (rows are integer codes), as (w, min inside, max outside), the one of smallest
+    |w|_1 / gap among: every w in {-1, 0, 1}^d (d <= 6), the centroid direction
+    n c - sum(all) for a single inside point, and a perceptron's over the differences
+    c_in - c_out (exact integer updates, at most ``max_updates``, over at most ``max_pairs``
+    differences; it finds one whenever the sets are strictly separable by a hyperplane,
+    given enough updates).  None when none of them separates."""
+    d = inside.shape[1]
+    cands = [np.array(w, dtype=np.int64) - 1 for w in np.ndindex(*([3] * d))] if d <= 6 else []
+    if len(inside) == 1:
+        allc = np.concatenate([inside, outside])
+        cands.append(len(allc) * inside[0] - allc.sum(0))
+    if len(outside) and len(inside) * len(outside) <= max_pairs:
+        D = (inside[:, None, :] - outside[None, :, :]).reshape(-1, d).astype(np.int64)
+        w = np.zeros(d, dtype=np.int64)
+        for _ in range(max_updates):  # perceptron: <w, c_in - c_out> > 0 for every pair
+            bad = np.flatnonzero(D @ w <= 0)
+            if not len(bad):
+                cands.append(w)
+                break
+            w = w + D[bad[0]]
+    W = np.array([c for c in cands if np.any(c)], dtype=np.int64).reshape(-1, d)
+    lo = (inside @ W.T).min(0)
+    hi = (outside @ W.T).max(0) if len(outside) else lo - 1
+    ok = np.flatnonzero(lo > hi)
+    if not len(ok):
+        return None
+    i = ok[np.argmin(np.abs(W[ok]).sum(1) / (lo[ok] - hi[ok]))]  # the first of the most tolerant
+    return W[i].astype(np.float64), int(lo[i]), int(hi[i])
+
+
+def interpolated_code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarray) -> MLP:
+    """A function of one integer code in one hidden layer, linear between the codes: for x in
+    [-1/2, n-1] (exact at x = 0..n-1), ``values[x]`` (a vector over ``out``) is
+
+        values[0] + s_0 (relu(x + 1/2) - 1/2) + sum over c = 1..n-2 of (s_c - s_(c-1)) relu(x - c),
+
+    with s_c = values[c+1] - values[c] the slope after code c; a unit only where the slope
+    changes (and for s_0 when it is not 0), so at most as many units as
+    :func:`code_function_mlp`'s two per value change, half as many where the value changes at
+    neighbouring codes (0, 1, 0: 2 units, not 4).  Not flat near the codes: a code error e moves
+    the output by at most L e (L the steepest |s_c|), so ``input_tolerance`` is
+    STEP_TOLERANCE / L, within which the output stays within STEP_TOLERANCE of the value."""
+    values = np.asarray(values, dtype=np.float64)
+    slopes = np.diff(values, axis=0)  # [n-1, dims]
+    units: list[tuple[float, np.ndarray]] = []  # (bias of relu(x + bias), output weights)
+    if len(slopes) and np.any(slopes[0]):
+        units.append((0.5, slopes[0]))
+    for c in range(1, len(slopes)):
+        if np.any(slopes[c] != slopes[c - 1]):
+            units.append((-float(c), slopes[c] - slopes[c - 1]))
+    row = _local_rows([inp.sub])
+    rows = [row[(leaf.name, j)] for leaf in inp.sub.leaves for j in range(len(leaf))]
+    writes, kept = _written(out, list(values))
+    W1 = np.zeros((len(row), len(units)))
+    W1[rows[inp.index]] = 1.0
+    W2 = np.array([w[kept] for _, w in units]).reshape(len(units), len(kept))
+    b2 = values[0][kept] - (0.5 * slopes[0][kept] if len(slopes) else 0.0)  # relu(x + 1/2) - 1/2 = x
+    steepest = float(np.abs(slopes).max()) if slopes.size else 0.0
+    return MLP(name, [W1, W2], [np.array([b for b, _ in units]), b2],
+               {"kind": "interpolated code function", "units": len(units),
+                "input_tolerance": STEP_TOLERANCE / max(steepest, 1.0)},
+               reads=inp.sub.names, writes=writes)
+
+
+def halfspace_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace, index: dict[tuple[int, ...], int],
+                         domain: np.ndarray) -> MLP | None:
+    """A lookup in one hidden layer: the integer ``index`` of each code in ``domain`` (rows:
+    the codes that occur; a code not in ``index`` has index 0) into the one-dim ``out``, when
+    halfspaces cut the keys off.  For each index value j >= 1, with K_j its codes:
+
+    * a *step* 1[<w, x> >= lo] (two :func:`step_units`) when one hyperplane puts K_j above every
+      other code of the domain (<w, c> <= lo - 1 there): exact for x within
+      STEP_TOLERANCE / |w|_1 of the codes;
+    * else a *cap* per code p of K_j, one unit relu((<w, x> - hi) / (<w, p> - hi)) that is
+      1 at p and <= 0 at every other code (p a vertex of the domain's hull): off by at most
+      |w|_1 e / (<w, p> - hi) for a code error e.
+
+    The output is sum_j j (its steps or caps), exact at exact codes.  ``input_tolerance`` is the
+    code error within which the output stays within STEP_TOLERANCE of the index.  None when some
+    K_j is cut off neither way (then :func:`lookup_mlp` in two hidden layers)."""
+    domain = np.asarray(domain, dtype=np.int64)
+    units: list[tuple[np.ndarray, float, float]] = []  # (w over the inputs, bias, output weight)
+    exact_slope, cap_slope = 0.0, 0.0
+    for j in sorted(set(index.values()) - {0}):
+        inside = np.array([k for k, v in index.items() if v == j], dtype=np.int64)
+        key = {tuple(c) for c in inside.tolist()}
+        outside = np.array([c for c in domain.tolist() if tuple(c) not in key], dtype=np.int64).reshape(-1, len(inputs))
+        step = separation(inside, outside) if len(inside) > 1 else None
+        if step is not None:
+            w, lo, _ = step
+            sw, sb, _ = step_units(2)  # 1[z >= 1], shifted to 1[z >= lo]
+            units += [(w * sw[i], sb[i] - sw[i] * (lo - 1), j * (1.0 if i == 0 else -1.0)) for i in range(2)]
+            exact_slope = max(exact_slope, float(np.abs(w).sum()))
+            continue
+        for p in inside:
+            cap = separation(p[None], np.array([c for c in domain.tolist() if tuple(c) != tuple(p)],
+                                                dtype=np.int64).reshape(-1, len(inputs)))
+            if cap is None:
+                return None
+            w, top, hi = cap
+            units.append((w / (top - hi), -hi / (top - hi), float(j)))
+            cap_slope += j * float(np.abs(w).sum()) / (top - hi)
+    used = [i.sub for i in inputs]
+    row = _local_rows(used)
+    W1 = np.zeros((len(row), len(units)))
+    for i, inp in enumerate(inputs):
+        r = [row[(leaf.name, k)] for leaf in inp.sub.leaves for k in range(len(leaf))][inp.index]
+        W1[r] += [u[0][i] for u in units]
+    tol = min(STEP_TOLERANCE / exact_slope if exact_slope else math.inf,
+              STEP_TOLERANCE / cap_slope if cap_slope else math.inf)
+    return MLP(name, [W1, np.array([[u[2]] for u in units]).reshape(len(units), 1)],
+               [np.array([u[1] for u in units]), np.zeros(1)],
+               {"kind": "halfspace lookup", "units": len(units), "input_tolerance": tol},
+               reads=names(*used), writes=out.names)
+
+
+def _local_rows(subspaces: list[Subspace]) -> dict[tuple[str, int], int]:
+    """Local row of dim j of each allocated subspace behind ``subspaces`` (each leaf once, in order)."""
+    out: dict[tuple[str, int], int] = {}
+    for leaf in (leaf for s in subspaces for leaf in s.leaves):
+        for j in range(len(leaf)):
+            out.setdefault((leaf.name, j), len(out))
+    return out
+
+
+def _written(out: Subspace, rows: list[np.ndarray]) -> tuple[tuple[str, ...], list[int]]:
+    """The parts of ``out`` that some row of a table writes (nonzero), and the positions
+    of their dims within ``out``."""
+    if not rows:
+        return (), []
+    hit = np.any(np.stack(rows) != 0, axis=0)
+    written, kept, at = [], [], 0
+    for leaf in out.leaves:
+        if hit[at : at + len(leaf)].any():
+            written.append(leaf.name)
+            kept.extend(range(at, at + len(leaf)))
+        at += len(leaf)
+    return tuple(written), kept
