@@ -607,6 +607,7 @@ class CompiledTransformer(nn.Module):
             "positions": self.meta.get("positions"),
             "start": a.states[a.start],
             "readout": readout_summary(self.meta),
+            **({"promise": self.meta["promise"]["text"]} if isinstance(self.meta.get("promise"), dict) else {}),
             "why": self.meta.get("why"),
             "warnings": self.meta.get("warnings", []),
             "verification": self.meta.get("verification"),
