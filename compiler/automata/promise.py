@@ -24,6 +24,21 @@ def defined_table(automaton: Semiautomaton) -> np.ndarray:
     return np.asarray(automaton.defined, dtype=bool).reshape(automaton.n_symbols, automaton.n_states)
 
 
+def legal_reachable(automaton: Semiautomaton) -> np.ndarray:
+    """The states legal words reach from the start (the start first), sorted after it by index."""
+    ok = defined_table(automaton)
+    table = np.asarray(automaton.maps, dtype=np.int64).reshape(automaton.n_symbols, automaton.n_states)
+    seen = np.zeros(automaton.n_states, dtype=bool)
+    seen[automaton.start] = True
+    frontier = np.array([automaton.start])
+    while len(frontier):
+        nxt = np.unique(table[:, frontier][ok[:, frontier]])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+    rest = np.flatnonzero(seen)
+    return np.concatenate([[automaton.start], rest[rest != automaton.start]]).astype(np.int32)
+
+
 def legal_mask(automaton: Semiautomaton, tokens: np.ndarray, start: int | None = None) -> np.ndarray:
     """[B, T] bool: position t is inside the domain (letters 1..t all defined, from ``start``).
     All True for a complete automaton.  This is the library's answer for a batch: the model's
