@@ -25,18 +25,20 @@ def defined_table(automaton: Semiautomaton) -> np.ndarray:
 
 
 def legal_reachable(automaton: Semiautomaton) -> np.ndarray:
-    """The states legal words reach from the start (the start first), sorted after it by index."""
+    """The states legal words reach from the start, breadth first (the start, then each level in
+    index order)."""
     ok = defined_table(automaton)
     table = np.asarray(automaton.maps, dtype=np.int64).reshape(automaton.n_symbols, automaton.n_states)
     seen = np.zeros(automaton.n_states, dtype=bool)
     seen[automaton.start] = True
     frontier = np.array([automaton.start])
+    levels = [frontier]
     while len(frontier):
         nxt = np.unique(table[:, frontier][ok[:, frontier]])
         frontier = nxt[~seen[nxt]]
         seen[frontier] = True
-    rest = np.flatnonzero(seen)
-    return np.concatenate([[automaton.start], rest[rest != automaton.start]]).astype(np.int32)
+        levels.append(frontier)
+    return np.concatenate(levels).astype(np.int32)
 
 
 def legal_mask(automaton: Semiautomaton, tokens: np.ndarray, start: int | None = None) -> np.ndarray:

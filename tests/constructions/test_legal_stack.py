@@ -151,3 +151,12 @@ def test_a_regex_dfa_without_its_dead_state_compiles_under_the_promise():
     assert verify(m).exact
     with pytest.raises(InputError, match="position 1"):
         m.simulate([["b"]])
+
+
+def test_a_label_readout_under_the_promise_is_exact_on_legal_inputs():
+    m = compiler.compile_automaton("dyck-legal:3,2", max_len=32, readout="labels")
+    r = m.meta["readout"]
+    assert r["states_after"] == 4 and m.meta["promise"]["kind"] == LEGAL  # the minimal machine: the depth
+    assert m.domain.partial and verify(m).exact
+    with pytest.raises(InputError, match="leaves the domain"):
+        m.simulate([[")"]])

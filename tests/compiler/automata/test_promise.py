@@ -15,6 +15,7 @@ from compiler.automata.definite import definite_depth, detect as lookback_detect
 from compiler.automata.errors import SpecError
 from compiler.automata.formats import from_regex, from_table
 from compiler.automata.load import load_spec
+from compiler.automata.moore import minimise
 from compiler.automata.promise import (
     add_sink,
     count_legal,
@@ -215,3 +216,28 @@ def test_not_definite_on_legal_words_is_refused():
     a = build("dyck-legal:2,1")
     depth, reason = definite_depth(a)
     assert depth is None and "not definite on its legal words" in reason
+
+
+def test_incompletely_specified_moore_machines_merge_compatible_states():
+    a = build("dyck-legal:4,2")  # accept on the empty stack: on legal words the label is a function of the depth
+    m = minimise(a)
+    assert m.states_after == 5 and m.quotient.partial
+    for L in range(1, 9):
+        for w in brute_legal(a, L):
+            assert m.quotient.first_illegal(w) is None
+            assert a.outputs[a.run(w)[-1]] == m.quotient.outputs[m.quotient.run(w)[-1]]
+
+
+def test_incompatible_states_stay_apart():
+    # x and y carry one label but "b" separates them (legal from both); z is compatible with both
+    spec = {"states": ["s", "x", "y", "z", "u", "v"], "alphabet": ["a", "b"], "start": "s",
+            "transitions": {"s": {"a": "x", "b": "y"}, "x": {"a": "z", "b": "u"}, "y": {"a": "z", "b": "v"},
+                            "z": {"a": "s"}, "u": {"a": "u"}, "v": {"a": "v"}},
+            "outputs": {"s": "0", "x": "0", "y": "0", "z": "0", "u": "1", "v": "2"}}
+    a = from_dict(spec, promise=LEGAL)
+    m = minimise(a)
+    together = lambda p, q: any(p in c and q in c for c in m.classes)
+    assert not together("x", "y") and not together("u", "v")
+    for L in range(1, 8):
+        for w in brute_legal(a, L):
+            assert a.outputs[a.run(w)[-1]] == m.quotient.outputs[m.quotient.run(w)[-1]]
