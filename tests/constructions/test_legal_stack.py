@@ -160,3 +160,16 @@ def test_a_label_readout_under_the_promise_is_exact_on_legal_inputs():
     assert m.domain.partial and verify(m).exact
     with pytest.raises(InputError, match="leaves the domain"):
         m.simulate([[")"]])
+
+
+def test_a_partial_definite_model_moves_its_start_on_legal_words():
+    d = build("nth-last:3").to_dict()
+    for q in d["transitions"]:
+        if q.endswith("b"):
+            del d["transitions"][q]["b"]
+    a = from_dict(d, promise=LEGAL)
+    m = with_start(compiler.compile_automaton(a, max_len=16), "aab")
+    assert m.automaton.states[m.automaton.start] == "aab"
+    want = [a.states[q] for q in a.run(a.symbol_ids(["a", "b", "a"]), a.state_index["aab"])]
+    assert m.simulate([["a", "b", "a"]]) == [want]
+    assert verify(m).exact
