@@ -12,12 +12,13 @@ import compiler
 from compiler.automata.catalog import build
 from compiler.automata.errors import InputError
 from compiler.automata.formats import MISSING, from_table
+from compiler.automata.partitions import is_sp, parallel_pairs
 from compiler.automata.promise import legal_mask, sample_legal
 from compiler.automata.spec import LEGAL, from_dict
 from compiler.automata.stack_detect import detect_legal
 from compiler.pipeline import with_start
 from constructions import bounded_stack as stack
-from constructions import registry
+from constructions import lookback, product, registry
 from verify.check import verify as full_verify
 
 SMALL = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 4}
@@ -138,7 +139,7 @@ def test_a_partial_definite_automaton_is_no_deeper_and_no_larger_than_its_comple
         if q.endswith("b"):
             del d["transitions"][q]["b"]
     partial = compiler.compile_automaton(from_dict(d, promise=LEGAL), max_len=64)
-    assert partial.meta["method"] == "lookback" and partial.info()["n_layers"] == 1
+    assert partial.meta["method"] == lookback.NAME and partial.info()["n_layers"] == 1
     assert verify(partial).exact
     sink = compiler.compile_automaton(from_dict(d, complete=True), max_len=64).info()
     assert partial.info()["n_layers"] <= sink["n_layers"] and partial.info()["n_params"] <= sink["n_params"]
@@ -173,3 +174,30 @@ def test_a_partial_definite_model_moves_its_start_on_legal_words():
     want = [a.states[q] for q in a.run(a.symbol_ids(["a", "b", "a"]), a.state_index["aab"])]
     assert m.simulate([["a", "b", "a"]]) == [want]
     assert verify(m).exact
+
+
+def counter_beside_parity() -> dict:
+    """A depth-2 counter (under- and overflow undefined) beside the parity of every letter: a
+    product on its legal words only (its self-loops, or a sink, break the parity partition)."""
+    tr = {}
+    for d in range(3):
+        for p in range(2):
+            row = {"x": f"{d}{1 - p}"}
+            if d < 2:
+                row["("] = f"{d + 1}{1 - p}"
+            if d > 0:
+                row[")"] = f"{d - 1}{1 - p}"
+            tr[f"{d}{p}"] = row
+    return {"states": list(tr), "alphabet": ["(", ")", "x"], "transitions": tr}
+
+
+def test_a_product_on_legal_words():
+    spec = counter_beside_parity()
+    a = from_dict(spec, promise=LEGAL)
+    pairs = parallel_pairs(a)
+    assert pairs and all(is_sp(a, p1) and is_sp(a, p2) for p1, p2 in pairs)
+    assert parallel_pairs(from_dict(spec, complete=True)) == []
+    m = compiler.compile_automaton(a, max_len=64)
+    assert m.meta["method"] == product.NAME and verify(m).exact
+    sink = compiler.compile_automaton(from_dict(spec, complete=True), max_len=64).info()
+    assert m.info()["n_layers"] <= sink["n_layers"] and m.info()["n_params"] <= sink["n_params"]
