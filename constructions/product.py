@@ -30,7 +30,7 @@ not run); the end-to-end checks are the verifier's as for any model.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -58,6 +58,12 @@ PREFIXES = ("f1.", "f2.")
 MAX_QUOTIENTS = 8
 """Most distinct quotients :func:`choose` plans (each through every construction's planner), in
 the pairs' order (fewest product states first): a group of order 32 has 31 and took 7 s."""
+
+MAX_LEGAL_SEARCH_STATES = 16
+"""Largest partial automaton whose decompositions are searched on its legal words
+(partitions.legal_congruence); larger ones search their self-loop completion.  Congruences on
+legal words are many more (the paper's 31-state Dyck: 255 partitions, 32,367 pairs) and each
+quotient is planned through every construction (its krohn-rhodes analysis: seconds each)."""
 
 _factors: Callable[[], Sequence[Construction]] = tuple
 """The constructions a factor may be compiled by: every registered one but this.  The registry
@@ -116,13 +122,29 @@ def applies(automaton: Semiautomaton) -> ProductPlan | Refusal:
     if automaton.n_states > MAX_SEARCH_STATES:
         return Refusal(f"the product searches automata of at most {MAX_SEARCH_STATES} states for a parallel "
                        f"decomposition; this one has {automaton.n_states}")
-    pairs = parallel_pairs(automaton)
+    search = automaton
+    if automaton.partial and automaton.n_states > MAX_LEGAL_SEARCH_STATES:
+        search = replace(automaton, undefined=())  # its self-loop completion, as before promises
+    pairs = parallel_pairs(search)
+    if search.partial:  # congruences on legal words are many (the paper's Dyck: 32,367 pairs)
+        pairs = usable_pairs(pairs)
     if not pairs:
         return Refusal("no two partitions with the substitution property have a trivial meet (no parallel "
                        "decomposition by the SP partitions that one identification generates)")
-    return ProductPlan(tuple(Factorisation((p1, p2), (quotient(automaton, p1, f"{automaton.name}/pi1"),
-                                                      quotient(automaton, p2, f"{automaton.name}/pi2")))
+    return ProductPlan(tuple(Factorisation((p1, p2), (quotient(search, p1, f"{automaton.name}/pi1"),
+                                                      quotient(search, p2, f"{automaton.name}/pi2")))
                              for p1, p2 in pairs), automaton.n_states)
+
+
+def usable_pairs(pairs: list[tuple[Partition, Partition]]) -> list[tuple[Partition, Partition]]:
+    """The pairs :func:`choose` can take: in order, those whose partitions keep the distinct ones
+    seen within MAX_QUOTIENTS (the rest are never planned)."""
+    kept, seen = [], set()
+    for p1, p2 in pairs:
+        if len(seen | {p1, p2}) <= MAX_QUOTIENTS:
+            seen |= {p1, p2}
+            kept.append((p1, p2))
+    return kept
 
 
 def _cheapest(a: Semiautomaton, max_len: int, positions: str) -> tuple[Construction, Any, Cost] | None:
