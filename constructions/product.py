@@ -59,7 +59,7 @@ MAX_QUOTIENTS = 8
 """Most distinct quotients :func:`choose` plans (each through every construction's planner), in
 the pairs' order (fewest product states first): a group of order 32 has 31 and took 7 s."""
 
-MAX_LEGAL_SEARCH_STATES = 16
+MAX_LEGAL_SEARCH_STATES = 8
 """Largest partial automaton whose decompositions are searched on its legal words
 (partitions.legal_congruence); larger ones search their self-loop completion.  Congruences on
 legal words are many more (the paper's 31-state Dyck: 255 partitions, 32,367 pairs) and each
