@@ -42,27 +42,28 @@ def canonical(blocks: list[int] | tuple[int, ...]) -> Partition:
     return tuple(ids.setdefault(b, len(ids)) for b in blocks)
 
 
+def _find(parent: list[int], x: int) -> int:
+    """The root of ``x`` in the union-find array ``parent`` (halving the path on the way)."""
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
 def congruence(a: Semiautomaton, parent: list[int], p: int, q: int) -> list[int]:
     """The finest SP partition coarser than ``parent`` (a union-find array: the root of each
     state's block) that joins ``p`` and ``q``: merge them, then the images of every merged pair
     under every letter, until nothing changes (each merge followed once).  Returns the root of
     each state's block (the smallest state of the block)."""
     parent = list(parent)
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     todo = [(p, q)]
     while todo:
         x, y = todo.pop()
-        rx, ry = find(x), find(y)
+        rx, ry = _find(parent, x), _find(parent, y)
         if rx != ry:
             parent[max(rx, ry)] = min(rx, ry)
             todo.extend((m[x], m[y]) for m in a.maps)
-    return [find(x) for x in range(len(parent))]
+    return [_find(parent, x) for x in range(len(parent))]
 
 
 def legal_congruence(a: Semiautomaton, p: int, q: int) -> list[int]:
@@ -71,17 +72,10 @@ def legal_congruence(a: Semiautomaton, p: int, q: int) -> list[int]:
     block keeps one defined successor per letter; merging two blocks merges those."""
     parent = list(range(a.n_states))
     succ = [[m[x] if a.defined[letter][x] else None for letter, m in enumerate(a.maps)] for x in range(a.n_states)]
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     todo = [(p, q)]
     while todo:
         x, y = todo.pop()
-        rx, ry = find(x), find(y)
+        rx, ry = _find(parent, x), _find(parent, y)
         if rx == ry:
             continue
         keep, gone = min(rx, ry), max(rx, ry)
@@ -91,7 +85,7 @@ def legal_congruence(a: Semiautomaton, p: int, q: int) -> list[int]:
                 todo.append((sk, sg))
             elif sk is None:
                 succ[keep][letter] = sg
-    return [find(x) for x in range(a.n_states)]
+    return [_find(parent, x) for x in range(a.n_states)]
 
 
 def sp_partition(a: Semiautomaton, p: int, q: int) -> Partition:
