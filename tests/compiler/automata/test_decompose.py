@@ -102,8 +102,8 @@ def test_holonomy_group_smaller_on_tiles_than_on_points():
 PARTIAL = {"dyck-legal:4,2"}
 """Catalog examples under the promise of legal inputs: decompose sees their self-loop completion, whose
 holonomy decomposition is over the image budget for the paper's Dyck (the legal stack compiles it)."""
-CATALOG = sorted(set(catalog.paper_suite()) | {e.example for e in catalog.entries()}
-                 | {"memory:5", "grid:9,noop", "dyck:3,3", "dihedral:6", "cyclic-product:4,6"} - PARTIAL)
+CATALOG = sorted((set(catalog.paper_suite()) | {e.example for e in catalog.entries()}
+                  | {"memory:5", "grid:9,noop", "dyck:3,3", "dihedral:6", "cyclic-product:4,6"}) - PARTIAL)
 DERIVED_LENGTH = {"cyclic-product:2,2": 1, "cyclic-product:2,2,2": 1, "dihedral:3": 2, "dihedral:4": 2,
                   "quaternion": 2, "alternating:4": 2, "symmetric:4": 3, "parity": 1,
                   **{f"cyclic:{n}": 1 for n in range(2, 9)}}
