@@ -41,6 +41,7 @@ from .automata.decompose import decompose
 from .automata.errors import BudgetError, InputError, ShortcutError
 from .automata.formats import parse_alphabet
 from .automata.load import load_spec
+from .automata.spec import PROMISES
 from .automata.version import __version__
 from .usage import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_NOT_EXACT, EXIT_OK, error_line, top_parser
 from .export import FORMATS, save_transformer_lens, to_transformer_lens
@@ -245,7 +246,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     output = writable_file(args.output, "output")
     device = resolve_device(args.device)
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
-    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet)
+    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
     if args.verify:  # refused before compiling, not after: inputs and the reference within their bounds
         try:
             check_options(automaton.n_symbols, max(args.max_len, 1), n_states=automaton.n_states,
@@ -522,7 +523,7 @@ def _stored_candidates(model) -> list[dict] | None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
-    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet)
+    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
     result = candidates(automaton, max_len=args.max_len, prefer=args.prefer,
                         positions=args.positions, max_params=args.max_params, dtype=_dtype(args.dtype),
                         allow_inexact=args.allow_inexact)
@@ -675,9 +676,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _promise_option(parser: argparse.ArgumentParser) -> None:
+    """``--promise legal``: a partial automaton's missing transitions are never taken (docs/promises.md)."""
+    parser.add_argument("--promise", choices=list(PROMISES), default=None,
+                        help="legal: a partial automaton's missing transitions are promised never taken; the model "
+                             "is exact on legal inputs only and run refuses others (the alternative to --complete)")
+
+
 def cmd_decompose(args: argparse.Namespace) -> int:
     dot = writable_file(args.dot, "DOT file") if args.dot is not None else None
-    cascade = decompose(load_spec(args.spec, complete=args.complete))
+    cascade = decompose(load_spec(args.spec, complete=args.complete, promise=args.promise))
     if dot is not None:
         _write(dot, "DOT file", lambda: write_atomic(dot, to_dot(cascade)))
     print(json_text(summary_json(cascade)) if args.json else summary_text(cascade))
@@ -731,6 +739,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="position code of the scan construction")
     c.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
+    _promise_option(c)
     c.add_argument("--allow-inexact", action="store_true",
                    help="compile even where the construction's worst-case float bound is not certified at this "
                         "max_len and dtype (otherwise exit 2)")
@@ -763,6 +772,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="position code of the scan construction")
     n.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
+    _promise_option(n)
     n.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weights' float type")
     n.add_argument("--allow-inexact", action="store_true",
                    help="take constructions beyond their certified float reach at this max_len and dtype too")
@@ -825,6 +835,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("spec", help="a JSON spec file or a catalog name")
     d.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
+    _promise_option(d)
     d.add_argument("--json", action="store_true", help="the cascade summary as JSON")
     d.add_argument("--dot", metavar="FILE", help="also write the cascade as a Graphviz DOT graph")
     d.set_defaults(func=cmd_decompose)

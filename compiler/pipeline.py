@@ -43,6 +43,7 @@ from .planner import (
     check_estimate,
     decide,
     methods,
+    promise_meta,
     plan,
     ranking,
     survey,
@@ -59,17 +60,18 @@ MAX_LEN_LIMIT = 1 << 20
 
 def candidates(automaton, *, max_len: int, prefer: str = "depth", positions: str = "sinusoidal",
                max_params: int = MAX_PARAMS, complete: bool = False, dtype: torch.dtype = torch.float32,
-               allow_inexact: bool = True) -> dict[str, Any]:
+               allow_inexact: bool = True, promise: str | None = None) -> dict[str, Any]:
     """``shortcut plan``: every construction's candidate (exact estimate, or why not) and what
     ``auto`` would compile with these options -- building no model, only the program of the one
     it takes (JSON-able: ``automaton``, ``max_len``, ``prefer``, ``max_params``, ``candidates``,
     ``chosen``, ``why`` or ``error``)."""
-    automaton = load_spec(automaton, complete=complete)
+    automaton = load_spec(automaton, complete=complete, promise=promise)
     _check_max_len(max_len)
     check_options(AUTO, prefer, max_params)
     if dtype not in DTYPES.values():
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
-    out: dict[str, Any] = {"automaton": automaton.name, "max_len": max_len, "prefer": prefer, "max_params": max_params}
+    out: dict[str, Any] = {"automaton": automaton.name, "max_len": max_len, "prefer": prefer, "max_params": max_params,
+                           "promise": promise_meta(automaton.to_dict())}
     cands, plans, errors = survey(automaton, max_len, positions, max_params)
     try:
         d = take_best(automaton, cands, plans, errors, max_len, torch.finfo(dtype).eps, positions, prefer,
@@ -89,21 +91,22 @@ def _check_max_len(max_len) -> None:
 def compile_automaton(automaton: Any, *, max_len: int, method: str = "auto", dtype: torch.dtype = torch.float32,
                       positions: str = "sinusoidal", allow_inexact: bool = True, complete: bool = False,
                       readout: str = STATES, prefer: str = "depth", max_params: int = MAX_PARAMS,
-                      basis: str = "standard", basis_seed: int = 0) -> CompiledTransformer:
+                      basis: str = "standard", basis_seed: int = 0, promise: str | None = None) -> CompiledTransformer:
     """Compile ``automaton`` (a Semiautomaton, dict, JSON path, catalog name or automata-lib DFA)
     to a :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``.
 
     The construction's precision warnings (``meta["warnings"]``: its worst-case rounding bound
     exceeds a tolerance at this max_len and dtype) raise :class:`PrecisionError` unless
     ``allow_inexact`` (the library default; the CLI refuses unless ``--allow-inexact``).
-    ``complete`` adds a sink state to a partial automaton (see ``load_spec``).  ``prefer``
+    ``complete`` adds a sink state to a partial automaton, ``promise="legal"`` compiles it for legal
+    inputs only (see ``load_spec``; ``meta["promise"]`` records it, docs/promises.md).  ``prefer``
     (``depth`` or ``size``, see :data:`PREFERENCES`) and ``max_params`` (the parameter budget)
     steer ``auto``; ``meta["candidates"]`` records every construction's estimate or refusal.
     ``readout="labels"`` (the automaton must have outputs): the argmax is the output label; the
     minimal Moore machine or the automaton itself is compiled, whichever the planner prefers
     (:func:`compiler.label_planner.compile_labels`).  ``basis="orthogonal"``: the model is then
     expressed in the random orthogonal basis drawn from ``basis_seed`` (:func:`constructions.rotate.rotate`)."""
-    a = load_spec(automaton, complete=complete)
+    a = load_spec(automaton, complete=complete, promise=promise)
     options = _compile_options(method, max_len, dtype, positions, allow_inexact, readout, prefer, max_params,
                                basis, basis_seed)
     if readout == LABELS:

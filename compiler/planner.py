@@ -306,7 +306,22 @@ def assemble_model(automaton: Semiautomaton, d: Decision, program: Program, meta
             "method": c.name, "plan": c.plan_to_json(d.plan), "candidates": [asdict(x) for x in d.candidates]}
     if readout is not None:
         meta["readout"] = readout
+    promised = promise_meta(readout["source"] if readout is not None else meta["automaton"])
+    if promised is not None:
+        meta["promise"] = promised
     return assemble(program, max_len=max_len, dtype=dtype, meta=meta)
+
+
+def promise_meta(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """``meta["promise"]`` for the automaton the user gave (its canonical spec): None when it is
+    complete; else the promise, how many transitions it leaves undefined, and what that means."""
+    if spec.get("promise") is None:
+        return None
+    given = sum(len(row) for row in spec["transitions"].values())
+    undefined = len(spec["states"]) * len(spec["alphabet"]) - given
+    return {"kind": spec["promise"], "undefined": undefined,
+            "text": f"exact on legal inputs only: {undefined} transitions are undefined and promised never taken; "
+                    f"elsewhere the output is unspecified, and run refuses such inputs"}
 
 
 def check_estimate(cand: Candidate, model: CompiledTransformer) -> None:

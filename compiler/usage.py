@@ -69,6 +69,8 @@ EXAMPLES = {
   shortcut compile parity -o parity.safetensors --max-len 64
   shortcut compile examples/turnstile.json -o turnstile.safetensors --method scan
   shortcut compile partial.json -o p.safetensors --complete       # add a sink for missing transitions
+  shortcut compile dyck-legal:4,2 -o d.safetensors --max-len 100   # the paper's Dyck: legal inputs only, 2 layers
+  shortcut compile partial.json -o p.safetensors --promise legal  # missing transitions are never taken
   shortcut compile grid:5 -o g.safetensors --max-len 4096 --dtype float64""",
     "run": """examples:
   shortcut run q8.safetensors --input "i j k"

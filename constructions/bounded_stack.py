@@ -1,4 +1,5 @@
-"""Bounded stacks (Dyck languages of bounded depth) in three attention layers, at any length.
+"""Bounded stacks (Dyck languages of bounded depth) in three attention layers, at any length;
+in two under the promise of legal inputs (the paper's Dyck_{n,k}, below).
 
 The automaton (compiler/automata/stack_detect.py, recognised up to renaming): states are
 the stacks over k symbols of depth <= D plus an error sink; a letter pushes a symbol b,
@@ -60,6 +61,14 @@ logit(sink) = C error, C = 2D + 2: without an error the true stack scores D + 1 
 and every other at most D + x_t (a wrong symbol) or D (a wrong depth); with one the sink
 scores C and every stack at most 2D + 1 - C.  Margin >= 1.
 
+Legal stacks (no sink; ``plan.legal``).  Under the promise that no input overflows,
+underflows or mismatches (compiler/automata/promise.py), t* never comes: (a) and (b) hold at
+every t, so q_t is read off x_t and the level heads alone.  Layer 3, the flags of (*), the
+popped symbol and s0's error bit are dropped: two attention layers (the prefix sum, the last
+push per level), MLP 2 is the D k stack units only, and the readout is the one above without
+its error terms (margin >= 1 as before).  This is the two-layer solution the paper's trained
+Transformers found for Dyck_{4,2}.
+
 Precision.  Everything above needs only that x_t is within 1/4 of an integer for t <= t*
 (then every later unit is an exact 0 or 1 up to t*, and bounded after it) and that the
 level heads' recency step beta * lambda beats the rounding of their scores; see
@@ -76,7 +85,7 @@ import torch
 
 from compiler.automata.errors import BudgetError
 from compiler.automata.spec import Semiautomaton
-from compiler.automata.stack_detect import NOOP, PUSH, BoundedStack, detect
+from compiler.automata.stack_detect import NOOP, PUSH, BoundedStack, detect_any
 
 from . import bounded_stack_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
@@ -130,14 +139,15 @@ def constants(plan: BoundedStack, max_len: int) -> dict[str, float]:
 def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> dict[str, Any]:
     """Widths and the exact parameter count of the assembled model."""
     D, k = plan.depth, plan.symbols
-    d = 3 * D * k + 2 * k + D + 13
+    d = _layout(plan).d_model
     d_head = max(4, k)
-    n_heads = [1, D, 1]
-    h1, h2, h3 = residue_hidden(depth_residue(plan), bos=True), [2 * D * k, 2 * D * k], [1, 1]
+    units = D * k if plan.legal else 2 * D * k  # the stack units (and the mismatch units)
+    n_heads = [1, D] if plan.legal else [1, D, 1]
+    hidden = [residue_hidden(depth_residue(plan), bos=True), [units, units]] + ([] if plan.legal else [[1, 1]])
     mlp = lambda hs: sum(a * b + b for a, b in zip([d, *hs], [*hs, d]))
     params = ((n_symbols + 1 + max_len + 1) * d + d * n_states + n_states
-              + sum(4 * h * d_head * d for h in n_heads) + mlp(h1) + mlp(h2) + mlp(h3))
-    return {"d_model": d, "d_head": d_head, "n_heads": n_heads, "mlp_hidden": [h1, h2, h3], "params": params}
+              + sum(4 * h * d_head * d for h in n_heads) + sum(mlp(h) for h in hidden))
+    return {"d_model": d, "d_head": d_head, "n_heads": n_heads, "mlp_hidden": hidden, "params": params}
 
 
 def _layout(plan: BoundedStack) -> Workspace:
@@ -145,15 +155,20 @@ def _layout(plan: BoundedStack) -> Workspace:
     ws = Workspace()
     for name in ("one", "bos", "pos:index", ABSORB, "st:move", "st:push"):
         ws.add(name)
-    ws.add("st:type", k), ws.add("st:pop", k)
+    ws.add("st:type", k)
+    if not plan.legal:
+        ws.add("st:pop", k)
     for j in range(1, D + 1):
         ws.add(start_name(j), k)
-    ws.add("st:starterr"), ws.add("st:depth")
+    if not plan.legal:
+        ws.add("st:starterr")
+    ws.add("st:depth")
     ws.add("st:level", D + 1), ws.add("st:out")
     for j in range(1, D + 1):
         ws.add(open_name(j), k)
     ws.add("st:stack", [f"{j}.{b}" for j in range(1, D + 1) for b in range(k)])
-    ws.add("st:mismatch"), ws.add("st:any"), ws.add("st:error")
+    if not plan.legal:
+        ws.add("st:mismatch"), ws.add("st:any"), ws.add("st:error")
     return ws
 
 
@@ -202,17 +217,19 @@ def _depth_mlp(ws: Workspace, plan: BoundedStack) -> MLP:
 
 
 def _stack_mlp(plan: BoundedStack) -> MLP:
-    """MLP 2: the stack levels below x_t, and the mismatch flag of (*) (2 hidden layers, exact steps).
+    """MLP 2: the stack levels below x_t, and the mismatch flag of (*) (2 hidden layers, exact steps;
+    a legal stack: the levels alone).
 
     Each unit is relu(1 - relu(s (2 - y) - 1)) for a sum y of exact bits and one head
     output within STEP_TOLERANCE / 2 of a bit: exactly [y >= 2]."""
     D, k = plan.depth, plan.symbols
     s = 1.0 / STEP_TOLERANCE
-    n_in = (D + 1) + D * k + k  # rows: st:level, st:open1..D, st:pop
+    legal = plan.legal
+    n_in = (D + 1) + D * k + (0 if legal else k)  # rows: st:level, st:open1..D, st:pop
     lvl = lambda v: v
     opn = lambda j, b: (D + 1) + (j - 1) * k + b
     pop = lambda a: (D + 1) + D * k + a
-    H = 2 * D * k
+    H = D * k if legal else 2 * D * k
     W1, b1 = np.zeros((n_in, H)), np.zeros(H)
     for j in range(1, D + 1):
         for b in range(k):
@@ -221,18 +238,21 @@ def _stack_mlp(plan: BoundedStack) -> MLP:
                 W1[lvl(v), u] = -s
             W1[opn(j, b), u] = -s
             b1[u] = 2 * s - 1.0
+            if legal:
+                continue
             w = D * k + u  # mismatch (j, a = b): y = level_{j-1} + pop[a] - open_j[a]
             W1[lvl(j - 1), w], W1[pop(b), w], W1[opn(j, b), w] = -s, -s, s
             b1[w] = 2 * s - 1.0
     W2, b2 = -np.eye(H), np.ones(H)
-    W3 = np.zeros((H, D * k + 1))  # columns: st:stack, st:mismatch
+    n_out = D * k + (0 if legal else 1)
+    W3 = np.zeros((H, n_out))  # columns: st:stack, st:mismatch
     W3[np.arange(D * k), np.arange(D * k)] = 1.0
-    W3[D * k:, D * k] = 1.0
+    W3[D * k:, D * k:] = 1.0
     notes = {"kind": "stack-levels", "depth": D, "symbols": k, "slope": s, "input_tolerance": STEP_TOLERANCE / 2,
              "hidden": [H, H]}
-    return MLP("st.stack", [W1, W2, W3], [b1, b2, np.zeros(D * k + 1)], notes,
-               reads=("st:level", *[open_name(j) for j in range(1, D + 1)], "st:pop"),
-               writes=("st:stack", "st:mismatch"))
+    reads = ("st:level", *[open_name(j) for j in range(1, D + 1)]) + (() if legal else ("st:pop",))
+    return MLP("st.stack", [W1, W2, W3], [b1, b2, np.zeros(n_out)], notes,
+               reads=reads, writes=("st:stack",) if legal else ("st:stack", "st:mismatch"))
 
 
 def _error_mlp() -> MLP:
@@ -243,10 +263,16 @@ def _error_mlp() -> MLP:
 
 
 def readout(plan: BoundedStack, ws) -> tuple[np.ndarray, np.ndarray]:
-    """The unembedding of the module doc (margin >= 1)."""
+    """The unembedding of the module doc (margin >= 1; a legal stack: no error terms)."""
     D, k = plan.depth, plan.symbols
     C = 2.0 * D + 2
     W_U, b_U = np.zeros((ws.d_model, len(plan.stacks))), np.zeros(len(plan.stacks))
+    if plan.legal:
+        for q, st in enumerate(plan.stacks):
+            W_U[ws["st:level"][len(st)], q] = D + 1.0
+            for j, b in enumerate(st, start=1):
+                W_U[ws["st:stack"][(j - 1) * k + b], q] = 1.0
+        return W_U, b_U
     err = ws["st:error"][0]
     for q, st in enumerate(plan.stacks):
         if st is None:
@@ -268,7 +294,8 @@ def _start_columns(plan: BoundedStack, dims: dict[str, Any], start: int) -> dict
     depth = np.full(n_rows, float(len(s0) if s0 is not None else 0))
     cols[dims["st:depth"][0]] = depth
     bos_only = lambda on: np.eye(n_rows)[-1] * float(on)
-    cols[dims["st:starterr"][0]] = bos_only(s0 is None)
+    if "st:starterr" in dims:
+        cols[dims["st:starterr"][0]] = bos_only(s0 is None)
     for j in range(1, plan.depth + 1):
         for b in range(plan.symbols):
             cols[dims[start_name(j)][b]] = bos_only(s0 is not None and len(s0) >= j and s0[j - 1] == b)
@@ -303,8 +330,8 @@ def precision(plan: BoundedStack, max_len: int, eps: float) -> dict[str, Any]:
 
 
 def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
-    """The three-layer program for a bounded-stack automaton and its metadata (the stack
-    construction uses no position code: ``options.positions`` is unused)."""
+    """The three-layer program for a bounded-stack automaton and its metadata (two layers for a
+    legal stack; the stack construction uses no position code: ``options.positions`` is unused)."""
     max_len, eps = options.max_len, options.eps
     sizes = _sizes(plan, automaton.n_symbols, automaton.n_states, max_len)
     if sizes["params"] > options.max_params:
@@ -325,7 +352,7 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
         if kind == PUSH:
             W_E[s, ws["st:push"][0]] = 1.0
             W_E[s, ws["st:type"][b]] = 1.0
-        else:
+        elif not plan.legal:
             W_E[s, ws["st:pop"][b]] = 1.0
     for dim, col in _start_columns(plan, {n: sub.dims for n, sub in ws.subspaces.items()}, automaton.start).items():
         W_E[:, dim] = col
@@ -337,7 +364,7 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
     block1 = Block([prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"],
                                      mass=mass, value_scale=float(mass))], _depth_mlp(ws, plan))
     block2 = Block([_level_head(plan, j, c) for j in range(1, D + 1)], _stack_mlp(plan))
-    block3 = Block([_any_head(c)], _error_mlp())
+    blocks = [block1, block2] if plan.legal else [block1, block2, Block([_any_head(c)], _error_mlp())]
     W_U, b_U = readout(plan, ws)
 
     prec = precision(plan, max_len, eps)
@@ -352,9 +379,9 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
         "method": NAME,
         "warnings": warnings,
         NAME: {**plan.to_dict(), "absorb": mass, "constants": c, "precision": prec, "model_sizes": sizes},
-        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in (block1, block2, block3)],
+        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in blocks],
     }
-    return Program(ws, W_E, W_pos, [block1, block2, block3], W_U, b_U, state_codes=state_codes(plan, ws)), meta
+    return Program(ws, W_E, W_pos, blocks, W_U, b_U, state_codes=state_codes(plan, ws)), meta
 
 
 def state_codes(plan: BoundedStack, ws) -> StateCodes:
@@ -371,6 +398,8 @@ def state_codes(plan: BoundedStack, ws) -> StateCodes:
         codes[q, at[ws["st:level"][len(st)]]] = 1
         for j, b in enumerate(st, start=1):
             codes[q, at[ws["st:stack"][(j - 1) * plan.symbols + b]]] = 1
+    if plan.legal:
+        return StateCodes(dims, codes)
     return StateCodes(dims, codes, ws["st:error"][0], sink)
 
 
@@ -389,22 +418,25 @@ def set_start(model, plan: BoundedStack, start: str) -> None:
 
 
 def applies(automaton: Semiautomaton) -> BoundedStack | Refusal:
-    """The bounded stack ``automaton`` is up to renaming, or why it is not one."""
-    plan, reason = detect(automaton)
+    """The bounded stack ``automaton`` is up to renaming (a legal one when it is partial), or why it is not one."""
+    plan, reason = detect_any(automaton)
     if plan is None:
-        return Refusal(f"the stack construction needs a bounded-stack automaton (pushes and pops with an error "
-                       f"sink), but {automaton.name or 'this automaton'} is not one up to renaming: {reason}")
+        kind = ("a legal bounded stack (pushes and pops, errors undefined)" if automaton.partial else
+                "a bounded-stack automaton (pushes and pops with an error sink)")
+        return Refusal(f"the stack construction needs {kind}, but {automaton.name or 'this automaton'} is not one "
+                       f"up to renaming: {reason}")
     return plan
 
 
 def estimate(plan: BoundedStack, max_len: int, positions: str = "sinusoidal") -> Cost:
-    """Three attention layers at every max_len; the exact parameter count of the assembled model."""
+    """Three attention layers (two for a legal stack) at every max_len; the exact parameter count of
+    the assembled model."""
     n_symbols, n_states = len(plan.letters), len(plan.stacks)
     params = _sizes(plan, n_symbols, n_states, max_len)["params"]
     if params > MAX_PARAMS:
         raise BudgetError(f"a stack model at max_len {max_len} would have {params:,} parameters, over the budget "
                           f"of {MAX_PARAMS:,}")
-    return Cost(3, params)
+    return Cost(2 if plan.legal else 3, params)
 
 
 def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> dict[str, Any]:

@@ -19,6 +19,10 @@ recomputation up to and including the first error t* (after it only the sink mat
   and the attention mass left off that position;
 * layer 2 MLP (``st.stack``): ``st:stack`` and ``st:mismatch`` exact;
 * layer 3 (``st.any``, ``st.error``): ``st:error`` = [q_t = sink] at every position.
+
+A legal stack (``plan.legal``, two layers) gets legal families only (``in-bounds`` without
+random letters, ``deep-cycles``) and the invariants of layers 1 and 2 before its first illegal
+letter (no mismatch flag, no layer 3).
 """
 
 from __future__ import annotations
@@ -135,9 +139,10 @@ def families(model, plan: BoundedStack, T: int, seed: int = 0) -> dict[str, np.n
     a = model.automaton
     stack = plan.stacks[a.start]
     rng = np.random.default_rng(seed + FAMILY_SEED_OFFSET)
-    inb = [legal_walk(plan, stack, T, rng, p_error=p) for p in (0.0, 0.0, 1.0 / max(T, 1), 2.0 / max(T, 1))]
+    errors = (0.0, 0.0) if plan.legal else (1.0 / max(T, 1), 2.0 / max(T, 1))
+    inb = [legal_walk(plan, stack, T, rng, p_error=p) for p in (0.0, 0.0, *errors)]
     deep = [deep_cycles(plan, stack, T, rng) for _ in range(2)]
-    ends = list(error_at_end(plan, stack, T, rng).values())
+    ends = [] if plan.legal else list(error_at_end(plan, stack, T, rng).values())
     out = {"in-bounds": np.array(inb, dtype=np.int64).reshape(-1, T),
            "deep-cycles": np.array(deep, dtype=np.int64).reshape(-1, T)}
     if ends:
@@ -208,11 +213,13 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
 
     for row in tokens:
         want = expected(plan, start, [int(s) for s in row])
-        n = want["first"] + 1  # rows 0..t*
+        legal_rows = want["first"] if want["error"].any() else len(row) + 1  # a legal stack: rows before t*
+        n = legal_rows if plan.legal else want["first"] + 1  # rows 0..t*
         with torch.no_grad():
             _, cache = model.run_with_cache(torch.from_numpy(np.asarray(row)[None, :]))
-        mid = [cache[f"blocks.{l}.hook_resid_mid"][0].double().numpy() for l in range(3)]
-        post = [cache[f"blocks.{l}.hook_resid_post"][0].double().numpy() for l in range(3)]
+        layers = 2 if plan.legal else 3
+        mid = [cache[f"blocks.{l}.hook_resid_mid"][0].double().numpy() for l in range(layers)]
+        post = [cache[f"blocks.{l}.hook_resid_post"][0].double().numpy() for l in range(layers)]
         dx = float(np.abs(mid[0][:n, dims("st:depth")][:, 0] - want["x"][:n]).max())
         worst["depth"] = max(worst["depth"], dx)
         if dx >= STEP_TOLERANCE:
@@ -239,11 +246,14 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
             h["worst_mlp_input_noise"] = max(h["worst_mlp_input_noise"], dev)
             if dev >= STEP_TOLERANCE / 2:
                 fail(f"layer 2 head {name}: st:open{j} is off the symbol of the last push to level {j} by {dev:.3g}")
-        ds = max(float(np.abs(post[1][:n, dims("st:stack")] - want["stack"][:n]).max()),
-                 float(np.abs(post[1][:n, dims("st:mismatch")][:, 0] - want["mismatch"][:n]).max()))
+        ds = float(np.abs(post[1][:n, dims("st:stack")] - want["stack"][:n]).max())
+        if not plan.legal:
+            ds = max(ds, float(np.abs(post[1][:n, dims("st:mismatch")][:, 0] - want["mismatch"][:n]).max()))
         worst["stack"] = max(worst["stack"], ds)
         if ds >= 1e-5:
             fail(f"layer 2 MLP (st.stack): st:stack / st:mismatch deviate by {ds:.3g}")
+        if plan.legal:
+            continue
         de = float(np.abs(post[2][1:, dims("st:error")][:, 0] - want["error"][1:]).max())
         worst["error"] = max(worst["error"], de)
         if de >= 1e-5:
@@ -252,6 +262,7 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
              "worst_input_noise": worst["depth"], "distance_to_boundary": STEP_TOLERANCE - worst["depth"]},
             {"layer": 2, "mlp": "st.stack", "inputs": "st:open*", "input_tolerance": STEP_TOLERANCE / 2,
              "worst_input_noise": worst["open"], "distance_to_boundary": STEP_TOLERANCE / 2 - worst["open"]}]
-    return {"checked": "stack depth prefix sums, depth one-hots, last-push heads, stack levels, error bit",
+    return {"checked": "stack depth prefix sums, depth one-hots, last-push heads, stack levels"
+                       + ("" if plan.legal else ", error bit"),
             "sequences": len(tokens), "worst_deviation": worst, "heads": list(heads.values()),
             "mlps": mlps, "failures": failures}

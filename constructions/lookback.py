@@ -54,6 +54,7 @@ import numpy as np
 from compiler.automata.definite import (
     MAX_LOOKBACK,
     LookbackPlan,
+    definite_depth,
     detect,
     generalised_depth,
     lookup_keys,
@@ -236,18 +237,26 @@ def obligations(model, plan: LookbackPlan) -> Obligations:
 def set_start(model, plan: LookbackPlan, start: str) -> None:
     """Rebuild ``model`` for start state ``start`` and copy the weights in (in place).  With
     m = 0 only the lookup rows of keys with a before-start entry change; the plan (the
-    window table) does not depend on the start.  With m >= 1 the window table is q0's:
+    window table) does not depend on the start (for a partial automaton it is recomputed from the
+    states legally reachable from the new start, which must keep it k-definite).  With m >= 1 the window table is q0's:
     the new start must keep the automaton generalised definite with the same (m, k) (the
     model's shape), and the plan is recomputed from it; InputError otherwise."""
     a = model.automaton
     check_start(a, start)
     carried = {}
+    other = from_dict({**model.metadata.automaton, "start": start})
     if plan.m:
-        other = from_dict({**model.metadata.automaton, "start": start})
         if generalised_depth(other, plan.m, plan.k) is None:
             raise InputError(f"from {start!r} the first {plan.m} and last {plan.k} letters no longer decide the state of "
                              f"{a.name} (this lookback model's shape); compile the spec again with that start")
         plan = LookbackPlan(plan.k, plan.n_symbols, plan.n_states, window_table(other, plan.m + plan.k), plan.m)
+        carried = {"plan": plan.to_dict()}
+    elif other.partial:  # on legal words the windows are those of the states legally reachable from the start
+        depth, _ = definite_depth(other)
+        if depth is None or depth > plan.k:
+            raise InputError(f"from {start!r} the last {plan.k} legal letters no longer decide the state of {a.name} "
+                             f"(this lookback model's shape); compile the spec again with that start")
+        plan = LookbackPlan(plan.k, plan.n_symbols, plan.n_states, window_table(other, plan.k))
         carried = {"plan": plan.to_dict()}
     rebuild(model, build, plan, start, meta=carried)
 

@@ -47,6 +47,18 @@ from .labels import output_names, readout_summary
 from .metadata import ModelMeta
 
 
+def check_legal(domain, ids: list[int], where: str) -> None:
+    """InputError naming the position where ``ids`` leaves the domain of a partial automaton
+    (an undefined transition: the promise of legal inputs is broken), else nothing."""
+    t = domain.first_illegal(ids)
+    if t is None:
+        return
+    q = domain.run(ids[:t])[-1] if t else domain.start
+    raise InputError(f"{where} leaves the domain at position {t + 1}: {domain.alphabet[ids[t]]!r} from state "
+                     f"{domain.states[q]!r} is undefined, and the model was compiled under the promise of legal "
+                     f"inputs only")
+
+
 def resolve_device(name: str) -> torch.device:
     """The torch device called ``name`` ("cpu", "cuda", "cuda:1", "mps", ...), provided tensors
     can be put there; InputError (one line, bad input) otherwise."""
@@ -350,6 +362,7 @@ class CompiledTransformer(nn.Module):
         self.b_U = nn.Parameter(torch.zeros(config["n_out"], dtype=dtype))
         self.hook_resid_final = HookPoint()
         self._automaton = None
+        self._domain = None
         self._hook_points = _name_hook_points(self)
 
     def set_meta(self, meta: dict) -> None:
@@ -357,6 +370,7 @@ class CompiledTransformer(nn.Module):
         automaton decoded from the old one."""
         self.meta = meta
         self._automaton = None
+        self._domain = None
 
     @property
     def metadata(self) -> ModelMeta:
@@ -521,6 +535,17 @@ class CompiledTransformer(nn.Module):
             self._automaton = from_dict(self.metadata.automaton)
         return self._automaton
 
+    @property
+    def domain(self):
+        """The automaton whose legal words are the inputs this model is vouched for: the source of a
+        label readout (its quotient may be complete where the source is partial), else
+        :attr:`automaton`.  Complete automata: every word (docs/promises.md)."""
+        if self._domain is None:
+            r = self.meta.get("readout")
+            source = r.get("source") if isinstance(r, dict) else None
+            self._domain = from_dict(source) if isinstance(source, dict) and source.get("promise") else self.automaton
+        return self._domain
+
     @torch.no_grad()
     def predict(self, tokens: torch.Tensor) -> torch.Tensor:
         """State ids [B, T] (argmax of the logits)."""
@@ -534,14 +559,16 @@ class CompiledTransformer(nn.Module):
         return self.simulate_ids(ids, rows)
 
     def word_ids(self, word: list[str], where: str) -> list[int]:
-        """The token ids of ``word``; InputError saying ``where`` it is for an unknown symbol or a
-        word longer than the model's max_len."""
+        """The token ids of ``word``; InputError saying ``where`` it is for an unknown symbol, a
+        word longer than the model's max_len, or a word that leaves the domain of a partial
+        automaton (:attr:`domain`: the model was compiled for legal inputs only)."""
         try:
             ids = self.automaton.symbol_ids(word)
         except InputError as e:
             raise InputError(f"{where}: {e}") from None
         if len(ids) > self.max_len:
             raise InputError(f"{where} has length {len(ids)}, longer than the model's max_len {self.max_len}")
+        check_legal(self.domain, ids, where)
         return ids
 
     def simulate_ids(self, ids: list[list[int]], rows: Callable[[int], int] | None = None) -> list[list[str]]:
@@ -587,6 +614,7 @@ class CompiledTransformer(nn.Module):
             "positions": m.positions,
             "start": a.states[a.start],
             "readout": readout_summary(self.meta),
+            **({"promise": self.meta["promise"]["text"]} if isinstance(self.meta.get("promise"), dict) else {}),
             "why": m.why,
             "warnings": m.warnings,
             "verification": m.verification,

@@ -32,7 +32,7 @@ not run); the end-to-end checks are the verifier's as for any model.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
@@ -64,6 +64,13 @@ PREFIXES = ("f1.", "f2.")
 MAX_QUOTIENTS = 8
 """Most distinct quotients :func:`choose` plans (each through every construction's planner), in
 the pairs' order (fewest product states first): a group of order 32 has 31 and took 7 s."""
+
+MAX_LEGAL_SEARCH_STATES = 8
+"""Largest partial automaton whose decompositions are searched on its legal words
+(partitions.legal_congruence); larger ones search their self-loop completion.  Congruences on
+legal words are many more (the paper's 31-state Dyck: 255 partitions, 32,367 pairs) and each
+quotient is planned through every construction (its krohn-rhodes analysis: seconds each)."""
+
 
 @dataclass(frozen=True)
 class Factorisation:
@@ -111,11 +118,33 @@ def applies(automaton: Semiautomaton) -> ProductPlan | Refusal:
     if automaton.n_states > MAX_SEARCH_STATES:
         return Refusal(f"the product searches automata of at most {MAX_SEARCH_STATES} states for a parallel "
                        f"decomposition; this one has {automaton.n_states}")
-    pairs = parallel_pairs(automaton)
+    search = _searched(automaton)
+    pairs = parallel_pairs(search)
+    if search.partial:  # congruences on legal words are many (the paper's Dyck: 32,367 pairs)
+        pairs = usable_pairs(pairs)
     if not pairs:
         return Refusal("no two partitions with the substitution property have a trivial meet (no parallel "
                        "decomposition by the SP partitions that one identification generates)")
-    return ProductPlan(tuple(_factorisation(automaton, pair) for pair in pairs), automaton.n_states)
+    return ProductPlan(tuple(_factorisation(search, pair) for pair in pairs), automaton.n_states)
+
+
+def _searched(automaton: Semiautomaton) -> Semiautomaton:
+    """The automaton whose partitions are searched: a partial one's own (congruences on its legal
+    words) up to MAX_LEGAL_SEARCH_STATES, else its self-loop completion, as before promises."""
+    if automaton.partial and automaton.n_states > MAX_LEGAL_SEARCH_STATES:
+        return replace(automaton, undefined=())
+    return automaton
+
+
+def usable_pairs(pairs: list[tuple[Partition, Partition]]) -> list[tuple[Partition, Partition]]:
+    """The pairs :func:`choose` can take: in order, those whose partitions keep the distinct ones
+    seen within MAX_QUOTIENTS (the rest are never planned)."""
+    kept, seen = [], set()
+    for p1, p2 in pairs:
+        if len(seen | {p1, p2}) <= MAX_QUOTIENTS:
+            seen |= {p1, p2}
+            kept.append((p1, p2))
+    return kept
 
 
 def _factorisation(automaton: Semiautomaton, partitions: tuple[Partition, Partition]) -> Factorisation:
@@ -127,7 +156,8 @@ def _factorisation(automaton: Semiautomaton, partitions: tuple[Partition, Partit
 def restarted(plan: ProductPlan, automaton: Semiautomaton) -> ProductPlan:
     """``plan`` for ``automaton`` with another start state: the same partitions (the substitution
     property does not depend on the start), the quotients started at its blocks (no new search)."""
-    return ProductPlan(tuple(_factorisation(automaton, f.partitions) for f in plan.pairs), plan.n_states)
+    search = _searched(automaton)
+    return ProductPlan(tuple(_factorisation(search, f.partitions) for f in plan.pairs), plan.n_states)
 
 
 def _cheapest(a: Semiautomaton, max_len: int, positions: str,

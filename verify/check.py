@@ -18,6 +18,13 @@ What is checked, each at every position:
 
 A model is exact only if every scored position agrees and every invariant holds.
 
+A partial automaton holds under the promise of legal inputs (docs/promises.md), and every check
+then speaks for legal inputs only: the exhaustive check runs every legal word of the largest
+length L whose legal words fit the budget (and every shorter one that cannot be continued),
+the random sequences draw each letter uniformly among the legal continuations that can still
+reach max_len, and the adversarial families are scored up to their first illegal letter (rows
+with none dropped).  Positions outside the domain are never scored.
+
 Margins (``VerificationResult.margins``), measured on sample inputs:
 
 * ``heads``: per attention head, the worst (smallest) score gap between the intended
@@ -53,6 +60,7 @@ import torch
 
 from compiler.automata.errors import BudgetError, CheckpointError, ShortcutError
 from compiler.automata.moore import reachable_states
+from compiler.automata.promise import exhaustive_legal_length, legal_mask, legal_words, sample_legal
 from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
@@ -283,23 +291,26 @@ class _Tally:
         self.rnn_positions += tokens.size
         return expected if self.labels is None else self.labels(tokens, expected)
 
-    def add(self, check: str, tokens: np.ndarray, logits: torch.Tensor, expected: np.ndarray | None = None) -> None:
+    def add(self, check: str, tokens: np.ndarray, logits: torch.Tensor, expected: np.ndarray | None = None,
+            mask: np.ndarray | None = None) -> None:
+        """Score ``logits`` against the reference at every position (where ``mask`` is True)."""
         if expected is None:
             expected = self.reference(tokens)
+        scored = np.ones(tokens.shape, dtype=bool) if mask is None else mask
         lg = logits.detach().double()
         got = lg.argmax(-1).numpy()
         top2 = lg.topk(2, dim=-1).values if lg.shape[-1] > 1 else None
         if top2 is not None:
-            correct = got == expected
+            correct = (got == expected) & scored
             if correct.any():
                 self.min_margin = min(self.min_margin, float((top2[..., 0] - top2[..., 1]).numpy()[correct].min()))
-        ok = got == expected
+        ok = (got == expected) | ~scored
         B, T = tokens.shape
         self.n_sequences += B
-        self.n_positions += B * T
+        self.n_positions += int(scored.sum())
         self.n_errors += int((~ok).sum())
-        self.correct_at[:T] += ok.sum(0)
-        self.count_at[:T] += B
+        self.correct_at[:T] += (ok & scored).sum(0)
+        self.count_at[:T] += scored.sum(0)
         if self.counterexample is None and not ok.all():
             b, t = map(int, np.argwhere(~ok)[0])
             self.counterexample = self._counterexample(check, tokens[b], expected[b], got[b], t, lg[b].numpy())
@@ -342,7 +353,8 @@ class _LabelReference:
 
     def __call__(self, tokens: np.ndarray, quotient_states: np.ndarray) -> np.ndarray:
         expected = self.source_label[simulate(self.source, tokens)]
-        if not np.array_equal(self.state_label[quotient_states], expected):
+        legal = legal_mask(self.source, tokens)  # under a promise the two agree on legal positions only
+        if not np.array_equal(self.state_label[quotient_states][legal], expected[legal]):
             raise RuntimeError("reference disagreement: the minimal Moore machine's labels differ from the source's")
         return expected
 
@@ -402,6 +414,7 @@ class _Check:
     name: str
     tokens: np.ndarray
     done: int = 0
+    mask: np.ndarray | None = None  # scored positions (the legal ones under a promise); None: all
 
     @property
     def positions(self) -> int:
@@ -534,6 +547,16 @@ def _layerwise_sample(T: int, sample: np.ndarray, own: dict[str, np.ndarray], ro
     return np.concatenate([sample[:rows], *extra])
 
 
+def _legal_check(domain: Semiautomaton, name: str, tokens: np.ndarray) -> _Check:
+    """A family's check: under a promise, scored up to each row's first illegal letter, rows with
+    no legal position dropped; every position of every row otherwise."""
+    if not domain.partial:
+        return _Check(name, tokens)
+    mask = legal_mask(domain, tokens)
+    keep = mask[:, 0] if tokens.shape[1] else np.zeros(len(tokens), dtype=bool)
+    return _Check(name, tokens[keep], mask=mask[keep])
+
+
 def _references(tally: _Tally, checks: list[_Check]) -> list[np.ndarray]:
     """Each check's reference states, the checks of one length in one call (the recurrent
     module steps through the length once for all of them)."""
@@ -583,8 +606,17 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     timer = _Clock(time_budget, clock)
     tally = _Tally(a, T, readout_of(model.meta))
     rng = np.random.default_rng(seed)
-    L = exhaustive_length(a.n_symbols, T, exhaustive_budget)
-    rand = rng.integers(0, a.n_symbols, size=(samples, T)) if samples else np.zeros((0, T), dtype=np.int64)
+    domain = model.domain
+    if domain.partial:
+        L = exhaustive_legal_length(domain, T, exhaustive_budget)
+        rand, rand_mask = sample_legal(domain, rng, samples, T)
+        words, words_mask = legal_words(domain, L)
+        exhaustive = _Check("exhaustive", words, mask=words_mask)
+    else:
+        L = exhaustive_length(a.n_symbols, T, exhaustive_budget)
+        rand = rng.integers(0, a.n_symbols, size=(samples, T)) if samples else np.zeros((0, T), dtype=np.int64)
+        rand_mask = None
+        exhaustive = _Check("exhaustive", all_sequences(a.n_symbols, L))
     fams = adversarial_families(a.n_symbols, T) if families else {}
     own: dict[str, np.ndarray] = {}
     if families and construction.families is not None:
@@ -592,8 +624,8 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
             own = construction.families(model, plan, T, seed)
         fams.update(own)
     fams = {k: _subset(v, family_limit) for k, v in fams.items()}
-    checks = [_Check("exhaustive", all_sequences(a.n_symbols, L)),
-              *(_Check(f"adversarial:{name}", toks) for name, toks in fams.items()), _Check("random", rand)]
+    checks = [exhaustive, *(_legal_check(domain, f"adversarial:{name}", toks) for name, toks in fams.items()),
+              _Check("random", rand, mask=rand_mask)]
     sample = rand if len(rand) else np.concatenate([v for v in fams.values()] or [np.zeros((0, T), np.int64)])
     lw_rows = 4 if T <= 1024 else 1
     lw_tokens = (_layerwise_sample(T, sample, own, lw_rows).size if layerwise and T <= LAYERWISE_MAX_LEN
@@ -619,7 +651,8 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                 with rate.measure(model, batch.shape):
                     logits = (forward_chunked(model, tb, CHUNK, observe=chunk_margins) if use_chunked
                               else model(tb))
-                tally.add(c.name, batch, logits.cpu(), expected_all[i : i + rows])
+                tally.add(c.name, batch, logits.cpu(), expected_all[i : i + rows],
+                          None if c.mask is None else c.mask[i : i + rows])
                 c.done += len(batch)
                 done += batch.size
                 if progress:
@@ -634,6 +667,9 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                    if all(positional_layers(model)) else ")"))
     invariants: dict[str, Any] = {}
     notes: list[str] = []
+    if domain.partial:
+        notes.append(f"promise: inputs are legal ({len(domain.undefined)} transitions undefined); every check scored "
+                     f"legal positions only")
     if layerwise and T <= LAYERWISE_MAX_LEN and len(sample):
         lw = _layerwise_sample(T, sample, own, lw_rows)
         if progress:
@@ -679,7 +715,9 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
         dtype=model.config["dtype"], seed=seed,
         seeds={"random_sequences": seed, **(construction.family_seeds(seed) if own and construction.family_seeds
                                             else {})},
-        checked={"exhaustive_length": exhaustive_covered(a.n_symbols, ex.done, L),
+        checked={"exhaustive_length": (L if ex.done == len(ex.tokens) else 0) if domain.partial
+                 else exhaustive_covered(a.n_symbols, ex.done, L),
+                 "promise": "legal inputs only" if domain.partial else None,
                  "exhaustive_sequences": ex.done, "exhaustive_sequence_length": L,
                  "random_sequences": checks[-1].done, "random_length": T,
                  "adversarial_families": {c.name.removeprefix("adversarial:"): c.done for c in checks[1:-1]},

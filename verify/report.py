@@ -114,6 +114,7 @@ def verification_summary(result: VerificationResult, model=None) -> dict[str, An
             "layerwise": c.get("layerwise"),
             "time_budget_s": c.get("time_budget_s"),
             "cut_by_time_budget": c.get("cut_by_time_budget"),
+            **({"promise": c["promise"]} if c.get("promise") else {}),
         },
         "margins": margin_summary(result.margins),
         "invariant_failures": list(result.invariants.get("failures", [])),
@@ -182,7 +183,8 @@ def summary_line(summary: dict[str, Any], status: str | None = None) -> str:
     verdict = "exact" if summary.get("exact") is True else f"NOT exact ({failure_text(summary.get('n_errors'), ce, fails)})"
     if status is not None:
         verdict += f" ({status})"
-    return (f"{verdict} on {summary.get('n_positions')} positions: exhaustive to length {c.get('exhaustive_length')}, "
+    legal = " legal" if c.get("promise") else ""
+    return (f"{verdict} on {summary.get('n_positions')}{legal} positions: exhaustive to length {c.get('exhaustive_length')}, "
             f"{c.get('random_sequences')} random at length {c.get('random_length')}, "
             f"{c.get('adversarial_sequences')} adversarial, layer-wise: {c.get('layerwise') or 'none'} "
             f"(seed {summary.get('seed')}){cut_text(c)}; readout margin {m.get('readout_min_logit_margin')}, "
@@ -221,6 +223,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"| random | {c['random_sequences']} sequences of length {c['random_length']}, every position |",
         f"| adversarial | {', '.join(f'{md(k)} ({v})' for k, v in c['adversarial_families'].items()) or 'none'} |",
         f"| layer-wise | {md(c.get('layerwise') or 'none')} |",
+        *([f"| promise | {md(c['promise'])}: positions outside the domain are not scored |"] if c.get("promise") else []),
         f"| forward | {md(c.get('forward', 'plain'))} |",
         *([f"| time budget | {c['time_budget_s']:g} s{cut_text(c) or ': every check ran in full'} |"]
           if isinstance(c.get("time_budget_s"), (int, float)) else []),

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence, TypeVar
 
 from .errors import SpecError
+from .promise import drop_state
 from .spec import Semiautomaton
 
 S = TypeVar("S", bound=Hashable)  # a state (or group element) object
@@ -311,6 +312,14 @@ def _dyck(n: int, k: int) -> Semiautomaton:
     return _from_function(stacks, name, letters, step, (), lambda s: "accept" if s == () else "reject")
 
 
+def _dyck_legal(n: int, k: int) -> Semiautomaton:
+    """The paper's Dyck_{n,k}: the stacks of :func:`_dyck` and no error state -- pushing onto a
+    full stack, popping an empty one and a mismatched close are undefined, a promise that legal
+    inputs never do them (sum_{i<=n} k^i states; 31 for n = 4, k = 2)."""
+    full = _dyck(n, k)
+    return drop_state(full, full.states.index("error"))
+
+
 def _clamp(value: int, size: int) -> int:
     """``value`` clamped to 0..size-1 (a gridworld wall)."""
     return min(max(value, 0), size - 1)
@@ -472,6 +481,8 @@ _FAMILIES: dict[str, _Family] = dict([
             "symmetric:4", _symmetric, 1),
     _family("dyck:n,k", "bounded Dyck stack: depth <= n, k bracket types, plus error",
             "dyck:4,2", _dyck, 2),
+    _family("dyck-legal:n,k", "the paper's Dyck: the stacks of dyck:n,k, no error state; inputs promised legal",
+            "dyck-legal:4,2", _dyck_legal, 2),
     _family("grid:n[,noop]", "1-D gridworld on 0..n-1 with walls, letters L R (noop adds N)",
             "grid:9", _grid, 1, ("noop",)),
     _family("grid2d:w,h", "2-D gridworld w x h with walls, letters L R D U", "grid2d:3,4", _grid2d, 2),

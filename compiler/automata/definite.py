@@ -18,6 +18,14 @@ O(n |Sigma| log n).  The cost is declared: more than :data:`MAX_PAIRS` pairs, or
 The plan (:class:`LookbackPlan`) carries the state of every window of length k, so nothing
 downstream repeats the walk.
 
+A partial automaton under the promise of legal inputs (compiler/automata/promise.py) is
+k-definite *on its legal words* when every word of length k that is defined from two states
+reachable from q0 sends them to one state: the same pair walk over the legally reachable
+states, where a letter keeps a pair apart only if it is defined on both (an undefined step is
+a word no input takes).  The window of a word is then its unique defined image (any state
+when it has none).  Its completions need not be definite at all; only the definite plan
+(m = 0) is searched for partial automata.
+
 Generalised definite automata (Ginzburg, "About some properties of definite, reverse-definite
 and related automata", 1966) from the start q0: there are m, k with delta(q0, u v w) the
 same for every v whenever |u| = m and |w| = k, so the state after t >= m + k letters is a
@@ -39,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .errors import SpecError
+from .promise import defined_table, legal_reachable
 from .spec import Semiautomaton
 
 MAX_LOOKBACK = 8
@@ -149,16 +158,19 @@ class _PairWalk:
     gave_up: bool = False
 
 
-def _pair_walk(maps: np.ndarray, states: np.ndarray, limit: int) -> _PairWalk:
+def _pair_walk(maps: np.ndarray, states: np.ndarray, limit: int, defined: np.ndarray | None = None) -> _PairWalk:
     """The smallest j <= ``limit`` such that every word of length j sends the set ``states``
     (closed under every letter) to one state, by the pair walk of the module docstring
-    (giving up past :data:`MAX_PAIR_STEPS` pair images)."""
+    (giving up past :data:`MAX_PAIR_STEPS` pair images); with ``defined`` ([letter, state]
+    bool, a partial automaton), every *legal* word: a letter keeps a pair apart only where it
+    is defined on both states."""
     r = len(states)
     if r <= 1:
         return _PairWalk(0, 0)
     pos = np.full(maps.shape[1], -1, dtype=np.int32)
     pos[states] = np.arange(r, dtype=np.int32)
     local = pos[maps[:, states]]  # [letter, index in states] -> index in states (the set is closed)
+    ok = np.ones(local.shape, dtype=bool) if defined is None else defined[:, states]
     apart = np.ones((r, r), dtype=bool)
     np.fill_diagonal(apart, False)
     i, j = (x.astype(np.int32) for x in np.triu_indices(r, 1))
@@ -170,8 +182,8 @@ def _pair_walk(maps: np.ndarray, states: np.ndarray, limit: int) -> _PairWalk:
         if work > MAX_PAIR_STEPS:
             return _PairWalk(None, step, len(i), gave_up=True)
         keep = np.zeros(len(i), dtype=bool)
-        for row in local:
-            keep |= apart[row[i], row[j]]
+        for row, row_ok in zip(local, ok):
+            keep |= apart[row[i], row[j]] & row_ok[i] & row_ok[j]
         step += 1
         if keep.all():
             return _PairWalk(None, step, len(i))
@@ -214,6 +226,8 @@ def definite_depth(automaton: Semiautomaton, max_pairs: int = MAX_PAIRS,
     if over:
         return None, over
     maps = np.asarray(automaton.maps, dtype=np.int32)
+    if automaton.partial:  # on legal words: the legally reachable states, defined steps only
+        return _legal_definite_depth(automaton, maps, max_pairs)
     everything = np.arange(n, dtype=np.int32)
     kept = _kept_apart_by_a_letter(automaton, cyclic_states(maps), everything)
     if kept:
@@ -230,6 +244,21 @@ def definite_depth(automaton: Semiautomaton, max_pairs: int = MAX_PAIRS,
                       f"of {MAX_PAIR_STEPS:,} pair images (is it definite? unknown within the budget)")
     return None, (f"not definite: after {walk.steps} letter{'s' * (walk.steps > 1)} some word still keeps "
                   f"{walk.apart:,} pairs of states apart, and no longer word merges them all")
+
+
+def _legal_definite_depth(automaton: Semiautomaton, maps: np.ndarray, max_pairs: int) -> tuple[int | None, str]:
+    """:func:`definite_depth` of a partial automaton on its legal words (module docstring)."""
+    states = legal_reachable(automaton)
+    pairs = len(states) * (len(states) - 1) // 2
+    if pairs > max_pairs:
+        return None, f"gave up: the definiteness test walks {pairs:,} pairs, over the budget of {max_pairs:,}"
+    walk = _pair_walk(maps, states, len(states), defined_table(automaton))
+    if walk.depth is not None:
+        return max(walk.depth, 1), f"{max(walk.depth, 1)}-definite on its legal words"
+    if walk.gave_up:
+        return None, f"gave up after {walk.steps} letters: {walk.apart:,} pairs of states still apart"
+    return None, (f"not definite on its legal words: after {walk.steps} letter{'s' * (walk.steps > 1)} some legal "
+                  f"word still keeps {walk.apart:,} pairs of reachable states apart")
 
 
 def _reach(maps: np.ndarray, p: int) -> np.ndarray:
@@ -264,7 +293,7 @@ def generalised_depth(automaton: Semiautomaton, m: int, max_k: int, cache: WalkC
     """The smallest k <= ``max_k`` such that delta(q0, u v w) does not depend on v for
     |u| = ``m``, |w| = k (from the automaton's start), or None (module docstring; None too
     beyond a declared budget)."""
-    if _over_table_budget(automaton):
+    if _over_table_budget(automaton) or automaton.partial:  # partial automata: the definite plan only
         return None
     maps = np.asarray(automaton.maps, dtype=np.int32)
     order = _reach(maps, automaton.start)  # sources in breadth-first order: the upstream ones first
@@ -292,10 +321,26 @@ def window_table(automaton: Semiautomaton, k: int) -> tuple[int, ...]:
     """delta(q, w) for every word w of length k in lexicographic order (oldest letter most
     significant), from the start state; from any state when ``automaton`` is k-definite."""
     M = np.asarray(automaton.maps, dtype=np.int64)  # [letter, state]
+    if automaton.partial:
+        return _legal_window_table(automaton, M, k)
     cur = np.array([automaton.start], dtype=np.int64)
     for _ in range(k):
         cur = M[:, cur].T.reshape(-1)  # index old * |Sigma| + a
     return tuple(int(q) for q in cur)
+
+
+def _legal_window_table(automaton: Semiautomaton, M: np.ndarray, k: int) -> tuple[int, ...]:
+    """:func:`window_table` of a partial automaton k-definite on its legal words: each window's
+    one image from the legally reachable states where it is defined (the start state where it is
+    defined from none: no legal input ends in it)."""
+    ok = defined_table(automaton)
+    cur = legal_reachable(automaton)[None, :]  # [windows, reachable states], -1 once undefined
+    for _ in range(k):
+        nxt = np.where(cur[:, None, :] >= 0, M[:, np.maximum(cur, 0)].transpose(1, 0, 2), -1)
+        legal = np.where(cur[:, None, :] >= 0, ok[:, np.maximum(cur, 0)].transpose(1, 0, 2), False)
+        cur = np.where(legal, nxt, -1).reshape(-1, cur.shape[1])  # index old * |Sigma| + a
+    best = cur.max(axis=1)
+    return tuple(int(q) if q >= 0 else automaton.start for q in best)
 
 
 def lookup_keys(n_symbols: int, length: int) -> int:

@@ -163,10 +163,10 @@ def dot_to_dict(text: str, what: str = "DOT text", name: str = "automaton") -> d
     return spec
 
 
-def read_dot(path: Path, complete: bool = False) -> Semiautomaton:
+def read_dot(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:
     """An AALpy DOT file (DFA or Moore machine) as a Semiautomaton named after the file."""
     text = _read_text(path, "DOT file")
-    return from_dict(dot_to_dict(text, f"DOT file {str(path)!r}", path.stem), complete=complete)
+    return from_dict(dot_to_dict(text, f"DOT file {str(path)!r}", path.stem), complete=complete, promise=promise)
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -230,11 +230,12 @@ def _bounded_dfa(DFA: Any, nfa: Any, pattern: str) -> Any:
         raise SpecError(f"regex {pattern!r} is not valid for automata-lib: {type(e).__name__}: {str(e)[:160]}") from None
 
 
-def regex_to_dict(pattern: str, alphabet: Sequence[str] | None = None) -> dict[str, Any]:
+def regex_to_dict(pattern: str, alphabet: Sequence[str] | None = None, promise: str | None = None) -> dict[str, Any]:
     """A regular expression to a spec dict through automata-lib: ``NFA.from_regex`` -> the
     subset construction and minimisation of ``DFA.from_nfa(minify=True)``, bounded
     (:func:`_bounded_dfa`); states renamed ``q0, q1, ...`` in breadth-first order from
-    the start, outputs accept/reject; missing transitions go to an added :data:`REGEX_SINK`.
+    the start, outputs accept/reject; missing transitions go to an added :data:`REGEX_SINK`,
+    or, with ``promise="legal"``, stay missing (the dead state dropped: inputs never enter it).
     ``alphabet`` defaults to the letters the pattern uses."""
     try:
         from automata.fa.dfa import DFA
@@ -256,7 +257,11 @@ def regex_to_dict(pattern: str, alphabet: Sequence[str] | None = None) -> dict[s
     transitions = {name[q]: {a: name[r] for a, r in dfa.transitions.get(q, {}).items()} for q in order}
     outputs = {name[q]: "accept" if q in dfa.final_states else "reject" for q in order}
     states = [name[q] for q in order]
-    if any(len(row) < len(letters) for row in transitions.values()):  # partial: complete with a sink
+    partial = any(len(row) < len(letters) for row in transitions.values())
+    if partial and promise is not None:  # the dead state stays out: the promise says no input reaches it
+        return {"name": f"regex:{pattern}", "states": states, "alphabet": letters, "start": name[dfa.initial_state],
+                "transitions": transitions, "outputs": outputs, "promise": promise}
+    if partial:  # complete with a sink
         states.append(REGEX_SINK)
         transitions[REGEX_SINK] = {}
         outputs[REGEX_SINK] = "reject"
@@ -267,17 +272,20 @@ def regex_to_dict(pattern: str, alphabet: Sequence[str] | None = None) -> dict[s
             "start": name[dfa.initial_state], "transitions": transitions, "outputs": outputs}
 
 
-def from_regex(pattern: str, alphabet: Sequence[str] | str | None = None) -> Semiautomaton:
+def from_regex(pattern: str, alphabet: Sequence[str] | str | None = None, promise: str | None = None) -> Semiautomaton:
     """The minimal complete DFA of ``pattern`` over ``alphabet`` (a list of one-character letters,
     or ``"a,b"``), with outputs accept/reject; a sink state is added when the minimal DFA is
-    partial (see :func:`regex_to_dict`)."""
+    partial, unless ``promise`` keeps its missing transitions undefined (see :func:`regex_to_dict`)."""
     if isinstance(alphabet, str):
         alphabet = parse_alphabet(alphabet)
-    return from_dict(regex_to_dict(pattern, alphabet))
+    return from_dict(regex_to_dict(pattern, alphabet, promise))
 
 
 # --- transition tables ---------------------------------------------------------------------------
 
+
+MISSING = -1
+"""A table cell holding this has no transition: the automaton is partial (a promise, or --complete)."""
 
 _TOO_LARGE = "a transition table holds an integer too large for a state index (beyond 64 bits)"
 
@@ -304,17 +312,19 @@ def _int_table(table: Any) -> np.ndarray:
     except OverflowError:
         raise SpecError(_TOO_LARGE) from None
     n = arr.shape[0]
-    bad = np.argwhere((arr < 0) | (arr >= n))
+    bad = np.argwhere((arr < MISSING) | (arr >= n))
     if len(bad):
         q, a = map(int, bad[0])
-        raise SpecError(f"table[{q}][{a}] = {int(arr[q, a])} is not a state index 0..{n - 1}")
+        raise SpecError(f"table[{q}][{a}] = {int(arr[q, a])} is not a state index 0..{n - 1} "
+                        f"(or {MISSING}: no transition)")
     return arr
 
 
 def table_to_dict(table: Any, start: Any = 0, labels: Sequence[Any] | None = None,
                   name: str = "table") -> dict[str, Any]:
     """``table[state][letter]`` (integers) to a spec dict: states and letters named by their
-    decimal index, ``start`` an index, ``labels[state]`` the outputs (strings or integers)."""
+    decimal index, ``start`` an index, ``labels[state]`` the outputs (strings or integers); a
+    cell holding :data:`MISSING` (-1) is a missing transition."""
     arr = _int_table(table)
     n, k = arr.shape
     if isinstance(start, np.ndarray) and start.ndim == 0:
@@ -326,7 +336,8 @@ def table_to_dict(table: Any, start: Any = 0, labels: Sequence[Any] | None = Non
     spec: dict[str, Any] = {
         "name": name, "states": [str(q) for q in range(n)], "alphabet": [str(a) for a in range(k)],
         "start": str(start),
-        "transitions": {str(q): {str(a): str(int(arr[q, a])) for a in range(k)} for q in range(n)},
+        "transitions": {str(q): {str(a): str(int(arr[q, a])) for a in range(k) if arr[q, a] != MISSING}
+                        for q in range(n)},
     }
     if labels is not None:
         labels = [x.item() if isinstance(x, np.generic) else x for x in np.asarray(labels, dtype=object).ravel()]
@@ -336,11 +347,13 @@ def table_to_dict(table: Any, start: Any = 0, labels: Sequence[Any] | None = Non
     return spec
 
 
-def from_table(table: Any, start: int = 0, labels: Sequence[Any] | None = None, name: str = "table") -> Semiautomaton:
+def from_table(table: Any, start: int = 0, labels: Sequence[Any] | None = None, name: str = "table", *,
+               complete: bool = False, promise: str | None = None) -> Semiautomaton:
     """A Semiautomaton from a ``[n_states][n_letters]`` integer array (list of lists or numpy):
     state q on letter a goes to ``table[q][a]``; states and letters are named ``"0", "1", ...``;
-    ``labels`` (one per state) become the outputs."""
-    return from_dict(table_to_dict(table, start, labels, name))
+    ``labels`` (one per state) become the outputs; -1 marks a missing transition (then
+    ``promise="legal"`` or ``complete``, as for any partial spec)."""
+    return from_dict(table_to_dict(table, start, labels, name), complete=complete, promise=promise)
 
 
 def table_json_to_dict(data: Any, name: str) -> dict[str, Any] | None:
@@ -356,7 +369,7 @@ def table_json_to_dict(data: Any, name: str) -> dict[str, Any] | None:
     return None
 
 
-def read_npz(path: Path) -> Semiautomaton:
+def read_npz(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:
     """A ``.npz`` file with an integer array ``table`` and optionally ``start`` and ``labels``."""
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -372,5 +385,5 @@ def read_npz(path: Path) -> Semiautomaton:
         raise
     except (OSError, ValueError, EOFError, OverflowError, zipfile.BadZipFile, zlib.error) as e:
         raise SpecError(f"cannot read {str(path)!r} as .npz ({type(e).__name__}): {str(e)[:160]}") from None
-    return from_dict(table_to_dict(table, start, labels, path.stem))
+    return from_dict(table_to_dict(table, start, labels, path.stem), complete=complete, promise=promise)
 

@@ -13,7 +13,7 @@ from .catalog import build
 from .errors import SpecError
 from .formats import REGEX_PREFIX, from_regex, read_dot, read_npz, table_json_to_dict
 from .objects import LIBRARIES, object_to_dict
-from .spec import Semiautomaton, from_dict
+from .spec import Semiautomaton, check_promise, from_dict
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def parse_json(text: str, what: str) -> Any:
         raise SpecError(f"{what}: {e}") from None
 
 
-def read_spec_file(path: Path, complete: bool = False) -> Semiautomaton:
+def read_spec_file(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:
     """A JSON spec file (named after its stem unless it names itself)."""
     if not path.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist" if not path.exists()
@@ -51,25 +51,29 @@ def read_spec_file(path: Path, complete: bool = False) -> Semiautomaton:
         raise SpecError(f"spec file {str(path)!r} is not UTF-8 text") from None
     data = parse_json(text, f"spec file {str(path)!r}")
     table = table_json_to_dict(data, path.stem)
-    return from_dict(table if table is not None else data, default_name=path.stem, complete=complete)
+    return from_dict(table if table is not None else data, default_name=path.stem, complete=complete, promise=promise)
 
 
 def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
-              complete: bool = False, alphabet: "Sequence[str] | str | None" = None) -> Semiautomaton:
+              complete: bool = False, alphabet: "Sequence[str] | str | None" = None,
+              promise: str | None = None) -> Semiautomaton:
     """Load an automaton from a dict (native or automata-lib field names), a JSON file path
     (a spec, or a transition table), an AALpy ``.dot`` file, a ``.npz`` transition table,
     ``"regex:PATTERN"`` (over ``alphabet``; see :mod:`compiler.automata.formats`), a catalog
     name, or an automaton object of automata-lib, AALpy or pyformlang (:mod:`.objects`).  ``complete`` sends the missing
     transitions of a partial automaton to an added sink state (see
-    :func:`compiler.automata.spec.from_dict`); without it a partial automaton is refused."""
+    :func:`compiler.automata.spec.from_dict`); ``promise="legal"`` keeps them undefined, promised
+    never taken (a regular expression's dead state is dropped then); without either a partial
+    automaton is refused."""
+    check_promise(promise, complete)
     if alphabet is not None and not (isinstance(source, str) and source.startswith(REGEX_PREFIX)):
         raise SpecError("an alphabet is given only with a regular expression (regex:PATTERN)")
     if isinstance(source, Semiautomaton):
         return source
     if isinstance(source, Mapping):
-        return from_dict(source, complete=complete)
+        return from_dict(source, complete=complete, promise=promise)
     if isinstance(source, str) and source.startswith(REGEX_PREFIX):
-        return from_regex(source[len(REGEX_PREFIX):], alphabet)
+        return from_regex(source[len(REGEX_PREFIX):], alphabet, promise)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if str(source) and (path.suffix in (".json", ".dot", ".npz") or path.exists()):
@@ -77,13 +81,13 @@ def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
                 raise SpecError(f"spec file {str(path)!r} does not exist" if not path.exists()
                                 else f"spec {str(path)!r} is not a file")
             if path.suffix == ".dot":
-                return read_dot(path, complete)
+                return read_dot(path, complete, promise)
             if path.suffix == ".npz":
-                return read_npz(path)
-            return read_spec_file(path, complete)
+                return read_npz(path, complete, promise)
+            return read_spec_file(path, complete, promise)
         return build(str(source))
     params = object_to_dict(source)
     if params is not None:
-        return from_dict(params, default_name="dfa", complete=complete)
+        return from_dict(params, default_name="dfa", complete=complete, promise=promise)
     raise SpecError(f"cannot load an automaton from a {type(source).__name__}; give a dict, a JSON path, "
                     f"a catalog name, or an object: {', '.join(LIBRARIES)}")

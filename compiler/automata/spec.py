@@ -23,7 +23,7 @@ Map = tuple[int, ...]
 
 @dataclass(frozen=True)
 class Semiautomaton:
-    """A complete deterministic semiautomaton with a start state.
+    """A deterministic semiautomaton with a start state, complete or partial under a promise.
 
     Attributes:
         name: a human-readable name (catalog names keep their parameters).
@@ -32,6 +32,11 @@ class Semiautomaton:
         maps: ``maps[a][q]`` = delta(q, a), one transition map per symbol.
         start: index of the start state q0.
         outputs: optional output label per state (same order as ``states``).
+        undefined: the ``(symbol, state)`` pairs whose transition the spec leaves out, sorted;
+            non-empty only under the promise of legal inputs (:data:`LEGAL`): no input takes
+            them.  ``maps`` holds a self-loop there, so an analysis or construction that knows
+            nothing of promises sees a completion on the same states -- one that agrees with the
+            automaton on every legal word (docs/promises.md).
     """
 
     name: str
@@ -40,6 +45,30 @@ class Semiautomaton:
     maps: tuple[Map, ...]
     start: int = 0
     outputs: tuple[str, ...] | None = None
+    undefined: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        """Whether some transition is undefined (the automaton holds under the promise)."""
+        return bool(self.undefined)
+
+    @functools.cached_property
+    def defined(self) -> tuple[tuple[bool, ...], ...]:
+        """``defined[a][q]``: whether delta(q, a) is given (every entry, for a complete automaton)."""
+        missing = set(self.undefined)
+        return tuple(tuple((a, q) not in missing for q in range(self.n_states)) for a in range(self.n_symbols))
+
+    def first_illegal(self, letters: Iterable[int], start: int | None = None) -> int | None:
+        """The 0-based position of the first letter whose transition is undefined (the input leaves
+        the domain there), or None when the whole word is legal."""
+        if not self.undefined:
+            return None
+        q = self.start if start is None else start
+        for t, a in enumerate(letters):
+            if not self.defined[a][q]:
+                return t
+            q = self.maps[a][q]
+        return None
 
     @property
     def n_states(self) -> int:
@@ -92,10 +121,12 @@ class Semiautomaton:
             "alphabet": list(self.alphabet),
             "start": self.states[self.start],
             "transitions": {
-                q: {a: self.states[self.maps[j][i]] for j, a in enumerate(self.alphabet)}
+                q: {a: self.states[self.maps[j][i]] for j, a in enumerate(self.alphabet) if self.defined[j][i]}
                 for i, q in enumerate(self.states)
             },
         }
+        if self.undefined:
+            d["promise"] = LEGAL
         if self.outputs is not None:
             d["outputs"] = dict(zip(self.states, self.outputs))
         return d
@@ -198,11 +229,28 @@ def _check_symbols(alphabet: Sequence[str]) -> None:
 SINK = "sink"
 """Name of the state ``complete=True`` adds (``sink_1``, ... when a state already has it)."""
 
+LEGAL = "legal"
+"""The one promise: every input stays inside the domain (takes no undefined transition)."""
+PROMISES = (LEGAL,)
+
 KNOWN_FIELDS = frozenset({"name", "states", "alphabet", "input_symbols", "start", "initial_state",
-                          "transitions", "outputs", "final_states", "allow_partial"})
+                          "transitions", "outputs", "final_states", "allow_partial", "promise"})
 
 
-def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, complete: bool = False) -> Semiautomaton:
+def check_promise(promise: str | None, complete: bool = False) -> str | None:
+    """``promise`` itself when it is None or one of :data:`PROMISES`, else a SpecError; both a
+    promise and ``complete`` is an error (a sink makes every input legal: nothing left to promise)."""
+    if promise is not None and promise not in PROMISES:
+        raise SpecError(f"unknown promise {promise!r}; the one promise is {LEGAL!r} (inputs never take a missing "
+                        f"transition)")
+    if promise is not None and complete:
+        raise SpecError("give either a promise (missing transitions never taken) or --complete (a sink takes them), "
+                        "not both")
+    return promise
+
+
+def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, complete: bool = False,
+              promise: str | None = None) -> Semiautomaton:
     """Build and validate a :class:`Semiautomaton` from a JSON-style dict.
 
     Accepts the native field names (``states``, ``alphabet``, ``start``,
@@ -212,10 +260,12 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, compl
     strings consistently in states, symbols, transitions and outputs); anything else is
     refused.  Symbol names must be non-empty and free of whitespace (an input line is
     whitespace-separated symbols); no name (states, symbols, output labels, the automaton's)
-    may hold a control or bidirectional-override character (:func:`check_name`).  A partial automaton is refused unless ``complete``,
-    which sends every missing transition to an added sink state (:data:`SINK`, output
-    ``reject`` with ``final_states``, its own name with ``outputs``).  Every problem raises
-    :class:`SpecError` naming it exactly.
+    may hold a control or bidirectional-override character (:func:`check_name`).  A partial
+    automaton is refused unless ``promise="legal"`` (or the spec's own ``"promise": "legal"``):
+    every missing transition is then a promise that no input takes it (``undefined``, a
+    self-loop in ``maps``), or ``complete``, which sends every missing transition to an added
+    sink state (:data:`SINK`, output ``reject`` with ``final_states``, its own name with
+    ``outputs``).  Every problem raises :class:`SpecError` naming it exactly.
     """
     if not isinstance(spec, Mapping):
         raise SpecError(f"a spec must be a JSON object, got {type(spec).__name__}")
@@ -237,18 +287,26 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, compl
     start_name = _name(spec.get("start", spec.get("initial_state", states[0])), "the start state")
     if start_name not in states:
         raise SpecError(f"start state {start_name!r} is not among the states")
+    own = spec.get("promise")
+    if own is not None and not isinstance(own, str):
+        raise SpecError(f"'promise' must be a string, got {type(own).__name__}")
+    promise = check_promise(promise or own, complete)
     rows = _transitions(spec.get("transitions"), states, alphabet)
     missing = [(q, a) for q in states for a in alphabet if a not in rows.get(q, {})]
-    if missing and not complete:
+    if missing and not complete and promise is None:
         q, a = missing[0]
         what = (f"no transitions for state {q!r}" if q not in rows else
                 f"missing transition from state {q!r} on symbol {a!r}")
-        raise SpecError(f"{what} ({len(missing)} missing in all): the automaton is partial; add an explicit sink "
+        raise SpecError(f"{what} ({len(missing)} missing in all): the automaton is partial; pass --promise legal "
+                        f"(promise='legal') if inputs never take a missing transition, or add an explicit sink "
                         f"state and send missing transitions there, or pass --complete (complete=True) to add one")
-    sink = _sink_name(states) if missing else None
+    sink = sink_name(states) if missing and complete else None
     all_states = states + ((sink,) if sink else ())
     index = {s: i for i, s in enumerate(all_states)}
-    maps = tuple(tuple(index[rows.get(q, {}).get(a, sink)] for q in all_states) for a in alphabet)
+    fill = lambda q: sink if sink else q  # the promise: a self-loop stands for "never taken"
+    maps = tuple(tuple(index[rows.get(q, {}).get(a, fill(q))] for q in all_states) for a in alphabet)
+    letter = {a: j for j, a in enumerate(alphabet)}
+    undefined = () if sink else tuple(sorted((letter[a], index[q]) for q, a in missing))
     outputs = _outputs(spec, states, sink)
     name = spec.get("name", default_name)
     if not isinstance(name, str):
@@ -257,7 +315,7 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, compl
                         ("the automaton's name", (name,))):
         for text in names:
             check_name(text, what)
-    return Semiautomaton(name, all_states, alphabet, maps, index[start_name], outputs)
+    return Semiautomaton(name, all_states, alphabet, maps, index[start_name], outputs, undefined)
 
 
 def _transitions(trans: Any, states: tuple[str, ...], alphabet: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -283,7 +341,7 @@ def _transitions(trans: Any, states: tuple[str, ...], alphabet: tuple[str, ...])
     return rows
 
 
-def _sink_name(states: tuple[str, ...]) -> str:
+def sink_name(states: tuple[str, ...]) -> str:
     name, i = SINK, 0
     while name in states:
         i += 1

@@ -21,6 +21,11 @@ Recognition is structural and complete, and sound by a final check:
    every letter is checked against the push/pop semantics above (a step to a stack the
    walk never created is a refusal, never an error: detection refuses, it does not raise).
 
+A partial automaton under the promise of legal inputs (compiler/automata/promise.py) is a
+*legal* bounded stack when its sink completion is a bounded stack whose sink is the added
+state: its states are the stacks alone, and overflow, underflow and mismatches are undefined
+(the paper's Dyck_{n,k}).  Its plan has no sink (``stacks`` holds no None).
+
 Step 4 makes the answer sound.  For a genuine bounded-stack automaton the empty
 stack is among the candidates, and from it steps 3-4 recover the push/pop roles and
 the stacks up to renaming the symbols, so it is also complete.  (Some automata have
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .promise import add_sink
 from .spec import Semiautomaton
 
 PUSH, POP, NOOP = "push", "pop", "noop"
@@ -44,6 +50,7 @@ class BoundedStack:
     ``depth`` is the bound D, ``symbols`` the number k of stack symbols;
     ``stacks[q]`` is state q's stack (bottom to top) or None for the sink;
     ``letters[s]`` is ``(kind, symbol)`` with kind push/pop/noop (symbol -1 for a no-op).
+    A *legal* stack (:attr:`legal`) has no sink: its errors are undefined, promised never to occur.
     """
 
     depth: int
@@ -54,6 +61,11 @@ class BoundedStack:
     @property
     def sink(self) -> int:
         return self.stacks.index(None)
+
+    @property
+    def legal(self) -> bool:
+        """No error sink: the automaton is partial and its inputs are promised legal."""
+        return None not in self.stacks
 
     def step(self, stack: tuple[int, ...] | None, letter: int) -> tuple[int, ...] | None:
         """The reference semantics: one letter on a stack (None: the sink)."""
@@ -68,8 +80,9 @@ class BoundedStack:
         """One line: depth, symbols and what each letter does."""
         parts = [f"{sym}: {kind}" + ("" if kind == NOOP else f" {b}")
                  for sym, (kind, b) in zip(automaton.alphabet, self.letters)]
+        errors = "on legal inputs only (no error state)" if self.legal else "with an error sink"
         return (f"bounded stack of depth <= {self.depth} over {self.symbols} symbol{'s' * (self.symbols > 1)} "
-                f"with an error sink ({', '.join(parts)})")
+                f"{errors} ({', '.join(parts)})")
 
     def to_dict(self) -> dict:
         return {"depth": self.depth, "symbols": self.symbols,
@@ -152,6 +165,25 @@ def detect(automaton: Semiautomaton) -> tuple[BoundedStack | None, str]:
         if root == candidates[0]:
             reason = f"from {automaton.states[root]!r} as the empty stack: {why}"
     return None, reason
+
+
+def detect_legal(automaton: Semiautomaton) -> tuple[BoundedStack | None, str]:
+    """``(plan, "")`` if the partial ``automaton`` is a legal bounded stack up to renaming (its sink
+    completion is a bounded stack whose sink is the added state), else ``(None, reason)``."""
+    if not automaton.partial:
+        return None, "it is complete (a legal stack leaves its errors undefined)"
+    completed = add_sink(automaton)
+    plan, reason = detect(completed)
+    if plan is None:
+        return None, f"its completion with a sink is not a bounded stack: {reason}"
+    if plan.sink != automaton.n_states:
+        return None, "its completion's error sink is not the added state"
+    return BoundedStack(plan.depth, plan.symbols, plan.stacks[:-1], plan.letters), ""
+
+
+def detect_any(automaton: Semiautomaton) -> tuple[BoundedStack | None, str]:
+    """:func:`detect_legal` for a partial automaton, :func:`detect` for a complete one."""
+    return detect_legal(automaton) if automaton.partial else detect(automaton)
 
 
 def bounded_stack(automaton: Semiautomaton) -> BoundedStack | None:

@@ -318,7 +318,7 @@ SWEEP = [("parity", "scan", 12), ("symmetric:3", "scan", 6), ("regex:(a|b)*abab"
          ("parity", "krohn-rhodes", 12), ("cyclic:3", "krohn-rhodes", 8), ("dihedral:3", "krohn-rhodes", 10),
          ("cyclic-product:2,2", "krohn-rhodes", 6), ("flipflop", "krohn-rhodes", 8),
          ("adder:2", "krohn-rhodes", 5), ("repeat:2", "krohn-rhodes", 10), ("blocks:2", "local", 8),
-         ("regex:b*ab*a(a|b)*", "local", 10), ("cyclic:6", "product", 7)]
+         ("regex:b*ab*a(a|b)*", "local", 10), ("cyclic:6", "product", 5)]
 
 
 @pytest.mark.slow
