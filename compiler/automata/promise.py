@@ -67,7 +67,7 @@ def live_states(automaton: Semiautomaton, length: int) -> list[np.ndarray]:
     ok = defined_table(automaton)
     live = [np.ones(automaton.n_states, dtype=bool)]
     for _ in range(length):
-        nxt = (ok & live[-1][table]).any(axis=0)
+        nxt: np.ndarray = np.asarray((ok & live[-1][table]).any(axis=0))
         if np.array_equal(nxt, live[-1]):
             break
         live.append(nxt)
@@ -138,7 +138,8 @@ def exhaustive_legal_length(automaton: Semiautomaton, max_len: int, budget: int)
     return L
 
 
-def sample_legal(automaton: Semiautomaton, rng: np.random.Generator, n: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+def sample_legal(automaton: Semiautomaton, rng: np.random.Generator, n: int,
+                 length: int) -> tuple[np.ndarray, np.ndarray]:
     """``n`` legal words, each letter drawn uniformly among the legal continuations at that step
     (the paper's input distribution) that can still be continued to ``length`` letters.  When no
     legal word of ``length`` letters exists, the words are as long as legal words get, padded with
