@@ -313,8 +313,9 @@ def obligations(model, plan: LocalPlan) -> Obligations:
     position feature the lookups read (the checker splits the positions by it)."""
     a, T = model.automaton, model.max_len
     start = a.start
-    ws = _layout(plan, position_code(model.meta.get("positions") or "sinusoidal", T))
-    W_E, _ = _embeddings(plan, ws, position_code(model.meta.get("positions") or "sinusoidal", T), T, start)
+    code = position_code(model.meta.get("positions") or "sinusoidal", T)
+    ws = _layout(plan, code)
+    W_E, _ = _embeddings(plan, ws, code, T, start)
     fixed = {"one", "bos", "pos", "loc:phase", "pos:recency", ABSORB}
     codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
     window = _window_names(plan)

@@ -211,6 +211,14 @@ def _put(st: State, name: str, code: Code) -> None:
         st[name] = Code(list(code.per_dim), code.joint, code.radius.copy())
 
 
+def _first_positions(pos_class: np.ndarray, n: int) -> np.ndarray:
+    """The first position of each of ``n`` classes (0 for a class no position is in)."""
+    first = np.zeros(n, dtype=np.int64)
+    seen, where = np.unique(pos_class, return_index=True)
+    first[seen] = where
+    return first
+
+
 def _merge(states: list[State], pos_class: np.ndarray,
            phase: np.ndarray | None = None) -> tuple[list[State], np.ndarray]:
     """Merge classes whose value sets agree (radius: the larger) -- and, with ``phase``, whose
@@ -218,9 +226,7 @@ def _merge(states: list[State], pos_class: np.ndarray,
     index: dict[tuple, int] = {}
     merged: list[State] = []
     new_id = np.zeros(len(states), dtype=np.int64)
-    first = np.zeros(len(states), dtype=np.int64)
-    seen, where = np.unique(pos_class, return_index=True)
-    first[seen] = where
+    first = _first_positions(pos_class, len(states))
     for c, st in enumerate(states):
         k = (c == 0, 0 if phase is None else int(phase[first[c]]),
              tuple((name, st[name].key()) for name in sorted(st)))  # BOS stays apart
@@ -900,9 +906,7 @@ def _phases(m: _Model, states: list[State], pos_class: np.ndarray) -> tuple[list
 
 def _class_fixed(m: _Model, pos_class: np.ndarray, n: int) -> tuple[set[int], np.ndarray]:
     """Fixed dims constant over the positions of every class, and each class's values there."""
-    first = np.zeros(n, dtype=np.int64)
-    seen, where = np.unique(pos_class, return_index=True)
-    first[seen] = where
+    first = _first_positions(pos_class, n)
     same = np.all(m.fixed == m.fixed[first[pos_class]], axis=0)
     return {d for d in m.fixed_dims if same[d]}, m.fixed[first]
 
@@ -1051,6 +1055,22 @@ def _step_io(st: Lookup | Modular | Round) -> tuple[list[str], list[str]]:
     return [n for n in (st.reads, st.minus) if n], [n for n in (st.out, st.minus_out) if n]
 
 
+class _Partition:
+    """Disjoint sets of 0..n-1 (union-find with path halving): which units an MLP joins."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
 def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
             cut: int) -> list[tuple[set[int], list[np.ndarray]]]:
     """The independent parts of an MLP's first ``cut`` + 1 hidden layers: hidden units joined by a
@@ -1059,16 +1079,8 @@ def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
     sizes = [W0.shape[1]] + [W.shape[1] for W in Ws[1 : cut + 1]]
     base = np.cumsum([0] + sizes)
     n_inputs = 1 + max((i for i in row_input if i is not None), default=-1)
-    parent = list(range(base[-1] + n_inputs))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a: int, b: int) -> None:
-        parent[find(a)] = find(b)
+    sets = _Partition(base[-1] + n_inputs)
+    find, union = sets.find, sets.union
     for d, k in zip(*np.nonzero(W0)):
         if row_input[d] is not None:
             union(int(k), int(base[-1] + row_input[d]))
@@ -1374,21 +1386,16 @@ def _beside_parts(m: _Model, l: int, ob: Beside, weights: list[np.ndarray],
     sizes = [W.shape[1] for W in weights[:-1]]
     base = np.cumsum([0] + sizes)
     d = weights[0].shape[0]
-    parent = list(range(base[-1] + d))  # hidden units, then residual dims
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    sets = _Partition(base[-1] + d)  # hidden units, then residual dims
+    find = sets.find
     for i, k in zip(*np.nonzero(weights[0])):
         if i not in m.fixed_dims:
-            parent[find(int(k))] = find(int(base[-1] + i))
+            sets.union(int(k), int(base[-1] + i))
     for j in range(1, len(weights) - 1):
         for a, b in zip(*np.nonzero(weights[j])):
-            parent[find(int(base[j - 1] + a))] = find(int(base[j] + b))
+            sets.union(int(base[j - 1] + a), int(base[j] + b))
     for a, o in zip(*np.nonzero(weights[-1])):
-        parent[find(int(base[-2] + a))] = find(int(base[-1] + o))
+        sets.union(int(base[-2] + a), int(base[-1] + o))
     io = [_part_io(m, part) for part in ob.parts]
     roots = [{find(int(base[-1] + x)) for x in dims} for dims, _ in io]
     for i in range(len(roots)):
@@ -1798,6 +1805,17 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     return out
 
 
+def _mlp_writes(o: Compose | Lookup | Steps | Beside | None) -> set[str]:
+    """The subspaces an MLP obligation writes."""
+    if o is None:
+        return set()
+    if isinstance(o, Compose):
+        return {o.maps, o.fetched}
+    if isinstance(o, Beside):
+        return {n for part in o.parts for n in _mlp_writes(part)}
+    return set(_written(o.steps if isinstance(o, Steps) else (o,)))
+
+
 def _run(model, ob: Obligations) -> list[dict[str, Any]]:
     m = _arrays(model)
     if len(ob.layers) != len(m.blocks):
@@ -1808,26 +1826,19 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
                  else ()) if isinstance(o, Compose)]
     closures = {o.maps: _closure(ob.embedding.codes[o.maps]) for o in composes if o.maps in ob.embedding.codes}
     layers = []
-    later = {f.dst for layer in ob.layers for f in layer.fetches} | {
-        n for layer in ob.layers if isinstance(layer.mlp, (Lookup, Steps))
-        for n in _written(layer.mlp.steps if isinstance(layer.mlp, Steps) else (layer.mlp,))} | {
-        n for o in composes for n in (o.maps, o.fetched)} | {
-        n for layer in ob.layers if isinstance(layer.mlp, Beside) for part in layer.mlp.parts
-        if not isinstance(part, Compose) for n in _written(part.steps if isinstance(part, Steps) else (part,))}
+    later = {f.dst for layer in ob.layers for f in layer.fetches} | {n for layer in ob.layers
+                                                                      for n in _mlp_writes(layer.mlp)}
     written = (set(ob.embedding.codes) - later) | {  # the token's own codes, and the position's
         n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
         states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
-        written |= {f.dst for f in layer.fetches}
+        written |= {f.dst for f in layer.fetches} | _mlp_writes(layer.mlp)
         if isinstance(layer.mlp, (Lookup, Steps)):
-            written |= set(_written(layer.mlp.steps if isinstance(layer.mlp, Steps) else (layer.mlp,)))
             states = _lookup(m, l, layer.mlp, states, pos_class, report, ob.joint, written)
         elif isinstance(layer.mlp, Compose):
             states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
         elif isinstance(layer.mlp, Beside):
-            written |= {n for part in layer.mlp.parts if not isinstance(part, Compose)
-                        for n in _written(part.steps if isinstance(part, Steps) else (part,))}
             states = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures)
         elif m.blocks[l]["mlp"] is not None:
             raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
