@@ -1,4 +1,4 @@
-"""Certificates (verify/certify.py): proofs of exactness on every input up to max_len.
+"""Certificates (verify/certify/): proofs of exactness on every input up to max_len.
 
 Soundness first: a model made wrong on one rare input must be refused, deterministically,
 with the failing obligation named -- by the readout, a lookup entry and a head's score for

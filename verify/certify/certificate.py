@@ -1,0 +1,242 @@
+"""The readout's margins, the certificate a model gets (``certify``), and stored certificates
+(``recheck``, ``certificate_summary``, ``certificate_text``)."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from compiler.automata.spec import Semiautomaton, from_dict
+from constructions import registry
+from constructions.checkpoint import weights_sha256
+from constructions.labels import readout_of
+from constructions.obligations import Beside, Compose, Lookup, Obligations, Readout, Steps, Undeclared
+
+from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCertifiable, PATHS, SCHEMA, State, _Model,
+                    _arrays, _embedding, _get, _merge, _product_rows, gamma)
+from .heads import _heads
+from .lookups import _class_fixed, _jointly, _lookup, _phases, _written
+from .compose import _beside, _closure, _compose
+
+
+def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
+             report: dict[str, Any], written: set[str] | frozenset[str] = frozenset()) -> None:
+    W_U = m.model.W_U.detach().double().cpu().numpy()
+    b_U = m.model.b_U.detach().double().cpu().numpy()
+    reads = [d for name in ob.readout.reads for d in m.dims(name)]
+    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    used = set(np.nonzero(np.abs(W_U).sum(1))[0].tolist())
+    if used - set(reads) - const:
+        raise CertificateFailure("readout", f"the unembedding reads dims {sorted(used - set(reads) - const)[:6]} "
+                                 f"the obligation does not declare")
+    const_l = sorted(const)
+    worst = math.inf
+    for c in sorted(set(pos_class[1:].tolist())):
+        st = states[c]
+        codes = [_get(st, name) for name in ob.readout.reads]
+        parts, radii = [c.combos() for c in codes], [c.radius for c in codes]
+        X = _product_rows(parts)
+        if len(X) > COMBINATION_BUDGET:
+            raise NotCertifiable(f"readout: {len(X):,} final codes, over the budget {COMBINATION_BUDGET:,}")
+        at = np.cumsum([0] + [p_.shape[1] for p_ in parts])
+        X = X[_jointly(m, ob.joint, {n: X[:, at[i] : at[i + 1]] for i, n in enumerate(ob.readout.reads)}, written,
+                       len(X))]
+        r = np.concatenate(radii)
+        fixed = class_fixed[c][const_l]
+        logits = X @ W_U[reads] + fixed @ W_U[const_l] + b_U
+        mag = (np.abs(X) + r) @ np.abs(W_U[reads]) + np.abs(fixed) @ np.abs(W_U[const_l]) + np.abs(b_U)
+        err = r @ np.abs(W_U[reads]) + gamma(np.count_nonzero(W_U, axis=0) + 1, m.u) * mag
+        for i, row in enumerate(X):
+            key = tuple(int(round(v)) for v in row)
+            if key not in ob.readout.table:
+                raise CertificateFailure("readout", f"the final code {key} is not in the readout's table")
+            want = ob.readout.table[key]
+            low = logits[i, want] - err[i, want]
+            others = np.delete(logits[i] + err[i], want)
+            margin = low - (others.max() if len(others) else -math.inf)
+            if margin <= 0:
+                raise CertificateFailure("readout", f"on the final code {key} output {want} wins by {margin:.3g} "
+                                         f"after the error bound (its logit {logits[i, want]:.6g}, error "
+                                         f"{err[i, want]:.3g})")
+            worst = min(worst, margin)
+    report["readout"] = {"min_margin": float(worst)}
+
+
+# --- the certificate ---------------------------------------------------------------------------
+
+
+def obligations_of(model) -> Obligations:
+    """The obligations of a compiled model's construction (NotCertifiable when it declares none);
+    for a label model, its readout must put the largest logit on each state's label."""
+    construction, plan = registry.plan_of(model)
+    if construction.obligations is None:
+        raise NotCertifiable(f"the {construction.name} construction declares no obligations yet: "
+                             f"not certified (sampled verification only)")
+    try:
+        ob = construction.obligations(model, plan)
+    except Undeclared as e:
+        raise NotCertifiable(f"the {construction.name} construction declares no obligations for this model yet: "
+                             f"{e}; not certified (sampled verification only)") from None
+    labels = readout_of(model.meta)
+    if labels is None:
+        return ob
+    if "last MLP" in str(labels.get("form", "")):
+        raise NotCertifiable(f"its label readout is a lookup fused into the last MLP ({labels['form']}), which "
+                             f"declares no obligations yet: not certified (sampled verification only)")
+    state_label = _state_labels(model.automaton, labels)
+    table = {code: state_label[q] for code, q in ob.readout.table.items()}
+    return replace(ob, readout=Readout(ob.readout.reads, table), notes={**ob.notes, "labels": labels["labels"]})
+
+
+def _state_labels(compiled: Semiautomaton, readout: dict[str, Any]) -> list[int]:
+    """The label index of each compiled state, proved against the labels' source automaton: on
+    every pair of states a common input reaches from the two starts (the product's reachable
+    pairs, so every input), the source's output must be the label the readout gives the compiled
+    state (CertificateFailure otherwise).  States no input reaches keep the readout's label."""
+    source = from_dict(readout["source"])
+    if source.alphabet != compiled.alphabet or source.outputs is None:
+        raise CertificateFailure("readout labels", "the labels' source automaton has another alphabet or no outputs")
+    index = {x: i for i, x in enumerate(readout["labels"])}
+    state_label = [int(x) for x in readout["state_label"]]
+    seen = {(source.start, compiled.start)}
+    frontier = list(seen)
+    while frontier:
+        nxt = []
+        for p, q in frontier:
+            want = index.get(source.outputs[p])
+            if want != state_label[q]:
+                raise CertificateFailure("readout labels", f"state {compiled.states[q]!r} is read out as "
+                                         f"{readout['labels'][state_label[q]]!r}, but an input that reaches it reaches "
+                                         f"the source's {source.states[p]!r}, labelled {source.outputs[p]!r}")
+            for a in range(compiled.n_symbols):
+                pair = (source.maps[a][p], compiled.maps[a][q])
+                if pair not in seen:
+                    seen.add(pair)
+                    nxt.append(pair)
+        frontier = nxt
+    return state_label
+
+
+def certify(model, with_obligations: bool = False) -> dict[str, Any]:
+    """Prove ``model`` exact on every input up to its max_len, or say precisely why not.
+
+    Returns the certificate (``certified`` True) or a refusal (``certified`` False with
+    ``failure``: the obligation, and ``reason``); see the module docstring for the method.
+    ``with_obligations``: include the obligations themselves (their canonical JSON), as the
+    certificate file ``shortcut certify -o`` writes does."""
+    start = time.perf_counter()
+    out: dict[str, Any] = {"schema": SCHEMA, "method": model.meta.get("method"), "max_len": model.max_len,
+                           "dtype": model.config["dtype"], "paths": PATHS, "assumptions": ASSUMPTIONS,
+                           "weights_sha256": weights_sha256(model)}
+    try:
+        if model.W_E.dtype == torch.float64:
+            raise NotCertifiable("float64 models are not certified yet (the checker's own arithmetic is float64, "
+                                 "so it cannot bound their rounding); compile with --dtype float32")
+        ob = obligations_of(model)
+        out["obligations_sha256"] = ob.digest()
+        if with_obligations:
+            out["obligations"] = ob.to_json()
+        out["layers"] = _run(model, ob)
+        out["readout"] = out["layers"].pop()["readout"]
+        out["certified"] = True
+    except NotCertifiable as e:
+        out.update(certified=False, supported=False, reason=str(e))
+    except CertificateFailure as e:
+        out.update(certified=False, supported=True, failure={"where": e.where, "detail": e.detail}, reason=str(e))
+    out["seconds"] = round(time.perf_counter() - start, 3)
+    return out
+
+
+def _mlp_writes(o: Compose | Lookup | Steps | Beside | None) -> set[str]:
+    """The subspaces an MLP obligation writes."""
+    if o is None:
+        return set()
+    if isinstance(o, Compose):
+        return {o.maps, o.fetched}
+    if isinstance(o, Beside):
+        return {n for part in o.parts for n in _mlp_writes(part)}
+    return set(_written(o.steps if isinstance(o, Steps) else (o,)))
+
+
+def _run(model, ob: Obligations) -> list[dict[str, Any]]:
+    m = _arrays(model)
+    if len(ob.layers) != len(m.blocks):
+        raise CertificateFailure("obligations", f"{len(ob.layers)} layers declared, the model has {len(m.blocks)}")
+    states, pos_class = _phases(m, *_embedding(m, ob))
+    composes = [o for layer in ob.layers for o in
+                ((layer.mlp,) if isinstance(layer.mlp, Compose) else layer.mlp.parts if isinstance(layer.mlp, Beside)
+                 else ()) if isinstance(o, Compose)]
+    closures = {o.maps: _closure(ob.embedding.codes[o.maps]) for o in composes if o.maps in ob.embedding.codes}
+    layers = []
+    later = {f.dst for layer in ob.layers for f in layer.fetches} | {n for layer in ob.layers
+                                                                      for n in _mlp_writes(layer.mlp)}
+    written = (set(ob.embedding.codes) - later) | {  # the token's own codes, and the position's
+        n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
+    for l, layer in enumerate(ob.layers):
+        report: dict[str, Any] = {"layer": l + 1}
+        states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
+        written |= {f.dst for f in layer.fetches} | _mlp_writes(layer.mlp)
+        if isinstance(layer.mlp, (Lookup, Steps)):
+            states = _lookup(m, l, layer.mlp, states, pos_class, report, ob.joint, written)
+        elif isinstance(layer.mlp, Compose):
+            states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
+        elif isinstance(layer.mlp, Beside):
+            states = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures)
+        elif m.blocks[l]["mlp"] is not None:
+            raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
+        states, pos_class = _merge(states, pos_class, m.phase)
+        report["classes"] = len(states)
+        report["radius"] = {name: float(max(st[name].radius.max() for st in states))
+                            for name in states[0] if " + " not in name}
+        layers.append(report)
+    final: dict[str, Any] = {}
+    _readout(m, ob, states, pos_class, final, written)
+    layers.append(final)
+    return layers
+
+
+# --- stored certificates ---------------------------------------------------------------------
+
+
+def certificate_summary(cert: dict[str, Any]) -> dict[str, Any]:
+    """The part of a certificate a checkpoint stores (``meta["verification"]["certificate"]``):
+    the verdict, what it is bound to (weights, obligations, max_len, dtype), the margins."""
+    keep = ("schema", "certified", "supported", "reason", "failure", "method", "max_len", "dtype", "paths",
+            "weights_sha256", "obligations_sha256", "readout")  # no timing: checkpoints stay deterministic
+    out = {k: cert[k] for k in keep if k in cert}
+    if "layers" in cert:
+        out["max_radius"] = max((max(layer["radius"].values(), default=0.0) for layer in cert["layers"]), default=0.0)
+        heads = [h for layer in cert["layers"] for h in layer.get("heads", [])]
+        out["max_leaked_mass"] = max((h["max_leaked_mass"] for h in heads), default=None)
+        out["min_score_gap"] = min((h["min_score_gap"] for h in heads if h["min_score_gap"] is not None), default=None)
+    return out
+
+
+def certificate_text(cert: dict[str, Any] | None) -> str:
+    """One line: certified (with the smallest readout margin and the time), or why not."""
+    if not isinstance(cert, dict):
+        return "not certified (no certificate)"
+    if cert.get("certified") is True:
+        margin = (cert.get("readout") or {}).get("min_margin")
+        took = f", {cert['seconds']} s" if isinstance(cert.get("seconds"), (int, float)) else ""
+        return (f"certified exact on every input up to max_len {cert.get('max_len')} ({cert.get('dtype')}, "
+                f"both attention paths; readout margin after error bounds {margin:.4g}{took})"
+                if isinstance(margin, (int, float)) else f"certified exact up to max_len {cert.get('max_len')}")
+    return f"not certified: {cert.get('reason')}"
+
+
+def recheck(model, stored: dict[str, Any], with_obligations: bool = False) -> dict[str, Any]:
+    """Re-run the checker on ``model`` and compare with a stored certificate: the same weights,
+    obligations, max_len and dtype, and a passing proof.  Returns the new certificate with
+    ``matches`` (bool) and ``mismatch`` (what differs, if anything)."""
+    new = certify(model, with_obligations)
+    differ = [k for k in ("weights_sha256", "obligations_sha256", "max_len", "dtype", "certified")
+              if stored.get(k) != new.get(k)]
+    new["matches"] = not differ and new.get("certified") is True
+    new["mismatch"] = differ
+    return new

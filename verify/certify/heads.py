@@ -1,0 +1,521 @@
+"""Attention heads under the checker: positional heads (every score S(t, s) with its rounding
+bound), most-recent-flag heads (Lemma 16, content-dependent), and averaging heads (Lemma 15's
+prefix sums); each rule bounds the leaked mass and the copied code's error for every input."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from constructions.obligations import Average, Fetch, Recent
+
+from .state import CertificateFailure, Code, NotCertifiable, State, _Model, _get, _merge, _put, gamma, quantum, snaps
+
+
+def _log2_quanta(values: np.ndarray) -> np.ndarray:
+    """Elementwise log2 of the largest power of two dividing each value (inf for 0)."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    out = np.full(v.shape, np.inf)
+    nz = (v != 0) & np.isfinite(v)
+    mant, exp = np.frexp(v[nz])
+    ints = (mant * 2.0**53).astype(np.int64)
+    out[nz] = np.log2((ints & -ints).astype(np.float64)) + exp - 53
+    return out
+
+
+def _abs_products(x: np.ndarray, W: np.ndarray, u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """x @ W in float64 and the rounding bound of the model's dot products: gamma_(n+1) times the
+    terms' magnitudes, or 0 where every term is a multiple of a power of two q and their
+    magnitudes sum below 2^p q (every product and partial sum is then representable)."""
+    # einsum, not BLAS: these products are small, and a threaded BLAS stalls on a busy machine
+    prod = np.einsum("td,de->te", x, W)
+    mag = np.einsum("td,de->te", np.abs(x), np.abs(W))
+    lx, lW = _log2_quanta(x), _log2_quanta(W)
+    low = np.full(prod.shape, np.inf)
+    for d in range(x.shape[1]):
+        low = np.minimum(low, lx[:, d : d + 1] + lW[d][None, :])
+    exact = mag < np.exp2(p + low)
+    return prod, np.where(exact, 0.0, gamma(np.count_nonzero(W, axis=0) + 1, u) * mag)
+
+
+@dataclass
+class _Scores:
+    """A positional head's scores as factors: S(t, s) = q_t . k_s, up to Rq_t . Rk_s (the rounding
+    of q, k and their product) except where the product is exact (:meth:`rows`)."""
+
+    q: np.ndarray
+    k: np.ndarray
+    Rq: np.ndarray
+    Rk: np.ndarray
+    q_exact: np.ndarray
+    k_exact: np.ndarray
+    p: int
+
+    def __post_init__(self) -> None:
+        self.lq, self.lk = _log2_quanta(self.q), _log2_quanta(self.k)
+        # a score can be exact only where every nonzero coordinate of q_t and of k_s is
+        self.q_clean = np.all(self.q_exact | (self.q == 0), axis=1)
+        self.k_clean = np.nonzero(np.all(self.k_exact | (self.k == 0), axis=1))[0]
+
+    def rows(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Centre and rounding bound of S(t, s) for the queries ``t`` and every key: 0 where q_t
+        and k_s are exact and every product and partial sum of q_t . k_s is representable."""
+        centre, spread = self.q[t] @ self.k.T, self.Rq[t] @ self.Rk.T
+        ti = np.nonzero(self.q_clean[t])[0]
+        si = self.k_clean
+        if not len(ti) or not len(si):
+            return centre, spread
+        q, k = self.q[t[ti]], self.k[si]
+        low = np.full((len(ti), len(si)), np.inf)
+        mag = np.zeros((len(ti), len(si)))
+        lq, lk = self.lq[t[ti]], self.lk[si]
+        for i in range(q.shape[1]):
+            a, b = q[:, i][:, None], k[:, i][None, :]
+            nz = (a != 0) & (b != 0)
+            low = np.minimum(low, np.where(nz, lq[:, i][:, None] + lk[:, i][None, :], np.inf))
+            mag += np.abs(a * b)
+        sub = spread[np.ix_(ti, si)]
+        spread[np.ix_(ti, si)] = np.where(mag < np.exp2(self.p + low), 0.0, sub)
+        return centre, spread
+
+
+def _score_factors(m: _Model, Wq: np.ndarray, Wk: np.ndarray, rows: list[int], cols: np.ndarray,
+                   Xq: np.ndarray, Xk: np.ndarray) -> _Scores:
+    """The scores of queries ``Xq`` against keys ``Xk`` (residual values on ``rows``) as
+    :class:`_Scores`, with the rounding of q, k and their product."""
+    q, eq = _abs_products(Xq, Wq[rows][:, cols], m.u, m.p)
+    k, ek = _abs_products(Xk, Wk[rows][:, cols], m.u, m.p)
+    g = gamma(len(cols) + 1, m.u)
+    # |S - q k| <= eq |k| + |q| ek + eq ek + g (|q| + eq)(|k| + ek) = A B^T + |q| ek^T
+    A, B = eq * (1 + g) + g * np.abs(q), np.abs(k) + ek
+    return _Scores(q, k, np.concatenate([A, np.abs(q)], axis=1), np.concatenate([B, ek], axis=1),
+                   eq == 0, ek == 0, m.p)
+
+
+def _reads(W: np.ndarray) -> set[int]:
+    """The residual dims a query or key map reads (its nonzero rows)."""
+    return set(np.nonzero(np.abs(W).sum(1))[0].tolist())
+
+
+def _positional_scores(m: _Model, l: int, h: int, name: str) -> _Scores:
+    """A positional head's scores (:class:`_Scores`).  NotCertifiable when the query or key reads
+    an input-dependent dim."""
+    b = m.blocks[l]
+    Wq, Wk = b["W_Q"][h], b["W_K"][h]
+    used = _reads(Wq) | _reads(Wk)
+    if not used <= m.fixed_dims:
+        raise NotCertifiable(f"layer {l + 1} head {name}: its query or key reads input-dependent dims "
+                             f"{sorted(used - m.fixed_dims)[:6]}; content-dependent heads are not certified yet")
+    cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
+    rows = sorted(used)
+    X = m.fixed[:, rows]
+    return _score_factors(m, Wq, Wk, rows, cols, X, X)
+
+
+def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Leaked-mass bound per query position of a positional head, checking that ``key[t]`` wins
+    every row by a positive gap after rounding (CertificateFailure otherwise)."""
+    sc = _positional_scores(m, l, h, name)
+    T = m.T
+    if np.any(key > np.arange(T + 1)) or np.any(key < 0):
+        raise CertificateFailure(f"layer {l + 1} head {name}", "an obligation's key lies after its query")
+    leak = np.zeros(T + 1)
+    gaps = np.full(T + 1, np.inf)
+    step = max(1, (1 << 21) // (T + 1))
+    s_all = np.arange(T + 1)
+    for lo in range(0, T + 1, step):
+        t = np.arange(lo, min(T + 1, lo + step))
+        centre, spread = sc.rows(t)
+        low = centre[np.arange(len(t)), key[t]] - spread[np.arange(len(t)), key[t]]  # the intended key's lowest
+        hi = centre + spread
+        hi[s_all[None, :] > t[:, None]] = -np.inf  # causal: keys after the query do not exist
+        hi[np.arange(len(t)), key[t]] = -np.inf  # the intended key itself
+        worst = low - hi.max(1)
+        bad = np.nonzero(worst <= 0)[0]
+        if len(bad):
+            i = bad[0]
+            s = int(np.argmax(hi[i]))
+            raise CertificateFailure(
+                f"layer {l + 1} head {name}",
+                f"at query position {int(t[i])} key {s} scores within the rounding bound of the intended key "
+                f"{int(key[t[i]])} (gap {float(worst[i]):.3g} after rounding)")
+        gaps[t] = worst
+        hi -= low[:, None]
+        leak[t] = np.exp(hi, out=hi).sum(1)
+    return leak, gaps
+
+
+def _flag_candidates(f: Recent, states: list[State], pos_class: np.ndarray,
+                     where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Code]]:
+    """Where a most-recent-flag head's key can be (Lemma 16): per position, whether its flag may be
+    1 (some code of its class has flag 1) and whether it surely is; per query t, which classes the key's class can be (those
+    with such a position at or after the last position <= t whose flag is surely 1: BOS's at
+    least), as an id ``sig[t]``; per id, what the copied code can be (the src codes that go with a
+    set flag in those classes, jointly where the state keeps flag and src together)."""
+    may = np.zeros(len(states), dtype=bool)
+    must = np.zeros(len(states), dtype=bool)
+    flagged: list[Code | None] = []
+    for c, st in enumerate(states):
+        pair = _get(st, f"{f.flag} + {f.src}")
+        rows = pair.combos()
+        flag = rows[:, 0]
+        if np.any((flag != 0) & (flag != 1)):
+            raise CertificateFailure(where, f"{f.flag} may hold {sorted(set(flag.tolist()) - {0.0, 1.0})[:3]}, not "
+                                     f"a flag (0 or 1)")
+        on = rows[flag == 1, 1:]
+        may[c], must[c] = len(on) > 0, bool(np.all(flag == 1))
+        flagged.append(Code.of(on, pair.radius[1:]) if len(on) else None)
+    if not must[pos_class[0]]:
+        raise CertificateFailure(where, f"BOS's {f.flag} is not surely 1, so a query may find no flagged key")
+    t_all = np.arange(len(pos_class))
+    may_pos, must_pos = may[pos_class], must[pos_class]
+    surely = np.maximum.accumulate(np.where(must_pos, t_all, 0))
+    latest = np.stack([np.maximum.accumulate(np.where((pos_class == c) & may_pos, t_all, -1))
+                       for c in range(len(states))], axis=1)
+    sets, sig = np.unique(latest >= surely[:, None], axis=0, return_inverse=True)
+    codes = []
+    for row in sets:
+        parts = [p for p in (flagged[c] for c in np.nonzero(row)[0]) if p is not None]
+        codes.append(Code.of(np.concatenate([p.combos() for p in parts]), np.max([p.radius for p in parts], axis=0)))
+    return may_pos, must_pos, sig.reshape(-1), codes
+
+
+def _flag_scores(m: _Model, l: int, h: int, flag: int, where: str) -> tuple[_Scores, _Scores, np.ndarray]:
+    """A most-recent-flag head's scores with every key's flag 0 and with it 1, and |W_K|'s row of
+    the flag (what the flag's error moves a score by, per unit of |q|).  The query must read
+    fixed dims only, the key fixed dims and the flag."""
+    b = m.blocks[l]
+    Wq, Wk = b["W_Q"][h], b["W_K"][h]
+    if not _reads(Wq) <= m.fixed_dims or not _reads(Wk) <= m.fixed_dims | {flag}:
+        extra = sorted((_reads(Wq) - m.fixed_dims) | (_reads(Wk) - m.fixed_dims - {flag}))
+        raise CertificateFailure(where, f"its query or key reads input-dependent dims {extra[:6]} besides the flag")
+    rows = sorted(_reads(Wq) | _reads(Wk) | {flag})
+    cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
+    X = m.fixed[:, rows]
+    X1 = X.copy()
+    X1[:, rows.index(flag)] = 1.0
+    return (_score_factors(m, Wq, Wk, rows, cols, X, X), _score_factors(m, Wq, Wk, rows, cols, X, X1),
+            np.abs(Wk[flag, cols]))
+
+
+def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
+                    pos_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Code]]:
+    """Leaked-mass bound per query position of a most-recent-flag head, over every input.
+
+    For a query t and a key s* that can be the most recent flagged position (its flag may be 1,
+    and no position in (s*, t] surely has flag 1), every input that makes s* the key has flag 0
+    on (s*, t] and any flag before s*.  So the weight off s* is at most
+    sum_{s < s*} e^(hi_any(s) - lo_1(s*)) + sum_{s* < s <= t} e^(hi_0(s) - lo_1(s*)), with hi/lo
+    the score bounds for flag 0, 1 or either (rounding and the flag's error included); the bound
+    at t is the largest over its possible keys.  Sums run in log space (no overflow at large
+    scores); ``slack`` covers the checker's own float64 rounding.  Returns the leak and smallest
+    score gap per t, the key's candidate set id per t, and the copied codes per id."""
+    where = f"layer {l + 1} head {f.head}"
+    flag = m.dims(f.flag)
+    if len(flag) != 1:
+        raise CertificateFailure(where, f"the flag {f.flag} is not one dim")
+    may_pos, must_pos, sig, codes = _flag_candidates(f, states, pos_class, where)
+    sc0, sc1, wflag = _flag_scores(m, l, h, flag[0], where)
+    r_flag = max(float(_get(st, f.flag).radius[0]) for st in states)
+    g = float(gamma(len(wflag) + 1, m.u))
+    T = m.T
+    s_all = np.arange(T + 1)
+    surely = np.maximum.accumulate(np.where(must_pos, s_all, 0))
+    leak = np.zeros(T + 1)
+    gaps = np.full(T + 1, np.inf)
+    step = max(1, (1 << 21) // (T + 1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for lo in range(0, T + 1, step):
+            t = np.arange(lo, min(T + 1, lo + step))
+            (c0, e0), (c1, e1) = sc0.rows(t), sc1.rows(t)
+            extra = (r_flag * (1 + 4 * g)) * (np.abs(sc1.q[t]) @ wflag)[:, None]
+            hi0, hi1, lo1 = c0 + e0 + extra, c1 + e1 + extra, c1 - e1 - extra
+            future = s_all[None, :] > t[:, None]
+            prior = np.where(must_pos, hi1, np.where(may_pos, np.maximum(hi0, hi1), hi0))
+            prior[future] = -np.inf
+            after = np.where(future, -np.inf, hi0)
+            none = np.full((len(t), 1), -np.inf)
+            before = np.concatenate([none, np.logaddexp.accumulate(prior, axis=1)[:, :-1]], axis=1)
+            later = np.concatenate([np.logaddexp.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
+            ok = ~future & may_pos[None, :] & (s_all[None, :] >= surely[t][:, None])
+            log_leak = np.where(ok, np.logaddexp(before, later) - lo1, -np.inf)
+            top = np.abs(np.where(np.isfinite(hi0), hi0, 0)).max() + np.abs(np.where(np.isfinite(hi1), hi1, 0)).max()
+            slack = math.exp(4 * (T + 2) * 2.0**-52 * (1 + top)) * (1 + 2.0**-50)
+            leak[t] = np.exp(log_leak.max(1)) * slack
+            best_before = np.concatenate([none, np.maximum.accumulate(prior, axis=1)[:, :-1]], axis=1)
+            best_later = np.concatenate([np.maximum.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
+            gap = np.where(ok, lo1 - np.maximum(best_before, best_later), np.inf)
+            gaps[t] = gap.min(1)
+            bad = np.argwhere(gap <= 0)
+            if len(bad):
+                i, key = (int(v) for v in bad[0])
+                rival = np.concatenate([prior[i, :key], [-np.inf], after[i, key + 1 :]])
+                raise CertificateFailure(where, f"at query position {int(t[i])}, when {key} is the most recent "
+                                         f"flagged position, key {int(np.argmax(rival))} may score as high (gap "
+                                         f"{float(gap[i, key]):.3g} after rounding and the flag's error)")
+    return leak, gaps, sig, codes
+
+
+def _copy_map(m: _Model, l: int, h: int, head: str, src_name: str, dst_name: str, scale: float = 1.0) -> float:
+    """The head must copy ``src`` into ``dst`` (times ``scale``) and nothing else: W_V has one entry
+    per value dim, all equal to the stored ``scale`` (the dtype's nearest value), W_O one 1 per
+    value dim, and W_V W_O maps each src dim to its dst dim.  Returns the stored scale (so the
+    copy of a code is exact in floating point when it is 1, or a power of two)."""
+    b = m.blocks[l]
+    src, dst = m.dims(src_name), m.dims(dst_name)
+    if len(src) != len(dst):
+        raise CertificateFailure(f"layer {l + 1} head {head}", f"{src_name} and {dst_name} differ in width")
+    WV, WO = b["W_V"][h], b["W_O"][h]
+    stored = float(np.asarray(scale, dtype=m.model.W_E.detach().cpu().numpy().dtype))
+    if (np.count_nonzero(WV, axis=0) > 1).any() or (np.count_nonzero(WO, axis=1) > 1).any() or \
+            np.any((WV != 0) & (WV != stored)) or np.any((WO != 0) & (WO != 1)):
+        raise CertificateFailure(f"layer {l + 1} head {head}", f"a copying head's W_V must hold only 0 and "
+                                 f"{stored:g}, and W_O only 0 and 1, one entry per value dim (so the copy itself "
+                                 f"is exact in floating point)")
+    VO = WV @ WO
+    want = np.zeros_like(VO)
+    want[src, dst] = stored
+    if not np.array_equal(VO, want):
+        i, j = np.argwhere(VO != want)[0]
+        raise CertificateFailure(f"layer {l + 1} head {head}",
+                                 f"does not copy {src_name} into {dst_name}: W_V W_O[{i}, {j}] = {VO[i, j]:.6g}, "
+                                 f"not {want[i, j]:g}")
+    return stored
+
+
+def _average_pattern(m: _Model, l: int, h: int, first: int, last: int, mass: int,
+                     name: str) -> tuple[np.ndarray, ...]:
+    """Bounds on a positional averaging head's weights (Lemma 15), per query position t:
+
+    ``dev``: sum over its declared keys (first..min(last, t)) of |p(t, s) - 1/mass| plus the
+    weight on every other real key; ``leak``: that other weight alone; ``mag``: the weight on
+    all real keys; ``p0``: BOS's weight; ``reach``: the largest |score - row maximum| of BOS and
+    the declared keys (what the exponent's rounding scales with).  Every p(t, s) lies in
+    [e^lo_s / (e^lo_s + sum_{s' != s} e^hi_s'), e^hi_s / (e^hi_s + sum_{s' != s} e^lo_s')] for the
+    scores' rounding intervals [lo, hi] (softmax is increasing in its own score and decreasing in
+    the others).  Keys whose key-side features agree (and that are declared alike) score alike
+    for every query, so they are counted, not enumerated: O(T x kinds of keys), not O(T^2)."""
+    sc = _positional_scores(m, l, h, name)
+    T = m.T
+    s_all = np.arange(T + 1)
+    mine_s = (s_all >= first) & (s_all <= last) & (s_all >= 1)
+    feats = np.concatenate([sc.k, sc.Rk, sc.k_exact, mine_s[:, None], (s_all == 0)[:, None]], axis=1)
+    kinds, inverse = np.unique(feats, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    reps = np.array([int(np.argmax(inverse == g)) for g in range(len(kinds))])
+    positions = [np.nonzero(inverse == g)[0] for g in range(len(kinds))]
+    rep = _Scores(sc.q, sc.k[reps], sc.Rq, sc.Rk[reps], sc.q_exact, sc.k_exact[reps], sc.p)
+    mine, bos = mine_s[reps], reps == 0
+    real = ~bos
+    w = 1.0 / mass
+    dev, leak, mag, p0, reach = (np.zeros(T + 1) for _ in range(5))
+    step = max(1, (1 << 21) // len(reps))
+    for lo in range(0, T + 1, step):
+        t = np.arange(lo, min(T + 1, lo + step))
+        count = np.stack([np.searchsorted(pos, t, side="right") for pos in positions], axis=1).astype(np.float64)
+        centre, spread = rep.rows(t)
+        there = count > 0
+        hi = np.where(there, centre + spread, -np.inf)
+        low = np.where(there, centre - spread, -np.inf)
+        top = hi.max(1, keepdims=True)
+        e_hi, e_lo = np.exp(hi - top), np.exp(low - top)
+        rest_lo = np.maximum((count * e_lo).sum(1, keepdims=True) - e_lo, 0.0)
+        rest_hi = (count * e_hi).sum(1, keepdims=True) - e_hi
+        p_hi = np.where(there, e_hi / (e_hi + rest_lo), 0.0)
+        p_lo = np.where(there, e_lo / (e_lo + rest_hi), 0.0)
+        other = (count * np.where(real & ~mine, p_hi, 0.0)).sum(1)
+        dev[t] = (count * np.where(mine, np.maximum(p_hi - w, w - p_lo), 0.0)).sum(1) + other
+        leak[t], mag[t] = other, (count * np.where(real, p_hi, 0.0)).sum(1)
+        p0[t] = p_hi[:, bos].sum(1)
+        reach[t] = np.where(there & (mine | bos), np.abs(low - top), 0.0).max(1)
+    slack = 1e-12 + (s_all + 2) * 2.0**-50  # the checker's own float64 sums
+    return (dev * (1 + 1e-12) + slack, leak + slack, mag * (1 + 1e-12) + slack, np.minimum(1.0, p0 + slack),
+            reach)
+
+
+def _average(m: _Model, l: int, f: Average, index: dict[str, int], states: list[State], pos_class: np.ndarray,
+             report: dict[str, Any]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """An :class:`Average` obligation: the codes ``dst`` may hold after BOS (per dim, every
+    multiple of the src codes' common step times scale / mass that T of them can sum to), its
+    error bound at every position [T + 1, dims] and the largest code per dim.
+
+    Per head: the declared output is scale/mass times the sum of src over its keys; the real one
+    moves by at most scale (vmax dev + r_src mag + r_bos p0) (values within r of their codes),
+    plus rounding.  Rounding of a sum in any order: each addition errs by at most u times its
+    result and at most the smaller operand (round to nearest), so with B terms that matter (BOS and
+    the declared keys) and the others tiny, the error is at most (B - 1) u sum|terms| plus
+    (1 + n u) sum|tiny terms| -- merges of two parts holding a big term number B - 1, every other
+    merge errs by at most its tiny part.  So each weight carries a relative error of
+    (B + 17) u + leak (1 + n u) + u reach (the normaliser, the division, exp and an online
+    softmax's rescalings within 16 ulps, the exponent's rounding), and the weighted sum adds
+    (B - 1) u sum|p v| + (1 + n u) leak vmax; the heads' outputs add through W_O."""
+    T = m.T
+    u = m.u
+    where = f"layer {l + 1} heads {', '.join(f.heads)}"
+    bos = _get(states[pos_class[0]], f.src)
+    if bos.size() != 1 or np.any(bos.combos() != 0):
+        raise CertificateFailure(where, f"BOS's {f.src} is not 0, so the weight BOS absorbs is not neutral")
+    dims = len(m.dims(f.src))
+    body = [_get(states[c], f.src) for c in sorted(set(pos_class[1:].tolist()))] or [bos]
+    codes = [np.unique(np.concatenate([c.per_dim[i] for c in body])) for i in range(dims)]
+    if any(np.any(np.round(v) != v) for v in codes):
+        raise NotCertifiable(f"{where}: averages of non-integer codes are not certified yet")
+    vmax = np.array([np.abs(v).max() for v in codes])
+    r_src = np.max([c.radius for c in body], axis=0)
+    t = np.arange(T + 1)
+    W_O = m.blocks[l]["W_O"]
+    err, size = np.zeros((T + 1, dims)), np.zeros((T + 1, dims))
+    for h, first, last in zip(f.heads, f.first, f.last):
+        stored = _copy_map(m, l, index[h], h, f.src, f.dst, f.scale)
+        dev, leak, mag, p0, reach = _average_pattern(m, l, index[h], first, last, f.mass, h)
+        keys = np.clip(np.minimum(t, last) - first + 1, 0, None)
+        z = abs(stored) * ((vmax + r_src)[None] * mag[:, None] + bos.radius[None] * p0[:, None])
+        e = abs(stored) * (vmax[None] * dev[:, None] + r_src[None] * mag[:, None] + bos.radius[None] * p0[:, None])
+        e += abs(stored - f.scale) * vmax[None] * (keys / f.mass)[:, None]  # the stored scale's rounding
+        tiny = (1 + (t + 1) * u) * leak
+        rho = (keys + 18) * u + tiny + u * reach
+        e += (rho + keys * u)[:, None] * z + (abs(stored) * tiny)[:, None] * (vmax + r_src)[None]
+        e += gamma(2, u) * z  # the values' own product
+        err, size = err + e, size + z + e
+        report.setdefault("heads", []).append({"name": h, "min_score_gap": None, "max_leaked_mass": float(leak.max()),
+                                               "max_weight_deviation": float(dev.max())})
+    per_out = np.count_nonzero(W_O.reshape(-1, W_O.shape[-1]), axis=0)[m.dims(f.dst)]
+    err = err + gamma(per_out + 1, u)[None] * size  # z @ W_O: the heads' outputs add
+    grid = []
+    for v in codes:
+        nz = np.abs(v[v != 0]).astype(np.int64)
+        step = int(np.gcd.reduce(nz)) if len(nz) else 1
+        lo, hi = T * min(0, int(v.min())), T * max(0, int(v.max()))
+        grid.append(np.arange(lo, hi + step, step, dtype=np.float64) * f.scale / f.mass)
+    top = np.array([np.abs(g).max() for g in grid])
+    return grid, err, top
+
+
+def _covers_own_position(f: Average, T: int) -> bool:
+    """Whether every position t >= 1 is one of the heads' declared keys (its own term is in its sum)."""
+    cover = np.zeros(T + 1, dtype=np.int64)
+    for first, last in zip(f.first, f.last):
+        cover[max(1, first) : last + 1] += 1
+    return bool(np.all(cover[1:] == 1))
+
+
+def _relate(st: State, f: Average, own: State, T: int) -> None:
+    """Record, per part of ``dst``, that mass/scale times it less the matching part of ``src`` is
+    the sum of at most T - 1 other src codes (each part's dims in order)."""
+    dst_parts, src_parts = f.dst.split(" + "), f.src.split(" + ")
+    if len(dst_parts) != len(src_parts):
+        return
+    for d, s_ in zip(dst_parts, src_parts):
+        if d not in st or s_ not in own or len(st[d].per_dim) != len(own[s_].per_dim):
+            continue
+        lo = np.array([(T - 1) * min(0.0, float(v.min())) for v in own[s_].per_dim])
+        hi = np.array([(T - 1) * max(0.0, float(v.max())) for v in own[s_].per_dim])
+        st[d] = replace(st[d], sum_of=(s_, f.mass / f.scale, lo, hi))
+
+
+def _feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[int]) -> np.ndarray:
+    """Rows of enumerated codes that satisfy every relation among them (:attr:`Code.sum_of`)."""
+    ok = np.ones(len(X), dtype=bool)
+    at = np.cumsum([0] + widths)
+    for i, c in enumerate(sets):
+        if c.sum_of is None or c.sum_of[0] not in names:
+            continue
+        j = names.index(c.sum_of[0])
+        if widths[i] != widths[j]:
+            continue
+        diff = c.sum_of[1] * X[:, at[i] : at[i + 1]] - X[:, at[j] : at[j + 1]]
+        ok &= np.all((diff >= c.sum_of[2] - 1e-6) & (diff <= c.sum_of[3] + 1e-6), axis=1)
+    return ok
+
+
+def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], states: list[State],
+           pos_class: np.ndarray, report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
+    """Apply layer l's heads: new classes by (own class, each copying head's key class -- or, for
+    a most-recent-flag head, the set of classes its key can be in), copied codes, averaged codes,
+    radii."""
+    layout = m.blocks[l]["layout"]["heads"]
+    index = {hd["name"]: hd["index"] for hd in layout}
+    copies = [f for f in fetches if isinstance(f, (Fetch, Recent))]
+    averages = [f for f in fetches if isinstance(f, Average)]
+    declared = {f.head for f in copies} | {h for a in averages for h in a.heads}
+    if set(index) != declared:
+        raise CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ declared)} have no obligation "
+                                 f"or are not in the model")
+    dsts = [d for f in fetches for d in m.dims(f.dst)]
+    if len(set(dsts)) != len(dsts):
+        raise CertificateFailure(f"layer {l + 1}", "two heads' obligations write the same dims")
+    W_O = m.blocks[l]["W_O"]
+    written = set(np.nonzero(np.abs(W_O).sum((0, 1)))[0].tolist())
+    dst_dims = {d for f in fetches for d in m.dims(f.dst)}
+    if not written <= dst_dims:
+        raise CertificateFailure(f"layer {l + 1} attention", f"writes dims {sorted(written - dst_dims)[:6]} no "
+                                 f"obligation declares")
+    n_heads, d_head = W_O.shape[0], W_O.shape[1]
+    T = m.T
+    per_fetch = []
+    for f in copies:
+        h = index[f.head]
+        _copy_map(m, l, h, f.head, f.src, f.dst)
+        src = [_get(st, f.src) for st in states]
+        if isinstance(f, Fetch):
+            key = np.asarray(f.key, dtype=np.int64)
+            leak, gaps = _head_pattern(m, l, h, key, f.head)
+            sig, codes = pos_class[key], src
+        else:
+            leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
+        lo = np.min([c.combos().min(0) - c.radius for c in src], axis=0)
+        hi = np.max([c.combos().max(0) + c.radius for c in src], axis=0)
+        vmax = np.maximum(np.abs(lo), np.abs(hi))
+        r_key = np.stack([codes[c].radius for c in sig])  # [T+1, dims]
+        t = np.arange(T + 1)
+        attn = (leak[:, None] * (hi - lo)[None] + gamma(4 * (t + 1) + 16, m.u)[:, None] * vmax[None]
+                + gamma(2, m.u) * vmax[None])  # values' own product (one nonzero term) rounding
+        out = r_key + attn
+        out = out + gamma(n_heads * d_head + 1, m.u) * (vmax[None] + out)  # z @ W_O
+        # snapping: when the other keys' weights sum below u/2 the intended key's weight is
+        # exactly 1 (exp(0) = 1, and 1 + what leaks rounds to 1), so the copy is the key's code
+        # plus at most twice the leaked weight times the values, a sum that snaps (see snaps)
+        exact_weight = 2 * leak < 2.0**-m.p
+        noise = (r_key + 2 * leak[:, None] * vmax[None]) * ((1 + m.u) ** (t + 4))[:, None]
+        delta = min(quantum(c.combos()) for c in src)
+        noisy = np.where(exact_weight[:, None], noise, np.inf)
+        per_fetch.append((f, sig, codes, out, vmax, noisy, delta))
+        report.setdefault("heads", []).append({
+            "name": f.head, "min_score_gap": float(gaps[1:].min()) if T else None,
+            "max_leaked_mass": float(leak.max()), "max_copy_error": float(np.minimum(out, noisy).max())})
+    averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in averages]
+    sig_all = np.stack([pos_class] + [sig for _, sig, *_ in per_fetch], axis=1)
+    groups, inverse = np.unique(sig_all, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    new_states: list[State] = []
+    for gi, row in enumerate(groups):
+        members = inverse == gi
+        own = states[row[0]]
+        st = {n: replace(c, per_dim=list(c.per_dim), radius=c.radius.copy()) for n, c in own.items()}
+        for (f, _, codes, out, vmax, noisy, delta), kc in zip(per_fetch, row[1:]):
+            old = _get(own, f.dst)
+            if old.size() != 1 or np.any(old.combos() != 0):
+                raise CertificateFailure(f"layer {l + 1} head {f.head}", f"{f.dst} is not 0 before the head copies "
+                                         f"into it")
+            fetched = codes[kc]
+            general = old.radius + out[members]
+            general = general + np.minimum(m.u * (vmax + general), old.radius)  # the residual addition
+            snapped = (old.radius + noisy[members]) * (1 + m.u) ** 2
+            exact = snaps(snapped, vmax + snapped, delta, m.p)
+            r = np.where(exact, np.minimum(snapped, general), general).max(0)
+            _put(st, f.dst, Code(list(fetched.per_dim), fetched.joint, r))
+        for a, grid, err, top in averaged:
+            old = _get(own, a.dst)
+            if old.size() != 1 or np.any(old.combos() != 0):
+                raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} is not 0 before the "
+                                         f"heads write into it")
+            e = err[members].max(0)
+            r = old.radius + e + np.minimum(m.u * (top + e), old.radius)
+            _put(st, a.dst, Code.of(np.zeros((1, len(grid))), r) if row[0] == 0 else Code(grid, None, r))
+            if row[0] != 0 and _covers_own_position(a, m.T):
+                _relate(st, a, own, m.T)
+        new_states.append(st)
+    return _merge(new_states, inverse, m.phase)

@@ -1,0 +1,519 @@
+"""MLPs that run lookups and steps (:class:`~constructions.obligations.Lookup`, ``Modular``,
+``Round``, ``Steps``): evaluated on every combination of the codes they read, with affine error
+bounds, part by part when the combinations are many."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Callable
+
+import numpy as np
+
+from constructions.obligations import Joint, Lookup, Modular, Round, Steps
+
+from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, _Model,
+                    _first_positions, _get, _half_gaps, _product_rows, _put, gamma)
+from .heads import _feasible
+
+
+def _mlp_weights(m: _Model, l: int, name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    b = m.blocks[l]
+    lay = b["layout"]["mlp"]
+    if b["mlp"] is None or lay is None:
+        raise CertificateFailure(f"layer {l + 1}", f"has no MLP, but the obligations name {name!r}")
+    if lay["name"] != name:
+        raise NotCertifiable(f"layer {l + 1} MLP {lay['name']!r}: the obligations describe {name!r} "
+                             f"(a readout fused into the last MLP is not certified yet)")
+    return b["mlp"]
+
+
+def _check_io(m: _Model, l: int, name: str, weights: list[np.ndarray], biases: list[np.ndarray],
+              reads: list[int], writes: list[int], const: set[int]) -> None:
+    """The MLP reads only ``reads`` (and constant fixed dims) and writes only ``writes``."""
+    used = set(np.nonzero(np.abs(weights[0]).sum(1))[0].tolist())
+    extra = used - set(reads) - const
+    if extra:
+        raise CertificateFailure(f"layer {l + 1} MLP {name}", f"reads dims {sorted(extra)[:6]} its obligation "
+                                 f"does not declare (or positional dims, not certified yet)")
+    out = set(np.nonzero(np.abs(weights[-1]).sum(0) + np.abs(biases[-1]))[0].tolist())
+    extra = out - set(writes)
+    if extra:
+        raise CertificateFailure(f"layer {l + 1} MLP {name}", f"writes dims {sorted(extra)[:6]} its obligation "
+                                 f"does not declare")
+
+
+PHASES = 64
+"""Most distinct values of the positional dims MLPs read that split the positions into classes."""
+
+
+def _phases(m: _Model, states: list[State], pos_class: np.ndarray) -> tuple[list[State], np.ndarray]:
+    """Split the positions after BOS by the values of the fixed dims some MLP reads that vary with
+    the position (a phase t mod p): within a class they are then constants the MLP checks use.
+    Left as they are beyond :data:`PHASES` values (such an MLP is then refused: it reads
+    positional dims)."""
+    read = set()
+    for b in m.blocks:
+        if b["mlp"] is not None:
+            read |= set(np.nonzero(np.abs(b["mlp"][0][0]).sum(1))[0].tolist())
+    dims = sorted(d for d in read & m.fixed_dims if np.any(m.fixed[1:, d] != m.fixed[1:2, d]))
+    if not dims or m.T == 0:
+        return states, pos_class
+    values, phase = np.unique(m.fixed[1:, dims], axis=0, return_inverse=True)
+    if len(values) > PHASES:
+        return states, pos_class
+    m.phase = np.concatenate([[0], 1 + phase.reshape(-1)])
+    split = [states[0]] + [{n: replace(c, per_dim=list(c.per_dim), radius=c.radius.copy()) for n, c in states[1].items()}
+                           for _ in values]
+    return split, m.phase.copy()
+
+
+def _class_fixed(m: _Model, pos_class: np.ndarray, n: int) -> tuple[set[int], np.ndarray]:
+    """Fixed dims constant over the positions of every class, and each class's values there."""
+    first = _first_positions(pos_class, n)
+    same = np.all(m.fixed == m.fixed[first[pos_class]], axis=0)
+    return {d for d in m.fixed_dims if same[d]}, m.fixed[first]
+
+
+def _affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
+            u: float, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
+
+    Returns the clean output [N, k], its coefficients on the input errors [N, k, n] (exact while
+    every unit's sign is fixed) and an independent error bound [N, k] (rounding, and the whole
+    possible deviation of units whose sign the error could flip).
+
+    Exact integers: a unit whose inputs are exactly known integers, whose weights and bias are
+    integers and whose terms' magnitudes sum below 2^p computes its integer exactly (every
+    partial sum is representable), so it adds no rounding, and a ReLU at its kink (0 exactly)
+    flips nothing; a unit surely off is exactly 0 whatever its inputs' errors -- so the step
+    units and one-hots of a lookup are exact once the steps before them have saturated.  With
+    one noisy term among such integers, the partial sums that hold it are that term plus an
+    integer: adding an integer is exact unless the sum reaches a binade it never reached, which
+    rounds it to that binade's grid (half an ulp, and the grid only coarsens), so in any order
+    the sum errs by at most one ulp of its largest partial sum, 2 u sum|terms|, and the noisy
+    product by u |term|: 4 u sum|terms| in all, whatever the number of terms."""
+    h = x
+    A = np.broadcast_to(np.eye(x.shape[1]), (x.shape[0], x.shape[1], x.shape[1]))
+    nu = np.zeros_like(x)
+    exact = (r[None, :] == 0) & (np.round(x) == x)
+    for i, (W, b) in enumerate(zip(weights, biases)):
+        z = h @ W + b
+        Az = np.einsum("Nhn,hk->Nkn", A, W)
+        mag = np.abs(h) + np.abs(A) @ r + nu
+        size = mag @ np.abs(W) + np.abs(b)
+        integral = np.all(np.round(W) == W, axis=0) & (np.round(b) == b) & (size < 2.0**p)
+        inexact_terms = (~exact).astype(np.float64) @ (W != 0).astype(np.float64)
+        one = (inexact_terms == 1) & integral  # one noisy term among integers: 4 u, not gamma_n
+        rounding = np.where(one, 4 * u, gamma(np.count_nonzero(W, axis=0) + 1, u)[None]) * size
+        exact = (inexact_terms == 0) & integral
+        nz = np.where(exact, 0.0, nu @ np.abs(W) + rounding)
+        if i == len(weights) - 1:
+            return z, Az, nz
+        err = np.abs(Az) @ r + nz
+        on = z > 0
+        flip = (err >= np.abs(z)) & ~exact
+        eta = np.where(flip, np.maximum(0.0, err - np.abs(z)), 0.0)
+        exact = exact | (~on & ~flip)  # a unit surely off is exactly 0
+        h = np.maximum(z, 0.0)
+        A = Az * on[:, :, None]
+        nu = nz * on + eta
+    raise AssertionError("unreachable")
+
+
+def _declared(steps: tuple[Lookup | Modular | Round, ...], values: dict[str, np.ndarray], where: str) -> None:
+    """Run the declared steps on every row of ``values`` (name -> [N, dims] codes), in place: each
+    step reads what the earlier ones left (CertificateFailure on a key a table lacks).  A
+    :class:`Round` leaves in its src what the MLP must write there: minus the code, clearing it."""
+    for st in steps:
+        if isinstance(st, Round):
+            x = values[st.src]
+            if np.any(np.round(x) != x):
+                raise CertificateFailure(f"{where} {st.name}", f"{st.src} holds a code that is not an integer")
+            values[st.dst], values[st.src] = x.copy(), -x
+        elif isinstance(st, Lookup):
+            K = np.concatenate([values[r] for r in st.reads], axis=1) if st.reads else np.zeros((len(
+                next(iter(values.values()))), 0))
+            if np.any(np.round(K) != K):
+                raise CertificateFailure(f"{where} {st.mlp}", "reads a code that is not an integer")
+            keys, inverse = np.unique(K, axis=0, return_inverse=True)
+            rows = []
+            for key in keys:
+                k = tuple(int(v) for v in key)
+                if k not in st.table and st.default is None:
+                    raise CertificateFailure(f"{where} {st.mlp}",
+                                             f"the code combination {k} reaches the lookup but is not in its table")
+                rows.append(np.asarray(st.table.get(k, st.default), dtype=np.float64).reshape(-1))
+            values[st.out] = np.stack(rows)[inverse.reshape(-1)]
+        else:
+            x = st.scale * values[st.reads][:, 0] + st.shift
+            X = np.round(x)
+            if np.any(np.abs(x - X) > 1e-6):
+                raise CertificateFailure(f"{where} {st.name}", f"{st.reads} times {st.scale:g} is not an integer")
+            table = np.asarray(st.table, dtype=np.float64).reshape(len(st.table), -1)
+            p = len(table)
+            values[st.out] = table[np.mod(X, p).astype(np.int64)]
+            if st.minus is not None and st.minus_out is not None:
+                D = values[st.minus][:, 0]
+                if np.any(np.round(D) != D):
+                    raise CertificateFailure(f"{where} {st.name}", f"{st.minus} is not an integer")
+                values[st.minus_out] = table[np.mod(X - D, p).astype(np.int64)]
+
+
+def _jointly(m: _Model, joint: tuple[Joint, ...], values: dict[str, np.ndarray], written: set[str] | frozenset[str],
+             n: int) -> np.ndarray:
+    """Rows of declared ``values`` the program can hold together (:class:`Joint`): for each claim,
+    the codes of its names written by now must be a projection of one of its rows."""
+    ok = np.ones(n, dtype=bool)
+    for j in joint:
+        at = np.cumsum([0] + [len(m.dims(name)) for name in j.names])
+        idx = [i for i, name in enumerate(j.names) if name in values and name in written]
+        if not idx:
+            continue
+        cols = [c for i in idx for c in range(at[i], at[i + 1])]
+        allowed = np.unique(np.asarray(j.rows, dtype=np.float64)[:, cols], axis=0)
+        have = np.concatenate([values[j.names[i]] for i in idx], axis=1)
+        both = np.concatenate([allowed, have])
+        _, inverse = np.unique(both, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        ok &= np.isin(inverse[len(allowed):], inverse[: len(allowed)])
+    return ok
+
+
+def _decodable(steps: tuple[Lookup | Modular | Round, ...], states: list[State], where: str) -> None:
+    """A decode's X = scale x + shift must be within 1/2 of its integer for any network to tell
+    consecutive integers apart (they have different residues): refuse at once, with the bound,
+    when the error x carries into the MLP already reaches that (rather than after enumerating)."""
+    for st in steps:
+        if isinstance(st, Modular) and len(st.table) > 1:
+            r = max((float(_get(s_, st.reads).radius.max()) for s_ in states if st.reads in s_), default=0.0)
+            if abs(st.scale) * r >= 0.5:
+                raise CertificateFailure(f"{where} {st.name}", f"{st.reads} may be off by {r:.3g}, so X = "
+                                         f"{st.scale:g} x may be off by {abs(st.scale) * r:.3g} >= 1/2: its integer "
+                                         f"(a count mod {len(st.table)}) is not determined")
+
+
+def _written(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
+    """The subspaces the steps write, each once, in order."""
+    return list(dict.fromkeys(n for st in steps for n in _step_io(st)[1]))
+
+
+def _read(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
+    """The subspaces the steps read, each once, in order."""
+    return list(dict.fromkeys(n for st in steps for n in _step_io(st)[0]))
+
+
+Keep = Callable[[dict[str, np.ndarray], int], np.ndarray]
+"""Which rows of declared values (name -> [N, dims]) the program can produce (:func:`_jointly`)."""
+
+SPLIT_ABOVE = 20_000
+"""Code combinations above which an MLP is checked group by group (:func:`_split`)."""
+
+
+def _step_io(st: Lookup | Modular | Round) -> tuple[list[str], list[str]]:
+    """A step's reads and writes (a :class:`Round` writes its src too: it clears it)."""
+    if isinstance(st, Round):
+        return [st.src], [st.dst, st.src]
+    if isinstance(st, Lookup):
+        return list(st.reads), [st.out]
+    return [n for n in (st.reads, st.minus) if n], [n for n in (st.out, st.minus_out) if n]
+
+
+class _Partition:
+    """Disjoint sets of 0..n-1 (union-find with path halving): which units an MLP joins."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
+            cut: int) -> list[tuple[set[int], list[np.ndarray]]]:
+    """The independent parts of an MLP's first ``cut`` + 1 hidden layers: hidden units joined by a
+    nonzero weight, or reading a common input, are one group.  Returns, per group that reaches
+    hidden layer ``cut``, the inputs it reads and its units in each layer 0..cut."""
+    sizes = [W0.shape[1]] + [W.shape[1] for W in Ws[1 : cut + 1]]
+    base = np.cumsum([0] + sizes)
+    n_inputs = 1 + max((i for i in row_input if i is not None), default=-1)
+    sets = _Partition(base[-1] + n_inputs)
+    find, union = sets.find, sets.union
+    for d, k in zip(*np.nonzero(W0)):
+        if row_input[d] is not None:
+            union(int(k), int(base[-1] + row_input[d]))
+    for j in range(1, cut + 1):
+        for a_, b_ in zip(*np.nonzero(Ws[j])):
+            union(int(base[j - 1] + a_), int(base[j] + b_))
+    roots = sorted({find(int(base[cut] + k)) for k in range(sizes[cut])})
+    out = []
+    for root in roots:
+        units = [np.array([k for k in range(sizes[j]) if find(int(base[j] + k)) == root], dtype=np.int64)
+                 for j in range(cut + 1)]
+        reads = {i for i in range(n_inputs) if find(int(base[-1] + i)) == root}
+        out.append((reads, units))
+    return out
+
+
+def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+           widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
+           out: list[int], where: str, keep: Keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]] | None:
+    """An MLP checked in two stages, or None when it has no independent parts.
+
+    Stage A: the first hidden layers fall into independent groups (:func:`_groups`; a counter's
+    decode, a carried code); each group's inputs are enumerated alone, with affine error forms,
+    and the declared steps that read only its inputs run with it.  What the rest of the MLP can
+    see of a group is its *signature*: the declared values it hands on (the subspaces later steps
+    read or the MLP writes).  Its contribution to the next layer, for each signature, is the hull
+    over every input combination with that signature.  Stage B: every combination of the groups'
+    signatures, the next layer's pre-activation the sum of the contributions' intervals, then the
+    remaining layers with affine error forms; the declared result comes from the signatures.  Sound
+    because each input combination of a group lies in its signature's hull, and every combination
+    of signatures is checked.  Returns (rows describing each stage-B combination, the declared
+    outputs, the network's outputs, their error bounds, and the signature names)."""
+    row_input: list[int | None] = [i for i, w in enumerate(widths) for _ in range(w)] + [None] * len(const_vals)
+    H = len(Ws) - 1
+    best = None
+    for cut in range(H - 1, -1, -1):  # the cut whose signatures pin the next layer down best
+        groups = _groups(Ws[0], row_input, Ws, cut)
+        if len(groups) < 2:
+            continue
+        parts, outside = _stage_a(m, Ws, biases, sets, names, widths, const_vals, steps, writes, cut, groups,
+                                  where, keep)
+        width = max(float((p[3] - p[2]).max(initial=0.0)) for p in parts)
+        n = math.prod(len(p[1]) for p in parts)
+        if best is None or (width > 0, width, n) < (best[0] > 0, best[0], best[1]):
+            best = (width, n, cut, parts, outside)
+        if width == 0 and n <= SPLIT_ABOVE:
+            break
+    if best is None:
+        return None
+    _, _, cut, parts, outside = best
+    W_next, b_next = Ws[cut + 1], biases[cut + 1]
+    cols = W_next.shape[1]
+    n = math.prod(len(p[1]) for p in parts)
+    if n > COMBINATION_BUDGET:
+        raise NotCertifiable(f"{where}: {n:,} combinations of its parts' signatures, over the budget "
+                             f"{COMBINATION_BUDGET:,}")
+    grid = np.array(list(np.ndindex(*[len(p[1]) for p in parts])), dtype=np.int64).reshape(n, len(parts))
+    lo = sum(p[2][grid[:, g]] for g, p in enumerate(parts))
+    hi = sum(p[3][grid[:, g]] for g, p in enumerate(parts))
+    big = sum(p[4][grid[:, g]] for g, p in enumerate(parts))
+    ex = np.logical_and.reduce([p[5][grid[:, g]] for g, p in enumerate(parts)])
+    centre, half = (lo + hi) / 2 + b_next, (hi - lo) / 2
+    integral = np.all(np.round(W_next) == W_next, axis=0) & (np.round(b_next) == b_next)
+    exact = ex & integral[None] & (np.round(centre) == centre) & (big + np.abs(b_next) < 2.0**m.p)
+    rounding = np.where(exact, 0.0, gamma(np.count_nonzero(W_next, axis=0) + 1, m.u) * (big + np.abs(b_next)))
+    values: dict[str, np.ndarray] = {}
+    for g, p in enumerate(parts):  # inputs first, then what a group's own steps computed
+        at = 0
+        for name in p[0]:
+            k = len(m.dims(name))
+            if name not in values or name in p[6]:
+                values[name] = p[1][grid[:, g], at : at + k]
+            at += k
+    _declared(tuple(steps[j] for j in outside), values, where)
+    mask = keep(values, n)
+    grid, centre, half, rounding = grid[mask], centre[mask], half[mask], rounding[mask]
+    values = {k: v[mask] for k, v in values.items()}
+    n = len(grid)
+    want = np.concatenate([values[nm] for nm in writes], axis=1)
+    sig_all = [nm for p in parts for nm in p[0]]
+    desc = np.concatenate([p[1][grid[:, g]] for g, p in enumerate(parts)], axis=1)
+    if cut + 1 == H:
+        return desc, want, centre[:, out], (half + rounding)[:, out], sig_all
+    r = (half + rounding).max(0)
+    rest_w, rest_b = [np.eye(cols), *Ws[cut + 2 :]], [np.zeros(cols), *biases[cut + 2 :]]
+    z_out, err_out = np.zeros((n, len(out))), np.zeros((n, len(out)))
+    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in rest_w) * cols))
+    for lo_ in range(0, n, step):
+        sl = slice(lo_, lo_ + step)
+        z, A, nu = _affine(centre[sl], r, rest_w, rest_b, m.u, m.p)
+        z_out[sl], err_out[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+    return desc, want, z_out, err_out, sig_all
+
+
+def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+             widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
+             cut: int, groups: list[tuple[set[int], list[np.ndarray]]], where: str,
+             keep: Keep) -> tuple[list[tuple], list[int]]:
+    """:func:`_split`'s stage A at hidden layer ``cut``: per group (and per input no unit reads),
+    its signatures and their contributions' hulls; and the steps left for stage B."""
+    n_rows = sum(widths)
+    offsets = np.cumsum([0] + widths)
+    io = [_step_io(st) for st in steps]
+    inside: list[list[int]] = []
+    avail: list[set[str]] = []
+    taken: set[int] = set()
+    for reads, _ in groups:
+        have = {names[i] for i in reads}
+        mine = []
+        for j, (rd, wr) in enumerate(io):
+            if j not in taken and rd and set(rd) <= have:
+                mine.append(j)
+                have |= set(wr)
+        taken |= set(mine)
+        inside.append(mine)
+        avail.append(have)
+    outside = [j for j in range(len(steps)) if j not in taken]
+    needed = set(writes) | {n for j in outside for n in io[j][0]}
+    in_group = set().union(*avail)
+    free = [i for i, n in enumerate(names) if n in needed and n not in in_group]
+    W_next = Ws[cut + 1]
+    cols = W_next.shape[1]
+    parts = []  # per group: (signature names, signature rows, contribution lo, hi, magnitude, exact)
+    for (reads, units), mine, have in zip(groups, inside, avail):
+        idx = sorted(reads)
+        X = _product_rows([sets[i].combos() for i in idx]) if idx else np.zeros((1, 0))
+        X = X[_feasible(X, [names[i] for i in idx], [sets[i] for i in idx], [widths[i] for i in idx])]
+        values, at = {}, 0
+        for i in idx:
+            values[names[i]] = X[:, at : at + widths[i]]
+            at += widths[i]
+        _declared(tuple(steps[j] for j in mine), values, where)
+        mask = keep(values, len(X))
+        X, values = X[mask], {k: v[mask] for k, v in values.items()}
+        sig_names = [n for n in names + writes if n in have and n in needed]
+        sig_names = list(dict.fromkeys(sig_names))
+        outputs = {n for j in mine for n in io[j][1]}
+        sig = np.concatenate([values[n] for n in sig_names], axis=1) if sig_names else np.zeros((len(X), 0))
+        rows = [r for i in idx for r in range(offsets[i], offsets[i + 1])] + list(range(n_rows, n_rows + len(const_vals)))
+        Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
+        r = np.concatenate([sets[i].radius for i in idx] + [np.zeros(len(const_vals))])
+        layer_w = [Ws[0][rows][:, units[0]]] + [Ws[j][units[j - 1]][:, units[j]] for j in range(1, cut + 1)]
+        layer_b = [biases[j][units[j]] for j in range(cut + 1)]
+        k = len(units[cut])
+        Wg = W_next[units[cut]]
+        centre, err, mag = (np.empty((len(X), cols)) for _ in range(3))
+        exact = np.empty((len(X), cols), dtype=bool)
+        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in layer_w) * len(r)))
+        for lo_ in range(0, len(X), step):
+            sl = slice(lo_, lo_ + step)
+            h, A, nu = _affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
+            e = np.abs(A) @ r + nu
+            centre[sl], err[sl], mag[sl] = h @ Wg, e @ np.abs(Wg), (np.abs(h) + e) @ np.abs(Wg)
+            exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
+        keys, inverse = np.unique(sig, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        lo = np.full((len(keys), cols), np.inf)
+        hi = np.full((len(keys), cols), -np.inf)
+        np.minimum.at(lo, inverse, centre - err)
+        np.maximum.at(hi, inverse, centre + err)
+        big = np.zeros((len(keys), cols))
+        np.maximum.at(big, inverse, mag)
+        ex = np.ones((len(keys), cols), dtype=bool)
+        np.logical_and.at(ex, inverse, exact)
+        parts.append((sig_names, keys, lo, hi, big, ex & (lo == hi), outputs))
+    for i in free:
+        c = sets[i].combos()
+        zero = np.zeros((len(c), cols))
+        parts.append(([names[i]], c, zero, zero, zero, np.ones((len(c), cols), dtype=bool), set()))
+    return parts, outside
+
+
+def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+           const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
+           out: list[int], where: str, keep: Keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Every combination of the codes an MLP reads (the product of their sets) through the whole
+    network with affine error forms; the declared result of each."""
+    n = math.prod(s.size() for s in sets)
+    if n > COMBINATION_BUDGET:
+        raise NotCertifiable(f"{where}: {n:,} code combinations, over the budget {COMBINATION_BUDGET:,}")
+    X = _product_rows([s.combos() for s in sets])
+    X = X[_feasible(X, names, sets, [len(s.radius) for s in sets])]
+    values, at = {}, 0
+    for name, s_ in zip(names, sets):
+        values[name] = X[:, at : at + len(s_.radius)]
+        at += len(s_.radius)
+    _declared(steps, values, where)
+    mask = keep(values, len(X))
+    X, values = X[mask], {k: v[mask] for k, v in values.items()}
+    Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
+    r = np.concatenate([np.concatenate([s.radius for s in sets]), np.zeros(len(const_vals))])
+    want = np.concatenate([values[name] for name in writes], axis=1)
+    z_all, err_all = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
+    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in Ws) * len(r)))
+    for lo in range(0, len(X), step):
+        sl = slice(lo, lo + step)
+        z, A, nu = _affine(Xc[sl], r, Ws, biases, m.u, m.p)
+        z_all[sl], err_all[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+    return X, want, z_all, err_all, names
+
+
+def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
+            joint: tuple[Joint, ...] = (), written: set[str] | frozenset[str] = frozenset(),
+            mlp: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> list[State]:
+    """An MLP of :class:`Lookup` or :class:`Steps`: every class, every combination of the codes it
+    reads through the network (:func:`_joint`, or part by part, :func:`_split`), against the
+    declared steps' result -- after BOS, only the combinations the program can hold together
+    (``joint``'s claims on the subspaces ``written`` by the end of this MLP)."""
+    steps = ob.steps if isinstance(ob, Steps) else (ob,)
+    where = f"layer {l + 1} MLP {ob.mlp}"
+    weights, biases = mlp or _mlp_weights(m, l, ob.mlp)
+    writes = _written(steps)
+    inputs_names = [n for n in _read(steps) if n not in writes] + writes
+    reads = [d for name in inputs_names for d in m.dims(name)]
+    out = [d for name in writes for d in m.dims(name)]
+    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    positional = [n for n in inputs_names if set(m.dims(n)) <= m.fixed_dims]  # a phase: constant per class
+    if any(d not in const for n in positional for d in m.dims(n)):
+        raise NotCertifiable(f"{where}: reads positional dims that vary within a class of positions")
+    const -= set(reads)
+    _check_io(m, l, ob.mlp, weights, biases, reads, out, const)
+    _decodable(steps, states, where)
+    Ws = [weights[0][reads + sorted(const)], *weights[1:]]
+    cleared = {st.src for st in steps if isinstance(st, Round)}
+    worst = 0.0
+    new_states = []
+    for c, st in enumerate(states):
+        base = []  # what each write holds before: one known code (0, or BOS's own), to which the MLP adds
+        for name in writes:
+            old = _get(st, name)
+            if name not in cleared and old.size() != 1:
+                raise CertificateFailure(where, f"{name} may hold several codes before the MLP writes it")
+            base.append(np.zeros(len(old.radius)) if name in cleared else old.combos()[0])
+        st = {**st, **{n: Code.of(class_fixed[c][m.dims(n)][None], np.zeros(len(m.dims(n)))) for n in positional}}
+        sets = [_get(st, name) for name in inputs_names]
+        const_vals = class_fixed[c][sorted(const)]
+        widths = [len(s.radius) for s in sets]
+        split = None
+        def keep(values: dict[str, np.ndarray], n: int, bos: bool = c == 0) -> np.ndarray:
+            return np.ones(n, dtype=bool) if bos else _jointly(m, joint, values, written, n)
+        if math.prod(s.size() for s in sets) > SPLIT_ABOVE:
+            split = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where, keep)
+        if split is None:
+            split = _joint(m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out, where, keep)
+        desc, want, z, err, desc_names = split
+        # the old values (0, or a cleared scratch's code, which the MLP's declared output cancels) are
+        # within their radius, which adds; adding them rounds by at most u |sum| and at most the
+        # smaller operand (round to nearest), so by at most their radius
+        old_r = np.concatenate([_get(st, name).radius for name in writes])
+        bound = np.abs(z - want) + err + old_r
+        bound = bound + np.minimum(m.u * (np.abs(want) + bound), old_r)
+        gap = _half_gaps(want)
+        gap[[i for i, d in enumerate(out) if any(d in m.dims(nm) for nm in cleared)]] = np.inf  # 0 up to the radius
+        bad = np.argwhere(bound >= gap)
+        if len(bad):
+            i, k = bad[0]
+            key = tuple(float(v) if v != round(v) else int(v) for v in desc[i])
+            name = next(nm for nm in writes if out[k] in m.dims(nm))
+            raise CertificateFailure(where, f"on the code combination {key} of {', '.join(desc_names)} output dim "
+                                     f"{out[k]} ({name}) is {z[i, k]:.6g} (error bound {bound[i, k]:.3g}), not "
+                                     f"within half the gap {2 * gap[k]:.3g} of the declared {want[i, k]:g}")
+        rad = bound.max(0) if len(bound) else np.zeros(len(out))
+        worst = max(worst, float(rad.max()) if len(rad) else 0.0)
+        st = {n: code for n, code in st.items() if n not in positional}
+        at = 0
+        for i, name in enumerate(writes):
+            k = len(m.dims(name))
+            _put(st, name, Code.of(want[:, at : at + k] * (name not in cleared) + base[i], rad[at : at + k]))
+            at += k
+        new_states.append(st)
+    report["mlp"] = {"name": ob.mlp, "kind": "steps" if isinstance(ob, Steps) else "lookup", "max_error": worst}
+    return new_states
