@@ -27,7 +27,7 @@ from constructions.model import resolve_device
 from constructions.basis import BASES, MAX_SEED
 from verify.certify import certificate_text, recheck
 from verify.check import LAYERWISE_MAX_LEN, batch_rows, check_options, refuse_hopeless, verify
-from verify.policy import (COMPILE_SAMPLING, CROSS_CHECK, VERIFY_SAMPLING, certificate, certificate_failed,
+from verify.policy import (COMPILE_SAMPLING, VERIFY_SAMPLING, certificate, certificate_failed,
                            sampling_for)
 from verify.progress import Progress
 from verify.report import (CHANGED, DIGESTS_NOTE, UNSEALED, VERIFIED, failure_text, report_dict, summary_line,
@@ -608,8 +608,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     require_intact_header(model)
     _warn_stale_summary(model, args.model)
     cert = certificate(model) if args.certify else None
-    defaults = CROSS_CHECK if cert is not None and cert["certified"] else VERIFY_SAMPLING  # proved: a cross-check
-    sampling = {k: v if getattr(args, k) is None else getattr(args, k) for k, v in defaults.items()}
+    sampling = sampling_for(cert, VERIFY_SAMPLING)  # proved: a cross-check; the options given override it
+    sampling.update({k: getattr(args, k) for k in VERIFY_SAMPLING if getattr(args, k) is not None})
+    if report_dir is not None or args.json:
+        sampling["layerwise"] = True  # the report shows the sampled margins beside the certificate's
     result = verify(model.to(device), seed=args.seed, **sampling, progress=_progress(args.time_budget),
                     time_budget=args.time_budget)
     model.to("cpu")

@@ -48,6 +48,21 @@ def test_no_command_is_one_line_exit_2_without_torch():
     assert r.stderr.startswith("error:") and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("env, threads", [(None, 1), ("2", 2)])
+def test_a_command_runs_torch_on_one_thread_unless_omp_num_threads_says(env, threads):
+    r = _python(f"""
+        import os
+        os.environ.pop("OMP_NUM_THREADS", None)
+        if {env!r} is not None:
+            os.environ["OMP_NUM_THREADS"] = {env!r}
+        from compiler.command import main
+        main(["info", "/nonexistent.safetensors"])  # a command: torch loads (and the file is missing)
+        import torch
+        print("threads", torch.get_num_threads())
+    """)
+    assert r.stdout.splitlines()[-1] == f"threads {threads}", r.stderr
+
+
 def test_the_top_level_help_lists_the_commands_the_full_parser_has(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
