@@ -13,6 +13,11 @@ from typing import Any, Callable
 
 import pytest
 
+# As the CLI does (compiler/command.py): torch on one thread unless the environment says
+# otherwise.  Set before any test module loads torch; the models' matrices are small, and a
+# second BLAS thread on CI's two cores stalls (benchmarks/results/threads.md).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def read_header(data: bytes) -> tuple[dict[str, Any], bytes]:
     n = int.from_bytes(data[:8], "little")
