@@ -49,7 +49,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     except BaseException as e:  # noqa: BLE001 - the one place every failure becomes an exit status
         return exit_status(e, debug="--debug" in argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
