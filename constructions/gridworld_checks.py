@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -33,7 +33,7 @@ FAMILY_SEED_OFFSET = 12
 """The gridworld families draw from ``seed + FAMILY_SEED_OFFSET``."""
 
 
-def _axis_symbols(moves: list, n_axes: int) -> list[dict[int, int]]:
+def _axis_symbols(moves: Sequence[Any], n_axes: int) -> list[dict[int, int]]:
     """For each axis, {+1: a symbol moving up, -1: a symbol moving down} (when present)."""
     out: list[dict[int, int]] = [{} for _ in range(n_axes)]
     for s, mv in enumerate(moves):
@@ -65,7 +65,7 @@ def families(model, world: BoxWorld, T: int, seed: int = 0) -> dict[str, np.ndar
     free: list[np.ndarray] = []
     for _ in range(6):
         q = a.start
-        seq = []
+        walk: list[int] = []
         for _t in range(T):
             ok = []
             for s in range(a.n_symbols):
@@ -73,9 +73,9 @@ def families(model, world: BoxWorld, T: int, seed: int = 0) -> dict[str, np.ndar
                 if all(L < 3 or 0 < x < L - 1 for x, L in zip(c, sizes)):
                     ok.append(s)
             s = int(rng.choice(ok)) if ok else int(rng.integers(0, a.n_symbols))
-            seq.append(s)
+            walk.append(s)
             q = a.maps[s][q]
-        free.append(np.array(seq))
+        free.append(np.array(walk))
     return {"wall-pinned": np.array(pinned, dtype=np.int64).reshape(-1, T),
             "wall-free": np.array(free, dtype=np.int64).reshape(-1, T)}
 
