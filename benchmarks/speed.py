@@ -6,14 +6,14 @@ For each automaton and T (default B = 64, T in {256, 1024}; float32, CPU, and a 
 present), one process, best wall time of up to 3 runs (1 when a run takes > 1 s):
 
 * ``fused``: ``model(tokens)``, the default forward (``scaled_dot_product_attention``; the
-  MLP over bounded chunks of positions, ``constructions.model.CHUNK_ELEMENTS``);
+  MLP over bounded chunks of positions, ``constructions.layers.CHUNK_ELEMENTS``);
 * ``explicit``: the same model with ``model.fused = False`` ([B, H, T+1, T+1] scores and
   patterns as tensors, the path hooks and ``run_with_cache`` take); skipped when one layer's
   scores would exceed ``--explicit-limit`` GiB;
 * ``recurrent``: ``verify.recurrent.RecurrentSimulator``, T sequential steps;
 * ``numpy``: ``compiler.automata.simulate.simulate``, the integer table lookup.
 
-GFLOP/s is ``verify.check.forward_flops`` (the dense matrix products of the forward, 2 per
+GFLOP/s is ``verify.cost.forward_flops`` (the dense matrix products of the forward, 2 per
 multiply-add; softmax, ReLU and additions not counted) times B over the wall time, beside a
 square float32 matrix product (``--matmul-n``, default 1024) timed in the same run.  Peak
 memory is the growth of the process's peak resident set (Linux ``VmHWM``, reset through
@@ -38,7 +38,7 @@ import torch
 import compiler
 from compiler.automata.simulate import simulate
 from constructions import registry
-from verify.check import forward_flops
+from verify.cost import forward_flops
 from verify.recurrent import RecurrentSimulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> str:
               "Timings taken while other jobs share the CPU are slower and noisier; ratios measured in one "
               "run (fused / explicit, model / matmul) are the comparable numbers.", "",
               "Columns: sequences per second (B over the best wall time of up to 3 calls); GFLOP/s of the "
-              "forward's dense matrix products (`verify.check.forward_flops`) and, in parentheses, as a share "
+              "forward's dense matrix products (`verify.cost.forward_flops`) and, in parentheses, as a share "
               "of the matrix product's; peak MiB: how far one call raises the process's peak RSS above its "
               "resting size (`VmHWM` reset via `/proc/self/clear_refs`); `exact`: the fused forward's argmax "
               "equals the numpy simulation at every position of the batch." + (

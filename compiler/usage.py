@@ -121,7 +121,7 @@ def top_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPa
     p.add_argument("--version", action="version", version=f"shortcut {__version__}")
     p.add_argument("--debug", action="store_true", help="on an internal error, print the traceback")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    subs = {}
+    subs: dict[str, argparse.ArgumentParser] = {}
     for name, text in COMMANDS.items():
         subs[name] = sub.add_parser(name, help=text, description=text, epilog=f"{EXAMPLES[name]}\n\n{EXIT_CODES}",
                                     formatter_class=_Formatter)

@@ -81,7 +81,8 @@ def circuit(model: CompiledTransformer) -> dict[str, Any]:
     layers = []
     for block in layout["blocks"]:
         notes = _notes(model, block["layer"])
-        head_notes = notes.get("heads") if isinstance(notes.get("heads"), list) else []
+        listed = notes.get("heads")
+        head_notes: list[Any] = listed if isinstance(listed, list) else []
         heads = [_head(h, head_notes[i] if i < len(head_notes) and isinstance(head_notes[i], dict) else {})
                  for i, h in enumerate(block["heads"])]
         layers.append({"layer": block["layer"], "heads": heads, "mlp": _mlp(block["mlp"], notes.get("mlp"))})

@@ -17,7 +17,8 @@ compared with exact integer recomputation (each failure names its component):
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ FAMILY_SEED_OFFSET = 12
 """The gridworld families draw from ``seed + FAMILY_SEED_OFFSET``."""
 
 
-def _axis_symbols(moves: list, n_axes: int) -> list[dict[int, int]]:
+def _axis_symbols(moves: Sequence[Any], n_axes: int) -> list[dict[int, int]]:
     """For each axis, {+1: a symbol moving up, -1: a symbol moving down} (when present)."""
     out: list[dict[int, int]] = [{} for _ in range(n_axes)]
     for s, mv in enumerate(moves):
@@ -64,7 +65,7 @@ def families(model, world: BoxWorld, T: int, seed: int = 0) -> dict[str, np.ndar
     free: list[np.ndarray] = []
     for _ in range(6):
         q = a.start
-        seq = []
+        walk: list[int] = []
         for _t in range(T):
             ok = []
             for s in range(a.n_symbols):
@@ -72,9 +73,9 @@ def families(model, world: BoxWorld, T: int, seed: int = 0) -> dict[str, np.ndar
                 if all(L < 3 or 0 < x < L - 1 for x, L in zip(c, sizes)):
                     ok.append(s)
             s = int(rng.choice(ok)) if ok else int(rng.integers(0, a.n_symbols))
-            seq.append(s)
+            walk.append(s)
             q = a.maps[s][q]
-        free.append(np.array(seq))
+        free.append(np.array(walk))
     return {"wall-pinned": np.array(pinned, dtype=np.int64).reshape(-1, T),
             "wall-free": np.array(free, dtype=np.int64).reshape(-1, T)}
 
@@ -111,26 +112,34 @@ def _expected(model, world: BoxWorld, axes: list[dict[str, Any]], tokens: np.nda
     return out
 
 
+@dataclass
+class _Report:
+    """What :func:`invariants` collects over its sequences: the worst deviation per quantity, the
+    finder heads' margins, the MLPs' worst input noise and the failures (each once)."""
+
+    worst: dict[str, float] = field(default_factory=lambda: {"z": 0.0, "code": 0.0, "rec_matched": 0.0,
+                                                             "rec_unmatched": 0.0, "state": 0.0})
+    heads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mlp_noise: dict[tuple[int, str], Any] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    def fail(self, msg: str) -> None:
+        """Record a failure (once)."""
+        if msg not in self.failures:
+            self.failures.append(msg)
+
+
 def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarray) -> dict[str, Any]:
     """Decode every gridworld subspace after each layer; compare with :func:`_expected`.
     ``details``: the gridworld section of the model's metadata (per-axis constants).
     Sequences are run one at a time (the cached patterns are [heads, T+1, T+1])."""
     g = details
     dims = model.subspace
-
     layer2 = model.metadata.layers[1]["heads"]
-    worst: dict[str, float] = {"z": 0.0, "code": 0.0, "rec_matched": 0.0, "rec_unmatched": 0.0, "state": 0.0}
-    heads: dict[str, dict[str, Any]] = {}
-    failures: list[str] = []
-
+    rep = _Report()
+    worst = rep.worst
     prefix_head: dict[str, Any] = {"layer": 1, "head": "gw.prefix", "target": "uniform over positions 1..t",
                                    "worst_score_spread": 0.0}
-    mlp_noise: dict[tuple[int, str], Any] = {}
-
-    def fail(msg: str) -> None:
-        if msg not in failures:
-            failures.append(msg)
-
     for row in tokens:
         one = row[None, :]
         with torch.no_grad():
@@ -150,51 +159,67 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
             zt = info["z_tolerance"]
             dz = float(np.abs(mid0[:, dims(f"gw{ax}:z")][:, 0] - want["z"][0]).max())
             worst["z"] = max(worst["z"], dz)
-            mlp_noise[(ax, "z")] = max(mlp_noise.get((ax, "z"), 0.0), dz)
+            rep.mlp_noise[(ax, "z")] = max(rep.mlp_noise.get((ax, "z"), 0.0), dz)
             if dz >= zt:
-                fail(f"layer 1 attention (gw.prefix): gw{ax}:z deviates from the prefix sum by {dz:.3g} "
-                     f"(tolerance {zt:.3g})")
+                rep.fail(f"layer 1 attention (gw.prefix): gw{ax}:z deviates from the prefix sum by {dz:.3g} "
+                         f"(tolerance {zt:.3g})")
             dc = float(np.abs(post0[:, dims(f"gw{ax}:code")] - want["code"][0]).max())
             worst["code"] = max(worst["code"], dc)
             if dc >= 1e-5:
-                fail(f"layer 1 MLP (gw{ax}.residue): gw{ax}:code deviates from code(z mod {info['modulus']}) "
-                     f"by {dc:.3g}")
+                rep.fail(f"layer 1 MLP (gw{ax}.residue): gw{ax}:code deviates from code(z mod {info['modulus']}) "
+                         f"by {dc:.3g}")
             dev = np.abs(mid1[:, dims(f"gw{ax}:rec")] - want["rec"][0])  # [T+1, heads]
-            matched = want["rec"][0] > 0
-            unmatched_tol = (STEP_TOLERANCE - dz) / (2 * info["G"])
-            for i, d in enumerate(info["offsets"]):
-                name = f"gw{ax}.find{d:+d}"
-                notes = layer2[head0 + i]
-                tgt = torch.from_numpy(want["rec"][0][:, i])  # 0 means BOS
-                gap, leaked = target_margins(scores[head0 + i][None], pattern[head0 + i][None], tgt[None])
-                m = matched[1:, i]
-                dmi = float(dev[1:, i][m].max()) if m.any() else 0.0
-                dui = float(dev[1:, i][~m].max()) if (~m).any() else 0.0
-                worst["rec_matched"] = max(worst["rec_matched"], dmi)
-                worst["rec_unmatched"] = max(worst["rec_unmatched"], dui)
-                h = heads.setdefault(name, {"layer": 2, "head": name, "score_gap": notes["score_gap"],
-                                            "target": f"last j with z_j = z_t{d:+d} (mod {info['modulus']}), else BOS",
-                                            "worst_score_gap": math.inf,
-                                            "worst_leaked_mass": 0.0, "derived_leak_bound": notes["leak_bound"],
-                                            "worst_mlp_input_noise": 0.0,
-                                            "mlp_input_tolerance": notes["output_error_bound"]})
-                h["worst_leaked_mass"] = max(h["worst_leaked_mass"], leaked)
-                h["worst_score_gap"] = min(h["worst_score_gap"], gap)
-                key = (ax, "rec")
-                mlp_noise[key] = (max(mlp_noise.get(key, (0.0, 0.0, 0.0))[0], dmi),
-                                  max(mlp_noise.get(key, (0.0, 0.0, 0.0))[1], dui),
-                                  min(mlp_noise.get(key, (0.0, 0.0, math.inf))[2], unmatched_tol))
-                h["worst_mlp_input_noise"] = max(h["worst_mlp_input_noise"], dmi, dui)
-                if dmi >= 0.125 or dui >= unmatched_tol:
-                    fail(f"layer 2 head {name}: gw{ax}:rec:{d:+d} is off the last position with value z_t{d:+d} "
-                         f"(mod {info['modulus']})")
+            _check_finders(rep, ax, info, want["rec"][0], dev, scores[head0:], pattern[head0:], layer2[head0:], dz)
             head0 += len(info["offsets"])
             ds = float(np.abs(post1[1:, dims(f"gw{ax}:state")][:, 0] - want["state"][0, 1:]).max())
             worst["state"] = max(worst["state"], ds)
             if ds >= STEP_TOLERANCE:
-                fail(f"layer 2 MLP (gw{ax}.boundary): gw{ax}:state deviates from the coordinate by {ds:.3g}")
+                rep.fail(f"layer 2 MLP (gw{ax}.boundary): gw{ax}:state deviates from the coordinate by {ds:.3g}")
+    return {"checked": "gridworld prefix sums, residue codes, nearest-value heads, coordinates",
+            "sequences": int(len(tokens)), "worst_deviation": worst, "heads": [prefix_head, *rep.heads.values()],
+            "mlps": _mlp_margins(g["axes"], rep.mlp_noise), "failures": rep.failures}
+
+
+def _check_finders(rep: _Report, ax: int, info: dict[str, Any], rec: np.ndarray, dev: np.ndarray,
+                   scores: torch.Tensor, pattern: torch.Tensor, notes: list[dict[str, Any]], dz: float) -> None:
+    """Axis ``ax``'s layer-2 heads (one per offset; ``scores``, ``pattern`` and ``notes`` start at
+    its first head): each fetches the last position whose value is z_t + offset (``rec``, 0 for
+    BOS) within 1/8 where it matches and within the unmatched tolerance left by the prefix sum's
+    deviation ``dz`` elsewhere (``dev``: the fetched values' deviations)."""
+    matched = rec > 0
+    unmatched_tol = (STEP_TOLERANCE - dz) / (2 * info["G"])
+    for i, d in enumerate(info["offsets"]):
+        name = f"gw{ax}.find{d:+d}"
+        tgt = torch.from_numpy(rec[:, i])  # 0 means BOS
+        gap, leaked = target_margins(scores[i][None], pattern[i][None], tgt[None])
+        m = matched[1:, i]
+        dmi = float(dev[1:, i][m].max()) if m.any() else 0.0
+        dui = float(dev[1:, i][~m].max()) if (~m).any() else 0.0
+        rep.worst["rec_matched"] = max(rep.worst["rec_matched"], dmi)
+        rep.worst["rec_unmatched"] = max(rep.worst["rec_unmatched"], dui)
+        h = rep.heads.setdefault(name, {"layer": 2, "head": name, "score_gap": notes[i]["score_gap"],
+                                        "target": f"last j with z_j = z_t{d:+d} (mod {info['modulus']}), else BOS",
+                                        "worst_score_gap": math.inf,
+                                        "worst_leaked_mass": 0.0, "derived_leak_bound": notes[i]["leak_bound"],
+                                        "worst_mlp_input_noise": 0.0,
+                                        "mlp_input_tolerance": notes[i]["output_error_bound"]})
+        h["worst_leaked_mass"] = max(h["worst_leaked_mass"], leaked)
+        h["worst_score_gap"] = min(h["worst_score_gap"], gap)
+        key = (ax, "rec")
+        rep.mlp_noise[key] = (max(rep.mlp_noise.get(key, (0.0, 0.0, 0.0))[0], dmi),
+                              max(rep.mlp_noise.get(key, (0.0, 0.0, 0.0))[1], dui),
+                              min(rep.mlp_noise.get(key, (0.0, 0.0, math.inf))[2], unmatched_tol))
+        h["worst_mlp_input_noise"] = max(h["worst_mlp_input_noise"], dmi, dui)
+        if dmi >= 0.125 or dui >= unmatched_tol:
+            rep.fail(f"layer 2 head {name}: gw{ax}:rec:{d:+d} is off the last position with value z_t{d:+d} "
+                     f"(mod {info['modulus']})")
+
+
+def _mlp_margins(axes: list[dict[str, Any]], mlp_noise: dict[tuple[int, str], Any]) -> list[dict[str, Any]]:
+    """Per axis, the worst input noise of its residue MLP (layer 1) and of its boundary MLP (layer
+    2: the matched finder heads within 1/8, the unmatched ones near 0), against their tolerances."""
     mlps = []
-    for ax, info in enumerate(g["axes"]):
+    for ax, info in enumerate(axes):
         dz = mlp_noise.get((ax, "z"), 0.0)
         mlps.append({"layer": 1, "mlp": f"gw{ax}.residue", "inputs": f"gw{ax}:z", "input_tolerance": info["z_tolerance"],
                      "worst_input_noise": dz, "distance_to_boundary": info["z_tolerance"] - dz})
@@ -203,6 +228,4 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
                      "input_tolerance": 0.125, "worst_input_noise": dm, "distance_to_boundary": 0.125 - dm})
         mlps.append({"layer": 2, "mlp": f"gw{ax}.boundary", "inputs": f"gw{ax}:rec (unmatched heads, near 0)",
                      "input_tolerance": ut, "worst_input_noise": du, "distance_to_boundary": ut - du})
-    return {"checked": "gridworld prefix sums, residue codes, nearest-value heads, coordinates",
-            "sequences": int(len(tokens)), "worst_deviation": worst, "heads": [prefix_head, *heads.values()],
-            "mlps": mlps, "failures": failures}
+    return mlps

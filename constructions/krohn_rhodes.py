@@ -41,37 +41,44 @@ plus 2 per view stage.
 
 :func:`build` runs four separately tested steps: :func:`schedule` (which component
 goes in which block, which resets need their old value; no weights), :func:`allocate`
-(the residual subspaces), :func:`embedding` (W_E, W_pos) and :func:`embed` (gadgets
-into blocks); :func:`precision` then checks the target dtype's rounding.
+(the residual subspaces), :func:`embedding` (W_E, W_pos) -- these three, the tables' plans
+and the counters' position blocks in :mod:`constructions.krohn_rhodes_layout` -- and
+:func:`embed` (gadgets into blocks, here); :func:`precision` then checks the target dtype's
+rounding.  :mod:`constructions.krohn_rhodes_obligations` states the program the blocks run.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from compiler.automata.cascade import Cascade, Component, to_dot
 from compiler.automata.decompose import decompose
-from compiler.automata.errors import BudgetError, ShortcutError
+from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from . import krohn_rhodes_checks as checks
+from . import krohn_rhodes_obligations
 from .assemble import count_params
 from .budget import STEP_TOLERANCE
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
-from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Modular, Obligations, Readout, Recent, Round,
-                          Steps, offset_keys)
+from .krohn_rhodes_layout import (
+    Layout,
+    Schedule,
+    TablePlan,
+    allocate,
+    embedding,
+    input_update,
+    prefix_sum_bounds,
+    schedule,
+)
 from .gadgets import (
-    ABSORB,
     CodeInput,
     OneHotInput,
     PositionBlock,
     Residue,
-    absorb_feature,
     lookup_mlp,
     offset_head,
     prefix_mean_head,
@@ -82,404 +89,16 @@ from .gadgets import (
     residue_range,
     round_mlp,
 )
-from .positions import KINDS, PositionCode, position_code, position_table
+from .obligations import Obligations
+from .positions import KINDS
 from .program import MLP, Block, Fused, Head, Program, fuse, parallel
 from .workspace import Subspace, Workspace, join
 
 NAME = "krohn-rhodes"
 
-TABLE_ROW_BUDGET = 200_000
-"""Most rows of a flattened input table (views folded in) or of the readout."""
-
-COMBINATION_BUDGET = 2_000_000
-"""Most value combinations of the components one table depends on that flattening visits."""
-
-CERTIFIED_EPS = 2.0**-23
-"""Machine epsilon the counters' position blocks are chosen for: float32's, the coarsest dtype
-compiled.  The model's shape and weights then do not depend on the dtype (``estimate`` has
-none, ``set_start`` rebuilds without one), and float64 only gains margin."""
-
-PREFIX_TOLERANCE = STEP_TOLERANCE * 0.8
-"""The share of the decode's input tolerance a counter's prefix sum may use by
-:func:`prefix_sum_bounds`; the rest is for the decode's own rounding (``residue_margin``, a few
-per cent) and for the certificate, whose bound on a block head adds the softmax's rounding to
-the sum's.  Measured: cyclic:3 at max_len 4096 with its sum at 99.4% of STEP_TOLERANCE (19
-blocks) is refused at its decode, at 80% (28 blocks) it is certified."""
-
-
-def _base_components(cascade: Cascade, reads: tuple[str, ...]) -> list[str]:
-    """The components a list of signals depends on, views expanded (in cascade order)."""
-    views = {v.name: v for v in cascade.views}
-    order = {c.name: i for i, c in enumerate(cascade.components)}
-    out: set[str] = set()
-    todo = list(reads)
-    while todo:
-        r = todo.pop()
-        if r in views:
-            todo.extend(views[r].reads)
-        else:
-            out.add(r)
-    return sorted(out, key=order.__getitem__)
-
-
-def flatten(cascade: Cascade, reads: tuple[str, ...], table: dict, letter_keyed: bool,
-            max_rows: int = TABLE_ROW_BUDGET) -> tuple[list[str], dict] | None:
-    """Re-key ``table`` by the values of the base components it depends on (views folded in).
-
-    Runs over every combination of those components' values, evaluates the views
-    forward and keeps the combinations the tables know (the others are unreachable).
-    Rows are ``(values, letter)`` (letter None for an unkeyed table).  None when the
-    combinations would exceed their budget or the rows ``max_rows``."""
-    names = _base_components(cascade, reads)
-    sizes = [cascade.component(n).size for n in names]
-    if math.prod(sizes) > COMBINATION_BUDGET:
-        return None
-    needed = set(reads)
-    views = [v for v in cascade.views]
-    for v in reversed(views):  # views a needed view reads are needed too
-        if v.name in needed:
-            needed |= set(v.reads)
-    views = [v for v in views if v.name in needed]
-    by_key: dict = {}
-    for key, action in table.items():
-        vals, letter = key if letter_keyed else (key, None)
-        by_key.setdefault(vals, []).append((letter, action))
-    rows: dict = {}
-    for combo in itertools.product(*map(range, sizes)):
-        vals = dict(zip(names, combo))
-        for v in views:
-            k = tuple(vals[r] for r in v.reads)
-            if k not in v.table:
-                break
-            vals[v.name] = v.table[k]
-        else:
-            for letter, action in by_key.get(tuple(vals[r] for r in reads), ()):
-                rows[(combo, letter)] = action
-                if len(rows) > max_rows:
-                    return None
-    return names, rows
-
-
-@dataclass
-class TablePlan:
-    """How the network looks a table up.
-
-    ``keys``: the signals whose values key the lookup -- base components when the
-    views were folded in, else the table's own reads; ``rows``: ``(values of keys,
-    letter) -> action`` (letter None for the readout); ``views``: the views the
-    network must evaluate for it (empty when folded); ``bases``: the components it
-    depends on, directly or through views (they decide when it can run)."""
-
-    keys: list[str]
-    rows: dict
-    views: list[str]
-    bases: list[str]
-
-
-def plan_table(cascade: Cascade, reads: tuple[str, ...], table: dict, letter_keyed: bool) -> TablePlan:
-    """Fold the views into ``table`` unless that needs more lookup units than evaluating them.
-
-    A folded table costs one hidden unit per row; keyed by its reads, it costs one per
-    row of its own plus one per row of each view it needs (and 2 hidden layers per
-    view stage).  Folding wins for the catalog (tile views feed only the readouts of
-    groups); deep holonomy cascades, whose tables read every tile above them, grow
-    folded tables multiplicatively and are keyed by their reads."""
-    bases = _base_components(cascade, reads)
-    views = _views_read(cascade, reads)
-    direct_units = len(table) + sum(len(v.table) for v in cascade.views if v.name in views)
-    folded = flatten(cascade, reads, table, letter_keyed, max_rows=min(TABLE_ROW_BUDGET, direct_units))
-    if folded is not None:
-        return TablePlan(folded[0], folded[1], [], bases)
-    rows = {(key if letter_keyed else (key, None)): act for key, act in table.items()}
-    if len(rows) > TABLE_ROW_BUDGET:
-        raise BudgetError(f"a krohn-rhodes input table has {len(rows):,} rows (budget {TABLE_ROW_BUDGET:,}); "
-                          f"use --method scan")
-    return TablePlan(list(reads), rows, views, bases)
-
-
-def _views_read(cascade: Cascade, reads: tuple[str, ...]) -> list[str]:
-    """The views ``reads`` depend on, directly or through other views (in evaluation order)."""
-    views = {v.name: v for v in cascade.views}
-    needed: set[str] = set()
-    todo = [r for r in reads if r in views]
-    while todo:
-        r = todo.pop()
-        if r not in needed:
-            needed.add(r)
-            todo.extend(x for x in views[r].reads if x in views)
-    return [v.name for v in cascade.views if v.name in needed]
-
-
-def _reset_letters(c: Component) -> set[int]:
-    return {letter for (_, letter), act in c.table.items() if act is not None}
-
-
-def _needs_old(cascade: Cascade, plan: TablePlan, r: str, resets_at: set[int]) -> bool:
-    """Whether a table depends on reset ``r``'s value at a letter that can reset r.
-
-    Exact for a key the table reads directly; a dependence through a view evaluated
-    in the network is assumed (the view reads r's value before the update)."""
-    if r not in plan.bases:
-        return False
-    if any(r in _base_components(cascade, (v,)) for v in plan.views):
-        return True
-    i = plan.keys.index(r)
-    seen: dict = {}
-    for (vals, letter), act in plan.rows.items():
-        if letter not in resets_at:
-            continue
-        key = (vals[:i] + vals[i + 1 :], letter)
-        if seen.setdefault(key, act) != act:
-            return True
-    return False
-
-
-# ---------------------------------------------------------------------------------------
-# schedule: which component runs in which block (no weights)
-
-
-@dataclass
-class Schedule:
-    """Where every part of the cascade runs (pure bookkeeping, no weights).
-
-    ``inputs``/``readout``: how each table is looked up; ``needs_old``: resets whose
-    pre-update value a reader needs (an offset-1 head fetches it); ``block_of``: block of
-    each component's attention; ``ready``: block whose MLP can read its pre-update value;
-    ``old_views``/``new_views``: views evaluated in the network on pre-update / updated
-    values, in ``view_block`` at nesting depth ``old_stage``/``new_stage``."""
-
-    inputs: dict[str, TablePlan]
-    readout: TablePlan
-    needs_old: dict[str, bool]
-    block_of: dict[str, int]
-    ready: dict[str, int]
-    n_blocks: int
-    old_views: list[str]
-    new_views: list[str]
-    view_block: dict[str, int]
-    old_stage: dict[str, int]
-    new_stage: dict[str, int]
-
-    @property
-    def needs_positions(self) -> bool:
-        """Whether an offset-1 head (the only user of a position code) is needed."""
-        return any(self.needs_old.values())
-
-    def read_before_update(self, name: str) -> bool:
-        """Whether some input table depends on ``name``'s pre-update value (directly or through a view)."""
-        return any(name in plan.bases for plan in self.inputs.values())
-
-
-def schedule(cascade: Cascade) -> Schedule:
-    """Plan the tables, decide which resets need their old value, and place every
-    component and view in a block (Lemma 17: components ready together share a block)."""
-    comps = cascade.components
-    inputs = {c.name: plan_table(cascade, c.reads, c.table, True) for c in comps}
-    readout = plan_table(cascade, cascade.readout.reads, cascade.readout.table, False)
-    resets = {c.name: c for c in comps if c.kind == "reset"}
-    needs_old = {r: any(_needs_old(cascade, plan, r, _reset_letters(resets[r])) for plan in inputs.values())
-                 for r in resets}
-    block_of: dict[str, int] = {}
-    ready: dict[str, int] = {}
-    for c in comps:  # components are in level order
-        block_of[c.name] = 1 + max((ready[n] for n in inputs[c.name].bases), default=0)
-        ready[c.name] = block_of[c.name] + (1 if needs_old.get(c.name) else 0)
-    L = max(max(block_of.values()), max(ready.values()))
-    views = {v.name: v for v in cascade.views}
-    old_views = [v for v in views if any(v in plan.views for plan in inputs.values())]
-    new_views = readout.views
-    # a view of pre-update values runs in the MLP of the block where its last base is ready, after
-    # the views it reads (stage = nesting depth within that block); views of new values run in the last MLP
-    view_block = {v: max(ready[n] for n in _base_components(cascade, (v,))) for v in old_views}
-    return Schedule(inputs, readout, needs_old, block_of, ready, L, old_views, new_views, view_block,
-                    _view_stages(views, old_views, view_block), _view_stages(views, new_views, {v: L for v in new_views}))
-
-
-def _view_stages(views: dict, names: list[str], block: dict[str, int]) -> dict[str, int]:
-    """Nesting depth of each view among those evaluated in the same block (1 = reads no such view)."""
-    stage: dict[str, int] = {}
-    for v in views:  # evaluation order: a view's reads come first
-        if v in names:
-            stage[v] = 1 + max((stage[r] for r in views[v].reads if r in stage and block[r] == block[v]), default=0)
-    return stage
-
-
-# ---------------------------------------------------------------------------------------
-# counter blocks: the prefix sum split over position blocks
-
-
-@dataclass(frozen=True)
-class CounterBlocks:
-    """How the counters' prefix sums are split (Lemma 15 per block): ``count`` heads, head h
-    summing positions h L + 1 .. (h + 1) L (``length`` L) with mass 2L, any other real key
-    losing ``beta`` (0 when there is one block, which is the unsplit head over all positions)."""
-
-    count: int
-    length: int
-    beta: float
-
-    @property
-    def mass(self) -> int:
-        """Each in-block key weighs 1/mass; 2L keeps BOS's share log(2L - c) finite."""
-        return 2 * self.length
-
-
-def prefix_sum_bounds(n: int, max_len: int, blocks: CounterBlocks, eps: float) -> tuple[float, float]:
-    """Worst-case errors of X = mass * (the block heads' summed output), the prefix sum of a
-    mod-n counter's increments (each <= n - 1), as (rounding, leak).
-
-    Rounding: one head sums at most L in-block terms (recursive summation: ~eps (n - 1) L (L + 1)
-    counting its normaliser; adding an out-of-block term d changes a partial sum by at
-    most |d|, which the leak term counts), s heads, and s - 1 additions of their outputs
-    (each at most (n - 1) T): eps (n - 1) (s L (L + 1) + (s - 1) T); s = 1 is the single
-    head's eps (n - 1) T (T + 1).  Leak (blocks only): a head's o <= T out-of-block keys
-    move X by at most (n - 1) T e^-beta (their values, and the 1/(1 + o e^-beta / mass)
-    shrink of the in-block ones: at most half that), and rounding them in costs at most
-    (n - 1) T e^-beta (numerator) and half that (normaliser): 3 s (n - 1) T e^-beta."""
-    s, L, T = blocks.count, blocks.length, max_len
-    rounding = eps * (n - 1) * (s * L * (L + 1) + (s - 1) * T)
-    leak = 3 * s * (n - 1) * T * math.exp(-blocks.beta) if s > 1 else 0.0
-    return rounding, leak
-
-
-def counter_blocks(cascade: Cascade, max_len: int) -> CounterBlocks:
-    """The fewest position blocks whose prefix sums stay certified in float32
-    (:data:`CERTIFIED_EPS`, :func:`prefix_sum_bounds` within :data:`PREFIX_TOLERANCE`) for the
-    widest counter (one block, the unsplit head, when it already is); when no split is, the
-    split with the least error bound (the precision check then warns).
-
-    L = ceil(T / s) (then s = ceil(T / L) blocks, none empty), and beta with
-    e^-beta = eps / 3: the leak, 3 s (n - 1) T e^-beta, is then eps s (n - 1) T, the size
-    of the rounding of the heads' sum.  The bound ~eps (n - 1) (T^2 / s + 2 s T) is least
-    near s = sqrt(T / 2), so no more blocks are tried."""
-    T = max_len
-    n = max((c.size for c in cascade.components if c.kind == "counter"), default=1)
-    beta = math.log(3 / CERTIFIED_EPS)
-    best: tuple[float, CounterBlocks] | None = None
-    for wanted in range(1, math.isqrt(T // 2) + 2):
-        L = -(-T // wanted)
-        blocks = CounterBlocks(1, T, 0.0) if wanted == 1 else CounterBlocks(-(-T // L), L, beta)
-        bound = sum(prefix_sum_bounds(n, T, blocks, CERTIFIED_EPS))
-        if bound <= PREFIX_TOLERANCE:
-            return blocks
-        if best is None or bound < best[0]:
-            best = (bound, blocks)
-    assert best is not None
-    return best[1]  # none is within tolerance: the split with the least error (precision() warns)
-
-
-# ---------------------------------------------------------------------------------------
-# allocate: the residual subspaces
-
-
-@dataclass
-class Layout:
-    """The workspace of a krohn-rhodes program and its subspaces.
-
-    ``subs[c]`` maps a component's roles (``new``, ``old``, ``inc``, ``mean``, ``flag``,
-    ``target``, ``fetched``, ``prev``) and a view's (``old``, ``new``) to subspaces;
-    ``pos``/``code`` exist only when an offset-1 head is needed; ``absorb`` has one
-    column per counter block, ``member`` (the blocks' one-hot) exists only for several."""
-
-    ws: Workspace
-    one: Subspace
-    bos: Subspace
-    tok: Subspace
-    absorb: Subspace
-    recency: Subspace
-    blocks: CounterBlocks
-    member: Subspace | None
-    pos: Subspace | None
-    code: PositionCode | None
-    subs: dict[str, dict[str, Subspace]]
-    state: Subspace
-
-    def value(self, name: str) -> Subspace:
-        """Where a reader finds ``name``'s pre-update value (``new`` when no old copy is kept)."""
-        d = self.subs[name]
-        return d["old"] if "old" in d else d["new"]
-
-    def input_out(self, c: Component) -> Subspace:
-        """What a component's input table writes: a counter's increment, a reset's flag and target."""
-        d = self.subs[c.name]
-        return d["inc"] if c.kind == "counter" else join(f"kr:{c.name}.input", [d["flag"], d["target"]])
-
-
-def allocate(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, max_len: int,
-             positions: str = "sinusoidal") -> Layout:
-    """Allocate the residual stream: constants, token, position features, every
-    component's and in-network view's subspaces, the state one-hot."""
-    ws = Workspace()
-    one, bos = ws.add("one"), ws.add("bos")
-    tok = ws.add("tok", list(automaton.alphabet))
-    blocks = counter_blocks(cascade, max_len)
-    absorb = ws.add(ABSORB) if blocks.count == 1 else ws.add(ABSORB, blocks.count)
-    member = ws.add("pos:block", blocks.count) if blocks.count > 1 else None
-    recency = ws.add("pos:recency")
-    code = position_code(positions, max_len) if sched.needs_positions else None
-    pos = ws.add("pos", code.labels) if code is not None else None
-    subs: dict[str, dict[str, Subspace]] = {}
-    for c in cascade.components:
-        d = {"new": ws.add(f"kr:{c.name}.new")}
-        if c.kind == "counter":
-            roles = ["inc", "mean"] + (["old"] if sched.read_before_update(c.name) else [])
-        else:
-            roles = ["flag", "target", "fetched"]
-        if c.kind == "reset" and sched.needs_old[c.name]:
-            roles += ["old", "prev"]
-        for role in roles:
-            d[role] = ws.add(f"kr:{c.name}.{role}")
-        subs[c.name] = d
-    for v in (v.name for v in cascade.views):
-        used = [w for w, on in (("old", v in sched.old_views), ("new", v in sched.new_views)) if on]
-        if used:
-            subs[v] = {w: ws.add(f"kr:{v}.{w}") for w in used}
-    state = ws.add("kr:state", list(automaton.states))
-    return Layout(ws, one, bos, tok, absorb, recency, blocks, member, pos, code, subs, state)
-
 
 # ---------------------------------------------------------------------------------------
 # embed: gadgets into blocks
-
-
-def input_update(c: Component, action) -> np.ndarray:
-    """A component's input as a vector over :meth:`Layout.input_out`: a counter's
-    increment mod n; a reset's (flag, target), zero when the letter keeps its value."""
-    if c.kind == "counter":
-        return np.array([action % c.size], dtype=np.float64)
-    return np.zeros(2) if action is None else np.array([1.0, action], dtype=np.float64)
-
-
-def embedding(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int],
-              max_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """W_E (token one-hot, letter-only inputs; BOS flags every reset with its initial
-    target) and W_pos (per counter block h, the absorb feature log(2L - c_h(t)) and the block's
-    one-hot; recency t/(T+1); the position code)."""
-    T, D = max_len, lay.ws.d_model
-    W_E = np.zeros((automaton.n_symbols + 1, D))
-    W_E[:, lay.one[0]] = 1.0
-    W_E[-1, lay.bos[0]] = 1.0
-    for a in range(automaton.n_symbols):
-        W_E[a, lay.tok[a]] = 1.0
-    for c in cascade.components:
-        if not sched.inputs[c.name].keys:
-            out = list(lay.input_out(c).dims)
-            for ((), letter), act in sched.inputs[c.name].rows.items():
-                W_E[letter, out] += input_update(c, act)
-        if c.kind == "reset":
-            W_E[-1, lay.subs[c.name]["flag"][0]] = 1.0
-            W_E[-1, lay.subs[c.name]["target"][0]] = init[c.name]
-    W_pos = np.zeros((T + 1, D))
-    B = lay.blocks
-    for h in range(B.count):
-        W_pos[:, lay.absorb[h]] = absorb_feature(B.mass, T, h * B.length, B.length)
-        if lay.member is not None:
-            W_pos[1 + h * B.length : 1 + min(T, (h + 1) * B.length), lay.member[h]] = 1.0
-    W_pos[:, lay.recency[0]] = np.arange(T + 1, dtype=np.float64) / (T + 1)
-    if lay.pos is not None:
-        W_pos[:, list(lay.pos.dims)] = position_table(lay.code)
-    return W_E, W_pos
-
 
 def counter_residue(n: int, max_len: int) -> Residue:
     """The residue gadget's constants for a mod-n counter at ``max_len`` (Lemma 15's decode).
@@ -765,153 +384,12 @@ def set_start(model, cascade: Cascade, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# obligations: the program a certificate checks the weights against
-
-
-def _joined(sub: Subspace) -> str:
-    """An obligation's name for a (possibly joined) subspace: its leaves' names joined by `` + ``."""
-    return " + ".join(sub.names)
-
-
-def _counter_average(b: int, counters: list[Component], lay: Layout, max_len: int) -> Average:
-    """Block b's prefix-mean heads (:func:`counter_heads`): each counter's increments summed into
-    its ``mean``, weight 1/mass per key of each position block."""
-    B, T = lay.blocks, max_len
-    heads = ([f"block{b}.counters"] if lay.member is None
-             else [f"block{b}.counters.{h}" for h in range(B.count)])
-    first = tuple(1 + h * B.length for h in range(len(heads)))
-    last = tuple(min(T, (h + 1) * B.length) for h in range(len(heads)))
-    src = " + ".join(lay.subs[c.name]["inc"].name for c in counters)
-    dst = " + ".join(lay.subs[c.name]["mean"].name for c in counters)
-    return Average(tuple(heads), first, last, B.mass, 1.0, src, dst)
-
-
-def _decode_step(c: Component, lay: Layout, init: dict[str, int]) -> Modular:
-    """A counter's decode (:func:`counter_mlp`): new = (mass * mean + initial) mod n, and old =
-    that minus the increment at t, where some table reads it."""
-    d = lay.subs[c.name]
-    old = "old" in d
-    return Modular(f"{c.name}.count", d["mean"].name, float(lay.blocks.mass), init[c.name],
-                   np.arange(c.size, dtype=np.float64)[:, None], d["new"].name,
-                   d["inc"].name if old else None, d["old"].name if old else None)
-
-
-def _view_step(view, when: str, lay: Layout) -> Lookup:
-    """A view evaluated in the network (:func:`_view_mlp`); keys outside its table write 0."""
-    reads = tuple((lay.subs[r][when] if when in lay.subs[r] else lay.subs[r]["new"]).name for r in view.reads)
-    table = {tuple(int(v) for v in key): np.array([float(value)]) for key, value in view.table.items()}
-    return Lookup(f"{view.name}.{when}", reads, lay.subs[view.name][when].name, table, np.zeros(1))
-
-
-def _input_step(c: Component, plan: TablePlan, lay: Layout, n_letters: int) -> Lookup:
-    """A component's input table (:func:`_lookups`), keyed by its keys' codes and the token one-hot."""
-    eye = np.eye(n_letters, dtype=np.int64)
-    table = {(*(int(v) for v in vals), *eye[letter].tolist()): input_update(c, act)
-             for (vals, letter), act in plan.rows.items()}
-    out = lay.input_out(c)
-    return Lookup(f"{c.name}.input", (*(lay.value(n).name for n in plan.keys), "tok"), _joined(out), table,
-                  np.zeros(len(out)))
-
-
-def _readout_step(plan: TablePlan, lay: Layout) -> Lookup:
-    """New values -> the state's one-hot (:func:`_readout_mlp`)."""
-    eye = np.eye(len(lay.state))
-    table = {tuple(int(v) for v in vals): eye[q] for (vals, _), q in plan.rows.items()}
-    return Lookup("readout", tuple(lay.subs[n]["new"].name for n in plan.keys), lay.state.name, table,
-                  np.zeros(len(lay.state)))
-
-
-def _reset_fetches(b: int, cascade: Cascade, sched: Schedule, lay: Layout,
-                   max_len: int) -> tuple[list[Fetch | Recent], list[Round]]:
-    """Block b's reset heads (:func:`_attention`): each reset's most recent flag, rounded into its
-    new value, and the offset-1 fetch of a reset's value before the update, rounded into ``old``."""
-    heads: list[Fetch | Recent] = []
-    rounds: list[Round] = []
-    for c in cascade.components:
-        d = lay.subs[c.name]
-        if sched.block_of[c.name] == b and c.kind == "reset":
-            heads.append(Recent(f"{c.name}.recent", d["flag"].name, d["target"].name, d["fetched"].name))
-            rounds.append(Round(f"{c.name}.round", d["fetched"].name, d["new"].name))
-        if sched.needs_old.get(c.name) and sched.block_of[c.name] + 1 == b:
-            heads.append(Fetch(f"{c.name}.previous", offset_keys(max_len, 1), d["new"].name, d["prev"].name))
-            rounds.append(Round(f"{c.name}.old", d["prev"].name, d["old"].name))
-    return heads, rounds
-
-
-def reachable_configurations(cascade: Cascade, start: tuple[int, ...], n_letters: int) -> np.ndarray:
-    """Every configuration (component values, in cascade order) some input reaches from
-    ``start``: the cascade run as an automaton on configurations."""
-    seen = {tuple(start)}
-    frontier = list(seen)
-    while frontier:
-        nxt = []
-        for config in frontier:
-            for letter in range(n_letters):
-                after = tuple(cascade.step(config, letter))
-                if after not in seen:
-                    seen.add(after)
-                    nxt.append(after)
-        frontier = nxt
-    return np.array(sorted(seen), dtype=np.float64).reshape(len(seen), len(cascade.components))
-
-
-def _configurations(cascade: Cascade, lay: Layout, start: tuple[int, ...], n_letters: int) -> tuple[Joint, ...]:
-    """The components' values -- updated (``new``), and before the update (``old``, where kept) --
-    are one of the cascade's reachable configurations together (the one at t, and at t - 1)."""
-    configs = reachable_configurations(cascade, start, n_letters)
-    out = []
-    for role in ("new", "old"):
-        idx = [i for i, c in enumerate(cascade.components) if role in lay.subs[c.name]]
-        if idx:
-            names = tuple(lay.subs[cascade.components[i].name][role].name for i in idx)
-            out.append(Joint(names, np.unique(configs[:, idx], axis=0)))
-    return tuple(out)
+# the registry entry: the cascade is the plan
 
 
 def obligations(model, cascade: Cascade) -> Obligations:
-    """What a krohn-rhodes model must run, from the cascade alone (:func:`embed`'s gadgets as
-    data): the token rows of W_E; per block, its counters' prefix means (:class:`Average`), its
-    resets' most-recent-flag heads (:class:`Recent`) and offset-1 fetches of old values, and one
-    MLP of steps -- decodes and roundings, views, the next block's input tables, the readout."""
-    a, T = model.automaton, model.max_len
-    init = dict(zip((c.name for c in cascade.components), cascade.encode(a.start)))
-    sched = schedule(cascade)
-    lay = allocate(a, cascade, sched, T, model.meta.get("positions") or "sinusoidal")
-    W_E, _ = embedding(a, cascade, sched, lay, init, T)
-    fixed = {lay.one.name, lay.bos.name, lay.absorb.name, lay.recency.name, "pos:block", "pos"}
-    codes = {n: W_E[:, list(sub.dims)] for n, sub in lay.ws.subspaces.items() if n not in fixed}
-    views = {v.name: v for v in cascade.views}
-    layers = []
-    for b in range(1, sched.n_blocks + 1):
-        counters = [c for c in cascade.components if sched.block_of[c.name] == b and c.kind == "counter"]
-        heads, rounds = _reset_fetches(b, cascade, sched, lay, T)
-        fetches = ((_counter_average(b, counters, lay, T),) if counters else ()) + tuple(heads)
-        stages: list[list[Lookup | Modular | Round]] = [[*(_decode_step(c, lay, init) for c in counters), *rounds]]
-        old_here = [v for v in sched.old_views if sched.view_block[v] == b]
-        new_here = sched.new_views if b == sched.n_blocks else []
-        depth = max([sched.old_stage[v] for v in old_here] + [sched.new_stage[v] for v in new_here], default=0)
-        for k in range(1, depth + 1):
-            stages.append([_view_step(views[v], "old", lay) for v in old_here if sched.old_stage[v] == k]
-                          + [_view_step(views[v], "new", lay) for v in new_here if sched.new_stage[v] == k])
-        last: list[Lookup | Modular | Round] = [
-            _input_step(c, sched.inputs[c.name], lay, a.n_symbols) for c in cascade.components
-            if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1
-            and any(np.any(input_update(c, act)) for act in sched.inputs[c.name].rows.values())]
-        if b == sched.n_blocks:
-            last.append(_readout_step(sched.readout, lay))
-        stages.append(last)
-        used = [st for st in stages if st]
-        name = f"block{b}.mlp" if len(used) > 1 else f"block{b}.mlp.0"
-        layers.append(Layer(fetches, Steps(name, tuple(x for st in used for x in st)) if used else None))
-    eye = np.eye(len(lay.state), dtype=np.int64)
-    readout = Readout((lay.state.name,), {tuple(eye[q].tolist()): q for q in range(len(lay.state))})
-    return Obligations(NAME, Embedding(codes), tuple(layers), readout,
-                       joint=_configurations(cascade, lay, tuple(init[c.name] for c in cascade.components),
-                                             a.n_symbols))
-
-
-# ---------------------------------------------------------------------------------------
-# the registry entry: the cascade is the plan
+    """What a krohn-rhodes model must run (:func:`krohn_rhodes_obligations.obligations`)."""
+    return krohn_rhodes_obligations.obligations(model, cascade, NAME)
 
 
 def applies(automaton: Semiautomaton) -> Cascade | Refusal:

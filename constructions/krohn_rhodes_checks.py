@@ -175,7 +175,7 @@ def _counter_sum(model, cache: dict[str, torch.Tensor], name: str, block: int) -
     x = cache[f"blocks.{block - 1}.hook_resid_mid"][..., model.subspace(f"kr:{name}.mean")[0]].double() * scale
     noise = float((x - x.round()).abs().max())
     parts = layer["mlp"].get("parallel", [layer["mlp"]]) if layer["mlp"] else []
-    decode = next((n for n in parts if n.get("component") == name), {})
+    decode: dict[str, Any] = next((n for n in parts if n.get("component") == name), {})
     return {"worst_sum_noise": noise, "sum_tolerance": STEP_TOLERANCE, "distance_to_boundary": STEP_TOLERANCE - noise,
             "residue_modulus": decode.get("modulus"), "coarse_steps": decode.get("coarse_steps")}
 
@@ -220,10 +220,10 @@ def mlp_margins(model, cache: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
             group[0].append(i)
             group[2].add(who)
         mid = cache[f"blocks.{l}.hook_resid_mid"].double()
-        for what, (dims, sc, who) in groups.items():
+        for what, (dims, sc, owners_of) in groups.items():
             x = mid[..., dims] * sc
             noise = float((x - x.round()).abs().max())
-            names = sorted(who)
+            names = sorted(owners_of)
             out.append({"layer": l + 1, "mlp": f"block{l + 1}: {what}",
                         "inputs": ", ".join(names[:4]) + (f", … ({len(names)})" if len(names) > 4 else ""),
                         "input_tolerance": STEP_TOLERANCE, "worst_input_noise": noise,

@@ -257,7 +257,8 @@ def build(automaton: Semiautomaton, plan: LocalPlan, options: BuildOptions) -> t
         NAME: {"k": plan.k, "period": plan.period, "bound": plan.bound, "colours": plan.n_classes,
                "mode": plan.mode, "local_keys": len(plan.local_keys), "final_keys": len(plan.final_keys),
                "params": params, "precision": prec},
-        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in prog.blocks],
+        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes if b.mlp is not None else None}
+                   for b in prog.blocks],
     }
     return prog, meta
 
@@ -299,7 +300,7 @@ def _final_rows(plan: LocalPlan, start: int, max_len: int) -> tuple[list[tuple[i
             continue
         counts = range(plan.bound, max_len + 1) if level is not None and key[level] == plan.bound else [None]
         for c in counts:
-            keys.append(key if c is None else (*key[:level], c, *key[level + 1 :]))
+            keys.append(key if c is None or level is None else (*key[:level], c, *key[level + 1 :]))
             states.append(q)
     return keys, states
 
@@ -326,7 +327,7 @@ def obligations(model, plan: LocalPlan) -> Obligations:
     final = Lookup("loc.final", reads, "loc:state", {k: eye[q] for k, q in zip(keys, states)},
                    np.zeros(plan.n_states))
     if plan.layers == 1:
-        layers = (Layer(offsets + _aggregates(plan, T), final),)
+        layers: tuple[Layer, ...] = (Layer(offsets + _aggregates(plan, T), final),)
     else:
         outs = (["loc:flag", "loc:colour"] if plan.n_classes else []) + (["loc:event"] if plan.bound else [])
         cols = ([0, 1] if plan.n_classes else []) + ([2] if plan.bound else [])

@@ -72,23 +72,13 @@ def _deviation(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.abs(got - want).max()) if got.size else 0.0
 
 
-def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
-    """Decode every subspace after every block on ``tokens`` and compare it with
-    :func:`reference`; measure the offset and latest-anchor heads' margins and every lookup's
-    input noise against the step units' tolerance."""
-    a = model.automaton
-    want_back = back_codes(tokens, plan.k)
-    ref = reference(plan, a.start, tokens)
-    with torch.no_grad():
-        _, cache = model.run_with_cache(torch.from_numpy(tokens))
-    last = len(model.blocks) - 1
-    agg = last  # the block whose heads aggregate (the first when the aggregates read only the token)
+def _check_window(model, plan: LocalPlan, cache: dict[str, torch.Tensor], want_back: np.ndarray,
+                  failures: list[str], heads: list[dict[str, Any]]) -> float:
+    """The window codes after block 1's attention: the letter at t - j (j < k) from the embedding
+    (j = 0) or offset head j, within the step tolerance; the offset heads' margins appended to
+    ``heads``.  Returns the codes' worst deviation (the input noise of the lookups reading them)."""
     mid0 = cache["blocks.0.hook_resid_mid"].double().numpy()
-    failures: list[str] = []
-    heads: list[dict[str, Any]] = []
-    mlps: list[dict[str, Any]] = []
-    T = tokens.shape[1]
-    t = torch.arange(T + 1)
+    t = torch.arange(want_back.shape[1])
     noise = 0.0
     for j in range(plan.k):
         name = f"loc:back{j}" if j else "loc:letter"
@@ -105,6 +95,24 @@ def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
         heads.append({"layer": 1, "head": f"offset {j}", "target": f"t - {j} or BOS", "worst_score_gap": gap,
                       "worst_leaked_mass": leak, "derived_leak_bound": notes.get("leak_bound"),
                       "score_gap": notes.get("score_gap"), "worst_copy_deviation": dev})
+    return noise
+
+
+def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
+    """Decode every subspace after every block on ``tokens`` and compare it with
+    :func:`reference`; measure the offset and latest-anchor heads' margins and every lookup's
+    input noise against the step units' tolerance."""
+    a = model.automaton
+    want_back = back_codes(tokens, plan.k)
+    ref = reference(plan, a.start, tokens)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    last = len(model.blocks) - 1
+    agg = last  # the block whose heads aggregate (the first when the aggregates read only the token)
+    failures: list[str] = []
+    heads: list[dict[str, Any]] = []
+    mlps: list[dict[str, Any]] = []
+    noise = _check_window(model, plan, cache, want_back, failures, heads)
     if plan.n_classes or plan.bound:
         where = "layer 1, local lookup" if last == 1 else "embedding"
         feats = (cache["blocks.0.hook_resid_post"] if last == 1 else cache["blocks.0.hook_resid_pre"]).double().numpy()

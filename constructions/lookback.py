@@ -115,7 +115,7 @@ def table(plan: LookbackPlan, automaton: Semiautomaton) -> dict[tuple[int, ...],
     return out
 
 
-def _sizes(plan: LookbackPlan, max_len: int, positions: str) -> dict[str, int]:
+def _sizes(plan: LookbackPlan, max_len: int, positions: str) -> dict[str, Any]:
     """Widths and the parameter count of the assembled model (dense, as assembled)."""
     code = position_code(positions, max_len)
     m, k, s, n = plan.m, plan.k, plan.n_symbols, plan.n_states
@@ -197,7 +197,7 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -
         NAME: {**({"m": plan.m} if plan.m else {}), "k": plan.k, "keys": n_keys(plan), "windows": len(plan.windows),
                "beta": head_notes["beta"], "score_gap": head_notes["score_gap"],
                "leak_bound": head_notes["leak_bound"], "model_sizes": sizes},
-        "layers": [{"heads": [h.notes for h in block.heads], "mlp": block.mlp.notes}],
+        "layers": [{"heads": [h.notes for h in block.heads], "mlp": block.mlp.notes if block.mlp is not None else None}],
     }
     return Program(ws, W_E, W_pos, [block], W_U, b_U), meta
 

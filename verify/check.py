@@ -59,10 +59,9 @@ import numpy as np
 import torch
 
 from compiler.automata.errors import BudgetError, CheckpointError, ShortcutError
-from compiler.automata.moore import reachable_states
 from compiler.automata.promise import exhaustive_legal_length, legal_mask, legal_words, sample_legal
 from compiler.automata.simulate import simulate
-from compiler.automata.spec import Semiautomaton, from_dict
+from compiler.automata.spec import Semiautomaton
 from constructions import registry
 from constructions.basis import basis_of
 from constructions.checkpoint import check_header, header_intact
@@ -71,29 +70,16 @@ from constructions.labels import readout_of
 
 from .chunked import forward_chunked, positional_layers
 from . import recurrent
-from .recurrent import RecurrentSimulator
+from .cost import Clock, Rate, batch_rows
+from .tally import ChunkMargins, Counterexample, Tally
 
 DEFAULT_EXHAUSTIVE_BUDGET = 1 << 15
 DEFAULT_SAMPLES = 64
-SCORE_BUDGET = 1 << 26
-"""Largest batch * heads * T^2 evaluated at once (attention scores are [B, H, T, T])."""
 LAYERWISE_MAX_LEN = 4096
 """Layer-wise invariants cache every layer's [H, T, T] pattern: only up to this length."""
 CHUNK = 1024
 ROTATED_NOTE = ("layer-wise invariants skipped: they read named residual dims, and this model's residual is in a "
                 "rotated basis (meta['basis']); every position is still checked against the simulation")
-
-
-@dataclass
-class Counterexample:
-    """The first disagreement: the input up to the failing position and a trace."""
-
-    check: str
-    input: list[str]
-    position: int  # 1-based position of the first wrong state
-    expected: str
-    got: str
-    trace: list[dict[str, str]]
 
 
 @dataclass
@@ -114,7 +100,7 @@ class VerificationResult:
     counterexample: Counterexample | None = None
     notes: list[str] = field(default_factory=list)
     seeds: dict[str, int] = field(default_factory=dict)
-    certificate: dict[str, Any] | None = None  # verify/certify.py's, when the caller ran it
+    certificate: dict[str, Any] | None = None  # verify/certify/'s, when the caller ran it
 
     @property
     def accuracy(self) -> float:
@@ -226,179 +212,6 @@ def adversarial_families(n_symbols: int, T: int) -> dict[str, np.ndarray]:
     return {k: np.array(v, dtype=np.int64).reshape(-1, T) for k, v in fams.items() if v}
 
 
-BATCH_ELEMENTS = 1 << 25
-"""Largest batch * (T+1) * (the per-position width the forward holds: residual, attention
-projections and logits) evaluated at once, about 128 MB of float32; the MLP chunks its own
-hidden layers (``constructions.model.CHUNK_ELEMENTS``)."""
-BATCH_FLOPS = 1 << 33
-"""Largest matmul FLOPs of one batch (:func:`forward_flops`), a fraction of a second here:
-the step at which progress is reported and the time budget is looked at."""
-SCORE_BUDGET = 1 << 26
-"""Largest batch * heads * T^2 when the model runs its explicit attention path (``model.fused`` off)."""
-
-
-def forward_flops(model, T: int) -> float:
-    """Matrix-product FLOPs (2 per multiply-add) of one forward pass over one sequence of length
-    T, BOS included, as the dense weights compute it: per block the query/key/value and output
-    projections, the causal scores and weighted sums (position t reads t+1 keys), the MLP; then
-    the unembedding.  Softmax, ReLU and additions are not counted."""
-    c = model.config
-    d, e, P = c["d_model"], c["d_head"], T + 1
-    flops = 2.0 * P * d * c["n_out"]
-    for b in c["blocks"]:
-        H = b["n_heads"]
-        flops += 2.0 * P * 4 * d * H * e + 2.0 * 2 * H * e * P * (P + 1) / 2
-        sizes = [d, *b["mlp_hidden"], d] if b["mlp_hidden"] else []
-        flops += sum(2.0 * P * x * y for x, y in zip(sizes, sizes[1:]))
-    return flops
-
-
-def batch_rows(model, T: int) -> int:
-    """Sequences of length T per batch: bounded by memory (:data:`BATCH_ELEMENTS`; on the
-    explicit attention path also :data:`SCORE_BUDGET`) and by work (:data:`BATCH_FLOPS`)."""
-    c = model.config
-    H = max(b["n_heads"] for b in c["blocks"]) if c["blocks"] else 1
-    per_position = 4 * c["d_model"] + 4 * H * c["d_head"] + c["n_out"]
-    rows = min(BATCH_ELEMENTS // ((T + 1) * per_position), int(BATCH_FLOPS // max(forward_flops(model, T), 1.0)))
-    if not model.fused:
-        rows = min(rows, SCORE_BUDGET // (H * (T + 1) ** 2))
-    return max(1, rows)
-
-
-class _Tally:
-    """Accumulates errors, margins and the first counterexample over checks."""
-
-    def __init__(self, automaton: Semiautomaton, max_len: int, readout: dict[str, Any] | None = None) -> None:
-        self.a = automaton
-        self.labels = _LabelReference(automaton, readout) if readout is not None else None
-        self.names = tuple(readout["labels"]) if readout is not None else automaton.states
-        self.n_sequences = 0
-        self.n_positions = 0
-        self.n_errors = 0
-        self.correct_at = np.zeros(max_len)
-        self.count_at = np.zeros(max_len)
-        self.min_margin = math.inf
-        self.counterexample: Counterexample | None = None
-        self.rnn = RecurrentSimulator(automaton, torch.float64)
-        self.rnn_positions = 0
-
-    def reference(self, tokens: np.ndarray) -> np.ndarray:
-        """Reference states [B, T]; the integer simulation and the recurrent module must agree."""
-        expected = simulate(self.a, tokens)
-        rnn = self.rnn.states(torch.from_numpy(tokens)).numpy()
-        if not np.array_equal(rnn, expected):  # the two references must agree before we judge the model
-            raise RuntimeError(f"reference disagreement on {self.a.name}: recurrent module vs integer simulation")
-        self.rnn_positions += tokens.size
-        return expected if self.labels is None else self.labels(tokens, expected)
-
-    def add(self, check: str, tokens: np.ndarray, logits: torch.Tensor, expected: np.ndarray | None = None,
-            mask: np.ndarray | None = None) -> None:
-        """Score ``logits`` against the reference at every position (where ``mask`` is True)."""
-        if expected is None:
-            expected = self.reference(tokens)
-        scored = np.ones(tokens.shape, dtype=bool) if mask is None else mask
-        lg = logits.detach().double()
-        got = lg.argmax(-1).numpy()
-        top2 = lg.topk(2, dim=-1).values if lg.shape[-1] > 1 else None
-        if top2 is not None:
-            correct = (got == expected) & scored
-            if correct.any():
-                self.min_margin = min(self.min_margin, float((top2[..., 0] - top2[..., 1]).numpy()[correct].min()))
-        ok = (got == expected) | ~scored
-        B, T = tokens.shape
-        self.n_sequences += B
-        self.n_positions += int(scored.sum())
-        self.n_errors += int((~ok).sum())
-        self.correct_at[:T] += (ok & scored).sum(0)
-        self.count_at[:T] += scored.sum(0)
-        if self.counterexample is None and not ok.all():
-            b, t = map(int, np.argwhere(~ok)[0])
-            self.counterexample = self._counterexample(check, tokens[b], expected[b], got[b], t, lg[b].numpy())
-
-    def _counterexample(self, check: str, toks, exp, got, t: int, logits: np.ndarray) -> Counterexample:
-        """The failing sequence up to position t; per step the reference and model states and
-        ``logit_gap`` = logit of the reference state minus the best other logit (< 0: wrong)."""
-        a = self.a
-        trace = []
-        for i in range(t + 1):
-            row = logits[i]
-            others = np.delete(row, exp[i])
-            gap = float(row[exp[i]] - others.max()) if len(others) else math.inf
-            trace.append({"symbol": a.alphabet[toks[i]], "expected": self.names[exp[i]], "got": self.names[got[i]],
-                          "logit_gap": gap})
-        return Counterexample(check, [a.alphabet[x] for x in toks[: t + 1]], t + 1,
-                              self.names[exp[t]], self.names[got[t]], trace)
-
-
-class _LabelReference:
-    """Reference labels for a label model: the source automaton (the one the user gave, before
-    minimisation) is simulated and its outputs are the expected labels; the labels the readout's
-    state -> label map gives the compiled automaton's reference states (the minimal Moore machine
-    or the source itself, ``readout["states"]``) must agree (else the map was wrong)."""
-
-    def __init__(self, quotient: Semiautomaton, readout: dict[str, Any]) -> None:
-        self.source = from_dict(readout["source"])
-        if self.source.alphabet != quotient.alphabet:
-            raise CheckpointError("its readout's source automaton has another alphabet than its spec")
-        if self.source.outputs is None:
-            raise CheckpointError("its readout's source automaton has no outputs")
-        index = {x: i for i, x in enumerate(readout["labels"])}
-        seen = set(reachable_states(self.source))
-        unknown = sorted({x for q, x in enumerate(self.source.outputs) if q in seen} - set(index))
-        if unknown:
-            raise CheckpointError(f"its readout's source automaton has outputs outside its labels: {unknown[:3]}")
-        # a label only unreachable states carry is not among a quotient's labels: -1, never expected
-        self.source_label = np.array([index.get(x, -1) for x in self.source.outputs], dtype=np.int64)
-        self.state_label = np.array(readout["state_label"], dtype=np.int64)
-
-    def __call__(self, tokens: np.ndarray, quotient_states: np.ndarray) -> np.ndarray:
-        expected = self.source_label[simulate(self.source, tokens)]
-        legal = legal_mask(self.source, tokens)  # under a promise the two agree on legal positions only
-        if not np.array_equal(self.state_label[quotient_states][legal], expected[legal]):
-            raise RuntimeError("reference disagreement: the minimal Moore machine's labels differ from the source's")
-        return expected
-
-
-class _ChunkMargins:
-    """Head margins collected while :func:`verify.chunked.forward_chunked` runs (long inputs)."""
-
-    def __init__(self, model, construction: Construction) -> None:
-        self.model = model
-        self.target = construction.head_target  # None: the argmax key
-        self.worst: dict[tuple[int, int], list[float]] = {}
-        self.what: dict[int, str] = {}
-
-    def __call__(self, l: int, h: int, i: int, j: int, scores: torch.Tensor, pattern: torch.Tensor) -> None:
-        """Worst gap and leak over rows i..j-1 (row 0, BOS, has no other key); overwrites ``scores``."""
-        rows = torch.arange(i, j)
-        if self.target is not None:
-            key, self.what[l] = self.target(l, rows)
-            tgt = key[None, :, None].expand(scores.shape[0], -1, 1).to(scores.device)
-        else:
-            tgt = pattern.argmax(-1, keepdim=True)
-        keep = slice(1 if i == 0 else 0, None)
-        want = scores.gather(-1, tgt)[:, keep, 0].double()
-        leak = float((1.0 - pattern.gather(-1, tgt)[:, keep, 0].double()).max()) if want.numel() else 0.0
-        other = scores.scatter_(-1, tgt, float("-inf")).max(-1).values[:, keep].double()
-        gap = want - other
-        fin = torch.isfinite(gap)
-        w = self.worst.setdefault((l, h), [math.inf, 0.0])
-        if fin.any():
-            w[0] = min(w[0], float(gap[fin].min()))
-        w[1] = max(w[1], leak)
-
-    def heads(self) -> list[dict[str, Any]]:
-        out = []
-        for (l, h), (gap, leak) in sorted(self.worst.items()):
-            notes = (self.model.metadata.layers or [{}] * (l + 1))[l].get("heads", [{}])
-            n = notes[h] if h < len(notes) else {}
-            out.append({"layer": l + 1, "head": n.get("kind", f"head{h}"),
-                        "target": self.what.get(l, "argmax key"),
-                        "worst_score_gap": gap, "worst_leaked_mass": leak,
-                        "derived_leak_bound": n.get("leak_bound"), "score_gap": n.get("score_gap")})
-        return out
-
-
 def _subset(rows: np.ndarray, limit: int | None) -> np.ndarray:
     """At most ``limit`` rows, evenly spread (all of them when limit is None)."""
     if limit is None or len(rows) <= limit:
@@ -419,85 +232,6 @@ class _Check:
     @property
     def positions(self) -> int:
         return int(self.tokens.size)
-
-
-class _Clock:
-    """The time budget: ``spent()`` once ``budget`` seconds have passed since the start (never without one)."""
-
-    def __init__(self, budget: float | None, clock: Callable[[], float]) -> None:
-        self.budget, self.clock, self.start = budget, clock, clock()
-
-    def elapsed(self) -> float:
-        return self.clock() - self.start
-
-    def spent(self) -> bool:
-        return self.budget is not None and self.elapsed() >= self.budget
-
-
-class _Rate:
-    """The forward's measured work rate (:func:`forward_flops` per second of wall time), so that a
-    time budget refuses, before it starts, a check whose single sequence would take longer than
-    the whole budget (the first batch of a check always runs: at a max_len of a million, one
-    forward takes hours)."""
-
-    def __init__(self) -> None:
-        self.flops, self.seconds = 0.0, 0.0
-
-    @contextmanager
-    def measure(self, model, shape: tuple[int, int]) -> Iterator[None]:
-        start = time.perf_counter()
-        yield
-        self.seconds += time.perf_counter() - start
-        self.flops += shape[0] * forward_flops(model, shape[1])
-
-    def refuse_beyond(self, model, length: int, budget: float) -> None:
-        """ShortcutError when one sequence of ``length`` would take over ``budget`` seconds at the
-        rate measured so far (nothing is refused before a first batch has been timed)."""
-        if self.flops <= 0 or self.seconds <= 0:
-            return
-        eta = forward_flops(model, length) * self.seconds / self.flops
-        if eta > budget:
-            raise ShortcutError(f"verifying one input of length {length} would take about {eta:,.0f} s at the "
-                                f"{self.flops / self.seconds / 1e9:.2g} GFLOP/s measured so far, over the time "
-                                f"budget of {budget:g} s: raise the budget (--verify-time / --time-budget), or "
-                                f"compile with --no-verify and a smaller --max-len")
-
-
-RATE_PROBE = 1024
-"""Side of the float32 matrices :func:`matmul_rate` multiplies."""
-
-
-def matmul_rate(device: torch.device | str = "cpu", seconds: float = 0.1) -> float:
-    """FLOP/s of ``RATE_PROBE``-square float32 matrix products on ``device``, the best of the
-    products run within ``seconds``: an upper bound on the rate of a forward pass, whose
-    attention and small MLPs run slower than one dense product."""
-    a = torch.ones(RATE_PROBE, RATE_PROBE, device=device)
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
-    a @ a  # warm-up: thread pool, kernels
-    sync()
-    best, end = float("inf"), time.perf_counter() + seconds
-    while time.perf_counter() < end or best == float("inf"):
-        start = time.perf_counter()
-        a @ a
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * RATE_PROBE ** 3 / max(best, 1e-9)
-
-
-def refuse_hopeless(layers: int, max_len: int, budget: float, device: torch.device | str = "cpu") -> None:
-    """BudgetError, before compiling, when one input of ``max_len`` through ``layers`` attention
-    layers cannot be verified within ``budget`` seconds: each layer computes at least the causal
-    scores and weighted sums of one head of width 1 (:func:`forward_flops` with H = e = 1), and no
-    forward runs faster than :func:`matmul_rate`.  (The first batch of every check runs whatever
-    the budget, and the adversarial families are full-length.)"""
-    P = max_len + 1
-    flops = layers * 2.0 * 2 * P * (P + 1) / 2
-    rate = matmul_rate(device)
-    if flops / rate > budget:
-        raise BudgetError(f"verifying one input of length {max_len} through at least {layers} attention layers needs at least "
-                          f"{flops:.1e} FLOP, over {flops / rate:,.0f} s at this machine's best {rate / 1e9:.3g} "
-                          f"GFLOP/s, past the verification budget of {budget:g} s: compile with --no-verify, a smaller "
-                          f"--max-len, or a larger --verify-time")
 
 
 @contextmanager
@@ -557,7 +291,7 @@ def _legal_check(domain: Semiautomaton, name: str, tokens: np.ndarray) -> _Check
     return _Check(name, tokens[keep], mask=mask[keep])
 
 
-def _references(tally: _Tally, checks: list[_Check]) -> list[np.ndarray]:
+def _references(tally: Tally, checks: list[_Check]) -> list[np.ndarray]:
     """Each check's reference states, the checks of one length in one call (the recurrent
     module steps through the length once for all of them)."""
     out: list[np.ndarray] = [np.zeros(c.tokens.shape, np.int64) for c in checks]
@@ -603,10 +337,73 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                   family_limit=family_limit, n_states=a.n_states)
     rotated = layerwise and basis_of(model.meta) is not None
     layerwise = layerwise and not rotated
-    timer = _Clock(time_budget, clock)
-    tally = _Tally(a, T, readout_of(model.meta))
+    timer = Clock(time_budget, clock)
+    tally = Tally(a, T, readout_of(model.meta))
+    inp = _inputs(model, construction, plan, samples=samples, seed=seed, exhaustive_budget=exhaustive_budget,
+                  families=families, family_limit=family_limit)
+    lw_rows = 4 if T <= 1024 else 1
+    lw_tokens = (_layerwise_sample(T, inp.sample, inp.own, lw_rows).size if layerwise and T <= LAYERWISE_MAX_LEN
+                 and len(inp.sample) else 0)
+    run = _Run(sum(c.positions for c in inp.checks) + lw_tokens, progress)
+    chunk_margins = ChunkMargins(model, construction)
+    use_chunked = forward == "chunked"
+    _run_checks(model, inp.checks, tally, timer, run, chunk_margins if use_chunked else None, time_budget)
+    cut = {c.name: f"{c.done} of {len(c.tokens)} sequences" for c in inp.checks if c.done < len(c.tokens)}
+    notes: list[str] = []
+    if model.domain.partial:
+        notes.append(f"promise: inputs are legal ({len(model.domain.undefined)} transitions undefined); every check "
+                     f"scored legal positions only")
+    invariants: dict[str, Any] = {}
+    if layerwise and len(inp.sample):
+        invariants = _layerwise(model, construction, plan, inp, 1 if cut else lw_rows, run, notes)
+    if rotated:
+        invariants = {"checked": None, "skipped": ROTATED_NOTE, "failures": []}
+        notes.append(ROTATED_NOTE)
+    if not use_chunked and invariants.get("heads") is None and T > LAYERWISE_MAX_LEN and len(inp.sample):
+        with torch.no_grad():  # head margins on one sequence, a block of query rows at a time
+            forward_chunked(model, torch.from_numpy(inp.sample[:1]), CHUNK, observe=chunk_margins)
+        notes.append("head margins measured on 1 sequence with the query-chunked forward")
+    if progress:
+        progress(f"time budget spent: {run.total - run.done:,} planned positions not run" if cut else "", run.done,
+                 run.done)
+    if cut:
+        notes.append(f"time budget of {time_budget:g} s spent after {timer.elapsed():.1f} s: ran "
+                     + ", ".join(f"{k}: {v}" for k, v in cut.items())
+                     + "; the layer-wise invariants ran on 1 sequence")
+    checked = _checked(model, inp, invariants, family_limit, time_budget, cut or None, tally,
+                       _forward_text(model, use_chunked))
+    return VerificationResult(
+        exact=tally.n_errors == 0 and not invariants.get("failures"), automaton=a.name, method=construction.name,
+        max_len=T, dtype=model.config["dtype"], seed=seed,
+        seeds={"random_sequences": seed, **(construction.family_seeds(seed) if inp.own and construction.family_seeds
+                                            else {})},
+        checked=checked,
+        n_sequences=tally.n_sequences, n_positions=tally.n_positions, n_errors=tally.n_errors,
+        accuracy_by_position=(tally.correct_at / np.maximum(tally.count_at, 1)).tolist(),
+        margins=_margins(tally, invariants, chunk_margins), invariants=invariants,
+        counterexample=tally.counterexample, notes=notes,
+    )
+
+
+@dataclass
+class _Inputs:
+    """The input sets of one verification: the checks in the order they run (exhaustive, the
+    adversarial families, random), the exhaustive length ``L``, the construction's own families
+    and the sample the layer-wise invariants take their sequences from."""
+
+    checks: list[_Check]
+    L: int
+    own: dict[str, np.ndarray]
+    sample: np.ndarray
+
+
+def _inputs(model, construction: Construction, plan: Any, *, samples: int, seed: int, exhaustive_budget: int,
+            families: bool, family_limit: int | None) -> _Inputs:
+    """Every input :func:`verify` runs: every (legal) word of the largest length within the
+    exhaustive budget, the adversarial families (the generic ones and the construction's own,
+    at most ``family_limit`` each), ``samples`` random (legal) sequences of max_len."""
+    a, T, domain = model.automaton, model.max_len, model.domain
     rng = np.random.default_rng(seed)
-    domain = model.domain
     if domain.partial:
         L = exhaustive_legal_length(domain, T, exhaustive_budget)
         rand, rand_mask = sample_legal(domain, rng, samples, T)
@@ -627,15 +424,31 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     checks = [exhaustive, *(_legal_check(domain, f"adversarial:{name}", toks) for name, toks in fams.items()),
               _Check("random", rand, mask=rand_mask)]
     sample = rand if len(rand) else np.concatenate([v for v in fams.values()] or [np.zeros((0, T), np.int64)])
-    lw_rows = 4 if T <= 1024 else 1
-    lw_tokens = (_layerwise_sample(T, sample, own, lw_rows).size if layerwise and T <= LAYERWISE_MAX_LEN
-                 and len(sample) else 0)
-    total = sum(c.positions for c in checks) + lw_tokens
-    done = 0
-    chunk_margins = _ChunkMargins(model, construction)
-    use_chunked = forward == "chunked"
+    return _Inputs(checks, L, own, sample)
+
+
+@dataclass
+class _Run:
+    """Progress through a verification: positions run of ``total`` planned, reported to ``progress``."""
+
+    total: int
+    progress: Callable[[str, int, int], None] | None
+    done: int = 0
+
+    def advance(self, what: str, positions: int) -> None:
+        """``positions`` more run (by the check ``what``), reported."""
+        self.done += positions
+        if self.progress:
+            self.progress(what, self.done, self.total)
+
+
+def _run_checks(model, checks: list[_Check], tally: Tally, timer: Clock, run: _Run, chunked: ChunkMargins | None,
+                time_budget: float | None) -> None:
+    """Every check's rows through the model in batches of :func:`batch_rows`, scored by ``tally``
+    (the query-chunked forward, collecting head margins, when ``chunked`` is given); a check's
+    further batches are skipped once the time budget is spent (its first always runs)."""
     references = _references(tally, checks)
-    rate = _Rate()
+    rate = Rate()
     with torch.no_grad():
         for c, expected_all in zip(checks, references):
             if not len(c.tokens):
@@ -649,59 +462,74 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                 batch = c.tokens[i : i + rows]
                 tb = torch.from_numpy(batch)
                 with rate.measure(model, batch.shape):
-                    logits = (forward_chunked(model, tb, CHUNK, observe=chunk_margins) if use_chunked
+                    logits = (forward_chunked(model, tb, CHUNK, observe=chunked) if chunked is not None
                               else model(tb))
                 tally.add(c.name, batch, logits.cpu(), expected_all[i : i + rows],
                           None if c.mask is None else c.mask[i : i + rows])
                 c.done += len(batch)
-                done += batch.size
-                if progress:
-                    progress(c.name, done, total)
-    cut = {c.name: f"{c.done} of {len(c.tokens)} sequences" for c in checks if c.done < len(c.tokens)}
-    if cut:
-        lw_rows = 1
-    used = "plain"
-    if use_chunked:
-        used = (f"query-chunked (chunks of {CHUNK} rows"
-                + (", one attention pattern per batch: the heads are purely positional)"
-                   if all(positional_layers(model)) else ")"))
-    invariants: dict[str, Any] = {}
-    notes: list[str] = []
-    if domain.partial:
-        notes.append(f"promise: inputs are legal ({len(domain.undefined)} transitions undefined); every check scored "
-                     f"legal positions only")
-    if layerwise and T <= LAYERWISE_MAX_LEN and len(sample):
-        lw = _layerwise_sample(T, sample, own, lw_rows)
-        if progress:
-            progress("layer-wise invariants", done, total)
-        with _blame_edited_header(model), _on_cpu(model), torch.no_grad():
-            invariants = construction.invariants(model, plan, lw)
-            lookup = _label_codes(model, lw)
-        if lookup is not None:
-            invariants["mlps"] = [*(invariants.get("mlps") or []), lookup]
-            if lookup["distance_to_boundary"] <= 0:
-                invariants.setdefault("failures", []).append(
-                    f"layer {lookup['layer']} {lookup['mlp']}: the state codes it reads deviate by "
-                    f"{lookup['worst_input_noise']:.3g} (tolerance {lookup['input_tolerance']:.3g})")
-        done += lw.size
-    elif layerwise and len(sample):
-        invariants = {"checked": None, "skipped": f"layer-wise invariants need every layer's [H, T, T] pattern: "
-                                                  f"skipped above max_len {LAYERWISE_MAX_LEN}", "failures": []}
-        notes.append(invariants["skipped"])
-    if rotated:
-        invariants = {"checked": None, "skipped": ROTATED_NOTE, "failures": []}
-        notes.append(ROTATED_NOTE)
-    if not use_chunked and invariants.get("heads") is None and T > LAYERWISE_MAX_LEN and len(sample):
-        with torch.no_grad():  # head margins on one sequence, a block of query rows at a time
-            forward_chunked(model, torch.from_numpy(sample[:1]), CHUNK, observe=chunk_margins)
-        notes.append("head margins measured on 1 sequence with the query-chunked forward")
-    if progress:
-        progress(f"time budget spent: {total - done:,} planned positions not run" if cut else "", done, done)
-    if cut:
-        notes.append(f"time budget of {time_budget:g} s spent after {timer.elapsed():.1f} s: ran "
-                     + ", ".join(f"{k}: {v}" for k, v in cut.items())
-                     + "; the layer-wise invariants ran on 1 sequence")
-    exact = tally.n_errors == 0 and not invariants.get("failures")
+                run.advance(c.name, batch.size)
+
+
+def _layerwise(model, construction: Construction, plan: Any, inp: _Inputs, rows: int, run: _Run,
+               notes: list[str]) -> dict[str, Any]:
+    """The construction's layer-wise invariants on ``rows`` sample sequences and one of each of its
+    own families, with the label lookup's input codes; above :data:`LAYERWISE_MAX_LEN` skipped
+    (said in ``notes``)."""
+    T = model.max_len
+    if T > LAYERWISE_MAX_LEN:
+        skipped = (f"layer-wise invariants need every layer's [H, T, T] pattern: skipped above max_len "
+                   f"{LAYERWISE_MAX_LEN}")
+        notes.append(skipped)
+        return {"checked": None, "skipped": skipped, "failures": []}
+    lw = _layerwise_sample(T, inp.sample, inp.own, rows)
+    if run.progress:
+        run.progress("layer-wise invariants", run.done, run.total)
+    with _blame_edited_header(model), _on_cpu(model), torch.no_grad():
+        invariants = construction.invariants(model, plan, lw)
+        lookup = _label_codes(model, lw)
+    if lookup is not None:
+        invariants["mlps"] = [*(invariants.get("mlps") or []), lookup]
+        if lookup["distance_to_boundary"] <= 0:
+            invariants.setdefault("failures", []).append(
+                f"layer {lookup['layer']} {lookup['mlp']}: the state codes it reads deviate by "
+                f"{lookup['worst_input_noise']:.3g} (tolerance {lookup['input_tolerance']:.3g})")
+    run.done += lw.size
+    return invariants
+
+
+def _forward_text(model, chunked: bool) -> str:
+    """How the inputs ran, for ``checked["forward"]``."""
+    if not chunked:
+        return "plain"
+    return (f"query-chunked (chunks of {CHUNK} rows"
+            + (", one attention pattern per batch: the heads are purely positional)"
+               if all(positional_layers(model)) else ")"))
+
+
+def _checked(model, inp: _Inputs, invariants: dict[str, Any], family_limit: int | None,
+             time_budget: float | None, cut: dict[str, str] | None, tally: Tally, forward: str) -> dict[str, Any]:
+    """``VerificationResult.checked``: how much of each check ran (the exhaustive length only as far
+    as every word of it was run)."""
+    checks, L, partial = inp.checks, inp.L, model.domain.partial
+    ex = checks[0]
+    return {"exhaustive_length": (L if ex.done == len(ex.tokens) else 0) if partial
+            else exhaustive_covered(model.automaton.n_symbols, ex.done, L),
+            "promise": "legal inputs only" if partial else None,
+            "exhaustive_sequences": ex.done, "exhaustive_sequence_length": L,
+            "random_sequences": checks[-1].done, "random_length": model.max_len,
+            "adversarial_families": {c.name.removeprefix("adversarial:"): c.done for c in checks[1:-1]},
+            "adversarial_family_limit": family_limit,
+            "layerwise": invariants.get("checked"),
+            "layerwise_sequences": invariants.get("sequences"),
+            "forward": forward,
+            "recurrent_reference_agreed_positions": tally.rnn_positions,
+            "time_budget_s": time_budget,
+            "cut_by_time_budget": cut}
+
+
+def _margins(tally: Tally, invariants: dict[str, Any], chunk_margins: ChunkMargins) -> dict[str, Any]:
+    """``VerificationResult.margins``: the readout's smallest logit margin, the heads' (from the
+    invariants, else from the query-chunked forward) and the MLPs' (taken out of ``invariants``)."""
     margins: dict[str, Any] = {"readout_min_logit_margin": tally.min_margin if tally.min_margin < math.inf else None}
     if invariants.get("heads") is not None:
         margins["heads"] = invariants.pop("heads")
@@ -709,27 +537,4 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
         margins["heads"] = chunk_margins.heads()
     if invariants.get("mlps") is not None:
         margins["mlps"] = invariants.pop("mlps")
-    ex = checks[0]
-    return VerificationResult(
-        exact=exact, automaton=a.name, method=construction.name, max_len=T,
-        dtype=model.config["dtype"], seed=seed,
-        seeds={"random_sequences": seed, **(construction.family_seeds(seed) if own and construction.family_seeds
-                                            else {})},
-        checked={"exhaustive_length": (L if ex.done == len(ex.tokens) else 0) if domain.partial
-                 else exhaustive_covered(a.n_symbols, ex.done, L),
-                 "promise": "legal inputs only" if domain.partial else None,
-                 "exhaustive_sequences": ex.done, "exhaustive_sequence_length": L,
-                 "random_sequences": checks[-1].done, "random_length": T,
-                 "adversarial_families": {c.name.removeprefix("adversarial:"): c.done for c in checks[1:-1]},
-                 "adversarial_family_limit": family_limit,
-                 "layerwise": invariants.get("checked"),
-                 "layerwise_sequences": invariants.get("sequences"),
-                 "forward": used,
-                 "recurrent_reference_agreed_positions": tally.rnn_positions,
-                 "time_budget_s": time_budget,
-                 "cut_by_time_budget": cut or None},
-        n_sequences=tally.n_sequences, n_positions=tally.n_positions, n_errors=tally.n_errors,
-        accuracy_by_position=(tally.correct_at / np.maximum(tally.count_at, 1)).tolist(),
-        margins=margins, invariants=invariants, counterexample=tally.counterexample,
-        notes=notes,
-    )
+    return margins

@@ -55,6 +55,11 @@ def _number(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when a is not a number or b is not a nonzero number."""
+    return a / b if a is not None and b else None
+
+
 def _table(header: list[str] | None, rows: list[list[Any]]) -> str:
     """An HTML table: a header row (none for ``None``), then ``rows``."""
     out = ["<table>" + ("" if header is None else "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>")]
@@ -119,7 +124,7 @@ def dot_svg(dot: str) -> str | None:
     quoted by ``compiler.automata.cascade.dot_quote``, so that should never happen."""
     out = run_dot(dot)
     start = -1 if out is None else out.find("<svg")
-    if start < 0:
+    if out is None or start < 0:
         return None
     svg = re.sub(r"<!--.*?-->", "", out[start:], flags=re.DOTALL)
     return None if _ACTIVE_SVG.search(svg) else svg
@@ -201,9 +206,7 @@ def _margins_section(report) -> str:
             "worst leaked softmax mass per head (black: derived bound)", "head (in table order)", "leaked mass",
             log=True, marks=[_number(h.get("derived_leak_bound")) for h in heads]))
     if mlps:
-        frac = [_number(x.get("distance_to_boundary")) / _number(x.get("input_tolerance"))
-                if _number(x.get("distance_to_boundary")) is not None and _number(x.get("input_tolerance")) else None
-                for x in mlps]
+        frac = [_ratio(_number(x.get("distance_to_boundary")), _number(x.get("input_tolerance"))) for x in mlps]
         plots.append(svg.bar_plot(frac, "MLP inputs: distance to a decision boundary / tolerance",
                                   "MLP (in table order)", "fraction of tolerance",
                                   colours=["#2ca02c" if f is not None and f > 0 else "#d62728" for f in frac]))

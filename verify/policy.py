@@ -20,7 +20,7 @@ VERIFY_SAMPLING = {"samples": 64, "exhaustive_budget": 1 << 15, "family_limit": 
 """``verify``'s sampled check without a certificate (its option defaults)."""
 COMPILE_SAMPLING = {"samples": 16, "exhaustive_budget": 4096, "family_limit": 4}
 """``compile --verify``'s modest sampled check without a certificate (its option defaults), and the zoo's."""
-SAMPLINGS = {"compile": COMPILE_SAMPLING, "verify": VERIFY_SAMPLING}
+SAMPLINGS: dict[str, dict[str, Any]] = {"compile": COMPILE_SAMPLING, "verify": VERIFY_SAMPLING}
 """The sampled checks by the command that uses them (a zoo config's ``sampling``)."""
 CROSS_CHECK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
 """The sampled check that accompanies a passing certificate (``verify``, ``compile``, the zoo):

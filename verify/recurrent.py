@@ -40,6 +40,8 @@ def check_size(n_states: int, n_symbols: int, limit: int = MAX_BYTES) -> None:
 class RecurrentSimulator(nn.Module):
     """h_{t} = W_out relu(W_h h_{t-1} + W_x x_t - 1); prediction argmax h_t."""
 
+    h0: torch.Tensor  # the initial state's one-hot (a buffer)
+
     def __init__(self, automaton: Semiautomaton, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         n, k = automaton.n_states, automaton.n_symbols

@@ -130,7 +130,7 @@ UNBOUND = "not bound to the weights"
 UNSEALED = "not sealed: the summary has no digest of its own (an older shortcut wrote it, or it was removed)"
 DIGESTS_NOTE = ("these sha256 digests detect accidental change, not tampering: anyone who edits a checkpoint "
                 "can recompute them")
-"""What the digests are worth, said wherever a verdict rests on them (``info``, the README)."""
+"""What the digests are worth, said wherever a verdict rests on them (``info``, docs/cli.md)."""
 
 
 def verification_status(model) -> str | None:
@@ -263,7 +263,7 @@ def report_markdown(report: dict[str, Any]) -> str:
                   f"{md(ce['expected'])}, model gave {md(ce['got'])}.", "",
                   "| t | symbol | reference | model | logit gap |", "|---|---|---|---|---|"]
         trace = ce["trace"]
-        shown = list(enumerate(trace, 1))
+        shown: list[tuple[int | None, Any]] = list(enumerate(trace, 1))
         if len(shown) > 40:  # long traces: the start and the end
             shown = shown[:10] + [(None, None)] + shown[-30:]
         for i, s in shown:

@@ -30,25 +30,28 @@ A level whose set P maps onto the new chain's set Q at that depth (P·s = Q)
 receives the permutation FromRep(P)·s·ToRep(Q) of its block's tiles; every
 other level receives a reset to its new value.  Because depths increase along
 images and tiles, that input is a function of the letter and of the
-*pre-update* values of the levels above -- a cascade.  :class:`Exploration`
-builds these wiring tables lazily, over the coordinate prefixes reachable from
-encodings of real states, and checks the result against the automaton;
-:meth:`Holonomy.chain_step` is the same semantics on whole chains, kept as an
-independent reference.
+*pre-update* values of the levels above -- a cascade.
+:class:`~compiler.automata.exploration.Exploration` builds these wiring tables lazily,
+over the coordinate prefixes reachable from encodings of real states, and checks the
+result against the automaton; :meth:`Holonomy.chain_step` is the same semantics on whole
+chains, kept as an independent reference.
+
+Steps 1 and 3-5 are functions of :mod:`compiler.automata.subduction`, which :class:`Holonomy`
+runs in order; the bitmask arithmetic is :mod:`compiler.automata.bitsets`.
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from .errors import BudgetError, ShortcutError
+from .bitsets import SetMapper, members, popcount, set_image
+from .errors import BudgetError
 from .groups import Perm, is_identity
 from .semigroup import Map, then
+from .subduction import HolonomyError, class_depths, orbit, representatives, subduction_classes
 
 DEFAULT_IMAGE_BUDGET = 10_000
 """Most images (sets X·w) enumerated: past a few thousand the reachable tile chains are far
@@ -68,115 +71,6 @@ DEFAULT_CHAIN_BUDGET = 60_000
 
 Action = "tuple[int, Perm] | int"
 """A level's input: ``(block index, permutation of that block's tiles)``, or ``int`` v = reset to value v."""
-
-
-class HolonomyError(ShortcutError):
-    """An internal check of the holonomy decomposition failed (a bug, never the user's input)."""
-
-
-def popcount(x: int) -> int:
-    """Number of states in a bitmask set."""
-    return bin(x).count("1")
-
-
-def members(mask: int) -> list[int]:
-    """The states of a bitmask set, in increasing order."""
-    out, i = [], 0
-    while mask:
-        if mask & 1:
-            out.append(i)
-        mask >>= 1
-        i += 1
-    return out
-
-
-class _SetMapper:
-    """Images of bitmask sets under fixed maps.
-
-    Up to 64 states: 8-bit chunk lookup tables per map (built on first use);
-    beyond that, the set unpacked to an array and gathered through the map
-    (building tables would cost |maps|·|Q|·256 operations up front).
-    """
-
-    def __init__(self, n: int, maps: Sequence[Map]):
-        self.n = n
-        self.maps = maps
-        self.chunks = (n + 7) // 8
-        self.tables: list[list[list[int]] | None] = [None] * len(maps)
-        self.arrays: np.ndarray | None = None
-
-    def _build(self, a: int) -> list[list[int]]:
-        m, n = self.maps[a], self.n
-        tabs = []
-        for k in range(self.chunks):
-            tab = [0] * 256
-            for byte in range(1, 256):
-                low = byte & -byte
-                bit = low.bit_length() - 1
-                q = 8 * k + bit
-                tab[byte] = tab[byte ^ low] | ((1 << m[q]) if q < n else 0)
-            tabs.append(tab)
-        self.tables[a] = tabs
-        return tabs
-
-    def image(self, mask: int, a: int) -> int:
-        if self.n > 64:
-            return self._vector_image(mask, a)
-        tabs = self.tables[a] or self._build(a)
-        r = 0
-        for k, tab in enumerate(tabs):
-            r |= tab[(mask >> (8 * k)) & 255]
-        return r
-
-
-    def _vector_image(self, mask: int, a: int) -> int:
-        """:func:`set_image` for many states: the set's bits unpacked, gathered through the map and
-        packed again by numpy (O(|Q|) in C rather than a Python step per member)."""
-        if self.arrays is None:
-            self.arrays = np.asarray(self.maps, dtype=np.int64)
-        nbytes = (self.n + 7) // 8
-        bits = np.unpackbits(np.frombuffer(mask.to_bytes(nbytes, "little"), dtype=np.uint8), bitorder="little")
-        out = np.zeros(8 * nbytes, dtype=np.uint8)
-        out[self.arrays[a][np.flatnonzero(bits[:self.n])]] = 1
-        return int.from_bytes(np.packbits(out, bitorder="little").tobytes(), "little")
-
-
-def set_image(mask: int, m: Map) -> int:
-    """The image P·m of a bitmask set under an arbitrary map (one step per member)."""
-    r = 0
-    while mask:
-        low = mask & -mask
-        r |= 1 << m[low.bit_length() - 1]
-        mask ^= low
-    return r
-
-
-def _order_on(m: Map, points: list[int]) -> int:
-    """The smallest k >= 1 with m^k the identity on ``points`` (which m permutes): the least
-    common multiple of its cycle lengths there."""
-    order, seen = 1, set()
-    for x in points:
-        if x in seen:
-            continue
-        length, y = 0, x
-        while y not in seen:
-            seen.add(y)
-            y = m[y]
-            length += 1
-        order = math.lcm(order, length)
-    return order
-
-
-def _power(m: Map, k: int) -> Map:
-    """The map m applied k times (the identity for k = 0), by repeated squaring."""
-    base = np.asarray(m, dtype=np.int64)
-    out = np.arange(len(m), dtype=np.int64)
-    while k:
-        if k & 1:
-            out = base[out]
-        base = base[base]
-        k >>= 1
-    return tuple(int(x) for x in out)
 
 
 @dataclass
@@ -225,7 +119,7 @@ class Holonomy:
         self.n = n
         self.maps = tuple(tuple(m) for m in maps)
         self.full = (1 << n) - 1
-        self.mapper = _SetMapper(n, self.maps)
+        self.mapper = SetMapper(n, self.maps)
         self._tiles: dict[int, tuple[int, ...]] = {}
         self._tile_sets: dict[int, frozenset[int]] = {}
         self._fill: dict[tuple[int, int], tuple[int, ...]] = {}
@@ -233,42 +127,19 @@ class Holonomy:
         if n > HOLONOMY_MAX_STATES:
             raise BudgetError(f"the holonomy decomposition takes on at most {HOLONOMY_MAX_STATES:,} states (full maps "
                               f"of |Q| entries per image), this automaton has {n:,} -- use the scan construction")
-        self._orbit(image_budget)
+        self.images, self.succ, self.is_image = orbit(self.mapper, self.full, len(self.maps), image_budget)
         cells = len(self.images) * n
         if cells > HOLONOMY_CELLS:
             raise BudgetError(f"the holonomy decomposition would hold {len(self.images):,} images x {n:,} states = "
                               f"{cells:,} map entries, over the budget of {HOLONOMY_CELLS:,}; its decomposition is too "
                               f"large -- use the scan construction")
         self._extended()
-        self._classes()
-        self._depths()
-        self._representatives()
+        self.class_members, self.class_of = subduction_classes(self.images, self.succ)
+        self.class_depth, self.class_edges = class_depths(self.class_members, self.class_of, self.succ, self.tiles,
+                                                          self.full)
+        self.levels = max(self.class_depth, default=0)
+        self.from_rep, self.to_rep = representatives(n, self.maps, self.class_members, self.succ)
         self._holonomy_groups()
-
-    # -- 1. images ------------------------------------------------------------
-
-    def _orbit(self, budget: int) -> None:
-        images = [self.full]
-        succ: dict[int, tuple[int, ...]] = {}
-        seen = {self.full}
-        i = 0
-        while i < len(images):
-            p = images[i]
-            i += 1
-            out = tuple(self.mapper.image(p, a) for a in range(len(self.maps)))
-            succ[p] = out
-            for q in out:
-                if q not in seen:
-                    seen.add(q)
-                    images.append(q)
-                    if len(images) > budget:
-                        raise BudgetError(
-                            f"the automaton has more than {budget} images X·w (image budget); "
-                            f"its holonomy decomposition is too large -- use the scan construction"
-                        )
-        self.images = images
-        self.succ = succ
-        self.is_image = seen
 
     # -- 2. tiles ---------------------------------------------------------------
 
@@ -324,159 +195,6 @@ class Holonomy:
                 return t
         raise HolonomyError("no tile contains a proper subset in E (tiles must cover)")
 
-    # -- 3. subduction classes --------------------------------------------------
-
-    def _classes(self) -> None:
-        """Strongly connected components of the image graph (iterative Tarjan), singletons left out."""
-        nodes = [p for p in self.images if popcount(p) > 1]
-        index: dict[int, int] = {}
-        low: dict[int, int] = {}
-        on_stack: set[int] = set()
-        stack: list[int] = []
-        comps: list[list[int]] = []
-        counter = 0
-        for root in nodes:
-            if root in index:
-                continue
-            work = [(root, 0)]
-            while work:
-                v, i = work.pop()
-                if i == 0:
-                    index[v] = low[v] = counter
-                    counter += 1
-                    stack.append(v)
-                    on_stack.add(v)
-                succ = self.succ[v]
-                recurse = False
-                while i < len(succ):
-                    w = succ[i]
-                    i += 1
-                    if popcount(w) <= 1:
-                        continue
-                    if w not in index:
-                        work.append((v, i))
-                        work.append((w, 0))
-                        recurse = True
-                        break
-                    if w in on_stack:
-                        low[v] = min(low[v], index[w])
-                if recurse:
-                    continue
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    comps.append(comp)
-                if work:
-                    u = work[-1][0]
-                    low[u] = min(low[u], low[v])
-        order = {p: i for i, p in enumerate(self.images)}
-        comps = [sorted(c, key=order.__getitem__) for c in comps]
-        comps.sort(key=lambda c: order[c[0]])
-        self.class_members: list[list[int]] = comps
-        self.class_of: dict[int, int] = {p: k for k, c in enumerate(comps) for p in c}
-
-    # -- 4. depth ---------------------------------------------------------------
-
-    def _depths(self) -> None:
-        """Longest path from X's class over image edges and tiles of representatives."""
-        k = len(self.class_members)
-        edges: list[set[int]] = [set() for _ in range(k)]
-        for p, outs in self.succ.items():
-            if popcount(p) <= 1:
-                continue
-            cp = self.class_of[p]
-            for q in outs:
-                if popcount(q) > 1 and self.class_of[q] != cp:
-                    edges[cp].add(self.class_of[q])
-        for c, mem in enumerate(self.class_members):
-            for t in self.tiles(mem[0]):
-                if popcount(t) > 1:
-                    ct = self.class_of[t]
-                    if ct == c:
-                        raise HolonomyError("a tile is equivalent to its parent set")
-                    edges[c].add(ct)
-        indeg = [0] * k
-        for c in range(k):
-            for d in edges[c]:
-                indeg[d] += 1
-        queue = deque(c for c in range(k) if indeg[c] == 0)
-        topo = []
-        while queue:
-            c = queue.popleft()
-            topo.append(c)
-            for d in sorted(edges[c]):
-                indeg[d] -= 1
-                if indeg[d] == 0:
-                    queue.append(d)
-        if len(topo) != k:
-            raise HolonomyError("the subduction order has a cycle")
-        depth = [0] * k
-        if k:
-            top = self.class_of[self.full]
-            if top != topo[0] or self.class_members[top] != [self.full]:
-                raise HolonomyError("X is not alone at the top of the subduction order")
-            depth[top] = 1
-            for c in topo:
-                if depth[c] == 0:
-                    raise HolonomyError("a class is not below X")
-                for d in edges[c]:
-                    depth[d] = max(depth[d], depth[c] + 1)
-        self.class_depth = depth
-        self.levels = max(depth, default=0)
-        self.class_edges = edges
-
-    # -- 5. representatives -----------------------------------------------------
-
-    def _representatives(self) -> None:
-        n = self.n
-        ident = tuple(range(n))
-        self.from_rep: dict[int, Map] = {}
-        self.to_rep: dict[int, Map] = {}
-        for mem in self.class_members:
-            r = mem[0]
-            inside = set(mem)
-            preds: dict[int, list[tuple[int, int]]] = {p: [] for p in mem}
-            for p in mem:
-                for a, q in enumerate(self.succ[p]):
-                    if q in inside:
-                        preds[q].append((p, a))
-            # FromRep: BFS forward from r inside the class.
-            frm = {r: ident}
-            queue = deque([r])
-            while queue:
-                p = queue.popleft()
-                for a, q in enumerate(self.succ[p]):
-                    if q in inside and q not in frm:
-                        frm[q] = then(frm[p], self.maps[a])
-                        queue.append(q)
-            # ToRep (raw): BFS backward from r inside the class.
-            to = {r: ident}
-            queue = deque([r])
-            while queue:
-                q = queue.popleft()
-                for p, a in preds[q]:
-                    if p not in to:
-                        to[p] = then(self.maps[a], to[q])
-                        queue.append(p)
-            if len(frm) != len(mem) or len(to) != len(mem):
-                raise HolonomyError("a subduction class is not strongly connected")
-            rpts = members(r)
-            for p in mem:
-                if set_image(r, frm[p]) != p or set_image(p, to[p]) != r:
-                    raise HolonomyError("FromRep/ToRep do not map between r and P")
-                loop = then(frm[p], to[p])
-                fixed = then(to[p], _power(loop, _order_on(loop, rpts) - 1))
-                back = then(frm[p], fixed)
-                if any(back[i] != i for i in rpts):
-                    raise HolonomyError("FromRep(P)·ToRep(P) is not the identity on the representative")
-                self.from_rep[p] = frm[p]
-                self.to_rep[p] = fixed
-
     # -- 6. holonomy groups -----------------------------------------------------
 
     def _holonomy_groups(self) -> None:
@@ -492,7 +210,7 @@ class Holonomy:
             self.block_of_class[c] = block.index
             self.blocks.append(block)
         for block in self.blocks:
-            gens = {}
+            gens: dict[Perm, None] = {}
             inside = set(block.members)
             for p in block.members:
                 for a, q in enumerate(self.succ[p]):
@@ -614,8 +332,9 @@ class Holonomy:
 
         A level whose chain set P maps onto the new chain's set Q at that depth
         (P·a = Q) gets ``(block index, permutation of its tiles)``; every other
-        level gets a reset to its new value (an ``int``).  :meth:`explore` computes
-        the same thing level by level; this version is kept as an independent check.
+        level gets a reset to its new value (an ``int``).
+        :class:`~compiler.automata.exploration.Exploration` computes the same thing level by
+        level; this version is kept as an independent check.
         """
         chain = self.chain(coords)
         new = self.mapped_chain(chain, a)
@@ -630,172 +349,3 @@ class Holonomy:
             else:
                 actions.append(new_coords[d - 1])
         return new_coords, actions
-
-    def explore(self, budget: int = DEFAULT_CHAIN_BUDGET) -> "Exploration":
-        """The reachable part of the holonomy cascade, level by level (see :class:`Exploration`)."""
-        return Exploration(self, budget)
-
-
-def apply_action(h: Holonomy, depth: int, action: object, v: int) -> int:
-    """The new value of a level after ``action`` (a reset value, or (block, permutation))."""
-    if isinstance(action, int):
-        return action
-    b, perm = action
-    block = h.blocks[b]
-    i = v - block.offset
-    if block.depth != depth or not 0 <= i < len(block.tiles):
-        raise HolonomyError("a permutation reaches a level value outside its block")
-    return block.offset + perm[i]
-
-
-class Exploration:
-    """The holonomy cascade restricted to what is reachable, built lazily as a trie.
-
-    A *node* at depth k stands for the values of levels 1..k (a prefix of a
-    coordinate tuple); the root is the empty prefix and the leaves (depth L) are
-    the reachable coordinate tuples.  Because the cascade is feed-forward, the
-    prefixes of depth k are closed under letters on their own, so the search
-    runs level by level: once every node of depth k and its transitions are
-    known, level k+1's input ``actions[k+1][(node, a)]`` -- a function of the
-    *pre-update* upper coordinates (the node) and the letter -- is computed from
-    the node's chain prefix, and the nodes of depth k+1 are closed under
-    ``child(T(parent, a), action(value))``.
-
-    Per (node, letter) we keep the *unsettled tail* of the mapped chain: the sets
-    of the new chain deeper than the node's level.  Its first set decides the
-    next level's input (a reset to the tile below it, a permutation when it is
-    the image of the node's frontier set in the same class, or the dummy), and a
-    child's tail extends its parent's by the gap fill down to the image of the
-    child's frontier.  Work is proportional to the number of nodes times letters.
-
-    Checks: every leaf (a reachable coordinate tuple) decodes, under every
-    letter, to delta of its state; encodings round-trip; level values stay
-    inside the block of their chain set.
-    """
-
-    def __init__(self, hol: Holonomy, budget: int = DEFAULT_CHAIN_BUDGET):
-        self.hol = hol
-        self.budget = budget
-        L = hol.levels
-        A = len(hol.maps)
-        self.parent: list[int] = [-1]
-        self.value: list[int] = [-1]
-        self.frontier: list[int] = [hol.full]
-        self.path: list[tuple[int, ...]] = [()]
-        self.child: dict[tuple[int, int], int] = {}
-        self.level_nodes: list[list[int]] = [[0]] + [[] for _ in range(L)]
-        self.trans: dict[tuple[int, int], int] = {}
-        self.actions: list[dict[tuple[int, int], object]] = [{} for _ in range(L + 1)]
-        tails: dict[tuple[int, int], tuple[int, ...]] = {}
-        for a in range(A):
-            self.trans[(0, a)] = 0
-            xa = hol.mapper.image(hol.full, a)
-            tails[(0, a)] = (hol.full,) if xa == hol.full else (hol.full, *hol.fill(hol.full, xa), xa)
-        self.encodings = [hol.encode(x) for x in range(hol.n)]
-        self.leaf_of_state = []
-        for coords in self.encodings:
-            node = 0
-            for v in coords:
-                node = self._child(node, v)
-            self.leaf_of_state.append(node)
-        for k in range(L):
-            d = k + 1
-            acts = self.actions[d]
-            for node in self.level_nodes[k]:
-                for a in range(A):
-                    acts[(node, a)] = self._action(d, node, a, tails[(node, a)])
-            queue = deque(self.level_nodes[d])
-            while queue:
-                c = queue.popleft()
-                p = self.parent[c]
-                v = self.value[c]
-                for a in range(A):
-                    pn = self.trans[(p, a)]
-                    nv = apply_action(hol, d, acts[(p, a)], v)
-                    before = len(self.value)
-                    cn = self._child(pn, nv)
-                    if len(self.value) > before:
-                        queue.append(cn)
-                    self.trans[(c, a)] = cn
-                    if d < L:
-                        tails[(c, a)] = self._tail(d, p, c, a, tails[(p, a)])
-            for node in self.level_nodes[k]:
-                for a in range(A):
-                    del tails[(node, a)]
-        self.leaves = self.level_nodes[L]
-        self._check_leaves()
-
-    def _child(self, node: int, v: int) -> int:
-        """The node for prefix(node) + (v,), created (and checked) if new."""
-        key = (node, v)
-        c = self.child.get(key)
-        if c is not None:
-            return c
-        hol = self.hol
-        f = self.frontier[node]
-        d = len(self.path[node]) + 1
-        if hol.depth_of(f) == d:
-            nf = hol.tile_of_value(f, v)
-        elif v == hol.dummy[d - 1]:
-            nf = f
-        else:
-            raise HolonomyError("a level the chain skips holds a non-dummy value")
-        c = len(self.value)
-        self.parent.append(node)
-        self.value.append(v)
-        self.frontier.append(nf)
-        self.path.append(self.path[node] + (v,))
-        self.child[key] = c
-        self.level_nodes[d].append(c)
-        if c > self.budget:
-            raise BudgetError(
-                f"the holonomy cascade has more than {self.budget} reachable coordinate prefixes "
-                f"(chain budget); use the scan construction for this automaton"
-            )
-        return c
-
-    def _action(self, d: int, node: int, a: int, tail: tuple[int, ...]) -> object:
-        """Input of level d given the node (values of levels < d) and the letter-map a."""
-        hol = self.hol
-        u = tail[0]
-        if hol.depth_of(u) != d:
-            return hol.dummy[d - 1]
-        if len(tail) >= 2:
-            return hol.tile_value(u, tail[1])
-        f = self.frontier[node]
-        if hol.depth_of(f) != d or hol.class_of[f] != hol.class_of[u]:
-            raise HolonomyError("a level keeps its set but the set changed class")
-        return (hol.block_of(f).index, hol.round_trip(f, a, u))
-
-    def _tail(self, d: int, p: int, c: int, a: int, ptail: tuple[int, ...]) -> tuple[int, ...]:
-        """Unsettled tail (sets deeper than d) of the mapped chain of node c, from its parent's."""
-        hol = self.hol
-        fp, fc = self.frontier[p], self.frontier[c]
-        tail = ptail
-        if fc != fp:
-            last = ptail[-1]
-            img = hol.mapper.image(fc, a)
-            if img != last:
-                tail = ptail + hol.fill(last, img) + (img,)
-        if hol.depth_of(tail[0]) == d:
-            tail = tail[1:]
-        return tail
-
-    def _check_leaves(self) -> None:
-        hol = self.hol
-        for x, leaf in enumerate(self.leaf_of_state):
-            if self.frontier[leaf] != 1 << x or hol.decode(self.path[leaf]) != x:
-                raise HolonomyError("holonomy encode/decode do not round-trip")
-        self.checks = 0
-        for leaf in self.leaves:
-            f = self.frontier[leaf]
-            if f & (f - 1):
-                raise HolonomyError("a leaf of the coordinate trie is not a single state")
-            x = f.bit_length() - 1
-            for a, m in enumerate(hol.maps):
-                if self.frontier[self.trans[(leaf, a)]] != 1 << m[x]:
-                    raise HolonomyError("the holonomy cascade does not emulate the automaton")
-                self.checks += 1
-
-    def state_of_leaf(self, leaf: int) -> int:
-        return self.frontier[leaf].bit_length() - 1

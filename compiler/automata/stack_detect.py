@@ -124,7 +124,7 @@ def _rooted(automaton: Semiautomaton, sink: int, root: int, noops: set[int]) -> 
                     continue
                 if stacks[r] is not None or r == root:
                     return None, f"state {automaton.states[r]!r} is reached by two different pushes"
-                stacks[r] = stacks[q] + (b,)
+                stacks[r] = (stacks[q] or ()) + (b,)  # q is in the frontier: its stack is set
                 nxt.append(r)
         if nxt:
             depth += 1

@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import sys
 from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,7 +113,7 @@ def _pool(todo: list[Job], out: Path, workers: int, done: Callable[[dict[str, An
     """Run ``todo`` on a process pool of ``workers`` spawned processes, at most a few ahead."""
     context = multiprocessing.get_context("spawn")
     with _thread_env(), ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=TASKS_PER_WORKER) as pool:
-        queue, running = list(reversed(todo)), set()
+        queue, running = list(reversed(todo)), set[Future]()
         while queue or running:
             while queue and len(running) < workers * IN_FLIGHT_PER_WORKER:
                 running.add(pool.submit(run_job, queue.pop(), str(out)))
@@ -135,7 +135,7 @@ def _ray(todo: list[Job], out: Path, workers: int, address: str, done: Callable[
                  log_to_driver=False, runtime_env={"env_vars": THREAD_ENV})
     try:
         remote = ray.remote(num_cpus=1)(run_job)
-        queue, running = list(reversed(todo)), []
+        queue, running = list(reversed(todo)), list[Any]()
         while queue or running:
             while queue and len(running) < workers * IN_FLIGHT_PER_WORKER:
                 running.append(remote.remote(queue.pop(), str(out)))

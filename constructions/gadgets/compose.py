@@ -1,5 +1,36 @@
 """Exact MLP units: robust steps (Lemma 10), one-hot biases, carries (``relu(x) - relu(-x)``) and
-the composition of integer-coded maps in one hidden layer (Lemma 14's role)."""
+the composition of integer-coded maps in one hidden layer (Lemma 14's role).
+
+:func:`compose_mlp` in floating point, and into the fetched map (its docstring proves the
+exact-arithmetic claim and names the units u, v, r, p, the slope M and the offset c):
+
+*Claim (floating point, unit roundoff u = eps/2).*  If every F[j] is an exact integer and
+|M d| (1 + u) < u/4, and the magnitude bound ``magnitude`` it records is under 1/eps,
+the MLP computes f(g) - F[q] exactly in that arithmetic, whatever the summation order.
+*Proof.*  Every weight is an integer and every bias a multiple of 1/2, so each
+pre-activation is an exact multiple of 1/2 (its *exact part*, what it would be at
+d = 0) plus at most one small term from the product G[q] * M, itself rounded to
+M g or to (M d)(1 + theta), |theta| <= u.  Every partial sum is then an exact part
+(a multiple of 1/2 below 1/eps in magnitude, hence representable) plus a small part
+under u/4: adding to an exact part of magnitude >= 1/2, whose neighbouring floats are
+>= u/2 away, rounds the small part off; an exact part of 0 keeps it unchanged.  The
+final exact parts are nonzero (at least c >= 1/2 in magnitude for u, v, and >= 1/2 for
+r, p), so every hidden unit is its exact part; the output then sums integer multiples
+of multiples of 1/2 below 1/eps, exactly.  QED.  Then the new F is again exact
+integers, and the scratch keeps at most the small part (for g = 0).
+``exact_input_noise`` records u / (4 M (1 + u)); the scan sets its attention
+temperature so that the fetched codes stay within it over all its layers.
+
+*Into the fetched map* (``into_fetched``, the scan's last layer): without the p units,
+the update  G[q] += sum_j (u[q,j] - v[q,j]) - (M + 1) r[q] + (M + 1)/2 - c,  F unchanged.
+By the proof above sum_j (u - v) = M G[q] + F[g] + c and r = G[q] + 1/2, so the update is
+F[g] - G[q] and G[q] becomes f(g) + e_g, in exact arithmetic.  In floating point every
+unit is again its exact part, so the update is the integer f(g) - g exactly; G[q] was
+the integer g exactly when g >= 1 (|d| is below half its spacing), so it becomes f(g)
+exactly, and for g = 0 it becomes f(0) + d rounded: f(0) when f(0) >= 1, else the
+sub-rounding residue d the clearing version leaves in the scratch.  Saves n units where
+nothing fetches into G afterwards.
+"""
 
 from __future__ import annotations
 
@@ -90,32 +121,8 @@ def compose_mlp(name: str, F: Subspace, G: Subspace, eps: float = 2.0**-23, into
     With exact F this is an input tolerance |d| <= c / M (>= 1/4) on G, recorded as
     ``input_tolerance``.
 
-    *Claim (floating point, unit roundoff u = eps/2).*  If every F[j] is an exact integer and
-    |M d| (1 + u) < u/4, and the magnitude bound ``magnitude`` below is under 1/eps,
-    the MLP computes f(g) - F[q] exactly in that arithmetic, whatever the summation order.
-    *Proof.*  Every weight is an integer and every bias a multiple of 1/2, so each
-    pre-activation is an exact multiple of 1/2 (its *exact part*, what it would be at
-    d = 0) plus at most one small term from the product G[q] * M, itself rounded to
-    M g or to (M d)(1 + theta), |theta| <= u.  Every partial sum is then an exact part
-    (a multiple of 1/2 below 1/eps in magnitude, hence representable) plus a small part
-    under u/4: adding to an exact part of magnitude >= 1/2, whose neighbouring floats are
-    >= u/2 away, rounds the small part off; an exact part of 0 keeps it unchanged.  The
-    final exact parts are nonzero (at least c >= 1/2 in magnitude for u, v, and >= 1/2 for
-    r, p), so every hidden unit is its exact part; the output then sums integer multiples
-    of multiples of 1/2 below 1/eps, exactly.  QED.  Then the new F is again exact
-    integers, and the scratch keeps at most the small part (for g = 0).
-    ``exact_input_noise`` records u / (4 M (1 + u)); the scan sets its attention
-    temperature so that the fetched codes stay within it over all its layers.
-
-    *Into the fetched map* (``into_fetched``, the scan's last layer): without the p units,
-    the update  G[q] += sum_j (u[q,j] - v[q,j]) - (M + 1) r[q] + (M + 1)/2 - c,  F unchanged.
-    By the proof above sum_j (u - v) = M G[q] + F[g] + c and r = G[q] + 1/2, so the update is
-    F[g] - G[q] and G[q] becomes f(g) + e_g, in exact arithmetic.  In floating point every
-    unit is again its exact part, so the update is the integer f(g) - g exactly; G[q] was
-    the integer g exactly when g >= 1 (|d| is below half its spacing), so it becomes f(g)
-    exactly, and for g = 0 it becomes f(0) + d rounded: f(0) when f(0) >= 1, else the
-    sub-rounding residue d the clearing version leaves in the scratch.  Saves n units where
-    nothing fetches into G afterwards.
+    Its exactness in floating point (``float_exact``, ``exact_input_noise``) and the variant
+    ``into_fetched`` are proved in the module docstring.
 
     *Pass-through units* (``MLP.passes``): p[q] = F[q] + c and r[q] = G[q] + 1/2 wherever
     the claim's inputs are (F[q] >= -c, G[q] >= -1/2), so an MLP fused after this one reads

@@ -101,53 +101,14 @@ def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: 
     W2, b2 = np.zeros((h12, h12)), np.zeros(h12)
     W2[np.arange(Nc), np.arange(Nc)], b2[:Nc] = -1.0, 1.0
     W2[np.arange(Nc, h12), np.arange(Nc, h12)] = 1.0
-    # hidden 3: r = y - M (Nc - sum h); p_v, m_v; carry bos, D's steps
-    h3 = 2 * M + b + c
-    W3, b3 = np.zeros((h12, h3)), np.zeros(h3)
-    for v in range(M):
-        W3[Nc, v], W3[:Nc, v], b3[v] = s, s * M, -s * M * Nc - s * v - 1.0
-        W3[Nc, M + v], W3[:Nc, M + v], b3[M + v] = -s, -s * M, s * M * Nc + s * v - 1.0
-    if has_bos:
-        W3[Nc + 1, 2 * M] = 1.0
-    W3[Nc + 1 + b + np.arange(c), 2 * M + b + np.arange(c)] = 1.0
-    # hidden 4: e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v]; carry D's steps
-    W4, b4 = np.zeros((h3, M + c)), np.concatenate([np.ones(M), np.zeros(c)])
-    W4[np.arange(M), np.arange(M)] = -1.0
-    W4[M + np.arange(M), np.arange(M)] = -1.0
-    if has_bos:
-        W4[2 * M, :M] = -2.0
-    W4[2 * M + b + np.arange(c), M + np.arange(c)] = 1.0
+    W3, b3, W4, b4 = _fine_one_hot(M, Nc, s, b, c)
     if not has_minus:
         W5 = np.array(table, dtype=np.float64)  # rows: residues; columns: out
         weights_, biases_ = [W1, W2, W3, W4, W5], [b1, b2, b3, b4, np.zeros(len(out))]
     else:
-        p = period
         table = np.asarray(table, dtype=np.float64)
-        assert p >= 1 and M % p == 0 and np.array_equal(table, table[np.arange(M) % p]), "table needs period p | M"
         assert minus_out is not None and len(minus_out) == len(out)
-        # hidden 5: a_k, then u_kd (k-major)
-        W5, b5 = np.zeros((M + c, p * (dm + 2))), np.zeros(p * (dm + 2))
-        step = np.zeros((c, dm + 1))  # 1[D = d] = g_d - g_{d+1} (g_0 = 1 from the bias) from the carried pairs
-        for d in range(1, dm + 1):
-            g = np.zeros(c)
-            g[2 * d - 2], g[2 * d - 1] = 1.0, -1.0  # g_d = relu(D - d + 1) - relu(D - d)
-            step[:, d] += g
-            step[:, d - 1] -= g
-        onehot_const = np.zeros(dm + 1)
-        onehot_const[0] = 1.0
-        for kk in range(p):
-            members = np.arange(kk, M, p)
-            W5[members, kk] = 1.0
-            for d in range(dm + 1):
-                col = p + kk * (dm + 1) + d
-                W5[members, col] = 1.0
-                W5[M:, col] = step[:, d]
-                b5[col] = onehot_const[d] - 1.0
-        W6 = np.zeros((p * (dm + 2), 2 * len(out)))  # columns: out, minus_out
-        W6[:p, : len(out)] = table[:p]
-        for kk in range(p):
-            for d in range(dm + 1):
-                W6[p + kk * (dm + 1) + d, len(out) :] = table[(kk - d) % p]
+        W5, b5, W6 = _before_increment(table, M, dm, period)
         weights_, biases_ = [W1, W2, W3, W4, W5, W6], [b1, b2, b3, b4, b5, np.zeros(2 * len(out))]
     info = {"kind": "residue-code", **(notes or {}), "modulus": M, "offset": Tp, "coarse_steps": Nc,
             "input_tolerance": STEP_TOLERANCE, "slope": s,
@@ -157,6 +118,59 @@ def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: 
                  "period": period if has_minus else None}
     return MLP(name, weights_, biases_, info,
                reads=names(x, minus, bos), writes=names(out, minus_out if has_minus else None))
+
+
+def _fine_one_hot(M: int, Nc: int, s: float, b: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Hidden layers 3 and 4 of :func:`residue_mlp`, from layer 2's h_i (Nc), y, ``b`` bos dims
+    and ``c`` carried steps of D: r = y - M (Nc - sum h); p_v, m_v (v < M), carrying bos and the
+    steps; then e_v = relu(1 - p_v - m_v - 2 bos) = 1[r = v], carrying the steps."""
+    h12, h3 = Nc + 1 + b + c, 2 * M + b + c
+    W3, b3 = np.zeros((h12, h3)), np.zeros(h3)
+    for v in range(M):
+        W3[Nc, v], W3[:Nc, v], b3[v] = s, s * M, -s * M * Nc - s * v - 1.0
+        W3[Nc, M + v], W3[:Nc, M + v], b3[M + v] = -s, -s * M, s * M * Nc + s * v - 1.0
+    if b:
+        W3[Nc + 1, 2 * M] = 1.0
+    W3[Nc + 1 + b + np.arange(c), 2 * M + b + np.arange(c)] = 1.0
+    W4, b4 = np.zeros((h3, M + c)), np.concatenate([np.ones(M), np.zeros(c)])
+    W4[np.arange(M), np.arange(M)] = -1.0
+    W4[M + np.arange(M), np.arange(M)] = -1.0
+    if b:
+        W4[2 * M, :M] = -2.0
+    W4[2 * M + b + np.arange(c), M + np.arange(c)] = 1.0
+    return W3, b3, W4, b4
+
+
+def _before_increment(table: np.ndarray, M: int, dm: int, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fifth hidden layer and the output of :func:`residue_mlp` with ``minus``: from the
+    one-hot e_v over M residues and the 2 ``dm`` carried steps of D, a_k = 1[X = k mod p] and
+    u_kd = 1[X = k mod p, D = d] (k-major), then the columns ``out`` (``table[k]``) and
+    ``minus_out`` (``table[(k - d) mod p]``).  ``table`` [M, n] must have period p | M."""
+    assert p >= 1 and M % p == 0 and np.array_equal(table, table[np.arange(M) % p]), "table needs period p | M"
+    c, n = 2 * dm, table.shape[1]
+    W5, b5 = np.zeros((M + c, p * (dm + 2))), np.zeros(p * (dm + 2))
+    step = np.zeros((c, dm + 1))  # 1[D = d] = g_d - g_{d+1} (g_0 = 1 from the bias) from the carried pairs
+    for d in range(1, dm + 1):
+        g = np.zeros(c)
+        g[2 * d - 2], g[2 * d - 1] = 1.0, -1.0  # g_d = relu(D - d + 1) - relu(D - d)
+        step[:, d] += g
+        step[:, d - 1] -= g
+    onehot_const = np.zeros(dm + 1)
+    onehot_const[0] = 1.0
+    for kk in range(p):
+        members = np.arange(kk, M, p)
+        W5[members, kk] = 1.0
+        for d in range(dm + 1):
+            col = p + kk * (dm + 1) + d
+            W5[members, col] = 1.0
+            W5[M:, col] = step[:, d]
+            b5[col] = onehot_const[d] - 1.0
+    W6 = np.zeros((p * (dm + 2), 2 * n))  # columns: out, minus_out
+    W6[:p, :n] = table[:p]
+    for kk in range(p):
+        for d in range(dm + 1):
+            W6[p + kk * (dm + 1) + d, n:] = table[(kk - d) % p]
+    return W5, b5, W6
 
 
 def residue_margin(residue: Residue, eps: float) -> float:

@@ -12,10 +12,10 @@ import torch
 
 import compiler
 from compiler.automata.errors import BudgetError
-from compiler.cli import main
+from compiler.cli import compiling, main
 from compiler.usage import COMMANDS
-import verify.check
-from verify.check import matmul_rate, refuse_hopeless
+import verify.cost
+from verify.cost import matmul_rate, refuse_hopeless
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
@@ -82,10 +82,10 @@ def test_refuse_hopeless_refuses_a_million_positions_and_passes_a_short_input():
 
 def test_hopeless_max_len_is_refused_before_compiling(tmp_path, capsys, monkeypatch):
     built = []
-    monkeypatch.setattr(compiler.cli, "compile_automaton", lambda *a, **k: built.append(a))
+    monkeypatch.setattr(compiling, "compile_automaton", lambda *a, **k: built.append(a))
     # the refusal weighs a FLOP lower bound against the machine's measured matmul rate; pin the rate
     # (10 GFLOP/s, this 2-core machine's order) so the test does not depend on the load it runs under
-    monkeypatch.setattr(verify.check, "matmul_rate", lambda *a, **k: 1e10)
+    monkeypatch.setattr(verify.cost, "matmul_rate", lambda *a, **k: 1e10)
     out = tmp_path / "m.safetensors"
     assert main(["compile", "grid:5", "-o", str(out), "--max-len", "1048576"]) == 2
     err = capsys.readouterr().err

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import compiler
-from compiler import cli, usage
+from compiler import usage
+from compiler.cli import compiling, tools, verifying
 from compiler.automata.errors import BudgetError, SpecError
 from compiler.automata.load import load_spec
 from compiler.cli import main
@@ -65,7 +66,7 @@ def test_deeply_nested_json_spec(tmp_path, capsys):
 def test_output_paths_are_checked_before_compiling(output, needle, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     compiled = []
-    monkeypatch.setattr(cli, "compile_automaton", lambda *a, **k: compiled.append(1))
+    monkeypatch.setattr(compiling, "compile_automaton", lambda *a, **k: compiled.append(1))
     fails(["compile", "parity", "-o", output], needle, capsys)
     assert not compiled  # refused before any work
 
@@ -81,7 +82,7 @@ def test_binary_input_file(q8, tmp_path, capsys):
 def test_report_paths_are_checked_before_verifying(where, needle, q8, tmp_path, capsys, monkeypatch):
     (tmp_path / "file").write_text("x")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "verify", lambda *a, **k: pytest.fail("verified before checking --report"))
+    monkeypatch.setattr(verifying, "verify", lambda *a, **k: pytest.fail("verified before checking --report"))
     fails(["verify", str(q8), "--report", where], needle, capsys)
 
 
@@ -329,7 +330,7 @@ def test_internal_error_is_one_line_and_exit_3(monkeypatch, capsys):
     def boom(args):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(cli, "cmd_catalog", boom)
+    monkeypatch.setattr(tools, "cmd_catalog", boom)
     fails(["catalog"], "internal error (RuntimeError: kaboom); this is a bug", capsys, code=3)
     assert main(["catalog", "--debug"]) == 3
     err = capsys.readouterr().err
@@ -454,7 +455,7 @@ def test_a_corrupt_npz_is_bad_input(damage, needle, tmp_path, capsys):
 def test_a_50000_letter_spec_is_refused_before_compiling_when_it_cannot_be_verified(tmp_path, capsys, monkeypatch):
     rows = [[(q + 1) % 2 if a == 0 else q for a in range(50_000)] for q in range(2)]
     (tmp_path / "wide.json").write_text(json.dumps(rows))
-    monkeypatch.setattr(cli, "compile_automaton", lambda *a, **k: pytest.fail("compiled before refusing"))
+    monkeypatch.setattr(compiling, "compile_automaton", lambda *a, **k: pytest.fail("compiled before refusing"))
     start = time.monotonic()
     fails(["compile", str(tmp_path / "wide.json"), "-o", str(tmp_path / "w.st")], "recurrent reference", capsys)
     assert time.monotonic() - start < 30  # the spec loads in linear time (was quadratic: 30 s), then the bound

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from compiler import cli
+from compiler.cli import run as run_command
 from compiler.cli import main
 from constructions.checkpoint import load
 
@@ -48,8 +48,8 @@ def test_batched_output_equals_one_at_a_time_on_mixed_lengths(q8, tmp_path, caps
     lines = mixed_lines(list(model.automaton.alphabet), 300, 16, seed=1)
     f = tmp_path / "in.txt"
     f.write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(cli, "RUN_CHUNK_LINES", 37)  # several chunks, each with several lengths
-    monkeypatch.setattr(cli, "batch_rows", lambda m, T: 5)  # several forwards per length
+    monkeypatch.setattr(run_command, "RUN_CHUNK_LINES", 37)  # several chunks, each with several lengths
+    monkeypatch.setattr(run_command, "batch_rows", lambda m, T: 5)  # several forwards per length
     assert main(["run", str(q8), "--input-file", str(f)]) == 0
     got = capsys.readouterr().out.splitlines()
     assert got == one_at_a_time(model, lines)
@@ -84,7 +84,7 @@ def test_unknown_symbol_names_its_line(q8, tmp_path, capsys):
 
 
 def test_stdin_streams_chunks_before_a_bad_line(q8, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "RUN_CHUNK_LINES", 2)
+    monkeypatch.setattr(run_command, "RUN_CHUNK_LINES", 2)
     monkeypatch.setattr(sys, "stdin", io.StringIO("i\nj\nk\nq\n"))
     assert main(["run", str(q8), "--input-file", "-"]) == 2
     out, err = capsys.readouterr()

@@ -6,7 +6,8 @@ import torch
 
 import compiler
 from compiler.automata.simulate import simulate
-from constructions.model import Attention, positional_layers
+from constructions.layers import Attention
+from constructions.model import positional_layers
 from verify.check import adversarial_families
 
 CASES = [("quaternion", "scan"), ("cyclic:3", "krohn-rhodes"), ("quaternion", "krohn-rhodes"), ("grid:4", "gridworld")]

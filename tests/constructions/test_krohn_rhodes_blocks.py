@@ -1,4 +1,4 @@
-"""Theorem 11's counters with their prefix sums split over position blocks (krohn_rhodes.CounterBlocks)."""
+"""Theorem 11's counters with their prefix sums split over position blocks (krohn_rhodes_layout.CounterBlocks)."""
 
 import math
 
@@ -10,6 +10,7 @@ import compiler
 from compiler.automata.decompose import decompose
 from compiler.automata.load import load_spec
 from constructions import krohn_rhodes as kr
+from constructions import krohn_rhodes_layout as layout
 from constructions import registry
 from constructions.assemble import assemble
 from constructions.budget import STEP_TOLERANCE
@@ -36,7 +37,7 @@ def _model(a, cascade, T):
 def test_one_block_is_the_unsplit_head(name, T):
     a, cascade = _cascade(name)
     model, meta = _model(a, cascade, T)
-    assert kr.counter_blocks(cascade, T).count == 1
+    assert layout.counter_blocks(cascade, T).count == 1
     assert sum(p.numel() for p in model.parameters()) == PARAMS_BEFORE_BLOCKS[name, T]
     assert meta["krohn_rhodes"]["prefix_blocks"] == {"count": 1, "length": T, "mass": 2 * T, "beta": 0.0}
     assert "pos:block" not in model.meta["subspaces"] and "prefix_leak_margin" not in meta["krohn_rhodes"]["precision"]
@@ -51,14 +52,14 @@ def test_without_a_split_within_tolerance_the_least_error_split_is_taken_and_war
     are the split with the least bound (not the unsplit head, 20x worse), and the model warns."""
     a, cascade = _cascade("cyclic:8")
     T = 4096
-    blocks = kr.counter_blocks(cascade, T)
-    bound = sum(kr.prefix_sum_bounds(8, T, blocks, 2.0**-23))
-    one = sum(kr.prefix_sum_bounds(8, T, kr.CounterBlocks(1, T, 0.0), 2.0**-23))
-    assert blocks.count > 1 and kr.PREFIX_TOLERANCE < bound < one / 20
+    blocks = layout.counter_blocks(cascade, T)
+    bound = sum(layout.prefix_sum_bounds(8, T, blocks, 2.0**-23))
+    one = sum(layout.prefix_sum_bounds(8, T, layout.CounterBlocks(1, T, 0.0), 2.0**-23))
+    assert blocks.count > 1 and layout.PREFIX_TOLERANCE < bound < one / 20
     for count in range(2, math.isqrt(T // 2) + 2):
         L = -(-T // count)
-        other = kr.CounterBlocks(-(-T // L), L, blocks.beta)
-        assert sum(kr.prefix_sum_bounds(8, T, other, 2.0**-23)) >= bound
+        other = layout.CounterBlocks(-(-T // L), L, blocks.beta)
+        assert sum(layout.prefix_sum_bounds(8, T, other, 2.0**-23)) >= bound
     _, meta = kr.build(a, cascade, BuildOptions(T))
     assert meta["warnings"] and "prefix sums" in meta["warnings"][0]
 
@@ -67,18 +68,18 @@ def test_without_a_split_within_tolerance_the_least_error_split_is_taken_and_war
                          + [("cyclic:5", 5, 1024), ("cyclic:5", 5, 2048)])
 def test_blocks_are_the_fewest_that_certify_float32(name, n, T):
     a, cascade = _cascade(name)
-    blocks = kr.counter_blocks(cascade, T)
+    blocks = layout.counter_blocks(cascade, T)
     _, meta = kr.build(a, cascade, BuildOptions(T))
     prec = meta["krohn_rhodes"]["precision"]
-    rounding, leak = kr.prefix_sum_bounds(n, T, blocks, 2.0**-23)
-    assert rounding + leak <= kr.PREFIX_TOLERANCE < STEP_TOLERANCE
+    rounding, leak = layout.prefix_sum_bounds(n, T, blocks, 2.0**-23)
+    assert rounding + leak <= layout.PREFIX_TOLERANCE < STEP_TOLERANCE
     assert prec["prefix_sum_margin"] >= 1 and not meta["warnings"]
     assert blocks.count * blocks.length >= T > (blocks.count - 1) * blocks.length  # no empty block
     if blocks.count > 1:
         assert math.exp(-blocks.beta) == pytest.approx(2.0**-23 / 3)
         assert leak == pytest.approx(2.0**-23 * blocks.count * (n - 1) * T)
-        fewer = kr.CounterBlocks(blocks.count - 1, -(-T // (blocks.count - 1)), blocks.beta)
-        assert sum(kr.prefix_sum_bounds(n, T, fewer, 2.0**-23)) > kr.PREFIX_TOLERANCE
+        fewer = layout.CounterBlocks(blocks.count - 1, -(-T // (blocks.count - 1)), blocks.beta)
+        assert sum(layout.prefix_sum_bounds(n, T, fewer, 2.0**-23)) > layout.PREFIX_TOLERANCE
     assert kr.estimate(cascade, T).params == kr.count_params(
         *_layout_blocks(a, cascade, T), n_symbols=a.n_symbols, n_out=a.n_states, max_len=T)
 
@@ -102,14 +103,14 @@ def test_quaternion_at_4096_is_certified_and_smaller_than_its_scan():
 
 
 def _forced(monkeypatch, count):
-    real = kr.counter_blocks
+    real = layout.counter_blocks
 
     def blocks(cascade, max_len):
         if count == 1:
             return real(cascade, max_len)
         L = -(-max_len // count)
-        return kr.CounterBlocks(-(-max_len // L), L, math.log(3 / kr.CERTIFIED_EPS))
-    monkeypatch.setattr(kr, "counter_blocks", blocks)
+        return layout.CounterBlocks(-(-max_len // L), L, math.log(3 / layout.CERTIFIED_EPS))
+    monkeypatch.setattr(layout, "counter_blocks", blocks)
 
 
 @pytest.mark.parametrize("name", ["quaternion", "cyclic:5", "symmetric:4"])

@@ -8,6 +8,7 @@ import torch
 
 import compiler
 import verify.check as check
+import verify.cost as cost
 from compiler.automata.errors import ShortcutError
 from compiler.cli import main
 from verify.progress import Progress
@@ -39,17 +40,17 @@ def test_exhaustive_order_covers_every_short_prefix_first():
 
 
 def test_batches_are_bounded_by_work_and_memory(q8):
-    flops = check.forward_flops(q8, 24)
-    rows = check.batch_rows(q8, 24)
-    assert rows >= 1 and rows * flops <= check.BATCH_FLOPS
+    flops = cost.forward_flops(q8, 24)
+    rows = cost.batch_rows(q8, 24)
+    assert rows >= 1 and rows * flops <= cost.BATCH_FLOPS
     with q8.explicit_attention():
-        assert check.batch_rows(q8, 24) * 4 * 25**2 <= check.SCORE_BUDGET or check.batch_rows(q8, 24) == 1
-    assert check.forward_flops(q8, 48) / 49 > flops / 25  # attention: the cost per position grows with T
+        assert cost.batch_rows(q8, 24) * 4 * 25**2 <= cost.SCORE_BUDGET or cost.batch_rows(q8, 24) == 1
+    assert cost.forward_flops(q8, 48) / 49 > flops / 25  # attention: the cost per position grows with T
 
 
 def test_a_time_budget_cuts_honestly(q8, monkeypatch):
     full = check.verify(q8, samples=6, exhaustive_budget=256)
-    monkeypatch.setattr(check, "BATCH_FLOPS", 1)  # one sequence per batch
+    monkeypatch.setattr(cost, "BATCH_FLOPS", 1)  # one sequence per batch
     r = check.verify(q8, samples=6, exhaustive_budget=256, time_budget=5.0, clock=FakeClock(1.0))
     cut = r.checked["cut_by_time_budget"]
     assert full.checked["cut_by_time_budget"] is None and cut
@@ -103,12 +104,12 @@ def test_progress_lines_off_a_terminal_are_periodic_with_an_eta():
 
 
 def test_model_forward_chunks_the_mlp_with_the_same_values(q8, monkeypatch):
-    import constructions.model as model_module
+    import constructions.layers as layers_module
 
     toks = torch.from_numpy(np.random.default_rng(1).integers(0, 4, (5, 24)))
     with torch.no_grad():
         whole = q8(toks)
-        monkeypatch.setattr(model_module, "CHUNK_ELEMENTS", 64)  # a few positions per chunk
+        monkeypatch.setattr(layers_module, "CHUNK_ELEMENTS", 64)  # a few positions per chunk
         chunked = q8(toks)
     assert torch.equal(whole, chunked)
     assert torch.equal(q8(toks).detach(), whole)  # with autograd: the hooked path, same values

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from compiler.automata import definite, formats, holonomy, representation, semigroup
+from compiler.automata import bitsets, definite, formats, holonomy, representation, semigroup
 from compiler.automata.catalog import random_automaton
 from compiler.automata.errors import BudgetError, ShortcutError, SpecError
 from compiler.automata.load import load_spec
@@ -99,8 +99,8 @@ def test_representation_search_stops_at_its_work_budget(monkeypatch):
 
 def test_holonomy_order_and_power():
     m = (1, 2, 0, 4, 3, 5)
-    assert holonomy._order_on(m, [0, 1, 2, 3, 4]) == 6 and holonomy._order_on(m, [5]) == 1
-    assert holonomy._power(m, 0) == tuple(range(6)) and holonomy._power(m, 4) == (1, 2, 0, 3, 4, 5)
+    assert bitsets.order_on(m, [0, 1, 2, 3, 4]) == 6 and bitsets.order_on(m, [5]) == 1
+    assert bitsets.power(m, 0) == tuple(range(6)) and bitsets.power(m, 4) == (1, 2, 0, 3, 4, 5)
 
 
 @pytest.mark.parametrize("name,needle", [("nth-last:12", "nth-last:n needs n <= 11 (2^n states"),

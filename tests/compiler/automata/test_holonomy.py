@@ -9,6 +9,7 @@ import pytest
 from compiler.automata.catalog import random_maps
 from compiler.automata.errors import BudgetError
 from compiler.automata.groups import generate, is_identity
+from compiler.automata.exploration import Exploration
 from compiler.automata.holonomy import Holonomy, members, popcount, set_image
 from compiler.automata.semigroup import then
 
@@ -22,7 +23,7 @@ def full_transformation_generators(n: int) -> list[tuple[int, ...]]:
 
 def crosscheck(h: Holonomy) -> None:
     """The level-by-level exploration agrees with whole-chain steps on every reachable tuple."""
-    ex = h.explore()
+    ex = Exploration(h)
     for leaf in ex.leaves:
         path = ex.path[leaf]
         ancestors = [leaf]
@@ -47,7 +48,7 @@ def test_full_transformation_monoid(n, levels):
         assert len(b.tiles) == popcount(b.rep)
         order = len(generate(b.generators, len(b.tiles)))
         assert order == [1, 1, 2, 6, 24, 120, 720][popcount(b.rep)]  # S_k on the k tiles of a k-set
-    ex = h.explore()
+    ex = Exploration(h)
     assert len(ex.leaves) == [1, 1, 2, 6, 24, 120, 720][n]  # one full chain per ordering
 
 
@@ -100,7 +101,7 @@ def test_no_singleton_image_needs_the_extra_level():
     h = Holonomy(4, maps)
     assert not any(popcount(p) == 1 for p in h.images)
     assert h.levels == 2  # X, then {0,1}; the singletons below are one more level down
-    ex = h.explore()
+    ex = Exploration(h)
     assert {ex.state_of_leaf(leaf) for leaf in ex.leaves} == set(range(4))
     crosscheck(h)
 
@@ -147,7 +148,7 @@ def test_exploration_matches_whole_chain_semantics_on_random_automata():
 def test_one_state_automaton_has_no_levels():
     h = Holonomy(1, [(0,)])
     assert h.levels == 0
-    ex = h.explore()
+    ex = Exploration(h)
     assert ex.leaves == [0] and ex.state_of_leaf(0) == 0
 
 
@@ -161,7 +162,7 @@ def test_budgets():
     with pytest.raises(BudgetError, match="image budget"):
         Holonomy(8, full_transformation_generators(8), image_budget=100)
     with pytest.raises(BudgetError, match="chain budget"):
-        Holonomy(7, full_transformation_generators(7)).explore(budget=500)
+        Exploration(Holonomy(7, full_transformation_generators(7)), budget=500)
 
 
 def test_round_trips_are_identity_for_identity_letter():
