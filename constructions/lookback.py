@@ -67,7 +67,8 @@ from compiler.automata.spec import Semiautomaton
 from . import lookback_checks as checks
 from .budget import MAX_PARAMS
 from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, rebuild
-from .gadgets import STEP_TOLERANCE, CodeInput, flat_lookup_mlp, flat_lookup_tolerance, lookup_mlp, offset_head
+from .gadgets import (STEP_TOLERANCE, CodeInput, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance, lookup_mlp,
+                      offset_head)
 from .obligations import Embedding, Fetch, Layer, Lookup, Obligations, Readout, absolute_keys, offset_keys
 from .positions import position_code, position_table
 from .program import MLP, Block, Head, Program
@@ -195,11 +196,11 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -
                         f"error of this dtype (margin {margin:.2g}); expect wrong look-backs -- use sinusoidal "
                         f"positions or float64")
     if flat:
-        codes = (plan.n_symbols + 1) ** (plan.m + plan.k)
-        flat_margin = STEP_TOLERANCE / (eps * (plan.m + plan.k + 1) * codes)
+        radix = [plan.n_symbols + 1] * (plan.m + plan.k)
+        flat_margin = flat_lookup_margin(radix, eps)
         if flat_margin < 1:
-            warnings.append(f"the one-hidden-layer lookup reads {codes:,} codes: their rounding in this dtype reaches "
-                            f"its input tolerance (margin {flat_margin:.2g}); build without one_hidden_layer")
+            warnings.append(f"the one-hidden-layer lookup reads {int(np.prod(radix)):,} codes: their rounding in this "
+                            f"dtype reaches its input tolerance (margin {flat_margin:.2g}); build without one_hidden_layer")
     head_notes = block.heads[0].notes
     meta = {
         "method": NAME,

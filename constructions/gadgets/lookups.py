@@ -135,6 +135,14 @@ def flat_lookup_tolerance(n_values: list[int]) -> float:
     return STEP_TOLERANCE / max(sum(float(np.prod(n_values[:i])) for i in range(len(n_values))), 1.0)
 
 
+def flat_lookup_margin(n_values: list[int], eps: float) -> float:
+    """How far the rounding of a dtype with machine epsilon ``eps`` stays inside the step range of
+    :func:`flat_lookup_mlp` over inputs of ``n_values`` codes (> 1 is safe; a worst-case bound):
+    K's pre-activation sums len + 1 terms below N = prod n_i in magnitude, each rounded with
+    relative error up to eps, against the code tolerance STEP_TOLERANCE."""
+    return STEP_TOLERANCE / (eps * (len(n_values) + 1) * float(np.prod(n_values)))
+
+
 def _threshold_layers(inputs: list[CodeInput], scales: list[float], values: np.ndarray, out: Subspace,
                       every_threshold: bool = False):
     """The hidden layer of steps 1[K >= c] (two :func:`step_units` each, only where ``values``
