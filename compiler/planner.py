@@ -287,7 +287,7 @@ class CompileOptions:
     @property
     def build(self) -> BuildOptions:
         """What a construction's build takes."""
-        return BuildOptions(self.max_len, self.eps, self.positions, one_hidden_layer=self.one_hidden_layer)
+        return BuildOptions(self.max_len, self.eps, self.positions, self.max_params, self.one_hidden_layer)
 
     def decide(self, automaton: Semiautomaton, max_params: int | None = None) -> Decision:
         """The planner's decision for ``automaton`` with these options (``max_params``: a tighter budget)."""

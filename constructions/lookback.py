@@ -65,6 +65,7 @@ from compiler.automata.load import from_dict
 from compiler.automata.spec import Semiautomaton
 
 from . import lookback_checks as checks
+from .assemble import program_params
 from .budget import MAX_PARAMS
 from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, rebuild
 from .gadgets import (STEP_TOLERANCE, CodeInput, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance, lookup_mlp,
@@ -213,7 +214,12 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -
         "layers": [{"heads": [h.notes for h in block.heads], "mlp": block.mlp.notes}],
         **({ONE_HIDDEN_LAYER: True} if flat else {}),
     }
-    return Program(ws, W_E, W_pos, [block], W_U, b_U), meta
+    prog = Program(ws, W_E, W_pos, [block], W_U, b_U)
+    if flat and program_params(prog) > options.max_params:  # the estimate is of the two-layer lookup
+        raise BudgetError(f"a lookback model with k = {plan.k} over {plan.n_symbols} letters and a one-hidden-layer "
+                          f"lookup at max_len {max_len} would have {program_params(prog):,} parameters, over the "
+                          f"budget of {options.max_params:,}")
+    return prog, meta
 
 
 def _check_budget(plan: LookbackPlan, max_len: int, positions: str, max_params: int) -> dict[str, int]:

@@ -161,6 +161,18 @@ def test_one_hidden_layer_lookup_verifies_certifies_and_keeps_its_shape_from_ano
     assert verify(other, **CHECK).exact
 
 
+def test_one_hidden_layer_lookup_is_held_to_the_budget_by_its_own_size():
+    """The planner's estimate is of the two-layer lookup; the one-hidden-layer build checks its own."""
+    from compiler.automata.errors import BudgetError
+
+    deep = compiler.compile_automaton(nth_last(3), max_len=64, method="lookback")
+    flat = compiler.compile_automaton(nth_last(3), max_len=64, method="lookback", one_hidden_layer=True)
+    budget = (deep.info()["n_params"] + flat.info()["n_params"]) // 2
+    assert compiler.compile_automaton(nth_last(3), max_len=64, method="lookback", max_params=budget)
+    with pytest.raises(BudgetError, match="one-hidden-layer lookup"):
+        compiler.compile_automaton(nth_last(3), max_len=64, method="lookback", one_hidden_layer=True, max_params=budget)
+
+
 def test_long_inputs_exact_at_256_in_float32():
     model = compiler.compile_automaton(nth_last(3), max_len=256, method="lookback", allow_inexact=False)
     assert model.meta["method"] == "lookback" and not model.meta["warnings"]
