@@ -117,10 +117,14 @@ def _radix(plan: LocalPlan, final: bool) -> list[int]:
 
 
 def flat_lookups(plan: LocalPlan, flat: bool) -> tuple[bool, bool]:
-    """Which lookups are built in one hidden layer (``flat``, :func:`gadgets.flat_lookup_mlp`): the
-    local one, and the final one unless it reads the event count, which saturates at the bound
-    (no single code covers every count; its two-layer lookup's thresholds stop at the bound)."""
-    return flat and plan.layers == 2, flat and not plan.bound
+    """Which lookups (local, final) are built in one hidden layer (``flat``,
+    :func:`gadgets.flat_lookup_mlp`): the final one of a one-layer model that reads no event count.
+    The count saturates at the bound (no single code covers every count; the two-layer lookup's
+    thresholds stop at the bound).  A two-layer model keeps both: the local lookup's flags feed the
+    latest-anchor head, whose recency gap 1/(2(T+1)) a flat lookup's rounding (its ramps grow along
+    the code) overtakes (adder:2 certifies at T = 100, not at 256), and a flat final lookup alone
+    leaves the model at three blocks and more parameters than unfolding both."""
+    return False, flat and plan.layers == 1 and not plan.bound
 
 
 def _head_tolerances(plan: LocalPlan, flat: bool) -> tuple[float, float]:

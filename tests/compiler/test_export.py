@@ -103,7 +103,7 @@ def test_cli_export_bad_input_is_exit_2_and_checks_the_output_first(q8, tmp_path
     assert main(["export", str(q8), "--format", "onnx", "-o", str(tmp_path / "new")]) == 2
 
 
-@pytest.mark.parametrize("name,method", [("nth-last:3", "lookback"), ("adder:2", "local")])
+@pytest.mark.parametrize("name,method", [("nth-last:3", "lookback"), ("memory:3", "local")])
 def test_one_hidden_layer_models_export_block_for_block_within_twice_our_parameters(name, method, tmp_path):
     """``compile --one-hidden-layer``, then ``export``: one exported block per layer (no scratch),
     at most 2x our parameters, and the same logits through a plain forward of the state dict."""
