@@ -107,33 +107,27 @@ def _layout(plan: LocalPlan, code: PositionCode) -> Workspace:
     return ws
 
 
-def _radix(plan: LocalPlan, final: bool) -> list[int]:
-    """How many codes each input of a lookup reads, in key order: the window's letters and the
-    phase, then (``final``) the level and the colour."""
+def _radix(plan: LocalPlan) -> list[int]:
+    """How many codes each input of the final lookup reads, in key order: the window's letters, the
+    phase, the level and the colour."""
     window = [plan.n_symbols + 1] * plan.k + ([plan.period] if plan.period > 1 else [])
-    if not final:
-        return window
     return window + ([plan.bound + 1] if plan.bound else []) + ([plan.n_classes] if plan.n_classes else [])
 
 
-def flat_lookups(plan: LocalPlan, flat: bool) -> tuple[bool, bool]:
-    """Which lookups (local, final) are built in one hidden layer (``flat``,
-    :func:`gadgets.flat_lookup_mlp`): the final one of a one-layer model that reads no event count.
-    The count saturates at the bound (no single code covers every count; the two-layer lookup's
-    thresholds stop at the bound).  A two-layer model keeps both: the local lookup's flags feed the
+def flat_final(plan: LocalPlan, flat: bool) -> bool:
+    """Whether ``flat`` (``one_hidden_layer``) builds the final lookup in one hidden layer
+    (:func:`gadgets.flat_lookup_mlp`): in a one-layer model that reads no event count.  The count
+    saturates at the bound (no single code covers every count; the two-layer lookup's thresholds
+    stop at the bound).  A two-layer model keeps both lookups: its first lookup's flags feed the
     latest-anchor head, whose recency gap 1/(2(T+1)) a flat lookup's rounding (its ramps grow along
-    the code) overtakes (adder:2 certifies at T = 100, not at 256), and a flat final lookup alone
-    leaves the model at three blocks and more parameters than unfolding both."""
-    return False, flat and plan.layers == 1 and not plan.bound
+    the code) overtakes (adder:2 built so certifies at T = 100, not at 256), and a flat final lookup
+    alone leaves three blocks and more parameters than unfolding both."""
+    return flat and plan.layers == 1 and not plan.bound
 
 
-def _head_tolerances(plan: LocalPlan, flat: bool) -> tuple[float, float]:
-    """The copy tolerance of the offset heads and of the latest-anchor head: half the input
-    tolerance of the lookups that read them (STEP_TOLERANCE for the two-layer lookup)."""
-    local, final = flat_lookups(plan, flat)
-    tol_local = flat_lookup_tolerance(_radix(plan, False)) if local else STEP_TOLERANCE
-    tol_final = flat_lookup_tolerance(_radix(plan, True)) if final else STEP_TOLERANCE
-    return min(tol_local, tol_final) / 2, tol_final / 2
+def _head_tolerance(plan: LocalPlan, flat: bool) -> float:
+    """The copy tolerance of the heads the final lookup reads: half its input tolerance."""
+    return (flat_lookup_tolerance(_radix(plan)) if flat_final(plan, flat) else STEP_TOLERANCE) / 2
 
 
 def _window_inputs(plan: LocalPlan, ws: Workspace) -> list[CodeInput]:
@@ -144,9 +138,8 @@ def _window_inputs(plan: LocalPlan, ws: Workspace) -> list[CodeInput]:
     return ins
 
 
-def _local_mlp(plan: LocalPlan, ws: Workspace, start: int, flat: bool = False) -> MLP:
-    """Layer 1's lookup (Lemma 11): window and phase -> (anchor flag, colour, event); ``flat``: in one
-    hidden layer, a unit pair at every threshold (a shape that does not depend on the start)."""
+def _local_mlp(plan: LocalPlan, ws: Workspace, start: int) -> MLP:
+    """Layer 1's lookup (Lemma 11): window and phase -> (anchor flag, colour, event)."""
     parts, cols = [], []
     if plan.n_classes:
         parts += [ws["loc:flag"], ws["loc:colour"]]
@@ -157,14 +150,12 @@ def _local_mlp(plan: LocalPlan, ws: Workspace, start: int, flat: bool = False) -
     out = join("loc:local", parts)
     rows = plan.starts[start].local
     table = {key: np.array([rows[i][c] for c in cols], dtype=np.float64) for i, key in enumerate(plan.local_keys)}
-    if flat:
-        return flat_lookup_mlp("loc.local", _window_inputs(plan, ws), out, table, every_threshold=True)
     return lookup_mlp("loc.local", _window_inputs(plan, ws), out, table)
 
 
 def _final_mlp(plan: LocalPlan, ws: Workspace, start: int, flat: bool = False) -> MLP:
-    """The last lookup (Lemma 11): window, phase, level, colour -> the state's one-hot (``flat``: as
-    :func:`_local_mlp`)."""
+    """The last lookup (Lemma 11): window, phase, level, colour -> the state's one-hot (``flat``: in
+    one hidden layer, a unit pair at every threshold: a shape that does not depend on the start)."""
     ins = _window_inputs(plan, ws)
     if plan.bound:
         ins.append(CodeInput(ws["loc:count"], plan.bound + 1))
@@ -204,13 +195,12 @@ def _aggregate_heads(plan: LocalPlan, ws: Workspace, max_len: int, tolerance: fl
 def _blocks(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int, start: int,
             flat: bool = False) -> list[Block]:
     """One block when the aggregates read only the token (or there are none), else two; ``flat``:
-    the lookups :func:`flat_lookups` names in one hidden layer, the heads within their tolerance."""
-    local, final = flat_lookups(plan, flat)
-    offsets = _offset_heads(plan, ws, code, _head_tolerances(plan, flat)[0])
-    aggregates = _aggregate_heads(plan, ws, max_len, _head_tolerances(plan, flat)[1])
+    the final lookup in one hidden layer where :func:`flat_final` says, the heads within its tolerance."""
+    tol = _head_tolerance(plan, flat)
+    offsets, aggregates = _offset_heads(plan, ws, code, tol), _aggregate_heads(plan, ws, max_len, tol)
     if plan.layers == 1:
-        return [Block(offsets + aggregates, _final_mlp(plan, ws, start, final))]
-    return [Block(offsets, _local_mlp(plan, ws, start, local)), Block(aggregates, _final_mlp(plan, ws, start, final))]
+        return [Block(offsets + aggregates, _final_mlp(plan, ws, start, flat_final(plan, flat)))]
+    return [Block(offsets, _local_mlp(plan, ws, start)), Block(aggregates, _final_mlp(plan, ws, start))]
 
 
 def _embeddings(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int,
@@ -248,12 +238,11 @@ def _embeddings(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int
 
 def precision(plan: LocalPlan, code: PositionCode, max_len: int, eps: float, flat: bool = False) -> dict[str, float]:
     """Worst-case rounding margins (> 1 safe), derived as in the module docstring (``flat``: and
-    the one-hidden-layer lookups', :func:`gadgets.flat_lookup_margin`)."""
+    the one-hidden-layer final lookup's, :func:`gadgets.flat_lookup_margin`)."""
     T = max_len
     out = {"position_margin": code.precision_margin(eps)} if plan.k > 1 else {}
-    for final, on in enumerate(flat_lookups(plan, flat)):
-        if on:
-            out[f"flat_{('local', 'final')[final]}_margin"] = flat_lookup_margin(_radix(plan, bool(final)), eps)
+    if flat_final(plan, flat):
+        out["flat_final_margin"] = flat_lookup_margin(_radix(plan), eps)
     if plan.bound:
         out["prefix_count_margin"] = STEP_TOLERANCE / (eps * T * (T + 1))
     if plan.n_classes:
