@@ -81,7 +81,8 @@ def row(spec: str, T: int) -> str:
     nonzero = sum(int((v != 0).sum()) for v in export.state_dict.values()) / sum(int((p != 0).sum())
                                                                                  for p in model.parameters())
     within = blocks <= BOUND * layers and theirs <= BOUND * ours
-    return (f"| `{name}` | {model.meta['method']}{' (one hidden layer)' * flat} | {layers} | {hidden} | {blocks} | {blocks / layers:.1f} | "
+    method_text = f"{model.meta['method']}{' (one hidden layer)' * flat}"
+    return (f"| `{name}` | {method_text} | {layers} | {hidden} | {blocks} | {blocks / layers:.1f} | "
             f"{ours:,} | {theirs:,} | {theirs / ours:.2f} | {export.config['n_heads']} | "
             f"{model.config['d_model']} → {export.config['d_model']} | {nonzero:.2f} | {'yes' if within else 'no'} |")
 

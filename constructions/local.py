@@ -170,7 +170,8 @@ def _final_mlp(plan: LocalPlan, ws: Workspace, start: int, flat: bool = False) -
     return lookup_mlp("loc.final", ins, ws["loc:state"], table)
 
 
-def _offset_heads(plan: LocalPlan, ws: Workspace, code: PositionCode, tolerance: float = STEP_TOLERANCE / 2) -> list[Head]:
+def _offset_heads(plan: LocalPlan, ws: Workspace, code: PositionCode,
+                  tolerance: float = STEP_TOLERANCE / 2) -> list[Head]:
     """Layer 1: head j copies ``loc:letter`` of t - j (BOS's 0 when t - j <= 0) into ``loc:back{j}``
     within ``tolerance``."""
     return [offset_head(f"loc.back{j}", ws["pos"], code, ws["bos"], ws["one"], j, ws["loc:letter"], ws[back(j)],

@@ -25,9 +25,9 @@ block ``l`` has an MLP with hidden widths ``h_0 .. h_{k-1}`` into ``k`` blocks:
 Blocks with zero or one hidden layer stay one block.  Two scratch regions alternate
 (``unfold:a`` for odd stages, ``unfold:b`` for even ones), each as wide as the widest
 thing it carries, appended after the model's own residual dimensions; embeddings,
-unembedding and every weight reading the residual are zero there.  Every product the new model forms that the original did
-not is an exact zero added after the original terms of the same sum (padded rows come
-last).  With the same attention path the logits of every compiled model we tried are bitwise
+unembedding and every weight reading the residual are zero there.  Every product the new
+model forms that the original did not is an exact zero added after the original terms of the
+same sum (padded rows come last).  With the same attention path the logits of every compiled model we tried are bitwise
 equal (``tests/constructions/test_unfold.py`` checks ``torch.equal`` for every construction).
 This is a measurement, not a theorem: torch's CPU matmul picks its kernel by shape (narrow
 outputs are summed without fused multiply-add, wide ones with it), so a model with arbitrary
@@ -121,7 +121,8 @@ def scratch_widths(model: CompiledTransformer) -> tuple[int, int]:
     return widths[0], widths[1]
 
 
-def _config(model: CompiledTransformer, d_new: int, where: list[Origin], clears: set[tuple[int, int]]) -> dict[str, Any]:
+def _config(model: CompiledTransformer, d_new: int, where: list[Origin],
+            clears: set[tuple[int, int]]) -> dict[str, Any]:
     blocks = []
     for o in where:
         b = model.config["blocks"][o.layer]
