@@ -55,7 +55,7 @@ count keeps two hidden layers too: the count saturates at the bound, and no one 
 every count.
 
 Two hidden layers [h0, h1] already miss: the second block carries min(h0, h1) scratch dims in
-every block's residual and pays a whole zero attention (lookback 2.36x, local 3.05-4.99x).
+every block's residual and pays a whole zero attention (lookback 2.36x, local 2.32-4.99x).
 krohn-rhodes and product (6-7 hidden layers), gridworld (4) and bounded-stack (4 in its first
 layer) are deep because of their exact decodes: `residue_mlp` (coarse ramps, exact clips, fine
 ramps, exact one-hot: 4 hidden layers of O(sqrt T) units) and `round_mlp` (2), whose exact 0/1
