@@ -1,10 +1,11 @@
 """Size of the TransformerLens export against the model: blocks per layer, parameters per parameter.
 
 For the paper's 19 automata (``--method auto``) and one model of every construction, at max_len
-T (default 100): our attention layers and parameters, the exported blocks and state-dict
-entries (``compiler.export.to_transformer_lens``: MLPs unfolded to one hidden layer per
-block, heads and widths zero-padded), each ratio, and whether both stay within 2x.  Needs
-no TransformerLens.  One command regenerates the committed table:
+T (default 100), then the constructions that take ``one_hidden_layer`` (``+1hl``: compiled with
+it): our attention layers and parameters, the exported blocks and state-dict entries
+(``compiler.export.to_transformer_lens``: MLPs unfolded to one hidden layer per block, heads
+and widths zero-padded), each ratio, and whether both stay within 2x.  Needs no
+TransformerLens.  One command regenerates the committed table:
 
     python benchmarks/export_sizes.py --out benchmarks/results/export_sizes.md
 """
@@ -24,28 +25,54 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, finish, header  # noqa: E402
 
 EVERY_CONSTRUCTION = ["symmetric:5@scan", "quaternion@krohn-rhodes", "grid:9@gridworld", "nth-last:3@lookback",
-                      "dyck:2,2@bounded-stack", "adder:2@local", "cyclic-product:2,2@product", "dyck:32,1", "dyck:1,8"]
-"""One model per construction (spec@method), then the issue's two wide Dyck languages (auto)."""
+                      "dyck:2,2@bounded-stack", "adder:2@local", "cyclic-product:2,2@product", "dyck:32,1", "dyck:1,8",
+                      "nth-last:3@lookback+1hl", "memory:3@local", "memory:3@local+1hl"]
+"""One model per construction (spec@method), the issue's two wide Dyck languages (auto), then the
+constructions with one-hidden-layer lookups compiled that way (``+1hl``; local's only in one-layer
+models, so a one-layer one beside its default build)."""
+ONE_HIDDEN_LAYER = "+1hl"
 BOUND = 2.0
 NOTE = """
 
 What the export does (`constructions/unfold.py`, `compiler/export.py`): a k-hidden-layer MLP
 becomes k blocks; across each boundary the narrower of the next pre-activation and the
-current activations is carried in scratch dims; heads and MLP widths are zero-padded to the
-largest, since TransformerLens has one head count and one MLP width. The non-zero column
-shows that what remains is padding: every construction's export holds at most 1.6x our
-non-zero weights. Within 2x needs constructions whose MLPs have at most 2 hidden layers
-(blocks) and whose widest layer does not dominate (parameters): krohn-rhodes and product
-(6-7 hidden layers: each block's decode, views, next inputs and readout run as Steps in one
-MLP), gridworld (4), bounded-stack (4 in its first layer); lookback and local have 2 and are
-within 2x in blocks but not in parameters (the stage block's padded heads and MLP width).
-Layers with many heads (dyck:32,1: 32; grid:9: 16) pad every block to that many head slots."""
+current activations is carried in scratch dims, cleared only where a later stage writes that
+region again; heads and MLP widths are zero-padded to the largest, since TransformerLens has one
+head count and one MLP width. The non-zero column shows that what remains is padding: every
+export holds at most 1.6x our non-zero weights.
+
+Within 2x takes MLPs of one hidden layer. The scans have them; lookback, and local's one-layer
+models, get them with `one_hidden_layer` (`shortcut compile --one-hidden-layer`; the `+1hl`
+rows): the lookup reads its codes as one mixed-radix integer through threshold pairs
+(`gadgets.flat_lookup_mlp`), its heads copy within that lookup's tighter tolerance, and the
+model is certified as before (nth-last:3 and memory:3 also at T = 1024). Our model grows
+(nth-last:3 +20%, memory:3 +15% parameters) and exports block for block at 1.01x.
+local's two-layer models build as without the option: their first lookup's flags feed the
+latest-anchor head, whose recency gap 1/(2(T+1)) a flat lookup's rounding overtakes (its ramps
+grow along the code; adder:2 built that way certifies at T = 100 but not at 256), and flattening
+only the final lookup leaves three blocks (adder:2: 2.9x). A final lookup that reads the event
+count keeps two hidden layers too: the count saturates at the bound, and no one code covers
+every count.
+
+Two hidden layers [h0, h1] already miss: the second block carries min(h0, h1) scratch dims in
+every block's residual and pays a whole zero attention (lookback 2.36x, local 2.32-4.99x).
+krohn-rhodes and product (6-7 hidden layers), gridworld (4) and bounded-stack (4 in its first
+layer) are deep because of their exact decodes: `residue_mlp` (coarse ramps, exact clips, fine
+ramps, exact one-hot: 4 hidden layers of O(sqrt T) units) and `round_mlp` (2), whose exact 0/1
+outputs the later flag heads, lookups and compose units are proved against; then the cascade's
+views, next inputs and readout. Two hidden layers per layer (the blocks bound) would need a
+decode and a lookup in one layer each: a decode in one hidden layer is exact only up to
+rounding (not the exact codes those proofs take), and at two per MLP the scratch and zero
+attention already cost more than 2x as above. Head padding adds to it where head counts differ:
+grid:9's layers have 1 and 16 heads, so even one block per layer would hold 32 head slots for
+our 17, and dyck:32,1 pads 32 head slots into all 8 blocks."""
 
 
 def row(spec: str, T: int) -> str:
-    """One table row for ``spec`` (``name`` or ``name@method``)."""
-    name, method = (spec.split("@") + ["auto"])[:2]
-    model = compiler.compile_automaton(name, max_len=T, method=method)
+    """One table row for ``spec`` (``name`` or ``name@method``, ``+1hl``: with ``one_hidden_layer``)."""
+    flat = spec.endswith(ONE_HIDDEN_LAYER)
+    name, method = (spec.removesuffix(ONE_HIDDEN_LAYER).split("@") + ["auto"])[:2]
+    model = compiler.compile_automaton(name, max_len=T, method=method, one_hidden_layer=flat)
     export = to_transformer_lens(model)
     layers, blocks = len(model.blocks), export.config["n_layers"]
     ours = sum(p.numel() for p in model.parameters())
@@ -54,7 +81,8 @@ def row(spec: str, T: int) -> str:
     nonzero = sum(int((v != 0).sum()) for v in export.state_dict.values()) / sum(int((p != 0).sum())
                                                                                  for p in model.parameters())
     within = blocks <= BOUND * layers and theirs <= BOUND * ours
-    return (f"| `{name}` | {model.meta['method']} | {layers} | {hidden} | {blocks} | {blocks / layers:.1f} | "
+    method_text = f"{model.meta['method']}{' (one hidden layer)' * flat}"
+    return (f"| `{name}` | {method_text} | {layers} | {hidden} | {blocks} | {blocks / layers:.1f} | "
             f"{ours:,} | {theirs:,} | {theirs / ours:.2f} | {export.config['n_heads']} | "
             f"{model.config['d_model']} → {export.config['d_model']} | {nonzero:.2f} | {'yes' if within else 'no'} |")
 

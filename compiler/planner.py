@@ -266,8 +266,9 @@ def beyond_reach(automaton: Semiautomaton, c: Construction, meta: dict[str, Any]
 @dataclass(frozen=True)
 class CompileOptions:
     """A compile's options, checked (``compile_automaton``'s keywords but the spec's): the planner's
-    method, max_len, dtype, positions, prefer and max_params, and whether a build beyond its
-    certified float reach is taken (``allow_inexact``)."""
+    method, max_len, dtype, positions, prefer and max_params, whether a build beyond its
+    certified float reach is taken (``allow_inexact``) and whether MLPs get one hidden layer where
+    the construction can (``one_hidden_layer``, :class:`BuildOptions`)."""
 
     method: str
     max_len: int
@@ -276,6 +277,7 @@ class CompileOptions:
     prefer: str = "depth"
     max_params: int = MAX_PARAMS
     allow_inexact: bool = True
+    one_hidden_layer: bool = False
 
     @property
     def eps(self) -> float:
@@ -285,7 +287,7 @@ class CompileOptions:
     @property
     def build(self) -> BuildOptions:
         """What a construction's build takes."""
-        return BuildOptions(self.max_len, self.eps, self.positions)
+        return BuildOptions(self.max_len, self.eps, self.positions, self.max_params, self.one_hidden_layer)
 
     def decide(self, automaton: Semiautomaton, max_params: int | None = None) -> Decision:
         """The planner's decision for ``automaton`` with these options (``max_params``: a tighter budget)."""
@@ -294,8 +296,11 @@ class CompileOptions:
 
 
 def build(automaton: Semiautomaton, d: Decision, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
-    """The decision's program and metadata: the one built while deciding, else built now."""
-    return d.built or d.construction.build(automaton, d.plan, options)
+    """The decision's program and metadata: the one built while deciding (with the default
+    options), else built now (always with ``options.one_hidden_layer``)."""
+    if d.built is not None and not options.one_hidden_layer:
+        return d.built
+    return d.construction.build(automaton, d.plan, options)
 
 
 def assemble_model(automaton: Semiautomaton, d: Decision, program: Program, meta: dict[str, Any], method: str,

@@ -36,6 +36,10 @@ FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
 """The default target dtype's machine epsilon (float32: 2**-23)."""
 
 
+ONE_HIDDEN_LAYER = "one_hidden_layer"
+"""The meta key a build with :attr:`BuildOptions.one_hidden_layer` sets (True)."""
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     """What a build needs besides the automaton and its plan.
@@ -44,19 +48,26 @@ class BuildOptions:
     eps: the machine epsilon of the target dtype (the precision checks compare worst-case
         rounding bounds with it and record warnings; the weights do not depend on it).
     positions: the position code (``constructions.positions.KINDS``) of the offset heads.
-    max_params: the parameter budget a build refuses beyond (``BudgetError``)."""
+    max_params: the parameter budget a build refuses beyond (``BudgetError``).
+    one_hidden_layer: build each MLP with one hidden layer where the construction can (lookback's
+        lookup as :func:`gadgets.flat_lookup_mlp`), so that a tool with one hidden layer per block
+        (TransformerLens, docs/interop.md) takes the model without unfolding; ``meta`` records it.
+        Every other construction builds as without it."""
 
     max_len: int
     eps: float = FLOAT32_EPS
     positions: str = "sinusoidal"
     max_params: int = MAX_PARAMS
+    one_hidden_layer: bool = False
 
     @staticmethod
     def of_model(model: CompiledTransformer) -> "BuildOptions":
         """The options a compiled model was built with (its max_len, its weights' dtype and the
-        position code its metadata records), for rebuilding it from another start state."""
+        position code its metadata records, and whether it was built with one hidden layer per MLP),
+        for rebuilding it from another start state."""
         return BuildOptions(model.max_len, float(torch.finfo(model.W_E.dtype).eps),
-                            model.metadata.positions or "sinusoidal")
+                            model.metadata.positions or "sinusoidal",
+                            one_hidden_layer=bool(model.meta.get(ONE_HIDDEN_LAYER, False)))
 
 
 def check_start(automaton: Semiautomaton, start: str) -> int:

@@ -68,8 +68,9 @@ from compiler.automata.spec import Semiautomaton
 from . import local_checks as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, rebuild
-from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, offset_head, prefix_mean_head, recent_flag_head
+from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, rebuild
+from .gadgets import (ABSORB, CodeInput, absorb_feature, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance,
+                      lookup_mlp, offset_head, prefix_mean_head, recent_flag_head)
 from .obligations import Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Recent, offset_keys
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Head, Program
@@ -106,6 +107,29 @@ def _layout(plan: LocalPlan, code: PositionCode) -> Workspace:
     return ws
 
 
+def _radix(plan: LocalPlan) -> list[int]:
+    """How many codes each input of the final lookup reads, in key order: the window's letters, the
+    phase, the level and the colour."""
+    window = [plan.n_symbols + 1] * plan.k + ([plan.period] if plan.period > 1 else [])
+    return window + ([plan.bound + 1] if plan.bound else []) + ([plan.n_classes] if plan.n_classes else [])
+
+
+def flat_final(plan: LocalPlan, flat: bool) -> bool:
+    """Whether ``flat`` (``one_hidden_layer``) builds the final lookup in one hidden layer
+    (:func:`gadgets.flat_lookup_mlp`): in a one-layer model that reads no event count.  The count
+    saturates at the bound (no single code covers every count; the two-layer lookup's thresholds
+    stop at the bound).  A two-layer model keeps both lookups: its first lookup's flags feed the
+    latest-anchor head, whose recency gap 1/(2(T+1)) a flat lookup's rounding (its ramps grow along
+    the code) overtakes (adder:2 built so certifies at T = 100, not at 256), and a flat final lookup
+    alone leaves three blocks and more parameters than unfolding both."""
+    return flat and plan.layers == 1 and not plan.bound
+
+
+def _head_tolerance(plan: LocalPlan, flat: bool) -> float:
+    """The copy tolerance of the heads the final lookup reads: half its input tolerance."""
+    return (flat_lookup_tolerance(_radix(plan)) if flat_final(plan, flat) else STEP_TOLERANCE) / 2
+
+
 def _window_inputs(plan: LocalPlan, ws: Workspace) -> list[CodeInput]:
     """The window codes and the phase, in key order."""
     ins = [CodeInput(ws[back(j)], plan.n_symbols + 1) for j in range(plan.k)]
@@ -129,8 +153,9 @@ def _local_mlp(plan: LocalPlan, ws: Workspace, start: int) -> MLP:
     return lookup_mlp("loc.local", _window_inputs(plan, ws), out, table)
 
 
-def _final_mlp(plan: LocalPlan, ws: Workspace, start: int) -> MLP:
-    """The last lookup (Lemma 11): window, phase, level, colour -> the state's one-hot."""
+def _final_mlp(plan: LocalPlan, ws: Workspace, start: int, flat: bool = False) -> MLP:
+    """The last lookup (Lemma 11): window, phase, level, colour -> the state's one-hot (``flat``: in
+    one hidden layer, a unit pair at every threshold: a shape that does not depend on the start)."""
     ins = _window_inputs(plan, ws)
     if plan.bound:
         ins.append(CodeInput(ws["loc:count"], plan.bound + 1))
@@ -140,21 +165,27 @@ def _final_mlp(plan: LocalPlan, ws: Workspace, start: int) -> MLP:
     zero = np.zeros(plan.n_states)
     final = plan.starts[start].final
     table = {key: (eye[q] if q >= 0 else zero) for key, q in zip(plan.final_keys, final)}
+    if flat:
+        return flat_lookup_mlp("loc.final", ins, ws["loc:state"], table, every_threshold=True)
     return lookup_mlp("loc.final", ins, ws["loc:state"], table)
 
 
-def _offset_heads(plan: LocalPlan, ws: Workspace, code: PositionCode) -> list[Head]:
-    """Layer 1: head j copies ``loc:letter`` of t - j (BOS's 0 when t - j <= 0) into ``loc:back{j}``."""
+def _offset_heads(plan: LocalPlan, ws: Workspace, code: PositionCode,
+                  tolerance: float = STEP_TOLERANCE / 2) -> list[Head]:
+    """Layer 1: head j copies ``loc:letter`` of t - j (BOS's 0 when t - j <= 0) into ``loc:back{j}``
+    within ``tolerance``."""
     return [offset_head(f"loc.back{j}", ws["pos"], code, ws["bos"], ws["one"], j, ws["loc:letter"], ws[back(j)],
-                        value_range=float(plan.n_symbols)) for j in range(1, plan.k)]
+                        value_range=float(plan.n_symbols), tolerance=tolerance) for j in range(1, plan.k)]
 
 
-def _aggregate_heads(plan: LocalPlan, ws: Workspace, max_len: int) -> list[Head]:
-    """Layer 2: the latest anchor's colour (Lemma 16) and the event count (Lemma 15)."""
+def _aggregate_heads(plan: LocalPlan, ws: Workspace, max_len: int, tolerance: float = STEP_TOLERANCE / 2) -> list[Head]:
+    """Layer 2: the latest anchor's colour (Lemma 16, copied within ``tolerance``) and the event
+    count (Lemma 15)."""
     heads = []
     if plan.n_classes:
         heads.append(recent_flag_head("loc.latest", ws["loc:flag"], ws["pos:recency"], ws["one"], ws["loc:colour"],
-                                      ws["loc:latest"], max_len, value_range=float(plan.n_classes - 1)))
+                                      ws["loc:latest"], max_len, value_range=float(plan.n_classes - 1),
+                                      tolerance=tolerance))
     if plan.bound:
         mass = 2 * max_len
         heads.append(prefix_mean_head("loc.count", ws[ABSORB], ws["bos"], ws["loc:event"], ws["loc:count"],
@@ -162,13 +193,15 @@ def _aggregate_heads(plan: LocalPlan, ws: Workspace, max_len: int) -> list[Head]
     return heads
 
 
-def _blocks(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int, start: int) -> list[Block]:
-    """One block when the aggregates read only the token (or there are none), else two."""
+def _blocks(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int, start: int,
+            flat: bool = False) -> list[Block]:
+    """One block when the aggregates read only the token (or there are none), else two; ``flat``:
+    the final lookup in one hidden layer where :func:`flat_final` says, the heads within its tolerance."""
+    tol = _head_tolerance(plan, flat)
+    offsets, aggregates = _offset_heads(plan, ws, code, tol), _aggregate_heads(plan, ws, max_len, tol)
     if plan.layers == 1:
-        return [Block(_offset_heads(plan, ws, code) + _aggregate_heads(plan, ws, max_len),
-                      _final_mlp(plan, ws, start))]
-    return [Block(_offset_heads(plan, ws, code), _local_mlp(plan, ws, start)),
-            Block(_aggregate_heads(plan, ws, max_len), _final_mlp(plan, ws, start))]
+        return [Block(offsets + aggregates, _final_mlp(plan, ws, start, flat_final(plan, flat)))]
+    return [Block(offsets, _local_mlp(plan, ws, start)), Block(aggregates, _final_mlp(plan, ws, start))]
 
 
 def _embeddings(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int,
@@ -204,10 +237,13 @@ def _embeddings(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int
     return W_E, W_pos
 
 
-def precision(plan: LocalPlan, code: PositionCode, max_len: int, eps: float) -> dict[str, float]:
-    """Worst-case rounding margins (> 1 safe), derived as in the module docstring."""
+def precision(plan: LocalPlan, code: PositionCode, max_len: int, eps: float, flat: bool = False) -> dict[str, float]:
+    """Worst-case rounding margins (> 1 safe), derived as in the module docstring (``flat``: and
+    the one-hidden-layer final lookup's, :func:`gadgets.flat_lookup_margin`)."""
     T = max_len
     out = {"position_margin": code.precision_margin(eps)} if plan.k > 1 else {}
+    if flat_final(plan, flat):
+        out["flat_final_margin"] = flat_lookup_margin(_radix(plan), eps)
     if plan.bound:
         out["prefix_count_margin"] = STEP_TOLERANCE / (eps * T * (T + 1))
     if plan.n_classes:
@@ -217,12 +253,12 @@ def precision(plan: LocalPlan, code: PositionCode, max_len: int, eps: float) -> 
     return out
 
 
-def program(plan: LocalPlan, start: int, max_len: int, positions: str) -> Program:
-    """The program (weights in float64) for start state ``start``."""
+def program(plan: LocalPlan, start: int, max_len: int, positions: str, flat: bool = False) -> Program:
+    """The program (weights in float64) for start state ``start`` (``flat``: :func:`flat_lookups`)."""
     code = position_code(positions, max_len)
     ws = _layout(plan, code)
     W_E, W_pos = _embeddings(plan, ws, code, max_len, start)
-    blocks = _blocks(plan, ws, code, max_len, start)
+    blocks = _blocks(plan, ws, code, max_len, start, flat)
     W_U = np.zeros((ws.d_model, plan.n_states))
     W_U[list(ws["loc:state"].dims), np.arange(plan.n_states)] = 1.0
     return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states))
@@ -237,12 +273,12 @@ def _check_budget(params: int, plan: LocalPlan, max_len: int, max_params: int) -
 
 def build(automaton: Semiautomaton, plan: LocalPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The program for ``automaton`` (its start state picks the tables) and its metadata."""
-    max_len, positions, eps = options.max_len, options.positions, options.eps
-    prog = program(plan, automaton.start, max_len, positions)
+    max_len, positions, eps, flat = options.max_len, options.positions, options.eps, options.one_hidden_layer
+    prog = program(plan, automaton.start, max_len, positions, flat)
     params = program_params(prog)
     _check_budget(params, plan, max_len, options.max_params)
     code = position_code(positions, max_len)
-    prec = precision(plan, code, max_len, eps)
+    prec = precision(plan, code, max_len, eps, flat)
     warnings = []
     if prec.get("margin", 1.0) < 1:
         weak = [k for k, v in prec.items() if k != "margin" and v < 1]
@@ -259,6 +295,7 @@ def build(automaton: Semiautomaton, plan: LocalPlan, options: BuildOptions) -> t
                "params": params, "precision": prec},
         "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes if b.mlp is not None else None}
                    for b in prog.blocks],
+        **({ONE_HIDDEN_LAYER: True} if flat else {}),
     }
     return prog, meta
 

@@ -65,9 +65,11 @@ from compiler.automata.load import from_dict
 from compiler.automata.spec import Semiautomaton
 
 from . import lookback_checks as checks
+from .assemble import program_params
 from .budget import MAX_PARAMS
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
-from .gadgets import CodeInput, lookup_mlp, offset_head
+from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, rebuild
+from .gadgets import (STEP_TOLERANCE, CodeInput, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance, lookup_mlp,
+                      offset_head)
 from .obligations import Embedding, Fetch, Layer, Lookup, Obligations, Readout, absolute_keys, offset_keys
 from .positions import position_code, position_table
 from .program import MLP, Block, Head, Program
@@ -143,22 +145,27 @@ def _layout(plan: LookbackPlan, code) -> Workspace:
     return ws
 
 
-def _heads(plan: LookbackPlan, ws: Workspace, code) -> list[Head]:
+def _heads(plan: LookbackPlan, ws: Workspace, code, flat: bool = False) -> list[Head]:
     """Layer 1: front head i copies ``lb:letter`` of position i (BOS's 0 when t < i) into
     ``lb:front{i}``; back head j copies ``lb:letter`` of t - j (BOS's 0 when t - j <= m) into
-    ``lb:back{j}``."""
+    ``lb:back{j}``; within half the lookup's input tolerance (``flat``: the flat lookup's)."""
     r = float(plan.n_symbols)
+    tol = (flat_lookup_tolerance([plan.n_symbols + 1] * (plan.m + plan.k)) if flat else STEP_TOLERANCE) / 2
     skip = ws["lb:early"] if plan.m and plan.k else None
     fronts = [offset_head(f"lb.front{i}", ws["pos"], code, ws["bos"], ws["one"], i, ws["lb:letter"], ws[front(i)],
-                          value_range=r, absolute=True) for i in range(1, plan.m + 1)]
+                          value_range=r, tolerance=tol, absolute=True) for i in range(1, plan.m + 1)]
     return fronts + [offset_head(f"lb.back{j}", ws["pos"], code, ws["bos"], ws["one"], j, ws["lb:letter"],
-                                 ws[back(j)], value_range=r, skip=skip) for j in range(plan.k)]
+                                 ws[back(j)], value_range=r, tolerance=tol, skip=skip) for j in range(plan.k)]
 
 
-def _lookup(plan: LookbackPlan, automaton: Semiautomaton, ws: Workspace) -> MLP:
-    """MLP 1: (f_1, ..., f_m, c_0, ..., c_{k-1}) -> one-hot of q_t (Lemma 11)."""
+def _lookup(plan: LookbackPlan, automaton: Semiautomaton, ws: Workspace, flat: bool = False) -> MLP:
+    """MLP 1: (f_1, ..., f_m, c_0, ..., c_{k-1}) -> one-hot of q_t (Lemma 11; ``flat``: in one
+    hidden layer, :func:`gadgets.flat_lookup_mlp`, a unit pair at every threshold: the shape must
+    not depend on the start state, whose rows :func:`set_start` swaps in place)."""
     subs = [front(i) for i in range(1, plan.m + 1)] + [back(j) for j in range(plan.k)]
     ins = [CodeInput(ws[name], plan.n_symbols + 1) for name in subs]
+    if flat:
+        return flat_lookup_mlp("lb.lookup", ins, ws["lb:state"], table(plan, automaton), every_threshold=True)
     return lookup_mlp("lb.lookup", ins, ws["lb:state"], table(plan, automaton))
 
 
@@ -178,7 +185,8 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -
     W_pos[:, list(ws["pos"].dims)] = position_table(code)
     if plan.m and plan.k:
         W_pos[1 : plan.m + 1, ws["lb:early"][0]] = 1.0
-    block = Block(_heads(plan, ws, code), _lookup(plan, automaton, ws))
+    flat = options.one_hidden_layer
+    block = Block(_heads(plan, ws, code, flat), _lookup(plan, automaton, ws, flat))
     W_U = np.zeros((d, automaton.n_states))
     W_U[list(ws["lb:state"].dims), np.arange(automaton.n_states)] = 1.0
     b_U = np.zeros(automaton.n_states)
@@ -188,6 +196,12 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -
         warnings.append(f"{positions} positions at max_len {max_len}: the attention score gap is below the rounding "
                         f"error of this dtype (margin {margin:.2g}); expect wrong look-backs -- use sinusoidal "
                         f"positions or float64")
+    if flat:
+        radix = [plan.n_symbols + 1] * (plan.m + plan.k)
+        flat_margin = flat_lookup_margin(radix, eps)
+        if flat_margin < 1:
+            warnings.append(f"the one-hidden-layer lookup reads {int(np.prod(radix)):,} codes: their rounding in this "
+                            f"dtype reaches its input tolerance (margin {flat_margin:.2g}); build without one_hidden_layer")
     head_notes = block.heads[0].notes
     meta = {
         "method": NAME,
@@ -198,8 +212,14 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -
                "beta": head_notes["beta"], "score_gap": head_notes["score_gap"],
                "leak_bound": head_notes["leak_bound"], "model_sizes": sizes},
         "layers": [{"heads": [h.notes for h in block.heads], "mlp": block.mlp.notes if block.mlp is not None else None}],
+        **({ONE_HIDDEN_LAYER: True} if flat else {}),
     }
-    return Program(ws, W_E, W_pos, [block], W_U, b_U), meta
+    prog = Program(ws, W_E, W_pos, [block], W_U, b_U)
+    if flat and program_params(prog) > options.max_params:  # the estimate is of the two-layer lookup
+        raise BudgetError(f"a lookback model with k = {plan.k} over {plan.n_symbols} letters and a one-hidden-layer "
+                          f"lookup at max_len {max_len} would have {program_params(prog):,} parameters, over the "
+                          f"budget of {options.max_params:,}")
+    return prog, meta
 
 
 def _check_budget(plan: LookbackPlan, max_len: int, positions: str, max_params: int) -> dict[str, int]:

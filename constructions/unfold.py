@@ -18,13 +18,16 @@ block ``l`` has an MLP with hidden widths ``h_0 .. h_{k-1}`` into ``k`` blocks:
   ``h_j W_k + b_k`` into the residual as the original MLP did); its other units clear its own
   region exactly: ``ReLU(-z_j)`` with ``-ReLU(z_j) + ReLU(-z_j) = -z_j``, or ``ReLU(h_{j-1})``
   written as ``-h_{j-1}`` (activations are >= 0), and ``v + (-v) = 0`` in floating point.
+  A region's last use is not cleared (:func:`clearing_stages`): nothing reads scratch but the
+  next stage, so what it keeps there is never read (every later weight on it is 0) and costs
+  no clearing units.
 
 Blocks with zero or one hidden layer stay one block.  Two scratch regions alternate
 (``unfold:a`` for odd stages, ``unfold:b`` for even ones), each as wide as the widest
-thing it carries, appended after the model's own residual dimensions; embeddings
-and unembedding are zero there.  Every product the new model forms that the original did
-not is an exact zero added after the original terms of the same sum (padded rows come
-last).  With the same attention path the logits of every compiled model we tried are bitwise
+thing it carries, appended after the model's own residual dimensions; embeddings,
+unembedding and every weight reading the residual are zero there.  Every product the new
+model forms that the original did not is an exact zero added after the original terms of the
+same sum (padded rows come last).  With the same attention path the logits of every compiled model we tried are bitwise
 equal (``tests/constructions/test_unfold.py`` checks ``torch.equal`` for every construction).
 This is a measurement, not a theorem: torch's CPU matmul picks its kernel by shape (narrow
 outputs are summed without fused multiply-add, wide ones with it), so a model with arbitrary
@@ -70,10 +73,20 @@ def _carried(hidden: list[int], j: int) -> int:
     return hidden[j - 1] if carries_activations(hidden)[j - 1] else hidden[j]
 
 
-def stage_width(hidden: list[int], stage: int) -> int:
+def stage_width(hidden: list[int], stage: int, clears: bool = True) -> int:
     """Units of unfolded stage ``stage``: hidden layer 0 at stage 0; after that hidden layer
-    ``stage`` and as many clearing units as its region carries (module docstring)."""
-    return hidden[0] if stage == 0 else hidden[stage] + _carried(hidden, stage)
+    ``stage`` and, when it ``clears`` its region, as many clearing units as the region carries
+    (module docstring)."""
+    return hidden[0] if stage == 0 else hidden[stage] + (_carried(hidden, stage) if clears else 0)
+
+
+def clearing_stages(model: CompiledTransformer) -> set[tuple[int, int]]:
+    """The (layer, stage) pairs, stage >= 1, whose stage clears its scratch region: those whose
+    region a later stage (of this MLP or a later block's) writes again.  The last use of each
+    region keeps its value: no weight after it reads the region."""
+    uses = [(l, j) for l, b in enumerate(model.config["blocks"]) for j in range(1, len(b["mlp_hidden"]))]
+    last = {_region(j): (l, j) for l, j in uses}
+    return {u for u in uses if last[_region(u[1])] != u}
 
 
 def _region(stage: int) -> int:
@@ -108,18 +121,20 @@ def scratch_widths(model: CompiledTransformer) -> tuple[int, int]:
     return widths[0], widths[1]
 
 
-def _config(model: CompiledTransformer, d_new: int, where: list[Origin]) -> dict[str, Any]:
+def _config(model: CompiledTransformer, d_new: int, where: list[Origin],
+            clears: set[tuple[int, int]]) -> dict[str, Any]:
     blocks = []
     for o in where:
         b = model.config["blocks"][o.layer]
         hidden = b["mlp_hidden"]
         n_heads = b["n_heads"] if o.stage == 0 else 1
-        mlp = [stage_width(list(hidden), o.stage)] if hidden else []
+        mlp = [stage_width(list(hidden), o.stage, (o.layer, o.stage) in clears)] if hidden else []
         blocks.append({"n_heads": n_heads, "mlp_hidden": mlp})
     return {**model.config, "d_model": d_new, "blocks": blocks}
 
 
-def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: list[Origin]) -> dict[str, Any]:
+def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: list[Origin],
+          clears: set[tuple[int, int]]) -> dict[str, Any]:
     """The original meta with the scratch dims named and the block list rewritten."""
     meta = {k: copy.deepcopy(v) for k, v in model.meta.items() if k not in ("verification", "header_sha256")}
     starts = (d, d + widths[0])
@@ -138,9 +153,10 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
                 src = (list(mlp["reads"]) if o.stage == 0 else [SCRATCH[_region(o.stage)]])
                 last = o.stage == o.stages - 1
                 dst = (list(mlp["writes"]) if last else [SCRATCH[_region(o.stage + 1)]])
-                if o.stage > 0:
+                if (o.layer, o.stage) in clears:
                     dst = dst + [SCRATCH[_region(o.stage)]]
-                mlp = {"name": f"{mlp['name']}.stage{o.stage}", "hidden": [stage_width(list(mlp["hidden"]), o.stage)],
+                width = stage_width(list(mlp["hidden"]), o.stage, (o.layer, o.stage) in clears)
+                mlp = {"name": f"{mlp['name']}.stage{o.stage}", "hidden": [width],
                        "reads": src, "writes": dst}
             layout["blocks"].append({"layer": i, "heads": old[o.layer]["heads"] if o.stage == 0 else [],
                                      "mlp": mlp})
@@ -152,9 +168,10 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
 
 
 def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, d: int,
-                starts: tuple[int, int]) -> None:
+                starts: tuple[int, int], clears: bool) -> None:
     """Set the one-hidden-layer MLP ``m`` of unfolded stage ``stage`` of an MLP whose (weights,
-    biases) are ``layers`` (module docstring): its hidden layer first, then the clearing units."""
+    biases) are ``layers`` (module docstring): its hidden layer first, then (``clears``) the
+    clearing units."""
     k = len(layers) - 1
     hidden = [w.shape[1] for w, _ in layers[:-1]]
     carry = carries_activations(hidden)
@@ -169,13 +186,15 @@ def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, 
         if carry[stage - 1]:  # h_{stage-1} carried: compute the layer, clear with ReLU(h) = h
             m.W_in[own, :h] = layers[stage][0]
             m.b_in[:h] = layers[stage][1]
-            m.W_in[own, h:] = eye
-            m.W_out[h:, own] = -eye
+            if clears:
+                m.W_in[own, h:] = eye
+                m.W_out[h:, own] = -eye
         else:  # z_stage carried: ReLU(z) is the layer; -ReLU(z) + ReLU(-z) = -z clears
             m.W_in[own, :h] = eye
-            m.W_in[own, h:] = -eye
-            m.W_out[:h, own] = -eye
-            m.W_out[h:, own] = eye
+            if clears:
+                m.W_in[own, h:] = -eye
+                m.W_out[:h, own] = -eye
+                m.W_out[h:, own] = eye
     W, b = layers[stage + 1]  # hidden layer ``stage`` to the next pre-activation (or the output)
     if stage + 1 == k:  # the original output into the model's own dims
         m.W_out[:h, :d] = W
@@ -199,7 +218,8 @@ def unfold(model: CompiledTransformer) -> CompiledTransformer:
     d_new = d + sum(widths)
     starts = (d, d + widths[0])
     where = origins(model)
-    new = CompiledTransformer(_config(model, d_new, where), _meta(model, d, widths, where))
+    clears = clearing_stages(model)
+    new = CompiledTransformer(_config(model, d_new, where, clears), _meta(model, d, widths, where, clears))
     new.fused = model.fused
     new.W_E[:, :d] = model.W_E
     new.W_pos[:, :d] = model.W_pos
@@ -215,5 +235,5 @@ def unfold(model: CompiledTransformer) -> CompiledTransformer:
         layers = _hidden(old)
         if not layers:
             continue
-        _fill_stage(blk.mlp, layers, o.stage, d, starts)
+        _fill_stage(blk.mlp, layers, o.stage, d, starts, (o.layer, o.stage) in clears)
     return new

@@ -62,7 +62,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=dtype_of(args.dtype),
                               positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
                               prefer=args.prefer, max_params=args.max_params, basis=args.basis,
-                              basis_seed=args.seed)
+                              basis_seed=args.seed, one_hidden_layer=args.one_hidden_layer)
     exact, summary = True, None
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
         cert = certificate(model) if args.certify else None
@@ -137,4 +137,7 @@ def compile_options(c: argparse.ArgumentParser) -> None:
                    help="the residual stream's basis: standard (named, axis-aligned dims) or orthogonal (a random "
                         "rotation of it, and random orthogonal maps inside each head; the same function)")
     c.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of --basis orthogonal")
+    c.add_argument("--one-hidden-layer", action="store_true",
+                   help="MLPs with one hidden layer where the construction can (lookback, local): the "
+                        "TransformerLens export then needs no unfolding (docs/interop.md)")
     c.set_defaults(func=cmd_compile)

@@ -157,14 +157,16 @@ def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, 
 
 
 def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace, src: Subspace,
-                     dst: Subspace, max_len: int, value_range: float) -> Head:
+                     dst: Subspace, max_len: int, value_range: float,
+                     tolerance: float = STEP_TOLERANCE / 2) -> Head:
     """Attend to the most recent position whose ``flag`` is 1 (Lemma 16); BOS is flagged.
 
     Score = beta * (flag + recency / 2) with recency = tau/(T+1) from the position code:
     any flagged position beats any unflagged one by >= beta/2, and among flagged ones the
-    latest wins by beta/(2(T+1)); beta is derived from that gap (Lemma 13)."""
+    latest wins by beta/(2(T+1)); beta is derived from that gap (Lemma 13) so that the copy is
+    within ``tolerance`` (default: half a step unit's tolerance)."""
     gap = 1.0 / (2 * (max_len + 1))
-    t = attention_temperature(max_len, value_range, gap, STEP_TOLERANCE / 2)
+    t = attention_temperature(max_len, value_range, gap, tolerance)
     W_Q = np.zeros((1, 2))  # row: one
     W_K = np.zeros((2, 2))  # rows: flag, recency
     W_Q[0, 0], W_Q[0, 1] = t["beta"], t["beta"] / 2

@@ -95,21 +95,74 @@ def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarr
     values[0] + sum over c of (values[c] - values[c-1]) 1[x >= c], each threshold a pair of
     :func:`step_units`, and only the thresholds where the value changes get units."""
     values = np.asarray(values, dtype=np.float64)
+    W1, b1, W2, b2, writes, jumps = _threshold_layers([inp], [1.0], values, out)
+    return MLP(name, [W1, W2], [b1, b2],
+               {"kind": "code function", "thresholds": jumps, "input_tolerance": STEP_TOLERANCE},
+               reads=inp.sub.names, writes=writes)
+
+
+def flat_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace,
+                    table: dict[tuple[int, ...], np.ndarray], every_threshold: bool = False) -> MLP:
+    """:func:`lookup_mlp`'s finite function in *one* hidden layer (Lemma 11 through one code).
+
+    The inputs' codes c_i in 0..n_i-1 are one integer K = sum_i w_i c_i with w_i = n_0 ... n_{i-1}
+    (mixed radix: distinct keys, distinct K in 0..N-1, N = prod n_i), and :func:`code_function_mlp`'s
+    thresholds 1[K >= c] read it: ``values[K]`` is the table's row for K's key, 0 for a key not
+    in the table (as :func:`lookup_mlp`, whose AND units then all stay 0).  An error e_i on c_i
+    moves K by sum_i w_i e_i, so ``input_tolerance`` is STEP_TOLERANCE / sum_i w_i: the heads that
+    fetch the codes must copy within it.  Units: two per value change along K (at most 2(N - 1)),
+    against :func:`lookup_mlp`'s one-hots and one AND unit per key in two hidden layers;
+    ``every_threshold``: two per threshold c = 1..N-1 whether the value changes or not (a shape
+    that does not depend on the table, for constructions that swap tables in place)."""
+    radix = [i.n_values for i in inputs]
+    scales = [float(np.prod(radix[:i])) for i in range(len(inputs))]
+    n = int(np.prod(radix))
+    digits = np.array(list(np.ndindex(*radix[::-1])))[:, ::-1] if inputs else np.zeros((1, 0), dtype=np.int64)
+    zero = np.zeros(len(out))
+    values = np.array([table.get(tuple(int(v) for v in key), zero) for key in digits]).reshape(n, len(out))
+    used = [(i, w) for i, w in zip(inputs, scales) if i.n_values > 1]
+    W1, b1, W2, b2, writes, jumps = _threshold_layers([i for i, _ in used], [w for _, w in used], values, out,
+                                                      every_threshold)
+    return MLP(name, [W1, W2], [b1, b2],
+               {"kind": "flat lookup", "keys": len(table), "codes": n, "thresholds": jumps,
+                "input_tolerance": flat_lookup_tolerance(radix)},
+               reads=names(*(i.sub for i, _ in used)), writes=writes)
+
+
+def flat_lookup_tolerance(n_values: list[int]) -> float:
+    """The code error within which :func:`flat_lookup_mlp` over inputs of ``n_values`` codes is
+    exact: STEP_TOLERANCE / sum_i w_i (its ``input_tolerance``, before building it)."""
+    return STEP_TOLERANCE / max(sum(float(np.prod(n_values[:i])) for i in range(len(n_values))), 1.0)
+
+
+def flat_lookup_margin(n_values: list[int], eps: float) -> float:
+    """How far the rounding of a dtype with machine epsilon ``eps`` stays inside the step range of
+    :func:`flat_lookup_mlp` over inputs of ``n_values`` codes (> 1 is safe; a worst-case bound):
+    K's pre-activation sums len + 1 terms below N = prod n_i in magnitude, each rounded with
+    relative error up to eps, against the code tolerance STEP_TOLERANCE."""
+    return STEP_TOLERANCE / (eps * (len(n_values) + 1) * float(np.prod(n_values)))
+
+
+def _threshold_layers(inputs: list[CodeInput], scales: list[float], values: np.ndarray, out: Subspace,
+                      every_threshold: bool = False):
+    """The hidden layer of steps 1[K >= c] (two :func:`step_units` each, only where ``values``
+    changes unless ``every_threshold``) over K = sum_i scales[i] * code_i, and the output layer
+    giving ``values[K]`` (a row per K, a column per dim of ``out``): (W1 [local rows, units], b1,
+    W2, b2, writes, thresholds)."""
     w, b, _ = step_units(len(values))
-    jumps = [c for c in range(1, len(values)) if np.any(values[c] != values[c - 1])]
+    jumps = [c for c in range(1, len(values)) if every_threshold or np.any(values[c] != values[c - 1])]
     units = [2 * (c - 1) + i for c in jumps for i in (0, 1)]
-    row = _local_rows([inp.sub])
-    rows = [row[(leaf.name, j)] for leaf in inp.sub.leaves for j in range(len(leaf))]
+    row = _local_rows([i.sub for i in inputs])
     W1 = np.zeros((len(row), len(units)))
-    W1[rows[inp.index]] = w[units]
+    for inp, scale in zip(inputs, scales):
+        rows = [row[(leaf.name, j)] for leaf in inp.sub.leaves for j in range(len(leaf))]
+        W1[rows[inp.index]] += scale * w[units]
     writes, kept = _written(out, list(values))
     W2 = np.zeros((len(units), len(kept)))
-    for k, c in enumerate(jumps):  # 1[x >= c] = relu(unit 2k) - relu(unit 2k + 1)
+    for k, c in enumerate(jumps):  # 1[K >= c] = relu(unit 2k) - relu(unit 2k + 1)
         W2[2 * k] = values[c][kept] - values[c - 1][kept]
         W2[2 * k + 1] = -W2[2 * k]
-    return MLP(name, [W1, W2], [b[units], values[0][kept]],
-               {"kind": "code function", "thresholds": len(jumps), "input_tolerance": STEP_TOLERANCE},
-               reads=inp.sub.names, writes=writes)
+    return W1, b[units], W2, values[0][kept], writes, len(jumps)
 
 
 def separation(inside: np.ndarray, outside: np.ndarray, max_updates: int = 10_000, max_pairs: int = 250_000):

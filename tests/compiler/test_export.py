@@ -101,3 +101,20 @@ def test_cli_export_bad_input_is_exit_2_and_checks_the_output_first(q8, tmp_path
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and all(line.startswith("error: ") for line in err.splitlines())
     assert main(["export", str(q8), "--format", "onnx", "-o", str(tmp_path / "new")]) == 2
+
+
+@pytest.mark.parametrize("name,method", [("nth-last:3", "lookback"), ("memory:3", "local")])
+def test_one_hidden_layer_models_export_block_for_block_within_twice_our_parameters(name, method, tmp_path):
+    """``compile --one-hidden-layer``, then ``export``: one exported block per layer (no scratch),
+    at most 2x our parameters, and the same logits through a plain forward of the state dict."""
+    path = tmp_path / "m.safetensors"
+    assert main(["compile", name, "--method", method, "--one-hidden-layer", "-o", str(path), "--max-len", str(T),
+                 "--no-verify"]) == 0
+    model = compiler.load(path)
+    ex = to_transformer_lens(model)
+    assert ex.config["n_layers"] == len(model.blocks) and ex.config["d_model"] == model.config["d_model"]
+    assert sum(v.numel() for v in ex.state_dict.values()) <= 2 * sum(p.numel() for p in model.parameters())
+    tokens = torch.randint(0, model.bos_id, (64, T), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), model.explicit_attention():
+        theirs = hooked_transformer_forward(ex.state_dict, ex.config, bos_tokens(tokens, model.bos_id))[:, 1:]
+        assert torch.equal(model(tokens), theirs)

@@ -15,10 +15,10 @@ from compiler.automata.errors import InputError  # noqa: E402
 from compiler.automata.spec import Semiautomaton  # noqa: E402
 from compiler.cli import main  # noqa: E402
 from compiler.export import (bos_tokens, load_transformer_bridge, read_map, read_subspace, to_transformer_bridge,  # noqa: E402
-                             to_transformer_lens)
+                             save_transformer_lens, to_transformer_lens)
 from constructions import registry  # noqa: E402
 from constructions.model import CompiledTransformer  # noqa: E402
-from constructions.unfold import origins  # noqa: E402
+from constructions.unfold import origins, scratch_widths  # noqa: E402
 from verify.check import adversarial_families  # noqa: E402
 
 T = 48
@@ -52,9 +52,10 @@ def test_bridge_logits_patterns_and_residuals_are_bitwise_ours(name, method):
     d = model.config["d_model"]
     for i, o in enumerate(origins(model)):
         resid = tcache[f"blocks.{i}.hook_resid_pre"]
-        if o.stage == 0:  # our block o.layer's input, the scratch clear; its attention, head by head
+        if o.stage == 0:  # our block o.layer's input; its attention, head by head
             assert torch.equal(resid[..., :d], cache[f"blocks.{o.layer}.hook_resid_pre"])
-            assert not resid[..., d:].any()
+            if o.stages > 1:  # the scratch region it writes is clear (only a region's last use keeps its value)
+                assert not resid[..., d:d + scratch_widths(model)[0]].any()
             H = model.config["blocks"][o.layer]["n_heads"]
             assert torch.equal(tcache[f"blocks.{i}.attn.hook_pattern"][:, :H],
                                cache[f"blocks.{o.layer}.attn.hook_pattern"])
@@ -152,3 +153,20 @@ def test_a_named_subspace_at_a_named_layer_reads_our_cache_from_the_bridges(tmp_
                                ours[f"blocks.{layer}.hook_resid_pre"][..., dims])
     with pytest.raises(InputError, match="no subspace 'nope'"):
         read_subspace(theirs, block_map, "nope", 0)
+
+
+def test_a_one_hidden_layer_model_exports_block_for_block_and_stays_bitwise_ours(tmp_path):
+    """``one_hidden_layer`` (lookback's flat lookup): no unfolding, one exported block per layer,
+    and the exported directory's bridge gives our logits on 1,000 inputs."""
+    T = 24
+    model = compiler.compile_automaton("nth-last:3", max_len=T, method="lookback", one_hidden_layer=True)
+    export = to_transformer_lens(model)
+    assert export.config["n_layers"] == len(model.blocks) == 1
+    assert sum(v.numel() for v in export.state_dict.values()) <= 2 * sum(p.numel() for p in model.parameters())
+    save_transformer_lens(export, tmp_path / "tl")
+    bridge = load_transformer_bridge(tmp_path / "tl")
+    tokens = torch.cat([_tokens(2, T), torch.randint(0, 2, (1000 - len(_tokens(2, T)), T),
+                                                     generator=torch.Generator().manual_seed(3))])
+    assert len(tokens) == 1000
+    with torch.no_grad(), model.explicit_attention():
+        assert torch.equal(bridge(bos_tokens(tokens, model.bos_id))[:, 1:], model(tokens))

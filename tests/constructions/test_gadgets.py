@@ -338,6 +338,32 @@ def test_lookup_mlp_is_exact_on_keys_and_silent_elsewhere():
         assert mlp(x)[out[0]] == 0
 
 
+def test_flat_lookup_mlp_is_one_hidden_layer_exact_on_keys_within_its_tolerance_and_silent_elsewhere():
+    from constructions.gadgets import CodeInput, flat_lookup_mlp, flat_lookup_tolerance, lookup_mlp
+
+    ws = Workspace()
+    a, b, out = ws.add("a"), ws.add("b"), ws.add("out", 2)
+    table = {(v, w): np.array([10.0 * v + w + 1, float(v == w)]) for v in range(4) for w in range(3)}
+    del table[(2, 1)]
+    ins = [CodeInput(a, 4), CodeInput(b, 3)]
+    mlp = flat_lookup_mlp("f", ins, out, table)
+    assert len(mlp.weights) == 2 and mlp.reads == ("a", "b") and mlp.writes == ("out",)
+    tol = flat_lookup_tolerance([4, 3])
+    assert tol == STEP_TOLERANCE / (1 + 4) == mlp.notes["input_tolerance"]  # K = a + 4 b
+    flat, deep = mlp.embed(ws), lookup_mlp("l", ins, out, table).embed(ws)
+    for v in range(4):
+        for w in range(3):
+            for noise in (-tol, tol):
+                x = np.zeros(ws.d_model)
+                x[a[0]], x[b[0]] = v + noise, w - noise  # errors adding up to tol on K
+                want = np.zeros(2) if (v, w) == (2, 1) else table[(v, w)]
+                assert np.allclose(flat(x)[list(out.dims)], want, atol=1e-9)
+                assert np.allclose(flat(x)[list(out.dims)], deep(x)[list(out.dims)], atol=1e-9)
+    x = np.zeros(ws.d_model)
+    x[a[0]], x[b[0]] = 1.0, 3 * tol  # K = 1 + 12 tol = 1.6: the step at K = 2 is partly on
+    assert not np.allclose(flat(x)[list(out.dims)], table[(1, 0)], atol=1e-3)
+
+
 def test_code_function_mlp_is_one_hidden_layer_exact_near_every_code():
     from constructions.gadgets import CodeInput, code_function_mlp
 

@@ -126,6 +126,29 @@ def test_every_start_state_is_exact_without_reshaping():
         assert other.predict(toks).tolist() == [a.run(r) for r in toks.tolist()], q0
 
 
+@pytest.mark.parametrize("name,hidden", [("memory:3", [1]), ("flipflop", [1]), ("blocks:1", [2]), ("adder:2", [2, 2])])
+def test_one_hidden_layer_lookups_verify_certify_and_keep_their_shape_from_every_start(name, hidden):
+    """``one_hidden_layer``: a one-layer model's final lookup in one hidden layer, unless it reads the
+    saturating event count (blocks:1); a two-layer model (adder:2) builds as without the option."""
+    from verify.certify import certify
+
+    model = compiler.compile_automaton(name, max_len=32, method="local", one_hidden_layer=True)
+    assert [len(b["mlp_hidden"]) for b in model.config["blocks"]] == hidden and model.meta["one_hidden_layer"]
+    flat = {k for k in model.meta["local"]["precision"] if k.startswith("flat_")}
+    assert flat == ({"flat_final_margin"} if hidden == [1] else set())
+    assert all(model.meta["local"]["precision"][k] > 1 for k in flat)
+    if hidden != [1]:  # the same weights as without the option
+        default = compiler.compile_automaton(name, max_len=32, method="local")
+        assert all(torch.equal(v, default.state_dict()[k]) for k, v in model.state_dict().items())
+    assert verify(model, **CHECK).exact
+    assert certify(model)["certified"]
+    shapes = {k: v.shape for k, v in model.state_dict().items()}
+    for q0 in model.automaton.states:
+        other = compiler.with_start(model, q0)
+        assert {k: v.shape for k, v in other.state_dict().items()} == shapes
+        assert verify(other, **CHECK).exact, q0
+
+
 def test_families_put_anchors_and_events_where_wanted():
     model = compiler.compile_automaton("adder:2", max_len=40, method="local")
     plan = registry.plan_of(model)[1]

@@ -141,6 +141,38 @@ def test_compiles_to_one_layer_and_verifies(make, k):
     assert res.margins["mlps"][0]["distance_to_boundary"] > 0.2
 
 
+@pytest.mark.parametrize("make,k", EXAMPLES[2:])
+def test_one_hidden_layer_lookup_verifies_certifies_and_keeps_its_shape_from_another_start(make, k):
+    from verify.certify import certify
+
+    a = make()
+    deep = compiler.compile_automaton(a, max_len=64, method="lookback")
+    model = compiler.compile_automaton(a, max_len=64, method="lookback", one_hidden_layer=True)
+    assert [b["mlp_hidden"] for b in deep.config["blocks"]][0] != [b["mlp_hidden"] for b in model.config["blocks"]][0]
+    assert len(model.config["blocks"][0]["mlp_hidden"]) == 1 and model.meta["one_hidden_layer"]
+    assert model.meta["layers"][0]["mlp"]["kind"] == "flat lookup"
+    # the heads copy within the flat lookup's tolerance: a sharper softmax than the deep lookup's
+    assert model.meta["lookback"]["beta"] > deep.meta["lookback"]["beta"]
+    res = verify(model, **CHECK)
+    assert res.exact, res.counterexample
+    assert certify(model)["certified"]
+    other = compiler.with_start(model, a.states[-1])
+    assert other.config == model.config and other.meta["one_hidden_layer"]
+    assert verify(other, **CHECK).exact
+
+
+def test_one_hidden_layer_lookup_is_held_to_the_budget_by_its_own_size():
+    """The planner's estimate is of the two-layer lookup; the one-hidden-layer build checks its own."""
+    from compiler.automata.errors import BudgetError
+
+    deep = compiler.compile_automaton(nth_last(3), max_len=64, method="lookback")
+    flat = compiler.compile_automaton(nth_last(3), max_len=64, method="lookback", one_hidden_layer=True)
+    budget = (deep.info()["n_params"] + flat.info()["n_params"]) // 2
+    assert compiler.compile_automaton(nth_last(3), max_len=64, method="lookback", max_params=budget)
+    with pytest.raises(BudgetError, match="one-hidden-layer lookup"):
+        compiler.compile_automaton(nth_last(3), max_len=64, method="lookback", one_hidden_layer=True, max_params=budget)
+
+
 def test_long_inputs_exact_at_256_in_float32():
     model = compiler.compile_automaton(nth_last(3), max_len=256, method="lookback", allow_inexact=False)
     assert model.meta["method"] == "lookback" and not model.meta["warnings"]

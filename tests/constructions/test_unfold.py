@@ -12,7 +12,7 @@ import compiler
 from compiler.automata.catalog import build
 from compiler.automata.spec import Semiautomaton
 from constructions.model import CompiledTransformer
-from constructions.unfold import SCRATCH, Origin, carries_activations, origins, scratch_widths, unfold
+from constructions.unfold import SCRATCH, Origin, carries_activations, clearing_stages, origins, scratch_widths, unfold
 from verify.check import adversarial_families
 
 T = 32
@@ -96,14 +96,17 @@ def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_count
         logits = model(tokens)
         assert logits.abs().min() > 0 and logits.abs().max() < 2 ** 24  # nonzero, exact integers in float32
     assert [(b["n_heads"], b["mlp_hidden"]) for b in flat.config["blocks"]] == [
-        (2, []), (1, [5]), (3, [4]), (1, [10]), (1, [6]), (1, [10]), (1, [9]), (1, [4])]
+        (2, []), (1, [5]), (3, [4]), (1, [10]), (1, [3]), (1, [10]), (1, [9]), (1, [2])]
+    # region a (odd boundaries) is written again after (2, 1) and (2, 3), so those stages clear
+    # it; (2, 2) is region b's last use and (3, 1) region a's: no clearing units there
+    assert clearing_stages(model) == {(2, 1), (2, 3)}
     # the narrower crosses each boundary: 4 activations (not 6 pre-activations), 3 pre-activations,
     # 3 activations (not 7); then 2 pre-activations (not 9 activations)
     assert carries_activations([4, 6, 3, 7]) == [True, False, True] and carries_activations([9, 2]) == [False]
     assert scratch_widths(model) == (4, 3)
 
 
-def test_scratch_is_written_exactly_and_cleared_before_each_original_layer():
+def test_scratch_is_written_exactly_and_cleared_before_each_reuse():
     model = compiler.compile_automaton("grid:5", max_len=T, method="gridworld")
     flat = unfold(model)
     tokens = _tokens(model.automaton.n_symbols, T)
@@ -112,16 +115,19 @@ def test_scratch_is_written_exactly_and_cleared_before_each_original_layer():
     d = model.config["d_model"]
     scratch = [i for n in SCRATCH for i in flat.meta["subspaces"].get(n, [])]
     assert scratch == list(range(d, flat.config["d_model"]))
+    # 4 hidden layers then 2: boundaries a, b, a, then a; b's only use is not cleared
+    assert clearing_stages(model) == {(0, 1), (0, 3)}
+    region_b = flat.meta["subspaces"][SCRATCH[1]]
     for i, o in enumerate(origins(model)):
         resid = fcache[f"blocks.{i}.hook_resid_pre"]
-        if o.stage == 0:  # the same residual as our block o.layer sees, scratch all zero
+        if o.stage == 0:  # the same residual as our block o.layer sees; region a is zero before each use
             assert torch.equal(resid[..., :d], cache[f"blocks.{o.layer}.hook_resid_pre"])
-            assert not resid[..., d:].any()
+            assert not resid[..., flat.meta["subspaces"][SCRATCH[0]]].any()
+            assert resid[..., region_b].any() == (o.layer == 1)  # b keeps its value after its last use
             assert torch.equal(fcache[f"blocks.{i}.attn.hook_pattern"], cache[f"blocks.{o.layer}.attn.hook_pattern"])
         else:  # stage j's first units are the original hidden layer j
             h = model.config["blocks"][o.layer]["mlp_hidden"][o.stage]
             assert torch.equal(fcache[f"blocks.{i}.mlp.hook_post.0"][..., :h],
                                cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"])
             assert not fcache[f"blocks.{i}.hook_attn_out"].any()
-    assert not fcache["hook_resid_final"][..., d:].any()
     assert torch.equal(fcache["hook_resid_final"][..., :d], cache["hook_resid_final"])
