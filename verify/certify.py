@@ -66,8 +66,9 @@ from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
 from constructions.model import input_independent_dims
-from constructions.obligations import (Average, Beside, Compose, Fetch, Joint, Lookup, Modular, Obligations, Readout,
-                                      Recent, Round, Steps, Undeclared)
+from constructions.obligations import (Average, Beside, Compose, Fetch, Joint, Lookup, Match, Modular, Obligations,
+                                      Races, Readout, Recent, Round, Steps, Undeclared)
+from verify import recency  # its rules use this module's helpers (a cycle, resolved at call time)
 
 SCHEMA = "shortcut-certificate/1"
 JOINT_BUDGET = 200_000
@@ -760,7 +761,7 @@ def _feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[in
     return ok
 
 
-def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], states: list[State],
+def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match, ...], states: list[State],
            pos_class: np.ndarray, report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
     """Apply layer l's heads: new classes by (own class, each copying head's key class -- or, for
     a most-recent-flag head, the set of classes its key can be in), copied codes, averaged codes,
@@ -769,7 +770,8 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
     index = {hd["name"]: hd["index"] for hd in layout}
     copies = [f for f in fetches if isinstance(f, (Fetch, Recent))]
     averages = [f for f in fetches if isinstance(f, Average)]
-    declared = {f.head for f in copies} | {h for a in averages for h in a.heads}
+    matches = [f for f in fetches if isinstance(f, Match)]
+    declared = {f.head for f in copies + matches} | {h for a in averages for h in a.heads}
     if set(index) != declared:
         raise CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ declared)} have no obligation "
                                  f"or are not in the model")
@@ -816,7 +818,8 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
             "name": f.head, "min_score_gap": float(gaps[1:].min()) if T else None,
             "max_leaked_mass": float(leak.max()), "max_copy_error": float(np.minimum(out, noisy).max())})
     averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in averages]
-    sig_all = np.stack([pos_class] + [sig for _, sig, *_ in per_fetch], axis=1)
+    matched = [recency.match_head(m, l, f, index[f.head], states, pos_class, report) for f in matches]
+    sig_all = np.stack([pos_class] + [sig for _, sig, *_ in per_fetch] + [sig for sig, _ in matched], axis=1)
     groups, inverse = np.unique(sig_all, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     new_states: list[State] = []
@@ -836,6 +839,8 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
             exact = snaps(snapped, vmax + snapped, delta, m.p)
             r = np.where(exact, np.minimum(snapped, general), general).max(0)
             _put(st, f.dst, Code(list(fetched.per_dim), fetched.joint, r))
+        for (_, put), kc in zip(matched, row[1 + len(per_fetch):]):
+            put(st, own, members, int(kc))
         for a, grid, err, top in averaged:
             old = _get(own, a.dst)
             if old.size() != 1 or np.any(old.combos() != 0):
@@ -1397,7 +1402,7 @@ def _beside_parts(m: _Model, l: int, ob: Beside, weights: list[np.ndarray],
     for a, o in zip(*np.nonzero(weights[-1])):
         sets.union(int(base[-2] + a), int(base[-1] + o))
     io = [_part_io(m, part) for part in ob.parts]
-    roots = [{find(int(base[-1] + x)) for x in dims} for dims, _ in io]
+    roots = [{find(int(base[-1] + x)) for x in dims if x not in m.fixed_dims} for dims, _ in io]  # BOS's flag: shared
     for i in range(len(roots)):
         for j in range(i):
             if roots[i] & roots[j]:
@@ -1805,10 +1810,12 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     return out
 
 
-def _mlp_writes(o: Compose | Lookup | Steps | Beside | None) -> set[str]:
+def _mlp_writes(o: Compose | Lookup | Steps | Beside | Races | None) -> set[str]:
     """The subspaces an MLP obligation writes."""
     if o is None:
         return set()
+    if isinstance(o, Races):
+        return {r.out for r in o.races}
     if isinstance(o, Compose):
         return {o.maps, o.fetched}
     if isinstance(o, Beside):
@@ -1840,6 +1847,8 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
             states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
         elif isinstance(layer.mlp, Beside):
             states = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures)
+        elif isinstance(layer.mlp, Races):
+            states = recency.races_mlp(m, l, layer, states, pos_class, report)
         elif m.blocks[l]["mlp"] is not None:
             raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
         states, pos_class = _merge(states, pos_class, m.phase)
