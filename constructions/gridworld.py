@@ -443,7 +443,7 @@ def obligations(model, world: BoxWorld) -> Obligations:
     D = T + 1
     prefix = Average(("gw.prefix",), (1,), (T,), D, float(D), " + ".join(f"gw{p.axis}:move" for p in plans),
                      " + ".join(f"gw{p.axis}:z" for p in plans))
-    stored = [_stored_codes(p, model.W_E.dtype) for p in plans]
+    stored = [_stored_codes(p, getattr(torch, model.config["dtype"])) for p in plans]
     residues = [_residue_step(p, T, f"gw{p.axis}.residue" if len(plans) > 1 else "gw.residue", c)
                 for p, c in zip(plans, stored)]
     layer1 = Layer((prefix,), residues[0] if len(plans) == 1 else Beside("gw.residue", tuple(residues)))

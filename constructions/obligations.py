@@ -151,7 +151,7 @@ class Beside:
     units read and write only its own subspaces, and each part runs its own obligation."""
 
     mlp: str
-    parts: tuple[Compose | Lookup | Steps, ...]
+    parts: tuple[Compose | Lookup | Steps | Races, ...]
 
 
 @dataclass(frozen=True)

@@ -1372,11 +1372,14 @@ def _unpadded(weights: list[np.ndarray], biases: list[np.ndarray]) -> tuple[list
     return Ws + [weights[-1]], bs + [biases[-1]]
 
 
-def _part_io(m: _Model, part: Compose | Lookup | Steps) -> tuple[set[int], set[int]]:
+def _part_io(m: _Model, part: Compose | Lookup | Steps | Races) -> tuple[set[int], set[int]]:
     """The residual dims one part of a :class:`Beside` MLP reads (and writes) and writes."""
     if isinstance(part, Compose):
         dims = set(m.dims(part.maps)) | set(m.dims(part.fetched))
         return dims, dims
+    if isinstance(part, Races):
+        out = {d for r in part.races for d in m.dims(r.out)}
+        return out | {d for r in part.races for n in (r.first, r.second, *r.level) for d in m.dims(n)}, out
     steps = part.steps if isinstance(part, Steps) else (part,)
     writes = {d for n in _written(steps) for d in m.dims(n)}
     return writes | {d for n in _read(steps) for d in m.dims(n)}, writes
@@ -1433,6 +1436,9 @@ def _beside(m: _Model, l: int, ob: Beside, states: list[State], pos_class: np.nd
         rep: dict[str, Any] = {}
         if isinstance(part, Compose):
             states = _compose(m, l, part, states, pos_class, closures.get(part.maps), rep, sub)
+        elif isinstance(part, Races):
+            rep["heads"] = report.get("heads", [])  # the layer's heads: their copy errors
+            states = recency.races_mlp(m, l, part, states, pos_class, rep, sub)
         else:
             states = _lookup(m, l, part, states, pos_class, rep, joint, written, sub)
         parts.append(rep["mlp"])
@@ -1848,7 +1854,7 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         elif isinstance(layer.mlp, Beside):
             states = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures)
         elif isinstance(layer.mlp, Races):
-            states = recency.races_mlp(m, l, layer, states, pos_class, report)
+            states = recency.races_mlp(m, l, layer.mlp, states, pos_class, report)
         elif m.blocks[l]["mlp"] is not None:
             raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
         states, pos_class = _merge(states, pos_class, m.phase)

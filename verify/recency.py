@@ -51,7 +51,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from constructions.obligations import Layer, Match, Race, Races
+from constructions.obligations import Match, Race, Races
 from verify import certify as core
 
 # --- most recent match ---------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def match_head(m: Any, l: int, f: Match, h: int, states: list[dict], pos_class: 
                                                          * vmax[None])) * (1 + g_out)
     floor = floor + 2 * r_old[None]  # the residual addition errs by at most the old radius
     report.setdefault("heads", []).append({
-        "name": f.head, "min_score_gap": gap, "max_leaked_mass": float(leak.max()),
+        "name": f.head, "dst": f.dst, "min_score_gap": gap, "max_leaked_mass": float(leak.max()),
         "max_copy_error": float((floor + rel * vmax[None]).max()),
         "copy_error": {"floor": float(floor[1:].max(initial=0.0)), "relative": rel}})
     sig = np.minimum(t, 1)
@@ -252,14 +252,11 @@ def match_head(m: Any, l: int, f: Match, h: int, states: list[dict], pos_class: 
     return sig, put
 
 
-def copy_error(report: dict[str, Any], layer: Layer, name: str) -> tuple[float, float] | None:
-    """(floor, relative part) of the error of ``name`` when a :class:`Match` head of ``layer``
-    wrote it (its report entry), else None."""
-    head = next((f.head for f in layer.fetches if isinstance(f, Match) and f.dst == name), None)
-    entry = next((e for e in report.get("heads", []) if e["name"] == head), None)
-    if entry is None or "copy_error" not in entry:
-        return None
-    return entry["copy_error"]["floor"], entry["copy_error"]["relative"]
+def copy_error(report: dict[str, Any], name: str) -> tuple[float, float] | None:
+    """(floor, relative part) of the error of ``name`` when a :class:`Match` head of this layer
+    wrote it (its entry in the layer's ``report``), else None."""
+    entry = next((e for e in report.get("heads", []) if e.get("dst") == name and "copy_error" in e), None)
+    return None if entry is None else (entry["copy_error"]["floor"], entry["copy_error"]["relative"])
 
 
 # --- races -----------------------------------------------------------------------------------------
@@ -330,11 +327,11 @@ def _pair_codes(st: dict, name: str, where: str) -> tuple[np.ndarray, float]:
 
 def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, const_rows: list[int], group: list[np.ndarray],
                 Ws: list[np.ndarray], bs: list[np.ndarray], out_col: np.ndarray, errs: dict[str, Any],
-                where: str) -> tuple[float, float, float, bool, float, str]:
+                where: str) -> tuple[float, float, float, bool, str, str]:
     """One race's group on every order cell of its pair in one class: the range of (its
     contribution - the declared term), whether every contribution is an exact integer, its
-    largest magnitude, and the cell that deviates most.  Returns (lowest, highest deviation,
-    largest magnitude of its output terms, all exact integers, widest spread, its cell)."""
+    largest magnitude, and where the extremes are.  Returns (lowest, highest deviation, largest
+    magnitude of its output terms, all exact integers, the cells (and levels) of the two)."""
     names = [race.first, race.second, *race.level]
     v1, r1 = _pair_codes(st, race.first, where)
     v2, r2 = _pair_codes(st, race.second, where)
@@ -358,7 +355,7 @@ def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, const_rows: lis
     g0 = core.gamma(np.count_nonzero(W0, axis=0) + 1, m.u)
     rest_W = [Ws[j][group[j - 1]][:, group[j]] for j in range(1, len(group))]
     rest_b = [bs[j][group[j]] for j in range(1, len(group))]
-    lo_dev, hi_dev, worst, worst_cell = math.inf, -math.inf, -1.0, ""
+    lo_dev, hi_dev, at_lo, at_hi = math.inf, -math.inf, "", ""
     mag_out, exact_all = 0.0, True
     cells = []
     lo1, hi1, lo2, hi2 = int(v1.min()), int(v1.max()), int(v2.min()), int(v2.max())
@@ -394,25 +391,24 @@ def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, const_rows: lis
         rnd = np.where(exact, 0.0, g0[None] * mag)
         lo, hi, integral, size = _intervals(m, z_lo - rnd, z_hi + rnd, exact, rest_W, rest_b)
         d_lo, d_hi = lo @ pos + hi @ neg - term, hi @ pos + lo @ neg - term
-        lo_dev, hi_dev = min(lo_dev, float(d_lo.min())), max(hi_dev, float(d_hi.max()))
-        spread = d_hi - d_lo
-        i = int(np.argmax(spread))
-        if spread[i] >= worst:
-            at = f" at {', '.join(race.level)} = {X[i].astype(int).tolist()}" if X.shape[1] else ""
-            worst, worst_cell = float(spread[i]), f"{cell}{at}"
+        name = lambda i: f"{cell} at {', '.join(race.level)} = {X[i].astype(int).tolist()}" if X.shape[1] else cell
+        i, j = int(np.argmin(d_lo)), int(np.argmax(d_hi))
+        if d_lo[i] < lo_dev:
+            lo_dev, at_lo = float(d_lo[i]), name(i)
+        if d_hi[j] > hi_dev:
+            hi_dev, at_hi = float(d_hi[j]), name(j)
         exact_all &= bool(np.all(integral[:, w != 0]))
         mag_out = max(mag_out, float((size @ np.abs(w)).max()))
-    return lo_dev, hi_dev, mag_out, exact_all, worst, worst_cell
+    return lo_dev, hi_dev, mag_out, exact_all, at_lo, at_hi
 
 
-def races_mlp(m: Any, l: int, layer: Layer, states: list[dict], pos_class: np.ndarray,
-              report: dict[str, Any]) -> list[dict]:
+def races_mlp(m: Any, l: int, ob: Races, states: list[dict], pos_class: np.ndarray, report: dict[str, Any],
+              mlp: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> list[dict]:
     """A :class:`Races` MLP (module doc): per class, each race's group on the cells of its pair's
-    order; each output within half a step of its declared count."""
-    ob = layer.mlp
-    assert isinstance(ob, Races)
+    order; each output within half a step of its declared count.  ``report`` is the layer's (its
+    heads' copy errors); ``mlp``: a part's own sub-network (a product's factor)."""
     where = f"layer {l + 1} MLP {ob.mlp}"
-    weights, biases = core._mlp_weights(m, l, ob.mlp)
+    weights, biases = mlp or core._mlp_weights(m, l, ob.mlp)
     inputs = list(dict.fromkeys(n for r in ob.races for n in (r.first, r.second, *r.level)))
     outs = list(dict.fromkeys(r.out for r in ob.races))
     if any(len(m.dims(n)) != 1 for n in inputs + outs):
@@ -445,7 +441,7 @@ def races_mlp(m: Any, l: int, layer: Layer, states: list[dict], pos_class: np.nd
             raise core.CertificateFailure(where, f"the hidden units of the race {race.first} vs {race.second} write "
                                           f"dims {sorted(writes - {m.dims(race.out)[0]})[:6]} besides {race.out}")
         owner[k] = g
-    errs = {n: e for n in pairs if (e := copy_error(report, layer, n)) is not None}
+    errs = {n: e for n in pairs if (e := copy_error(report, n)) is not None}
     worst_all = 0.0
     new_states = []
     for c, st in enumerate(states):
@@ -457,7 +453,7 @@ def races_mlp(m: Any, l: int, layer: Layer, states: list[dict], pos_class: np.nd
                 raise core.CertificateFailure(where, f"{name} is not 0 before the MLP writes it")
             mine = [k for k, r in enumerate(ob.races) if r.out == name]
             offset, spread, mag, exact = float(biases[-1][d]), 0.0, abs(float(biases[-1][d])), True
-            worst = (-1.0, "")
+            worst = (-1.0, "")  # the race whose contribution less its term varies most, and where
             for k in mine:
                 if k not in owner:
                     raise core.CertificateFailure(where, f"no hidden unit reads the race {ob.races[k].first} vs "
@@ -466,22 +462,22 @@ def races_mlp(m: Any, l: int, layer: Layer, states: list[dict], pos_class: np.nd
                 idx = [inputs.index(n) for n in (race.first, race.second, *race.level)] + \
                     list(range(len(inputs), len(inputs) + len(const_rows)))
                 sub = [Ws[0][idx], *Ws[1:]]
-                lo_d, hi_d, mg, ex, w, cell = _check_race(m, race, st, const_vals, const_rows, owner[k], sub, biases,
+                lo_d, hi_d, mg, ex, at_lo, at_hi = _check_race(m, race, st, const_vals, const_rows, owner[k], sub, biases,
                                                           Ws[-1][:, d], errs, where)
                 offset += (lo_d + hi_d) / 2
                 spread += (hi_d - lo_d) / 2
                 mag += mg
                 exact &= ex
-                if w > worst[0]:
-                    worst = (w, f"race {race.first} vs {race.second} ({cell})")
+                if hi_d - lo_d > worst[0]:
+                    worst = (hi_d - lo_d, f"race {race.first} vs {race.second}: its contribution less the declared "
+                                          f"term is {lo_d:.3g} on {at_lo} but {hi_d:.3g} on {at_hi}")
             col = Ws[-1][:, d]
             whole = bool(np.all(np.round(col) == col)) and float(biases[-1][d]).is_integer()
             rnd = 0.0 if exact and whole and mag < 2.0**m.p else float(core.gamma(np.count_nonzero(col) + 1, m.u)) * mag
             bound = abs(offset) + spread + rnd + 2 * float(old.radius[0])
             if bound >= 0.5:
                 raise core.CertificateFailure(where, f"{name} may be off its declared count by {bound:.3g} >= 1/2 "
-                                              f"(offset {offset:.3g}, the widest deviation in {worst[1]}: "
-                                              f"{worst[0]:.3g})")
+                                              f"(offset {offset:.3g}; {worst[1]})")
             worst_all = max(worst_all, bound)
             core._put(st, name, core.Code.of(np.arange(len(mine) + 1, dtype=np.float64)[:, None], np.array([bound])))
         new_states.append(st)
