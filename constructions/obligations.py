@@ -8,10 +8,13 @@ contributes only *obligations* -- the discrete program its weights are meant to 
 * per layer, :class:`Fetch` for each copying head (the key position it must attend to from every
   query position, and which subspace it copies where), :class:`Recent` for a head whose key
   depends on the input (the most recent flagged position, Lemma 16), :class:`Average` for the
-  heads of a prefix sum (Lemma 15), and one MLP obligation -- :class:`Compose` (the composition of transition maps,
-  Theorem 10's Lemma 14 role), :class:`Lookup` (a finite function of integer codes, Lemma 11) or
-  :class:`Steps` (several such functions, :class:`Modular` decodes and :class:`Round` clean-ups,
-  one after another, fused into one MLP);
+  heads of a prefix sum (Lemma 15), :class:`Match` for a head that finds the most recent key
+  holding the code its query looks for (Theorem 12's nearest value), and one MLP obligation --
+  :class:`Compose` (the composition of transition maps, Theorem 10's Lemma 14 role),
+  :class:`Lookup` (a finite function of integer codes, Lemma 11), :class:`Steps` (several such
+  functions, :class:`Modular` decodes and :class:`Round` clean-ups, one after another, fused into
+  one MLP) or :class:`Races` (counts of comparisons between two recencies, Theorem 12's boundary
+  count);
 * :class:`Readout`: which output each reachable final code must win.
 
 A subspace is named as in the model's layout: ``name``, ``name[i]`` for one of its dims, or

@@ -22,12 +22,14 @@ LC0 the log prefix sum of e^hi0: prefix passes per query code, O(codes x T) in a
 possible key must beat each rival by a positive gap: lo1(s*) > hi_any(s) for s < s* and
 lo1(s*) > hi0(s) for s* < s <= T (a suffix maximum).
 
-The copy then errs, at most, by a part that grows with the copied value v* and a floor: softmax
-keeps one weight that matters (the key's, exp(0) = 1 after the row maximum), so it carries a
-relative error of 18 u plus the leaked weight L (the tiny terms' lemma of
-``docs/certificates.md``), and the sum adds L spread + (1 + n u) L vmax:
-|out - v*| <= gamma_20 |v*| + (2 + 2 n u) L vmax + L spread, and the output projection and the
-residual addition their own ulps.  The head's report keeps the two parts (``copy_error``) so that
+The copy then errs, at most, by a part that grows with the copied value v* and a floor.  In
+exact arithmetic on the computed scores, |sum_s p_s v_s - v*| <= L spread (L the weight off the
+key).  In floating point one weight matters (the key's, exp(0) = 1 after the row maximum, which
+its score is): it carries a relative error of 18 u plus L (1 + n u) (the tiny terms' lemma of
+``docs/certificates.md``), its product u and an online softmax's rescalings of the accumulator
+16 ulps; the other weights sum to at most L (1 + n u) of values up to vmax, and summing them in
+adds as much again.  So |out - v*| <= gamma_40 |v*| + L spread + 3 (1 + n u) L vmax, and the
+output projection and the residual addition their own ulps.  The head's report keeps the two parts (``copy_error``) so that
 a comparison of recencies in the same layer sees 0 within the floor alone.
 
 **Races** (:class:`Races`, Algorithm 1 / Lemma 22 as a count).  Hidden units joined by a weight,
@@ -121,7 +123,8 @@ def _match_scores(m: Any, l: int, h: int, f: Match, states: list[dict], pos_clas
     if codes.shape[1] != len(qd) or len(kd) != len(qd) or len(match) != n or np.any((match < 0) | (match >= n)):
         raise core.CertificateFailure(where, "its declared codes or matches do not fit the query and key subspaces")
     bos_class = pos_class[0]
-    key_sets, query_sets = [], []
+    key_sets: list[np.ndarray | None] = []
+    query_sets: list[np.ndarray] = []
     for c, st in enumerate(states):
         kcode = core._get(st, f.key)
         if c == bos_class:
@@ -232,9 +235,9 @@ def match_head(m: Any, l: int, f: Match, h: int, states: list[dict], pos_class: 
     W_O = m.blocks[l]["W_O"]
     t = np.arange(T1)
     g_out = float(core.gamma(W_O.shape[0] * W_O.shape[1] + 1, m.u))
-    rel = (float(core.gamma(20, m.u)) + g_out) * (1 + g_out)
+    rel = (float(core.gamma(40, m.u)) + g_out) * (1 + g_out)
     r_old = np.max([core._get(st, f.dst).radius for st in states], axis=0)
-    floor = (r_key[None] * (1 + rel) + leak[:, None] * ((hi - lo)[None] + 2 * (1 + (t + 1) * m.u)[:, None]
+    floor = (r_key[None] * (1 + rel) + leak[:, None] * ((hi - lo)[None] + 3 * (1 + (t + 1) * m.u)[:, None]
                                                          * vmax[None])) * (1 + g_out)
     floor = floor + 2 * r_old[None]  # the residual addition errs by at most the old radius
     report.setdefault("heads", []).append({
@@ -325,7 +328,7 @@ def _pair_codes(st: dict, name: str, where: str) -> tuple[np.ndarray, float]:
     return v, float(c.radius[0])
 
 
-def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, const_rows: list[int], group: list[np.ndarray],
+def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.ndarray],
                 Ws: list[np.ndarray], bs: list[np.ndarray], out_col: np.ndarray, errs: dict[str, Any],
                 where: str) -> tuple[float, float, float, bool, str, str]:
     """One race's group on every order cell of its pair in one class: the range of (its
@@ -359,7 +362,7 @@ def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, const_rows: lis
     mag_out, exact_all = 0.0, True
     cells = []
     lo1, hi1, lo2, hi2 = int(v1.min()), int(v1.max()), int(v2.min()), int(v2.max())
-    for cell, term in (("gt", 1.0), ("lt", 0.0), ("eq", 0.0)):
+    for cell, held in (("gt", 1.0), ("lt", 0.0), ("eq", 0.0)):
         P = _pair_vertices(lo1, hi1, lo2, hi2, cell)
         if not len(P):
             continue
@@ -374,7 +377,7 @@ def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, const_rows: lis
         e = e_pair @ np.abs(Wp) + lr @ np.abs(Wl)
         mag = np.abs(P).max(0) @ np.abs(Wp) + np.maximum(np.abs(lvl_lo), np.abs(lvl_hi)) @ np.abs(Wl) + \
             np.abs(const) @ np.abs(Wc) + np.abs(b0)
-        cells.append((cell, (z_lo - e)[None], (z_hi + e)[None], (mag + e)[None], np.array([term]),
+        cells.append((cell, (z_lo - e)[None], (z_hi + e)[None], (mag + e)[None], np.array([held]),
                       np.zeros((1, 0)), not e_pair.any() and not lr.any()))
     if lo1 <= 0 <= hi1 and lo2 <= 0 <= hi2 and 0 in v1 and 0 in v2:  # both never: the levels enumerated
         X = core._product_rows([v[:, None] for v in lv])
@@ -462,8 +465,8 @@ def races_mlp(m: Any, l: int, ob: Races, states: list[dict], pos_class: np.ndarr
                 idx = [inputs.index(n) for n in (race.first, race.second, *race.level)] + \
                     list(range(len(inputs), len(inputs) + len(const_rows)))
                 sub = [Ws[0][idx], *Ws[1:]]
-                lo_d, hi_d, mg, ex, at_lo, at_hi = _check_race(m, race, st, const_vals, const_rows, owner[k], sub, biases,
-                                                          Ws[-1][:, d], errs, where)
+                lo_d, hi_d, mg, ex, at_lo, at_hi = _check_race(m, race, st, const_vals, owner[k], sub, biases,
+                                                                Ws[-1][:, d], errs, where)
                 offset += (lo_d + hi_d) / 2
                 spread += (hi_d - lo_d) / 2
                 mag += mg
@@ -473,7 +476,8 @@ def races_mlp(m: Any, l: int, ob: Races, states: list[dict], pos_class: np.ndarr
                                           f"term is {lo_d:.3g} on {at_lo} but {hi_d:.3g} on {at_hi}")
             col = Ws[-1][:, d]
             whole = bool(np.all(np.round(col) == col)) and float(biases[-1][d]).is_integer()
-            rnd = 0.0 if exact and whole and mag < 2.0**m.p else float(core.gamma(np.count_nonzero(col) + 1, m.u)) * mag
+            n_terms = int(np.count_nonzero(col)) + 1
+            rnd = 0.0 if exact and whole and mag < 2.0**m.p else float(core.gamma(n_terms, m.u)) * mag
             bound = abs(offset) + spread + rnd + 2 * float(old.radius[0])
             if bound >= 0.5:
                 raise core.CertificateFailure(where, f"{name} may be off its declared count by {bound:.3g} >= 1/2 "
