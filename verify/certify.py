@@ -68,7 +68,13 @@ from constructions.labels import readout_of
 from constructions.model import input_independent_dims
 from constructions.obligations import (Average, Beside, Compose, Fetch, Joint, Lookup, Match, Modular, Obligations,
                                       Races, Readout, Recent, Round, Steps, Undeclared)
-from verify import recency  # its rules use this module's helpers (a cycle, resolved at call time)
+
+RULES: dict[type, Callable[..., Any]] = {}
+"""Rules for obligations proved in modules of their own, by obligation type: a fetch rule
+(m, l, f, head index, states, pos_class, report) -> (key signature per position, writer of dst),
+an MLP rule (m, l, obligation, states, pos_class, report, sub-network or None) -> states.  Those
+modules import this one's helpers and register here (``verify/__init__.py`` imports them:
+``verify/recency.py`` for Match and Races)."""
 
 SCHEMA = "shortcut-certificate/1"
 JOINT_BUDGET = 200_000
@@ -770,7 +776,7 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match, .
     index = {hd["name"]: hd["index"] for hd in layout}
     copies = [f for f in fetches if isinstance(f, (Fetch, Recent))]
     averages = [f for f in fetches if isinstance(f, Average)]
-    matches = [f for f in fetches if isinstance(f, Match)]
+    matches = [f for f in fetches if type(f) in RULES]
     declared = {f.head for f in copies + matches} | {h for a in averages for h in a.heads}
     if set(index) != declared:
         raise CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ declared)} have no obligation "
@@ -818,7 +824,7 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match, .
             "name": f.head, "min_score_gap": float(gaps[1:].min()) if T else None,
             "max_leaked_mass": float(leak.max()), "max_copy_error": float(np.minimum(out, noisy).max())})
     averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in averages]
-    matched = [recency.match_head(m, l, f, index[f.head], states, pos_class, report) for f in matches]
+    matched = [RULES[type(f)](m, l, f, index[f.head], states, pos_class, report) for f in matches]
     sig_all = np.stack([pos_class] + [sig for _, sig, *_ in per_fetch] + [sig for sig, _ in matched], axis=1)
     groups, inverse = np.unique(sig_all, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -1436,9 +1442,9 @@ def _beside(m: _Model, l: int, ob: Beside, states: list[State], pos_class: np.nd
         rep: dict[str, Any] = {}
         if isinstance(part, Compose):
             states = _compose(m, l, part, states, pos_class, closures.get(part.maps), rep, sub)
-        elif isinstance(part, Races):
-            rep["heads"] = report.get("heads", [])  # the layer's heads: their copy errors
-            states = recency.races_mlp(m, l, part, states, pos_class, rep, sub)
+        elif type(part) in RULES:
+            rep["heads"] = report.get("heads", [])  # the layer's heads (a rule may read what they report)
+            states = RULES[type(part)](m, l, part, states, pos_class, rep, sub)
         else:
             states = _lookup(m, l, part, states, pos_class, rep, joint, written, sub)
         parts.append(rep["mlp"])
@@ -1853,8 +1859,8 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
             states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
         elif isinstance(layer.mlp, Beside):
             states = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures)
-        elif isinstance(layer.mlp, Races):
-            states = recency.races_mlp(m, l, layer.mlp, states, pos_class, report)
+        elif type(layer.mlp) in RULES:
+            states = RULES[type(layer.mlp)](m, l, layer.mlp, states, pos_class, report, None)
         elif m.blocks[l]["mlp"] is not None:
             raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
         states, pos_class = _merge(states, pos_class, m.phase)

@@ -29,8 +29,9 @@ its score is): it carries a relative error of 18 u plus L (1 + n u) (the tiny te
 ``docs/certificates.md``), its product u and an online softmax's rescalings of the accumulator
 16 ulps; the other weights sum to at most L (1 + n u) of values up to vmax, and summing them in
 adds as much again.  So |out - v*| <= gamma_40 |v*| + L spread + 3 (1 + n u) L vmax, and the
-output projection and the residual addition their own ulps.  The head's report keeps the two parts (``copy_error``) so that
-a comparison of recencies in the same layer sees 0 within the floor alone.
+output projection and the residual addition their own ulps.  The head's report keeps the two
+parts (``copy_error``) so that a comparison of recencies in the same layer sees 0 within the floor
+alone.
 
 **Races** (:class:`Races`, Algorithm 1 / Lemma 22 as a count).  Hidden units joined by a weight,
 or reading a common recency, form one group; each group must read the two recencies of one race
@@ -487,3 +488,6 @@ def races_mlp(m: Any, l: int, ob: Races, states: list[dict], pos_class: np.ndarr
         new_states.append(st)
     report["mlp"] = {"name": ob.mlp, "kind": "races", "max_error": worst_all}
     return new_states
+
+
+core.RULES.update({Match: match_head, Races: races_mlp})
