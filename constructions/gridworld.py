@@ -84,6 +84,7 @@ from .gadgets import (
     residue_mlp,
     residue_range,
 )
+from .obligations import Average, Beside, Embedding, Layer, Lookup, Match, Obligations, Race, Races, Readout
 from .positions import PositionCode
 from .program import MLP, Block, Head, Program, parallel
 from .workspace import Workspace, join
@@ -295,15 +296,8 @@ def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]
     return {"margin": worst, "axes": rows}
 
 
-def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
-    """The two-layer program for the line/box world ``world`` of ``automaton`` and its metadata."""
-    max_len, positions, eps = options.max_len, options.positions, options.eps
-    plans = axis_plans(world, max_len, positions)
-    sizes = _sizes(plans, max_len)
-    if sizes["params_estimate"] > options.max_params:
-        raise BudgetError(f"a gridworld model of {automaton.name} at max_len {max_len} would have about "
-                          f"{sizes['params_estimate']:,} parameters, over the budget of {options.max_params:,}")
-    D = max_len + 1
+def _workspace(plans: list[AxisPlan]) -> Workspace:
+    """The residual layout of the module doc: fixed dims, then per axis its subspaces."""
     ws = Workspace()
     ws.add("one"), ws.add("bos")
     ws.add("pos:index"), ws.add(ABSORB)
@@ -313,10 +307,13 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
         ws.add(f"gw{a}:code", p.code.labels)
         ws.add(f"gw{a}:rec", [f"{o:+d}" for o in p.offsets])
         ws.add(f"gw{a}:state")
-    d = ws.d_model
-    assert d == sizes["d_model"]
+    return ws
 
-    W_E = np.zeros((automaton.n_symbols + 1, d))
+
+def _embedding(automaton: Semiautomaton, world: BoxWorld, ws: Workspace) -> np.ndarray:
+    """W_E: ``one`` everywhere, ``bos`` on BOS's row, each letter's move on its axis, and the
+    start's coordinates on every row."""
+    W_E = np.zeros((automaton.n_symbols + 1, ws.d_model))
     W_E[:, ws.dim("one")] = 1.0
     W_E[-1, ws.dim("bos")] = 1.0
     for s, mv in enumerate(world.moves):
@@ -324,6 +321,22 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
             W_E[s, ws.dim(f"gw{mv[0]}:move")] = float(mv[1])
     for a, x in enumerate(world.coords[automaton.start]):
         W_E[:, ws.dim(f"gw{a}:start")] = float(x)
+    return W_E
+
+
+def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """The two-layer program for the line/box world ``world`` of ``automaton`` and its metadata."""
+    max_len, positions, eps = options.max_len, options.positions, options.eps
+    plans = axis_plans(world, max_len, positions)
+    sizes = _sizes(plans, max_len)
+    if sizes["params_estimate"] > options.max_params:
+        raise BudgetError(f"a gridworld model of {automaton.name} at max_len {max_len} would have about "
+                          f"{sizes['params_estimate']:,} parameters, over the budget of {options.max_params:,}")
+    D = max_len + 1
+    ws = _workspace(plans)
+    d = ws.d_model
+    assert d == sizes["d_model"]
+    W_E = _embedding(automaton, world, ws)
     W_pos = np.zeros((max_len + 1, d))
     t = np.arange(1, max_len + 1, dtype=np.float64)
     W_pos[1:, ws.dim("pos:index")] = t
@@ -377,6 +390,71 @@ def set_start(model, world: BoxWorld, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+# obligations: the program a certificate checks the weights against
+
+
+def _stored_codes(p: AxisPlan, dtype: torch.dtype) -> np.ndarray:
+    """The value codes of the residues 0..M-1 as the model's dtype stores them (MLP 1's last
+    weights), with entries below the dtype's epsilon (cos(pi/2) in float64, 6e-17) read as 0."""
+    codes = torch.from_numpy(p.code.code(np.arange(p.modulus))).to(dtype).double().numpy()
+    return np.where(np.abs(codes) < torch.finfo(dtype).eps, 0.0, codes)
+
+
+def _residue_step(p: AxisPlan, max_len: int, name: str, codes: np.ndarray) -> Lookup:
+    """MLP 1 of an axis as a table: (z, bos) -> the code of z mod M after BOS, 0 at BOS."""
+    table = {(z, 0): codes[z % p.modulus] for z in range(-max_len, max_len + 1)}
+    table[(0, 1)] = np.zeros(p.code.dim)
+    return Lookup(name, (f"gw{p.axis}:z", "bos"), f"gw{p.axis}:code", table)
+
+
+def _finds(p: AxisPlan, codes: np.ndarray) -> list[Match]:
+    """Layer 2's heads: head d looks, from a query whose z is r (mod M), for the last key whose z
+    is r + d (mod M), and copies its position (0 at BOS: never)."""
+    return [Match(f"gw{p.axis}.find{o:+d}", f"gw{p.axis}:code", f"gw{p.axis}:code", codes,
+                  (np.arange(p.modulus) + o) % p.modulus, "pos:index", f"gw{p.axis}:rec[{i}]")
+            for i, o in enumerate(p.offsets)]
+
+
+def _races(p: AxisPlan) -> list[Race]:
+    """MLP 2 of an axis, formula (*): per k, r(z - k) against r(z + S + 1 - k), and when both are
+    0 the start rule z + q0 >= k."""
+    rec = lambda o: f"gw{p.axis}:rec[{p.offsets.index(o)}]"  # noqa: E731
+    level = (f"gw{p.axis}:z", f"gw{p.axis}:start")
+    return [Race(rec(-k), rec(p.S + 1 - k), level, k, f"gw{p.axis}:state") for k in range(1, p.S + 1)]
+
+
+def obligations(model, world: BoxWorld) -> Obligations:
+    """What a gridworld model must run (:mod:`constructions.obligations`), from the world alone:
+    the token rows of W_E; layer 1 the prefix sum z (:class:`Average`, one head over every
+    position, weight 1/D, values D * move) and per axis the residue code of z (a lookup on
+    (z, bos)); layer 2 the nearest-value heads (:class:`Match`: the last visit to z + d, mod M)
+    and the boundary count (:class:`Races`: formula (*) of the module doc); the readout maps
+    the axes' exact coordinates to their state."""
+    a, T = model.automaton, model.max_len
+    plans = axis_plans(world, T, model.meta.get("positions") or "sinusoidal")
+    ws = _workspace(plans)
+    W_E = _embedding(a, world, ws)
+    codes: dict[str, np.ndarray] = {}
+    for p in plans:
+        for name in ("move", "start", "z", "code", "state"):
+            codes[f"gw{p.axis}:{name}"] = W_E[:, list(ws[f"gw{p.axis}:{name}"].dims)]
+        for i in range(len(p.offsets)):
+            codes[f"gw{p.axis}:rec[{i}]"] = W_E[:, [ws[f"gw{p.axis}:rec"].dims[i]]]
+    D = T + 1
+    prefix = Average(("gw.prefix",), (1,), (T,), D, float(D), " + ".join(f"gw{p.axis}:move" for p in plans),
+                     " + ".join(f"gw{p.axis}:z" for p in plans))
+    stored = [_stored_codes(p, getattr(torch, model.config["dtype"])) for p in plans]
+    residues = [_residue_step(p, T, f"gw{p.axis}.residue" if len(plans) > 1 else "gw.residue", c)
+                for p, c in zip(plans, stored)]
+    layer1 = Layer((prefix,), residues[0] if len(plans) == 1 else Beside("gw.residue", tuple(residues)))
+    layer2 = Layer(tuple(f for p, c in zip(plans, stored) for f in _finds(p, c)),
+                   Races("gw.boundary", tuple(r for p in plans for r in _races(p))))
+    readout = Readout(tuple(f"gw{p.axis}:state" for p in plans),
+                      {tuple(int(x) for x in c): q for q, c in enumerate(world.coords)})
+    return Obligations(NAME, Embedding(codes), (layer1, layer2), readout)
+
+
+# ---------------------------------------------------------------------------------------
 # the registry entry: the detected box world is the plan
 
 
@@ -406,4 +484,5 @@ CONSTRUCTION = Construction(
     plan_to_json=BoxWorld.to_dict, plan_from_json=BoxWorld.from_dict,
     describe=lambda world, automaton: world.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"gridworld_families": seed + checks.FAMILY_SEED_OFFSET},
+    obligations=obligations,
 )

@@ -8,10 +8,13 @@ contributes only *obligations* -- the discrete program its weights are meant to 
 * per layer, :class:`Fetch` for each copying head (the key position it must attend to from every
   query position, and which subspace it copies where), :class:`Recent` for a head whose key
   depends on the input (the most recent flagged position, Lemma 16), :class:`Average` for the
-  heads of a prefix sum (Lemma 15), and one MLP obligation -- :class:`Compose` (the composition of transition maps,
-  Theorem 10's Lemma 14 role), :class:`Lookup` (a finite function of integer codes, Lemma 11) or
-  :class:`Steps` (several such functions, :class:`Modular` decodes and :class:`Round` clean-ups,
-  one after another, fused into one MLP);
+  heads of a prefix sum (Lemma 15), :class:`Match` for a head that finds the most recent key
+  holding the code its query looks for (Theorem 12's nearest value), and one MLP obligation --
+  :class:`Compose` (the composition of transition maps, Theorem 10's Lemma 14 role),
+  :class:`Lookup` (a finite function of integer codes, Lemma 11), :class:`Steps` (several such
+  functions, :class:`Modular` decodes and :class:`Round` clean-ups, one after another, fused into
+  one MLP) or :class:`Races` (counts of comparisons between two recencies, Theorem 12's boundary
+  count);
 * :class:`Readout`: which output each reachable final code must win.
 
 A subspace is named as in the model's layout: ``name``, ``name[i]`` for one of its dims, or
@@ -151,15 +154,15 @@ class Beside:
     units read and write only its own subspaces, and each part runs its own obligation."""
 
     mlp: str
-    parts: tuple[Compose | Lookup | Steps, ...]
+    parts: tuple[Compose | Lookup | Steps | Races, ...]
 
 
 @dataclass(frozen=True)
 class Layer:
     """One block: a fetch per head, then the MLP's obligation."""
 
-    fetches: tuple[Fetch | Recent | Average, ...]
-    mlp: Compose | Lookup | Steps | Beside | None
+    fetches: tuple[Fetch | Recent | Average | Match, ...]
+    mlp: Compose | Lookup | Steps | Beside | Races | None
 
 
 @dataclass(frozen=True)
@@ -197,9 +200,11 @@ class Obligations:
 
     def to_json(self) -> dict[str, Any]:
         """A canonical JSON form (arrays as lists, tables as sorted rows)."""
-        def mlp(o: Compose | Lookup | Modular | Round | Steps | Beside | None) -> Any:
+        def mlp(o: Compose | Lookup | Modular | Round | Steps | Beside | Races | None) -> Any:
             if o is None:
                 return None
+            if isinstance(o, Races):
+                return o.to_json()
             if isinstance(o, Beside):
                 return {"kind": "beside", "mlp": o.mlp, "parts": [mlp(x) for x in o.parts]}
             if isinstance(o, Round):
@@ -216,7 +221,9 @@ class Obligations:
                     "table": [[list(k), np.asarray(v).tolist()] for k, v in sorted(o.table.items())],
                     **({} if o.default is None else {"default": np.asarray(o.default).tolist()})}
 
-        def fetch(f: Fetch | Recent | Average) -> Any:
+        def fetch(f: Fetch | Recent | Average | Match) -> Any:
+            if isinstance(f, Match):
+                return f.to_json()
             if isinstance(f, Recent):
                 return {"kind": "recent", "head": f.head, "flag": f.flag, "src": f.src, "dst": f.dst}
             if isinstance(f, Average):
@@ -259,9 +266,14 @@ def prefixed(ob: Obligations, prefix: str) -> Obligations:
             return Compose(prefix + o.mlp, sub(o.maps), sub(o.fetched), sub(o.into))
         if isinstance(o, Beside):
             return Beside(prefix + o.mlp, tuple(step(x) for x in o.parts))
+        if isinstance(o, Races):
+            return Races(prefix + o.mlp, tuple(Race(sub(r.first), sub(r.second), tuple(sub(n) for n in r.level),
+                                                    r.threshold, sub(r.out)) for r in o.races))
         return o
 
-    def fetch(f: Fetch | Recent | Average) -> Fetch | Recent | Average:
+    def fetch(f: Fetch | Recent | Average | Match) -> Fetch | Recent | Average | Match:
+        if isinstance(f, Match):
+            return replace(f, head=prefix + f.head, query=sub(f.query), key=sub(f.key), src=sub(f.src), dst=sub(f.dst))
         if isinstance(f, Average):
             return replace(f, heads=tuple(prefix + h for h in f.heads), src=sub(f.src), dst=sub(f.dst))
         if isinstance(f, Recent):
@@ -292,3 +304,56 @@ def absolute_keys(max_len: int, position: int) -> np.ndarray:
     """The key of an absolute head: ``position`` once it exists (t >= position), else BOS."""
     t = np.arange(max_len + 1)
     return np.where(t >= position, position, 0)
+
+
+@dataclass(frozen=True)
+class Match:
+    """Head ``head`` must attend, from every query position t, to the most recent position s in
+    1..t whose ``key`` code is ``codes[match[i]]`` when t's ``query`` code is ``codes[i]`` -- or to
+    BOS when there is none -- and copy ``src`` there (a tracked subspace, or a positional one such
+    as the position index itself) into ``dst`` (which holds 0 before the head): Theorem 12's
+    nearest value (the last visit to a level).  Which key that is depends on the input, so the
+    checker bounds the pattern for every query code and every position the key can be."""
+
+    head: str
+    query: str
+    key: str
+    codes: np.ndarray  # [n, dims]: every code query and key may hold (after BOS)
+    match: np.ndarray  # [n] int: the key code each query code looks for
+    src: str
+    dst: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "match", "head": self.head, "query": self.query, "key": self.key,
+                "codes": np.asarray(self.codes).tolist(), "match": np.asarray(self.match).tolist(),
+                "src": self.src, "dst": self.dst}
+
+
+@dataclass(frozen=True)
+class Race:
+    """One term of a :class:`Races` MLP: 1 when the recency ``first`` is larger than ``second``
+    (each 0 for "never", else a position); when both are 0, 1 exactly when the sum of the integer
+    codes of ``level`` is at least ``threshold``; else 0.  The term adds into ``out``."""
+
+    first: str
+    second: str
+    level: tuple[str, ...]
+    threshold: int
+    out: str
+
+
+@dataclass(frozen=True)
+class Races:
+    """MLP ``mlp`` writes into each ``out`` (0 before) the sum of its :class:`Race` terms: which of
+    two last visits is more recent, a count of comparisons (Theorem 12's boundary count,
+    Algorithm 1 / Lemma 22 as a sum).  The recencies range over every position, so the checker
+    proves the terms on cells of the order of each pair (which is larger, or both 0), not per
+    value."""
+
+    mlp: str
+    races: tuple[Race, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "races", "mlp": self.mlp,
+                "races": [{"first": r.first, "second": r.second, "level": list(r.level), "threshold": r.threshold,
+                           "out": r.out} for r in self.races]}

@@ -339,7 +339,8 @@ def _factor_obligations(model, ch: Choice) -> list[Obligations]:
         if c.obligations is None:
             raise Undeclared(f"its factor {i + 1} ({c.name}) declares no obligations")
         prog, meta = c.build(f, p, BuildOptions(T, eps, positions))
-        factor = SimpleNamespace(automaton=f, max_len=T, meta=meta, blocks=prog.blocks)
+        factor = SimpleNamespace(automaton=f, max_len=T, meta=meta, blocks=prog.blocks,
+                                 config={"dtype": model.config["dtype"]})
         out.append(prefixed(c.obligations(factor, p), PREFIXES[i]))
     return out
 

@@ -50,7 +50,7 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 # Units over the limits, each still to be split (the list only shrinks: split one, then drop it).
 OVERSIZE_MODULES: set[str] = set()
-OVERSIZE_FUNCTIONS = {"verify/certify/heads.py:_heads", "verify/certify/compose.py:_compose_output"}
+OVERSIZE_FUNCTIONS: set[str] = set()
 
 
 def _units() -> tuple[dict[str, int], dict[str, int]]:

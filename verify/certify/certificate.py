@@ -15,13 +15,14 @@ from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
-from constructions.obligations import Beside, Compose, Lookup, Obligations, Readout, Steps, Undeclared
+from constructions.obligations import Beside, Compose, Lookup, Obligations, Races, Readout, Steps, Undeclared
 
 from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCertifiable, PATHS, SCHEMA, State, _Model,
                     _arrays, _embedding, _get, _merge, _product_rows, gamma)
 from .heads import _heads
 from .lookups import _class_fixed, _jointly, _lookup, _phases, _written
 from .compose import _beside, _closure, _compose
+from .recency import races_mlp
 
 
 def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
@@ -152,10 +153,12 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     return out
 
 
-def _mlp_writes(o: Compose | Lookup | Steps | Beside | None) -> set[str]:
+def _mlp_writes(o: Compose | Lookup | Steps | Beside | Races | None) -> set[str]:
     """The subspaces an MLP obligation writes."""
     if o is None:
         return set()
+    if isinstance(o, Races):
+        return {r.out for r in o.races}
     if isinstance(o, Compose):
         return {o.maps, o.fetched}
     if isinstance(o, Beside):
@@ -187,6 +190,8 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
             states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
         elif isinstance(layer.mlp, Beside):
             states = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures)
+        elif isinstance(layer.mlp, Races):
+            states = races_mlp(m, l, layer.mlp, states, pos_class, report, None)
         elif m.blocks[l]["mlp"] is not None:
             raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
         states, pos_class = _merge(states, pos_class, m.phase)

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from constructions.obligations import Beside, Compose, Joint, Lookup, Steps
+from constructions.obligations import Beside, Compose, Joint, Lookup, Races, Steps
 
 from .state import CertificateFailure, Code, JOINT_BUDGET, State, _Model, _half_gaps, gamma, quantum, snaps
 from .lookups import _Partition, _check_io, _class_fixed, _lookup, _mlp_weights, _read, _written
+from .recency import races_mlp
 
 
 def _unpadded(weights: list[np.ndarray], biases: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -25,11 +26,14 @@ def _unpadded(weights: list[np.ndarray], biases: list[np.ndarray]) -> tuple[list
     return Ws + [weights[-1]], bs + [biases[-1]]
 
 
-def _part_io(m: _Model, part: Compose | Lookup | Steps) -> tuple[set[int], set[int]]:
+def _part_io(m: _Model, part: Compose | Lookup | Steps | Races) -> tuple[set[int], set[int]]:
     """The residual dims one part of a :class:`Beside` MLP reads (and writes) and writes."""
     if isinstance(part, Compose):
         dims = set(m.dims(part.maps)) | set(m.dims(part.fetched))
         return dims, dims
+    if isinstance(part, Races):
+        out = {d for r in part.races for d in m.dims(r.out)}
+        return out | {d for r in part.races for n in (r.first, r.second, *r.level) for d in m.dims(n)}, out
     steps = part.steps if isinstance(part, Steps) else (part,)
     writes = {d for n in _written(steps) for d in m.dims(n)}
     return writes | {d for n in _read(steps) for d in m.dims(n)}, writes
@@ -55,7 +59,7 @@ def _beside_parts(m: _Model, l: int, ob: Beside, weights: list[np.ndarray],
     for a, o in zip(*np.nonzero(weights[-1])):
         sets.union(int(base[-2] + a), int(base[-1] + o))
     io = [_part_io(m, part) for part in ob.parts]
-    roots = [{find(int(base[-1] + x)) for x in dims} for dims, _ in io]
+    roots = [{find(int(base[-1] + x)) for x in dims if x not in m.fixed_dims} for dims, _ in io]  # BOS's flag: shared
     for i in range(len(roots)):
         for j in range(i):
             if roots[i] & roots[j]:
@@ -86,6 +90,9 @@ def _beside(m: _Model, l: int, ob: Beside, states: list[State], pos_class: np.nd
         rep: dict[str, Any] = {}
         if isinstance(part, Compose):
             states = _compose(m, l, part, states, pos_class, closures.get(part.maps), rep, sub)
+        elif isinstance(part, Races):
+            rep["heads"] = report.get("heads", [])  # the layer's heads (a rule may read what they report)
+            states = races_mlp(m, l, part, states, pos_class, rep, sub)
         else:
             states = _lookup(m, l, part, states, pos_class, rep, joint, written, sub)
         parts.append(rep["mlp"])
@@ -210,6 +217,19 @@ def _compose_units(W1: np.ndarray, b1: np.ndarray, w2: np.ndarray, F: tuple[int,
     return cache[key]
 
 
+def _point_codes(keys: list[int], pos: dict[int, int], cF: Code) -> tuple[np.ndarray, np.ndarray]:
+    """Per unit group (the dim of F it reads, -1 for none) the codes that dim may hold, padded to
+    one width by repeating its first (repeats change no extreme), and its radius."""
+    X = max(len(cF.per_dim[pos[j]]) if j >= 0 else 1 for j in keys)
+    xs, rj = np.zeros((len(keys), X)), np.zeros(len(keys))
+    for i, j in enumerate(keys):
+        if j >= 0:
+            v = cF.per_dim[pos[j]]
+            xs[i] = np.concatenate([v, np.full(X - len(v), v[0])])
+            rj[i] = cF.radius[pos[j]]
+    return xs, rj
+
+
 def _compose_output(m: _Model, W1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: float, F: list[int],
                     G: list[int], q: int, o: int, gets_result: bool, cF: Code, cG: Code, const: set[int],
                     fixed: np.ndarray, where: str, structs: dict) -> tuple[float, np.ndarray]:
@@ -230,16 +250,9 @@ def _compose_output(m: _Model, W1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b
     if np.any(gs != np.round(gs)) or np.any(gs < 0) or np.any(gs >= len(F)):
         raise CertificateFailure(where, f"a fetched code at point {q} is not a point: {gs.tolist()}")
     r_c = cG.radius[q]
-    J = len(keys)
-    X = max(len(cF.per_dim[pos[j]]) if j >= 0 else 1 for j in keys)
-    xs, rj = np.zeros((J, X)), np.zeros(J)
+    xs, rj = _point_codes(keys, pos, cF)
     own = np.array([j == o for j in keys])
     want_point = np.array([pos[j] if (gets_result and j >= 0) else -1 for j in keys])
-    for i, j in enumerate(keys):
-        if j >= 0:
-            v = cF.per_dim[pos[j]]
-            xs[i] = np.concatenate([v, np.full(X - len(v), v[0])])  # repeats change no extreme
-            rj[i] = cF.radius[pos[j]]
     const_W = W1[const_l] if const_l else np.zeros((0, W1.shape[1]))
     X4, G4 = xs[:, None, :, None], gs[None, :, None, None]  # [J, g, x, U]
     Wx4, Wc4, w4 = Wx[:, None, None], Wc[:, None, None], w[:, None, None]

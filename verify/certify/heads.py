@@ -10,109 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from constructions.obligations import Average, Fetch, Recent
+from constructions.obligations import Average, Fetch, Match, Recent
 
+from .recency import match_head
+from .scores import _copy_map, _positional_scores, _reads, _score_factors, _Scores
 from .state import CertificateFailure, Code, NotCertifiable, State, _Model, _get, _merge, _put, gamma, quantum, snaps
-
-
-def _log2_quanta(values: np.ndarray) -> np.ndarray:
-    """Elementwise log2 of the largest power of two dividing each value (inf for 0)."""
-    v = np.abs(np.asarray(values, dtype=np.float64))
-    out = np.full(v.shape, np.inf)
-    nz = (v != 0) & np.isfinite(v)
-    mant, exp = np.frexp(v[nz])
-    ints = (mant * 2.0**53).astype(np.int64)
-    out[nz] = np.log2((ints & -ints).astype(np.float64)) + exp - 53
-    return out
-
-
-def _abs_products(x: np.ndarray, W: np.ndarray, u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """x @ W in float64 and the rounding bound of the model's dot products: gamma_(n+1) times the
-    terms' magnitudes, or 0 where every term is a multiple of a power of two q and their
-    magnitudes sum below 2^p q (every product and partial sum is then representable)."""
-    # einsum, not BLAS: these products are small, and a threaded BLAS stalls on a busy machine
-    prod = np.einsum("td,de->te", x, W)
-    mag = np.einsum("td,de->te", np.abs(x), np.abs(W))
-    lx, lW = _log2_quanta(x), _log2_quanta(W)
-    low = np.full(prod.shape, np.inf)
-    for d in range(x.shape[1]):
-        low = np.minimum(low, lx[:, d : d + 1] + lW[d][None, :])
-    exact = mag < np.exp2(p + low)
-    return prod, np.where(exact, 0.0, gamma(np.count_nonzero(W, axis=0) + 1, u) * mag)
-
-
-@dataclass
-class _Scores:
-    """A positional head's scores as factors: S(t, s) = q_t . k_s, up to Rq_t . Rk_s (the rounding
-    of q, k and their product) except where the product is exact (:meth:`rows`)."""
-
-    q: np.ndarray
-    k: np.ndarray
-    Rq: np.ndarray
-    Rk: np.ndarray
-    q_exact: np.ndarray
-    k_exact: np.ndarray
-    p: int
-
-    def __post_init__(self) -> None:
-        self.lq, self.lk = _log2_quanta(self.q), _log2_quanta(self.k)
-        # a score can be exact only where every nonzero coordinate of q_t and of k_s is
-        self.q_clean = np.all(self.q_exact | (self.q == 0), axis=1)
-        self.k_clean = np.nonzero(np.all(self.k_exact | (self.k == 0), axis=1))[0]
-
-    def rows(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Centre and rounding bound of S(t, s) for the queries ``t`` and every key: 0 where q_t
-        and k_s are exact and every product and partial sum of q_t . k_s is representable."""
-        centre, spread = self.q[t] @ self.k.T, self.Rq[t] @ self.Rk.T
-        ti = np.nonzero(self.q_clean[t])[0]
-        si = self.k_clean
-        if not len(ti) or not len(si):
-            return centre, spread
-        q, k = self.q[t[ti]], self.k[si]
-        low = np.full((len(ti), len(si)), np.inf)
-        mag = np.zeros((len(ti), len(si)))
-        lq, lk = self.lq[t[ti]], self.lk[si]
-        for i in range(q.shape[1]):
-            a, b = q[:, i][:, None], k[:, i][None, :]
-            nz = (a != 0) & (b != 0)
-            low = np.minimum(low, np.where(nz, lq[:, i][:, None] + lk[:, i][None, :], np.inf))
-            mag += np.abs(a * b)
-        sub = spread[np.ix_(ti, si)]
-        spread[np.ix_(ti, si)] = np.where(mag < np.exp2(self.p + low), 0.0, sub)
-        return centre, spread
-
-
-def _score_factors(m: _Model, Wq: np.ndarray, Wk: np.ndarray, rows: list[int], cols: np.ndarray,
-                   Xq: np.ndarray, Xk: np.ndarray) -> _Scores:
-    """The scores of queries ``Xq`` against keys ``Xk`` (residual values on ``rows``) as
-    :class:`_Scores`, with the rounding of q, k and their product."""
-    q, eq = _abs_products(Xq, Wq[rows][:, cols], m.u, m.p)
-    k, ek = _abs_products(Xk, Wk[rows][:, cols], m.u, m.p)
-    g = gamma(len(cols) + 1, m.u)
-    # |S - q k| <= eq |k| + |q| ek + eq ek + g (|q| + eq)(|k| + ek) = A B^T + |q| ek^T
-    A, B = eq * (1 + g) + g * np.abs(q), np.abs(k) + ek
-    return _Scores(q, k, np.concatenate([A, np.abs(q)], axis=1), np.concatenate([B, ek], axis=1),
-                   eq == 0, ek == 0, m.p)
-
-
-def _reads(W: np.ndarray) -> set[int]:
-    """The residual dims a query or key map reads (its nonzero rows)."""
-    return set(np.nonzero(np.abs(W).sum(1))[0].tolist())
-
-
-def _positional_scores(m: _Model, l: int, h: int, name: str) -> _Scores:
-    """A positional head's scores (:class:`_Scores`).  NotCertifiable when the query or key reads
-    an input-dependent dim."""
-    b = m.blocks[l]
-    Wq, Wk = b["W_Q"][h], b["W_K"][h]
-    used = _reads(Wq) | _reads(Wk)
-    if not used <= m.fixed_dims:
-        raise NotCertifiable(f"layer {l + 1} head {name}: its query or key reads input-dependent dims "
-                             f"{sorted(used - m.fixed_dims)[:6]}; content-dependent heads are not certified yet")
-    cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
-    rows = sorted(used)
-    X = m.fixed[:, rows]
-    return _score_factors(m, Wq, Wk, rows, cols, X, X)
 
 
 def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -259,33 +161,6 @@ def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
     return leak, gaps, sig, codes
 
 
-def _copy_map(m: _Model, l: int, h: int, head: str, src_name: str, dst_name: str, scale: float = 1.0) -> float:
-    """The head must copy ``src`` into ``dst`` (times ``scale``) and nothing else: W_V has one entry
-    per value dim, all equal to the stored ``scale`` (the dtype's nearest value), W_O one 1 per
-    value dim, and W_V W_O maps each src dim to its dst dim.  Returns the stored scale (so the
-    copy of a code is exact in floating point when it is 1, or a power of two)."""
-    b = m.blocks[l]
-    src, dst = m.dims(src_name), m.dims(dst_name)
-    if len(src) != len(dst):
-        raise CertificateFailure(f"layer {l + 1} head {head}", f"{src_name} and {dst_name} differ in width")
-    WV, WO = b["W_V"][h], b["W_O"][h]
-    stored = float(np.asarray(scale, dtype=m.model.W_E.detach().cpu().numpy().dtype))
-    if (np.count_nonzero(WV, axis=0) > 1).any() or (np.count_nonzero(WO, axis=1) > 1).any() or \
-            np.any((WV != 0) & (WV != stored)) or np.any((WO != 0) & (WO != 1)):
-        raise CertificateFailure(f"layer {l + 1} head {head}", f"a copying head's W_V must hold only 0 and "
-                                 f"{stored:g}, and W_O only 0 and 1, one entry per value dim (so the copy itself "
-                                 f"is exact in floating point)")
-    VO = WV @ WO
-    want = np.zeros_like(VO)
-    want[src, dst] = stored
-    if not np.array_equal(VO, want):
-        i, j = np.argwhere(VO != want)[0]
-        raise CertificateFailure(f"layer {l + 1} head {head}",
-                                 f"does not copy {src_name} into {dst_name}: W_V W_O[{i}, {j}] = {VO[i, j]:.6g}, "
-                                 f"not {want[i, j]:g}")
-    return stored
-
-
 def _average_pattern(m: _Model, l: int, h: int, first: int, last: int, mass: int,
                      name: str) -> tuple[np.ndarray, ...]:
     """Bounds on a positional averaging head's weights (Lemma 15), per query position t:
@@ -416,31 +291,11 @@ def _relate(st: State, f: Average, own: State, T: int) -> None:
         st[d] = replace(st[d], sum_of=(s_, f.mass / f.scale, lo, hi))
 
 
-def _feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[int]) -> np.ndarray:
-    """Rows of enumerated codes that satisfy every relation among them (:attr:`Code.sum_of`)."""
-    ok = np.ones(len(X), dtype=bool)
-    at = np.cumsum([0] + widths)
-    for i, c in enumerate(sets):
-        if c.sum_of is None or c.sum_of[0] not in names:
-            continue
-        j = names.index(c.sum_of[0])
-        if widths[i] != widths[j]:
-            continue
-        diff = c.sum_of[1] * X[:, at[i] : at[i + 1]] - X[:, at[j] : at[j + 1]]
-        ok &= np.all((diff >= c.sum_of[2] - 1e-6) & (diff <= c.sum_of[3] + 1e-6), axis=1)
-    return ok
-
-
-def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], states: list[State],
-           pos_class: np.ndarray, report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
-    """Apply layer l's heads: new classes by (own class, each copying head's key class -- or, for
-    a most-recent-flag head, the set of classes its key can be in), copied codes, averaged codes,
-    radii."""
-    layout = m.blocks[l]["layout"]["heads"]
-    index = {hd["name"]: hd["index"] for hd in layout}
-    copies = [f for f in fetches if isinstance(f, (Fetch, Recent))]
-    averages = [f for f in fetches if isinstance(f, Average)]
-    declared = {f.head for f in copies} | {h for a in averages for h in a.heads}
+def _check_writes(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match, ...],
+                  index: dict[str, int]) -> None:
+    """Every head of layer l has an obligation and no obligation names a head the model lacks;
+    the heads write disjoint dims, and the attention writes no dim outside them."""
+    declared = {h for f in fetches for h in (f.heads if isinstance(f, Average) else (f.head,))}
     if set(index) != declared:
         raise CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ declared)} have no obligation "
                                  f"or are not in the model")
@@ -449,45 +304,104 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
         raise CertificateFailure(f"layer {l + 1}", "two heads' obligations write the same dims")
     W_O = m.blocks[l]["W_O"]
     written = set(np.nonzero(np.abs(W_O).sum((0, 1)))[0].tolist())
-    dst_dims = {d for f in fetches for d in m.dims(f.dst)}
-    if not written <= dst_dims:
-        raise CertificateFailure(f"layer {l + 1} attention", f"writes dims {sorted(written - dst_dims)[:6]} no "
+    if not written <= set(dsts):
+        raise CertificateFailure(f"layer {l + 1} attention", f"writes dims {sorted(written - set(dsts))[:6]} no "
                                  f"obligation declares")
-    n_heads, d_head = W_O.shape[0], W_O.shape[1]
-    T = m.T
-    per_fetch = []
-    for f in copies:
-        h = index[f.head]
-        _copy_map(m, l, h, f.head, f.src, f.dst)
-        src = [_get(st, f.src) for st in states]
-        if isinstance(f, Fetch):
-            key = np.asarray(f.key, dtype=np.int64)
-            leak, gaps = _head_pattern(m, l, h, key, f.head)
-            sig, codes = pos_class[key], src
-        else:
-            leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
-        lo = np.min([c.combos().min(0) - c.radius for c in src], axis=0)
-        hi = np.max([c.combos().max(0) + c.radius for c in src], axis=0)
-        vmax = np.maximum(np.abs(lo), np.abs(hi))
-        r_key = np.stack([codes[c].radius for c in sig])  # [T+1, dims]
-        t = np.arange(T + 1)
-        attn = (leak[:, None] * (hi - lo)[None] + gamma(4 * (t + 1) + 16, m.u)[:, None] * vmax[None]
-                + gamma(2, m.u) * vmax[None])  # values' own product (one nonzero term) rounding
-        out = r_key + attn
-        out = out + gamma(n_heads * d_head + 1, m.u) * (vmax[None] + out)  # z @ W_O
-        # snapping: when the other keys' weights sum below u/2 the intended key's weight is
-        # exactly 1 (exp(0) = 1, and 1 + what leaks rounds to 1), so the copy is the key's code
-        # plus at most twice the leaked weight times the values, a sum that snaps (see snaps)
-        exact_weight = 2 * leak < 2.0**-m.p
-        noise = (r_key + 2 * leak[:, None] * vmax[None]) * ((1 + m.u) ** (t + 4))[:, None]
-        delta = min(quantum(c.combos()) for c in src)
-        noisy = np.where(exact_weight[:, None], noise, np.inf)
-        per_fetch.append((f, sig, codes, out, vmax, noisy, delta))
-        report.setdefault("heads", []).append({
-            "name": f.head, "min_score_gap": float(gaps[1:].min()) if T else None,
-            "max_leaked_mass": float(leak.max()), "max_copy_error": float(np.minimum(out, noisy).max())})
-    averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in averages]
-    sig_all = np.stack([pos_class] + [sig for _, sig, *_ in per_fetch], axis=1)
+
+
+@dataclass
+class _Copy:
+    """A copying head's bounds at every query position: the key's class (``sig``) or the index
+    into ``codes`` of the codes it may fetch, the copy's error ``out`` [T+1, dims], the values'
+    largest magnitude, the error when the copy snaps (``noisy``, inf where it cannot) and the
+    values' quantum ``delta``."""
+
+    f: Fetch | Recent
+    sig: np.ndarray
+    codes: list[Code]
+    out: np.ndarray
+    vmax: np.ndarray
+    noisy: np.ndarray
+    delta: float
+
+
+def _copy(m: _Model, l: int, h: int, f: Fetch | Recent, states: list[State], pos_class: np.ndarray,
+          report: dict[str, Any]) -> _Copy:
+    """Bounds of a copying head (a positional key, or the most recent flag): the leaked mass
+    times the values' spread, the softmax's and the output projection's rounding, and the
+    snapping bound (the other keys' weights below u/2 leave the key's weight exactly 1)."""
+    _copy_map(m, l, h, f.head, f.src, f.dst)
+    src = [_get(st, f.src) for st in states]
+    if isinstance(f, Fetch):
+        key = np.asarray(f.key, dtype=np.int64)
+        leak, gaps = _head_pattern(m, l, h, key, f.head)
+        sig, codes = pos_class[key], src
+    else:
+        leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
+    lo = np.min([c.combos().min(0) - c.radius for c in src], axis=0)
+    hi = np.max([c.combos().max(0) + c.radius for c in src], axis=0)
+    vmax = np.maximum(np.abs(lo), np.abs(hi))
+    n_heads, d_head = m.blocks[l]["W_O"].shape[:2]
+    r_key = np.stack([codes[c].radius for c in sig])  # [T+1, dims]
+    t = np.arange(m.T + 1)
+    attn = (leak[:, None] * (hi - lo)[None] + gamma(4 * (t + 1) + 16, m.u)[:, None] * vmax[None]
+            + gamma(2, m.u) * vmax[None])  # values' own product (one nonzero term) rounding
+    out = r_key + attn
+    out = out + gamma(n_heads * d_head + 1, m.u) * (vmax[None] + out)  # z @ W_O
+    # snapping: when the other keys' weights sum below u/2 the intended key's weight is
+    # exactly 1 (exp(0) = 1, and 1 + what leaks rounds to 1), so the copy is the key's code
+    # plus at most twice the leaked weight times the values, a sum that snaps (see snaps)
+    exact_weight = 2 * leak < 2.0**-m.p
+    noise = (r_key + 2 * leak[:, None] * vmax[None]) * ((1 + m.u) ** (t + 4))[:, None]
+    noisy = np.where(exact_weight[:, None], noise, np.inf)
+    report.setdefault("heads", []).append({
+        "name": f.head, "min_score_gap": float(gaps[1:].min()) if m.T else None,
+        "max_leaked_mass": float(leak.max()), "max_copy_error": float(np.minimum(out, noisy).max())})
+    return _Copy(f, sig, codes, out, vmax, noisy, min(quantum(c.combos()) for c in src))
+
+
+def _put_copy(m: _Model, l: int, c: _Copy, own: State, st: State, members: np.ndarray, kc: int) -> None:
+    """Write a copy into a new class's state: the fetched codes with the residual addition's
+    radius (the snapped one where the copy snaps)."""
+    old = _get(own, c.f.dst)
+    if old.size() != 1 or np.any(old.combos() != 0):
+        raise CertificateFailure(f"layer {l + 1} head {c.f.head}", f"{c.f.dst} is not 0 before the head copies "
+                                 f"into it")
+    fetched = c.codes[kc]
+    general = old.radius + c.out[members]
+    general = general + np.minimum(m.u * (c.vmax + general), old.radius)  # the residual addition
+    snapped = (old.radius + c.noisy[members]) * (1 + m.u) ** 2
+    exact = snaps(snapped, c.vmax + snapped, c.delta, m.p)
+    r = np.where(exact, np.minimum(snapped, general), general).max(0)
+    _put(st, c.f.dst, Code(list(fetched.per_dim), fetched.joint, r))
+
+
+def _put_average(m: _Model, l: int, a: Average, grid: list[np.ndarray], err: np.ndarray, top: np.ndarray,
+                 own: State, st: State, members: np.ndarray, bos: bool) -> None:
+    """Write a prefix sum into a new class's state (and relate it to its own term, when it has one)."""
+    old = _get(own, a.dst)
+    if old.size() != 1 or np.any(old.combos() != 0):
+        raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} is not 0 before the "
+                                 f"heads write into it")
+    e = err[members].max(0)
+    r = old.radius + e + np.minimum(m.u * (top + e), old.radius)
+    _put(st, a.dst, Code.of(np.zeros((1, len(grid))), r) if bos else Code(grid, None, r))
+    if not bos and _covers_own_position(a, m.T):
+        _relate(st, a, own, m.T)
+
+
+def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match, ...], states: list[State],
+           pos_class: np.ndarray, report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
+    """Apply layer l's heads: new classes by (own class, each copying head's key class -- or, for
+    a most-recent-flag or most-recent-match head, the set of classes its key can be in), copied
+    codes, averaged codes, radii."""
+    index = {hd["name"]: hd["index"] for hd in m.blocks[l]["layout"]["heads"]}
+    _check_writes(m, l, fetches, index)
+    copied = [_copy(m, l, index[f.head], f, states, pos_class, report) for f in fetches
+              if isinstance(f, (Fetch, Recent))]
+    averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in fetches if isinstance(a, Average)]
+    matched = [match_head(m, l, f, index[f.head], states, pos_class, report) for f in fetches if isinstance(f, Match)]
+    sig_all = np.stack([pos_class] + [c.sig for c in copied] + [sig for sig, _ in matched], axis=1)
     groups, inverse = np.unique(sig_all, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     new_states: list[State] = []
@@ -495,27 +409,11 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
         members = inverse == gi
         own = states[row[0]]
         st = {n: replace(c, per_dim=list(c.per_dim), radius=c.radius.copy()) for n, c in own.items()}
-        for (f, _, codes, out, vmax, noisy, delta), kc in zip(per_fetch, row[1:]):
-            old = _get(own, f.dst)
-            if old.size() != 1 or np.any(old.combos() != 0):
-                raise CertificateFailure(f"layer {l + 1} head {f.head}", f"{f.dst} is not 0 before the head copies "
-                                         f"into it")
-            fetched = codes[kc]
-            general = old.radius + out[members]
-            general = general + np.minimum(m.u * (vmax + general), old.radius)  # the residual addition
-            snapped = (old.radius + noisy[members]) * (1 + m.u) ** 2
-            exact = snaps(snapped, vmax + snapped, delta, m.p)
-            r = np.where(exact, np.minimum(snapped, general), general).max(0)
-            _put(st, f.dst, Code(list(fetched.per_dim), fetched.joint, r))
+        for c, kc in zip(copied, row[1:]):
+            _put_copy(m, l, c, own, st, members, int(kc))
+        for (_, put), kc in zip(matched, row[1 + len(copied):]):
+            put(st, own, members, int(kc))
         for a, grid, err, top in averaged:
-            old = _get(own, a.dst)
-            if old.size() != 1 or np.any(old.combos() != 0):
-                raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} is not 0 before the "
-                                         f"heads write into it")
-            e = err[members].max(0)
-            r = old.radius + e + np.minimum(m.u * (top + e), old.radius)
-            _put(st, a.dst, Code.of(np.zeros((1, len(grid))), r) if row[0] == 0 else Code(grid, None, r))
-            if row[0] != 0 and _covers_own_position(a, m.T):
-                _relate(st, a, own, m.T)
+            _put_average(m, l, a, grid, err, top, own, st, members, row[0] == 0)
         new_states.append(st)
     return _merge(new_states, inverse, m.phase)

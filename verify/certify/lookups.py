@@ -14,7 +14,7 @@ from constructions.obligations import Joint, Lookup, Modular, Round, Steps
 
 from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, _Model,
                     _first_positions, _get, _half_gaps, _product_rows, _put, gamma)
-from .heads import _feasible
+from .scores import _feasible
 
 
 def _mlp_weights(m: _Model, l: int, name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:

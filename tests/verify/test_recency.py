@@ -1,0 +1,164 @@
+"""Certificates of recency codes (verify/certify/recency.py): Theorem 12's nearest-value heads
+(:class:`Match`) and its boundary count (:class:`Races`), proved for every input.
+
+Soundness first: a gridworld model made wrong on some inputs -- one key position that scores
+like an old one, a boundary unit wrong only when the two last visits are S + 1 apart (the
+closest they can be), the start rule shifted at one level -- is refused with the head or the
+race (and the cell, and the level) named, and the exhaustive check confirms the model is wrong.
+Then the certified models, the partial (walls illegal) world, and the slow random sweep."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from compiler.automata.load import load_spec
+from compiler.pipeline import compile_automaton
+from verify.certify import certify
+from verify.check import verify
+from verify.certify.recency import _pair_vertices
+
+
+def _compile(spec, max_len: int):
+    return compile_automaton(load_spec(spec), max_len=max_len, method="gridworld")
+
+
+def _wrong_somewhere(model) -> int:
+    """Errors of the exhaustive check over every input up to max_len (two letters)."""
+    budget = model.automaton.n_symbols ** (model.max_len + 1)
+    result = verify(model, samples=0, seed=0, exhaustive_budget=budget, family_limit=1)
+    assert result.checked["exhaustive_length"] == model.max_len
+    return result.n_errors
+
+
+@pytest.fixture(scope="module")
+def grid4():
+    return _compile("grid:4", 10)
+
+
+@pytest.mark.parametrize("spec, max_len", [("grid:4", 100), ("grid:9", 64), ("grid2d:3,4", 48),
+                                           ("grid:2", 32)])
+def test_gridworld_models_are_certified(spec, max_len):
+    cert = certify(_compile(spec, max_len))
+    assert cert["certified"] is True, cert.get("reason")
+    heads = cert["layers"][1]["heads"]
+    assert heads and all(h["min_score_gap"] > 0 and h["max_leaked_mass"] < 1e-6 for h in heads)
+    assert all(h["copy_error"]["floor"] < 1e-3 for h in heads)
+    assert cert["layers"][1]["mlp"]["kind"] == "races" and cert["layers"][1]["mlp"]["max_error"] < 0.5
+    assert cert["readout"]["min_margin"] > 0.5
+
+
+def test_a_key_that_scores_like_an_old_position_is_refused_naming_the_head(grid4):
+    """Position 9's index (its recency and the value the heads copy) set to 1: a visit there
+    loses to any earlier visit since 1, so the last visit is misread."""
+    pos = grid4.subspace("pos:index")
+    with torch.no_grad():
+        grid4.W_pos[9, pos] = 1.0
+    try:
+        cert = certify(grid4)
+        assert cert["certified"] is False and cert["supported"] is True
+        assert cert["failure"]["where"].startswith("layer 2 head gw0.find")
+        assert "when 9 is the most recent match" in cert["failure"]["detail"]
+        assert _wrong_somewhere(grid4) > 0
+    finally:
+        with torch.no_grad():
+            grid4.W_pos[9, pos] = 9.0
+    assert certify(grid4)["certified"]
+
+
+def test_a_boundary_unit_wrong_for_the_closest_last_visits_is_refused_naming_the_race(grid4):
+    """u_2 = relu(s(r1 - r2) - 1 - s(S + 1)): wrong exactly when r(z - 2) = r(z + 2) + S + 1."""
+    b = grid4.blocks[1].mlp.b_in
+    S = 3
+    with torch.no_grad():
+        b[1] -= 4.0 * (S + 1)
+    try:
+        cert = certify(grid4)
+        assert cert["failure"]["where"] == "layer 2 MLP gw.boundary"
+        assert "race gw0:rec[1] vs gw0:rec[4]" in cert["failure"]["detail"] and "on gt" in cert["failure"]["detail"]
+        assert _wrong_somewhere(grid4) > 0
+    finally:
+        with torch.no_grad():
+            b[1] += 4.0 * (S + 1)
+
+
+def test_a_start_rule_shifted_at_one_level_is_refused_naming_the_level(grid4):
+    """v_3's threshold moved by one: wrong only when neither level was visited and z + q0 = 3."""
+    b = grid4.blocks[1].mlp.b_in
+    with torch.no_grad():
+        b[5] += 4.0
+    try:
+        cert = certify(grid4)
+        assert cert["failure"]["where"] == "layer 2 MLP gw.boundary"
+        assert "both 0 at gw0:z, gw0:start = [3, 0]" in cert["failure"]["detail"]
+        assert _wrong_somewhere(grid4) > 0
+    finally:
+        with torch.no_grad():
+            b[5] -= 4.0
+
+
+def test_a_partial_world_with_walls_illegal_is_certified_as_a_gridworld():
+    spec = load_spec("grid2d:3,3").to_dict()
+    spec["transitions"] = {q: {a: r for a, r in row.items() if r != q} for q, row in spec["transitions"].items()}
+    model = compile_automaton(load_spec(json.loads(json.dumps(spec)), promise="legal"), max_len=64)
+    assert model.meta["method"] == "gridworld"
+    assert certify(model)["certified"] is True
+
+
+def test_a_product_with_a_gridworld_factor_is_certified():
+    """A 3-cycle beside a 4-cell line: the line's residue lookup is one part of the product's first MLP,
+    its boundary count the second MLP."""
+    gens, moves, S = {"c": [1, 2, 0], "i": [0, 1, 2]}, {"L": -1, "R": 1}, 3
+    trans = {f"{i}.{p}": {f"{n}{x}": f"{gens[n][i]}.{min(S, max(0, p + moves[x]))}" for n in gens for x in moves}
+             for i in range(3) for p in range(S + 1)}
+    spec = {"name": "c3xgrid4", "states": list(trans), "alphabet": [f"{n}{x}" for n in gens for x in moves],
+            "start": "0.0", "transitions": trans}
+    model = compile_automaton(load_spec(spec), max_len=32, method="product")
+    assert [f["method"] for f in model.meta["product"]["factors"]] == ["krohn-rhodes", "gridworld"]
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    kinds = [mlp["kind"] for layer in cert["layers"] for mlp in [layer["mlp"], *layer["mlp"].get("parts", [])]]
+    assert "races" in kinds and "beside" in kinds
+
+
+def test_order_cells_have_the_vertices_of_their_polygons():
+    assert sorted(map(tuple, _pair_vertices(0, 5, 0, 5, "gt").tolist())) == [(1, 0), (5, 0), (5, 4)]
+    assert sorted(map(tuple, _pair_vertices(0, 5, 0, 5, "lt").tolist())) == [(0, 1), (0, 5), (4, 5)]
+    assert _pair_vertices(0, 5, 0, 5, "eq").tolist() == [[1, 1], [5, 5]]
+    assert len(_pair_vertices(0, 0, 0, 0, "gt")) == 0 and len(_pair_vertices(0, 0, 0, 0, "eq")) == 0
+    assert sorted(map(tuple, _pair_vertices(3, 4, 0, 9, "gt").tolist())) == [(3, 0), (3, 2), (4, 0), (4, 3)]
+
+
+SWEEP = [("grid:3", 8), ("grid:4", 7), ("grid2d:2,2", 4)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec, max_len", SWEEP)
+def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max_len):
+    """Soundness sweep: random perturbations of one weight tensor (a few entries, relative sizes
+    1e-7 .. 1e-1); whenever the certificate passes, the exhaustive check over every input up to
+    max_len finds no error.  Both outcomes must occur."""
+    base = _compile(spec, max_len)
+    state = {k: v.clone() for k, v in base.state_dict().items()}
+    names = [k for k, v in state.items() if v.numel()]
+    rng = np.random.default_rng(0)
+    outcomes = {"certified": 0, "refused": 0}
+    for _ in range(60):
+        base.load_state_dict(state)
+        name = names[rng.integers(len(names))]
+        flat = base.state_dict()[name].view(-1)
+        idx = torch.from_numpy(rng.integers(flat.numel(), size=int(rng.integers(1, 4))))
+        scale = 10.0 ** rng.uniform(-7, -1)
+        with torch.no_grad():
+            flat[idx] += float(scale) * (flat.abs().max() + 1) * torch.from_numpy(
+                rng.standard_normal(len(idx))).to(flat.dtype)
+        if certify(base)["certified"]:
+            outcomes["certified"] += 1
+            assert _wrong_somewhere(base) == 0, f"certified but wrong: {name}[{idx.tolist()}] scale {scale:.2g}"
+        else:
+            outcomes["refused"] += 1
+    base.load_state_dict(state)
+    assert outcomes["certified"] and outcomes["refused"], outcomes
