@@ -78,6 +78,7 @@ depth error (8.3e-6 at max_len 16384 in float32).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,8 @@ from .gadgets import (
     residue_mlp,
     residue_range,
 )
+from .obligations import (Average, AnyFlag, Embedding, Joint, Latest, Layer, Lookup, Obligations, Promise, Readout,
+                          Threshold)
 from .program import MLP, Block, Head, Program, StateCodes
 from .workspace import Workspace, join
 
@@ -329,6 +332,26 @@ def precision(plan: BoundedStack, max_len: int, eps: float) -> dict[str, Any]:
             "prefix_sum_worst_case_margin": worst}
 
 
+def _token_rows(plan: BoundedStack, ws: Workspace, start: int) -> np.ndarray:
+    """The token embedding W_E (rows: the letters, then BOS): ``one``, ``bos``, each letter's move,
+    push bit and pushed (or popped) symbol, and the start stack's columns (:func:`_start_columns`)."""
+    W_E = np.zeros((len(plan.letters) + 1, ws.d_model))
+    W_E[:, ws["one"][0]] = 1.0
+    W_E[-1, ws["bos"][0]] = 1.0
+    for s, (kind, b) in enumerate(plan.letters):
+        if kind == NOOP:
+            continue
+        W_E[s, ws["st:move"][0]] = 1.0 if kind == PUSH else -1.0
+        if kind == PUSH:
+            W_E[s, ws["st:push"][0]] = 1.0
+            W_E[s, ws["st:type"][b]] = 1.0
+        elif not plan.legal:
+            W_E[s, ws["st:pop"][b]] = 1.0
+    for dim, col in _start_columns(plan, {n: sub.dims for n, sub in ws.subspaces.items()}, start).items():
+        W_E[:, dim] = col
+    return W_E
+
+
 def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The three-layer program for a bounded-stack automaton and its metadata (two layers for a
     legal stack; the stack construction uses no position code: ``options.positions`` is unused)."""
@@ -342,20 +365,7 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
     ws = _layout(plan)
     d = ws.d_model
     assert d == sizes["d_model"]
-    W_E = np.zeros((automaton.n_symbols + 1, d))
-    W_E[:, ws["one"][0]] = 1.0
-    W_E[-1, ws["bos"][0]] = 1.0
-    for s, (kind, b) in enumerate(plan.letters):
-        if kind == NOOP:
-            continue
-        W_E[s, ws["st:move"][0]] = 1.0 if kind == PUSH else -1.0
-        if kind == PUSH:
-            W_E[s, ws["st:push"][0]] = 1.0
-            W_E[s, ws["st:type"][b]] = 1.0
-        elif not plan.legal:
-            W_E[s, ws["st:pop"][b]] = 1.0
-    for dim, col in _start_columns(plan, {n: sub.dims for n, sub in ws.subspaces.items()}, automaton.start).items():
-        W_E[:, dim] = col
+    W_E = _token_rows(plan, ws, automaton.start)
     W_pos = np.zeros((max_len + 1, d))
     W_pos[1:, ws["pos:index"][0]] = np.arange(1, max_len + 1, dtype=np.float64)
     W_pos[1:, ws[ABSORB][0]] = absorb_feature(mass, max_len)[1:]
@@ -414,6 +424,122 @@ def set_start(model, plan: BoundedStack, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+# obligations: the program a certificate checks the weights against
+
+FIXED = ("one", "bos", "pos:index", ABSORB)
+"""The input-independent subspaces (every other one is tracked by the certificate)."""
+
+
+def _decoded(plan: BoundedStack, x: int) -> np.ndarray:
+    """What MLP 1 writes (st:level + st:out) for an exact integer depth x -- any x, also past the
+    first error, where only its being a clean code matters: y = x + T', r = y - M #{1 <= i <= Nc:
+    y >= iM} (the coarse steps of gadgets.residue_mlp), then the table's row r when 0 <= r < M,
+    else 0 (no fine step fires)."""
+    res = depth_residue(plan)
+    D, M = plan.depth, res.modulus
+    y = x + res.offset
+    r = y - M * sum(y >= i * M for i in range(1, res.n_coarse + 1))
+    out = np.zeros(D + 2)
+    if 0 <= r < M:
+        out[min(r, D + 1)] = 1.0  # residues 0..D: the level one-hot; D+1..M-1: out of range
+    return out
+
+
+def _level_codes(plan: BoundedStack) -> list[tuple[int, ...]]:
+    """The codes st:level can hold: a one-hot of 0..D, or 0 (at BOS; past the first error)."""
+    eye = np.eye(plan.depth + 1, dtype=np.int64)
+    return [tuple(int(v) for v in row) for row in eye] + [(0,) * (plan.depth + 1)]
+
+
+def _stack_table(plan: BoundedStack) -> dict[tuple[int, ...], np.ndarray]:
+    """MLP 2's declared function on every code combination it may read (module doc):
+    stack[j, b] = [sum_{v >= j} level_v + open_j[b] >= 2] and, with error tracking, mismatch =
+    sum_{j, a} [level_{j-1} + pop[a] - open_j[a] >= 2]."""
+    D, k = plan.depth, plan.symbols
+    sym = [(0,) * k] + [tuple(int(v) for v in row) for row in np.eye(k, dtype=np.int64)]
+    table = {}
+    for level in _level_codes(plan):
+        for opens in itertools.product(sym, repeat=D):
+            for pop in ([()] if plan.legal else sym):
+                stack = [int(sum(level[j:]) + opens[j - 1][b] >= 2) for j in range(1, D + 1) for b in range(k)]
+                extra = [] if plan.legal else [sum(int(level[j - 1] + pop[a] - opens[j - 1][a] >= 2)
+                                                   for j in range(1, D + 1) for a in range(k))]
+                table[(*level, *(v for o in opens for v in o), *pop)] = np.array(stack + extra, dtype=np.float64)
+    return table
+
+
+def _stack_code(plan: BoundedStack, st: tuple[int, ...]) -> tuple[int, ...]:
+    """A stack's readout code: the level one-hot of its depth, then its stack bits."""
+    level = np.zeros(plan.depth + 1, dtype=np.int64)
+    level[len(st)] = 1
+    bits = np.zeros(plan.depth * plan.symbols, dtype=np.int64)
+    for j, b in enumerate(st, start=1):
+        bits[(j - 1) * plan.symbols + b] = 1
+    return (*level.tolist(), *bits.tolist())
+
+
+def _held(plan: BoundedStack) -> np.ndarray:
+    """Claim (b) of the module doc as rows of (st:level, st:open1..D, st:stack): at depth x, each
+    level j <= x holds a symbol (a push's, or the start stack's), every other level a symbol or 0,
+    and the stack bits are [j <= x] open_j."""
+    D, k = plan.depth, plan.symbols
+    eye = [tuple(int(v) for v in row) for row in np.eye(k, dtype=np.int64)]
+    rows = []
+    for x in range(D + 1):
+        level = tuple(int(v == x) for v in range(D + 1))
+        for opens in itertools.product(*[eye if j <= x else [(0,) * k, *eye] for j in range(1, D + 1)]):
+            stack = tuple(v if j <= x else 0 for j, o in enumerate(opens, start=1) for v in o)
+            rows.append((*level, *(v for o in opens for v in o), *stack))
+    return np.array(rows, dtype=np.float64)
+
+
+def obligations(model, plan: BoundedStack) -> Obligations:
+    """What a stack model must run (:mod:`constructions.obligations`), from the plan alone: the
+    token rows; layer 1 the prefix sum x_t (:class:`Average`, d0 held before it) decoded into the
+    level one-hot (:class:`Lookup`, the gadget's exact output for every integer); layer 2 each
+    level's last push (:class:`Latest`: level bit and push bit both 1; BOS gives s0's symbol) and
+    the stack bits (and the mismatch flag); with error tracking, layer 3 "some flag so far"
+    (:class:`AnyFlag`, :class:`Threshold`).  The readout's table has every stack's code, and
+    with an error every code reads as the sink.
+
+    Claims about the program (the module doc's theorem): with error tracking, where st:error is 0
+    the level and stack bits are a stack's code (no error yet: (a), (b)); a legal stack's depth
+    stays in 0..D and its levels satisfy (b) on every legal input -- a :class:`Promise`, so its
+    certificate holds on legal inputs only."""
+    D, k, T = plan.depth, plan.symbols, model.max_len
+    ws = _layout(plan)
+    W_E = _token_rows(plan, ws, model.automaton.start)
+    codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in FIXED}
+    mass = T + 1
+    d0 = int(W_E[0, ws["st:depth"][0]])
+    prefix = Average(("st.prefix",), (1,), (T,), mass, float(mass), "st:move", "st:depth")
+    depth_keys = range(0, D + 1) if plan.legal else range(d0 - T, d0 + T + 1)
+    depth = Lookup("st.depth", ("st:depth", "bos"), "st:level + st:out",
+                   {(x, 0): _decoded(plan, x) for x in depth_keys}, np.zeros(D + 2))
+    levels = tuple(Latest(f"st.open{j}", f"st:level[{j}] + st:push", ((1, 1),), ("st:type", start_name(j)),
+                          open_name(j)) for j in range(1, D + 1))
+    reads = ("st:level", *[open_name(j) for j in range(1, D + 1)]) + (() if plan.legal else ("st:pop",))
+    stack = Lookup("st.stack", reads, "st:stack" if plan.legal else "st:stack + st:mismatch", _stack_table(plan))
+    layers = [Layer((prefix,), depth), Layer(levels, stack)]
+    table = {_stack_code(plan, st): q for q, st in enumerate(plan.stacks) if st is not None}
+    opens = tuple(open_name(j) for j in range(1, D + 1))
+    if plan.legal:
+        claims = (Joint(("st:depth",), np.arange(D + 1, dtype=np.float64)[:, None]),
+                  Joint(("st:level", *opens, "st:stack"), _held(plan)))
+        text = (model.meta.get("promise") or {}).get("text") or "legal inputs only"
+        return Obligations(NAME, Embedding(codes), tuple(layers), Readout(("st:level", "st:stack"), table),
+                           promise=Promise("legal", text, claims))
+    layers.append(Layer((AnyFlag("st.any", "st:out + st:mismatch + st:starterr", "st:any"),),
+                        Threshold("st.error", "st:any", "st:error")))
+    sink = plan.stacks.index(None)
+    anything = [(*lv, *bits) for lv in _level_codes(plan) for bits in itertools.product((0, 1), repeat=D * k)]
+    table = {**{(*c, 0): q for c, q in table.items()}, **{(*c, 1): sink for c in anything}}
+    joint = Joint(("st:level", "st:stack", "st:error"), np.array(sorted(table), dtype=np.float64))
+    return Obligations(NAME, Embedding(codes), tuple(layers), Readout(("st:level", "st:stack", "st:error"), table),
+                       joint=(joint,))
+
+
+# ---------------------------------------------------------------------------------------
 # the registry entry: the recognised stack is the plan
 
 
@@ -448,4 +574,5 @@ CONSTRUCTION = Construction(
     set_start=set_start, plan_to_json=BoundedStack.to_dict, plan_from_json=BoundedStack.from_dict,
     describe=lambda plan, automaton: plan.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"stack_families": seed + checks.FAMILY_SEED_OFFSET},
+    obligations=obligations,
 )

@@ -66,8 +66,9 @@ from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
 from constructions.model import input_independent_dims
-from constructions.obligations import (Average, Beside, Compose, Fetch, Joint, Lookup, Modular, Obligations, Readout,
-                                      Recent, Round, Steps, Undeclared)
+from constructions.obligations import (Average, Beside, Compose, Fetch, Joint, Latest, Lookup, Modular, Obligations,
+                                      Readout, Recent, Round, Steps, Undeclared)
+from verify import latest
 
 SCHEMA = "shortcut-certificate/1"
 JOINT_BUDGET = 200_000
@@ -767,7 +768,7 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
     radii."""
     layout = m.blocks[l]["layout"]["heads"]
     index = {hd["name"]: hd["index"] for hd in layout}
-    copies = [f for f in fetches if isinstance(f, (Fetch, Recent))]
+    copies = [f for f in fetches if isinstance(f, (Fetch, Recent, Latest))]
     averages = [f for f in fetches if isinstance(f, Average)]
     declared = {f.head for f in copies} | {h for a in averages for h in a.heads}
     if set(index) != declared:
@@ -787,14 +788,17 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
     per_fetch = []
     for f in copies:
         h = index[f.head]
-        _copy_map(m, l, h, f.head, f.src, f.dst)
-        src = [_get(st, f.src) for st in states]
-        if isinstance(f, Fetch):
-            key = np.asarray(f.key, dtype=np.int64)
-            leak, gaps = _head_pattern(m, l, h, key, f.head)
-            sig, codes = pos_class[key], src
+        if isinstance(f, Latest):  # the most recent match (verify/latest.py)
+            leak, gaps, sig, codes, src = latest.pattern(m, l, h, f, states, pos_class)
         else:
-            leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
+            _copy_map(m, l, h, f.head, f.src, f.dst)
+            src = [_get(st, f.src) for st in states]
+            if isinstance(f, Fetch):
+                key = np.asarray(f.key, dtype=np.int64)
+                leak, gaps = _head_pattern(m, l, h, key, f.head)
+                sig, codes = pos_class[key], src
+            else:
+                leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
         lo = np.min([c.combos().min(0) - c.radius for c in src], axis=0)
         hi = np.max([c.combos().max(0) + c.radius for c in src], axis=0)
         vmax = np.maximum(np.abs(lo), np.abs(hi))
@@ -838,13 +842,15 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], sta
             _put(st, f.dst, Code(list(fetched.per_dim), fetched.joint, r))
         for a, grid, err, top in averaged:
             old = _get(own, a.dst)
-            if old.size() != 1 or np.any(old.combos() != 0):
-                raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} is not 0 before the "
-                                         f"heads write into it")
+            if old.size() != 1:
+                raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} may hold several "
+                                         f"codes before the heads add into it")
+            base = old.combos()[0]  # one known code (0, or a start value every token writes)
             e = err[members].max(0)
-            r = old.radius + e + np.minimum(m.u * (top + e), old.radius)
-            _put(st, a.dst, Code.of(np.zeros((1, len(grid))), r) if row[0] == 0 else Code(grid, None, r))
-            if row[0] != 0 and _covers_own_position(a, m.T):
+            added = np.where(base == 0, np.minimum(m.u * (top + e), old.radius), m.u * (top + np.abs(base) + e))
+            r = old.radius + e + added
+            _put(st, a.dst, Code.of(base[None], r) if row[0] == 0 else Code([g + v for g, v in zip(grid, base)], None, r))
+            if row[0] != 0 and _covers_own_position(a, m.T) and not np.any(base):
                 _relate(st, a, own, m.T)
         new_states.append(st)
     return _merge(new_states, inverse, m.phase)
@@ -1792,6 +1798,8 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
                                  "so it cannot bound their rounding); compile with --dtype float32")
         ob = obligations_of(model)
         out["obligations_sha256"] = ob.digest()
+        if ob.promise is not None:
+            out["promise"] = ob.promise.text
         if with_obligations:
             out["obligations"] = ob.to_json()
         out["layers"] = _run(model, ob)
@@ -1817,6 +1825,8 @@ def _mlp_writes(o: Compose | Lookup | Steps | Beside | None) -> set[str]:
 
 
 def _run(model, ob: Obligations) -> list[dict[str, Any]]:
+    if ob.promise is not None:  # on legal inputs only: the promise's claims restrict the value sets
+        ob = replace(ob, joint=ob.joint + ob.promise.claims)
     m = _arrays(model)
     if len(ob.layers) != len(m.blocks):
         raise CertificateFailure("obligations", f"{len(ob.layers)} layers declared, the model has {len(m.blocks)}")
@@ -1861,7 +1871,7 @@ def certificate_summary(cert: dict[str, Any]) -> dict[str, Any]:
     """The part of a certificate a checkpoint stores (``meta["verification"]["certificate"]``):
     the verdict, what it is bound to (weights, obligations, max_len, dtype), the margins."""
     keep = ("schema", "certified", "supported", "reason", "failure", "method", "max_len", "dtype", "paths",
-            "weights_sha256", "obligations_sha256", "readout")  # no timing: checkpoints stay deterministic
+            "weights_sha256", "obligations_sha256", "promise", "readout")  # no timing: checkpoints stay deterministic
     out = {k: cert[k] for k in keep if k in cert}
     if "layers" in cert:
         out["max_radius"] = max((max(layer["radius"].values(), default=0.0) for layer in cert["layers"]), default=0.0)
@@ -1878,9 +1888,11 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
     if cert.get("certified") is True:
         margin = (cert.get("readout") or {}).get("min_margin")
         took = f", {cert['seconds']} s" if isinstance(cert.get("seconds"), (int, float)) else ""
-        return (f"certified exact on every input up to max_len {cert.get('max_len')} ({cert.get('dtype')}, "
+        inputs = "every legal input (under the promise of legal inputs)" if cert.get("promise") else "every input"
+        return (f"certified exact on {inputs} up to max_len {cert.get('max_len')} ({cert.get('dtype')}, "
                 f"both attention paths; readout margin after error bounds {margin:.4g}{took})"
-                if isinstance(margin, (int, float)) else f"certified exact up to max_len {cert.get('max_len')}")
+                if isinstance(margin, (int, float)) else f"certified exact on {inputs} up to max_len "
+                f"{cert.get('max_len')}")
     return f"not certified: {cert.get('reason')}"
 
 

@@ -1,0 +1,184 @@
+"""The most recent match: certifying heads whose key is the latest position whose codes match.
+
+A :class:`~constructions.obligations.Latest` head attends, from every query t, to the most recent
+position 1 <= s <= t whose key-side codes (the input-dependent dims its key reads) are one of a
+declared set -- BOS when there is none -- and copies a sum of subspaces there.  Which key wins
+depends on the input (a bounded stack's level head: the last push that raised the depth to its
+level), so, as for :class:`~constructions.obligations.Recent` (Lemma 16's most-recent flag,
+``verify/certify.py``), the checker bounds the pattern for every position the key can be:
+
+* the query reads fixed dims only, the key fixed dims and the declared ones, so for every code c
+  the key side can hold, S_c(t, s) is a positional score (computed with its rounding bound,
+  widened by the codes' error through |W_K|);
+* a position s *may match* when some code its class can hold matches, *surely matches* when all
+  do (BOS always counts as a match: it is the fallback);
+* for a query t and a key s* that may be the most recent match (it may match, and no position in
+  (s*, t] surely does), every input that makes it so has no match on (s*, t] and anything before
+  s*.  So the weight off s* is at most
+  sum_{s < s*} e^(hi_any(s) - lo_match(s*)) + sum_{s* < s <= t} e^(hi_nomatch(s) - lo_match(s*)),
+  two prefix sums in log space: all O(T^2) pairs (t, s*) cost two cumulative passes per query,
+  and s* must beat every rival by a positive gap;
+* the copied code is the sum of the src codes that go with a matching key code in the classes s*
+  can be in (the class's joint set of key and src codes: a product where no joint is kept).
+
+An :class:`~constructions.obligations.AnyFlag` head with its
+:class:`~constructions.obligations.Threshold` MLP ("some flag so far", the bounded stack's
+error bit) is certified as one step, :func:`any_layer`: with every flag 0 at and before t the head's
+output is exactly 0 (each value is an exact 0: the weighted sum of zeros); with some flag, the
+flagged keys' weight is at least 1 / (1 + sum_s e^(hi_0(s) - lo_flag(s*))) for the worst single
+flagged key s* (more flags only add weight to flagged keys), so the output is at least that
+times the least nonzero flag, less rounding; the MLP is then evaluated on both intervals.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import verify.certify as core
+from constructions.obligations import AnyFlag, Latest, Layer, Threshold
+
+ROWS = 1 << 20
+"""Score entries (queries x keys) per chunk of a pattern's pass."""
+
+
+def _copy_sum(m: core._Model, l: int, h: int, f: Latest, where: str) -> None:
+    """The head must copy the sum of ``f.src`` into ``f.dst`` and nothing else: W_V and W_O hold
+    only 0 and 1, each src part's dims go to the dst dims in order (W_V W_O the identity from each
+    part), and no other dim is read or written -- so the value is an exact sum of the parts."""
+    b = m.blocks[l]
+    WV, WO = b["W_V"][h], b["W_O"][h]
+    dst = m.dims(f.dst)
+    if np.any((WV != 0) & (WV != 1)) or np.any((WO != 0) & (WO != 1)) or (np.count_nonzero(WO, axis=1) > 1).any():
+        raise core.CertificateFailure(where, "a copying head's W_V and W_O must hold only 0 and 1 (W_O one entry "
+                                      "per value dim), so the copy is exact in floating point")
+    VO = WV @ WO
+    want = np.zeros_like(VO)
+    for part in f.src:
+        src = m.dims(part)
+        if len(src) != len(dst):
+            raise core.CertificateFailure(where, f"{part} and {f.dst} differ in width")
+        want[src, dst] += 1.0
+    if not np.array_equal(VO, want):
+        i, j = np.argwhere(VO != want)[0]
+        raise core.CertificateFailure(where, f"does not copy {' + '.join(f.src)} into {f.dst}: W_V W_O[{i}, {j}] = "
+                                      f"{VO[i, j]:.6g}, not {want[i, j]:g}")
+
+
+def _rows(st: core.State, f: Latest, kd: int, width: int, bos: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A class's key codes and the summed src codes that go with them, and which rows match (at
+    BOS every row: BOS is the fallback key)."""
+    rows = core._get(st, " + ".join([f.keys, *f.src])).combos()
+    keys = rows[:, :kd]
+    srcs = rows[:, kd:].reshape(len(rows), len(f.src), width).sum(1)
+    match = np.ones(len(rows), dtype=bool) if bos else np.array(
+        [tuple(int(v) for v in k) in set(f.match) if np.all(np.round(k) == k) else False for k in keys], dtype=bool)
+    return keys, srcs, match
+
+
+def pattern(m: core._Model, l: int, h: int, f: Latest, states: list[core.State],
+            pos_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[core.Code], list[core.Code]]:
+    """Leaked-mass bound and smallest score gap per query position of a :class:`Latest` head,
+    over every input (module doc); the key's candidate set id per query, the copied codes per
+    id, and each class's summed src codes (what the head's value can be there)."""
+    where = f"layer {l + 1} head {f.head}"
+    _copy_sum(m, l, h, f, where)
+    b = m.blocks[l]
+    Wq, Wk = b["W_Q"][h], b["W_K"][h]
+    kd = m.dims(f.keys)
+    if not core._reads(Wq) <= m.fixed_dims or not core._reads(Wk) <= m.fixed_dims | set(kd):
+        extra = sorted((core._reads(Wq) - m.fixed_dims) | (core._reads(Wk) - m.fixed_dims - set(kd)))
+        raise core.CertificateFailure(where, f"its query or key reads input-dependent dims {extra[:6]} besides "
+                                      f"{f.keys}")
+    width = len(m.dims(f.dst))
+    bos_class = int(pos_class[0])
+    n = len(states)
+    per_class = [_rows(st, f, len(kd), width, c == bos_class) for c, st in enumerate(states)]
+    radius = [core._get(st, " + ".join([f.keys, *f.src])).radius for st in states]
+    r_key = np.max([r[: len(kd)] for r in radius], axis=0)
+    r_src = [r[len(kd):].reshape(len(f.src), width).sum(0) + core.gamma(len(f.src) + 1, m.u) * np.abs(s_).max(0)
+             for r, (_, s_, _) in zip(radius, per_class)]
+    src_codes = [core.Code.of(s_, r_) for (_, s_, _), r_ in zip(per_class, r_src)]
+    may = np.array([bool(mt.any()) for _, _, mt in per_class])
+    must = np.array([bool(mt.all()) for _, _, mt in per_class])
+    flagged = [core.Code.of(s_[mt], r_) if mt.any() else None for (_, s_, mt), r_ in zip(per_class, r_src)]
+    T = m.T
+    t_all = np.arange(T + 1)
+    may_pos, must_pos = may[pos_class], must[pos_class]
+    surely = np.maximum.accumulate(np.where(must_pos, t_all, 0))
+    latest = np.stack([np.maximum.accumulate(np.where((pos_class == c) & may_pos, t_all, -1)) for c in range(n)],
+                      axis=1)
+    sets, sig = np.unique(latest >= surely[:, None], axis=0, return_inverse=True)
+    codes = []
+    for row in sets:
+        parts = [flagged[c] for c in np.nonzero(row)[0] if flagged[c] is not None]
+        codes.append(core.Code.of(np.concatenate([p.combos() for p in parts]), np.max([p.radius for p in parts], axis=0)))
+    # the scores of every key code the key side can hold, and where each may occur (matching or not)
+    kc = np.unique(np.concatenate([k for k, _, _ in per_class]), axis=0)
+    rows = sorted(core._reads(Wq) | core._reads(Wk) | set(kd))
+    cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
+    X = m.fixed[:, rows]
+    at = [rows.index(d) for d in kd]
+    scores, on_match, on_other = [], [], []
+    for code in kc:
+        Xc = X.copy()
+        Xc[:, at] = code
+        scores.append(core._score_factors(m, Wq, Wk, rows, cols, X, Xc))
+        hit = np.array([bool(np.any(np.all(k == code, axis=1) & mt)) for k, _, mt in per_class])
+        miss = np.array([bool(np.any(np.all(k == code, axis=1) & ~mt)) for k, _, mt in per_class])
+        on_match.append(hit[pos_class])
+        on_other.append(miss[pos_class])
+    wk = np.abs(Wk[kd][:, cols]).T @ r_key  # what the key codes' error moves a score by, per unit of |q|
+    g = float(core.gamma(len(cols) + 1, m.u))
+    leak, gaps = _pass(T, scores, on_match, on_other, may_pos, surely, wk, g, where)
+    return leak, gaps, sig.reshape(-1), codes, src_codes
+
+
+def _pass(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
+          may_pos: np.ndarray, surely: np.ndarray, wk: np.ndarray, g: float,
+          where: str) -> tuple[np.ndarray, np.ndarray]:
+    """The leak and the smallest gap per query (module doc), by chunks of queries: per key the
+    highest score it can have without a match (``hi0``), with one (``hi1``) and the lowest with
+    one (``lo1``), then the two cumulative passes in log space."""
+    s_all = np.arange(T + 1)
+    leak = np.zeros(T + 1)
+    gaps = np.full(T + 1, np.inf)
+    step = max(1, ROWS // (T + 1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for lo in range(0, T + 1, step):
+            t = np.arange(lo, min(T + 1, lo + step))
+            extra = ((1 + 4 * g) * (np.abs(scores[0].q[t]) @ wk))[:, None]
+            hi0 = np.full((len(t), T + 1), -np.inf)
+            hi1 = np.full((len(t), T + 1), -np.inf)
+            lo1 = np.full((len(t), T + 1), np.inf)
+            top = 0.0
+            for sc, hit, miss in zip(scores, on_match, on_other):
+                centre, spread = sc.rows(t)
+                up, down = centre + spread + extra, centre - spread - extra
+                top = max(top, float(np.abs(up).max()))
+                hi0 = np.where(miss[None, :], np.maximum(hi0, up), hi0)
+                hi1 = np.where(hit[None, :], np.maximum(hi1, up), hi1)
+                lo1 = np.where(hit[None, :], np.minimum(lo1, down), lo1)
+            future = s_all[None, :] > t[:, None]
+            prior = np.where(future, -np.inf, np.maximum(hi0, hi1))
+            after = np.where(future, -np.inf, hi0)
+            none = np.full((len(t), 1), -np.inf)
+            before = np.concatenate([none, np.logaddexp.accumulate(prior, axis=1)[:, :-1]], axis=1)
+            later = np.concatenate([np.logaddexp.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
+            ok = ~future & may_pos[None, :] & (s_all[None, :] >= surely[t][:, None])
+            log_leak = np.where(ok, np.logaddexp(before, later) - lo1, -np.inf)
+            slack = math.exp(4 * (T + 2) * 2.0**-52 * (1 + top)) * (1 + 2.0**-50)  # the checker's own sums
+            leak[t] = np.exp(log_leak.max(1)) * slack
+            best_before = np.concatenate([none, np.maximum.accumulate(prior, axis=1)[:, :-1]], axis=1)
+            best_later = np.concatenate([np.maximum.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
+            gap = np.where(ok, lo1 - np.maximum(best_before, best_later), np.inf)
+            gaps[t] = gap.min(1)
+            bad = np.argwhere(gap <= 0)
+            if len(bad):
+                i, key = (int(v) for v in bad[0])
+                rival = np.concatenate([prior[i, :key], [-np.inf], after[i, key + 1:]])
+                raise core.CertificateFailure(where, f"at query position {int(t[i])}, when {key} is the most recent "
+                                              f"match, key {int(np.argmax(rival))} may score as high (gap "
+                                              f"{float(gap[i, key]):.3g} after rounding and the codes' error)")
+    return leak, gaps
