@@ -432,12 +432,12 @@ FIXED = ("one", "bos", "pos:index", ABSORB)
 
 def _decoded(plan: BoundedStack, x: int) -> np.ndarray:
     """What MLP 1 writes (st:level + st:out) for an exact integer depth x -- any x, also past the
-    first error, where only its being a clean code matters: y = x + T', r = y - M #{1 <= i <= Nc:
-    y >= iM} (the coarse steps of gadgets.residue_mlp), then the table's row r when 0 <= r < M,
-    else 0 (no fine step fires)."""
+    first error, where only its being a clean code matters: y = relu(x + T') (the carried value
+    of gadgets.residue_mlp), r = y - M #{1 <= i <= Nc: y >= iM} (its coarse steps), then the
+    table's row r when r < M, else 0 (no fine step fires)."""
     res = depth_residue(plan)
     D, M = plan.depth, res.modulus
-    y = x + res.offset
+    y = max(0, x + res.offset)
     r = y - M * sum(y >= i * M for i in range(1, res.n_coarse + 1))
     out = np.zeros(D + 2)
     if 0 <= r < M:

@@ -67,7 +67,7 @@ from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
 from constructions.model import input_independent_dims
 from constructions.obligations import (Average, Beside, Compose, Fetch, Joint, Latest, Lookup, Modular, Obligations,
-                                      Readout, Recent, Round, Steps, Undeclared)
+                                      Readout, Recent, Round, Steps, Threshold, Undeclared)
 from verify import latest
 
 SCHEMA = "shortcut-certificate/1"
@@ -1813,10 +1813,12 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     return out
 
 
-def _mlp_writes(o: Compose | Lookup | Steps | Beside | None) -> set[str]:
+def _mlp_writes(o: Compose | Lookup | Steps | Beside | Threshold | None) -> set[str]:
     """The subspaces an MLP obligation writes."""
     if o is None:
         return set()
+    if isinstance(o, Threshold):
+        return {o.dst}
     if isinstance(o, Compose):
         return {o.maps, o.fetched}
     if isinstance(o, Beside):
@@ -1842,9 +1844,14 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
-        states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
+        if latest.is_any_layer(layer):  # "some flag so far", head and threshold MLP together
+            states, pos_class = latest.any_layer(m, l, layer, states, pos_class, report)
+        else:
+            states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
         written |= {f.dst for f in layer.fetches} | _mlp_writes(layer.mlp)
-        if isinstance(layer.mlp, (Lookup, Steps)):
+        if isinstance(layer.mlp, Threshold):
+            pass  # checked with its head
+        elif isinstance(layer.mlp, (Lookup, Steps)):
             states = _lookup(m, l, layer.mlp, states, pos_class, report, ob.joint, written)
         elif isinstance(layer.mlp, Compose):
             states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)

@@ -43,26 +43,26 @@ ROWS = 1 << 20
 """Score entries (queries x keys) per chunk of a pattern's pass."""
 
 
-def _copy_sum(m: core._Model, l: int, h: int, f: Latest, where: str) -> None:
+def _copy_sum(m: core._Model, l: int, h: int, parts: tuple[str, ...], dst_name: str, where: str) -> None:
     """The head must copy the sum of ``f.src`` into ``f.dst`` and nothing else: W_V and W_O hold
     only 0 and 1, each src part's dims go to the dst dims in order (W_V W_O the identity from each
     part), and no other dim is read or written -- so the value is an exact sum of the parts."""
     b = m.blocks[l]
     WV, WO = b["W_V"][h], b["W_O"][h]
-    dst = m.dims(f.dst)
+    dst = m.dims(dst_name)
     if np.any((WV != 0) & (WV != 1)) or np.any((WO != 0) & (WO != 1)) or (np.count_nonzero(WO, axis=1) > 1).any():
         raise core.CertificateFailure(where, "a copying head's W_V and W_O must hold only 0 and 1 (W_O one entry "
                                       "per value dim), so the copy is exact in floating point")
     VO = WV @ WO
     want = np.zeros_like(VO)
-    for part in f.src:
+    for part in parts:
         src = m.dims(part)
         if len(src) != len(dst):
-            raise core.CertificateFailure(where, f"{part} and {f.dst} differ in width")
+            raise core.CertificateFailure(where, f"{part} and {dst_name} differ in width")
         want[src, dst] += 1.0
     if not np.array_equal(VO, want):
         i, j = np.argwhere(VO != want)[0]
-        raise core.CertificateFailure(where, f"does not copy {' + '.join(f.src)} into {f.dst}: W_V W_O[{i}, {j}] = "
+        raise core.CertificateFailure(where, f"does not copy {' + '.join(parts)} into {dst_name}: W_V W_O[{i}, {j}] = "
                                       f"{VO[i, j]:.6g}, not {want[i, j]:g}")
 
 
@@ -83,14 +83,8 @@ def pattern(m: core._Model, l: int, h: int, f: Latest, states: list[core.State],
     over every input (module doc); the key's candidate set id per query, the copied codes per
     id, and each class's summed src codes (what the head's value can be there)."""
     where = f"layer {l + 1} head {f.head}"
-    _copy_sum(m, l, h, f, where)
-    b = m.blocks[l]
-    Wq, Wk = b["W_Q"][h], b["W_K"][h]
+    _copy_sum(m, l, h, f.src, f.dst, where)
     kd = m.dims(f.keys)
-    if not core._reads(Wq) <= m.fixed_dims or not core._reads(Wk) <= m.fixed_dims | set(kd):
-        extra = sorted((core._reads(Wq) - m.fixed_dims) | (core._reads(Wk) - m.fixed_dims - set(kd)))
-        raise core.CertificateFailure(where, f"its query or key reads input-dependent dims {extra[:6]} besides "
-                                      f"{f.keys}")
     width = len(m.dims(f.dst))
     bos_class = int(pos_class[0])
     n = len(states)
@@ -116,23 +110,36 @@ def pattern(m: core._Model, l: int, h: int, f: Latest, states: list[core.State],
         codes.append(core.Code.of(np.concatenate([p.combos() for p in parts]), np.max([p.radius for p in parts], axis=0)))
     # the scores of every key code the key side can hold, and where each may occur (matching or not)
     kc = np.unique(np.concatenate([k for k, _, _ in per_class]), axis=0)
+    scores, wk, g = _code_scores(m, l, h, kd, kc, r_key, where)
+    on_match = [np.array([bool(np.any(np.all(k == code, axis=1) & mt)) for k, _, mt in per_class])[pos_class]
+                for code in kc]
+    on_other = [np.array([bool(np.any(np.all(k == code, axis=1) & ~mt)) for k, _, mt in per_class])[pos_class]
+                for code in kc]
+    leak, gaps = _pass(T, scores, on_match, on_other, may_pos, surely, wk, g, where)
+    return leak, gaps, sig.reshape(-1), codes, src_codes
+
+
+def _code_scores(m: core._Model, l: int, h: int, kd: list[int], kc: np.ndarray, r_key: np.ndarray,
+                 where: str) -> tuple[list[core._Scores], np.ndarray, float]:
+    """A head's positional scores with its key's input-dependent dims ``kd`` set to each code of
+    ``kc`` (the query must read fixed dims only, the key fixed dims and ``kd``); and what the
+    codes' error (``r_key``) moves a score by per unit of |q|, with the factor its rounding adds."""
+    b = m.blocks[l]
+    Wq, Wk = b["W_Q"][h], b["W_K"][h]
+    if not core._reads(Wq) <= m.fixed_dims or not core._reads(Wk) <= m.fixed_dims | set(kd):
+        extra = sorted((core._reads(Wq) - m.fixed_dims) | (core._reads(Wk) - m.fixed_dims - set(kd)))
+        raise core.CertificateFailure(where, f"its query or key reads input-dependent dims {extra[:6]} besides "
+                                      f"the declared ones")
     rows = sorted(core._reads(Wq) | core._reads(Wk) | set(kd))
     cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
     X = m.fixed[:, rows]
     at = [rows.index(d) for d in kd]
-    scores, on_match, on_other = [], [], []
+    scores = []
     for code in kc:
         Xc = X.copy()
         Xc[:, at] = code
         scores.append(core._score_factors(m, Wq, Wk, rows, cols, X, Xc))
-        hit = np.array([bool(np.any(np.all(k == code, axis=1) & mt)) for k, _, mt in per_class])
-        miss = np.array([bool(np.any(np.all(k == code, axis=1) & ~mt)) for k, _, mt in per_class])
-        on_match.append(hit[pos_class])
-        on_other.append(miss[pos_class])
-    wk = np.abs(Wk[kd][:, cols]).T @ r_key  # what the key codes' error moves a score by, per unit of |q|
-    g = float(core.gamma(len(cols) + 1, m.u))
-    leak, gaps = _pass(T, scores, on_match, on_other, may_pos, surely, wk, g, where)
-    return leak, gaps, sig.reshape(-1), codes, src_codes
+    return scores, np.abs(Wk[kd][:, cols]).T @ r_key, float(core.gamma(len(cols) + 1, m.u))
 
 
 def _pass(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
@@ -182,3 +189,124 @@ def _pass(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_oth
                                               f"match, key {int(np.argmax(rival))} may score as high (gap "
                                               f"{float(gap[i, key]):.3g} after rounding and the codes' error)")
     return leak, gaps
+
+
+def is_any_layer(layer: Layer) -> bool:
+    """Whether ``layer`` is an "any flag so far" step (:func:`any_layer` checks it whole)."""
+    return any(isinstance(f, AnyFlag) for f in layer.fetches)
+
+
+def any_layer(m: core._Model, l: int, layer: Layer, states: list[core.State], pos_class: np.ndarray,
+              report: dict) -> tuple[list[core.State], np.ndarray]:
+    """An :class:`AnyFlag` head and its :class:`Threshold` MLP (module doc): per query t, the
+    head's output where no flag can have occurred (exactly 0 up to the flags' radius) and where one
+    has (at least the flagged keys' least weight times the least flag), then the MLP on both
+    intervals, which must give exactly the bit's code up to less than half its gap."""
+    (f,), th = layer.fetches, layer.mlp
+    where = f"layer {l + 1} head {f.head}"
+    if not isinstance(f, AnyFlag) or not isinstance(th, Threshold) or th.src != f.dst:
+        raise core.CertificateFailure(f"layer {l + 1}", "an any-flag head must be the layer's only head, and its "
+                                      "MLP the threshold that reads it")
+    index = {hd["name"]: hd["index"] for hd in m.blocks[l]["layout"]["heads"]}
+    if set(index) != {f.head}:
+        raise core.CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ {f.head})} have no obligation "
+                                      f"or are not in the model")
+    h = index[f.head]
+    parts = tuple(f.flags.split(" + "))
+    if len(m.dims(f.dst)) != 1 or any(len(m.dims(p)) != 1 for p in parts):
+        raise core.CertificateFailure(where, "the flags and their sum must be one dim each")
+    _copy_sum(m, l, h, parts, f.dst, where)
+    kd = m.dims(f.flags)
+    rows = [core._get(st, f.flags) for st in states]
+    if any(np.any(r.combos() < 0) or np.any(np.round(r.combos()) != r.combos()) for r in rows):
+        raise core.CertificateFailure(where, f"{f.flags} may hold a code that is not a non-negative integer")
+    for st in states:
+        old = core._get(st, f.dst)
+        if old.size() != 1 or np.any(old.combos() != 0) or np.any(old.radius != 0):
+            raise core.CertificateFailure(where, f"{f.dst} is not exactly 0 before the head")
+    r_key = np.max([r.radius for r in rows], axis=0)
+    r_val = float(r_key.sum())
+    kc = np.unique(np.concatenate([r.combos() for r in rows]), axis=0)
+    scores, wk, g = _code_scores(m, l, h, kd, kc, r_key, where)
+    flag = kc.sum(1) > 0
+    has = [np.array([bool(np.any(np.all(r.combos() == code, axis=1))) for r in rows])[pos_class] for code in kc]
+    must = np.array([bool(np.all(r.combos().sum(1) > 0)) for r in rows])[pos_class]
+    may = np.array([bool(np.any(r.combos().sum(1) > 0)) for r in rows])[pos_class]
+    fmin = float(kc.sum(1)[flag].min()) if flag.any() else 0.0
+    vmax = float(kc.sum(1).max()) + r_val
+    T = m.T
+    t_all = np.arange(T + 1)
+    can0 = np.cumsum(must) == 0  # no position <= t surely flagged
+    can1 = np.cumsum(may) > 0
+    weight = _flag_weight(T, scores, flag, has, wk, g)
+    n_heads, d_head = m.blocks[l]["W_O"].shape[:2]
+    rounding = (core.gamma(4 * (t_all + 1) + 16, m.u) + core.gamma(2, m.u)) * vmax
+    rounding = rounding + core.gamma(n_heads * d_head + 1, m.u) * (vmax + rounding)
+    y0 = r_val + rounding  # no flag: every value is 0 up to the flags' radius
+    y1_lo = weight * (fmin - r_val) - (1 - weight) * r_val - rounding
+    y1_hi = vmax + rounding
+    report.setdefault("heads", []).append({"name": f.head, "min_score_gap": None,
+                                           "max_leaked_mass": float(np.max(1 - weight[can1], initial=0.0)),
+                                           "min_flag_output": float(np.min(y1_lo[can1], initial=np.inf))})
+    zero = _threshold(m, l, th, 0.0, float(np.max(y0[can0], initial=0.0)), 0.0)
+    one_lo, one_hi = float(np.min(y1_lo[can1], initial=1.0)), float(np.max(y1_hi[can1], initial=1.0))
+    if one_lo <= 0:
+        raise core.CertificateFailure(where, f"with a flag at or before a query, the flagged keys' weight may be "
+                                      f"{float(np.min(weight[can1])):.3g}, so the output may be {one_lo:.3g} <= 0")
+    one = _threshold(m, l, th, (one_lo + one_hi) / 2, (one_hi - one_lo) / 2, 1.0)
+    sig = np.stack([pos_class, can0, can1], axis=1)
+    groups, inverse = np.unique(sig, axis=0, return_inverse=True)
+    new_states = []
+    spread = max(float(np.max(y0[can0], initial=0.0)), one_hi - 1, 1 - one_lo)
+    for c, c0, c1 in groups:
+        st = dict(states[c])
+        bits = np.array([[0.0]] * bool(c0) + [[1.0]] * bool(c1))
+        core._put(st, f.dst, core.Code.of(bits, np.array([spread])))  # the head's output: near 0, or near 1
+        core._put(st, th.dst, core.Code.of(bits, np.array([max(zero, one)])))
+        new_states.append(st)
+    report["mlp"] = {"name": th.mlp, "kind": "threshold", "max_error": max(zero, one)}
+    return new_states, inverse.reshape(-1)
+
+
+def _flag_weight(T: int, scores: list[core._Scores], flag: np.ndarray, has: list[np.ndarray], wk: np.ndarray,
+                 g: float) -> np.ndarray:
+    """Per query t, the least total weight on flagged keys when some key s* <= t is flagged:
+    1 / (1 + sum_{s <= t} e^(hi_0(s) - lo_flag(s*))) for the worst s* (one flagged key; more only
+    add weight to flagged keys), 1 when no key can be flagged; hi_0 the highest unflagged score."""
+    s_all = np.arange(T + 1)
+    out = np.ones(T + 1)
+    step = max(1, ROWS // (T + 1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for lo in range(0, T + 1, step):
+            t = np.arange(lo, min(T + 1, lo + step))
+            extra = ((1 + 4 * g) * (np.abs(scores[0].q[t]) @ wk))[:, None]
+            hi0 = np.full((len(t), T + 1), -np.inf)
+            lo1 = np.full((len(t), T + 1), np.inf)
+            for sc, fl, there in zip(scores, flag, has):
+                centre, spread = sc.rows(t)
+                if fl:
+                    lo1 = np.where(there[None, :], np.minimum(lo1, centre - spread - extra), lo1)
+                else:
+                    hi0 = np.where(there[None, :], np.maximum(hi0, centre + spread + extra), hi0)
+            future = s_all[None, :] > t[:, None]
+            total = np.logaddexp.reduce(np.where(future, -np.inf, hi0), axis=1)
+            worst = np.where(future, np.inf, lo1).min(1)
+            gap = np.where(np.isfinite(worst), total - worst, -np.inf)
+            slack = 1 + 2.0**-40
+            out[t] = np.where(np.isfinite(worst), 1 / (1 + np.exp(gap) * slack), 1.0)
+    return out
+
+
+def _threshold(m: core._Model, l: int, th: Threshold, x: float, r: float, want: float) -> float:
+    """The threshold MLP on every input within ``r`` of ``x``: its output's distance from ``want``
+    (with its error bound), which must stay below 1/2 (CertificateFailure otherwise)."""
+    where = f"layer {l + 1} MLP {th.mlp}"
+    weights, biases = core._mlp_weights(m, l, th.mlp)
+    src, dst = m.dims(th.src), m.dims(th.dst)
+    core._check_io(m, l, th.mlp, weights, biases, src, dst, set())
+    z, A, nu = core._affine(np.array([[x]]), np.array([r]), [weights[0][src], *weights[1:]], biases, m.u, m.p)
+    bound = float((np.abs(z[0, dst] - want) + np.abs(A[0][dst]) @ np.array([r]) + nu[0, dst]).max())
+    if bound >= 0.5:
+        raise core.CertificateFailure(where, f"on inputs within {r:.3g} of {x:.3g} the output may be {bound:.3g} "
+                                      f"away from {want:g}, not within half the gap 1")
+    return bound
