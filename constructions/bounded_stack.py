@@ -90,9 +90,11 @@ from compiler.automata.stack_detect import NOOP, PUSH, BoundedStack, detect_any
 
 from . import bounded_stack_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
+from .krohn_rhodes import CounterBlocks, position_blocks
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start
 from .gadgets import (
     ABSORB,
+    PositionBlock,
     Residue,
     absorb_feature,
     attention_temperature,
@@ -139,13 +141,22 @@ def constants(plan: BoundedStack, max_len: int) -> dict[str, float]:
             "readout_C": 2.0 * plan.depth + 2}
 
 
+def prefix_blocks(max_len: int) -> CounterBlocks:
+    """The position blocks of layer 1's prefix sum: the fewest whose float32 rounding stays
+    within the decode's tolerance (the krohn-rhodes counters' rule for terms -1..1,
+    krohn_rhodes.position_blocks); one block, the single head over every position with mass
+    max_len + 1, up to max_len ~1300, where one head's order-free bound eps T^2 allows."""
+    return position_blocks(2, max_len)
+
+
 def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> dict[str, Any]:
     """Widths and the exact parameter count of the assembled model."""
     D, k = plan.depth, plan.symbols
-    d = _layout(plan).d_model
+    d = _layout(plan, max_len).d_model
     d_head = max(4, k)
     units = D * k if plan.legal else 2 * D * k  # the stack units (and the mismatch units)
-    n_heads = [1, D] if plan.legal else [1, D, 1]
+    s = prefix_blocks(max_len).count
+    n_heads = [s, D] if plan.legal else [s, D, 1]
     hidden = [residue_hidden(depth_residue(plan), bos=True), [units, units]] + ([] if plan.legal else [[1, 1]])
     mlp = lambda hs: sum(a * b + b for a, b in zip([d, *hs], [*hs, d]))
     params = ((n_symbols + 1 + max_len + 1) * d + d * n_states + n_states
@@ -153,10 +164,16 @@ def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> d
     return {"d_model": d, "d_head": d_head, "n_heads": n_heads, "mlp_hidden": hidden, "params": params}
 
 
-def _layout(plan: BoundedStack) -> Workspace:
+def _layout(plan: BoundedStack, max_len: int) -> Workspace:
     D, k = plan.depth, plan.symbols
+    s = prefix_blocks(max_len).count
     ws = Workspace()
-    for name in ("one", "bos", "pos:index", ABSORB, "st:move", "st:push"):
+    for name in ("one", "bos", "pos:index"):
+        ws.add(name)
+    ws.add(ABSORB, s)
+    if s > 1:
+        ws.add("pos:block", s)
+    for name in ("st:move", "st:push"):
         ws.add(name)
     ws.add("st:type", k)
     if not plan.legal:
@@ -352,6 +369,33 @@ def _token_rows(plan: BoundedStack, ws: Workspace, start: int) -> np.ndarray:
     return W_E
 
 
+def _prefix_heads(ws: Workspace, blocks: CounterBlocks, max_len: int) -> list[Head]:
+    """Layer 1: x_t - d0 by Lemma 15's prefix mean (value scale = mass, so the heads write the sum
+    itself): one head over every position (mass max_len + 1), or one per position block (mass
+    2L, every other real key losing beta; gadgets.prefix_mean_head), all into ``st:depth``."""
+    if blocks.count == 1:
+        mass = max_len + 1
+        return [prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"], mass=mass,
+                                 value_scale=float(mass))]
+    B = blocks
+    return [prefix_mean_head(f"st.prefix.{h}", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"], mass=B.mass,
+                             value_scale=float(B.mass),
+                             block=PositionBlock(h, ws["pos:block"], ws["one"], B.beta, 1 + h * B.length,
+                                                 min(max_len, (h + 1) * B.length), max_len))
+            for h in range(B.count)]
+
+
+def _prefix_average(blocks: CounterBlocks, max_len: int) -> Average:
+    """Layer 1's heads (:func:`_prefix_heads`) as an obligation."""
+    if blocks.count == 1:
+        return Average(("st.prefix",), (1,), (max_len,), max_len + 1, float(max_len + 1), "st:move", "st:depth")
+    L = blocks.length
+    return Average(tuple(f"st.prefix.{h}" for h in range(blocks.count)),
+                   tuple(1 + h * L for h in range(blocks.count)),
+                   tuple(min(max_len, (h + 1) * L) for h in range(blocks.count)), blocks.mass,
+                   float(blocks.mass), "st:move", "st:depth")
+
+
 def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The three-layer program for a bounded-stack automaton and its metadata (two layers for a
     legal stack; the stack construction uses no position code: ``options.positions`` is unused)."""
@@ -361,18 +405,23 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
         raise BudgetError(f"a stack model of {automaton.name} at max_len {max_len} would have "
                           f"{sizes['params']:,} parameters, over the budget of {options.max_params:,}")
     D = plan.depth
-    mass = max_len + 1
-    ws = _layout(plan)
+    split = prefix_blocks(max_len)
+    mass = max_len + 1 if split.count == 1 else split.mass
+    ws = _layout(plan, max_len)
     d = ws.d_model
     assert d == sizes["d_model"]
     W_E = _token_rows(plan, ws, automaton.start)
     W_pos = np.zeros((max_len + 1, d))
     W_pos[1:, ws["pos:index"][0]] = np.arange(1, max_len + 1, dtype=np.float64)
-    W_pos[1:, ws[ABSORB][0]] = absorb_feature(mass, max_len)[1:]
+    if split.count == 1:
+        W_pos[1:, ws[ABSORB][0]] = absorb_feature(mass, max_len)[1:]
+    else:
+        for h in range(split.count):
+            W_pos[:, ws[ABSORB][h]] = absorb_feature(mass, max_len, h * split.length, split.length)
+            W_pos[1 + h * split.length : 1 + min(max_len, (h + 1) * split.length), ws["pos:block"][h]] = 1.0
 
     c = constants(plan, max_len)
-    block1 = Block([prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"],
-                                     mass=mass, value_scale=float(mass))], _depth_mlp(ws, plan))
+    block1 = Block(_prefix_heads(ws, split, max_len), _depth_mlp(ws, plan))
     block2 = Block([_level_head(plan, j, c) for j in range(1, D + 1)], _stack_mlp(plan))
     blocks = [block1, block2] if plan.legal else [block1, block2, Block([_any_head(c)], _error_mlp())]
     W_U, b_U = readout(plan, ws)
@@ -388,7 +437,8 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
     meta = {
         "method": NAME,
         "warnings": warnings,
-        NAME: {**plan.to_dict(), "absorb": mass, "constants": c, "precision": prec, "model_sizes": sizes},
+        NAME: {**plan.to_dict(), "absorb": mass, "prefix_blocks": [split.count, split.length], "constants": c,
+               "precision": prec, "model_sizes": sizes},
         "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in blocks],
     }
     return Program(ws, W_E, W_pos, blocks, W_U, b_U, state_codes=state_codes(plan, ws)), meta
@@ -426,7 +476,7 @@ def set_start(model, plan: BoundedStack, start: str) -> None:
 # ---------------------------------------------------------------------------------------
 # obligations: the program a certificate checks the weights against
 
-FIXED = ("one", "bos", "pos:index", ABSORB)
+FIXED = ("one", "bos", "pos:index", ABSORB, "pos:block")
 """The input-independent subspaces (every other one is tracked by the certificate)."""
 
 
@@ -507,12 +557,11 @@ def obligations(model, plan: BoundedStack) -> Obligations:
     stays in 0..D and its levels satisfy (b) on every legal input -- a :class:`Promise`, so its
     certificate holds on legal inputs only."""
     D, k, T = plan.depth, plan.symbols, model.max_len
-    ws = _layout(plan)
+    ws = _layout(plan, T)
     W_E = _token_rows(plan, ws, model.automaton.start)
     codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in FIXED}
-    mass = T + 1
     d0 = int(W_E[0, ws["st:depth"][0]])
-    prefix = Average(("st.prefix",), (1,), (T,), mass, float(mass), "st:move", "st:depth")
+    prefix = _prefix_average(prefix_blocks(T), T)
     depth_keys = range(0, D + 1) if plan.legal else range(d0 - T, d0 + T + 1)
     depth = Lookup("st.depth", ("st:depth", "bos"), "st:level + st:out",
                    {(x, 0): _decoded(plan, x) for x in depth_keys}, np.zeros(D + 2))

@@ -119,6 +119,64 @@ def pattern(m: core._Model, l: int, h: int, f: Latest, states: list[core.State],
     return leak, gaps, sig.reshape(-1), codes, src_codes
 
 
+def _constant_query(sc: core._Scores) -> bool:
+    """Whether every query position has the same query (and rounding): its scores then do not
+    depend on t, only which keys exist does."""
+    return bool(np.all(sc.q == sc.q[0]) and np.all(sc.Rq == sc.Rq[0]) and np.all(sc.q_exact == sc.q_exact[0]))
+
+
+def _key_bounds(scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
+                extra: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """For a query that does not depend on t: per key the highest score without a match, with one,
+    the lowest with one, and the largest |score| (for the checker's own rounding)."""
+    n = len(on_match[0])
+    hi0, hi1, lo1 = np.full(n, -np.inf), np.full(n, -np.inf), np.full(n, np.inf)
+    top = 0.0
+    for sc, hit, miss in zip(scores, on_match, on_other):
+        centre, spread = sc.rows(np.array([0]))
+        up, down = centre[0] + spread[0] + extra, centre[0] - spread[0] - extra
+        top = max(top, float(np.abs(up).max()))
+        hi0 = np.where(miss, np.maximum(hi0, up), hi0)
+        hi1 = np.where(hit, np.maximum(hi1, up), hi1)
+        lo1 = np.where(hit, np.minimum(lo1, down), lo1)
+    return hi0, hi1, lo1, top
+
+
+def _sweep(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
+           may_pos: np.ndarray, surely: np.ndarray, wk: np.ndarray, g: float,
+           where: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_pass` when the query does not depend on t: the rivals before s* are a prefix sum
+    over keys alone (one cumulative pass), those in (s*, t] are updated key by key as t grows
+    (later_t = logaddexp(later_(t-1), hi0(t)) on the keys before t): O(T) per query, no T x T
+    array."""
+    extra = float((1 + 4 * g) * (np.abs(scores[0].q[0]) @ wk))
+    hi0, hi1, lo1, top = _key_bounds(scores, on_match, on_other, extra)
+    prior = np.maximum(hi0, hi1)
+    before = np.concatenate([[-np.inf], np.logaddexp.accumulate(prior)[:-1]])
+    best_before = np.concatenate([[-np.inf], np.maximum.accumulate(prior)[:-1]])
+    slack = math.exp(4 * (T + 2) * 2.0**-52 * (1 + top)) * (1 + 2.0**-50)  # the checker's own sums
+    leak = np.zeros(T + 1)
+    gaps = np.full(T + 1, np.inf)
+    later = np.full(T + 1, -np.inf)
+    best_later = np.full(T + 1, -np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for t in range(T + 1):
+            if t:
+                np.logaddexp(later[:t], hi0[t], out=later[:t])
+                np.maximum(best_later[:t], hi0[t], out=best_later[:t])
+            keys = np.nonzero(may_pos[surely[t] : t + 1])[0] + surely[t]
+            leak[t] = math.exp(float((np.logaddexp(before[keys], later[keys]) - lo1[keys]).max())) * slack
+            gap = lo1[keys] - np.maximum(best_before[keys], best_later[keys])
+            gaps[t] = gap.min()
+            if gaps[t] <= 0:
+                key = int(keys[np.argmin(gap)])
+                rival = np.concatenate([prior[:key], [-np.inf], hi0[key + 1 : t + 1]])
+                raise core.CertificateFailure(where, f"at query position {t}, when {key} is the most recent "
+                                              f"match, key {int(np.argmax(rival))} may score as high (gap "
+                                              f"{float(gaps[t]):.3g} after rounding and the codes' error)")
+    return leak, gaps
+
+
 def _code_scores(m: core._Model, l: int, h: int, kd: list[int], kc: np.ndarray, r_key: np.ndarray,
                  where: str) -> tuple[list[core._Scores], np.ndarray, float]:
     """A head's positional scores with its key's input-dependent dims ``kd`` set to each code of
@@ -148,6 +206,8 @@ def _pass(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_oth
     """The leak and the smallest gap per query (module doc), by chunks of queries: per key the
     highest score it can have without a match (``hi0``), with one (``hi1``) and the lowest with
     one (``lo1``), then the two cumulative passes in log space."""
+    if all(_constant_query(sc) for sc in scores):
+        return _sweep(T, scores, on_match, on_other, may_pos, surely, wk, g, where)
     s_all = np.arange(T + 1)
     leak = np.zeros(T + 1)
     gaps = np.full(T + 1, np.inf)
@@ -273,6 +333,13 @@ def _flag_weight(T: int, scores: list[core._Scores], flag: np.ndarray, has: list
     """Per query t, the least total weight on flagged keys when some key s* <= t is flagged:
     1 / (1 + sum_{s <= t} e^(hi_0(s) - lo_flag(s*))) for the worst s* (one flagged key; more only
     add weight to flagged keys), 1 when no key can be flagged; hi_0 the highest unflagged score."""
+    if all(_constant_query(sc) for sc in scores):  # scores independent of t: two cumulative passes
+        extra = float((1 + 4 * g) * (np.abs(scores[0].q[0]) @ wk))
+        hi0, _, lo1, _ = _key_bounds(scores, [there & fl for there, fl in zip(has, flag)],
+                                     [there & ~fl for there, fl in zip(has, flag)], extra)
+        with np.errstate(invalid="ignore", over="ignore"):
+            total, worst = np.logaddexp.accumulate(hi0), np.minimum.accumulate(lo1)
+            return np.where(np.isfinite(worst), 1 / (1 + np.exp(total - worst) * (1 + 2.0**-40)), 1.0)
     s_all = np.arange(T + 1)
     out = np.ones(T + 1)
     step = max(1, ROWS // (T + 1))
