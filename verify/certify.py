@@ -761,7 +761,7 @@ def _feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[in
     return ok
 
 
-def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average, ...], states: list[State],
+def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Latest, ...], states: list[State],
            pos_class: np.ndarray, report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
     """Apply layer l's heads: new classes by (own class, each copying head's key class -- or, for
     a most-recent-flag head, the set of classes its key can be in), copied codes, averaged codes,

@@ -106,8 +106,9 @@ def pattern(m: core._Model, l: int, h: int, f: Latest, states: list[core.State],
     sets, sig = np.unique(latest >= surely[:, None], axis=0, return_inverse=True)
     codes = []
     for row in sets:
-        parts = [flagged[c] for c in np.nonzero(row)[0] if flagged[c] is not None]
-        codes.append(core.Code.of(np.concatenate([p.combos() for p in parts]), np.max([p.radius for p in parts], axis=0)))
+        parts = [p for p in (flagged[c] for c in np.nonzero(row)[0]) if p is not None]
+        codes.append(core.Code.of(np.concatenate([p.combos() for p in parts]),
+                                  np.max([p.radius for p in parts], axis=0)))
     # the scores of every key code the key side can hold, and where each may occur (matching or not)
     kc = np.unique(np.concatenate([k for k, _, _ in per_class]), axis=0)
     scores, wk, g = _code_scores(m, l, h, kd, kc, r_key, where)
@@ -262,11 +263,11 @@ def any_layer(m: core._Model, l: int, layer: Layer, states: list[core.State], po
     head's output where no flag can have occurred (exactly 0 up to the flags' radius) and where one
     has (at least the flagged keys' least weight times the least flag), then the MLP on both
     intervals, which must give exactly the bit's code up to less than half its gap."""
-    (f,), th = layer.fetches, layer.mlp
-    where = f"layer {l + 1} head {f.head}"
-    if not isinstance(f, AnyFlag) or not isinstance(th, Threshold) or th.src != f.dst:
+    f, th = layer.fetches[0], layer.mlp
+    if len(layer.fetches) != 1 or not isinstance(f, AnyFlag) or not isinstance(th, Threshold) or th.src != f.dst:
         raise core.CertificateFailure(f"layer {l + 1}", "an any-flag head must be the layer's only head, and its "
                                       "MLP the threshold that reads it")
+    where = f"layer {l + 1} head {f.head}"
     index = {hd["name"]: hd["index"] for hd in m.blocks[l]["layout"]["heads"]}
     if set(index) != {f.head}:
         raise core.CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ {f.head})} have no obligation "
