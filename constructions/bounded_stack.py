@@ -42,7 +42,9 @@ Residual subspaces:
   ``st:stack``, ``st:mismatch``  MLP 2: [j <= x_t] * st:open{j}; the mismatch part of (*)
   ``st:any``, ``st:error`` layer-3 head: > 1/4 iff a flag so far; MLP 3: exactly [q_t = sink]
 
-Layer 1: the prefix-mean head of Lemma 15 (gadgets.prefix_mean_head, mass max_len + 1).
+Layer 1: the prefix-mean head of Lemma 15 (gadgets.prefix_mean_head, mass max_len + 1; from
+max_len ~1300 one head per position block, :func:`prefix_blocks`, so that the sum's float32
+rounding stays certified within the decode's tolerance).
 MLP 1 is the exact residue decode shared with the gridworld (gadgets.residue_mlp) with modulus
 M = D + 2 and offset M: for t <= t*, x_t is in -1..D+1, whose residues are distinct except
 -1 and D + 1, both "out"; later inputs only have to stay bounded (every unit is a relu

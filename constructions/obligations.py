@@ -12,7 +12,12 @@ contributes only *obligations* -- the discrete program its weights are meant to 
   Theorem 10's Lemma 14 role), :class:`Lookup` (a finite function of integer codes, Lemma 11) or
   :class:`Steps` (several such functions, :class:`Modular` decodes and :class:`Round` clean-ups,
   one after another, fused into one MLP);
-* :class:`Readout`: which output each reachable final code must win.
+* :class:`Readout`: which output each reachable final code must win;
+* content-dependent heads beyond the flag: :class:`Latest` (the most recent position whose codes
+  match a set, a bounded stack's last push per level) and :class:`AnyFlag` with its
+  :class:`Threshold` MLP ("some flag so far"), checked by ``verify/latest.py``;
+* :class:`Promise`: a partial automaton's model is vouched for on legal inputs only; its claims
+  restrict the value sets to what legal inputs reach, and the certificate records the promise.
 
 A subspace is named as in the model's layout: ``name``, ``name[i]`` for one of its dims, or
 several joined by `` + `` (their dims in order), as a head that serves several sums reads them.
