@@ -282,9 +282,10 @@ def any_layer(m: core._Model, l: int, layer: Layer, states: list[core.State], po
     if any(np.any(r.combos() < 0) or np.any(np.round(r.combos()) != r.combos()) for r in rows):
         raise core.CertificateFailure(where, f"{f.flags} may hold a code that is not a non-negative integer")
     for st in states:
-        old = core._get(st, f.dst)
-        if old.size() != 1 or np.any(old.combos() != 0) or np.any(old.radius != 0):
-            raise core.CertificateFailure(where, f"{f.dst} is not exactly 0 before the head")
+        for name, what in ((f.dst, "head"), (th.dst, "MLP")):
+            old = core._get(st, name)
+            if old.size() != 1 or np.any(old.combos() != 0) or np.any(old.radius != 0):
+                raise core.CertificateFailure(where, f"{name} is not exactly 0 before the {what} writes it")
     r_key = np.max([r.radius for r in rows], axis=0)
     r_val = float(r_key.sum())
     kc = np.unique(np.concatenate([r.combos() for r in rows]), axis=0)
