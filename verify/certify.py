@@ -540,9 +540,11 @@ def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
     on (s*, t] and any flag before s*.  So the weight off s* is at most
     sum_{s < s*} e^(hi_any(s) - lo_1(s*)) + sum_{s* < s <= t} e^(hi_0(s) - lo_1(s*)), with hi/lo
     the score bounds for flag 0, 1 or either (rounding and the flag's error included); the bound
-    at t is the largest over its possible keys.  Sums run in log space (no overflow at large
-    scores); ``slack`` covers the checker's own float64 rounding.  Returns the leak and smallest
-    score gap per t, the key's candidate set id per t, and the copied codes per id."""
+    at t is the largest over its possible keys.  The passes are verify/latest.py's
+    ``recency_pass`` (a most recent match whose codes are the flag: the flag-0 scores where the
+    flag may be 0, the flag-1 scores where it may be 1), in log space, with a slack for the
+    checker's own float64 rounding.  Returns the leak and smallest score gap per t, the key's
+    candidate set id per t, and the copied codes per id."""
     where = f"layer {l + 1} head {f.head}"
     flag = m.dims(f.flag)
     if len(flag) != 1:
@@ -551,41 +553,11 @@ def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
     sc0, sc1, wflag = _flag_scores(m, l, h, flag[0], where)
     r_flag = max(float(_get(st, f.flag).radius[0]) for st in states)
     g = float(gamma(len(wflag) + 1, m.u))
-    T = m.T
-    s_all = np.arange(T + 1)
-    surely = np.maximum.accumulate(np.where(must_pos, s_all, 0))
-    leak = np.zeros(T + 1)
-    gaps = np.full(T + 1, np.inf)
-    step = max(1, (1 << 21) // (T + 1))
-    with np.errstate(invalid="ignore", over="ignore"):
-        for lo in range(0, T + 1, step):
-            t = np.arange(lo, min(T + 1, lo + step))
-            (c0, e0), (c1, e1) = sc0.rows(t), sc1.rows(t)
-            extra = (r_flag * (1 + 4 * g)) * (np.abs(sc1.q[t]) @ wflag)[:, None]
-            hi0, hi1, lo1 = c0 + e0 + extra, c1 + e1 + extra, c1 - e1 - extra
-            future = s_all[None, :] > t[:, None]
-            prior = np.where(must_pos, hi1, np.where(may_pos, np.maximum(hi0, hi1), hi0))
-            prior[future] = -np.inf
-            after = np.where(future, -np.inf, hi0)
-            none = np.full((len(t), 1), -np.inf)
-            before = np.concatenate([none, np.logaddexp.accumulate(prior, axis=1)[:, :-1]], axis=1)
-            later = np.concatenate([np.logaddexp.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
-            ok = ~future & may_pos[None, :] & (s_all[None, :] >= surely[t][:, None])
-            log_leak = np.where(ok, np.logaddexp(before, later) - lo1, -np.inf)
-            top = np.abs(np.where(np.isfinite(hi0), hi0, 0)).max() + np.abs(np.where(np.isfinite(hi1), hi1, 0)).max()
-            slack = math.exp(4 * (T + 2) * 2.0**-52 * (1 + top)) * (1 + 2.0**-50)
-            leak[t] = np.exp(log_leak.max(1)) * slack
-            best_before = np.concatenate([none, np.maximum.accumulate(prior, axis=1)[:, :-1]], axis=1)
-            best_later = np.concatenate([np.maximum.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
-            gap = np.where(ok, lo1 - np.maximum(best_before, best_later), np.inf)
-            gaps[t] = gap.min(1)
-            bad = np.argwhere(gap <= 0)
-            if len(bad):
-                i, key = (int(v) for v in bad[0])
-                rival = np.concatenate([prior[i, :key], [-np.inf], after[i, key + 1 :]])
-                raise CertificateFailure(where, f"at query position {int(t[i])}, when {key} is the most recent "
-                                         f"flagged position, key {int(np.argmax(rival))} may score as high (gap "
-                                         f"{float(gap[i, key]):.3g} after rounding and the flag's error)")
+    t_all = np.arange(m.T + 1)
+    surely = np.maximum.accumulate(np.where(must_pos, t_all, 0))
+    never = np.zeros(m.T + 1, dtype=bool)  # the flag-0 scores where the flag may be 0, flag-1 where it may be 1
+    leak, gaps = latest.recency_pass(m.T, [sc0, sc1], [never, may_pos], [~must_pos, never], may_pos, surely,
+                                     r_flag * wflag, g, where)
     return leak, gaps, sig, codes
 
 

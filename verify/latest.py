@@ -116,7 +116,7 @@ def pattern(m: core._Model, l: int, h: int, f: Latest, states: list[core.State],
                 for code in kc]
     on_other = [np.array([bool(np.any(np.all(k == code, axis=1) & ~mt)) for k, _, mt in per_class])[pos_class]
                 for code in kc]
-    leak, gaps = _pass(T, scores, on_match, on_other, may_pos, surely, wk, g, where)
+    leak, gaps = recency_pass(T, scores, on_match, on_other, may_pos, surely, wk, g, where)
     return leak, gaps, sig.reshape(-1), codes, src_codes
 
 
@@ -126,20 +126,24 @@ def _constant_query(sc: core._Scores) -> bool:
     return bool(np.all(sc.q == sc.q[0]) and np.all(sc.Rq == sc.Rq[0]) and np.all(sc.q_exact == sc.q_exact[0]))
 
 
-def _key_bounds(scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
-                extra: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """For a query that does not depend on t: per key the highest score without a match, with one,
-    the lowest with one, and the largest |score| (for the checker's own rounding)."""
-    n = len(on_match[0])
-    hi0, hi1, lo1 = np.full(n, -np.inf), np.full(n, -np.inf), np.full(n, np.inf)
+def _bounds(scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray], wk: np.ndarray,
+            g: float, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """For the queries ``t`` and every key: the highest score the key can have without a match
+    (``on_other`` says where each code may occur so), with one, the lowest with one, and the
+    largest |score| of the highest and the lowest, added (the size of the checker's own float64 sums);
+    the codes' error moves a score by up to
+    (1 + 4g) |q_t| . ``wk``."""
+    extra = ((1 + 4 * g) * (np.abs(scores[0].q[t]) @ wk))[:, None]
+    shape = (len(t), len(on_match[0]))
+    hi0, hi1, lo1 = np.full(shape, -np.inf), np.full(shape, -np.inf), np.full(shape, np.inf)
     top = 0.0
     for sc, hit, miss in zip(scores, on_match, on_other):
-        centre, spread = sc.rows(np.array([0]))
-        up, down = centre[0] + spread[0] + extra, centre[0] - spread[0] - extra
-        top = max(top, float(np.abs(up).max()))
-        hi0 = np.where(miss, np.maximum(hi0, up), hi0)
-        hi1 = np.where(hit, np.maximum(hi1, up), hi1)
-        lo1 = np.where(hit, np.minimum(lo1, down), lo1)
+        centre, spread = sc.rows(t)
+        up, down = centre + spread + extra, centre - spread - extra
+        top = max(top, float(np.abs(up).max()) + float(np.abs(down).max()))
+        hi0 = np.where(miss[None, :], np.maximum(hi0, up), hi0)
+        hi1 = np.where(hit[None, :], np.maximum(hi1, up), hi1)
+        lo1 = np.where(hit[None, :], np.minimum(lo1, down), lo1)
     return hi0, hi1, lo1, top
 
 
@@ -150,8 +154,7 @@ def _sweep(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_ot
     over keys alone (one cumulative pass), those in (s*, t] are updated key by key as t grows
     (later_t = logaddexp(later_(t-1), hi0(t)) on the keys before t): O(T) per query, no T x T
     array."""
-    extra = float((1 + 4 * g) * (np.abs(scores[0].q[0]) @ wk))
-    hi0, hi1, lo1, top = _key_bounds(scores, on_match, on_other, extra)
+    (hi0,), (hi1,), (lo1,), top = _bounds(scores, on_match, on_other, wk, g, np.array([0]))
     prior = np.maximum(hi0, hi1)
     before = np.concatenate([[-np.inf], np.logaddexp.accumulate(prior)[:-1]])
     best_before = np.concatenate([[-np.inf], np.maximum.accumulate(prior)[:-1]])
@@ -201,7 +204,7 @@ def _code_scores(m: core._Model, l: int, h: int, kd: list[int], kc: np.ndarray, 
     return scores, np.abs(Wk[kd][:, cols]).T @ r_key, float(core.gamma(len(cols) + 1, m.u))
 
 
-def _pass(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
+def recency_pass(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
           may_pos: np.ndarray, surely: np.ndarray, wk: np.ndarray, g: float,
           where: str) -> tuple[np.ndarray, np.ndarray]:
     """The leak and the smallest gap per query (module doc), by chunks of queries: per key the
@@ -216,18 +219,7 @@ def _pass(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_oth
     with np.errstate(invalid="ignore", over="ignore"):
         for lo in range(0, T + 1, step):
             t = np.arange(lo, min(T + 1, lo + step))
-            extra = ((1 + 4 * g) * (np.abs(scores[0].q[t]) @ wk))[:, None]
-            hi0 = np.full((len(t), T + 1), -np.inf)
-            hi1 = np.full((len(t), T + 1), -np.inf)
-            lo1 = np.full((len(t), T + 1), np.inf)
-            top = 0.0
-            for sc, hit, miss in zip(scores, on_match, on_other):
-                centre, spread = sc.rows(t)
-                up, down = centre + spread + extra, centre - spread - extra
-                top = max(top, float(np.abs(up).max()))
-                hi0 = np.where(miss[None, :], np.maximum(hi0, up), hi0)
-                hi1 = np.where(hit[None, :], np.maximum(hi1, up), hi1)
-                lo1 = np.where(hit[None, :], np.minimum(lo1, down), lo1)
+            hi0, hi1, lo1, top = _bounds(scores, on_match, on_other, wk, g, t)
             future = s_all[None, :] > t[:, None]
             prior = np.where(future, -np.inf, np.maximum(hi0, hi1))
             after = np.where(future, -np.inf, hi0)
@@ -335,34 +327,23 @@ def _flag_weight(T: int, scores: list[core._Scores], flag: np.ndarray, has: list
     """Per query t, the least total weight on flagged keys when some key s* <= t is flagged:
     1 / (1 + sum_{s <= t} e^(hi_0(s) - lo_flag(s*))) for the worst s* (one flagged key; more only
     add weight to flagged keys), 1 when no key can be flagged; hi_0 the highest unflagged score."""
-    if all(_constant_query(sc) for sc in scores):  # scores independent of t: two cumulative passes
-        extra = float((1 + 4 * g) * (np.abs(scores[0].q[0]) @ wk))
-        hi0, _, lo1, _ = _key_bounds(scores, [there & fl for there, fl in zip(has, flag)],
-                                     [there & ~fl for there, fl in zip(has, flag)], extra)
-        with np.errstate(invalid="ignore", over="ignore"):
+    hit = [there & fl for there, fl in zip(has, flag)]
+    miss = [there & ~fl for there, fl in zip(has, flag)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        if all(_constant_query(sc) for sc in scores):  # scores independent of t: two cumulative passes
+            (hi0,), _, (lo1,), _ = _bounds(scores, hit, miss, wk, g, np.array([0]))
             total, worst = np.logaddexp.accumulate(hi0), np.minimum.accumulate(lo1)
             return np.where(np.isfinite(worst), 1 / (1 + np.exp(total - worst) * (1 + 2.0**-40)), 1.0)
-    s_all = np.arange(T + 1)
-    out = np.ones(T + 1)
-    step = max(1, ROWS // (T + 1))
-    with np.errstate(invalid="ignore", over="ignore"):
+        s_all = np.arange(T + 1)
+        out = np.ones(T + 1)
+        step = max(1, ROWS // (T + 1))
         for lo in range(0, T + 1, step):
             t = np.arange(lo, min(T + 1, lo + step))
-            extra = ((1 + 4 * g) * (np.abs(scores[0].q[t]) @ wk))[:, None]
-            hi0 = np.full((len(t), T + 1), -np.inf)
-            lo1 = np.full((len(t), T + 1), np.inf)
-            for sc, fl, there in zip(scores, flag, has):
-                centre, spread = sc.rows(t)
-                if fl:
-                    lo1 = np.where(there[None, :], np.minimum(lo1, centre - spread - extra), lo1)
-                else:
-                    hi0 = np.where(there[None, :], np.maximum(hi0, centre + spread + extra), hi0)
+            hi0, _, lo1, _ = _bounds(scores, hit, miss, wk, g, t)
             future = s_all[None, :] > t[:, None]
             total = np.logaddexp.reduce(np.where(future, -np.inf, hi0), axis=1)
             worst = np.where(future, np.inf, lo1).min(1)
-            gap = np.where(np.isfinite(worst), total - worst, -np.inf)
-            slack = 1 + 2.0**-40
-            out[t] = np.where(np.isfinite(worst), 1 / (1 + np.exp(gap) * slack), 1.0)
+            out[t] = np.where(np.isfinite(worst), 1 / (1 + np.exp(total - worst) * (1 + 2.0**-40)), 1.0)
     return out
 
 
