@@ -33,17 +33,22 @@ times the least nonzero flag, less rounding; the MLP is then evaluated on both i
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-import verify.certify as core
 from constructions.obligations import AnyFlag, Latest, Layer, Threshold
+
+core: Any = None
+"""verify/certify.py, whose primitives (the abstract state, score factors, the MLP evaluation)
+these rules use: certify binds itself here when it loads (it calls this module; importing it back
+would be a cycle).  To become a base module both import once certify.py is split."""
 
 ROWS = 1 << 20
 """Score entries (queries x keys) per chunk of a pattern's pass."""
 
 
-def _copy_sum(m: core._Model, l: int, h: int, parts: tuple[str, ...], dst_name: str, where: str) -> None:
+def _copy_sum(m: Any, l: int, h: int, parts: tuple[str, ...], dst_name: str, where: str) -> None:
     """The head must copy the sum of ``f.src`` into ``f.dst`` and nothing else: W_V and W_O hold
     only 0 and 1, each src part's dims go to the dst dims in order (W_V W_O the identity from each
     part), and no other dim is read or written -- so the value is an exact sum of the parts."""
@@ -66,7 +71,7 @@ def _copy_sum(m: core._Model, l: int, h: int, parts: tuple[str, ...], dst_name: 
                                       f"{VO[i, j]:.6g}, not {want[i, j]:g}")
 
 
-def _rows(st: core.State, f: Latest, kd: int, width: int, bos: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rows(st: Any, f: Latest, kd: int, width: int, bos: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A class's key codes and the summed src codes that go with them, and which rows match (at
     BOS every row: BOS is the fallback key)."""
     rows = core._get(st, " + ".join([f.keys, *f.src])).combos()
@@ -77,8 +82,8 @@ def _rows(st: core.State, f: Latest, kd: int, width: int, bos: bool) -> tuple[np
     return keys, srcs, match
 
 
-def pattern(m: core._Model, l: int, h: int, f: Latest, states: list[core.State],
-            pos_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[core.Code], list[core.Code]]:
+def pattern(m: Any, l: int, h: int, f: Latest, states: list[Any],
+            pos_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any], list[Any]]:
     """Leaked-mass bound and smallest score gap per query position of a :class:`Latest` head,
     over every input (module doc); the key's candidate set id per query, the copied codes per
     id, and each class's summed src codes (what the head's value can be there)."""
@@ -120,13 +125,13 @@ def pattern(m: core._Model, l: int, h: int, f: Latest, states: list[core.State],
     return leak, gaps, sig.reshape(-1), codes, src_codes
 
 
-def _constant_query(sc: core._Scores) -> bool:
+def _constant_query(sc: Any) -> bool:
     """Whether every query position has the same query (and rounding): its scores then do not
     depend on t, only which keys exist does."""
     return bool(np.all(sc.q == sc.q[0]) and np.all(sc.Rq == sc.Rq[0]) and np.all(sc.q_exact == sc.q_exact[0]))
 
 
-def _bounds(scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray], wk: np.ndarray,
+def _bounds(scores: list[Any], on_match: list[np.ndarray], on_other: list[np.ndarray], wk: np.ndarray,
             g: float, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """For the queries ``t`` and every key: the highest score the key can have without a match
     (``on_other`` says where each code may occur so), with one, the lowest with one, and the
@@ -147,7 +152,7 @@ def _bounds(scores: list[core._Scores], on_match: list[np.ndarray], on_other: li
     return hi0, hi1, lo1, top
 
 
-def _sweep(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
+def _sweep(T: int, scores: list[Any], on_match: list[np.ndarray], on_other: list[np.ndarray],
            may_pos: np.ndarray, surely: np.ndarray, wk: np.ndarray, g: float,
            where: str) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_pass` when the query does not depend on t: the rivals before s* are a prefix sum
@@ -181,8 +186,8 @@ def _sweep(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_ot
     return leak, gaps
 
 
-def _code_scores(m: core._Model, l: int, h: int, kd: list[int], kc: np.ndarray, r_key: np.ndarray,
-                 where: str) -> tuple[list[core._Scores], np.ndarray, float]:
+def _code_scores(m: Any, l: int, h: int, kd: list[int], kc: np.ndarray, r_key: np.ndarray,
+                 where: str) -> tuple[list[Any], np.ndarray, float]:
     """A head's positional scores with its key's input-dependent dims ``kd`` set to each code of
     ``kc`` (the query must read fixed dims only, the key fixed dims and ``kd``); and what the
     codes' error (``r_key``) moves a score by per unit of |q|, with the factor its rounding adds."""
@@ -204,7 +209,7 @@ def _code_scores(m: core._Model, l: int, h: int, kd: list[int], kc: np.ndarray, 
     return scores, np.abs(Wk[kd][:, cols]).T @ r_key, float(core.gamma(len(cols) + 1, m.u))
 
 
-def recency_pass(T: int, scores: list[core._Scores], on_match: list[np.ndarray], on_other: list[np.ndarray],
+def recency_pass(T: int, scores: list[Any], on_match: list[np.ndarray], on_other: list[np.ndarray],
           may_pos: np.ndarray, surely: np.ndarray, wk: np.ndarray, g: float,
           where: str) -> tuple[np.ndarray, np.ndarray]:
     """The leak and the smallest gap per query (module doc), by chunks of queries: per key the
@@ -249,8 +254,8 @@ def is_any_layer(layer: Layer) -> bool:
     return any(isinstance(f, AnyFlag) for f in layer.fetches)
 
 
-def any_layer(m: core._Model, l: int, layer: Layer, states: list[core.State], pos_class: np.ndarray,
-              report: dict) -> tuple[list[core.State], np.ndarray]:
+def any_layer(m: Any, l: int, layer: Layer, states: list[Any], pos_class: np.ndarray,
+              report: dict) -> tuple[list[Any], np.ndarray]:
     """An :class:`AnyFlag` head and its :class:`Threshold` MLP (module doc): per query t, the
     head's output where no flag can have occurred (exactly 0 up to the flags' radius) and where one
     has (at least the flagged keys' least weight times the least flag), then the MLP on both
@@ -322,7 +327,7 @@ def any_layer(m: core._Model, l: int, layer: Layer, states: list[core.State], po
     return new_states, inverse.reshape(-1)
 
 
-def _flag_weight(T: int, scores: list[core._Scores], flag: np.ndarray, has: list[np.ndarray], wk: np.ndarray,
+def _flag_weight(T: int, scores: list[Any], flag: np.ndarray, has: list[np.ndarray], wk: np.ndarray,
                  g: float) -> np.ndarray:
     """Per query t, the least total weight on flagged keys when some key s* <= t is flagged:
     1 / (1 + sum_{s <= t} e^(hi_0(s) - lo_flag(s*))) for the worst s* (one flagged key; more only
@@ -347,7 +352,7 @@ def _flag_weight(T: int, scores: list[core._Scores], flag: np.ndarray, has: list
     return out
 
 
-def _threshold(m: core._Model, l: int, th: Threshold, x: float, r: float, want: float) -> float:
+def _threshold(m: Any, l: int, th: Threshold, x: float, r: float, want: float) -> float:
     """The threshold MLP on every input within ``r`` of ``x``: its output's distance from ``want``
     (with its error bound), which must stay below 1/2 (CertificateFailure otherwise)."""
     where = f"layer {l + 1} MLP {th.mlp}"
