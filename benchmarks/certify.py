@@ -1,6 +1,6 @@
 """Certificates: which models are proved exact, how long the proof takes, and what it saves.
 
-Five parts, in one run:
+Six parts, in one run:
 
 * the paper's 19 automata as ``auto`` compiles them, at T = 100 and 1024: certified, or why not
   (the construction declares no obligations yet), and the checker's time;
@@ -12,7 +12,9 @@ Five parts, in one run:
 * ``shortcut verify`` on the 19 ``auto`` models at T = 100, each a new process: with the
   certificate first (the default; a small sampled cross-check when it holds) and without it
   (``--no-certify``, the old sampling); and the same on certified models (scans and lookbacks),
-  where the certificate replaces most of the sampling.
+  where the certificate replaces most of the sampling;
+* bounded stacks (``dyck-legal:n,k`` under the promise of legal inputs, ``dyck:n,k`` with its
+  error sink) at 100 .. 4096: ``shortcut certify`` in a process, seconds and peak memory.
 
     python benchmarks/certify.py --out benchmarks/results/certify.md
     python benchmarks/certify.py --parts verify-certified     # one part only
@@ -40,7 +42,7 @@ from _common import emit, finish, header  # noqa: E402
 CERTIFIED = [("symmetric:5", "scan", 256), ("quaternion", "scan", 1024), ("regex:(a|b)*abbabaabab", "scan", 256),
              ("nth-last:6", "lookback", 1024), ("symmetric:4", "krohn-rhodes", 256),
              ("cyclic-product:2,2,2", "krohn-rhodes", 1024)]
-PARTS = ("paper", "long", "compile-paper", "verify-paper", "verify-certified")
+PARTS = ("paper", "long", "compile-paper", "verify-paper", "verify-certified", "stack")
 LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:6", "lookback", 4096),
         ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024),
         ("parity", "krohn-rhodes", 4096), ("cyclic:3", "krohn-rhodes", 4096), ("symmetric:4", "krohn-rhodes", 2048),
@@ -48,9 +50,16 @@ LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:
         ("grid:9", "gridworld", 1400), ("grid:9", "gridworld", 4096)]
 
 
+STACK = [("dyck-legal:4,2", 100), ("dyck-legal:4,2", 1024), ("dyck-legal:4,2", 4096), ("dyck-legal:2,3", 100),
+         ("dyck-legal:2,3", 1024), ("dyck-legal:3,2", 100), ("dyck-legal:3,2", 1024), ("dyck:2,2", 256),
+         ("dyck:2,2", 1024), ("dyck:4,2", 100), ("dyck:4,2", 256), ("dyck:4,2", 1024), ("dyck:4,2", 4096)]
+"""Bounded stacks (both variants: the paper's Dyck under the promise, and the error sink)."""
+
+
 def _model(spec: str, T: int, method: str):
     alphabet = ["a", "b"] if spec.startswith("regex:") else None
-    return compile_automaton(load_spec(spec, alphabet=alphabet), max_len=T, method=method)
+    promise = "legal" if spec.startswith("dyck-legal") else None
+    return compile_automaton(load_spec(spec, alphabet=alphabet, promise=promise), max_len=T, method=method)
 
 
 def _timed(cmd: list[str]) -> tuple[int, float, float, str]:
@@ -95,6 +104,8 @@ def main() -> None:
             _verify_rows(lines, tmp, "the 19 `auto` models at T = 100", [(s, "auto", 100) for s in paper_suite()])
         if "verify-certified" in parts:
             _verify_rows(lines, tmp, "certified models", CERTIFIED)
+        if "stack" in parts:
+            _stack_rows(lines, tmp)
     print(finish(lines, start, args.out))
 
 
@@ -107,6 +118,22 @@ def _long(lines: list[str], tmp: str) -> None:
         save(_model(spec, T, method), path)
         rc, s, gb, last = _timed(["shortcut", "certify", str(path)])
         emit(lines, f"| `{spec}` | {method} | {T} | {rc} | {s:.1f} | {gb:.2f} | {last.split(': ', 1)[-1][:80]} |")
+
+
+def _stack_rows(lines: list[str], tmp: str) -> None:
+    """``shortcut certify`` of bounded stacks (verify/latest.py's heads), each a new process."""
+    emit(lines, "\n## Bounded stacks, `shortcut certify` in a new process\n")
+    emit(lines, "| spec | T | layers | prefix blocks | exit | process s | checker s | peak GB | verdict |")
+    emit(lines, "|---|---|---|---|---|---|---|---|---|")
+    for spec, T in STACK:
+        path = Path(tmp) / "stack.safetensors"
+        model = _model(spec, T, "bounded-stack")
+        save(model, path)
+        rc, s, gb, last = _timed(["shortcut", "certify", str(path)])
+        checker = re.findall(r", ([0-9.]+) s\)", last)
+        blocks = model.meta["bounded-stack"]["prefix_blocks"][0]
+        emit(lines, f"| `{spec}` | {T} | {len(model.blocks)} | {blocks} | {rc} | {s:.1f} | "
+                    f"{checker[-1] if checker else '-'} | {gb:.2f} | {last.split(': ', 1)[-1][:60]} |")
 
 
 def _compile_rows(lines: list[str], tmp: str) -> None:

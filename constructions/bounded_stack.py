@@ -42,7 +42,9 @@ Residual subspaces:
   ``st:stack``, ``st:mismatch``  MLP 2: [j <= x_t] * st:open{j}; the mismatch part of (*)
   ``st:any``, ``st:error`` layer-3 head: > 1/4 iff a flag so far; MLP 3: exactly [q_t = sink]
 
-Layer 1: the prefix-mean head of Lemma 15 (gadgets.prefix_mean_head, mass max_len + 1).
+Layer 1: the prefix-mean head of Lemma 15 (gadgets.prefix_mean_head, mass max_len + 1; from
+max_len ~1300 one head per position block, :func:`prefix_blocks`, so that the sum's float32
+rounding stays certified within the decode's tolerance).
 MLP 1 is the exact residue decode shared with the gridworld (gadgets.residue_mlp) with modulus
 M = D + 2 and offset M: for t <= t*, x_t is in -1..D+1, whose residues are distinct except
 -1 and D + 1, both "out"; later inputs only have to stay bounded (every unit is a relu
@@ -85,91 +87,41 @@ import torch
 
 from compiler.automata.errors import BudgetError
 from compiler.automata.spec import Semiautomaton
-from compiler.automata.stack_detect import NOOP, PUSH, BoundedStack, detect_any
+from compiler.automata.stack_detect import BoundedStack, detect_any
 
 from . import bounded_stack_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
+from .bounded_stack_layout import (GAP, MATCH, NAME, constants, depth_residue, layout, open_name, prefix_blocks,
+                                   start_columns, start_name, token_rows)
+from .bounded_stack_obligations import obligations
+from .krohn_rhodes_layout import CounterBlocks
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start
 from .gadgets import (
     ABSORB,
-    Residue,
+    PositionBlock,
     absorb_feature,
-    attention_temperature,
     prefix_mean_head,
     residue_hidden,
     residue_mlp,
-    residue_range,
 )
 from .program import MLP, Block, Head, Program, StateCodes
 from .workspace import Workspace, join
 
-NAME = "bounded-stack"
-
-MATCH, GAP = 2.0, 1.0
-"""Layer-2 key scores: a push to the wanted level scores MATCH (two exact bits), any other
-position at most MATCH - GAP (before recency)."""
-
-
-def open_name(j: int) -> str:
-    return f"st:open{j}"
-
-
-def start_name(j: int) -> str:
-    return f"st:start{j}"
-
-
-def constants(plan: BoundedStack, max_len: int) -> dict[str, float]:
-    """Every derived constant (see the module doc).
-
-    lambda: recency per position; lambda * max_len < GAP / 2 keeps every push to level j
-        above BOS (MATCH - GAP / 2) and BOS above every other position.
-    tol: error of a level head's copy; MLP 2's steps absorb STEP_TOLERANCE, half goes here.
-    beta3: the "any flag" head; exp(-beta3 / 2) * (max_len + 1) <= 1/8.
-    """
-    lam = GAP / (2.0 * (max_len + 1))
-    tol = STEP_TOLERANCE / 2
-    t = attention_temperature(max_len, value_range=1.0, score_gap=lam, tolerance=tol)
-    any_t = attention_temperature(max_len, value_range=1.0, score_gap=0.5, tolerance=0.25)
-    res = depth_residue(plan)
-    return {"lambda": lam, "tol": tol, "sink": MATCH - GAP / 2, **t, "beta3": any_t["beta"],
-            "any_leak_bound": any_t["leak_bound"], "modulus": res.modulus, "offset": res.offset,
-            "readout_C": 2.0 * plan.depth + 2}
 
 
 def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> dict[str, Any]:
     """Widths and the exact parameter count of the assembled model."""
     D, k = plan.depth, plan.symbols
-    d = _layout(plan).d_model
+    d = layout(plan, max_len).d_model
     d_head = max(4, k)
     units = D * k if plan.legal else 2 * D * k  # the stack units (and the mismatch units)
-    n_heads = [1, D] if plan.legal else [1, D, 1]
+    s = prefix_blocks(max_len).count
+    n_heads = [s, D] if plan.legal else [s, D, 1]
     hidden = [residue_hidden(depth_residue(plan), bos=True), [units, units]] + ([] if plan.legal else [[1, 1]])
     mlp = lambda hs: sum(a * b + b for a, b in zip([d, *hs], [*hs, d]))
     params = ((n_symbols + 1 + max_len + 1) * d + d * n_states + n_states
               + sum(4 * h * d_head * d for h in n_heads) + sum(mlp(h) for h in hidden))
     return {"d_model": d, "d_head": d_head, "n_heads": n_heads, "mlp_hidden": hidden, "params": params}
-
-
-def _layout(plan: BoundedStack) -> Workspace:
-    D, k = plan.depth, plan.symbols
-    ws = Workspace()
-    for name in ("one", "bos", "pos:index", ABSORB, "st:move", "st:push"):
-        ws.add(name)
-    ws.add("st:type", k)
-    if not plan.legal:
-        ws.add("st:pop", k)
-    for j in range(1, D + 1):
-        ws.add(start_name(j), k)
-    if not plan.legal:
-        ws.add("st:starterr")
-    ws.add("st:depth")
-    ws.add("st:level", D + 1), ws.add("st:out")
-    for j in range(1, D + 1):
-        ws.add(open_name(j), k)
-    ws.add("st:stack", [f"{j}.{b}" for j in range(1, D + 1) for b in range(k)])
-    if not plan.legal:
-        ws.add("st:mismatch"), ws.add("st:any"), ws.add("st:error")
-    return ws
 
 
 def _level_head(plan: BoundedStack, j: int, c: dict[str, float]) -> Head:
@@ -198,11 +150,6 @@ def _any_head(c: dict[str, float]) -> Head:
     return Head("st.any", W_Q, W_K, W_V, W_O, notes,
                 reads={"query": ("one",), "key": ("st:out", "st:mismatch", "st:starterr"),
                        "value": ("st:out", "st:mismatch", "st:starterr")}, writes=("st:any",))
-
-
-def depth_residue(plan: BoundedStack) -> Residue:
-    """The residue decode of x_t: range -1..D+1 (up to the first error), modulus D + 2."""
-    return residue_range(-1, plan.depth + 1, plan.depth + 2)
 
 
 def _depth_mlp(ws: Workspace, plan: BoundedStack) -> MLP:
@@ -285,23 +232,6 @@ def readout(plan: BoundedStack, ws) -> tuple[np.ndarray, np.ndarray]:
     return W_U, b_U
 
 
-def _start_columns(plan: BoundedStack, dims: dict[str, Any], start: int) -> dict[int, np.ndarray]:
-    """The embedding columns the start state sets: {residual dim: column over rows (BOS last)};
-    ``dims``: subspace name -> its residual dims."""
-    n_rows = len(plan.letters) + 1
-    s0 = plan.stacks[start]
-    cols: dict[int, np.ndarray] = {}
-    depth = np.full(n_rows, float(len(s0) if s0 is not None else 0))
-    cols[dims["st:depth"][0]] = depth
-    bos_only = lambda on: np.eye(n_rows)[-1] * float(on)
-    if "st:starterr" in dims:
-        cols[dims["st:starterr"][0]] = bos_only(s0 is None)
-    for j in range(1, plan.depth + 1):
-        for b in range(plan.symbols):
-            cols[dims[start_name(j)][b]] = bos_only(s0 is not None and len(s0) >= j and s0[j - 1] == b)
-    return cols
-
-
 MEASURED_REACH = 16384
 """Longest max_len at which float32 models were measured exact with the layer-1 depth error
 far inside its tolerance (8.3e-6 against 1/4 at 16384, benchmarks/results/bounded_stack.md)."""
@@ -329,6 +259,22 @@ def precision(plan: BoundedStack, max_len: int, eps: float) -> dict[str, Any]:
             "prefix_sum_worst_case_margin": worst}
 
 
+def _prefix_heads(ws: Workspace, blocks: CounterBlocks, max_len: int) -> list[Head]:
+    """Layer 1: x_t - d0 by Lemma 15's prefix mean (value scale = mass, so the heads write the sum
+    itself): one head over every position (mass max_len + 1), or one per position block (mass
+    2L, every other real key losing beta; gadgets.prefix_mean_head), all into ``st:depth``."""
+    if blocks.count == 1:
+        mass = max_len + 1
+        return [prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"], mass=mass,
+                                 value_scale=float(mass))]
+    B = blocks
+    return [prefix_mean_head(f"st.prefix.{h}", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"], mass=B.mass,
+                             value_scale=float(B.mass),
+                             block=PositionBlock(h, ws["pos:block"], ws["one"], B.beta, 1 + h * B.length,
+                                                 min(max_len, (h + 1) * B.length), max_len))
+            for h in range(B.count)]
+
+
 def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The three-layer program for a bounded-stack automaton and its metadata (two layers for a
     legal stack; the stack construction uses no position code: ``options.positions`` is unused)."""
@@ -338,31 +284,23 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
         raise BudgetError(f"a stack model of {automaton.name} at max_len {max_len} would have "
                           f"{sizes['params']:,} parameters, over the budget of {options.max_params:,}")
     D = plan.depth
-    mass = max_len + 1
-    ws = _layout(plan)
+    split = prefix_blocks(max_len)
+    mass = max_len + 1 if split.count == 1 else split.mass
+    ws = layout(plan, max_len)
     d = ws.d_model
     assert d == sizes["d_model"]
-    W_E = np.zeros((automaton.n_symbols + 1, d))
-    W_E[:, ws["one"][0]] = 1.0
-    W_E[-1, ws["bos"][0]] = 1.0
-    for s, (kind, b) in enumerate(plan.letters):
-        if kind == NOOP:
-            continue
-        W_E[s, ws["st:move"][0]] = 1.0 if kind == PUSH else -1.0
-        if kind == PUSH:
-            W_E[s, ws["st:push"][0]] = 1.0
-            W_E[s, ws["st:type"][b]] = 1.0
-        elif not plan.legal:
-            W_E[s, ws["st:pop"][b]] = 1.0
-    for dim, col in _start_columns(plan, {n: sub.dims for n, sub in ws.subspaces.items()}, automaton.start).items():
-        W_E[:, dim] = col
+    W_E = token_rows(plan, ws, automaton.start)
     W_pos = np.zeros((max_len + 1, d))
     W_pos[1:, ws["pos:index"][0]] = np.arange(1, max_len + 1, dtype=np.float64)
-    W_pos[1:, ws[ABSORB][0]] = absorb_feature(mass, max_len)[1:]
+    if split.count == 1:
+        W_pos[1:, ws[ABSORB][0]] = absorb_feature(mass, max_len)[1:]
+    else:
+        for h in range(split.count):
+            W_pos[:, ws[ABSORB][h]] = absorb_feature(mass, max_len, h * split.length, split.length)
+            W_pos[1 + h * split.length : 1 + min(max_len, (h + 1) * split.length), ws["pos:block"][h]] = 1.0
 
     c = constants(plan, max_len)
-    block1 = Block([prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"],
-                                     mass=mass, value_scale=float(mass))], _depth_mlp(ws, plan))
+    block1 = Block(_prefix_heads(ws, split, max_len), _depth_mlp(ws, plan))
     block2 = Block([_level_head(plan, j, c) for j in range(1, D + 1)], _stack_mlp(plan))
     blocks = [block1, block2] if plan.legal else [block1, block2, Block([_any_head(c)], _error_mlp())]
     W_U, b_U = readout(plan, ws)
@@ -378,7 +316,8 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
     meta = {
         "method": NAME,
         "warnings": warnings,
-        NAME: {**plan.to_dict(), "absorb": mass, "constants": c, "precision": prec, "model_sizes": sizes},
+        NAME: {**plan.to_dict(), "absorb": mass, "prefix_blocks": [split.count, split.length], "constants": c,
+               "precision": prec, "model_sizes": sizes},
         "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in blocks],
     }
     return Program(ws, W_E, W_pos, blocks, W_U, b_U, state_codes=state_codes(plan, ws)), meta
@@ -408,9 +347,13 @@ def set_start(model, plan: BoundedStack, start: str) -> None:
     every embedding row and in BOS's ``st:start{j}`` / ``st:starterr`` entries, nowhere else."""
     q0 = check_start(model.automaton, start)
     with torch.no_grad():
-        for dim, col in _start_columns(plan, model.metadata.subspaces, q0).items():
+        for dim, col in start_columns(plan, model.metadata.subspaces, q0).items():
             model.W_E[:, dim] = torch.from_numpy(col).to(model.W_E.dtype)
     model.record_start(start)
+
+
+# ---------------------------------------------------------------------------------------
+# obligations: the program a certificate checks the weights against
 
 
 # ---------------------------------------------------------------------------------------
@@ -448,4 +391,5 @@ CONSTRUCTION = Construction(
     set_start=set_start, plan_to_json=BoundedStack.to_dict, plan_from_json=BoundedStack.from_dict,
     describe=lambda plan, automaton: plan.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"stack_families": seed + checks.FAMILY_SEED_OFFSET},
+    obligations=obligations,
 )

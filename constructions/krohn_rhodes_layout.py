@@ -288,8 +288,12 @@ def counter_blocks(cascade: Cascade, max_len: int) -> CounterBlocks:
     e^-beta = eps / 3: the leak, 3 s (n - 1) T e^-beta, is then eps s (n - 1) T, the size
     of the rounding of the heads' sum.  The bound ~eps (n - 1) (T^2 / s + 2 s T) is least
     near s = sqrt(T / 2), so no more blocks are tried."""
+    return position_blocks(max((c.size for c in cascade.components if c.kind == "counter"), default=1), max_len)
+
+
+def position_blocks(n: int, max_len: int) -> CounterBlocks:
+    """:func:`counter_blocks` for prefix sums of terms in 0..n - 1 (or -(n - 1)..n - 1)."""
     T = max_len
-    n = max((c.size for c in cascade.components if c.kind == "counter"), default=1)
     beta = math.log(3 / CERTIFIED_EPS)
     best: tuple[float, CounterBlocks] | None = None
     for wanted in range(1, math.isqrt(T // 2) + 2):

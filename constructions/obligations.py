@@ -1,6 +1,6 @@
 """Obligations: what a construction promises about its model, as data a generic checker tests.
 
-A certificate (``verify/certify.py``) proves that a compiled model is exact on *every* input
+A certificate (``verify/certify/``) proves that a compiled model is exact on *every* input
 up to its max_len.  The checker computes everything from the model's tensors; a construction
 contributes only *obligations* -- the discrete program its weights are meant to run:
 
@@ -15,7 +15,12 @@ contributes only *obligations* -- the discrete program its weights are meant to 
   functions, :class:`Modular` decodes and :class:`Round` clean-ups, one after another, fused into
   one MLP) or :class:`Races` (counts of comparisons between two recencies, Theorem 12's boundary
   count);
-* :class:`Readout`: which output each reachable final code must win.
+* :class:`Readout`: which output each reachable final code must win;
+* content-dependent heads beyond the flag: :class:`Latest` (the most recent position whose codes
+  match a set, a bounded stack's last push per level) and :class:`AnyFlag` with its
+  :class:`Threshold` MLP ("some flag so far"), checked by ``verify/certify/latest.py``;
+* :class:`Promise`: a partial automaton's model is vouched for on legal inputs only; its claims
+  restrict the value sets to what legal inputs reach, and the certificate records the promise.
 
 A subspace is named as in the model's layout: ``name``, ``name[i]`` for one of its dims, or
 several joined by `` + `` (their dims in order), as a head that serves several sums reads them.
@@ -161,8 +166,8 @@ class Beside:
 class Layer:
     """One block: a fetch per head, then the MLP's obligation."""
 
-    fetches: tuple[Fetch | Recent | Average | Match, ...]
-    mlp: Compose | Lookup | Steps | Beside | Races | None
+    fetches: tuple[Fetch | Recent | Average | Match | Latest | AnyFlag, ...]
+    mlp: Compose | Lookup | Steps | Beside | Races | Threshold | None
 
 
 @dataclass(frozen=True)
@@ -197,13 +202,16 @@ class Obligations:
     readout: Readout
     notes: dict[str, Any] = field(default_factory=dict)
     joint: tuple[Joint, ...] = ()
+    promise: Promise | None = None
+    """Set when the model is vouched for on legal inputs only (a partial automaton): the
+    certificate then holds under that promise, and its claims restrict the value sets."""
 
     def to_json(self) -> dict[str, Any]:
         """A canonical JSON form (arrays as lists, tables as sorted rows)."""
-        def mlp(o: Compose | Lookup | Modular | Round | Steps | Beside | Races | None) -> Any:
+        def mlp(o: Compose | Lookup | Modular | Round | Steps | Beside | Races | Threshold | None) -> Any:
             if o is None:
                 return None
-            if isinstance(o, Races):
+            if isinstance(o, (Races, Threshold)):
                 return o.to_json()
             if isinstance(o, Beside):
                 return {"kind": "beside", "mlp": o.mlp, "parts": [mlp(x) for x in o.parts]}
@@ -221,8 +229,8 @@ class Obligations:
                     "table": [[list(k), np.asarray(v).tolist()] for k, v in sorted(o.table.items())],
                     **({} if o.default is None else {"default": np.asarray(o.default).tolist()})}
 
-        def fetch(f: Fetch | Recent | Average | Match) -> Any:
-            if isinstance(f, Match):
+        def fetch(f: Fetch | Recent | Average | Match | Latest | AnyFlag) -> Any:
+            if isinstance(f, (Match, Latest, AnyFlag)):
                 return f.to_json()
             if isinstance(f, Recent):
                 return {"kind": "recent", "head": f.head, "flag": f.flag, "src": f.src, "dst": f.dst}
@@ -238,6 +246,7 @@ class Obligations:
                         "table": [[list(k), v] for k, v in sorted(self.readout.table.items())]},
             **({"joint": [{"names": list(j.names), "rows": np.asarray(j.rows).tolist()} for j in self.joint]}
                if self.joint else {}),
+            **({"promise": self.promise.to_json()} if self.promise is not None else {}),
         }
 
     def digest(self) -> str:
@@ -269,11 +278,17 @@ def prefixed(ob: Obligations, prefix: str) -> Obligations:
         if isinstance(o, Races):
             return Races(prefix + o.mlp, tuple(Race(sub(r.first), sub(r.second), tuple(sub(n) for n in r.level),
                                                     r.threshold, sub(r.out)) for r in o.races))
+        if isinstance(o, Threshold):
+            return Threshold(prefix + o.mlp, sub(o.src), sub(o.dst))
         return o
 
-    def fetch(f: Fetch | Recent | Average | Match) -> Fetch | Recent | Average | Match:
+    def fetch(f: Any) -> Any:
         if isinstance(f, Match):
             return replace(f, head=prefix + f.head, query=sub(f.query), key=sub(f.key), src=sub(f.src), dst=sub(f.dst))
+        if isinstance(f, Latest):
+            return replace(f, head=prefix + f.head, keys=sub(f.keys), src=tuple(sub(x) for x in f.src), dst=sub(f.dst))
+        if isinstance(f, AnyFlag):
+            return replace(f, head=prefix + f.head, flags=sub(f.flags), dst=sub(f.dst))
         if isinstance(f, Average):
             return replace(f, heads=tuple(prefix + h for h in f.heads), src=sub(f.src), dst=sub(f.dst))
         if isinstance(f, Recent):
@@ -284,7 +299,9 @@ def prefixed(ob: Obligations, prefix: str) -> Obligations:
         ob.construction, Embedding({sub(k): v for k, v in ob.embedding.codes.items()}),
         tuple(Layer(tuple(fetch(f) for f in layer.fetches), step(layer.mlp)) for layer in ob.layers),
         Readout(tuple(sub(r) for r in ob.readout.reads), dict(ob.readout.table)), dict(ob.notes),
-        tuple(Joint(tuple(sub(n) for n in j.names), j.rows) for j in ob.joint))
+        tuple(Joint(tuple(sub(n) for n in j.names), j.rows) for j in ob.joint),
+        None if ob.promise is None else replace(ob.promise, claims=tuple(
+            Joint(tuple(sub(n) for n in j.names), j.rows) for j in ob.promise.claims)))
 
 
 class Undeclared(Exception):
@@ -357,3 +374,71 @@ class Races:
         return {"kind": "races", "mlp": self.mlp,
                 "races": [{"first": r.first, "second": r.second, "level": list(r.level), "threshold": r.threshold,
                            "out": r.out} for r in self.races]}
+
+
+@dataclass(frozen=True)
+class Latest:
+    """Head ``head`` must attend, from every query position t, to the most recent position
+    1 <= s <= t whose ``keys`` (the input-dependent dims its key reads besides fixed ones) hold one
+    of the codes ``match`` -- BOS when there is none -- and copy the sum of the ``src`` subspaces
+    there into ``dst`` (0 before).  :class:`Recent` with a flag that is a set of codes: a bounded
+    stack's level head takes the last push that raised the depth to its level (match: level
+    bit 1 and push bit 1).  Which key wins depends on the input, so the checker bounds the
+    pattern for every position the key can be (``verify/certify/latest.py``)."""
+
+    head: str
+    keys: str
+    match: tuple[tuple[int, ...], ...]
+    src: tuple[str, ...]
+    dst: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "latest", "head": self.head, "keys": self.keys, "match": [list(c) for c in sorted(self.match)],
+                "src": list(self.src), "dst": self.dst}
+
+
+@dataclass(frozen=True)
+class AnyFlag:
+    """Head ``head`` scores every position s <= t (BOS included) by its ``flags`` (one dim, or
+    several summed: a non-negative integer code) and copies that sum into ``dst`` (0 before):
+    ``dst`` is then exactly 0 at t when no s <= t has a nonzero flag, and at least a bound the
+    checker computes when one has ("some error so far", the bounded stack's layer 3).  Not a
+    code: only a :class:`Threshold` in the same layer may read it."""
+
+    head: str
+    flags: str
+    dst: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "any-flag", "head": self.head, "flags": self.flags, "dst": self.dst}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """MLP ``mlp`` reads what an :class:`AnyFlag` head left in ``src`` and writes into ``dst``
+    (0 before) exactly the bit "some flag so far": 0 where ``src`` is 0, 1 where it is at least
+    the head's bound."""
+
+    mlp: str
+    src: str
+    dst: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "threshold", "mlp": self.mlp, "src": self.src, "dst": self.dst}
+
+
+@dataclass(frozen=True)
+class Promise:
+    """The model is vouched for on legal inputs only (a partial automaton under ``--promise
+    legal``, docs/promises.md).  ``claims``: what the declared program holds, after BOS, on every
+    legal input (as :class:`Joint`; e.g. a legal stack's depth stays in 0..D); the checker
+    skips the code combinations outside them, so its certificate holds under the promise
+    (``text`` says so) and for legal inputs only."""
+
+    kind: str
+    text: str
+    claims: tuple[Joint, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text,
+                "claims": [{"names": list(j.names), "rows": np.asarray(j.rows).tolist()} for j in self.claims]}

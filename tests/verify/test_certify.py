@@ -7,6 +7,7 @@ the CLI contract (exit 1 names the obligation; --check binds a certificate to it
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -101,11 +102,16 @@ def test_obligations_come_from_the_plan_not_the_weights(rare):
     assert after["weights_sha256"] != certify(rare)["weights_sha256"]
 
 
-def test_a_construction_without_obligations_is_not_certified_and_says_so():
-    model = _compile("dyck:2,2", 32, "bounded-stack")
+def test_a_part_without_obligations_is_not_certified_and_says_so():
+    """Every construction declares obligations now; a label lookup fused into the last MLP does
+    not yet (its scan's composition and the lookup share one MLP), and is refused as such."""
+    a = load_spec("alternating:4")
+    model = compile_automaton(dataclasses.replace(a, outputs=tuple(f"l{q % 3}" for q in range(a.n_states))),
+                              max_len=32, method="scan", readout="labels")
+    assert model.meta["readout"]["notes"]["placed"] == "after the last MLP"
     cert = certify(model)
     assert cert["certified"] is False and cert["supported"] is False
-    assert "bounded-stack" in cert["reason"] and "not certified" in cert["reason"]
+    assert "fused into the last MLP" in cert["reason"] and "not certified" in cert["reason"]
 
 
 @pytest.mark.parametrize("spec, max_len", [

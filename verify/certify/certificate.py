@@ -15,13 +15,15 @@ from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
-from constructions.obligations import Beside, Compose, Lookup, Obligations, Races, Readout, Steps, Undeclared
+from constructions.obligations import (Beside, Compose, Lookup, Obligations, Races, Readout, Steps, Threshold,
+                                      Undeclared)
 
 from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCertifiable, PATHS, SCHEMA, State, _Model,
                     _arrays, _embedding, _get, _merge, _product_rows, gamma)
 from .heads import _heads
 from .lookups import _class_fixed, _jointly, _lookup, _phases, _written
 from .compose import _beside, _closure, _compose
+from .latest import any_layer, is_any_layer
 from .recency import races_mlp
 
 
@@ -140,6 +142,8 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
                                  "so it cannot bound their rounding); compile with --dtype float32")
         ob = obligations_of(model)
         out["obligations_sha256"] = ob.digest()
+        if ob.promise is not None:
+            out["promise"] = ob.promise.text
         if with_obligations:
             out["obligations"] = ob.to_json()
         out["layers"] = _run(model, ob)
@@ -153,10 +157,12 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     return out
 
 
-def _mlp_writes(o: Compose | Lookup | Steps | Beside | Races | None) -> set[str]:
+def _mlp_writes(o: Compose | Lookup | Steps | Beside | Races | Threshold | None) -> set[str]:
     """The subspaces an MLP obligation writes."""
     if o is None:
         return set()
+    if isinstance(o, Threshold):
+        return {o.dst}
     if isinstance(o, Races):
         return {r.out for r in o.races}
     if isinstance(o, Compose):
@@ -167,6 +173,8 @@ def _mlp_writes(o: Compose | Lookup | Steps | Beside | Races | None) -> set[str]
 
 
 def _run(model, ob: Obligations) -> list[dict[str, Any]]:
+    if ob.promise is not None:  # on legal inputs only: the promise's claims restrict the value sets
+        ob = replace(ob, joint=ob.joint + ob.promise.claims)
     m = _arrays(model)
     if len(ob.layers) != len(m.blocks):
         raise CertificateFailure("obligations", f"{len(ob.layers)} layers declared, the model has {len(m.blocks)}")
@@ -182,9 +190,14 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
-        states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
+        if is_any_layer(layer):  # "some flag so far", head and threshold MLP together
+            states, pos_class = any_layer(m, l, layer, states, pos_class, report)
+        else:
+            states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
         written |= {f.dst for f in layer.fetches} | _mlp_writes(layer.mlp)
-        if isinstance(layer.mlp, (Lookup, Steps)):
+        if isinstance(layer.mlp, Threshold):
+            pass  # checked with its head
+        elif isinstance(layer.mlp, (Lookup, Steps)):
             states = _lookup(m, l, layer.mlp, states, pos_class, report, ob.joint, written)
         elif isinstance(layer.mlp, Compose):
             states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
@@ -212,7 +225,7 @@ def certificate_summary(cert: dict[str, Any]) -> dict[str, Any]:
     """The part of a certificate a checkpoint stores (``meta["verification"]["certificate"]``):
     the verdict, what it is bound to (weights, obligations, max_len, dtype), the margins."""
     keep = ("schema", "certified", "supported", "reason", "failure", "method", "max_len", "dtype", "paths",
-            "weights_sha256", "obligations_sha256", "readout")  # no timing: checkpoints stay deterministic
+            "weights_sha256", "obligations_sha256", "promise", "readout")  # no timing: checkpoints stay deterministic
     out = {k: cert[k] for k in keep if k in cert}
     if "layers" in cert:
         out["max_radius"] = max((max(layer["radius"].values(), default=0.0) for layer in cert["layers"]), default=0.0)
@@ -229,9 +242,11 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
     if cert.get("certified") is True:
         margin = (cert.get("readout") or {}).get("min_margin")
         took = f", {cert['seconds']} s" if isinstance(cert.get("seconds"), (int, float)) else ""
-        return (f"certified exact on every input up to max_len {cert.get('max_len')} ({cert.get('dtype')}, "
+        inputs = "every legal input (under the promise of legal inputs)" if cert.get("promise") else "every input"
+        return (f"certified exact on {inputs} up to max_len {cert.get('max_len')} ({cert.get('dtype')}, "
                 f"both attention paths; readout margin after error bounds {margin:.4g}{took})"
-                if isinstance(margin, (int, float)) else f"certified exact up to max_len {cert.get('max_len')}")
+                if isinstance(margin, (int, float)) else f"certified exact on {inputs} up to max_len "
+                f"{cert.get('max_len')}")
     return f"not certified: {cert.get('reason')}"
 
 

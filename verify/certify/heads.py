@@ -4,14 +4,14 @@ prefix sums); each rule bounds the leaked mass and the copied code's error for e
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from constructions.obligations import Average, Fetch, Match, Recent
+from constructions.obligations import AnyFlag, Average, Fetch, Latest, Match, Recent
 
+from .latest import latest_pattern, recency_pass
 from .recency import match_head
 from .scores import _copy_map, _positional_scores, _reads, _score_factors, _Scores
 from .state import CertificateFailure, Code, NotCertifiable, State, _Model, _get, _merge, _put, gamma, quantum, snaps
@@ -112,9 +112,11 @@ def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
     on (s*, t] and any flag before s*.  So the weight off s* is at most
     sum_{s < s*} e^(hi_any(s) - lo_1(s*)) + sum_{s* < s <= t} e^(hi_0(s) - lo_1(s*)), with hi/lo
     the score bounds for flag 0, 1 or either (rounding and the flag's error included); the bound
-    at t is the largest over its possible keys.  Sums run in log space (no overflow at large
-    scores); ``slack`` covers the checker's own float64 rounding.  Returns the leak and smallest
-    score gap per t, the key's candidate set id per t, and the copied codes per id."""
+    at t is the largest over its possible keys.  The passes are verify/certify/latest.py's
+    ``recency_pass`` (a most recent match whose codes are the flag: the flag-0 scores where the
+    flag may be 0, the flag-1 scores where it may be 1), in log space, with a slack for the
+    checker's own float64 rounding.  Returns the leak and smallest score gap per t, the key's
+    candidate set id per t, and the copied codes per id."""
     where = f"layer {l + 1} head {f.head}"
     flag = m.dims(f.flag)
     if len(flag) != 1:
@@ -123,41 +125,11 @@ def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
     sc0, sc1, wflag = _flag_scores(m, l, h, flag[0], where)
     r_flag = max(float(_get(st, f.flag).radius[0]) for st in states)
     g = float(gamma(len(wflag) + 1, m.u))
-    T = m.T
-    s_all = np.arange(T + 1)
-    surely = np.maximum.accumulate(np.where(must_pos, s_all, 0))
-    leak = np.zeros(T + 1)
-    gaps = np.full(T + 1, np.inf)
-    step = max(1, (1 << 21) // (T + 1))
-    with np.errstate(invalid="ignore", over="ignore"):
-        for lo in range(0, T + 1, step):
-            t = np.arange(lo, min(T + 1, lo + step))
-            (c0, e0), (c1, e1) = sc0.rows(t), sc1.rows(t)
-            extra = (r_flag * (1 + 4 * g)) * (np.abs(sc1.q[t]) @ wflag)[:, None]
-            hi0, hi1, lo1 = c0 + e0 + extra, c1 + e1 + extra, c1 - e1 - extra
-            future = s_all[None, :] > t[:, None]
-            prior = np.where(must_pos, hi1, np.where(may_pos, np.maximum(hi0, hi1), hi0))
-            prior[future] = -np.inf
-            after = np.where(future, -np.inf, hi0)
-            none = np.full((len(t), 1), -np.inf)
-            before = np.concatenate([none, np.logaddexp.accumulate(prior, axis=1)[:, :-1]], axis=1)
-            later = np.concatenate([np.logaddexp.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
-            ok = ~future & may_pos[None, :] & (s_all[None, :] >= surely[t][:, None])
-            log_leak = np.where(ok, np.logaddexp(before, later) - lo1, -np.inf)
-            top = np.abs(np.where(np.isfinite(hi0), hi0, 0)).max() + np.abs(np.where(np.isfinite(hi1), hi1, 0)).max()
-            slack = math.exp(4 * (T + 2) * 2.0**-52 * (1 + top)) * (1 + 2.0**-50)
-            leak[t] = np.exp(log_leak.max(1)) * slack
-            best_before = np.concatenate([none, np.maximum.accumulate(prior, axis=1)[:, :-1]], axis=1)
-            best_later = np.concatenate([np.maximum.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
-            gap = np.where(ok, lo1 - np.maximum(best_before, best_later), np.inf)
-            gaps[t] = gap.min(1)
-            bad = np.argwhere(gap <= 0)
-            if len(bad):
-                i, key = (int(v) for v in bad[0])
-                rival = np.concatenate([prior[i, :key], [-np.inf], after[i, key + 1 :]])
-                raise CertificateFailure(where, f"at query position {int(t[i])}, when {key} is the most recent "
-                                         f"flagged position, key {int(np.argmax(rival))} may score as high (gap "
-                                         f"{float(gap[i, key]):.3g} after rounding and the flag's error)")
+    t_all = np.arange(m.T + 1)
+    surely = np.maximum.accumulate(np.where(must_pos, t_all, 0))
+    never = np.zeros(m.T + 1, dtype=bool)  # the flag-0 scores where the flag may be 0, flag-1 where it may be 1
+    leak, gaps = recency_pass(m.T, [sc0, sc1], [never, may_pos], [~must_pos, never], may_pos, surely,
+                                     r_flag * wflag, g, where)
     return leak, gaps, sig, codes
 
 
@@ -291,7 +263,7 @@ def _relate(st: State, f: Average, own: State, T: int) -> None:
         st[d] = replace(st[d], sum_of=(s_, f.mass / f.scale, lo, hi))
 
 
-def _check_writes(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match, ...],
+def _check_writes(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | Latest | AnyFlag, ...],
                   index: dict[str, int]) -> None:
     """Every head of layer l has an obligation and no obligation names a head the model lacks;
     the heads write disjoint dims, and the attention writes no dim outside them."""
@@ -316,7 +288,7 @@ class _Copy:
     largest magnitude, the error when the copy snaps (``noisy``, inf where it cannot) and the
     values' quantum ``delta``."""
 
-    f: Fetch | Recent
+    f: Fetch | Recent | Latest
     sig: np.ndarray
     codes: list[Code]
     out: np.ndarray
@@ -325,19 +297,23 @@ class _Copy:
     delta: float
 
 
-def _copy(m: _Model, l: int, h: int, f: Fetch | Recent, states: list[State], pos_class: np.ndarray,
+def _copy(m: _Model, l: int, h: int, f: Fetch | Recent | Latest, states: list[State], pos_class: np.ndarray,
           report: dict[str, Any]) -> _Copy:
-    """Bounds of a copying head (a positional key, or the most recent flag): the leaked mass
-    times the values' spread, the softmax's and the output projection's rounding, and the
-    snapping bound (the other keys' weights below u/2 leave the key's weight exactly 1)."""
-    _copy_map(m, l, h, f.head, f.src, f.dst)
-    src = [_get(st, f.src) for st in states]
-    if isinstance(f, Fetch):
-        key = np.asarray(f.key, dtype=np.int64)
-        leak, gaps = _head_pattern(m, l, h, key, f.head)
-        sig, codes = pos_class[key], src
+    """Bounds of a copying head (a positional key, the most recent flag or the most recent
+    match of a set of codes): the leaked mass times the values' spread, the softmax's and the
+    output projection's rounding, and the snapping bound (the other keys' weights below u/2
+    leave the key's weight exactly 1)."""
+    if isinstance(f, Latest):  # the most recent match (latest.py)
+        leak, gaps, sig, codes, src = latest_pattern(m, l, h, f, states, pos_class)
     else:
-        leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
+        _copy_map(m, l, h, f.head, f.src, f.dst)
+        src = [_get(st, f.src) for st in states]
+        if isinstance(f, Fetch):
+            key = np.asarray(f.key, dtype=np.int64)
+            leak, gaps = _head_pattern(m, l, h, key, f.head)
+            sig, codes = pos_class[key], src
+        else:
+            leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
     lo = np.min([c.combos().min(0) - c.radius for c in src], axis=0)
     hi = np.max([c.combos().max(0) + c.radius for c in src], axis=0)
     vmax = np.maximum(np.abs(lo), np.abs(hi))
@@ -378,27 +354,33 @@ def _put_copy(m: _Model, l: int, c: _Copy, own: State, st: State, members: np.nd
 
 def _put_average(m: _Model, l: int, a: Average, grid: list[np.ndarray], err: np.ndarray, top: np.ndarray,
                  own: State, st: State, members: np.ndarray, bos: bool) -> None:
-    """Write a prefix sum into a new class's state (and relate it to its own term, when it has one)."""
+    """Add a prefix sum onto the one code ``dst`` holds (0, or a start value every token writes) in
+    a new class's state, and relate it to its own term when it has one."""
     old = _get(own, a.dst)
-    if old.size() != 1 or np.any(old.combos() != 0):
-        raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} is not 0 before the "
-                                 f"heads write into it")
+    if old.size() != 1:
+        raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} may hold several "
+                                 f"codes before the heads add into it")
+    base = old.combos()[0]  # one known code (0, or a start value every token writes)
     e = err[members].max(0)
-    r = old.radius + e + np.minimum(m.u * (top + e), old.radius)
-    _put(st, a.dst, Code.of(np.zeros((1, len(grid))), r) if bos else Code(grid, None, r))
-    if not bos and _covers_own_position(a, m.T):
+    added = np.where(base == 0, np.minimum(m.u * (top + e), old.radius), m.u * (top + np.abs(base) + e))
+    r = old.radius + e + added
+    _put(st, a.dst, Code.of(base[None], r) if bos else Code([g + v for g, v in zip(grid, base)], None, r))
+    if not bos and _covers_own_position(a, m.T) and not np.any(base):
         _relate(st, a, own, m.T)
 
 
-def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match, ...], states: list[State],
+def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | Latest | AnyFlag, ...],
+           states: list[State],
            pos_class: np.ndarray, report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
     """Apply layer l's heads: new classes by (own class, each copying head's key class -- or, for
     a most-recent-flag or most-recent-match head, the set of classes its key can be in), copied
     codes, averaged codes, radii."""
     index = {hd["name"]: hd["index"] for hd in m.blocks[l]["layout"]["heads"]}
     _check_writes(m, l, fetches, index)
+    if any(isinstance(f, AnyFlag) for f in fetches):  # proved only with its Threshold MLP (latest.any_layer)
+        raise CertificateFailure(f"layer {l + 1}", "a some-flag-so-far head without its threshold MLP")
     copied = [_copy(m, l, index[f.head], f, states, pos_class, report) for f in fetches
-              if isinstance(f, (Fetch, Recent))]
+              if isinstance(f, (Fetch, Recent, Latest))]
     averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in fetches if isinstance(a, Average)]
     matched = [match_head(m, l, f, index[f.head], states, pos_class, report) for f in fetches if isinstance(f, Match)]
     sig_all = np.stack([pos_class] + [c.sig for c in copied] + [sig for sig, _ in matched], axis=1)
