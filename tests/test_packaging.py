@@ -20,6 +20,14 @@ def test_every_package_ships_py_typed():
     assert not missing, f"no py.typed in {missing}"
 
 
+def test_every_package_directory_is_listed():
+    """A wheel ships only the listed packages: a new subpackage left off the list would be missing
+    from every non-editable install."""
+    found = {str(init.parent.relative_to(ROOT)).replace("/", ".") for root in ("compiler", "constructions", "verify")
+             for init in (ROOT / root).rglob("__init__.py")}
+    assert found == set(PROJECT["tool"]["setuptools"]["packages"])
+
+
 def test_licence_file_matches_the_declared_licence():
     assert PROJECT["project"]["license"] == "MIT"
     assert (ROOT / "LICENSE").read_text().startswith("MIT License\n")
