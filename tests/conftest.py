@@ -54,6 +54,45 @@ def checkpoint_tools():
             "tensor_offset": tensor_offset}
 
 
+def _perturbation_sweep(model, errors: Callable[[Any], int], seed: int = 0, rounds: int = 60,
+                        skip: tuple[str, ...] = ()) -> dict[str, int]:
+    """The certificate's random-perturbation sweep: ``rounds`` times, add noise of relative size
+    1e-7 .. 1e-1 to 1-3 random entries of one random tensor (not those in ``skip``); whenever the
+    certificate passes, ``errors(model)`` (an exhaustive check) must find none.  Restores the
+    weights and returns how often it certified and refused."""
+    import numpy as np  # here, not at the top: torch must load after OMP_NUM_THREADS is set (above)
+    import torch
+
+    from verify.certify import certify
+
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    names = [k for k, v in state.items() if v.numel() and k not in skip]
+    rng = np.random.default_rng(seed)
+    outcomes = {"certified": 0, "refused": 0}
+    for _ in range(rounds):
+        model.load_state_dict(state)
+        name = names[rng.integers(len(names))]
+        flat = model.state_dict()[name].view(-1)
+        idx = torch.from_numpy(rng.integers(flat.numel(), size=int(rng.integers(1, 4))))
+        scale = 10.0 ** rng.uniform(-7, -1)
+        with torch.no_grad():
+            noise = torch.from_numpy(rng.standard_normal(len(idx))).to(flat.dtype)
+            flat[idx] += float(scale) * (flat.abs().max() + 1) * noise
+        if certify(model)["certified"]:
+            outcomes["certified"] += 1
+            assert errors(model) == 0, f"certified but wrong: {name}[{idx.tolist()}] scale {scale:.2g}"
+        else:
+            outcomes["refused"] += 1
+    model.load_state_dict(state)
+    return outcomes
+
+
+@pytest.fixture(scope="session")
+def perturbation_sweep():
+    """:func:`_perturbation_sweep`, for the certificate's soundness sweeps (tests/verify)."""
+    return _perturbation_sweep
+
+
 REQUIRE_EXTRAS = "SHORTCUT_REQUIRE_EXTRAS"
 """Set to 1 by the README's integration commands: there a skipped test (an extra that did not
 import) fails the run, so those tests execute or CI says why not."""

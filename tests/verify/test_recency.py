@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -137,28 +136,9 @@ SWEEP = [("grid:3", 8), ("grid:4", 7), ("grid2d:2,2", 4)]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec, max_len", SWEEP)
-def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max_len):
+def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max_len, perturbation_sweep):
     """Soundness sweep: random perturbations of one weight tensor (a few entries, relative sizes
     1e-7 .. 1e-1); whenever the certificate passes, the exhaustive check over every input up to
     max_len finds no error.  Both outcomes must occur."""
-    base = _compile(spec, max_len)
-    state = {k: v.clone() for k, v in base.state_dict().items()}
-    names = [k for k, v in state.items() if v.numel()]
-    rng = np.random.default_rng(0)
-    outcomes = {"certified": 0, "refused": 0}
-    for _ in range(60):
-        base.load_state_dict(state)
-        name = names[rng.integers(len(names))]
-        flat = base.state_dict()[name].view(-1)
-        idx = torch.from_numpy(rng.integers(flat.numel(), size=int(rng.integers(1, 4))))
-        scale = 10.0 ** rng.uniform(-7, -1)
-        with torch.no_grad():
-            flat[idx] += float(scale) * (flat.abs().max() + 1) * torch.from_numpy(
-                rng.standard_normal(len(idx))).to(flat.dtype)
-        if certify(base)["certified"]:
-            outcomes["certified"] += 1
-            assert _wrong_somewhere(base) == 0, f"certified but wrong: {name}[{idx.tolist()}] scale {scale:.2g}"
-        else:
-            outcomes["refused"] += 1
-    base.load_state_dict(state)
+    outcomes = perturbation_sweep(_compile(spec, max_len), _wrong_somewhere, seed=0)
     assert outcomes["certified"] and outcomes["refused"], outcomes
