@@ -86,7 +86,7 @@ from .gadgets import (
 )
 from .obligations import Average, Beside, Embedding, Layer, Lookup, Match, Obligations, Race, Races, Readout
 from .positions import PositionCode
-from .program import MLP, Block, Head, Program, parallel
+from .program import MLP, Block, Head, Program, beside
 from .workspace import Workspace, join
 
 NAME = "gridworld"
@@ -343,9 +343,9 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
     W_pos[1:, ws.dim(ABSORB)] = absorb_feature(D, max_len)[1:]  # BOS's row stays 0
 
     consts = [constants(p, max_len) for p in plans]
-    block1 = Block([_prefix_head(ws, plans, D)], parallel([_residue_mlp(ws, p) for p in plans], "gw.residue", ws))
+    block1 = Block([_prefix_head(ws, plans, D)], beside([_residue_mlp(ws, p) for p in plans], "gw.residue", ws))
     heads2 = [_nearest_value_head(ws, p, o, c) for p, c in zip(plans, consts) for o in p.offsets]
-    block2 = Block(heads2, parallel([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary", ws))
+    block2 = Block(heads2, beside([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary", ws))
     W_U, b_U = readout(world, ws)
 
     prec = precision(plans, max_len, eps)

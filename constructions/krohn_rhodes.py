@@ -91,7 +91,7 @@ from .gadgets import (
 )
 from .obligations import Obligations
 from .positions import KINDS
-from .program import MLP, Block, Fused, Head, Program, fuse, parallel
+from .program import MLP, Block, Fused, Head, Program, beside, fuse
 from .workspace import Subspace, Workspace, join
 
 NAME = "krohn-rhodes"
@@ -139,7 +139,7 @@ def counter_mlp(c: Component, d: dict[str, Subspace], initial: int, max_len: int
 
 def _pad(mlp: MLP, depth: int) -> MLP:
     """``mlp`` with identity hidden layers appended up to ``depth`` (relu is the identity on
-    its non-negative hidden units), to run beside a deeper one (:func:`parallel`)."""
+    its non-negative hidden units), to run beside a deeper one (:func:`beside`)."""
     h, extra = mlp.hidden_sizes[-1], depth - len(mlp.hidden_sizes)
     if extra <= 0:
         return mlp
@@ -236,7 +236,7 @@ def _stack(stages: list[list[MLP]], name: str, ws: Workspace) -> MLP | Fused | N
     """Each stage's MLPs side by side (Lemma 17), the stages fused one after another."""
     out: MLP | Fused | None = None
     for i, stage in enumerate(s for s in stages if s):
-        m = parallel(stage, f"{name}.{i}", ws)
+        m = beside(stage, f"{name}.{i}", ws)
         out = m if out is None else fuse(out, m, name)
     return out
 

@@ -13,7 +13,7 @@ so the plan carries every pair found and :func:`choose` picks at build time).  T
 constructions a factor may use are handed over explicitly: :func:`construction` makes this
 module's registry entry from them (the registry passes every entry but this one).  The two
 programs run side by side in one residual stream: the workspace holds both, names prefixed
-``f1.`` and ``f2.`` (``constructions.workspace.side_by_side``); layer l has the heads of both
+``f1.`` and ``f2.`` (``constructions.workspace.beside``); layer l has the heads of both
 factors' layer l and their MLPs beside each other (``constructions.program.Beside``, the
 shallower padded with identity layers); the shallower factor's blocks come first and its
 subspaces are untouched after them.  Depth: the deeper factor's; parameters: about the sum.
@@ -57,7 +57,7 @@ from .labels import one_hot_rows
 from .obligations import Beside as ObBeside
 from .obligations import Embedding, Joint, Layer, Obligations, Readout, Undeclared, prefixed
 from .program import Beside, Block, Program, StateCodes, renamed
-from .workspace import side_by_side
+from .workspace import beside
 
 NAME = "product"
 PREFIXES = ("f1.", "f2.")
@@ -206,9 +206,9 @@ def _key(ch: Choice) -> tuple[int, int]:
     return max(c.layers for c in ch.costs), sum(c.params for c in ch.costs)
 
 
-def _side_by_side(programs: list[Program]) -> tuple[Any, list[Block]]:
+def _beside(programs: list[Program]) -> tuple[Any, list[Block]]:
     """The factors' workspaces and blocks in one residual stream (see the module docstring)."""
-    ws = side_by_side([p.workspace for p in programs], list(PREFIXES))
+    ws = beside([p.workspace for p in programs], list(PREFIXES))
     blocks = []
     for layer in range(max(len(p.blocks) for p in programs)):
         here = [(prefix, p.blocks[layer]) for prefix, p in zip(PREFIXES, programs) if layer < len(p.blocks)]
@@ -249,7 +249,7 @@ def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
     ch = choose(plan, options.max_len, positions, factors)
     built = [c.build(f, p, options) for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
     programs = [b[0] for b in built]
-    ws, blocks = _side_by_side(programs)
+    ws, blocks = _beside(programs)
     W_E = np.concatenate([p.W_E for p in programs], axis=1)
     W_pos = np.concatenate([p.W_pos for p in programs], axis=1)
     W_U, b_U = _unembedding(programs, ch.pair)
@@ -279,7 +279,7 @@ def estimate(plan: ProductPlan, max_len: int, positions: str, factors: tuple[Con
     ch = choose(plan, max_len, positions, factors)
     options = BuildOptions(max_len, positions=positions)
     programs = [c.build(f, p, options)[0] for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
-    ws, blocks = _side_by_side(programs)
+    ws, blocks = _beside(programs)
     n_symbols = ch.pair.factors[0].n_symbols
     return Cost(len(blocks), count_params(ws, blocks, n_symbols=n_symbols, n_out=plan.n_states, max_len=max_len))
 
@@ -363,7 +363,7 @@ def _readout(obs: list[Obligations], pair: Factorisation, automaton: Semiautomat
 
 
 def obligations(model, plan: ProductPlan, factors: tuple[Construction, ...]) -> Obligations:
-    """The factors' obligations side by side (:func:`_side_by_side`): per layer the heads of both,
+    """The factors' obligations side by side (:func:`_beside`): per layer the heads of both,
     their MLPs as one :class:`~constructions.obligations.Beside` where both have one; and the
     sum of their readouts (:func:`_readout`)."""
     ch = choose(plan, model.max_len, model.meta.get("positions") or "sinusoidal", factors)

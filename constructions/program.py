@@ -15,7 +15,7 @@ in declaration order:
   and bias one column (entry) per dim of its writes; hidden layers are its own.
 
 ``embed(ws)`` places them into the residual width.  The assembler calls it once per
-head and MLP; :func:`parallel` and :func:`fuse` (combining MLPs) and the layout use it
+head and MLP; :func:`beside` and :func:`fuse` (combining MLPs) and the layout use it
 too.  ``notes`` record the derived constants (temperatures, slopes, gaps, tolerances)
 so they can be reported as margins.
 """
@@ -169,7 +169,7 @@ class Beside:
     """MLPs over disjoint residual dims as one (a direct product, Lemma 17), in the residual
     width: each part embedded (:meth:`embed`), the shallower padded to the deepest with
     identity layers (a hidden layer is already >= 0, so relu(h) = h carries it exactly),
-    hidden layers side by side, outputs summed.  Unlike :func:`parallel` the parts may be
+    hidden layers side by side, outputs summed.  Unlike :func:`beside` the parts may be
     :class:`Fused` and differ in depth; ``constructions/product.py`` runs factors this way."""
 
     name: str
@@ -209,7 +209,7 @@ def _block_diagonal(mats: list[np.ndarray]) -> np.ndarray:
 def renamed(part: Head | MLP | Fused | Beside, prefix: str) -> Head | MLP | Fused | Beside:
     """``part`` with ``prefix`` before its name and every subspace name it reads and writes
     (a program's parts moved into a workspace that prefixes its names, see
-    :func:`constructions.workspace.side_by_side`); the matrices are shared, not copied."""
+    :func:`constructions.workspace.beside`); the matrices are shared, not copied."""
     def names(xs: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(prefix + x for x in xs)
 
@@ -344,7 +344,7 @@ def _fuse_dense(first: Dense, second: Dense, second_reads: list[int], first_writ
     return Dense(weights, biases)
 
 
-def parallel(mlps: list[MLP], name: str, ws: Workspace) -> MLP:
+def beside(mlps: list[MLP], name: str, ws: Workspace) -> MLP:
     """One MLP running ``mlps`` side by side (a direct product, Lemma 17).
 
     All must have the same number of hidden layers; hidden layers are concatenated,
@@ -357,7 +357,7 @@ def parallel(mlps: list[MLP], name: str, ws: Workspace) -> MLP:
         return MLP(name, m.weights, m.biases, m.notes, reads=m.reads, writes=m.writes)
     depth = {len(m.weights) for m in mlps}
     if len(depth) != 1:
-        raise ValueError("parallel MLPs need the same number of hidden layers")
+        raise ValueError("MLPs beside each other need the same number of hidden layers")
     reads, writes = union(*(m.reads for m in mlps)), union(*(m.writes for m in mlps))
     at_read = {d: i for i, d in enumerate(ws.span(reads))}
     at_write = {d: i for i, d in enumerate(ws.span(writes))}

@@ -107,7 +107,7 @@ def workspace_from_meta(labels: list[str], subspaces: dict[str, list[int]]) -> W
     return ws
 
 
-def side_by_side(workspaces: list[Workspace], prefixes: list[str]) -> Workspace:
+def beside(workspaces: list[Workspace], prefixes: list[str]) -> Workspace:
     """One workspace holding each of ``workspaces`` in turn, every subspace name and residual
     label prefixed with its workspace's prefix (``f1.scan:map[0]``): the residual of programs
     run side by side (``constructions/product.py``), dims of workspace i after those before it."""
@@ -120,5 +120,5 @@ def side_by_side(workspaces: list[Workspace], prefixes: list[str]) -> Workspace:
                                                    tuple(at + d for d in sub.dims))
     ws._index = {lab: i for i, lab in enumerate(ws.labels)}
     if len(ws._index) != len(ws.labels):
-        raise ValueError("side_by_side: prefixes must make the labels distinct")
+        raise ValueError("beside: prefixes must make the labels distinct")
     return ws

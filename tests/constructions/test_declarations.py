@@ -10,7 +10,7 @@ from compiler.automata.decompose import decompose
 from compiler.automata.representation import choose
 from compiler.automata.spec import Semiautomaton
 from constructions import gridworld, krohn_rhodes, scan
-from constructions.program import MLP, Fused, Head, Program, fuse, parallel
+from constructions.program import MLP, Fused, Head, Program, beside, fuse
 from constructions.workspace import Workspace
 from constructions.construction import BuildOptions
 
@@ -134,7 +134,7 @@ def test_fuse_and_parallel_combine_declarations():
     first, second = copy("ab", a, b), copy("bc", b, c)
     fused = fuse(first, second)
     assert fused.reads == ("a", "b") and fused.writes == ("b", "c")
-    both = parallel([first, second], "p", ws)
+    both = beside([first, second], "p", ws)
     assert both.reads == ("a", "b") and both.writes == ("b", "c")
     check_local_shapes(ws, both)
     assert _actual_mlp(ws, fused) == ({"a", "b"}, {"b", "c"})

@@ -14,7 +14,7 @@ from compiler.automata.spec import from_dict
 from constructions.checkpoint import load, save
 from constructions.gadgets import CodeInput, code_function_mlp
 from constructions.program import Beside, Head, fuse, renamed
-from constructions.workspace import Workspace, side_by_side
+from constructions.workspace import Workspace, beside
 from verify.check import verify
 
 QUICK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
@@ -45,18 +45,18 @@ def test_beside_runs_mlps_of_different_depths_on_disjoint_dims() -> None:
             np.testing.assert_array_equal(both(r), d1(r) + d2(r))
 
 
-def test_side_by_side_prefixes_names_and_offsets_dims() -> None:
+def test_beside_prefixes_names_and_offsets_dims() -> None:
     w1, w2 = Workspace(), Workspace()
     w1.add("bos"), w1.add("s", 2)
     w2.add("bos"), w2.add("s", ["a", "b"])
-    ws = side_by_side([w1, w2], ["f1.", "f2."])
+    ws = beside([w1, w2], ["f1.", "f2."])
     assert ws.labels == ["f1.bos", "f1.s[0]", "f1.s[1]", "f2.bos", "f2.s:a", "f2.s:b"]
     assert ws["f2.s"].dims == (4, 5) and ws.dim("f2.bos") == 3
     h = Head("h", np.eye(2), np.eye(2), np.eye(2), np.eye(2), reads={"query": ("s",)}, writes=("s",))
     r = renamed(h, "f2.")
     assert (r.name, r.reads, r.writes) == ("f2.h", {"query": ("f2.s",)}, ("f2.s",)) and r.W_Q is h.W_Q
     with pytest.raises(ValueError):
-        side_by_side([w1, w1], ["f.", "f."])
+        beside([w1, w1], ["f.", "f."])
 
 
 def test_auto_takes_the_product_where_it_is_shallower_and_it_is_exact() -> None:
