@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [n for n in want if args.k in n and (n not in got or any(got[n][k] != want[n][k] for k in ("weights", "logits")))]
     meta = [n for n in got if n in want and got[n]["meta"] != want[n]["meta"]]
     print(f"{len(got)} models: {len(got) - len(bad)} bit-identical (weights and logits), {len(bad)} differ"
-          + (f": {bad}" if bad else "") + f"; metadata changed in {len(meta)}")
+          + (f": {bad}" if bad else "") + f"; metadata changed in {len(meta)}" + (f": {meta}" if meta else ""))
     return 1 if bad else 0
 
 
