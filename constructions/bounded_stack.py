@@ -91,9 +91,9 @@ from compiler.automata.stack_detect import BoundedStack, detect_any
 
 from . import bounded_stack_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .bounded_stack_layout import (GAP, MATCH, NAME, constants, depth_residue, layout, open_name, prefix_blocks,
+from .bounded_stack_layout import (GAP, MATCH, constants, depth_residue, layout, open_name, prefix_blocks,
                                    start_columns, start_name, token_rows)
-from .bounded_stack_obligations import obligations
+from . import bounded_stack_obligations
 from .krohn_rhodes_layout import CounterBlocks
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start
 from .gadgets import (
@@ -104,9 +104,13 @@ from .gadgets import (
     residue_hidden,
     residue_mlp,
 )
+from .obligations import Obligations
 from .program import MLP, Block, Head, Program, StateCodes
 from .workspace import Workspace, join
 
+
+
+NAME = "bounded-stack"
 
 
 def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> dict[str, Any]:
@@ -358,6 +362,11 @@ def set_start(model, plan: BoundedStack, start: str) -> None:
 
 # ---------------------------------------------------------------------------------------
 # the registry entry: the recognised stack is the plan
+
+
+def obligations(model, plan: BoundedStack) -> Obligations:
+    """What a bounded-stack model must run (:func:`bounded_stack_obligations.obligations`)."""
+    return bounded_stack_obligations.obligations(model, plan, NAME)
 
 
 def applies(automaton: Semiautomaton) -> BoundedStack | Refusal:

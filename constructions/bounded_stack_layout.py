@@ -16,8 +16,6 @@ from .krohn_rhodes_layout import CounterBlocks, position_blocks
 from .workspace import Workspace
 
 
-NAME = "bounded-stack"
-
 MATCH, GAP = 2.0, 1.0
 """Layer-2 key scores: a push to the wanted level scores MATCH (two exact bits), any other
 position at most MATCH - GAP (before recency)."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.automata.stack_detect import BoundedStack
 
-from .bounded_stack_layout import NAME, depth_residue, layout, open_name, prefix_blocks, start_name, token_rows
+from .bounded_stack_layout import depth_residue, layout, open_name, prefix_blocks, start_name, token_rows
 from .gadgets import ABSORB
 from .krohn_rhodes_layout import CounterBlocks
 from .obligations import (Average, AnyFlag, Embedding, Joint, Latest, Layer, Lookup, Obligations, Promise, Readout,
@@ -97,7 +97,7 @@ def _held(plan: BoundedStack) -> np.ndarray:
     return np.array(rows, dtype=np.float64)
 
 
-def obligations(model, plan: BoundedStack) -> Obligations:
+def obligations(model, plan: BoundedStack, name: str) -> Obligations:
     """What a stack model must run (:mod:`constructions.obligations`), from the plan alone: the
     token rows; layer 1 the prefix sum x_t (:class:`Average`, d0 held before it) decoded into the
     level one-hot (:class:`Lookup`, the gadget's exact output for every integer); layer 2 each
@@ -130,7 +130,7 @@ def obligations(model, plan: BoundedStack) -> Obligations:
         claims = (Joint(("st:depth",), np.arange(D + 1, dtype=np.float64)[:, None]),
                   Joint(("st:level", *opens, "st:stack"), _held(plan)))
         text = (model.meta.get("promise") or {}).get("text") or "legal inputs only"
-        return Obligations(NAME, Embedding(codes), tuple(layers), Readout(("st:level", "st:stack"), table),
+        return Obligations(name, Embedding(codes), tuple(layers), Readout(("st:level", "st:stack"), table),
                            promise=Promise("legal", text, claims))
     layers.append(Layer((AnyFlag("st.any", "st:out + st:mismatch + st:starterr", "st:any"),),
                         Threshold("st.error", "st:any", "st:error")))
@@ -138,5 +138,5 @@ def obligations(model, plan: BoundedStack) -> Obligations:
     anything = [(*lv, *bits) for lv in _level_codes(plan) for bits in itertools.product((0, 1), repeat=D * k)]
     table = {**{(*c, 0): q for c, q in table.items()}, **{(*c, 1): sink for c in anything}}
     joint = Joint(("st:level", "st:stack", "st:error"), np.array(sorted(table), dtype=np.float64))
-    return Obligations(NAME, Embedding(codes), tuple(layers), Readout(("st:level", "st:stack", "st:error"), table),
+    return Obligations(name, Embedding(codes), tuple(layers), Readout(("st:level", "st:stack", "st:error"), table),
                        joint=(joint,))
