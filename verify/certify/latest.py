@@ -40,7 +40,7 @@ import numpy as np
 from constructions.obligations import AnyFlag, Latest, Layer, Threshold
 
 from .lookups import _affine, _check_io, _mlp_weights
-from .scores import _reads, _score_factors
+from .scores import _reads, _score_factors, recency_gaps
 from .state import CertificateFailure, Code, _get, _put, gamma
 
 ROWS = 1 << 20
@@ -234,16 +234,12 @@ def recency_pass(T: int, scores: list[Any], on_match: list[np.ndarray], on_other
             log_leak = np.where(ok, np.logaddexp(before, later) - lo1, -np.inf)
             slack = math.exp(4 * (T + 2) * 2.0**-52 * (1 + top)) * (1 + 2.0**-50)  # the checker's own sums
             leak[t] = np.exp(log_leak.max(1)) * slack
-            best_before = np.concatenate([none, np.maximum.accumulate(prior, axis=1)[:, :-1]], axis=1)
-            best_later = np.concatenate([np.maximum.accumulate(after[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
-            gap = np.where(ok, lo1 - np.maximum(best_before, best_later), np.inf)
+            gap, bad = recency_gaps(prior, after, lo1, ok)
             gaps[t] = gap.min(1)
-            bad = np.argwhere(gap <= 0)
-            if len(bad):
-                i, key = (int(v) for v in bad[0])
-                rival = np.concatenate([prior[i, :key], [-np.inf], after[i, key + 1:]])
+            if bad is not None:
+                i, key, rival = bad
                 raise CertificateFailure(where, f"at query position {int(t[i])}, when {key} is the most recent "
-                                              f"match, key {int(np.argmax(rival))} may score as high (gap "
+                                              f"match, key {rival} may score as high (gap "
                                               f"{float(gap[i, key]):.3g} after rounding and the codes' error)")
     return leak, gaps
 

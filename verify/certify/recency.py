@@ -57,7 +57,7 @@ import numpy as np
 from constructions.obligations import Match, Race, Races
 
 from .lookups import _check_io, _class_fixed, _mlp_weights, _Partition
-from .scores import _abs_products, _copy_map, _reads
+from .scores import _abs_products, _copy_map, _reads, recency_gaps
 from .state import CertificateFailure, Code, NotCertifiable, _get, _product_rows, _put, gamma
 
 
@@ -195,16 +195,12 @@ def _match_pattern(m: Any, l: int, h: int, f: Match, states: list[dict], pos_cla
     # gaps: every possible key beats each earlier key and each later mismatch up to the last query
     last_query = np.array([np.nonzero(row)[0].max() if row.any() else -1 for row in queries])
     later = np.where(np.arange(T1)[None, :] <= last_query[:, None], hi0, -np.inf)
-    best_later = np.concatenate([np.maximum.accumulate(later[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
-    best_before = np.concatenate([none, np.maximum.accumulate(hi_any, axis=1)[:, :-1]], axis=1)
     relevant = np.isfinite(lo1) & (np.arange(T1)[None, :] <= last_query[:, None])
-    gap = np.where(relevant, lo1 - np.maximum(best_before, best_later), np.inf)
-    bad = np.argwhere(gap <= 0)
-    if len(bad):
-        a, s = (int(v) for v in bad[0])
-        rival = np.concatenate([hi_any[a, :s], [-np.inf], later[a, s + 1 :]])
+    gap, bad = recency_gaps(hi_any, later, lo1, relevant)
+    if bad is not None:
+        a, s, rival = bad
         raise CertificateFailure(where, f"for the query code {a} (looking for code {int(f.match[a])}), when {s} "
-                                      f"is the most recent match, key {int(np.argmax(rival))} may score as high (gap "
+                                      f"is the most recent match, key {rival} may score as high (gap "
                                       f"{float(gap[a, s]):.3g} after rounding)")
     top = float(np.abs(np.where(np.isfinite(hi_any), hi_any, 0)).max())
     slack = math.exp(4 * (T1 + 2) * 2.0**-52 * (1 + top)) * (1 + 2.0**-50)  # the checker's own float64 sums

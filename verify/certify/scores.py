@@ -151,3 +151,21 @@ def _feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[in
         diff = c.sum_of[1] * X[:, at[i] : at[i + 1]] - X[:, at[j] : at[j + 1]]
         ok &= np.all((diff >= c.sum_of[2] - 1e-6) & (diff <= c.sum_of[3] + 1e-6), axis=1)
     return ok
+
+
+def recency_gaps(earlier: np.ndarray, later: np.ndarray, lo1: np.ndarray,
+                 ok: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int] | None]:
+    """A most-recent key's score gaps (Lemma 16's flag, a most recent match): per row (a query)
+    and possible key s, its lowest score ``lo1`` less the highest rival's -- any earlier key's
+    (``earlier[:, :s]``) or a later one's (``later[:, s + 1:]``); inf where ``ok`` is False.  Also
+    the first (row, key, rival) whose gap is not positive, or None."""
+    none = np.full((earlier.shape[0], 1), -np.inf)
+    best_before = np.concatenate([none, np.maximum.accumulate(earlier, axis=1)[:, :-1]], axis=1)
+    best_later = np.concatenate([np.maximum.accumulate(later[:, ::-1], axis=1)[:, ::-1][:, 1:], none], axis=1)
+    gap = np.where(ok, lo1 - np.maximum(best_before, best_later), np.inf)
+    bad = np.argwhere(gap <= 0)
+    if not len(bad):
+        return gap, None
+    i, key = (int(v) for v in bad[0])
+    rival = np.concatenate([earlier[i, :key], [-np.inf], later[i, key + 1:]])
+    return gap, (i, key, int(np.argmax(rival)))
