@@ -1,6 +1,6 @@
 """Certificates: which models are proved exact, how long the proof takes, and what it saves.
 
-Six parts, in one run:
+Seven parts, in one run:
 
 * the paper's 19 automata as ``auto`` compiles them, at T = 100 and 1024: certified, or why not
   (the construction declares no obligations yet), and the checker's time;
@@ -8,7 +8,10 @@ Six parts, in one run:
 * one model of each certified construction at T = 4096 (and the rare-suffix KMP automaton of
   the soundness tests at 1024): seconds and peak memory of ``shortcut certify`` in a process;
 * ``shortcut compile`` (its default verification: the certificate first) of the 19 at T = 100,
-  each a new process -- the issue's "compile + default verify" time;
+  each a new process -- the issue's "compile + default verify" time (most of it is each process
+  importing torch: the torch import alone is timed beside it);
+* the same 19 in one process, ``shortcut zoo examples/zoo-paper.toml`` (compile, certify,
+  cross-check and save each, with their traces);
 * ``shortcut verify`` on the 19 ``auto`` models at T = 100, each a new process: with the
   certificate first (the default; a small sampled cross-check when it holds) and without it
   (``--no-certify``, the old sampling); and the same on certified models (scans and lookbacks),
@@ -23,6 +26,7 @@ Six parts, in one run:
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -42,7 +46,7 @@ from _common import emit, finish, header  # noqa: E402
 CERTIFIED = [("symmetric:5", "scan", 256), ("quaternion", "scan", 1024), ("regex:(a|b)*abbabaabab", "scan", 256),
              ("nth-last:6", "lookback", 1024), ("symmetric:4", "krohn-rhodes", 256),
              ("cyclic-product:2,2,2", "krohn-rhodes", 1024)]
-PARTS = ("paper", "long", "compile-paper", "verify-paper", "verify-certified", "stack")
+PARTS = ("paper", "long", "compile-paper", "zoo-paper", "verify-paper", "verify-certified", "stack")
 LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:6", "lookback", 4096),
         ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024),
         ("parity", "krohn-rhodes", 4096), ("cyclic:3", "krohn-rhodes", 4096), ("symmetric:4", "krohn-rhodes", 2048),
@@ -100,6 +104,8 @@ def main() -> None:
             _long(lines, tmp)
         if "compile-paper" in parts:
             _compile_rows(lines, tmp)
+        if "zoo-paper" in parts:
+            _zoo_row(lines, tmp)
         if "verify-paper" in parts:
             _verify_rows(lines, tmp, "the 19 `auto` models at T = 100", [(s, "auto", 100) for s in paper_suite()])
         if "verify-certified" in parts:
@@ -146,7 +152,20 @@ def _compile_rows(lines: list[str], tmp: str) -> None:
         rc, s, _, last = _timed(["shortcut", "compile", spec, "--max-len", "100", "-o", str(Path(tmp) / "c.safetensors")])
         total += s
         emit(lines, f"| `{spec}` | {rc} | {s:.1f} | {last.strip()[:90]} |")
-    emit(lines, f"\nTotal: {total:.0f} s for the 19 processes.")
+    _, torch_s, _, _ = _timed([sys.executable, "-c", "import torch"])
+    emit(lines, f"\nTotal: {total:.0f} s for the 19 processes; `import torch` alone in a new process: "
+                f"{torch_s:.2f} s (x 19 = {19 * torch_s:.0f} s).")
+
+
+def _zoo_row(lines: list[str], tmp: str) -> None:
+    """The 19 in one ``shortcut zoo`` process: what start-up costs the per-process row above."""
+    config = Path(__file__).resolve().parents[1] / "examples" / "zoo-paper.toml"
+    out = Path(tmp) / "zoo-paper"
+    rc, s, gb, _ = _timed(["shortcut", "zoo", str(config), "-o", str(out), "--workers", "1"])
+    records = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    n = sum(bool(r["verification"] and r["verification"]["certified"]) for r in records)
+    emit(lines, f"\n`shortcut zoo examples/zoo-paper.toml` (the 19 at T = 100, one process, 1 worker): exit {rc}, "
+                f"{s:.1f} s, peak {gb:.2f} GB; {n} of {len(records)} certified.")
 
 
 def _verify_rows(lines: list[str], tmp: str, title: str, models: list[tuple[str, str, int]]) -> None:

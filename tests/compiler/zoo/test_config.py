@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.automata.catalog import paper_suite
 from compiler.automata.errors import InputError
 from compiler.zoo.config import MAX_MODELS, jobs, load, model_seed, parse
 
@@ -24,6 +25,13 @@ def test_the_examples_parse_and_the_reference_zoo_is_big_enough():
     per_class = {f.kind: f.count for f in big.families}
     assert sum(n >= 150 for n in per_class.values()) >= 6
     assert {f.max_len for f in big.families} == {(64,)} and {f.traces for f in big.families} == {8}
+
+
+def test_the_paper_zoo_is_the_reference_suite_once_each():
+    """examples/zoo-paper.toml: the 19 automata in one process (benchmarks/certify.py times it)."""
+    (family,) = load(EXAMPLES / "zoo-paper.toml").families
+    assert family.kind == "catalog" and family.count == len(family.names) and family.max_len == (100,)
+    assert list(family.names) == paper_suite()
 
 
 def test_order_limit_and_seeds_do_not_depend_on_other_families():
