@@ -49,7 +49,9 @@ CERTIFIED = [("symmetric:5", "scan", 256), ("quaternion", "scan", 1024), ("regex
 PARTS = ("paper", "long", "compile-paper", "zoo-paper", "verify-paper", "verify-certified", "stack")
 LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:6", "lookback", 4096),
         ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024),
-        ("parity", "krohn-rhodes", 4096), ("cyclic:3", "krohn-rhodes", 4096), ("symmetric:4", "krohn-rhodes", 2048),
+        ("parity", "krohn-rhodes", 4096), ("cyclic:3", "krohn-rhodes", 4096), ("symmetric:4", "krohn-rhodes", 4096),
+        ("cyclic-product:2,3", "product", 4096), ("memory:3", "local", 4096), ("adder:2", "local", 1024),
+        ("adder:2", "local", 2048),
         ("grid:4", "gridworld", 256), ("grid:9", "gridworld", 1024), ("grid2d:3,4", "gridworld", 1024),
         ("grid:9", "gridworld", 1400), ("grid:9", "gridworld", 4096)]
 
