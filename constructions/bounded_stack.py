@@ -95,7 +95,7 @@ from .bounded_stack_layout import (GAP, MATCH, constants, depth_residue, layout,
                                    start_columns, start_name, token_rows)
 from . import bounded_stack_obligations
 from .krohn_rhodes_layout import CounterBlocks
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start
 from .gadgets import (
     ABSORB,
     PositionBlock,
@@ -386,7 +386,7 @@ def estimate(plan: BoundedStack, max_len: int, positions: str = "sinusoidal") ->
     return Cost(2 if plan.legal else 3, params)
 
 
-def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> InvariantReport:
     return checks.invariants(model, plan, model.metadata.sections[NAME], tokens)
 
 

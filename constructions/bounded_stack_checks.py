@@ -37,6 +37,7 @@ import torch
 from compiler.automata.stack_detect import POP, PUSH, BoundedStack
 
 from .budget import STEP_TOLERANCE
+from .construction import InvariantReport
 from .margins import target_margins
 
 FAMILY_SEED_OFFSET = 13
@@ -220,7 +221,7 @@ def expected(plan: BoundedStack, start: int, row: list[int]) -> Expected:
     return Expected(x, level, out, opened, target, stack.reshape(T + 1, -1), mismatch, error, first)
 
 
-def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.ndarray) -> InvariantReport:
     """Decode every stack subspace after each layer (one sequence at a time) and compare with
     :func:`expected` up to the first error; the error bit at every position."""
     dims = model.subspace
@@ -286,7 +287,6 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
              "worst_input_noise": worst["depth"], "distance_to_boundary": STEP_TOLERANCE - worst["depth"]},
             {"layer": 2, "mlp": "st.stack", "inputs": "st:open*", "input_tolerance": STEP_TOLERANCE / 2,
              "worst_input_noise": worst["open"], "distance_to_boundary": STEP_TOLERANCE / 2 - worst["open"]}]
-    return {"checked": "stack depth prefix sums, depth one-hots, last-push heads, stack levels"
-                       + ("" if plan.legal else ", error bit"),
-            "sequences": len(tokens), "worst_deviation": worst, "heads": list(heads.values()),
-            "mlps": mlps, "failures": failures}
+    return InvariantReport("stack depth prefix sums, depth one-hots, last-push heads, stack levels"
+                           + ("" if plan.legal else ", error bit"), len(tokens), failures, list(heads.values()), mlps,
+                           {"worst_deviation": worst})

@@ -52,7 +52,7 @@ from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import count_params
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, rebuild
 from .labels import one_hot_rows
 from .obligations import Beside as ObBeside
 from .obligations import (Compose, Embedding, Joint, Layer, Lookup, Obligations, Races, Readout, Steps, Threshold,
@@ -299,7 +299,7 @@ def describe(plan: ProductPlan, automaton: Semiautomaton) -> str:
             f"cheapest construction at this max_len (meta['{NAME}']['factors'] names them)")
 
 
-def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> InvariantReport:
     """Each factor's state read by its own unembedding from its dims after the last layer, against
     the quotient's reference state: argmax and logit margin at every position."""
     info = model.metadata.sections[NAME]
@@ -321,8 +321,8 @@ def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:
         if not np.array_equal(got, want):
             failures.append(f"factor {i + 1} ({f['method']}): its readout disagrees with the quotient's state at "
                             f"{int((got != want).sum())} positions")
-    return {"checked": "each factor's state by its own readout after the last layer", "sequences": int(len(tokens)),
-            "factors": worst, "failures": failures}
+    return InvariantReport("each factor's state by its own readout after the last layer", int(len(tokens)), failures,
+                           measured={"factors": worst})
 
 
 def set_start(model, plan: ProductPlan, start: str, factors: tuple[Construction, ...]) -> None:
