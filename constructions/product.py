@@ -265,9 +265,9 @@ def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
     notes = []
     for i, (c, f, (prog, meta)) in enumerate(zip(ch.constructions, ch.pair.factors, built)):
         notes.append({"method": c.name, "states": f.n_states, "layers": len(prog.blocks),
-                        "prefix": PREFIXES[i], "dims": [int(at[i]), int(at[i + 1])],
-                        "W_U": prog.W_U.tolist(), "b_U": prog.b_U.tolist(),
-                        "why": c.describe(ch.plans[i], f)})
+                      "prefix": PREFIXES[i], "dims": [int(at[i]), int(at[i + 1])],
+                      "W_U": prog.W_U.tolist(), "b_U": prog.b_U.tolist(),
+                      "why": c.describe(ch.plans[i], f)})
     meta = {
         "method": NAME,
         "positions": positions,
