@@ -101,8 +101,8 @@ def depth_error(model, rows: np.ndarray) -> float:
         for r in rows:
             model(torch.from_numpy(r[None]))
             w = stack_checks.expected(plan, model.automaton.start, r.tolist())
-            n = w["first"] + 1
-            worst = max(worst, float(np.abs(got["x"][0, :n] - w["x"][:n]).max()))
+            n = w.first + 1
+            worst = max(worst, float(np.abs(got["x"][0, :n] - w.x[:n]).max()))
     return worst
 
 

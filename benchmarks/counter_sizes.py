@@ -75,7 +75,7 @@ def verified(row: dict, args) -> dict:
     t0 = time.perf_counter()
     r = verify(row["model"], samples=args.samples, family_limit=args.family_limit,
                exhaustive_budget=args.exhaustive_budget)
-    noise = [c["worst_sum_noise"] for c in r.invariants.get("components", []) if "worst_sum_noise" in c]
+    noise = [c["worst_sum_noise"] for c in (r.invariants.measured.get("components", []) if r.invariants else []) if "worst_sum_noise" in c]
     return {"exact": r.exact, "verify_s": time.perf_counter() - t0, "sequences": r.n_sequences,
             "sum_noise": max(noise, default=None)}
 

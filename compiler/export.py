@@ -7,7 +7,7 @@ heads and units add exact zeros).  The state dict uses the classic ``HookedTrans
 keys (``embed.W_E``, ``pos_embed.W_pos``, ``blocks.{i}.attn.W_Q`` ..., ``unembed.W_U``);
 TransformerLens 4.x loads it into a native ``TransformerBridge`` through
 ``convert_tl_checkpoint`` (:func:`to_transformer_bridge`), 3.x into ``HookedTransformer``
-with ``load_state_dict`` (README).
+with ``load_state_dict`` (docs/interop.md shows both).
 
 Conventions the config pins (each one matters for bit-equality):
 
@@ -156,7 +156,7 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
         if m is None:
             W_in, b_in, W_out, b_out = (torch.zeros(s, dtype=dtype) for s in ((d, d_mlp), (d_mlp,), (d_mlp, d), (d,)))
         else:
-            W_in, b_in, W_out, b_out = m.W_in, m.b_in, m.W_out, m.b_out
+            W_in, b_in, W_out, b_out = m.weight(0), m.bias(0), m.weight(m.n_hidden), m.bias(m.n_hidden)
         sd[p + "mlp.W_in"] = _pad(W_in, (d, d_mlp))
         sd[p + "mlp.b_in"] = _pad(b_in, (d_mlp,))
         sd[p + "mlp.W_out"] = _pad(W_out, (d_mlp, d))

@@ -34,8 +34,11 @@ def _head_layout(index: int, head: Head) -> dict[str, Any]:
             "writes": list(head.writes)}
 
 
-def _mlp_layout(mlp: MLP | Fused | Beside, dense: Dense) -> dict[str, Any]:
-    """An MLP's hidden widths (of its embedding ``dense``) and its declared reads and writes."""
+def _mlp_layout(mlp: MLP | Fused | Beside | None, dense: Dense | None) -> dict[str, Any] | None:
+    """An MLP's hidden widths (of its embedding ``dense``) and its declared reads and writes
+    (None for a block without an MLP)."""
+    if mlp is None or dense is None:
+        return None
     return {"name": mlp.name, "hidden": dense.hidden_sizes, "reads": list(mlp.reads), "writes": list(mlp.writes)}
 
 
@@ -51,7 +54,7 @@ def layout_of(program: Program, mlps: list[Dense | None] | None = None) -> dict[
                       for name, sub in ws.subspaces.items()},
         "blocks": [{"layer": l,
                     "heads": [_head_layout(i, h) for i, h in enumerate(block.heads)],
-                    "mlp": _mlp_layout(block.mlp, dense) if block.mlp is not None else None}
+                    "mlp": _mlp_layout(block.mlp, dense)}
                    for l, (block, dense) in enumerate(zip(program.blocks, mlps))],
     }
 
@@ -65,11 +68,13 @@ def shape_config(ws: Workspace, blocks: list[Block], *, n_symbols: int, n_out: i
     those embeddings, when already made).  Needs no embedding, position or unembedding weight,
     so a construction can count its parameters before it builds them (:func:`count_params`)."""
     if mlps is None:
-        mlps = [b.mlp if b.mlp is None or isinstance(b.mlp, MLP) else b.mlp.embed(ws) for b in blocks]
+        widths = [[] if b.mlp is None else (b.mlp if isinstance(b.mlp, MLP) else b.mlp.embed(ws)).hidden_sizes
+                  for b in blocks]
+    else:
+        widths = [[] if m is None else m.hidden_sizes for m in mlps]
     d_head = max([max(h.W_Q.shape[1], h.W_V.shape[1]) for b in blocks for h in b.heads], default=1)
     return {"d_model": ws.d_model, "d_head": d_head, "n_symbols": n_symbols, "max_len": max_len, "n_out": n_out,
-            "blocks": [{"n_heads": max(len(b.heads), 1), "mlp_hidden": m.hidden_sizes if m is not None else []}
-                       for b, m in zip(blocks, mlps)]}
+            "blocks": [{"n_heads": max(len(b.heads), 1), "mlp_hidden": w} for b, w in zip(blocks, widths)]}
 
 
 def count_params(ws: Workspace, blocks: list[Block], *, n_symbols: int, n_out: int, max_len: int) -> int:
@@ -116,7 +121,8 @@ def assemble(program: Program, *, max_len: int, dtype: torch.dtype, meta: dict[s
                 blk.attn.W_V[i] = t(_pad(W_V, d, d_head))
                 blk.attn.W_O[i] = t(_pad(W_O, d_head, d))
             if mlp is not None:
+                assert blk.mlp is not None  # the config gave the block this MLP's hidden widths
                 for i, (w, b) in enumerate(zip(mlp.weights, mlp.biases)):
-                    getattr(blk.mlp, blk.mlp.weight_name(i)).copy_(t(w))
-                    getattr(blk.mlp, blk.mlp.bias_name(i)).copy_(t(b))
+                    blk.mlp.weight(i).copy_(t(w))
+                    blk.mlp.bias(i).copy_(t(b))
     return model

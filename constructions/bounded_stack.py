@@ -95,7 +95,7 @@ from .bounded_stack_layout import (GAP, MATCH, constants, depth_residue, layout,
                                    start_columns, start_name, token_rows)
 from . import bounded_stack_obligations
 from .krohn_rhodes_layout import CounterBlocks
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start
 from .gadgets import (
     ABSORB,
     PositionBlock,
@@ -218,13 +218,7 @@ def readout(plan: BoundedStack, ws) -> tuple[np.ndarray, np.ndarray]:
     D, k = plan.depth, plan.symbols
     C = 2.0 * D + 2
     W_U, b_U = np.zeros((ws.d_model, len(plan.stacks))), np.zeros(len(plan.stacks))
-    if plan.legal:
-        for q, st in enumerate(plan.stacks):
-            W_U[ws["st:level"][len(st)], q] = D + 1.0
-            for j, b in enumerate(st, start=1):
-                W_U[ws["st:stack"][(j - 1) * k + b], q] = 1.0
-        return W_U, b_U
-    err = ws["st:error"][0]
+    err = None if plan.legal else ws["st:error"][0]  # a legal stack's plan has no sink (no None stack)
     for q, st in enumerate(plan.stacks):
         if st is None:
             W_U[err, q] = C
@@ -232,7 +226,8 @@ def readout(plan: BoundedStack, ws) -> tuple[np.ndarray, np.ndarray]:
         W_U[ws["st:level"][len(st)], q] = D + 1.0
         for j, b in enumerate(st, start=1):
             W_U[ws["st:stack"][(j - 1) * k + b], q] = 1.0
-        W_U[err, q] = -C
+        if err is not None:
+            W_U[err, q] = -C
     return W_U, b_U
 
 
@@ -322,7 +317,7 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
         "warnings": warnings,
         NAME: {**plan.to_dict(), "absorb": mass, "prefix_blocks": [split.count, split.length], "constants": c,
                "precision": prec, "model_sizes": sizes},
-        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in blocks],
+        "layers": [b.notes() for b in blocks],
     }
     return Program(ws, W_E, W_pos, blocks, W_U, b_U, state_codes=state_codes(plan, ws)), meta
 
@@ -391,7 +386,7 @@ def estimate(plan: BoundedStack, max_len: int, positions: str = "sinusoidal") ->
     return Cost(2 if plan.legal else 3, params)
 
 
-def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> InvariantReport:
     return checks.invariants(model, plan, model.metadata.sections[NAME], tokens)
 
 

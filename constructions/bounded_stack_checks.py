@@ -28,6 +28,7 @@ letter (no mismatch flag, no layer 3).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ import torch
 from compiler.automata.stack_detect import POP, PUSH, BoundedStack
 
 from .budget import STEP_TOLERANCE
+from .construction import InvariantReport
 from .margins import target_margins
 
 FAMILY_SEED_OFFSET = 13
@@ -44,7 +46,9 @@ FAMILY_SEED_OFFSET = 13
 
 def _letters(plan: BoundedStack) -> tuple[dict[int, int], dict[int, int], list[int]]:
     """{symbol: a push letter}, {symbol: a pop letter}, the no-op letters."""
-    push, pop, noop = {}, {}, []
+    push: dict[int, int] = {}
+    pop: dict[int, int] = {}
+    noop: list[int] = []
     for s, (kind, b) in enumerate(plan.letters):
         if kind == PUSH:
             push.setdefault(b, s)
@@ -106,9 +110,10 @@ def error_at_end(plan: BoundedStack, stack: tuple[int, ...] | None, T: int,
             if end < 1 or kind in out:
                 continue
             seq = legal_walk(plan, stack, max(0, end - 1 - 2 * plan.depth - 2), rng)
-            cur = stack
+            cur: tuple[int, ...] | None = stack
             for s in seq:
                 cur = plan.step(cur, s)
+            assert cur is not None, "a legal walk never reaches the sink"
             while len(cur) > want:
                 seq.append(pop[cur[-1]])
                 cur = cur[:-1]
@@ -150,7 +155,28 @@ def families(model, plan: BoundedStack, T: int, seed: int = 0) -> dict[str, np.n
     return out
 
 
-def expected(plan: BoundedStack, start: int, row: list[int]) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class Expected:
+    """The exact values of every stack subspace over one sequence, per position [T+1, ...] (BOS at 0).
+
+    x: the prefix sum x_t (pushes minus pops, from the start stack's depth); level / out: its
+    one-hot over 0..D and the out-of-range bit; opened [T+1, D, k]: the symbol of the last push to
+    each level (else the start stack's); target [T+1, D]: the key position each layer-2 head reads
+    (0: BOS); stack: ``opened`` below the depth; mismatch: a pop of the wrong symbol; error: the
+    state is the sink; first: t*, the first position in the sink (T when none)."""
+
+    x: np.ndarray
+    level: np.ndarray
+    out: np.ndarray
+    opened: np.ndarray
+    target: np.ndarray
+    stack: np.ndarray
+    mismatch: np.ndarray
+    error: np.ndarray
+    first: int
+
+
+def expected(plan: BoundedStack, start: int, row: list[int]) -> Expected:
     """Exact values of every subspace for one sequence ([T+1, ...], BOS at 0), and t*."""
     D, k = plan.depth, plan.symbols
     T = len(row)
@@ -192,11 +218,10 @@ def expected(plan: BoundedStack, start: int, row: list[int]) -> dict[str, np.nda
         states.append(plan.step(states[-1], s))
     error = np.array([st is None for st in states], dtype=np.float64)
     first = int(np.argmax(error)) if error.any() else T
-    return {"x": x, "level": level, "out": out, "open": opened, "target": target, "stack": stack.reshape(T + 1, -1),
-            "mismatch": mismatch, "error": error, "first": first}
+    return Expected(x, level, out, opened, target, stack.reshape(T + 1, -1), mismatch, error, first)
 
 
-def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.ndarray) -> InvariantReport:
     """Decode every stack subspace after each layer (one sequence at a time) and compare with
     :func:`expected` up to the first error; the error bit at every position."""
     dims = model.subspace
@@ -213,19 +238,19 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
 
     for row in tokens:
         want = expected(plan, start, [int(s) for s in row])
-        legal_rows = want["first"] if want["error"].any() else len(row) + 1  # a legal stack: rows before t*
-        n = legal_rows if plan.legal else want["first"] + 1  # rows 0..t*
+        legal_rows = want.first if want.error.any() else len(row) + 1  # a legal stack: rows before t*
+        n = legal_rows if plan.legal else want.first + 1  # rows 0..t*
         with torch.no_grad():
             _, cache = model.run_with_cache(torch.from_numpy(np.asarray(row)[None, :]))
         layers = 2 if plan.legal else 3
         mid = [cache[f"blocks.{l}.hook_resid_mid"][0].double().numpy() for l in range(layers)]
         post = [cache[f"blocks.{l}.hook_resid_post"][0].double().numpy() for l in range(layers)]
-        dx = float(np.abs(mid[0][:n, dims("st:depth")][:, 0] - want["x"][:n]).max())
+        dx = float(np.abs(mid[0][:n, dims("st:depth")][:, 0] - want.x[:n]).max())
         worst["depth"] = max(worst["depth"], dx)
         if dx >= STEP_TOLERANCE:
             fail(f"layer 1 attention (st.prefix): st:depth deviates from x_t by {dx:.3g} (tolerance {STEP_TOLERANCE})")
-        dl = max(float(np.abs(post[0][:n, dims("st:level")] - want["level"][:n]).max()),
-                 float(np.abs(post[0][:n, dims("st:out")][:, 0] - want["out"][:n]).max()))
+        dl = max(float(np.abs(post[0][:n, dims("st:level")] - want.level[:n]).max()),
+                 float(np.abs(post[0][:n, dims("st:out")][:, 0] - want.out[:n]).max()))
         worst["level"] = max(worst["level"], dl)
         if dl >= 1e-5:
             fail(f"layer 1 MLP (st.depth): st:level / st:out deviate from the depth one-hot by {dl:.3g}")
@@ -233,9 +258,9 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
         scores = cache["blocks.1.attn.hook_attn_scores"][0]
         for j in range(1, D + 1):
             name = f"st.open{j}"
-            dev = float(np.abs(mid[1][:n, dims(f"st:open{j}")] - want["open"][:n, j - 1]).max())
+            dev = float(np.abs(mid[1][:n, dims(f"st:open{j}")] - want.opened[:n, j - 1]).max())
             worst["open"] = max(worst["open"], dev)
-            tgt = torch.from_numpy(want["target"][:n, j - 1])
+            tgt = torch.from_numpy(want.target[:n, j - 1])
             gap, leaked = target_margins(scores[j - 1][None, :n, :n], pattern[j - 1][None, :n, :n], tgt[None])
             h = heads.setdefault(name, {"layer": 2, "head": name, "target": f"last push to level {j}, else BOS",
                                         "score_gap": notes2[j - 1]["score_gap"], "worst_score_gap": math.inf,
@@ -246,15 +271,15 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
             h["worst_mlp_input_noise"] = max(h["worst_mlp_input_noise"], dev)
             if dev >= STEP_TOLERANCE / 2:
                 fail(f"layer 2 head {name}: st:open{j} is off the symbol of the last push to level {j} by {dev:.3g}")
-        ds = float(np.abs(post[1][:n, dims("st:stack")] - want["stack"][:n]).max())
+        ds = float(np.abs(post[1][:n, dims("st:stack")] - want.stack[:n]).max())
         if not plan.legal:
-            ds = max(ds, float(np.abs(post[1][:n, dims("st:mismatch")][:, 0] - want["mismatch"][:n]).max()))
+            ds = max(ds, float(np.abs(post[1][:n, dims("st:mismatch")][:, 0] - want.mismatch[:n]).max()))
         worst["stack"] = max(worst["stack"], ds)
         if ds >= 1e-5:
             fail(f"layer 2 MLP (st.stack): st:stack / st:mismatch deviate by {ds:.3g}")
         if plan.legal:
             continue
-        de = float(np.abs(post[2][1:, dims("st:error")][:, 0] - want["error"][1:]).max())
+        de = float(np.abs(post[2][1:, dims("st:error")][:, 0] - want.error[1:]).max())
         worst["error"] = max(worst["error"], de)
         if de >= 1e-5:
             fail(f"layer 3 (st.any, st.error): st:error deviates from [state = sink] by {de:.3g}")
@@ -262,7 +287,6 @@ def invariants(model, plan: BoundedStack, details: dict[str, Any], tokens: np.nd
              "worst_input_noise": worst["depth"], "distance_to_boundary": STEP_TOLERANCE - worst["depth"]},
             {"layer": 2, "mlp": "st.stack", "inputs": "st:open*", "input_tolerance": STEP_TOLERANCE / 2,
              "worst_input_noise": worst["open"], "distance_to_boundary": STEP_TOLERANCE / 2 - worst["open"]}]
-    return {"checked": "stack depth prefix sums, depth one-hots, last-push heads, stack levels"
-                       + ("" if plan.legal else ", error bit"),
-            "sequences": len(tokens), "worst_deviation": worst, "heads": list(heads.values()),
-            "mlps": mlps, "failures": failures}
+    return InvariantReport("stack depth prefix sums, depth one-hots, last-push heads, stack levels"
+                           + ("" if plan.legal else ", error bit"), len(tokens), failures, list(heads.values()), mlps,
+                           {"worst_deviation": worst})

@@ -15,7 +15,7 @@ options a frozen :class:`BuildOptions`; moving a compiled model's start state go
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 
 import numpy as np
@@ -121,6 +121,55 @@ class Cost:
     params: int
 
 
+@dataclass
+class InvariantReport:
+    """What a construction's layer-wise invariants found (``Construction.invariants``): the
+    declared values of named subspaces after each layer compared with the reference simulation
+    on a bounded set of sequences, and the margins measured there.
+
+    checked: what was compared (None: nothing ran; ``skipped`` says why).
+    sequences: how many sequences it ran on.
+    failures: one line per invariant that did not hold (empty: every one held).
+    heads, mlps: per head / per MLP margins, one row each (None: not measured); the verifier
+        moves them into its result's ``margins``.
+    measured: the construction's own measurements by name (its worst deviations, per-component
+        or per-factor rows), JSON-able.
+    skipped: why the invariants did not run.
+
+    :meth:`to_json` is the form reports print and store, :meth:`from_json` reads it back."""
+
+    checked: str | None
+    sequences: int | None = None
+    failures: list[str] = field(default_factory=list)
+    heads: list[dict[str, Any]] | None = None
+    mlps: list[dict[str, Any]] | None = None
+    measured: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None
+
+    FIELDS = ("checked", "sequences", "skipped", "heads", "mlps", "failures")
+    """The JSON keys of the fields; ``measured`` entries sit beside them under their own names."""
+
+    def __post_init__(self) -> None:
+        clash = set(self.measured) & set(self.FIELDS)
+        if clash:
+            raise ValueError(f"measured entries {sorted(clash)} would shadow the report's own fields")
+
+    def to_json(self) -> dict[str, Any]:
+        """``checked``, ``sequences`` and ``skipped`` (where set), the measured entries, ``heads`` and
+        ``mlps`` (where measured), ``failures``: one flat JSON object, lossless (:meth:`from_json`)."""
+        head = {"checked": self.checked, "sequences": self.sequences, "skipped": self.skipped}
+        margins = {"heads": self.heads, "mlps": self.mlps}
+        return {**{k: v for k, v in head.items() if k == "checked" or v is not None}, **self.measured,
+                **{k: v for k, v in margins.items() if v is not None}, "failures": list(self.failures)}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> InvariantReport:
+        """The report :meth:`to_json` wrote."""
+        return InvariantReport(d.get("checked"), d.get("sequences"), list(d.get("failures", [])), d.get("heads"),
+                               d.get("mlps"), {k: v for k, v in d.items() if k not in InvariantReport.FIELDS},
+                               d.get("skipped"))
+
+
 @dataclass(frozen=True)
 class Construction(Generic[Plan]):
     """One construction, as the planner and the verifier see it.
@@ -135,8 +184,7 @@ class Construction(Generic[Plan]):
         (updating ``meta["plan"]`` if the plan depends on the start).
     plan_to_json(plan) -> JSON-able dict; plan_from_json(dict) -> plan (lossless).
     describe(plan, automaton) -> one line for ``meta["why"]``.
-    invariants(model, plan, tokens) -> dict: the layer-wise checks (keys ``checked``,
-        ``sequences``, ``failures`` and, when measured, ``heads`` / ``mlps`` margins).
+    invariants(model, plan, tokens) -> InvariantReport: the layer-wise checks.
     families(model, plan, T, seed) -> {name: tokens [n, T]}: extra adversarial inputs (optional);
         family_seeds(seed) -> {name: seed} records the seeds they used.
     head_target(layer, rows) -> (key index per query row, description): the key each head of
@@ -156,7 +204,7 @@ class Construction(Generic[Plan]):
     plan_to_json: Callable[[Plan], dict[str, Any]]
     plan_from_json: Callable[[dict[str, Any]], Plan]
     describe: Callable[[Plan, Semiautomaton], str]
-    invariants: Callable[[Any, Plan, np.ndarray], dict[str, Any]]
+    invariants: Callable[[Any, Plan, np.ndarray], InvariantReport]
     families: Callable[[Any, Plan, int, int], dict[str, np.ndarray]] | None = None
     family_seeds: Callable[[int], dict[str, int]] | None = None
     head_target: Callable[[int, Any], tuple[Any, str]] | None = None

@@ -72,7 +72,7 @@ from compiler.automata.spec import Semiautomaton
 
 from . import gridworld_checks as checks
 from .budget import STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start
 from .gadgets import (
     ABSORB,
     Residue,
@@ -475,7 +475,7 @@ def estimate(world: BoxWorld, max_len: int, positions: str = "sinusoidal") -> Co
     return Cost(2, estimated_params(world, max_len, positions) + (n_symbols + 1) * d + (d + 1) * n_states)
 
 
-def invariants(model, world: BoxWorld, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, world: BoxWorld, tokens: np.ndarray) -> InvariantReport:
     return checks.invariants(model, world, model.metadata.sections[NAME], tokens)
 
 

@@ -26,6 +26,7 @@ import torch
 from compiler.automata.gridworld_detect import BoxWorld
 
 from .budget import STEP_TOLERANCE
+from .construction import InvariantReport
 from .margins import target_margins
 from .positions import PositionCode
 
@@ -129,7 +130,7 @@ class _Report:
             self.failures.append(msg)
 
 
-def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarray) -> InvariantReport:
     """Decode every gridworld subspace after each layer; compare with :func:`_expected`.
     ``details``: the gridworld section of the model's metadata (per-axis constants).
     Sequences are run one at a time (the cached patterns are [heads, T+1, T+1])."""
@@ -175,9 +176,9 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
             worst["state"] = max(worst["state"], ds)
             if ds >= STEP_TOLERANCE:
                 rep.fail(f"layer 2 MLP (gw{ax}.boundary): gw{ax}:state deviates from the coordinate by {ds:.3g}")
-    return {"checked": "gridworld prefix sums, residue codes, nearest-value heads, coordinates",
-            "sequences": int(len(tokens)), "worst_deviation": worst, "heads": [prefix_head, *rep.heads.values()],
-            "mlps": _mlp_margins(g["axes"], rep.mlp_noise), "failures": rep.failures}
+    return InvariantReport("gridworld prefix sums, residue codes, nearest-value heads, coordinates", int(len(tokens)),
+                           rep.failures, [prefix_head, *rep.heads.values()], _mlp_margins(g["axes"], rep.mlp_noise),
+                           {"worst_deviation": worst})
 
 
 def _check_finders(rep: _Report, ax: int, info: dict[str, Any], rec: np.ndarray, dev: np.ndarray,

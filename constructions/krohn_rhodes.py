@@ -182,8 +182,9 @@ def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dic
                                           d["fetched"], T, value_range=c.size - 1))
             first.append(round_mlp(f"{c.name}.round", d["fetched"], c.size, d["new"]))
         if sched.needs_old.get(c.name) and sched.block_of[c.name] + 1 == b:
-            heads.append(offset_head(f"{c.name}.previous", lay.pos, lay.code, lay.bos, lay.one, 1, d["new"],
-                                     d["prev"], value_range=c.size - 1))
+            pos, code = lay.positions()
+            heads.append(offset_head(f"{c.name}.previous", pos, code, lay.bos, lay.one, 1, d["new"], d["prev"],
+                                     value_range=c.size - 1))
             first.append(round_mlp(f"{c.name}.old", d["prev"], c.size, d["old"]))
     depth = max((len(m.hidden_sizes) for m in first), default=0)
     return heads, [_pad(m, depth) for m in first]
@@ -331,8 +332,7 @@ def _meta(cascade: Cascade, sched: Schedule, lay: Layout, blocks: list[Block], p
                               "beta": lay.blocks.beta},
             "precision": prec,
         },
-        "layers": [{"heads": [h.notes for h in blk.heads], "mlp": blk.mlp.notes if blk.mlp else None}
-                   for blk in blocks],
+        "layers": [blk.notes() for blk in blocks],
     }
 
 

@@ -22,6 +22,7 @@ import torch
 from compiler.automata.cascade import Cascade
 
 from .budget import STEP_TOLERANCE
+from .construction import InvariantReport
 from .margins import generic_head_margins
 
 
@@ -46,7 +47,7 @@ def cascade_signals(cascade, coords: np.ndarray) -> np.ndarray:
     return out.reshape(*coords.shape[:-1], -1)
 
 
-def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, cascade: Cascade, tokens: np.ndarray) -> InvariantReport:
     """Compare each component's decoded subspaces with the cascade's simulation (all of
     ``tokens``), measure the MLP margins there and the head margins (and block heads'
     leaks) on the first two sequences."""
@@ -104,8 +105,7 @@ def invariants(model, cascade: Cascade, tokens: np.ndarray) -> dict[str, Any]:
                  for r in blocks if r["worst_outside_weight"] > r["allowed"]]
     if blocks:
         checked += " and each counter block head's weight outside its block"
-    return {"checked": checked, "sequences": int(tokens.shape[0]),
-            "components": rows, "failures": failures, "blocks": blocks, "heads": heads, "mlps": mlps}
+    return InvariantReport(checked, int(tokens.shape[0]), failures, heads, mlps, {"components": rows, "blocks": blocks})
 
 
 def _keep(cache: dict[str, torch.Tensor], names: list[str]) -> list[tuple[str, Callable]]:

@@ -334,6 +334,13 @@ class Layout:
     subs: dict[str, dict[str, Subspace]]
     state: Subspace
 
+    def positions(self) -> tuple[Subspace, PositionCode]:
+        """``pos`` and ``code``, which an offset-1 head reads (allocated when the schedule needs
+        one; an internal error otherwise)."""
+        if self.pos is None or self.code is None:
+            raise RuntimeError("an offset-1 head needs the position subspace, which the schedule did not allocate")
+        return self.pos, self.code
+
     def value(self, name: str) -> Subspace:
         """Where a reader finds ``name``'s pre-update value (``new`` when no old copy is kept)."""
         d = self.subs[name]

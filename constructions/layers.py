@@ -1,11 +1,13 @@
 """The layers of :class:`~constructions.model.CompiledTransformer`: the identity
 :class:`HookPoint` every activation passes through, causal multi-head :class:`Attention` (fused
 or explicit), the ReLU :class:`MLP` (over bounded chunks of positions outside autograd) and the
-residual :class:`Block`; named as in TransformerLens (see :mod:`constructions.model`)."""
+residual :class:`Block`, held in order by :class:`Blocks`; named as in TransformerLens (see
+:mod:`constructions.model`)."""
 
 from __future__ import annotations
 
 import functools
+from typing import Iterable, Iterator, cast, overload
 
 import torch
 from torch import nn
@@ -164,6 +166,14 @@ class MLP(nn.Module):
     def bias_name(self, i: int) -> str:
         return "b_in" if i == 0 else ("b_out" if i == self.n_hidden else f"b_hid{i}")
 
+    def weight(self, i: int) -> nn.Parameter:
+        """Layer ``i``'s weight [in, out] (``W_in``, ``W_hid{i}`` or ``W_out``, :meth:`weight_name`)."""
+        return getattr(self, self.weight_name(i))
+
+    def bias(self, i: int) -> nn.Parameter:
+        """Layer ``i``'s bias [out] (``b_in``, ``b_hid{i}`` or ``b_out``, :meth:`bias_name`)."""
+        return getattr(self, self.bias_name(i))
+
     def hooked(self) -> bool:
         """Is a hidden layer's hook point observed (:func:`observed`)?"""
         return observed([*self.hook_pre, *self.hook_post])
@@ -176,9 +186,9 @@ class MLP(nn.Module):
             return self.forward_rows(x)
         h = x
         for i in range(self.n_hidden):
-            pre = self.hook_pre[i](h @ getattr(self, self.weight_name(i)) + getattr(self, self.bias_name(i)))
+            pre = self.hook_pre[i](h @ self.weight(i) + self.bias(i))
             h = self.hook_post[i](torch.relu(pre))
-        return h @ getattr(self, self.weight_name(self.n_hidden)) + getattr(self, self.bias_name(self.n_hidden))
+        return h @ self.weight(self.n_hidden) + self.bias(self.n_hidden)
 
     def forward_rows(self, x: torch.Tensor) -> torch.Tensor:
         """The same, over at most :data:`CHUNK_ELEMENTS` // (widest hidden layer) positions at a
@@ -190,8 +200,8 @@ class MLP(nn.Module):
         rows = x.reshape(-1, d)
         n = rows.shape[0]
         step = max(1, min(n, CHUNK_ELEMENTS // max(self.hidden_widths())))
-        weights = [getattr(self, self.weight_name(i)) for i in range(self.n_hidden + 1)]
-        biases = [getattr(self, self.bias_name(i)) for i in range(self.n_hidden + 1)]
+        weights = [self.weight(i) for i in range(self.n_hidden + 1)]
+        biases = [self.bias(i) for i in range(self.n_hidden + 1)]
         bufs = [rows.new_empty(step, w.shape[1]) for w in weights[:-1]]
         out = rows.new_empty(n, weights[-1].shape[1])
         for i in range(0, n, step):
@@ -204,7 +214,7 @@ class MLP(nn.Module):
 
     def hidden_widths(self) -> list[int]:
         """The width of each hidden layer."""
-        return [getattr(self, self.weight_name(i)).shape[1] for i in range(self.n_hidden)]
+        return [self.weight(i).shape[1] for i in range(self.n_hidden)]
 
 
 class Block(nn.Module):
@@ -230,3 +240,23 @@ class Block(nn.Module):
         if self.mlp is not None and self.hook_mlp_out is not None:  # both or neither
             x = x + self.hook_mlp_out(self.mlp(x))
         return self.hook_resid_post(x)
+
+
+class Blocks(nn.ModuleList):
+    """The model's blocks in order: an ``nn.ModuleList`` (so the state-dict names stay
+    ``blocks.{l}.…``) that holds only :class:`Block` and says so to the type checker."""
+
+    def __init__(self, blocks: Iterable[Block]) -> None:
+        super().__init__(blocks)
+
+    @overload
+    def __getitem__(self, idx: slice) -> Blocks: ...
+
+    @overload
+    def __getitem__(self, idx: int) -> Block: ...
+
+    def __getitem__(self, idx: int | slice) -> Block | Blocks:
+        return cast("Block | Blocks", super().__getitem__(idx))  # __init__ takes only blocks
+
+    def __iter__(self) -> Iterator[Block]:
+        return cast(Iterator[Block], super().__iter__())

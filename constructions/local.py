@@ -293,8 +293,7 @@ def build(automaton: Semiautomaton, plan: LocalPlan, options: BuildOptions) -> t
         NAME: {"k": plan.k, "period": plan.period, "bound": plan.bound, "colours": plan.n_classes,
                "mode": plan.mode, "local_keys": len(plan.local_keys), "final_keys": len(plan.final_keys),
                "params": params, "precision": prec},
-        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes if b.mlp is not None else None}
-                   for b in prog.blocks],
+        "layers": [b.notes() for b in prog.blocks],
         **({ONE_HIDDEN_LAYER: True} if flat else {}),
     }
     return prog, meta

@@ -33,6 +33,7 @@ import torch
 from compiler.automata.local import LocalPlan, Windows, window_key, windows
 
 from .budget import STEP_TOLERANCE
+from .construction import InvariantReport
 from .lookback_checks import back_codes, reference_states
 from .margins import target_margins
 
@@ -98,7 +99,7 @@ def _check_window(model, plan: LocalPlan, cache: dict[str, torch.Tensor], want_b
     return noise
 
 
-def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> InvariantReport:
     """Decode every subspace after every block on ``tokens`` and compare it with
     :func:`reference`; measure the offset and latest-anchor heads' margins and every lookup's
     input noise against the step units' tolerance."""
@@ -159,9 +160,8 @@ def invariants(model, plan: LocalPlan, tokens: np.ndarray) -> dict[str, Any]:
                  "worst_input_noise": noise, "distance_to_boundary": STEP_TOLERANCE - noise})
     what = ["window codes"] + (["local features"] if plan.n_classes or plan.bound else []) \
         + (["latest anchor"] if plan.n_classes else []) + (["event count"] if plan.bound else []) + ["state one-hot"]
-    return {"checked": ", ".join(what) + " per layer",
-            "sequences": int(tokens.shape[0]), "worst_state_deviation": dev_state, "heads": heads, "mlps": mlps,
-            "failures": failures}
+    return InvariantReport(", ".join(what) + " per layer", int(tokens.shape[0]), failures, heads, mlps,
+                           {"worst_state_deviation": dev_state})
 
 
 # ---------------------------------------------------------------------------------------

@@ -211,7 +211,7 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -
         NAME: {**({"m": plan.m} if plan.m else {}), "k": plan.k, "keys": n_keys(plan), "windows": len(plan.windows),
                "beta": head_notes["beta"], "score_gap": head_notes["score_gap"],
                "leak_bound": head_notes["leak_bound"], "model_sizes": sizes},
-        "layers": [{"heads": [h.notes for h in block.heads], "mlp": block.mlp.notes if block.mlp is not None else None}],
+        "layers": [block.notes()],
         **({ONE_HIDDEN_LAYER: True} if flat else {}),
     }
     prog = Program(ws, W_E, W_pos, [block], W_U, b_U)

@@ -13,7 +13,6 @@ points at the gadget that broke.
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 import torch
@@ -21,6 +20,7 @@ import torch
 from compiler.automata.definite import LookbackPlan
 
 from .budget import STEP_TOLERANCE
+from .construction import InvariantReport
 from .margins import target_margins
 
 
@@ -49,7 +49,7 @@ def reference_states(automaton, tokens: np.ndarray) -> np.ndarray:
     return np.array([[automaton.start, *automaton.run(row)] for row in tokens.tolist()], dtype=np.int64)
 
 
-def invariants(model, plan: LookbackPlan, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: LookbackPlan, tokens: np.ndarray) -> InvariantReport:
     """Decode the copied letters after the heads and the state one-hot after the MLP, on every
     sequence of ``tokens``; measure each head (score gap and leaked mass at its target:
     position i for front head i, t - j for back head j) and the lookup's input noise
@@ -97,6 +97,5 @@ def invariants(model, plan: LookbackPlan, tokens: np.ndarray) -> dict[str, Any]:
     mlps = [{"layer": 1, "mlp": "lookup", "inputs": ", ".join(subs),
              "input_tolerance": STEP_TOLERANCE, "worst_input_noise": noise,
              "distance_to_boundary": STEP_TOLERANCE - noise}]
-    return {"checked": "copied letters and the state one-hot after layer 1", "sequences": int(tokens.shape[0]),
-            "worst_copy_deviation": worst_back, "worst_state_deviation": dev_state,
-            "heads": heads, "mlps": mlps, "failures": failures}
+    return InvariantReport("copied letters and the state one-hot after layer 1", int(tokens.shape[0]), failures, heads,
+                           mlps, {"worst_copy_deviation": worst_back, "worst_state_deviation": dev_state})

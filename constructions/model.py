@@ -43,7 +43,7 @@ from compiler.automata.spec import from_dict
 
 from .basis import basis_of, standard_residual
 from .labels import output_names, readout_summary
-from .layers import Block, HookPoint
+from .layers import Block, Blocks, HookPoint
 from .metadata import ModelMeta
 
 
@@ -98,8 +98,8 @@ def input_independent_dims(model: "CompiledTransformer") -> set[int]:
     for block in model.blocks:
         written |= block.attn.W_O.detach().abs().sum((0, 1)) > 0
         if block.mlp is not None:
-            written |= getattr(block.mlp, block.mlp.weight_name(block.mlp.n_hidden)).detach().abs().sum(0) > 0
-            written |= getattr(block.mlp, block.mlp.bias_name(block.mlp.n_hidden)).detach().abs() > 0
+            written |= block.mlp.weight(block.mlp.n_hidden).detach().abs().sum(0) > 0
+            written |= block.mlp.bias(block.mlp.n_hidden).detach().abs() > 0
     return {i for i in range(d) if bool(same[i]) and not bool(written[i])}
 
 
@@ -135,7 +135,7 @@ class CompiledTransformer(nn.Module):
         self.W_pos = nn.Parameter(torch.zeros(config["max_len"] + 1, d, dtype=dtype))
         self.hook_embed = HookPoint()
         self.hook_pos_embed = HookPoint()
-        self.blocks = nn.ModuleList(
+        self.blocks = Blocks(
             Block(d, b["n_heads"], config["d_head"], b["mlp_hidden"], dtype) for b in config["blocks"]
         )
         self.W_U = nn.Parameter(torch.zeros(d, config["n_out"], dtype=dtype))

@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from compiler.automata.errors import BudgetError, ShortcutError
+from compiler.automata.errors import BudgetError, ShortcutError, SpecError
 from compiler.automata.partitions import (
     MAX_SEARCH_STATES,
     Partition,
@@ -52,10 +52,11 @@ from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import count_params
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, rebuild
 from .labels import one_hot_rows
 from .obligations import Beside as ObBeside
-from .obligations import Embedding, Joint, Layer, Obligations, Readout, Undeclared, prefixed
+from .obligations import (Compose, Embedding, Joint, Layer, Lookup, Obligations, Races, Readout, Steps, Threshold,
+                          Undeclared, prefixed)
 from .program import Beside, Block, Program, StateCodes, renamed
 from .workspace import beside
 
@@ -84,8 +85,11 @@ class Factorisation:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "Factorisation":
-        return Factorisation(tuple(tuple(int(x) for x in p) for p in d["partitions"]),
-                             tuple(from_dict(f) for f in d["factors"]))
+        if len(d["partitions"]) != 2 or len(d["factors"]) != 2:
+            raise SpecError("a product plan needs two partitions and two factors")
+        p1, p2 = (tuple(int(x) for x in p) for p in d["partitions"])
+        f1, f2 = (from_dict(f) for f in d["factors"])
+        return Factorisation((p1, p2), (f1, f2))
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,8 @@ def _searched(automaton: Semiautomaton) -> Semiautomaton:
 def usable_pairs(pairs: list[tuple[Partition, Partition]]) -> list[tuple[Partition, Partition]]:
     """The pairs :func:`choose` can take: in order, those whose partitions keep the distinct ones
     seen within MAX_QUOTIENTS (the rest are never planned)."""
-    kept, seen = [], set()
+    kept: list[tuple[Partition, Partition]] = []
+    seen: set[Partition] = set()
     for p1, p2 in pairs:
         if len(seen | {p1, p2}) <= MAX_QUOTIENTS:
             seen |= {p1, p2}
@@ -149,8 +154,8 @@ def usable_pairs(pairs: list[tuple[Partition, Partition]]) -> list[tuple[Partiti
 
 def _factorisation(automaton: Semiautomaton, partitions: tuple[Partition, Partition]) -> Factorisation:
     """The two quotients of ``automaton`` (from its start state) by ``partitions``."""
-    return Factorisation(partitions, tuple(quotient(automaton, p, f"{automaton.name}/pi{i}")
-                                           for i, p in enumerate(partitions, start=1)))
+    q1, q2 = (quotient(automaton, p, f"{automaton.name}/pi{i}") for i, p in enumerate(partitions, start=1))
+    return Factorisation(partitions, (q1, q2))
 
 
 def restarted(plan: ProductPlan, automaton: Semiautomaton) -> ProductPlan:
@@ -185,15 +190,17 @@ def choose(plan: ProductPlan, max_len: int, positions: str, factors: tuple[Const
     states first) whose quotients are among the first MAX_QUOTIENTS planned; BudgetError when no
     such pair has both factors within a construction's budget."""
     best: Choice | None = None
-    cheapest: dict[Partition, Any] = {}  # a partition is in many pairs: each quotient is planned once
+    # a partition is in many pairs: each quotient is planned once
+    cheapest: dict[Partition, tuple[Construction, Any, Cost] | None] = {}
     for pair in plan.pairs:
         if len(cheapest | dict.fromkeys(pair.partitions)) > MAX_QUOTIENTS:
             continue
         picks = [cheapest[p] if p in cheapest else cheapest.setdefault(p, _cheapest(f, max_len, positions, factors))
                  for p, f in zip(pair.partitions, pair.factors)]
-        if None in picks:
+        if picks[0] is None or picks[1] is None:
             continue
-        ch = Choice(pair, tuple(p[0] for p in picks), tuple(p[1] for p in picks), tuple(p[2] for p in picks))
+        (c1, plan1, cost1), (c2, plan2, cost2) = picks[0], picks[1]
+        ch = Choice(pair, (c1, c2), (plan1, plan2), (cost1, cost2))
         if best is None or _key(ch) < _key(best):
             best = ch
     if best is None:
@@ -232,8 +239,9 @@ def _state_codes(programs: list[Program], pair: Factorisation, at: np.ndarray) -
     """When both factors read their state out of an exact one-hot (krohn-rhodes, lookback, local),
     the product's state codes are the two one-hots side by side (``program.StateCodes``: a label
     readout can then look the label up, ``constructions/labels.py``); else None."""
-    rows = [one_hot_rows(p.W_U, p.b_U) for p in programs]
-    if None in rows:
+    found = [one_hot_rows(p.W_U, p.b_U) for p in programs]
+    rows = [r for r in found if r is not None]
+    if len(rows) < len(found):
         return None
     dims = [int(at[i]) + r for i, rs in enumerate(rows) for r in rs]
     codes = np.concatenate([np.eye(len(rs), dtype=np.int64)[list(part)] for rs, part in zip(rows, pair.partitions)],
@@ -254,20 +262,19 @@ def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
     W_pos = np.concatenate([p.W_pos for p in programs], axis=1)
     W_U, b_U = _unembedding(programs, ch.pair)
     at = np.cumsum([0] + [p.workspace.d_model for p in programs])
-    factors = []
+    notes = []
     for i, (c, f, (prog, meta)) in enumerate(zip(ch.constructions, ch.pair.factors, built)):
-        factors.append({"method": c.name, "states": f.n_states, "layers": len(prog.blocks),
-                        "prefix": PREFIXES[i], "dims": [int(at[i]), int(at[i + 1])],
-                        "W_U": prog.W_U.tolist(), "b_U": prog.b_U.tolist(),
-                        "why": c.describe(ch.plans[i], f)})
+        notes.append({"method": c.name, "states": f.n_states, "layers": len(prog.blocks),
+                      "prefix": PREFIXES[i], "dims": [int(at[i]), int(at[i + 1])],
+                      "W_U": prog.W_U.tolist(), "b_U": prog.b_U.tolist(),
+                      "why": c.describe(ch.plans[i], f)})
     meta = {
         "method": NAME,
         "positions": positions,
         "warnings": [f"factor {i + 1} ({m.get('method')}): {w}" for i, (_, m) in enumerate(built)
                      for w in m.get("warnings", [])],
-        NAME: {"partitions": [list(p) for p in ch.pair.partitions], "factors": factors},
-        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes if b.mlp is not None else None}
-                   for b in blocks],
+        NAME: {"partitions": [list(p) for p in ch.pair.partitions], "factors": notes},
+        "layers": [b.notes() for b in blocks],
     }
     return Program(ws, W_E, W_pos, blocks, W_U, b_U, notes={NAME: True},
                    state_codes=_state_codes(programs, ch.pair, at)), meta
@@ -292,7 +299,7 @@ def describe(plan: ProductPlan, automaton: Semiautomaton) -> str:
             f"cheapest construction at this max_len (meta['{NAME}']['factors'] names them)")
 
 
-def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> InvariantReport:
     """Each factor's state read by its own unembedding from its dims after the last layer, against
     the quotient's reference state: argmax and logit margin at every position."""
     info = model.metadata.sections[NAME]
@@ -314,8 +321,8 @@ def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> dict[str, Any]:
         if not np.array_equal(got, want):
             failures.append(f"factor {i + 1} ({f['method']}): its readout disagrees with the quotient's state at "
                             f"{int((got != want).sum())} positions")
-    return {"checked": "each factor's state by its own readout after the last layer", "sequences": int(len(tokens)),
-            "factors": worst, "failures": failures}
+    return InvariantReport("each factor's state by its own readout after the last layer", int(len(tokens)), failures,
+                           measured={"factors": worst})
 
 
 def set_start(model, plan: ProductPlan, start: str, factors: tuple[Construction, ...]) -> None:
@@ -326,6 +333,16 @@ def set_start(model, plan: ProductPlan, start: str, factors: tuple[Construction,
     rebuild(model, lambda a, p, o: build(a, p, o, factors), new_plan, start, meta={"plan": new_plan.to_dict()},
             same_shape=f"from {start!r} the product's factors compile to another shape; compile the spec again "
                        f"with that start")
+
+
+def _ob_beside(name: str, mlps: tuple[Compose | Lookup | Steps | ObBeside | Races | Threshold, ...]) -> ObBeside:
+    """The factors' MLP obligations of one layer side by side (Lemma 17); Undeclared where a part is
+    itself side by side or a threshold, which ``verify/certify/`` does not run as a part."""
+    parts = tuple(m for m in mlps if isinstance(m, (Compose, Lookup, Steps, Races)))
+    if len(parts) < len(mlps):
+        raise Undeclared(f"layer {name}: a factor's MLP ({type(mlps[0]).__name__}, {type(mlps[1]).__name__}) "
+                         f"cannot run beside the other's")
+    return ObBeside(name, parts)
 
 
 def _factor_obligations(model, ch: Choice) -> list[Obligations]:
@@ -372,7 +389,7 @@ def obligations(model, plan: ProductPlan, factors: tuple[Construction, ...]) -> 
     for layer in range(max(len(ob.layers) for ob in obs)):
         here = [ob.layers[layer] for ob in obs if layer < len(ob.layers)]
         mlps = tuple(x.mlp for x in here if x.mlp is not None)
-        mlp = None if not mlps else mlps[0] if len(mlps) == 1 else ObBeside(f"product.l{layer}", mlps)
+        mlp = None if not mlps else mlps[0] if len(mlps) == 1 else _ob_beside(f"product.l{layer}", mlps)
         layers.append(Layer(tuple(f for x in here for f in x.fetches), mlp))
     readout, reached = _readout(obs, ch.pair, model.automaton)
     codes = {k: v for ob in obs for k, v in ob.embedding.codes.items()}

@@ -23,7 +23,7 @@ so they can be reported as margins.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -206,23 +206,40 @@ def _block_diagonal(mats: list[np.ndarray]) -> np.ndarray:
     return out
 
 
+@overload
+def renamed(part: Head, prefix: str) -> Head: ...
+
+
+@overload
+def renamed(part: MLP, prefix: str) -> MLP: ...
+
+
+@overload
+def renamed(part: Fused, prefix: str) -> Fused: ...
+
+
+@overload
+def renamed(part: Beside, prefix: str) -> Beside: ...
+
+
 def renamed(part: Head | MLP | Fused | Beside, prefix: str) -> Head | MLP | Fused | Beside:
     """``part`` with ``prefix`` before its name and every subspace name it reads and writes
     (a program's parts moved into a workspace that prefixes its names, see
-    :func:`constructions.workspace.beside`); the matrices are shared, not copied."""
+    :func:`constructions.workspace.beside`); the matrices are shared, not copied.  The part
+    keeps its kind (a head stays a head, a fused MLP a fused MLP)."""
     def names(xs: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(prefix + x for x in xs)
 
     if isinstance(part, Head):
         return replace(part, name=prefix + part.name, writes=names(part.writes),
                        reads={role: names(tuple(xs)) for role, xs in part.reads.items()})
-    common = {"name": prefix + part.name, "reads": names(part.reads), "writes": names(part.writes)}
+    part = replace(part, name=prefix + part.name, reads=names(part.reads), writes=names(part.writes))
     if isinstance(part, Fused):
         return replace(part, first=renamed(part.first, prefix), second=renamed(part.second, prefix),
-                       fresh=names(part.fresh), **common)
+                       fresh=names(part.fresh))
     if isinstance(part, Beside):
-        return replace(part, parts=[renamed(p, prefix) for p in part.parts], **common)
-    return replace(part, passes=tuple((prefix + n, i, u, b) for n, i, u, b in part.passes), **common)
+        return replace(part, parts=[renamed(p, prefix) for p in part.parts])
+    return replace(part, passes=tuple((prefix + n, i, u, b) for n, i, u, b in part.passes))
 
 
 @dataclass
@@ -231,6 +248,10 @@ class Block:
 
     heads: list[Head]
     mlp: MLP | Fused | Beside | None = None
+
+    def notes(self) -> dict[str, Any]:
+        """The block's entry of ``meta["layers"]``: its heads' notes and its MLP's (None without one)."""
+        return {"heads": [h.notes for h in self.heads], "mlp": None if self.mlp is None else self.mlp.notes}
 
 
 @dataclass

@@ -60,5 +60,5 @@ def _transform(model: CompiledTransformer, Q: np.ndarray, head_map) -> None:
             first, last = m.weight_name(0), m.weight_name(m.n_hidden)
             _set(getattr(m, first), Q.T @ w(getattr(m, first)))
             _set(getattr(m, last), w(getattr(m, last)) @ Q)
-            bias = getattr(m, m.bias_name(m.n_hidden))
+            bias = m.bias(m.n_hidden)
             _set(bias, w(bias) @ Q)

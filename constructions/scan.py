@@ -78,7 +78,7 @@ def readout(rep: Representation, automaton: Semiautomaton, ws: Workspace, start:
     W_U = np.zeros((ws.d_model, n))
     b_U = np.zeros(n)
     F = ws[result]
-    if rep.natural:
+    if rep.elements is None:  # the natural action
         x = F[start]
         for q in range(n):
             W_U[x, q] = 2.0 * q
@@ -110,7 +110,7 @@ def estimated_params(rep: Representation, max_len: int, positions: str = "sinuso
     m = rep.n_points
     d = 2 + position_code(positions, max_len).dim + 2 * m
     n_symbols = len(rep.letter_maps)
-    n_states = m if rep.natural else len(rep.block_of)
+    n_states = m if rep.block_of is None else len(rep.block_of)
     L = n_scan_layers(max_len)
     return ((n_symbols + 1) * d + (max_len + 1) * d + (L - 1) * layer_params(m, max_len, positions)
             + layer_params(m, max_len, positions, last=True) + d * n_states + n_states)
@@ -164,14 +164,16 @@ def build(automaton: Semiautomaton, rep: Representation, options: BuildOptions) 
     W_pos[:, list(pos.dims)] = position_table(code)
 
     blocks = []
+    mlps = []
     L = n_scan_layers(max_len)
     for l in range(1, L + 1):
         mlp = compose_mlp(f"scan{l}.compose", F, G, eps=eps, into_fetched=l == L)
+        mlps.append(mlp)
         tol = head_tolerance(mlp.notes, L)
         head = offset_head(f"scan{l}.lookback", pos, code, bos, one, 2 ** (l - 1), F, G, value_range=m - 1,
                            tolerance=tol)
         blocks.append(Block([head], mlp))
-    W_U, b_U = readout(rep, automaton, ws, automaton.start, blocks[-1].mlp.notes["into"])
+    W_U, b_U = readout(rep, automaton, ws, automaton.start, mlps[-1].notes["into"])
     margin = code.precision_margin(eps)
     warnings = []
     if margin < 1:
@@ -179,7 +181,7 @@ def build(automaton: Semiautomaton, rep: Representation, options: BuildOptions) 
             f"{positions} positions at max_len {max_len}: the attention score gap is below the rounding error of "
             f"this dtype (margin {margin:.2g}); expect wrong look-backs -- use sinusoidal positions or float64"
         )
-    compose = max((b.mlp.notes for b in blocks), key=lambda notes: notes["magnitude"])
+    compose = max((mlp.notes for mlp in mlps), key=lambda notes: notes["magnitude"])
     if not compose["float_exact"]:
         warnings.append(
             f"composing maps on {m} points: the composition MLP's sums reach {compose['magnitude']:,.0f}, beyond "
@@ -197,9 +199,9 @@ def build(automaton: Semiautomaton, rep: Representation, options: BuildOptions) 
                                                 "magnitude", "float_exact")}
                        | {"head_tolerance": head_tolerance(compose, L)},
             "letter_maps": [list(x) for x in rep.letter_maps],
-            "elements": None if rep.natural else [[list(p), list(s)] for p, s in rep.elements],
+            "elements": None if rep.elements is None else [[list(p), list(s)] for p, s in rep.elements],
         },
-        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in blocks],
+        "layers": [b.notes() for b in blocks],
     }
     program = Program(ws, W_E, W_pos, blocks, W_U, b_U)
     return program, meta
@@ -237,7 +239,7 @@ def obligations(model, rep: Representation) -> Obligations:
               Compose(f"scan{l}.compose", "scan:map", "scan:prev", result if l == L else "scan:map"))
         for l in range(1, L + 1))
     q0 = a.start
-    if rep.natural:
+    if rep.elements is None:  # the natural action
         readout = Readout((f"{result}[{q0}]",), {(x,): x for x in range(m)})
     else:
         readout = Readout((result,), {tuple(int(v) for v in p): int(s[q0]) for p, s in rep.elements})

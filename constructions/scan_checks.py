@@ -29,6 +29,7 @@ from compiler.automata.representation import Representation
 from compiler.automata.simulate import window_maps
 
 from .budget import STEP_TOLERANCE
+from .construction import InvariantReport
 from .margins import target_margins
 
 
@@ -39,7 +40,7 @@ def result_of(meta: dict[str, Any]) -> str:
     return meta["layers"][-1]["mlp"].get("into", "scan:map")
 
 
-def invariants(model, plan: Representation, tokens: np.ndarray) -> dict[str, Any]:
+def invariants(model, plan: Representation, tokens: np.ndarray) -> InvariantReport:
     """Decode ``scan:map`` / ``scan:prev`` after every layer and compare with the exact windows;
     measure each lookback head (score gap and leaked mass at t - 2^(l-1)) and each composition
     MLP (noise of its integer inputs against its tolerances, see the module docstring)."""
@@ -93,10 +94,9 @@ def invariants(model, plan: Representation, tokens: np.ndarray) -> dict[str, Any
                      "bit_exact": None if exact_noise is None else bool(noise_map == 0 and noise_prev < exact_noise)})
     if worst_scratch >= STEP_TOLERANCE:
         failures.append(f"scan:prev not cleared (max |value| {worst_scratch:.3g})")
-    return {"checked": "scan windows per layer", "sequences": int(tokens.shape[0]),
-            "worst_map_deviation": worst_map, "worst_scratch_residue": worst_scratch,
-            "worst_result_deviation": worst_result,
-            "heads": heads, "mlps": mlps, "failures": failures}
+    return InvariantReport("scan windows per layer", int(tokens.shape[0]), failures, heads, mlps,
+                           {"worst_map_deviation": worst_map, "worst_scratch_residue": worst_scratch,
+                            "worst_result_deviation": worst_result})
 
 
 def head_target(layer: int, rows: torch.Tensor) -> tuple[torch.Tensor, str]:

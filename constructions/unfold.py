@@ -99,12 +99,12 @@ def _hidden(block) -> list[tuple[torch.Tensor, torch.Tensor]]:
     if block.mlp is None:
         return []
     m = block.mlp
-    return [(getattr(m, m.weight_name(i)), getattr(m, m.bias_name(i))) for i in range(m.n_hidden + 1)]
+    return [(m.weight(i), m.bias(i)) for i in range(m.n_hidden + 1)]
 
 
 def origins(model: CompiledTransformer) -> list[Origin]:
     """The unfolded blocks' origins, in order (what :func:`unfold` builds)."""
-    out = []
+    out: list[Origin] = []
     for l, b in enumerate(model.config["blocks"]):
         k = len(b["mlp_hidden"])
         out.extend(Origin(l, j, k) for j in range(max(k, 1)))

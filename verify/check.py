@@ -65,7 +65,7 @@ from compiler.automata.spec import Semiautomaton
 from constructions import registry
 from constructions.basis import basis_of
 from constructions.checkpoint import check_header, header_intact
-from constructions.construction import Construction
+from constructions.construction import Construction, InvariantReport
 from constructions.labels import readout_of
 
 from .chunked import forward_chunked, positional_layers
@@ -96,7 +96,7 @@ class VerificationResult:
     n_errors: int
     accuracy_by_position: list[float]
     margins: dict[str, Any]
-    invariants: dict[str, Any]
+    invariants: InvariantReport | None  # None: the layer-wise invariants were not asked for
     counterexample: Counterexample | None = None
     notes: list[str] = field(default_factory=list)
     seeds: dict[str, int] = field(default_factory=dict)
@@ -106,8 +106,15 @@ class VerificationResult:
     def accuracy(self) -> float:
         return 1.0 - self.n_errors / max(self.n_positions, 1)
 
+    @property
+    def invariant_failures(self) -> list[str]:
+        """The layer-wise invariants that did not hold (none when they did not run)."""
+        return [] if self.invariants is None else self.invariants.failures
+
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able: every field, the invariants in their JSON form (``{}`` when not run)."""
         d = asdict(self)
+        d["invariants"] = {} if self.invariants is None else self.invariants.to_json()
         d["accuracy"] = self.accuracy
         return d
 
@@ -353,13 +360,13 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     if model.domain.partial:
         notes.append(f"promise: inputs are legal ({len(model.domain.undefined)} transitions undefined); every check "
                      f"scored legal positions only")
-    invariants: dict[str, Any] = {}
+    invariants: InvariantReport | None = None
     if layerwise and len(inp.sample):
         invariants = _layerwise(model, construction, plan, inp, 1 if cut else lw_rows, run, notes)
     if rotated:
-        invariants = {"checked": None, "skipped": ROTATED_NOTE, "failures": []}
+        invariants = InvariantReport(None, skipped=ROTATED_NOTE)
         notes.append(ROTATED_NOTE)
-    if not use_chunked and invariants.get("heads") is None and T > LAYERWISE_MAX_LEN and len(inp.sample):
+    if not use_chunked and (invariants is None or invariants.heads is None) and T > LAYERWISE_MAX_LEN and len(inp.sample):
         with torch.no_grad():  # head margins on one sequence, a block of query rows at a time
             forward_chunked(model, torch.from_numpy(inp.sample[:1]), CHUNK, observe=chunk_margins)
         notes.append("head margins measured on 1 sequence with the query-chunked forward")
@@ -373,7 +380,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     checked = _checked(model, inp, invariants, family_limit, time_budget, cut or None, tally,
                        _forward_text(model, use_chunked))
     return VerificationResult(
-        exact=tally.n_errors == 0 and not invariants.get("failures"), automaton=a.name, method=construction.name,
+        exact=tally.n_errors == 0 and not (invariants and invariants.failures), automaton=a.name, method=construction.name,
         max_len=T, dtype=model.config["dtype"], seed=seed,
         seeds={"random_sequences": seed, **(construction.family_seeds(seed) if inp.own and construction.family_seeds
                                             else {})},
@@ -471,7 +478,7 @@ def _run_checks(model, checks: list[_Check], tally: Tally, timer: Clock, run: _R
 
 
 def _layerwise(model, construction: Construction, plan: Any, inp: _Inputs, rows: int, run: _Run,
-               notes: list[str]) -> dict[str, Any]:
+               notes: list[str]) -> InvariantReport:
     """The construction's layer-wise invariants on ``rows`` sample sequences and one of each of its
     own families, with the label lookup's input codes; above :data:`LAYERWISE_MAX_LEN` skipped
     (said in ``notes``)."""
@@ -480,7 +487,7 @@ def _layerwise(model, construction: Construction, plan: Any, inp: _Inputs, rows:
         skipped = (f"layer-wise invariants need every layer's [H, T, T] pattern: skipped above max_len "
                    f"{LAYERWISE_MAX_LEN}")
         notes.append(skipped)
-        return {"checked": None, "skipped": skipped, "failures": []}
+        return InvariantReport(None, skipped=skipped)
     lw = _layerwise_sample(T, inp.sample, inp.own, rows)
     if run.progress:
         run.progress("layer-wise invariants", run.done, run.total)
@@ -488,9 +495,9 @@ def _layerwise(model, construction: Construction, plan: Any, inp: _Inputs, rows:
         invariants = construction.invariants(model, plan, lw)
         lookup = _label_codes(model, lw)
     if lookup is not None:
-        invariants["mlps"] = [*(invariants.get("mlps") or []), lookup]
+        invariants.mlps = [*(invariants.mlps or []), lookup]
         if lookup["distance_to_boundary"] <= 0:
-            invariants.setdefault("failures", []).append(
+            invariants.failures.append(
                 f"layer {lookup['layer']} {lookup['mlp']}: the state codes it reads deviate by "
                 f"{lookup['worst_input_noise']:.3g} (tolerance {lookup['input_tolerance']:.3g})")
     run.done += lw.size
@@ -506,7 +513,7 @@ def _forward_text(model, chunked: bool) -> str:
                if all(positional_layers(model)) else ")"))
 
 
-def _checked(model, inp: _Inputs, invariants: dict[str, Any], family_limit: int | None,
+def _checked(model, inp: _Inputs, invariants: InvariantReport | None, family_limit: int | None,
              time_budget: float | None, cut: dict[str, str] | None, tally: Tally, forward: str) -> dict[str, Any]:
     """``VerificationResult.checked``: how much of each check ran (the exhaustive length only as far
     as every word of it was run)."""
@@ -519,22 +526,22 @@ def _checked(model, inp: _Inputs, invariants: dict[str, Any], family_limit: int 
             "random_sequences": checks[-1].done, "random_length": model.max_len,
             "adversarial_families": {c.name.removeprefix("adversarial:"): c.done for c in checks[1:-1]},
             "adversarial_family_limit": family_limit,
-            "layerwise": invariants.get("checked"),
-            "layerwise_sequences": invariants.get("sequences"),
+            "layerwise": None if invariants is None else invariants.checked,
+            "layerwise_sequences": None if invariants is None else invariants.sequences,
             "forward": forward,
             "recurrent_reference_agreed_positions": tally.rnn_positions,
             "time_budget_s": time_budget,
             "cut_by_time_budget": cut}
 
 
-def _margins(tally: Tally, invariants: dict[str, Any], chunk_margins: ChunkMargins) -> dict[str, Any]:
+def _margins(tally: Tally, invariants: InvariantReport | None, chunk_margins: ChunkMargins) -> dict[str, Any]:
     """``VerificationResult.margins``: the readout's smallest logit margin, the heads' (from the
-    invariants, else from the query-chunked forward) and the MLPs' (taken out of ``invariants``)."""
+    invariants, else from the query-chunked forward) and the MLPs' (moved out of ``invariants``)."""
     margins: dict[str, Any] = {"readout_min_logit_margin": tally.min_margin if tally.min_margin < math.inf else None}
-    if invariants.get("heads") is not None:
-        margins["heads"] = invariants.pop("heads")
+    if invariants is not None and invariants.heads is not None:
+        margins["heads"], invariants.heads = invariants.heads, None
     elif chunk_margins.worst:
         margins["heads"] = chunk_margins.heads()
-    if invariants.get("mlps") is not None:
-        margins["mlps"] = invariants.pop("mlps")
+    if invariants is not None and invariants.mlps is not None:
+        margins["mlps"], invariants.mlps = invariants.mlps, None
     return margins

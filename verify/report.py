@@ -117,7 +117,7 @@ def verification_summary(result: VerificationResult, model=None) -> dict[str, An
             **({"promise": c["promise"]} if c.get("promise") else {}),
         },
         "margins": margin_summary(result.margins),
-        "invariant_failures": list(result.invariants.get("failures", [])),
+        "invariant_failures": list(result.invariant_failures),
         "counterexample": None if ce is None else {"check": ce.check, "input": ce.input, "position": ce.position,
                                                    "expected": ce.expected, "got": ce.got},
         **({} if result.certificate is None else {"certificate": certificate_summary(result.certificate)}),

@@ -82,15 +82,19 @@ class Component:
 
     def apply(self, value: int, action: int | None) -> int:
         """The new value after ``action``."""
-        if self.kind == "counter":
-            return (value + action) % self.size
         if self.kind == "reset":
             return value if action is None else action
+        if action is None:
+            raise CascadeError(f"{self.name}: a {self.kind} component's table gave no input")
+        if self.kind == "counter":
+            return (value + action) % self.size
         return self.multiply(value, action)
 
     def multiply(self, g: int, h: int) -> int:
         """Index of elements[g]·elements[h] ("apply g, then h"; group components)."""
-        if self._mul is None:
+        if self.elements is None:
+            raise CascadeError(f"{self.name}: a {self.kind} component has no group elements to multiply")
+        if self._mul is None or self._index is None:
             self._mul = {}
             self._index = {e: i for i, e in enumerate(self.elements)}
         key = (g, h)
@@ -298,12 +302,13 @@ class Cascade:
         names them): every component and view name a unique string :func:`check_name` accepts,
         and every ``reads`` one of them.  SpecError otherwise (a checkpoint's plan is data)."""
         names: set[str] = set()
-        for x in [*self.components, *self.views]:
+        signals: list[Component | View] = [*self.components, *self.views]
+        for x in signals:
             if not isinstance(x.name, str) or x.name in names:
                 raise SpecError(f"the cascade names a signal {x.name!r:.60} twice or not as a string")
             names.add(check_name(x.name, "cascade signal"))
-        for x in [*self.components, *self.views, self.readout]:
-            unknown = [r for r in x.reads if r not in names]
+        for reader in [*signals, self.readout]:
+            unknown = [r for r in reader.reads if r not in names]
             if unknown:
                 raise SpecError(f"the cascade reads unknown signal(s) {unknown[:3]!r:.120}")
 
@@ -378,7 +383,8 @@ class Cascade:
 
     def simulate(self, word: Sequence[int] | Sequence[str], start: int | str | None = None) -> list[int]:
         """State indices after each letter (like ``Semiautomaton.run``), computed by the cascade."""
-        letters = self.automaton.symbol_ids(word) if word and isinstance(word[0], str) else list(word)
+        letters = (self.automaton.symbol_ids([str(a) for a in word]) if word and isinstance(word[0], str)
+                   else [int(a) for a in word])
         coords = self.start if start is None else self.encode(start)
         out = []
         for a in letters:

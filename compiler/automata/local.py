@@ -152,17 +152,26 @@ class LocalPlan:
         width_final = width_local + (bound > 0) + (n_classes > 0)
         if any(len(x) != width_local for x in local) or any(len(x) != width_final for x in final):
             raise SpecError("a local plan's keys do not match its window, period, bound and colours")
-        starts = tuple(StartTables(tuple(tuple(int(v) for v in x) for x in st["rows"]), int(st["init_class"]),
+        starts = tuple(StartTables(tuple(_local_row(x) for x in st["rows"]), int(st["init_class"]),
                                    tuple(int(v) for v in st["final"])) for st in d["starts"])
         if len(starts) != n or any(len(st.local) != len(local) or len(st.final) != len(final) for st in starts):
             raise SpecError(f"a local plan needs tables for each of its {n} start states, sized as its keys")
         if any(not -1 <= q < n for st in starts for q in st.final):
             raise SpecError(f"a local plan's final tables need states in 0..{n - 1}")
         colours = max(n_classes, 1)
-        if any(len(row) != 3 or row[0] not in (0, 1) or not 0 <= row[1] < colours or row[2] not in (0, 1)
+        if any(row[0] not in (0, 1) or not 0 <= row[1] < colours or row[2] not in (0, 1)
                for st in starts for row in st.local) or any(not 0 <= st.init_class < colours for st in starts):
             raise SpecError(f"a local plan's local rows need (flag 0/1, colour in 0..{colours - 1}, event 0/1)")
         return LocalPlan(k, p, s, n, bound, n_classes, local, final, starts)
+
+
+def _local_row(x: Any) -> tuple[int, int, int]:
+    """One row of a stored start table's ``rows``: (anchor flag, colour, event); SpecError
+    unless it has three entries."""
+    row = tuple(int(v) for v in x)
+    if len(row) != 3:
+        raise SpecError(f"a local plan's local rows need (flag 0/1, colour, event 0/1), got {len(row)} entries")
+    return row[0], row[1], row[2]
 
 
 # ---------------------------------------------------------------------------------------
@@ -317,7 +326,7 @@ def _events(maps: np.ndarray, win: Windows, level: np.ndarray, pairs: np.ndarray
     return np.maximum(event, 0)
 
 
-def _colour(rows: np.ndarray, n_keys: int) -> tuple[np.ndarray, int] | None:
+def _colour(rows: np.ndarray, n_keys: int) -> tuple[np.ndarray, int]:
     """Greedy colouring of the raw anchor values: ``rows`` [N, 3] = (key, v, q) with q a
     function of (key, v).  Two values conflict when a key reached with both gives different
     states.  Returns the colour of each raw value (index v + 1) and the number of colours."""
@@ -425,8 +434,8 @@ def _try_start(maps: np.ndarray, win: Windows, q0: int, mode: str, bound: int,
               + ((ci,) if anchor_id is not None else ())] = qi
     local = []
     for i in range(1, n_win):
-        flag = int(anchor_id is not None and anchor_id[i] >= 0)
-        local.append((flag, int(colour[anchor_id[i] + 1]) if flag else 0, int(event[i]) if event is not None else 0))
+        flag, c = (1, int(colour[anchor_id[i] + 1])) if anchor_id is not None and anchor_id[i] >= 0 else (0, 0)
+        local.append((flag, c, int(event[i]) if event is not None else 0))
     return _StartResult(local, init, final, n_classes)
 
 

@@ -63,6 +63,14 @@ class Minimised:
                 "reachable": self.reachable, "states_after": self.states_after}
 
 
+def _outputs(a: Semiautomaton) -> tuple[str, ...]:
+    """``a``'s output label per state; SpecError when it has none (a Moore machine needs them)."""
+    if a.outputs is None:
+        raise SpecError(f"{a.name} has no outputs: label readout needs an output label per state "
+                        f"('outputs' or 'final_states' in the spec)")
+    return a.outputs
+
+
 def reachable_states(a: Semiautomaton) -> list[int]:
     """States reachable from the start, breadth first (letters in alphabet order)."""
     seen, order, todo = {a.start}, [a.start], deque([a.start])
@@ -98,7 +106,9 @@ def incompatible_pairs(a: Semiautomaton, states: list[int]) -> np.ndarray:
     """[i, j] over ``states`` (closed under the defined transitions): some word legal from both
     states i and j reaches states of different labels (the greatest fixpoint of compatibility)."""
     pos = {q: i for i, q in enumerate(states)}
-    labels = np.array([a.outputs[q] for q in states], dtype=object)
+    outputs = _outputs(a)
+    label_id = {x: i for i, x in enumerate(dict.fromkeys(outputs))}
+    labels = np.array([label_id[outputs[q]] for q in states], dtype=np.int64)
     bad = labels[:, None] != labels[None, :]
     ok = defined_table(a)[:, states]
     succ = np.array([[pos.get(m[q], 0) for q in states] for m in a.maps], dtype=np.int64)
@@ -157,19 +167,17 @@ def minimise(a: Semiautomaton) -> Minimised:
     """The minimal Moore machine of ``a`` (which must have outputs): reachable states, merged by
     partition refinement from the partition by label; quotient states ordered by label (labels in
     order of first appearance, breadth first from the start), then by their first member."""
-    if a.outputs is None:
-        raise SpecError(f"{a.name} has no outputs: label readout needs an output label per state "
-                        f"('outputs' or 'final_states' in the spec)")
+    outputs = _outputs(a)
     order = [int(q) for q in legal_reachable(a)] if a.partial else reachable_states(a)
-    block = merge_compatible(a, order) if a.partial else refine(a, order, {q: a.outputs[q] for q in order})
+    block = merge_compatible(a, order) if a.partial else refine(a, order, {q: outputs[q] for q in order})
     labels: list[str] = []
     for q in order:
-        if a.outputs[q] not in labels:
-            labels.append(a.outputs[q])
+        if outputs[q] not in labels:
+            labels.append(outputs[q])
     members: dict[int, list[int]] = {}
     for q in order:
         members.setdefault(block[q], []).append(q)
-    blocks = sorted(members, key=lambda b: (labels.index(a.outputs[members[b][0]]), b))
+    blocks = sorted(members, key=lambda b: (labels.index(outputs[members[b][0]]), b))
     new_id = {b: i for i, b in enumerate(blocks)}
     reps = [members[b][0] for b in blocks]
     ok = defined_table(a)
@@ -177,10 +185,10 @@ def minimise(a: Semiautomaton) -> Minimised:
     maps = tuple(tuple(i if r is None else new_id[block[r]] for i, r in enumerate(row)) for row in successor)
     undefined = tuple((s, i) for s, row in enumerate(successor) for i, r in enumerate(row) if r is None)
     quotient = Semiautomaton(name=a.name, states=tuple(a.states[q] for q in reps), alphabet=a.alphabet, maps=maps,
-                             start=new_id[block[a.start]], outputs=tuple(a.outputs[q] for q in reps),
+                             start=new_id[block[a.start]], outputs=tuple(outputs[q] for q in reps),
                              undefined=undefined)
     return Minimised(quotient=quotient, labels=tuple(labels),
-                     state_label=tuple(labels.index(a.outputs[q]) for q in reps),
+                     state_label=tuple(labels.index(outputs[q]) for q in reps),
                      classes=tuple(tuple(a.states[q] for q in members[b]) for b in blocks),
                      states_before=a.n_states, reachable=len(order), states_after=len(reps))
 

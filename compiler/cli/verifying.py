@@ -49,7 +49,7 @@ def verdict_line(name: str, result, checked: dict) -> str:
     ce = result.counterexample
     ce_dict = None if ce is None else {"check": ce.check, "position": ce.position, "expected": ce.expected,
                                        "got": ce.got}
-    fails = result.invariants.get("failures", [])
+    fails = result.invariant_failures
     return f"{name}: NOT exact — {failure_text(result.n_errors, ce_dict, fails)}; checked {what}"
 
 

@@ -111,7 +111,7 @@ def _not_exact(result) -> dict[str, str] | None:
     if ce is not None:
         return {"kind": "counterexample", "message": f"{ce.check}: {' '.join(ce.input)} at position {ce.position}: "
                                                      f"expected {ce.expected}, got {ce.got}"}
-    return {"kind": "invariant", "message": "; ".join(result.invariants.get("failures", []))[:500]}
+    return {"kind": "invariant", "message": "; ".join(result.invariant_failures)[:500]}
 
 
 def _build(job: Job, d: Draw, out: Path, clock: dict[str, float]) -> dict[str, Any]:

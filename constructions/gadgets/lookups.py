@@ -45,17 +45,16 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
     used = [i.sub for i in inputs if (i.n_values > 1 if isinstance(i, CodeInput) else len(i.sub))]
     reads = names(*used)
     row = _local_rows(used)  # local row of each (leaf name, index)
-    cols: list[np.ndarray] = []  # per input: matrix [hidden1, n_values] giving its one-hot
+    cols: list[tuple[int, np.ndarray]] = []  # per input: first unit, [its units, n_values] giving its one-hot
     consts: list[np.ndarray] = []
     W1_parts, b1_parts = [], []
     offset = 0
     for inp in inputs:
-        rows = [row.get((leaf.name, j)) for leaf in inp.sub.leaves for j in range(len(leaf))]
         if isinstance(inp, CodeInput):
             w, b, to_onehot = step_units(inp.n_values)
             W = np.zeros((len(row), len(w)))
-            if len(w):
-                W[rows[inp.index]] = w
+            if len(w):  # read (in ``used``)
+                W[_local_dims(row, inp.sub)[inp.index]] = w
             W1_parts.append(W)
             b1_parts.append(b)
             cols.append((offset, to_onehot))
@@ -64,7 +63,7 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
         else:
             k = len(inp.sub)
             W = np.zeros((len(row), k))
-            W[rows, np.arange(k)] = 1.0
+            W[_local_dims(row, inp.sub), np.arange(k)] = 1.0
             W1_parts.append(W)
             b1_parts.append(np.zeros(k))
             cols.append((offset, np.eye(k)))
@@ -292,13 +291,20 @@ def _local_rows(subspaces: list[Subspace]) -> dict[tuple[str, int], int]:
     return out
 
 
+def _local_dims(row: dict[tuple[str, int], int], sub: Subspace) -> list[int]:
+    """The local rows (:func:`_local_rows`) of ``sub``'s dims, in order."""
+    return [row[(leaf.name, j)] for leaf in sub.leaves for j in range(len(leaf))]
+
+
 def _written(out: Subspace, rows: list[np.ndarray]) -> tuple[tuple[str, ...], list[int]]:
     """The parts of ``out`` that some row of a table writes (nonzero), and the positions
     of their dims within ``out``."""
     if not rows:
         return (), []
     hit = np.any(np.stack(rows) != 0, axis=0)
-    written, kept, at = [], [], 0
+    written: list[str] = []
+    kept: list[int] = []
+    at = 0
     for leaf in out.leaves:
         if hit[at : at + len(leaf)].any():
             written.append(leaf.name)

@@ -232,7 +232,7 @@ def test_failed_invariant_is_named_in_the_verdict(tmp_path, capsys):
 
     def broken(model, plan, tokens):
         out = scan.invariants(model, plan, tokens)
-        return {**out, "failures": ["layer 2: scan:map deviates by 0.3 from the 4-window map"]}
+        return replace(out, failures=["layer 2: scan:map deviates by 0.3 from the 4-window map"])
 
     with registry.registered(replace(scan, name="scan-broken", invariants=broken)):
         path = tmp_path / "m.safetensors"

@@ -55,8 +55,8 @@ def test_auto_picks_three_layers_and_the_estimate_is_the_built_size(models, name
 @pytest.mark.parametrize("name", ["dyck:3,3", "renamed"])  # the others: families and errors below, slow sweep
 def test_verify_is_exact_with_invariants_and_families(models, name):
     r = verify(models[name], samples=4, exhaustive_budget=100, family_limit=1)
-    assert r.exact, (r.counterexample, r.invariants.get("failures"))
-    assert r.invariants["failures"] == [] and r.invariants["sequences"] > 0
+    assert r.exact, (r.counterexample, r.invariant_failures)
+    assert r.invariants.failures == [] and r.invariants.sequences > 0
     assert {"in-bounds", "deep-cycles", "error-at-end"} <= set(r.checked["adversarial_families"])
 
 
@@ -100,7 +100,7 @@ def test_any_start_state(models, start):
     assert (run(m, rows) == ref).all()
     c, plan = registry.plan_of(m)
     inv = c.invariants(m, plan, np.concatenate([rows[:2], *stack_checks.families(m, plan, 100, 0).values()]))
-    assert inv["failures"] == [] and inv["sequences"] >= 6
+    assert inv.failures == [] and inv.sequences >= 6
 
 
 def test_sizes_at_1024_and_the_precision_warning():
@@ -132,7 +132,7 @@ def test_length_4096(name):
     ref = np.array([m.automaton.run(r) for r in rows.tolist()])
     assert (run(m, rows) == ref).all()
     inv = stack_checks.invariants(m, plan, m.meta[stack.NAME], fams["error-at-end"])
-    assert inv["failures"] == []
+    assert inv.failures == []
 
 
 @pytest.mark.parametrize("name", ["dyck:4,2", "dyck:3,3", "dyck:6,1"])

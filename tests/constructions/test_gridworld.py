@@ -134,7 +134,7 @@ def test_worlds_compile_to_two_layers_and_verify(name):
     assert info["mlp_hidden_by_layer"][1] == [2 * sum(n - 1 for n in model.meta["gridworld"]["sizes"])] * 2
     r = verify(model, samples=8, exhaustive_budget=2048)
     assert r.exact, r.counterexample
-    assert r.invariants["failures"] == [] and r.invariants["sequences"] >= 4
+    assert r.invariants.failures == [] and r.invariants.sequences >= 4
     assert r.margins["readout_min_logit_margin"] == pytest.approx(1.0)
     assert {"wall-pinned", "wall-free"} <= set(r.checked["adversarial_families"])
 
@@ -212,7 +212,7 @@ def test_three_axes_side_by_side():
     model = compiler.compile_automaton(spec, max_len=48, method="gridworld")  # auto: a product of two boxes
     assert model.info()["heads_by_layer"] == [1, 2 + 4 + 2]
     r = verify(model, samples=8, exhaustive_budget=512)
-    assert r.exact and r.invariants["failures"] == []
+    assert r.exact and r.invariants.failures == []
 
 
 def test_start_state_is_only_in_the_embedding():
@@ -260,12 +260,12 @@ def test_broken_components_are_named():
     with torch.no_grad():
         model.blocks[1].mlp.b_out.zero_()  # the boundary count loses its constant S
     r = verify(model, samples=4, exhaustive_budget=256)
-    assert not r.exact and any("gw0.boundary" in f for f in r.invariants["failures"])
+    assert not r.exact and any("gw0.boundary" in f for f in r.invariants.failures)
     model = compiler.compile_automaton("grid:6", max_len=32)
     with torch.no_grad():
         model.blocks[1].attn.W_Q[0].mul_(0.0)  # head find-5 forgets what to look for
     r = verify(model, samples=4, exhaustive_budget=256)
-    assert any("find-5" in f for f in r.invariants["failures"])
+    assert any("find-5" in f for f in r.invariants.failures)
 
 
 # --- the acceptance sweep (slow) -----------------------------------------------------------
@@ -288,4 +288,4 @@ def test_acceptance_at_1024(name):
     assert model.meta["method"] == "gridworld" and model.info()["n_layers"] == 2
     r = verify(model)
     assert r.exact, r.counterexample
-    assert r.invariants["failures"] == []
+    assert r.invariants.failures == []

@@ -23,8 +23,8 @@ def test_solvable_catalog_compiles_exact_with_constant_depth(name):
     assert small.info()["n_layers"] == big.info()["n_layers"]
     assert small.info()["method"] == "krohn-rhodes"
     r = verify(big, samples=6, exhaustive_budget=256)
-    assert r.exact, (r.counterexample, r.invariants.get("failures"))
-    assert r.invariants["failures"] == [] and r.invariants["components"]
+    assert r.exact, (r.counterexample, r.invariant_failures)
+    assert r.invariants.failures == [] and r.invariants.measured["components"]
 
 
 @pytest.mark.slow
@@ -35,7 +35,7 @@ def test_acceptance_at_256_and_1024(name, T):
     ref = compiler.compile_automaton(name, max_len=256, method="krohn-rhodes")
     assert model.info()["n_layers"] == ref.info()["n_layers"]
     r = verify(model, samples=32 if T <= 256 else 16)
-    assert r.exact, (r.counterexample, r.invariants.get("failures"))
+    assert r.exact, (r.counterexample, r.invariant_failures)
 
 
 @pytest.mark.parametrize("name,depth", sorted(DERIVED_LENGTH.items()))
@@ -72,7 +72,7 @@ def test_broken_component_is_named():
         model.blocks[1].attn.W_V.mul_(0.5)
     r = verify(model, samples=4, exhaustive_budget=128)
     assert not r.exact and r.counterexample is not None
-    assert any("h1.b0.count1.0" in f for f in r.invariants["failures"])
+    assert any("h1.b0.count1.0" in f for f in r.invariants.failures)
 
 
 def _random_solvable(rng, n_states, n_letters):
@@ -89,8 +89,8 @@ def _check_random(count, seed, T, **checks):
         a = _random_solvable(rng, rng.randint(2, 5), rng.randint(1, 3))
         model = compiler.compile_automaton(a, max_len=T, method="krohn-rhodes")
         r = verify(model, **checks)
-        assert r.exact, (a, r.counterexample, r.invariants.get("failures"))
-        assert r.invariants["failures"] == []
+        assert r.exact, (a, r.counterexample, r.invariant_failures)
+        assert r.invariants.failures == []
 
 
 def test_random_solvable_automata():
@@ -114,8 +114,8 @@ def test_views_evaluated_in_the_network_when_folding_is_costlier():
     assert any(v["old"] for v in views) and any(v["new"] for v in views)
     assert model.info()["n_params"] < 2_000_000  # folded, the last MLP alone had 172,804 units
     r = verify(model, samples=4, exhaustive_budget=512)
-    assert r.exact, (r.counterexample, r.invariants.get("failures"))
-    checked = [row for row in r.invariants["components"] if "view" in row]
+    assert r.exact, (r.counterexample, r.invariant_failures)
+    checked = [row for row in r.invariants.measured["components"] if "view" in row]
     assert len(checked) == len(views)
 
 
@@ -128,7 +128,7 @@ def test_broken_view_is_named():
             if block.mlp is not None:
                 block.mlp.W_out[:, col] *= 1.5
     r = verify(model, samples=4, exhaustive_budget=128, families=False)
-    assert any(f.startswith(f"view {view}") for f in r.invariants["failures"])
+    assert any(f.startswith(f"view {view}") for f in r.invariants.failures)
 
 
 

@@ -119,8 +119,8 @@ def test_forced_blocks_are_exact_and_estimated_exactly(monkeypatch, name):
     model = compiler.compile_automaton(name, max_len=48, method="krohn-rhodes", allow_inexact=False)
     assert model.meta["krohn_rhodes"]["prefix_blocks"]["count"] == 4  # compile checks estimate == built
     r = verify(model, samples=8, exhaustive_budget=512)
-    assert r.exact, (r.counterexample, r.invariants.get("failures"))
-    assert r.invariants["failures"] == [] and len(r.invariants["blocks"]) == 4 * model.info()["n_layers"]
+    assert r.exact, (r.counterexample, r.invariant_failures)
+    assert r.invariants.failures == [] and len(r.invariants.measured["blocks"]) == 4 * model.info()["n_layers"]
     other = compiler.with_start(model, model.automaton.states[-1])  # set_start rebuilds with the same blocks
     toks = torch.randint(0, model.automaton.n_symbols, (4, 48))
     a = other.automaton
@@ -152,8 +152,8 @@ def test_a_leaking_block_head_is_named(monkeypatch):
         model.blocks[0].attn.W_Q[1].mul_(0.5)  # head 1: out-of-block keys lose beta / 2 only
     from constructions.krohn_rhodes_checks import invariants
     inv = invariants(model, decompose(model.automaton), np.zeros((2, 30), dtype=np.int64))
-    assert any("head 1" in f and "outside its block" in f for f in inv["failures"])
-    assert not any("head 0" in f or "head 2" in f for f in inv["failures"])
+    assert any("head 1" in f and "outside its block" in f for f in inv.failures)
+    assert not any("head 0" in f or "head 2" in f for f in inv.failures)
 
 
 @pytest.mark.slow
@@ -163,4 +163,4 @@ def test_exact_at_4096_on_random_full_length_inputs(name):
     assert model.meta["krohn_rhodes"]["prefix_blocks"]["count"] > 1
     r = verify(model, samples=200, exhaustive_budget=256)
     assert r.exact and r.n_sequences >= 200, r.counterexample
-    assert r.invariants["failures"] == []
+    assert r.invariants.failures == []

@@ -70,7 +70,7 @@ def test_auto_compiles_the_legal_stack_in_two_layers_at_every_length(D, k):
 def test_exact_on_legal_inputs(D, k):
     m = compiler.compile_automaton(f"dyck-legal:{D},{k}", max_len=100)
     r = verify(m, samples=32)
-    assert r.exact and r.invariants["failures"] == [] and r.checked["promise"] == "legal inputs only"
+    assert r.exact and r.invariants.failures == [] and r.checked["promise"] == "legal inputs only"
     assert r.checked["exhaustive_length"] >= 6
 
 

@@ -101,7 +101,7 @@ def test_targets_compile_exactly_with_exact_estimates(name, layers):
     assert local.estimate(plan, T).params == model.info()["n_params"]  # the estimate is the count
     res = verify(model, **CHECK)
     assert res.exact, res.counterexample
-    assert res.checked["layerwise"].startswith("window codes") and not res.invariants["failures"]
+    assert res.checked["layerwise"].startswith("window codes") and not res.invariants.failures
     assert all(m["distance_to_boundary"] > 0.2 for m in res.margins["mlps"])
     assert {"local-quiet", "local-ends", "local-events"} <= set(res.checked["adversarial_families"])
 
@@ -169,12 +169,12 @@ def test_layerwise_checks_name_the_broken_gadget():
         model.blocks[1].attn.W_V[0].mul_(0.0)
     res = verify(model, **CHECK)
     assert not res.exact
-    assert any("head loc.latest" in f for f in res.invariants["failures"])
+    assert any("head loc.latest" in f for f in res.invariants.failures)
     model = compiler.compile_automaton("blocks:4", max_len=24, method="local")
     with torch.no_grad():  # halve the count head's value scale
         model.blocks[1].attn.W_V[0].mul_(0.5)
     res = verify(model, **CHECK)
-    assert any("head loc.count" in f for f in res.invariants["failures"])
+    assert any("head loc.count" in f for f in res.invariants.failures)
 
 
 def test_one_layer_plans_put_the_aggregates_in_the_embedding():

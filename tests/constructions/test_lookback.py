@@ -201,8 +201,8 @@ def test_layerwise_checks_name_a_broken_head():
         model.blocks[0].attn.W_O[1] *= 0.0  # head 1 no longer copies the letter at t - 1
     toks = np.array(list(itertools.product(range(2), repeat=6)), dtype=np.int64)
     out = lookback.CONSTRUCTION.invariants(model, registry.plan_of(model)[1], toks)
-    assert any("lb.back1" in f for f in out["failures"]) and any("lb:state" in f for f in out["failures"])
-    assert not any("lb.back0" in f or "lb.back2" in f for f in out["failures"])
+    assert any("lb.back1" in f for f in out.failures) and any("lb:state" in f for f in out.failures)
+    assert not any("lb.back0" in f or "lb.back2" in f for f in out.failures)
 
 
 def test_refusal_for_a_non_definite_automaton():

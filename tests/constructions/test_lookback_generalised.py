@@ -148,8 +148,8 @@ def test_layerwise_checks_name_a_broken_front_head():
         model.blocks[0].attn.W_O[1] *= 0.0  # front head 2 no longer copies the letter at position 2
     toks = np.array(list(itertools.product(range(2), repeat=6)), dtype=np.int64)
     out = lookback.CONSTRUCTION.invariants(model, registry.plan_of(model)[1], toks)
-    assert any("lb.front2" in f for f in out["failures"]) and any("lb:state" in f for f in out["failures"])
-    assert not any("lb.front1" in f or "lb.back" in f for f in out["failures"])
+    assert any("lb.front2" in f for f in out.failures) and any("lb:state" in f for f in out.failures)
+    assert not any("lb.front1" in f or "lb.back" in f for f in out.failures)
 
 
 def test_set_start_recomputes_the_table_or_refuses():

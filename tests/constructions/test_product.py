@@ -68,8 +68,8 @@ def test_auto_takes_the_product_where_it_is_shallower_and_it_is_exact() -> None:
     assert sorted(f["states"] for f in info["factors"]) == [2, 3]
     assert all(f["layers"] == 1 for f in info["factors"])
     r = verify(m, **QUICK)
-    assert r.exact and r.invariants["failures"] == [] and r.margins["readout_min_logit_margin"] >= 1.0 - 1e-6
-    assert [f["min_logit_margin"] for f in r.invariants["factors"]] == [pytest.approx(1.0, abs=1e-5)] * 2
+    assert r.exact and r.invariants.failures == [] and r.margins["readout_min_logit_margin"] >= 1.0 - 1e-6
+    assert [f["min_logit_margin"] for f in r.invariants.measured["factors"]] == [pytest.approx(1.0, abs=1e-5)] * 2
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -91,7 +91,7 @@ def test_checkpoint_round_trip_and_a_broken_factor_is_named(tmp_path) -> None:
     with torch.no_grad():
         back.W_E[:, lo:hi] = 0.0  # factor 2 loses its letters
     r = verify(back, **QUICK)
-    assert not r.exact and any(f.startswith("factor 2") for f in r.invariants["failures"])
+    assert not r.exact and any(f.startswith("factor 2") for f in r.invariants.failures)
 
 
 def test_set_start_rebuilds_or_refuses() -> None:

@@ -61,7 +61,7 @@ def test_a_time_budget_cuts_honestly(q8, monkeypatch):
     L = r.checked["exhaustive_sequence_length"]
     assert r.checked["exhaustive_length"] < L == full.checked["exhaustive_length"]
     assert 4 ** r.checked["exhaustive_length"] <= r.checked["exhaustive_sequences"]
-    assert r.exact and r.checked["layerwise"] and r.invariants["sequences"] == 1
+    assert r.exact and r.checked["layerwise"] and r.invariants.sequences == 1
     assert any("time budget" in n for n in r.notes)
     line = summary_line(verification_summary(r, q8))
     assert "cut by the 5 s time budget" in line and "random: 1 of 6 sequences" in line
