@@ -186,7 +186,7 @@ def prefix_blocks(max_len: int) -> CounterBlocks:
     n = 2, as for the bounded stack's depth).  That tolerance is below both readers' of z: the
     residue decode's STEP_TOLERANCE and MLP 2's ``z_tolerance`` (7/32).  One block, the single head
     over every position with mass max_len + 1, while one head's order-free bound eps T (T + 1)
-    allows, up to T = 1295."""
+    allows, up to T = 1294."""
     return position_blocks(2, max_len)
 
 
