@@ -39,6 +39,8 @@ residues are bitwise equal and softmax only has to resolve recency.
 Residual subspaces (axis a; all axes side by side in the same two layers):
   ``one``, ``bos``            constant 1; 1 only at BOS
   ``pos:index``, ``pos:absorb`` t; log(D - t) (D = max_len + 1; BOS 0; gadgets.absorb_feature)
+  ``pos:block``               (T > 1294 only) per position block its one-hot, and ``pos:absorb``
+                              one column per block, log(2L - c_h(t))
   ``gw{a}:move``              the letter's move on axis a (+1, -1, 0)
   ``gw{a}:start``             q0's coordinate (every embedding row): the start enters only here
   ``gw{a}:z``                 layer-1 attention: the prefix sum z_t
@@ -48,7 +50,11 @@ Residual subspaces (axis a; all axes side by side in the same two layers):
 
 Layer 1: one head, uniform causal attention with BOS absorbing weight (Lemma 15):
 scores log(D - t) on BOS, 0 elsewhere, so every real position weighs exactly 1/D;
-values D * move give z_t.  MLP 1 (4 hidden layers, width ~ 2 max_len / M + 2M per
+values D * move give z_t.  For max_len > 1294, where one head's float32 rounding bound
+eps T (T + 1) would pass the decode's tolerance, one head per position block
+(:func:`prefix_blocks`, the bounded stack's and the krohn-rhodes counters' rule), each over
+its block's keys with mass 2L, all adding into z_t; the layer-2 heads' beta then also pays for
+float32's score rounding (:func:`constants`).  MLP 1 (4 hidden layers, width ~ 2 max_len / M + 2M per
 axis): exact coarse steps 1[z + T' < iM] (a ramp, then relu(1 - ramp)), the residue
 r = z + T' - M floor(.), and an exact one-hot over r (p, m ramps, then
 relu(1 - p - m)); the code is sum_v code(v) e_v with one nonzero term.
