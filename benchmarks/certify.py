@@ -47,7 +47,7 @@ LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:
         ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024),
         ("parity", "krohn-rhodes", 4096), ("cyclic:3", "krohn-rhodes", 4096), ("symmetric:4", "krohn-rhodes", 2048),
         ("grid:4", "gridworld", 256), ("grid:9", "gridworld", 1024), ("grid2d:3,4", "gridworld", 1024),
-        ("grid:9", "gridworld", 1400), ("grid:9", "gridworld", 4096)]
+        ("grid:9", "gridworld", 1400), ("grid:9", "gridworld", 4096), ("grid2d:3,4", "gridworld", 4096)]
 
 
 STACK = [("dyck-legal:4,2", 100), ("dyck-legal:4,2", 1024), ("dyck-legal:4,2", 4096), ("dyck-legal:2,3", 100),
