@@ -53,7 +53,7 @@ LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:
         ("cyclic-product:2,3", "product", 4096), ("memory:3", "local", 4096), ("adder:2", "local", 1024),
         ("adder:2", "local", 2048),
         ("grid:4", "gridworld", 256), ("grid:9", "gridworld", 1024), ("grid2d:3,4", "gridworld", 1024),
-        ("grid:9", "gridworld", 1400), ("grid:9", "gridworld", 4096)]
+        ("grid:9", "gridworld", 1400), ("grid:9", "gridworld", 4096), ("grid2d:3,4", "gridworld", 4096)]
 
 
 STACK = [("dyck-legal:4,2", 100), ("dyck-legal:4,2", 1024), ("dyck-legal:4,2", 4096), ("dyck-legal:2,3", 100),

@@ -94,11 +94,10 @@ from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .bounded_stack_layout import (GAP, MATCH, constants, depth_residue, layout, open_name, prefix_blocks,
                                    start_columns, start_name, token_rows)
 from . import bounded_stack_obligations
-from .krohn_rhodes_layout import CounterBlocks
+from .krohn_rhodes_layout import CounterBlocks, block_heads, block_positions
 from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start
 from .gadgets import (
     ABSORB,
-    PositionBlock,
     absorb_feature,
     prefix_mean_head,
     residue_hidden,
@@ -266,12 +265,8 @@ def _prefix_heads(ws: Workspace, blocks: CounterBlocks, max_len: int) -> list[He
         mass = max_len + 1
         return [prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"], mass=mass,
                                  value_scale=float(mass))]
-    B = blocks
-    return [prefix_mean_head(f"st.prefix.{h}", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"], mass=B.mass,
-                             value_scale=float(B.mass),
-                             block=PositionBlock(h, ws["pos:block"], ws["one"], B.beta, 1 + h * B.length,
-                                                 min(max_len, (h + 1) * B.length), max_len))
-            for h in range(B.count)]
+    return block_heads("st.prefix", blocks, ws[ABSORB], ws["bos"], ws["one"], ws["pos:block"], ws["st:move"],
+                       ws["st:depth"], max_len, value_scale=float(blocks.mass))
 
 
 def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
@@ -294,9 +289,7 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
     if split.count == 1:
         W_pos[1:, ws[ABSORB][0]] = absorb_feature(mass, max_len)[1:]
     else:
-        for h in range(split.count):
-            W_pos[:, ws[ABSORB][h]] = absorb_feature(mass, max_len, h * split.length, split.length)
-            W_pos[1 + h * split.length : 1 + min(max_len, (h + 1) * split.length), ws["pos:block"][h]] = 1.0
+        block_positions(W_pos, split, ws[ABSORB], ws["pos:block"], max_len)
 
     c = constants(plan, max_len)
     block1 = Block(_prefix_heads(ws, split, max_len), _depth_mlp(ws, plan))

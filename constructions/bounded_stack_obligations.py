@@ -14,7 +14,7 @@ from compiler.automata.stack_detect import BoundedStack
 
 from .bounded_stack_layout import depth_residue, layout, open_name, prefix_blocks, start_name, token_rows
 from .gadgets import ABSORB
-from .krohn_rhodes_layout import CounterBlocks
+from .krohn_rhodes_layout import CounterBlocks, block_average
 from .obligations import (Average, AnyFlag, Embedding, Joint, Latest, Layer, Lookup, Obligations, Promise, Readout,
                           Threshold)
 
@@ -27,11 +27,7 @@ def prefix_average(blocks: CounterBlocks, max_len: int) -> Average:
     """Layer 1's heads (:func:`_prefix_heads`) as an obligation."""
     if blocks.count == 1:
         return Average(("st.prefix",), (1,), (max_len,), max_len + 1, float(max_len + 1), "st:move", "st:depth")
-    L = blocks.length
-    return Average(tuple(f"st.prefix.{h}" for h in range(blocks.count)),
-                   tuple(1 + h * L for h in range(blocks.count)),
-                   tuple(min(max_len, (h + 1) * L) for h in range(blocks.count)), blocks.mass,
-                   float(blocks.mass), "st:move", "st:depth")
+    return block_average("st.prefix", blocks, max_len, float(blocks.mass), "st:move", "st:depth")
 
 
 def _decoded(plan: BoundedStack, x: int) -> np.ndarray:

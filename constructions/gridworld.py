@@ -39,6 +39,8 @@ residues are bitwise equal and softmax only has to resolve recency.
 Residual subspaces (axis a; all axes side by side in the same two layers):
   ``one``, ``bos``            constant 1; 1 only at BOS
   ``pos:index``, ``pos:absorb`` t; log(D - t) (D = max_len + 1; BOS 0; gadgets.absorb_feature)
+  ``pos:block``               (T > 1294 only) per position block its one-hot, and ``pos:absorb``
+                              one column per block, log(2L - c_h(t))
   ``gw{a}:move``              the letter's move on axis a (+1, -1, 0)
   ``gw{a}:start``             q0's coordinate (every embedding row): the start enters only here
   ``gw{a}:z``                 layer-1 attention: the prefix sum z_t
@@ -48,7 +50,11 @@ Residual subspaces (axis a; all axes side by side in the same two layers):
 
 Layer 1: one head, uniform causal attention with BOS absorbing weight (Lemma 15):
 scores log(D - t) on BOS, 0 elsewhere, so every real position weighs exactly 1/D;
-values D * move give z_t.  MLP 1 (4 hidden layers, width ~ 2 max_len / M + 2M per
+values D * move give z_t.  For max_len > 1294, where one head's float32 rounding bound
+eps T (T + 1) would pass the decode's tolerance, one head per position block
+(:func:`prefix_blocks`, the bounded stack's and the krohn-rhodes counters' rule), each over
+its block's keys with mass 2L, all adding into z_t; the layer-2 heads' beta then also pays for
+float32's score rounding (:func:`constants`).  MLP 1 (4 hidden layers, width ~ 2 max_len / M + 2M per
 axis): exact coarse steps 1[z + T' < iM] (a ramp, then relu(1 - ramp)), the residue
 r = z + T' - M floor(.), and an exact one-hot over r (p, m ramps, then
 relu(1 - p - m)); the code is sum_v code(v) e_v with one nonzero term.
@@ -84,6 +90,8 @@ from .gadgets import (
     residue_mlp,
     residue_range,
 )
+from .krohn_rhodes_layout import (CERTIFIED_EPS, CounterBlocks, block_average, block_heads, block_positions,
+                                  position_blocks, prefix_sum_bounds)
 from .obligations import Average, Beside, Embedding, Layer, Lookup, Match, Obligations, Race, Races, Readout
 from .positions import PositionCode
 from .program import MLP, Block, Head, Program, beside
@@ -154,26 +162,55 @@ def constants(plan: AxisPlan, max_len: int) -> dict[str, float]:
        (near-zero) outputs of unmatched heads, leaving 7/32 for the prefix sum's rounding.
     lambda: recency weight per position; the recency span lambda * max_len stays below
        half the value gap, so a match always beats BOS and BOS beats every mismatch.
+    beta: Lemma 13's for the recency gap lambda -- in exact arithmetic while one prefix head
+       suffices (:func:`prefix_blocks`); for longer inputs, where the prefix sum is split for
+       float32, the gap that survives float32's worst-case score rounding on both scores
+       (lambda - 2 rho per unit of beta, :func:`score_rounding`), so that the unmatched heads'
+       near-zero outputs, which MLP 2 weighs by G ~ 2 max_len, stay within tol after rounding.
     """
     code = plan.code
     P, g = code.match_score, code.match_score - code.miss_score
     G = 2.0 * (max_len + plan.S + 1)
     tol = 1.0 / (64.0 * G)
     lam = g / (2.0 * (max_len + 1))
-    t = attention_temperature(max_len, value_range=max_len, score_gap=lam, tolerance=tol)
+    rounded = lam - 2 * score_rounding(plan, CERTIFIED_EPS)
+    gap = rounded if prefix_blocks(max_len).count > 1 and rounded > 0 else lam
+    t = attention_temperature(max_len, value_range=max_len, score_gap=gap, tolerance=tol)
     return {"P": P, "gap": g, "G": G, "tol": tol, "lambda": lam, "sink": P - g / 2, **t,
             "z_tolerance": STEP_TOLERANCE - 2 * G * tol}
+
+
+def score_rounding(plan: AxisPlan, eps: float) -> float:
+    """Worst-case rounding of one layer-2 score per unit of beta in a dtype with machine epsilon
+    ``eps``: a score sums d_head products of size <= beta (P + 1), 4 eps d_head (P + 2)."""
+    return 4 * eps * (plan.code.dim + 2) * (plan.code.match_score + 2)
+
+
+def prefix_blocks(max_len: int) -> CounterBlocks:
+    """Layer 1's position blocks: the fewest whose float32 rounding bound stays within
+    krohn_rhodes_layout.PREFIX_TOLERANCE (moves in -1..1: krohn_rhodes_layout.position_blocks with
+    n = 2, as for the bounded stack's depth).  That tolerance is below both readers' of z: the
+    residue decode's STEP_TOLERANCE and MLP 2's ``z_tolerance`` (7/32).  One block, the single head
+    over every position with mass max_len + 1, while one head's order-free bound eps T (T + 1)
+    allows, up to T = 1294."""
+    return position_blocks(2, max_len)
 
 
 # ---------------------------------------------------------------------------------------
 # the pieces
 
 
-def _prefix_head(ws: Workspace, plans: list[AxisPlan], D: int) -> Head:
-    """Layer 1: z_t on every axis (Lemma 15): BOS scores log(D - t), the rest 0; values D * move."""
+def _prefix_heads(ws: Workspace, plans: list[AxisPlan], blocks: CounterBlocks, max_len: int) -> list[Head]:
+    """Layer 1: z_t on every axis (Lemma 15): one head, BOS scoring log(D - t) and the rest 0, values
+    D * move (D = max_len + 1); or one head per position block (mass 2L, values 2L * move, every
+    other real key losing beta; krohn_rhodes_layout.block_heads), all adding into ``gw{a}:z``."""
     moves = join("gw.moves", [ws[f"gw{p.axis}:move"] for p in plans])
     zs = join("gw.z", [ws[f"gw{p.axis}:z"] for p in plans])
-    return prefix_mean_head("gw.prefix", ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D))
+    if blocks.count == 1:
+        D = max_len + 1
+        return [prefix_mean_head("gw.prefix", ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D))]
+    return block_heads("gw.prefix", blocks, ws[ABSORB], ws["bos"], ws["one"], ws["pos:block"], moves, zs, max_len,
+                       value_scale=float(blocks.mass))
 
 
 def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
@@ -254,16 +291,17 @@ def readout(world: BoxWorld, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
 
 def _sizes(plans: list[AxisPlan], max_len: int) -> dict[str, int]:
     n_rec = sum(2 * p.S for p in plans)
-    d = 4 + sum(4 + p.code.dim for p in plans) + n_rec
+    s = prefix_blocks(max_len).count
+    d = (4 if s == 1 else 3 + 2 * s) + sum(4 + p.code.dim for p in plans) + n_rec
     d_head = max([p.code.dim + 2 for p in plans] + [len(plans)])
     h1 = [sum(w) for w in zip(*(residue_hidden(p.residue, bos=True) for p in plans))]
     h2 = [n_rec, n_rec]
     mlp = lambda hs: sum(a * b for a, b in zip([d, *hs], [*hs, d])) + sum(hs) + d  # noqa: E731
-    # positional table, two attention blocks (1 head, then n_rec heads, sharing d_head), two MLPs;
+    # positional table, two attention blocks (s prefix heads, then n_rec heads, sharing d_head), two MLPs;
     # the embedding and unembedding (|Sigma| + 1 and |Q| columns) come on top
-    params = (max_len + 1) * d + 4 * d * d_head * (1 + n_rec) + mlp(h1) + mlp(h2)
+    params = (max_len + 1) * d + 4 * d * d_head * (s + n_rec) + mlp(h1) + mlp(h2)
     return {"d_model": d, "d_head": d_head, "n_heads_layer2": n_rec, "mlp1_hidden": h1, "mlp2_hidden": h2,
-            "params_estimate": params}
+            "params_estimate": params, **({"n_heads_layer1": s} if s > 1 else {})}
 
 
 def estimated_params(world: BoxWorld, max_len: int, positions: str = "sinusoidal") -> int:
@@ -278,29 +316,36 @@ def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]
       equal residues are bitwise equal (one-hot readout), so only this rounding
       competes with recency: margin = (gamma / 2) / (4 eps d_head beta (P + 2)).
     * prefix sums: summing t terms of size ~1 in float rounds by at most
-      ~eps * t^2 (worst case, recursive summation); tolerance z_tolerance (7/32).
+      ~eps * t^2 (worst case, recursive summation); over s position blocks of length L
+      ~eps (s L (L + 1) + (s - 1) T) plus the blocks' leak
+      (krohn_rhodes_layout.prefix_sum_bounds); tolerance z_tolerance (7/32).
     * residue ramps: the third hidden layer of MLP 1 sums three terms of size up to
       4 * 2T'; a ramp tolerates 1 (a quarter of a residue step at slope 4):
       :func:`gadgets.residue_margin`.
     """
     worst = math.inf
     rows = []
+    prefix_bound = sum(prefix_sum_bounds(2, max_len, prefix_blocks(max_len), eps))
     for p in plans:
         c = constants(p, max_len)
-        cd = p.code.dim + 2
-        score = (c["score_gap"] / 2) / (4 * eps * cd * c["beta"] * (c["P"] + 2))
-        prefix = c["z_tolerance"] / (eps * max_len * (max_len + 1) + 1e-300)
+        score = (c["score_gap"] / 2) / (c["beta"] * score_rounding(p, eps))
+        prefix = c["z_tolerance"] / (prefix_bound + 1e-300)
         ramps = residue_margin(p.residue, eps)
         rows.append({"axis": p.axis, "score_margin": score, "prefix_sum_margin": prefix, "ramp_margin": ramps})
         worst = min(worst, score, prefix, ramps)
     return {"margin": worst, "axes": rows}
 
 
-def _workspace(plans: list[AxisPlan]) -> Workspace:
-    """The residual layout of the module doc: fixed dims, then per axis its subspaces."""
+def _workspace(plans: list[AxisPlan], blocks: CounterBlocks) -> Workspace:
+    """The residual layout of the module doc: fixed dims (with several position blocks an absorb
+    column and a one-hot column per block), then per axis its subspaces."""
     ws = Workspace()
     ws.add("one"), ws.add("bos")
-    ws.add("pos:index"), ws.add(ABSORB)
+    ws.add("pos:index")
+    if blocks.count == 1:
+        ws.add(ABSORB)
+    else:
+        ws.add(ABSORB, blocks.count), ws.add("pos:block", blocks.count)
     for p in plans:
         a = p.axis
         ws.add(f"gw{a}:move"), ws.add(f"gw{a}:start"), ws.add(f"gw{a}:z")
@@ -332,18 +377,23 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
     if sizes["params_estimate"] > options.max_params:
         raise BudgetError(f"a gridworld model of {automaton.name} at max_len {max_len} would have about "
                           f"{sizes['params_estimate']:,} parameters, over the budget of {options.max_params:,}")
-    D = max_len + 1
-    ws = _workspace(plans)
+    split = prefix_blocks(max_len)
+    mass = max_len + 1 if split.count == 1 else split.mass
+    ws = _workspace(plans, split)
     d = ws.d_model
     assert d == sizes["d_model"]
     W_E = _embedding(automaton, world, ws)
     W_pos = np.zeros((max_len + 1, d))
     t = np.arange(1, max_len + 1, dtype=np.float64)
     W_pos[1:, ws.dim("pos:index")] = t
-    W_pos[1:, ws.dim(ABSORB)] = absorb_feature(D, max_len)[1:]  # BOS's row stays 0
+    if split.count == 1:
+        W_pos[1:, ws.dim(ABSORB)] = absorb_feature(mass, max_len)[1:]  # BOS's row stays 0
+    else:
+        block_positions(W_pos, split, ws[ABSORB], ws["pos:block"], max_len)
 
     consts = [constants(p, max_len) for p in plans]
-    block1 = Block([_prefix_head(ws, plans, D)], beside([_residue_mlp(ws, p) for p in plans], "gw.residue", ws))
+    block1 = Block(_prefix_heads(ws, plans, split, max_len),
+                   beside([_residue_mlp(ws, p) for p in plans], "gw.residue", ws))
     heads2 = [_nearest_value_head(ws, p, o, c) for p, c in zip(plans, consts) for o in p.offsets]
     block2 = Block(heads2, beside([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary", ws))
     W_U, b_U = readout(world, ws)
@@ -365,7 +415,9 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
         NAME: {
             **world.to_dict(),
             "world": world.describe(automaton),
-            "absorb": D,
+            "absorb": mass,
+            **({"prefix_blocks": {"count": split.count, "length": split.length, "mass": split.mass,
+                                  "beta": split.beta}} if split.count > 1 else {}),
             "axes": [{"axis": p.axis, "S": p.S, "modulus": p.modulus, "offset": p.offset,
                       "code_periods": list(p.code.periods), "offsets": p.offsets,
                       **{k: c[k] for k in ("P", "gap", "G", "tol", "lambda", "sink", "beta", "z_tolerance")}}
@@ -432,7 +484,8 @@ def obligations(model, world: BoxWorld) -> Obligations:
     the axes' exact coordinates to their state."""
     a, T = model.automaton, model.max_len
     plans = axis_plans(world, T, model.meta.get("positions") or "sinusoidal")
-    ws = _workspace(plans)
+    blocks = prefix_blocks(T)
+    ws = _workspace(plans, blocks)
     W_E = _embedding(a, world, ws)
     codes: dict[str, np.ndarray] = {}
     for p in plans:
@@ -440,9 +493,9 @@ def obligations(model, world: BoxWorld) -> Obligations:
             codes[f"gw{p.axis}:{name}"] = W_E[:, list(ws[f"gw{p.axis}:{name}"].dims)]
         for i in range(len(p.offsets)):
             codes[f"gw{p.axis}:rec[{i}]"] = W_E[:, [ws[f"gw{p.axis}:rec"].dims[i]]]
-    D = T + 1
-    prefix = Average(("gw.prefix",), (1,), (T,), D, float(D), " + ".join(f"gw{p.axis}:move" for p in plans),
-                     " + ".join(f"gw{p.axis}:z" for p in plans))
+    moves, zs = " + ".join(f"gw{p.axis}:move" for p in plans), " + ".join(f"gw{p.axis}:z" for p in plans)
+    prefix = (Average(("gw.prefix",), (1,), (T,), T + 1, float(T + 1), moves, zs) if blocks.count == 1
+              else block_average("gw.prefix", blocks, T, float(blocks.mass), moves, zs))
     stored = [_stored_codes(p, getattr(torch, model.config["dtype"])) for p in plans]
     residues = [_residue_step(p, T, f"gw{p.axis}.residue" if len(plans) > 1 else "gw.residue", c)
                 for p, c in zip(plans, stored)]

@@ -27,6 +27,7 @@ from compiler.automata.gridworld_detect import BoxWorld
 
 from .budget import STEP_TOLERANCE
 from .construction import InvariantReport
+from .krohn_rhodes_checks import block_leaks
 from .margins import target_margins
 from .positions import PositionCode
 
@@ -139,8 +140,7 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
     layer2 = model.metadata.layers[1]["heads"]
     rep = _Report()
     worst = rep.worst
-    prefix_head: dict[str, Any] = {"layer": 1, "head": "gw.prefix", "target": "uniform over positions 1..t",
-                                   "worst_score_spread": 0.0}
+    prefix_heads = _prefix_reports(model.metadata.layers[0]["heads"], tokens.shape[1])
     for row in tokens:
         one = row[None, :]
         with torch.no_grad():
@@ -151,10 +151,7 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
         post1 = cache["blocks.1.hook_resid_post"][0].double().numpy()
         pattern = cache["blocks.1.attn.hook_pattern"][0]  # [H, T+1, T+1]
         scores = cache["blocks.1.attn.hook_attn_scores"][0]
-        s0 = cache["blocks.0.attn.hook_attn_scores"][0, 0, 1:, 1:].double()  # prefix head: equal scores on real keys
-        fin = torch.isfinite(s0)
-        spread = float((torch.where(fin, s0, -np.inf).max(-1).values - torch.where(fin, s0, np.inf).min(-1).values).max())
-        prefix_head["worst_score_spread"] = max(prefix_head["worst_score_spread"], spread)
+        _check_prefix_heads(rep, prefix_heads, model, cache)
         head0 = 0
         for ax, (want, info) in enumerate(zip(_expected(model, world, g["axes"], one), g["axes"])):
             zt = info["z_tolerance"]
@@ -177,8 +174,38 @@ def invariants(model, world: BoxWorld, details: dict[str, Any], tokens: np.ndarr
             if ds >= STEP_TOLERANCE:
                 rep.fail(f"layer 2 MLP (gw{ax}.boundary): gw{ax}:state deviates from the coordinate by {ds:.3g}")
     return InvariantReport("gridworld prefix sums, residue codes, nearest-value heads, coordinates", int(len(tokens)),
-                           rep.failures, [prefix_head, *rep.heads.values()], _mlp_margins(g["axes"], rep.mlp_noise),
+                           rep.failures, [*prefix_heads, *rep.heads.values()], _mlp_margins(g["axes"], rep.mlp_noise),
                            {"worst_deviation": worst})
+
+
+def _prefix_reports(notes: list[dict[str, Any]], T: int) -> list[dict[str, Any]]:
+    """One report per layer-1 head: the single prefix head over positions 1..t, or one per
+    position block (notes ``block_keys``, krohn_rhodes_layout.block_heads)."""
+    out = []
+    for h, n in enumerate(notes):
+        first, last = n.get("block_keys", [1, T])
+        out.append({"layer": 1, "head": "gw.prefix" if len(notes) == 1 else f"gw.prefix.{h}",
+                    "target": f"uniform over positions {first}..min({last}, t)", "keys": [first, last],
+                    "worst_score_spread": 0.0})
+    return out
+
+
+def _check_prefix_heads(rep: _Report, reports: list[dict[str, Any]], model, cache) -> None:
+    """Layer 1's prefix heads: the spread of each head's scores over its own keys (equal in exact
+    arithmetic), and a block head's weight outside its block against its leak bound
+    (krohn_rhodes_checks.block_leaks)."""
+    scores = cache["blocks.0.attn.hook_attn_scores"][0].double()
+    for h, r in enumerate(reports):
+        first, last = r["keys"]
+        s = scores[h, 1:, first : last + 1]
+        fin = torch.isfinite(s)
+        if fin.any():
+            spread = (torch.where(fin, s, -np.inf).max(-1).values - torch.where(fin, s, np.inf).min(-1).values)
+            r["worst_score_spread"] = max(r["worst_score_spread"], float(spread[fin.any(-1)].max()))
+    for leak in block_leaks(model, cache, 0):
+        if leak["worst_outside_weight"] > leak["allowed"]:
+            rep.fail(f"layer 1 head gw.prefix.{leak['head']} (block keys {leak['block_keys']}): weight "
+                     f"{leak['worst_outside_weight']:.3g} outside its block, above its bound {leak['allowed']:.3g}")
 
 
 def _check_finders(rep: _Report, ax: int, info: dict[str, Any], rec: np.ndarray, dev: np.ndarray,

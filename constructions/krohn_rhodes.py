@@ -69,6 +69,7 @@ from .krohn_rhodes_layout import (
     Schedule,
     TablePlan,
     allocate,
+    block_heads,
     embedding,
     input_update,
     prefix_sum_bounds,
@@ -77,7 +78,6 @@ from .krohn_rhodes_layout import (
 from .gadgets import (
     CodeInput,
     OneHotInput,
-    PositionBlock,
     Residue,
     lookup_mlp,
     offset_head,
@@ -151,13 +151,9 @@ def _pad(mlp: MLP, depth: int) -> MLP:
 def counter_heads(name: str, lay: Layout, src: Subspace, dst: Subspace, max_len: int) -> list[Head]:
     """The prefix-mean heads of a block's counters (Lemma 15): one over all positions, or
     one per position block (:class:`CounterBlocks`), all writing into ``dst``."""
-    B = lay.blocks
     if lay.member is None:
-        return [prefix_mean_head(name, lay.absorb, lay.bos, src, dst, mass=B.mass)]
-    return [prefix_mean_head(f"{name}.{h}", lay.absorb, lay.bos, src, dst, mass=B.mass,
-                             block=PositionBlock(h, lay.member, lay.one, B.beta, 1 + h * B.length,
-                                                 min(max_len, (h + 1) * B.length), max_len))
-            for h in range(B.count)]
+        return [prefix_mean_head(name, lay.absorb, lay.bos, src, dst, mass=lay.blocks.mass)]
+    return block_heads(name, lay.blocks, lay.absorb, lay.bos, lay.one, lay.member, src, dst, max_len)
 
 
 def _attention(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int],

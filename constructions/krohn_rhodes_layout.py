@@ -17,8 +17,10 @@ from compiler.automata.errors import BudgetError
 from compiler.automata.spec import Semiautomaton
 
 from .budget import STEP_TOLERANCE
-from .gadgets import ABSORB, absorb_feature
+from .gadgets import ABSORB, PositionBlock, absorb_feature, prefix_mean_head
+from .obligations import Average
 from .positions import PositionCode, position_code, position_table
+from .program import Head
 from .workspace import Subspace, Workspace, join
 
 
@@ -308,6 +310,39 @@ def position_blocks(n: int, max_len: int) -> CounterBlocks:
     return best[1]  # none is within tolerance: the split with the least error (precision() warns)
 
 
+def block_heads(name: str, blocks: CounterBlocks, absorb: Subspace, bos: Subspace, one: Subspace,
+                member: Subspace, src: Subspace, dst: Subspace, max_len: int,
+                value_scale: float = 1.0) -> list[Head]:
+    """Lemma 15's prefix mean split over position blocks: head ``name.h`` sums ``src`` over block h's
+    keys (mass 2L, every other real key losing beta; gadgets.prefix_mean_head with a
+    :class:`PositionBlock`), all heads into ``dst``; ``absorb`` and ``member`` hold one column per
+    block (:func:`block_positions`)."""
+    B = blocks
+    return [prefix_mean_head(f"{name}.{h}", absorb, bos, src, dst, mass=B.mass, value_scale=value_scale,
+                             block=PositionBlock(h, member, one, B.beta, 1 + h * B.length,
+                                                 min(max_len, (h + 1) * B.length), max_len))
+            for h in range(B.count)]
+
+
+def block_positions(W_pos: np.ndarray, blocks: CounterBlocks, absorb: Subspace, member: Subspace | None,
+                    max_len: int) -> None:
+    """Write the position columns :func:`block_heads` read into ``W_pos`` (in place): per block h the
+    absorb feature log(2L - c_h(t)) (c_h(t): block h's positions up to t) and, with ``member``,
+    the block's one-hot."""
+    B, T = blocks, max_len
+    for h in range(B.count):
+        W_pos[:, absorb[h]] = absorb_feature(B.mass, T, h * B.length, B.length)
+        if member is not None:
+            W_pos[1 + h * B.length : 1 + min(T, (h + 1) * B.length), member[h]] = 1.0
+
+
+def block_average(name: str, blocks: CounterBlocks, max_len: int, scale: float, src: str, dst: str) -> Average:
+    """:func:`block_heads` as an obligation: head ``name.h`` over block h's keys, weight 1/(2L) each."""
+    B = blocks
+    return Average(tuple(f"{name}.{h}" for h in range(B.count)), tuple(1 + h * B.length for h in range(B.count)),
+                   tuple(min(max_len, (h + 1) * B.length) for h in range(B.count)), B.mass, scale, src, dst)
+
+
 # ---------------------------------------------------------------------------------------
 # allocate: the residual subspaces
 
@@ -418,11 +453,7 @@ def embedding(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, lay: 
             W_E[-1, lay.subs[c.name]["flag"][0]] = 1.0
             W_E[-1, lay.subs[c.name]["target"][0]] = init[c.name]
     W_pos = np.zeros((T + 1, D))
-    B = lay.blocks
-    for h in range(B.count):
-        W_pos[:, lay.absorb[h]] = absorb_feature(B.mass, T, h * B.length, B.length)
-        if lay.member is not None:
-            W_pos[1 + h * B.length : 1 + min(T, (h + 1) * B.length), lay.member[h]] = 1.0
+    block_positions(W_pos, lay.blocks, lay.absorb, lay.member, T)
     W_pos[:, lay.recency[0]] = np.arange(T + 1, dtype=np.float64) / (T + 1)
     if lay.pos is not None and lay.code is not None:
         W_pos[:, list(lay.pos.dims)] = position_table(lay.code)

@@ -8,7 +8,8 @@ import numpy as np
 
 from compiler.automata.cascade import Cascade, Component
 
-from .krohn_rhodes_layout import Layout, Schedule, TablePlan, allocate, embedding, input_update, schedule
+from .krohn_rhodes_layout import (Layout, Schedule, TablePlan, allocate, block_average, embedding, input_update,
+                                  schedule)
 from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Modular, Obligations, Readout, Recent, Round,
                           Steps, offset_keys)
 from .workspace import Subspace
@@ -26,14 +27,12 @@ def _joined(sub: Subspace) -> str:
 def _counter_average(b: int, counters: list[Component], lay: Layout, max_len: int) -> Average:
     """Block b's prefix-mean heads (:func:`counter_heads`): each counter's increments summed into
     its ``mean``, weight 1/mass per key of each position block."""
-    B, T = lay.blocks, max_len
-    heads = ([f"block{b}.counters"] if lay.member is None
-             else [f"block{b}.counters.{h}" for h in range(B.count)])
-    first = tuple(1 + h * B.length for h in range(len(heads)))
-    last = tuple(min(T, (h + 1) * B.length) for h in range(len(heads)))
+    B = lay.blocks
     src = " + ".join(lay.subs[c.name]["inc"].name for c in counters)
     dst = " + ".join(lay.subs[c.name]["mean"].name for c in counters)
-    return Average(tuple(heads), first, last, B.mass, 1.0, src, dst)
+    if lay.member is None:
+        return Average((f"block{b}.counters",), (1,), (max_len,), B.mass, 1.0, src, dst)
+    return block_average(f"block{b}.counters", B, max_len, 1.0, src, dst)
 
 
 def _decode_step(c: Component, lay: Layout, init: dict[str, int]) -> Modular:

@@ -87,6 +87,24 @@ def _perturbation_sweep(model, errors: Callable[[Any], int], seed: int = 0, roun
     return outcomes
 
 
+@pytest.fixture
+def gridworld_blocks(monkeypatch):
+    """``split(count)``: gridworld models built while it is in force split layer 1's prefix sum into
+    ``count`` position blocks at any max_len (what max_len > 1294 does), small enough to check on
+    every input; the obligations a certificate reads see the same split."""
+    import math
+
+    from constructions import gridworld
+    from constructions import krohn_rhodes_layout as layout
+
+    def split(count: int) -> None:
+        def blocks(max_len: int) -> Any:
+            L = -(-max_len // count)
+            return layout.CounterBlocks(-(-max_len // L), L, math.log(3 / layout.CERTIFIED_EPS))
+        monkeypatch.setattr(gridworld, "prefix_blocks", blocks)
+    return split
+
+
 @pytest.fixture(scope="session")
 def perturbation_sweep():
     """:func:`_perturbation_sweep`, for the certificate's soundness sweeps (tests/verify)."""

@@ -178,29 +178,32 @@ def test_every_budget_is_validated(argv, needle, q8, tmp_path, capsys, monkeypat
 def test_max_len_beyond_certified_reach_needs_allow_inexact(tmp_path, capsys):
     out = tmp_path / "g.safetensors"
     gw = ["--method", "gridworld"]
-    fails(["compile", "grid:5", "-o", str(out), "--max-len", "1048576", "--no-verify", *gw],
-          "beyond the certified float reach", capsys)  # (verifying would be refused first: tests/compiler/test_command.py)
+    # (at 2^20 its position blocks alone pass the parameter budget, and verifying would be refused
+    # first: tests/compiler/test_command.py)
+    fails(["compile", "grid:5", "-o", str(out), "--max-len", "65536", "--no-verify", *gw],
+          "beyond the certified float reach", capsys)
     assert not out.exists()
-    # grid:2 is also 1-definite and a 1-level reset cascade, so auto takes 1 layer (certified at 2048); the
-    # gridworld's reach is asked for
-    fails(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify", *gw], "--allow-inexact", capsys)
-    assert main(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify", "--allow-inexact", *gw]) == 0
-    assert capsys.readouterr().err.startswith("warning: gridworld at max_len 2048")
-    assert main(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify", "--dtype", "float64", *gw]) == 0
-    assert main(["compile", "grid:2", "-o", str(out), "--max-len", "2048", "--no-verify"]) == 0
-    assert compiler.load(out).meta["method"] != "gridworld" and len(compiler.load(out).blocks) == 1
+    # grid:5 at 4608: past the gridworld's float32 reach (its residue modulus is 128 from 4225);
+    # the gridworld's reach is asked for
+    grid5 = ["compile", "grid:5", "-o", str(out), "--max-len", "4608", "--no-verify"]
+    fails([*grid5, *gw], "--allow-inexact", capsys)
+    assert main([*grid5, "--allow-inexact", *gw]) == 0
+    assert capsys.readouterr().err.startswith("warning: gridworld at max_len 4608")
+    assert main([*grid5, "--dtype", "float64", *gw]) == 0
+    assert main(grid5) == 0
+    assert compiler.load(out).meta["method"] == "krohn-rhodes"
 
 
 def test_auto_passes_over_a_build_beyond_its_reach(capsys):
-    """grid:5 at 2048: the gridworld (2 layers) is beyond its float32 reach, so auto takes the
+    """grid:5 at 4608: the gridworld (2 layers) is beyond its float32 reach, so auto takes the
     next candidate, krohn-rhodes, and `plan` says why; with --allow-inexact the gridworld."""
-    assert main(["plan", "grid:5", "--max-len", "2048", "--json"]) == 0
+    assert main(["plan", "grid:5", "--max-len", "4608", "--json"]) == 0
     p = json.loads(capsys.readouterr().out)
     cands = {c["name"]: c for c in p["candidates"]}
     assert p["chosen"] == "krohn-rhodes" and p["error"] is None
     assert not cands["gridworld"]["fits"] and cands["gridworld"]["layers"] == 2
-    assert cands["gridworld"]["refusal"].startswith("beyond its certified float reach: gridworld at max_len 2048")
-    assert main(["plan", "grid:5", "--max-len", "2048", "--json", "--allow-inexact"]) == 0
+    assert cands["gridworld"]["refusal"].startswith("beyond its certified float reach: gridworld at max_len 4608")
+    assert main(["plan", "grid:5", "--max-len", "4608", "--json", "--allow-inexact"]) == 0
     assert json.loads(capsys.readouterr().out)["chosen"] == "gridworld"
 
 

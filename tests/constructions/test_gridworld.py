@@ -14,6 +14,7 @@ from compiler.automata.gridworld_detect import detect
 from compiler.automata.load import load_spec
 from compiler.automata.spec import from_dict
 from constructions import gridworld
+from constructions import krohn_rhodes_layout as layout
 from constructions.gadgets import residue_range
 from constructions.workspace import Workspace
 from constructions.construction import BuildOptions
@@ -289,3 +290,82 @@ def test_acceptance_at_1024(name):
     r = verify(model)
     assert r.exact, r.counterexample
     assert r.invariants.failures == []
+
+
+# --- long inputs: layer 1's prefix sum over position blocks ----------------------------------
+
+
+def _bound(T, blocks):
+    return sum(layout.prefix_sum_bounds(2, T, blocks, layout.CERTIFIED_EPS))
+
+
+def test_one_prefix_head_exactly_while_its_float32_bound_fits():
+    """The threshold is derived: one head while eps T (T + 1) <= PREFIX_TOLERANCE (T <= 1294),
+    blocks after, and the tolerance is below what both readers of z allow."""
+    single = [T for T in range(1200, 1400) if gridworld.prefix_blocks(T).count == 1]
+    assert single == list(range(1200, max(single) + 1)) and max(single) == 1294
+    assert _bound(1294, layout.CounterBlocks(1, 1294, 0.0)) <= layout.PREFIX_TOLERANCE
+    assert _bound(1295, layout.CounterBlocks(1, 1295, 0.0)) > layout.PREFIX_TOLERANCE
+    plan = gridworld.axis_plans(detect(load_spec("grid:9"))[0], 4096, "sinusoidal")[0]
+    assert layout.PREFIX_TOLERANCE < gridworld.constants(plan, 4096)["z_tolerance"] < 0.25
+
+
+def test_below_the_threshold_the_model_is_the_single_head_one():
+    world = detect(load_spec("grid:9"))[0]
+    program, meta = gridworld.build(load_spec("grid:9"), world, BuildOptions(1294))
+    assert [h.name for h in program.blocks[0].heads] == ["gw.prefix"] and "pos:block" not in program.workspace.subspaces
+    assert "prefix_blocks" not in meta["gridworld"] and meta["gridworld"]["absorb"] == 1295
+    c = meta["gridworld"]["axes"][0]
+    assert c["beta"] * c["lambda"] == pytest.approx(math.log(2 * 1295 * 1294 / c["tol"]))  # Lemma 13, exact arithmetic
+
+
+def test_at_4096_the_blocks_are_the_fewest_within_tolerance_and_beta_survives_rounding():
+    world = detect(load_spec("grid:9"))[0]
+    program, meta = gridworld.build(load_spec("grid:9"), world, BuildOptions(4096))
+    blocks = gridworld.prefix_blocks(4096)
+    assert meta["gridworld"]["prefix_blocks"] == {"count": blocks.count, "length": blocks.length,
+                                                  "mass": blocks.mass, "beta": blocks.beta}
+    assert blocks.count == 11 and _bound(4096, blocks) <= layout.PREFIX_TOLERANCE
+    fewer = layout.CounterBlocks(10, -(-4096 // 10), blocks.beta)
+    assert _bound(4096, fewer) > layout.PREFIX_TOLERANCE
+    heads = program.blocks[0].heads
+    assert [h.notes["block_keys"] for h in heads] == [[1 + 373 * h, min(4096, 373 * (h + 1))] for h in range(11)]
+    assert meta["gridworld"]["precision"]["margin"] >= 1 and not meta["warnings"]
+    plan = gridworld.axis_plans(world, 4096, "sinusoidal")[0]
+    c = gridworld.constants(plan, 4096)
+    rho = gridworld.score_rounding(plan, layout.CERTIFIED_EPS)
+    assert c["beta"] * (c["lambda"] - 2 * rho) == pytest.approx(c["score_gap"])  # the gap left after rounding
+    assert c["score_gap"] == pytest.approx(math.log(2 * 4097 * 4096 / c["tol"]))
+    est = gridworld.estimated_params(world, 4096)
+    d = meta["gridworld"]["model_sizes"]["d_model"]
+    assert d == program.workspace.d_model and est == meta["gridworld"]["model_sizes"]["params_estimate"]
+
+
+@pytest.mark.parametrize("name", ["grid:4", "grid2d:2,3"])
+def test_forced_blocks_are_exact_certified_and_estimated_exactly(gridworld_blocks, name):
+    gridworld_blocks(3)
+    model = compiler.compile_automaton(name, max_len=24, method="gridworld", allow_inexact=False)
+    assert [h["block_keys"] for h in model.meta["layers"][0]["heads"]] == [[1, 8], [9, 16], [17, 24]]
+    r = verify(model, samples=8, exhaustive_budget=2048)  # compile checked estimate == built
+    assert r.exact, r.counterexample
+    assert r.invariants.failures == []
+    prefix = [h for h in r.margins["heads"] if str(h["head"]).startswith("gw.prefix")]
+    assert [h["keys"] for h in prefix] == [[1, 8], [9, 16], [17, 24]]
+    assert all(h["worst_score_spread"] < 1e-4 for h in prefix)  # equal scores on each block's own keys
+    from verify.certify import certify
+    assert certify(model)["certified"] is True
+    other = compiler.with_start(model, model.automaton.states[-1])
+    toks = torch.randint(0, model.automaton.n_symbols, (4, 24))
+    a = other.automaton
+    assert other.predict(toks).tolist() == [a.run(t, start=a.state_index[a.states[-1]]) for t in toks.tolist()]
+
+
+def test_a_block_head_leaking_outside_its_block_is_named(gridworld_blocks):
+    gridworld_blocks(3)
+    model = compiler.compile_automaton("grid:4", max_len=24, method="gridworld")
+    with torch.no_grad():
+        model.blocks[0].attn.W_Q[1].mul_(0.5)  # head 1: out-of-block keys lose beta / 2 only
+    inv = gridworld.invariants(model, detect(model.automaton)[0], np.zeros((2, 24), dtype=np.int64))
+    assert any("gw.prefix.1" in f and "outside its block" in f for f in inv.failures)
+    assert not any("gw.prefix.0" in f or "gw.prefix.2" in f for f in inv.failures)
+

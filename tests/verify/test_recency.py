@@ -99,6 +99,48 @@ def test_a_start_rule_shifted_at_one_level_is_refused_naming_the_level(grid4):
             b[5] -= 4.0
 
 
+def test_a_block_whose_weight_is_off_at_the_last_position_is_refused(gridworld_blocks):
+    """Layer 1 over three position blocks (as above T = 1294, forced at T = 12): block 1's absorb
+    feature at position 12 set so that its keys weigh 1.1/8 there, not 1/8.  z_12 is then off by
+    0.1 times block 1's sum of moves: wrong where that sum is large, at the last position only."""
+    import math
+    gridworld_blocks(3)
+    model = _compile("grid:4", 12)
+    assert [h["block_keys"] for h in model.meta["layers"][0]["heads"]] == [[1, 4], [5, 8], [9, 12]]
+    assert certify(model)["certified"] is True
+    col = model.subspace("pos:absorb")[1]
+    with torch.no_grad():
+        model.W_pos[12, col] = math.log(8 / 1.1 - 4)  # BOS's weight e^a / (e^a + 4) leaves 1.1/8 per key
+    cert = certify(model)
+    assert cert["certified"] is False and cert["supported"] is True
+    assert cert["failure"]["where"] == "layer 1 MLP gw.residue" and "gw0:z" in cert["failure"]["detail"]
+    assert _wrong_somewhere(model) > 0
+
+
+def test_a_block_head_that_copies_more_than_its_moves_is_refused_naming_it(gridworld_blocks):
+    gridworld_blocks(3)
+    model = _compile("grid:4", 12)
+    with torch.no_grad():
+        model.blocks[0].attn.W_V[1] *= 1.1
+    cert = certify(model)
+    assert cert["certified"] is False and cert["failure"]["where"] == "layer 1 head gw.prefix.1"
+    assert _wrong_somewhere(model) > 0
+
+
+@pytest.mark.slow
+def test_grid9_at_4096_is_certified_and_refused_with_one_block_head_broken():
+    """The long-input build for real (11 blocks, beta charged with float32's score rounding)."""
+    model = _compile("grid:9", 4096)
+    assert model.meta["gridworld"]["prefix_blocks"]["count"] == 11
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    assert [h["name"] for h in cert["layers"][0]["heads"]] == [f"gw.prefix.{h}" for h in range(11)]
+    with torch.no_grad():
+        model.blocks[0].attn.W_Q[5].mul_(0.5)  # head 5: keys outside its block lose beta / 2 only
+    cert = certify(model)
+    assert cert["certified"] is False and cert["failure"]["where"] == "layer 1 MLP gw.residue"
+
+
 def test_a_partial_world_with_walls_illegal_is_certified_as_a_gridworld():
     spec = load_spec("grid2d:3,3").to_dict()
     spec["transitions"] = {q: {a: r for a, r in row.items() if r != q} for q, row in spec["transitions"].items()}
@@ -131,14 +173,18 @@ def test_order_cells_have_the_vertices_of_their_polygons():
     assert sorted(map(tuple, _pair_vertices(3, 4, 0, 9, "gt").tolist())) == [(3, 0), (3, 2), (4, 0), (4, 3)]
 
 
-SWEEP = [("grid:3", 8), ("grid:4", 7), ("grid2d:2,2", 4)]
+SWEEP = [("grid:3", 8, 1), ("grid:4", 7, 1), ("grid2d:2,2", 4, 1), ("grid:3", 9, 3)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec, max_len", SWEEP)
-def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max_len, perturbation_sweep):
+@pytest.mark.parametrize("spec, max_len, blocks", SWEEP)
+def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max_len, blocks, perturbation_sweep,
+                                                                      gridworld_blocks):
     """Soundness sweep: random perturbations of one weight tensor (a few entries, relative sizes
     1e-7 .. 1e-1); whenever the certificate passes, the exhaustive check over every input up to
-    max_len finds no error.  Both outcomes must occur."""
+    max_len finds no error.  Both outcomes must occur.  ``blocks`` > 1: layer 1 split into position
+    blocks (the build above T = 1294, forced at a length every input of which can be checked)."""
+    if blocks > 1:
+        gridworld_blocks(blocks)
     outcomes = perturbation_sweep(_compile(spec, max_len), _wrong_somewhere, seed=0)
     assert outcomes["certified"] and outcomes["refused"], outcomes
