@@ -425,7 +425,7 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
             "precision": prec,
             "model_sizes": sizes,
         },
-        "layers": [{"heads": [h.notes for h in b.heads], "mlp": b.mlp.notes} for b in (block1, block2)],
+        "layers": [b.notes() for b in (block1, block2)],
     }
     return Program(ws, W_E, W_pos, [block1, block2], W_U, b_U), meta
 
@@ -454,7 +454,7 @@ def _stored_codes(p: AxisPlan, dtype: torch.dtype) -> np.ndarray:
 
 def _residue_step(p: AxisPlan, max_len: int, name: str, codes: np.ndarray) -> Lookup:
     """MLP 1 of an axis as a table: (z, bos) -> the code of z mod M after BOS, 0 at BOS."""
-    table = {(z, 0): codes[z % p.modulus] for z in range(-max_len, max_len + 1)}
+    table: dict[tuple[int, ...], np.ndarray] = {(z, 0): codes[z % p.modulus] for z in range(-max_len, max_len + 1)}
     table[(0, 1)] = np.zeros(p.code.dim)
     return Lookup(name, (f"gw{p.axis}:z", "bos"), f"gw{p.axis}:code", table)
 
