@@ -163,7 +163,11 @@ def _readout_codes(program: Program) -> tuple[list[int], np.ndarray, tuple[int, 
         sc = program.state_codes
         if sc is None:
             raise
-    override = None if sc.override is None else (sc.override, sc.override_state)
+    override = None
+    if sc.override is not None:
+        if sc.override_state is None:
+            raise LabelReadoutError("the readout's override dim names no state")
+        override = (sc.override, sc.override_state)
     return list(sc.dims), np.asarray(sc.codes, dtype=np.int64), override
 
 
@@ -316,7 +320,8 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     last = program.blocks[-1]
     fresh = _fresh(program, last)
     leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
-    best = None  # (size, lookup, fused MLP, code dims, codes, keys)
+    # (size, lookup, the last block's MLP with it, code dims, codes, keys)
+    best: tuple[int, MLP | None, MLP | Fused | Beside | None, list[int], np.ndarray, int] | None = None
     for cols in _column_choices(keep, len(S_all)):
         S, codes = [S_all[j] for j in cols], codes_all[:, cols]
         inputs = [CodeInput(leaf_of[d][0], int(codes[:, j].max()) + 1, leaf_of[d][1]) for j, d in enumerate(S)]
@@ -332,6 +337,8 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
                     size = sum(w.size + b.size for w, b in zip(dense.weights, dense.biases))
                     if best is None or size < best[0]:  # the first of the smallest: a fixed order
                         best = (size, m, f, S, codes, len(table))
+    if best is None:
+        raise LabelReadoutError("no lookup of the state codes fits the last block")
     _, lookup, last.mlp, S, codes, n_keys = best
     j = np.array(index, dtype=float)
     program.W_U = np.zeros((ws.d_model, n_labels))
@@ -398,14 +405,14 @@ def _shapes(mlp: MLP) -> list[MLP]:
     return out
 
 
-def _placed(last: MLP | Fused | Beside | None, lookup: MLP, fresh: set[str], ws) -> list:
+def _placed(last: MLP | Fused | Beside | None, lookup: MLP, fresh: set[str], ws) -> list[MLP | Fused | Beside]:
     """Where the lookup can go in the last block: alone (no MLP there), fused after the last MLP
     (reading what it writes: :func:`constructions.program.fuse`, the fresh subspaces from its
     output alone) and, when it reads nothing that MLP writes, beside it
     (:class:`constructions.program.Beside`: no carry either way)."""
     if last is None:
         return [lookup]
-    out = [fuse(last, lookup, fresh=tuple(n for n in lookup.reads if n in fresh))]
+    out: list[MLP | Fused | Beside] = [fuse(last, lookup, fresh=tuple(n for n in lookup.reads if n in fresh))]
     if not set(ws.span(lookup.reads)) & set(ws.span(last.writes)):
         out.append(Beside("labels.beside", [last, lookup], {"beside": [last.name, lookup.name]},
                           reads=tuple(dict.fromkeys((*last.reads, *lookup.reads))),

@@ -149,7 +149,7 @@ class Fused:
     fused matrix (zero-filled when embedded) would lose."""
 
     name: str
-    first: MLP | Fused
+    first: MLP | Fused | Beside
     second: MLP
     notes: dict[str, Any] = field(default_factory=dict)
     reads: tuple[str, ...] = ()
@@ -285,7 +285,7 @@ def union(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for g in groups for n in g))
 
 
-def fuse(first: MLP | Fused, second: MLP, name: str | None = None, fresh: tuple[str, ...] = ()) -> Fused:
+def fuse(first: MLP | Fused | Beside, second: MLP, name: str | None = None, fresh: tuple[str, ...] = ()) -> Fused:
     """One MLP computing ``x + first(x) + second(x + first(x))``'s update.
 
     The residual dims that ``second`` reads are carried through ``first``'s hidden
