@@ -193,7 +193,7 @@ def _column_choices(keep: list[int], n_dims: int) -> list[list[int]]:
     return [keep] + ([list(range(n_dims))] if len(keep) < n_dims else [])
 
 
-def _label_index(state_label: Sequence[int], n_labels: int) -> list[int]:
+def label_index(state_label: Sequence[int], n_labels: int) -> list[int]:
     """The integer index of each label in the lookup's output dim: 0 for the label of the most
     states (the lookup needs no key for it: a code matching no key writes 0), then 1, 2, ..."""
     count = np.bincount(np.asarray(state_label), minlength=n_labels)
@@ -205,6 +205,10 @@ def _label_index(state_label: Sequence[int], n_labels: int) -> list[int]:
 
 
 LABEL_SUBSPACE = "labels:index"
+LOOKUP_MLP = "labels.lookup"
+"""The name of the label lookup's MLP (alone, fused or one part of :data:`BESIDE_MLP`)."""
+BESIDE_MLP = "labels.beside"
+"""The name of the last block's MLP when the label lookup sits beside the construction's."""
 
 
 def _pruned(mlp: MLP) -> MLP:
@@ -297,7 +301,7 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
     (the smallest once fused of :func:`_lookups`: one code dim's function, halfspaces, or Lemma 11's
     table) from the state's integer codes in the
     dims the state unembedding reads (only those that decide the label, :func:`_deciding_dims`)
-    to its label's index (:func:`_label_index`; keys only for the states whose index is not 0)
+    to its label's index (:func:`label_index`; keys only for the states whose index is not 0)
     in one residual dim (a free one, :func:`_free_dim`, else a new one) is fused after the last block's MLP (:func:`constructions.program.fuse`),
     and the labels are read from that index as a nearest integer point (logit = 2 j y - j^2 for
     index j): margin 1 at the exact index.  The codes are
@@ -316,7 +320,7 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
         k = ws.d_model - program.W_E.shape[1]
         program.W_E = np.pad(program.W_E, ((0, 0), (0, k)))
         program.W_pos = np.pad(program.W_pos, ((0, 0), (0, k)))
-    index = _label_index(state_label, n_labels)
+    index = label_index(state_label, n_labels)
     last = program.blocks[-1]
     fresh = _fresh(program, last)
     leaf_of = {d: (sub, i) for sub in ws.subspaces.values() for i, d in enumerate(sub.dims)}
@@ -357,7 +361,8 @@ def label_lookup(program: Program, state_label: Sequence[int], n_labels: int) ->
                        else "after the last MLP" if isinstance(last.mlp, Fused) and lookup is not None else None),
             "input_tolerance": None if lookup is None else lookup.notes["input_tolerance"],
             "code_dim_indices": [int(d) for d in S], "codes": codes.tolist(),
-            "codes_skip_state": None if override is None else override[1]}
+            "codes_skip_state": None if override is None else override[1],
+            "override_dim": None if override is None else int(override[0])}
 
 
 def _lookups(inputs: list[CodeInput], out, table: dict[tuple[int, ...], np.ndarray], domain: np.ndarray) -> list:
@@ -369,11 +374,11 @@ def _lookups(inputs: list[CodeInput], out, table: dict[tuple[int, ...], np.ndarr
     and Lemma 11's lookup in two (:func:`constructions.gadgets.lookup_mlp`)."""
     if len(inputs) == 1:
         values = np.array([table.get((x,), [0.0]) for x in range(inputs[0].n_values)])
-        return [code_function_mlp("labels.lookup", inputs[0], out, values),
-                interpolated_code_function_mlp("labels.lookup", inputs[0], out, values)]
+        return [code_function_mlp(LOOKUP_MLP, inputs[0], out, values),
+                interpolated_code_function_mlp(LOOKUP_MLP, inputs[0], out, values)]
     index = {k: int(round(float(v[0]))) for k, v in table.items()}
-    return [m for m in (halfspace_lookup_mlp("labels.lookup", inputs, out, index, domain),
-                        _pruned(lookup_mlp("labels.lookup", inputs, out, table))) if m is not None]
+    return [m for m in (halfspace_lookup_mlp(LOOKUP_MLP, inputs, out, index, domain),
+                        _pruned(lookup_mlp(LOOKUP_MLP, inputs, out, table))) if m is not None]
 
 
 def _relayed(mlp: MLP) -> MLP:
@@ -414,7 +419,7 @@ def _placed(last: MLP | Fused | Beside | None, lookup: MLP, fresh: set[str], ws)
         return [lookup]
     out: list[MLP | Fused | Beside] = [fuse(last, lookup, fresh=tuple(n for n in lookup.reads if n in fresh))]
     if not set(ws.span(lookup.reads)) & set(ws.span(last.writes)):
-        out.append(Beside("labels.beside", [last, lookup], {"beside": [last.name, lookup.name]},
+        out.append(Beside(BESIDE_MLP, [last, lookup], {"beside": [last.name, lookup.name]},
                           reads=tuple(dict.fromkeys((*last.reads, *lookup.reads))),
                           writes=tuple(dict.fromkeys((*last.writes, *lookup.writes)))))
     return out

@@ -88,16 +88,18 @@ def _name_hook_points(model: nn.Module) -> dict[str, HookPoint]:
     return points
 
 
-def input_independent_dims(model: "CompiledTransformer") -> set[int]:
+def input_independent_dims(model: "CompiledTransformer", before_last_mlp: bool = False) -> set[int]:
     """Residual dims whose value at every position is the same for every input: every symbol
-    embeds the same value there and no block writes them."""
+    embeds the same value there and no block writes them.  ``before_last_mlp``: writes of the
+    last block's MLP do not count (the dims are input-independent wherever a head or an MLP reads
+    them; only the unembedding reads after that MLP)."""
     d = model.config["d_model"]
     W_E = model.W_E.detach()
     same = (W_E[:-1] == W_E[:1]).all(0) if W_E.shape[0] > 1 else torch.ones(d, dtype=torch.bool, device=W_E.device)
     written = torch.zeros(d, dtype=torch.bool, device=W_E.device)
-    for block in model.blocks:
+    for i, block in enumerate(model.blocks):
         written |= block.attn.W_O.detach().abs().sum((0, 1)) > 0
-        if block.mlp is not None:
+        if block.mlp is not None and not (before_last_mlp and i == len(model.blocks) - 1):
             written |= block.mlp.weight(block.mlp.n_hidden).detach().abs().sum(0) > 0
             written |= block.mlp.bias(block.mlp.n_hidden).detach().abs() > 0
     return {i for i in range(d) if bool(same[i]) and not bool(written[i])}

@@ -159,7 +159,7 @@ class Beside:
     units read and write only its own subspaces, and each part runs its own obligation."""
 
     mlp: str
-    parts: tuple[Compose | Lookup | Steps | Races, ...]
+    parts: tuple[Compose | Lookup | Steps | Races | Threshold, ...]
 
 
 @dataclass(frozen=True)

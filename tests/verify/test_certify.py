@@ -103,8 +103,8 @@ def test_obligations_come_from_the_plan_not_the_weights(rare):
 
 
 def test_a_part_without_obligations_is_not_certified_and_says_so():
-    """Every construction declares obligations now; a label lookup fused into the last MLP does
-    not yet (its scan's composition and the lookup share one MLP), and is refused as such."""
+    """Every construction declares obligations now; a label lookup fused after the scan's last
+    MLP does not yet (the composition and the lookup share its hidden units), and is refused as such."""
     a = load_spec("alternating:4")
     model = compile_automaton(dataclasses.replace(a, outputs=tuple(f"l{q % 3}" for q in range(a.n_states))),
                               max_len=32, method="scan", readout="labels")
@@ -344,6 +344,29 @@ def test_random_perturbations_certified_only_when_exact_on_every_input(spec, met
 
     outcomes = perturbation_sweep(base, errors, seed=0, skip=("W_pos",))
     assert outcomes["certified"] and outcomes["refused"], outcomes
+
+
+def test_a_label_lookup_beside_the_last_mlp_is_certified_and_a_wrong_entry_refused():
+    """dyck:4,2's accept/reject: a lookup from the stack's level code to the label index sits
+    beside the error threshold in the last MLP.  Halve its output for the one key it has
+    (balanced: accept): every balanced input is then read out as reject, and the lookup is named."""
+    model = _compile("dyck:4,2", 64, readout="labels")
+    notes = model.meta["readout"]["notes"]
+    assert notes["placed"] == "beside the last MLP" and notes["keys"] == 1
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    parts = cert["layers"][-1]["mlp"]["parts"]
+    assert [p["name"] for p in parts][-1] == "labels.lookup" and len(parts) == 2
+    index = [sub["dims"][sub["labels"].index(notes["label_dim"])] for sub in model.layout()["subspaces"].values()
+             if notes["label_dim"] in sub["labels"]][0]
+    balanced = torch.tensor([[model.automaton.alphabet.index(c) for c in "([])"]])
+    accept = model.meta["readout"]["labels"].index("accept")
+    assert int(model(balanced)[0, -1].argmax()) == accept
+    with torch.no_grad():
+        model.blocks[-1].mlp.W_out[:, index] *= 0.4
+    assert int(model(balanced)[0, -1].argmax()) != accept  # the model is wrong now
+    cert = certify(model)
+    assert cert["certified"] is False and "labels.lookup" in cert["failure"]["where"], cert.get("reason")
 
 
 def test_label_readouts_in_the_unembedding_are_certified_against_the_source_labels():

@@ -15,7 +15,7 @@ from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
-from constructions.obligations import (Beside, Compose, Lookup, Obligations, Races, Readout, Steps, Threshold,
+from constructions.obligations import (Beside, Compose, Lookup, Obligations, Races, Steps, Threshold,
                                       Undeclared)
 
 from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCertifiable, PATHS, SCHEMA, State, _Model,
@@ -25,6 +25,7 @@ from .lookups import _class_fixed, _jointly, _lookup, _phases, _written
 from .compose import _beside, _closure, _compose
 from .latest import any_layer, is_any_layer
 from .recency import races_mlp
+from .labels import relabelled
 
 
 def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
@@ -33,6 +34,10 @@ def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndar
     b_U = m.model.b_U.detach().double().cpu().numpy()
     reads = [d for name in ob.readout.reads for d in m.dims(name)]
     const, class_fixed = _class_fixed(m, pos_class, len(states))
+    if m.blocks and m.blocks[-1]["mlp"] is not None:  # a fixed dim the last MLP writes is read from the state
+        last_w, last_b = m.blocks[-1]["mlp"][0][-1], m.blocks[-1]["mlp"][1][-1]
+        const -= set(np.nonzero(np.abs(last_w).sum(0) + np.abs(last_b))[0].tolist())
+    const -= set(reads)
     used = set(np.nonzero(np.abs(W_U).sum(1))[0].tolist())
     if used - set(reads) - const:
         raise CertificateFailure("readout", f"the unembedding reads dims {sorted(used - set(reads) - const)[:6]} "
@@ -88,12 +93,7 @@ def obligations_of(model) -> Obligations:
     labels = readout_of(model.meta)
     if labels is None:
         return ob
-    if "last MLP" in str(labels.get("form", "")):
-        raise NotCertifiable(f"its label readout is a lookup fused into the last MLP ({labels['form']}), which "
-                             f"declares no obligations yet: not certified (sampled verification only)")
-    state_label = _state_labels(model.automaton, labels)
-    table = {code: state_label[q] for code, q in ob.readout.table.items()}
-    return replace(ob, readout=Readout(ob.readout.reads, table), notes={**ob.notes, "labels": labels["labels"]})
+    return relabelled(ob, labels, _state_labels(model.automaton, labels), model.layout())
 
 
 def _state_labels(compiled: Semiautomaton, readout: dict[str, Any]) -> list[int]:
@@ -190,7 +190,10 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
-        if is_any_layer(layer):  # "some flag so far", head and threshold MLP together
+        beside_any = is_any_layer(layer) and isinstance(layer.mlp, Beside)
+        if beside_any:  # the threshold is one part of a side-by-side MLP (a label lookup beside it)
+            pass  # checked with the MLP's parts below
+        elif is_any_layer(layer):  # "some flag so far", head and threshold MLP together
             states, pos_class = any_layer(m, l, layer, states, pos_class, report)
         else:
             states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
@@ -202,7 +205,8 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         elif isinstance(layer.mlp, Compose):
             states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
         elif isinstance(layer.mlp, Beside):
-            states = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures)
+            states, pos_class = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures,
+                                        layer.fetches if beside_any else ())
         elif isinstance(layer.mlp, Races):
             states = races_mlp(m, l, layer.mlp, states, pos_class, report, None)
         elif m.blocks[l]["mlp"] is not None:

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from constructions.obligations import Beside, Compose, Joint, Lookup, Races, Steps
+from constructions.obligations import Beside, Compose, Joint, Layer, Lookup, Races, Steps, Threshold
 
 from .state import CertificateFailure, Code, JOINT_BUDGET, State, _Model, _half_gaps, gamma, quantum, snaps
 from .lookups import _Partition, _check_io, _class_fixed, _lookup, _mlp_weights, _read, _written
+from .latest import any_layer
 from .recency import races_mlp
 
 
@@ -26,8 +27,10 @@ def _unpadded(weights: list[np.ndarray], biases: list[np.ndarray]) -> tuple[list
     return Ws + [weights[-1]], bs + [biases[-1]]
 
 
-def _part_io(m: _Model, part: Compose | Lookup | Steps | Races) -> tuple[set[int], set[int]]:
+def _part_io(m: _Model, part: Compose | Lookup | Steps | Races | Threshold) -> tuple[set[int], set[int]]:
     """The residual dims one part of a :class:`Beside` MLP reads (and writes) and writes."""
+    if isinstance(part, Threshold):
+        return set(m.dims(part.src)) | set(m.dims(part.dst)), set(m.dims(part.dst))
     if isinstance(part, Compose):
         dims = set(m.dims(part.maps)) | set(m.dims(part.fetched))
         return dims, dims
@@ -81,9 +84,12 @@ def _beside_parts(m: _Model, l: int, ob: Beside, weights: list[np.ndarray],
 
 
 def _beside(m: _Model, l: int, ob: Beside, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
-            joint: tuple[Joint, ...], written: set[str], closures: dict[str, np.ndarray | None]) -> list[State]:
+            joint: tuple[Joint, ...], written: set[str], closures: dict[str, np.ndarray | None],
+            fetches: tuple[Any, ...] = ()) -> tuple[list[State], np.ndarray]:
     """A :class:`Beside` MLP: each part checked on its own sub-network, one after another (they
-    read and write disjoint subspaces, so the order does not matter)."""
+    read and write disjoint subspaces, so the order does not matter).  A :class:`Threshold` part
+    is checked with the layer's any-flag head (``fetches``, :func:`.latest.any_layer`), which
+    splits the classes of positions: hence the new classes too."""
     weights, biases = _mlp_weights(m, l, ob.mlp)
     parts = []
     for part, sub in zip(ob.parts, _beside_parts(m, l, ob, weights, biases)):
@@ -93,12 +99,15 @@ def _beside(m: _Model, l: int, ob: Beside, states: list[State], pos_class: np.nd
         elif isinstance(part, Races):
             rep["heads"] = report.get("heads", [])  # the layer's heads (a rule may read what they report)
             states = races_mlp(m, l, part, states, pos_class, rep, sub)
+        elif isinstance(part, Threshold):
+            states, pos_class = any_layer(m, l, Layer(tuple(fetches), part), states, pos_class, rep, sub)
+            report.setdefault("heads", []).extend(rep.get("heads", []))
         else:
             states = _lookup(m, l, part, states, pos_class, rep, joint, written, sub)
         parts.append(rep["mlp"])
     report["mlp"] = {"name": ob.mlp, "kind": "beside", "parts": parts,
                      "max_error": max((p_["max_error"] for p_ in parts), default=0.0)}
-    return states
+    return states, pos_class
 
 
 def _distinguishable(codes: np.ndarray, radius: np.ndarray, where: str) -> None:

@@ -250,11 +250,12 @@ def is_any_layer(layer: Layer) -> bool:
 
 
 def any_layer(m: Any, l: int, layer: Layer, states: list[Any], pos_class: np.ndarray,
-              report: dict) -> tuple[list[Any], np.ndarray]:
+              report: dict, mlp: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> tuple[list[Any], np.ndarray]:
     """An :class:`AnyFlag` head and its :class:`Threshold` MLP (module doc): per query t, the
     head's output where no flag can have occurred (exactly 0 up to the flags' radius) and where one
     has (at least the flagged keys' least weight times the least flag), then the MLP on both
-    intervals, which must give exactly the bit's code up to less than half its gap."""
+    intervals, which must give exactly the bit's code up to less than half its gap.  ``mlp``: the
+    threshold's own sub-network, when it is one part of a side-by-side MLP."""
     f, th = layer.fetches[0], layer.mlp
     if len(layer.fetches) != 1 or not isinstance(f, AnyFlag) or not isinstance(th, Threshold) or th.src != f.dst:
         raise CertificateFailure(f"layer {l + 1}", "an any-flag head must be the layer's only head, and its "
@@ -302,12 +303,12 @@ def any_layer(m: Any, l: int, layer: Layer, states: list[Any], pos_class: np.nda
     report.setdefault("heads", []).append({"name": f.head, "min_score_gap": None,
                                            "max_leaked_mass": float(np.max(1 - weight[can1], initial=0.0)),
                                            "min_flag_output": float(np.min(y1_lo[can1], initial=np.inf))})
-    zero = _threshold(m, l, th, 0.0, float(np.max(y0[can0], initial=0.0)), 0.0)
+    zero = _threshold(m, l, th, 0.0, float(np.max(y0[can0], initial=0.0)), 0.0, mlp)
     one_lo, one_hi = float(np.min(y1_lo[can1], initial=1.0)), float(np.max(y1_hi[can1], initial=1.0))
     if one_lo <= 0:
         raise CertificateFailure(where, f"with a flag at or before a query, the flagged keys' weight may be "
                                       f"{float(np.min(weight[can1])):.3g}, so the output may be {one_lo:.3g} <= 0")
-    one = _threshold(m, l, th, (one_lo + one_hi) / 2, (one_hi - one_lo) / 2, 1.0)
+    one = _threshold(m, l, th, (one_lo + one_hi) / 2, (one_hi - one_lo) / 2, 1.0, mlp)
     sig = np.stack([pos_class, can0, can1], axis=1)
     groups, inverse = np.unique(sig, axis=0, return_inverse=True)
     new_states = []
@@ -347,11 +348,13 @@ def _flag_weight(T: int, scores: list[Any], flag: np.ndarray, has: list[np.ndarr
     return out
 
 
-def _threshold(m: Any, l: int, th: Threshold, x: float, r: float, want: float) -> float:
-    """The threshold MLP on every input within ``r`` of ``x``: its output's distance from ``want``
-    (with its error bound), which must stay below 1/2 (CertificateFailure otherwise)."""
+def _threshold(m: Any, l: int, th: Threshold, x: float, r: float, want: float,
+               mlp: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> float:
+    """The threshold MLP (or its sub-network ``mlp``) on every input within ``r`` of ``x``: its
+    output's distance from ``want`` (with its error bound), which must stay below 1/2
+    (CertificateFailure otherwise)."""
     where = f"layer {l + 1} MLP {th.mlp}"
-    weights, biases = _mlp_weights(m, l, th.mlp)
+    weights, biases = mlp or _mlp_weights(m, l, th.mlp)
     src, dst = m.dims(th.src), m.dims(th.dst)
     _check_io(m, l, th.mlp, weights, biases, src, dst, set())
     z, A, nu = _affine(np.array([[x]]), np.array([r]), [weights[0][src], *weights[1:]], biases, m.u, m.p)

@@ -472,13 +472,14 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_clas
     worst = 0.0
     new_states = []
     for c, st in enumerate(states):
+        # positional dims, read as constants of the class (and a fixed dim the last MLP writes: its value before)
+        st = {**st, **{n: Code.of(class_fixed[c][m.dims(n)][None], np.zeros(len(m.dims(n)))) for n in positional}}
         base = []  # what each write holds before: one known code (0, or BOS's own), to which the MLP adds
         for name in writes:
             old = _get(st, name)
             if name not in cleared and old.size() != 1:
                 raise CertificateFailure(where, f"{name} may hold several codes before the MLP writes it")
             base.append(np.zeros(len(old.radius)) if name in cleared else old.combos()[0])
-        st = {**st, **{n: Code.of(class_fixed[c][m.dims(n)][None], np.zeros(len(m.dims(n)))) for n in positional}}
         sets = [_get(st, name) for name in inputs_names]
         const_vals = class_fixed[c][sorted(const)]
         widths = [len(s.radius) for s in sets]

@@ -211,14 +211,20 @@ class _Model:
     def dims(self, name: str) -> list[int]:
         """Residual dims of a subspace, of one dim of it (``name[i]``), or of several joined by
         `` + `` (in order)."""
-        if " + " in name:
-            return [d for part in name.split(" + ") for d in self.dims(part)]
-        if name in self.subspaces:
-            return list(self.subspaces[name])
-        m = re.fullmatch(r"(.*)\[(\d+)\]", name)
-        if m and m.group(1) in self.subspaces and int(m.group(2)) < len(self.subspaces[m.group(1)]):
-            return [self.subspaces[m.group(1)][int(m.group(2))]]
-        raise CertificateFailure("obligations", f"names a subspace {name!r} the model's layout does not have")
+        return dims_of(self.subspaces, name)
+
+
+def dims_of(subspaces: dict[str, list[int]], name: str) -> list[int]:
+    """Residual dims of a subspace, of one dim of it (``name[i]``), or of several joined by
+    `` + `` (in order), in a layout's ``subspaces`` (name -> dims)."""
+    if " + " in name:
+        return [d for part in name.split(" + ") for d in dims_of(subspaces, part)]
+    if name in subspaces:
+        return list(subspaces[name])
+    m = re.fullmatch(r"(.*)\[(\d+)\]", name)
+    if m and m.group(1) in subspaces and int(m.group(2)) < len(subspaces[m.group(1)]):
+        return [subspaces[m.group(1)][int(m.group(2))]]
+    raise CertificateFailure("obligations", f"names a subspace {name!r} the model's layout does not have")
 
 
 def _arrays(model) -> _Model:
@@ -230,7 +236,10 @@ def _arrays(model) -> _Model:
         rows = model.W_E.detach()
         body = rows[0] if rows.shape[0] > 1 else rows[-1]
         fixed = torch.cat([(rows[-1] + model.W_pos[0])[None], body[None] + model.W_pos[1:]]).double().cpu().numpy()
-    dims = sorted(input_independent_dims(model))
+    # fixed wherever a rule reads them: a dim only the last MLP writes (a label readout's index in
+    # the bos dim) is fixed for every head and MLP; that MLP's obligation must declare the write
+    # (_check_io), and the written value is tracked as its code from then on
+    dims = sorted(input_independent_dims(model, before_last_mlp=True))
     mask = np.zeros(fixed.shape[1], dtype=bool)
     mask[dims] = True
     fixed[:, ~mask] = 0.0
