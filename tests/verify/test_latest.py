@@ -17,9 +17,10 @@ from verify.certify import certificate_text, certify
 from verify.check import verify
 
 
-def _stack(spec: str, max_len: int):
+def _stack(spec: str, max_len: int, readout: str = "states"):
     promise = "legal" if spec.startswith("dyck-legal") else None
-    return compile_automaton(load_spec(spec, promise=promise), max_len=max_len, method="bounded-stack")
+    return compile_automaton(load_spec(spec, promise=promise), max_len=max_len, method="bounded-stack",
+                             readout=readout)
 
 
 @pytest.mark.parametrize("spec, max_len", [
@@ -93,17 +94,19 @@ def test_the_depth_decode_and_its_promise_claim():
     assert legal["obligations_sha256"] != sink["obligations_sha256"]
 
 
-SWEEP = [("dyck:2,1", 10), ("dyck:2,2", 6), ("dyck-legal:2,2", 12), ("dyck-legal:3,1", 12)]
+SWEEP = [("dyck:2,1", 10, "states"), ("dyck:2,2", 6, "states"), ("dyck-legal:2,2", 12, "states"),
+         ("dyck-legal:3,1", 12, "states"),
+         ("dyck:2,1", 8, "labels")]  # accept/reject: the label lookup beside the error threshold
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec, max_len", SWEEP)
-def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max_len, perturbation_sweep):
+@pytest.mark.parametrize("spec, max_len, readout", SWEEP)
+def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max_len, readout, perturbation_sweep):
     """Soundness sweep over small stacks: random perturbations of one weight tensor (a few
     entries, relative sizes 1e-7 .. 1e-1); whenever the certificate passes, the exhaustive check
     over every input (every legal input, under the promise) up to max_len finds no error.  Both
-    outcomes must occur."""
-    base = _stack(spec, max_len)
+    outcomes must occur (a label model too: its lookup beside the last MLP)."""
+    base = _stack(spec, max_len, readout)
 
     def errors(model) -> int:
         result = verify(model, samples=0, seed=0, exhaustive_budget=model.automaton.n_symbols ** max_len * 2,
@@ -111,5 +114,7 @@ def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max
         assert result.checked["exhaustive_length"] == max_len
         return result.n_errors
 
-    outcomes = perturbation_sweep(base, errors, seed=1)
+    last_mlp = f"blocks.{len(base.blocks) - 1}.mlp."  # a label model: its last MLP, where the lookup sits
+    skip = tuple(k for k in base.state_dict() if not k.startswith(last_mlp)) if readout == "labels" else ()
+    outcomes = perturbation_sweep(base, errors, seed=1, skip=skip)
     assert outcomes["certified"] and outcomes["refused"], outcomes
