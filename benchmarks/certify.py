@@ -17,7 +17,10 @@ Seven parts, in one run:
   (``--no-certify``, the old sampling); and the same on certified models (scans and lookbacks),
   where the certificate replaces most of the sampling;
 * bounded stacks (``dyck-legal:n,k`` under the promise of legal inputs, ``dyck:n,k`` with its
-  error sink) at 100 .. 4096: ``shortcut certify`` in a process, seconds and peak memory.
+  error sink) at 100 .. 4096: ``shortcut certify`` in a process, seconds and peak memory;
+* label readouts (``benchmarks/label_readout.py``'s 13 labelled automata) at T = 256 and 1024,
+  and ``dyck:4,2``'s accept/reject at 4096: which are certified (their readout's form and where
+  a lookup sits), or why not.
 
     python benchmarks/certify.py --out benchmarks/results/certify.md
     python benchmarks/certify.py --parts verify-certified     # one part only
@@ -42,11 +45,12 @@ from verify.certify import certify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, finish, header  # noqa: E402
+from label_readout import examples as label_examples  # noqa: E402
 
 CERTIFIED = [("symmetric:5", "scan", 256), ("quaternion", "scan", 1024), ("regex:(a|b)*abbabaabab", "scan", 256),
              ("nth-last:6", "lookback", 1024), ("symmetric:4", "krohn-rhodes", 256),
              ("cyclic-product:2,2,2", "krohn-rhodes", 1024)]
-PARTS = ("paper", "long", "compile-paper", "zoo-paper", "verify-paper", "verify-certified", "stack")
+PARTS = ("paper", "long", "compile-paper", "zoo-paper", "verify-paper", "verify-certified", "stack", "labels")
 LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:6", "lookback", 4096),
         ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024),
         ("parity", "krohn-rhodes", 4096), ("cyclic:3", "krohn-rhodes", 4096), ("symmetric:4", "krohn-rhodes", 4096),
@@ -114,6 +118,8 @@ def main() -> None:
             _verify_rows(lines, tmp, "certified models", CERTIFIED)
         if "stack" in parts:
             _stack_rows(lines, tmp)
+    if "labels" in parts:
+        _label_rows(lines)
     print(finish(lines, start, args.out))
 
 
@@ -188,5 +194,26 @@ def _verify_rows(lines: list[str], tmp: str, title: str, models: list[tuple[str,
     emit(lines, f"\nSum: {sums[0]:.0f} s with the certificate, {sums[1]:.0f} s without (ratio {sums[0] / sums[1]:.2f}).")
 
 
+def _label_rows(lines: list[str]) -> None:
+    """``certify`` of label readouts in this process (the checker's own seconds)."""
+    emit(lines, "\n## Label readouts (`benchmarks/label_readout.py`'s automata), `certify` in one process\n")
+    emit(lines, "| automaton, label | T | method | readout | lookup placed | certified | checker s | margin / why not |")
+    emit(lines, "|---|---|---|---|---|---|---|---|")
+    cases = [(desc, a, T) for desc, a in label_examples() for T in (256, 1024)]
+    cases += [(desc, a, 4096) for desc, a in label_examples() if desc.startswith("dyck:")]
+    n_ok = 0
+    for desc, a, T in cases:
+        model = compile_automaton(a, max_len=T, readout="labels")
+        r = model.meta["readout"]
+        cert = certify(model)
+        n_ok += cert["certified"]
+        why = f"{cert['readout']['min_margin']:.4g}" if cert["certified"] else cert["reason"][:90]
+        emit(lines, f"| {desc} | {T} | {model.meta['method']} | {r.get('form')} | "
+                    f"{(r.get('notes') or {}).get('placed') or '-'} | {cert['certified']} | {cert['seconds']:.2f} | "
+                    f"{why} |")
+    emit(lines, f"\n{n_ok} of {len(cases)} certified.")
+
+
 if __name__ == "__main__":
     main()
+

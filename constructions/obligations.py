@@ -147,10 +147,13 @@ class Round:
 @dataclass(frozen=True)
 class Steps:
     """MLP ``mlp`` runs ``steps`` one after another (stages fused into one MLP): each reads the
-    residual as the earlier steps left it; every subspace a step writes holds 0 before the MLP."""
+    residual as the earlier steps left it; every subspace a step writes holds 0 before the MLP.
+    With ``first`` (a :class:`Compose`: a scan's last MLP with a label lookup fused after it) the
+    composition runs before the steps, which then read its result (they are :class:`Lookup` s)."""
 
     mlp: str
     steps: tuple[Lookup | Modular | Round, ...]
+    first: Compose | None = None
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,8 @@ class Obligations:
             if isinstance(o, Compose):
                 return {"kind": "compose", "mlp": o.mlp, "maps": o.maps, "fetched": o.fetched, "into": o.into}
             if isinstance(o, Steps):
-                return {"kind": "steps", "mlp": o.mlp, "steps": [mlp(x) for x in o.steps]}
+                return {"kind": "steps", "mlp": o.mlp, "steps": [mlp(x) for x in o.steps],
+                        **({} if o.first is None else {"first": mlp(o.first)})}
             if isinstance(o, Modular):
                 return {"kind": "modular", "name": o.name, "reads": o.reads, "scale": o.scale, "shift": o.shift,
                         "table": np.asarray(o.table).tolist(), "out": o.out, "minus": o.minus,
@@ -263,7 +267,7 @@ def prefixed(ob: Obligations, prefix: str) -> Obligations:
 
     def step(o: Any) -> Any:
         if isinstance(o, Steps):
-            return Steps(prefix + o.mlp, tuple(step(x) for x in o.steps))
+            return Steps(prefix + o.mlp, tuple(step(x) for x in o.steps), o.first and step(o.first))
         if isinstance(o, Lookup):
             return replace(o, mlp=prefix + o.mlp, reads=tuple(sub(r) for r in o.reads), out=sub(o.out))
         if isinstance(o, Modular):

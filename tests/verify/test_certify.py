@@ -103,15 +103,46 @@ def test_obligations_come_from_the_plan_not_the_weights(rare):
 
 
 def test_a_part_without_obligations_is_not_certified_and_says_so():
-    """Every construction declares obligations now; a label lookup fused after the scan's last
-    MLP does not yet (the composition and the lookup share its hidden units), and is refused as such."""
-    a = load_spec("alternating:4")
-    model = compile_automaton(dataclasses.replace(a, outputs=tuple(f"l{q % 3}" for q in range(a.n_states))),
-                              max_len=32, method="scan", readout="labels")
-    assert model.meta["readout"]["notes"]["placed"] == "after the last MLP"
+    """Every construction declares obligations now; a label lookup fused after the gridworld's last
+    MLP does not yet (its races and the lookup share the hidden layers), and is refused as such."""
+    a = load_spec("grid:6")
+    model = compile_automaton(dataclasses.replace(a, outputs=tuple("wall" if s in ("0", "5") else "inside"
+                                                                   for s in a.states)),
+                              max_len=32, readout="labels")
+    assert model.meta["method"] == "gridworld" and model.meta["readout"]["notes"]["placed"] == "after the last MLP"
     cert = certify(model)
     assert cert["certified"] is False and cert["supported"] is False
     assert "fused into the last MLP" in cert["reason"] and "not certified" in cert["reason"]
+
+
+def test_a_label_lookup_fused_after_the_scans_composition_is_certified_and_a_wrong_output_refused():
+    """alternating:4 labelled q mod 3: the lookup reads the composed map inside the last MLP, so the
+    pair (maps, fetched maps) runs through the whole fused network; breaking the lookup's output,
+    or one bias of the composition, is refused naming that MLP."""
+    a = load_spec("alternating:4")
+    model = compile_automaton(dataclasses.replace(a, outputs=tuple(f"l{q % 3}" for q in range(a.n_states))),
+                              max_len=32, method="scan", readout="labels")
+    notes = model.meta["readout"]["notes"]
+    assert notes["placed"] == "after the last MLP"
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    assert cert["layers"][-1]["mlp"]["kind"] == "compose, then steps"
+    name = cert["layers"][-1]["mlp"]["name"]
+    index = [sub["dims"][sub["labels"].index(notes["label_dim"])] for sub in model.layout()["subspaces"].values()
+             if notes["label_dim"] in sub["labels"]][0]
+    mlp = model.blocks[-1].mlp
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        mlp.W_out[:, index] *= 0.4  # every label index but 0 read as a smaller one
+    assert not verify(model, samples=64, seed=0, exhaustive_budget=10_000).exact
+    cert = certify(model)
+    assert cert["certified"] is False and cert["failure"]["where"] == f"layer {len(model.blocks)} MLP {name}"
+    model.load_state_dict(state)
+    with torch.no_grad():
+        mlp.b_in[0] += 0.6  # one unit of the composition moves its threshold: a composed image is off
+    assert verify(model, samples=64, seed=0, exhaustive_budget=10_000).n_errors > 0
+    cert = certify(model)
+    assert cert["certified"] is False and cert["failure"]["where"] == f"layer {len(model.blocks)} MLP {name}"
 
 
 @pytest.mark.parametrize("spec, max_len", [
@@ -343,6 +374,28 @@ def test_random_perturbations_certified_only_when_exact_on_every_input(spec, met
         return result.n_errors  # (a layer-wise invariant may flag a deviation the bounds show harmless)
 
     outcomes = perturbation_sweep(base, errors, seed=0, skip=("W_pos",))
+    assert outcomes["certified"] and outcomes["refused"], outcomes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", [lambda s: s[0], lambda s: "lt" if s[0] < s[1] else "ge"],
+                         ids=["image of 1", "s[0] < s[1]"])
+def test_random_perturbations_of_a_label_lookup_fused_after_the_composition(label, perturbation_sweep):
+    """The sweep above on symmetric:3's labels (a lookup fused after the scan's last composition),
+    perturbing only that last MLP: certified only when exact on every input up to 8."""
+    a = load_spec("symmetric:3")
+    base = compile_automaton(dataclasses.replace(a, outputs=tuple(label(s) for s in a.states)), max_len=8,
+                             method="scan", readout="labels")
+    assert base.meta["readout"]["notes"]["placed"] == "after the last MLP"
+    last = f"blocks.{len(base.blocks) - 1}.mlp."
+
+    def errors(model) -> int:
+        result = verify(model, samples=0, seed=0, exhaustive_budget=2 * 3**8, family_limit=1)
+        assert result.checked["exhaustive_length"] == 8
+        return result.n_errors
+
+    outcomes = perturbation_sweep(base, errors, seed=0, skip=tuple(k for k in base.state_dict()
+                                                                   if not k.startswith(last)))
     assert outcomes["certified"] and outcomes["refused"], outcomes
 
 

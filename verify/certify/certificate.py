@@ -22,7 +22,7 @@ from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCert
                     _arrays, _embedding, _get, _merge, _product_rows, gamma)
 from .heads import _heads
 from .lookups import _class_fixed, _jointly, _lookup, _phases, _written
-from .compose import _beside, _closure, _compose
+from .compose import _beside, _closure, _compose, composed_steps
 from .latest import any_layer, is_any_layer
 from .recency import races_mlp
 from .labels import relabelled
@@ -169,7 +169,8 @@ def _mlp_writes(o: Compose | Lookup | Steps | Beside | Races | Threshold | None)
         return {o.maps, o.fetched}
     if isinstance(o, Beside):
         return {n for part in o.parts for n in _mlp_writes(part)}
-    return set(_written(o.steps if isinstance(o, Steps) else (o,)))
+    first = _mlp_writes(o.first) if isinstance(o, Steps) else set()
+    return first | set(_written(o.steps if isinstance(o, Steps) else (o,)))
 
 
 def _run(model, ob: Obligations) -> list[dict[str, Any]]:
@@ -200,6 +201,8 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         written |= {f.dst for f in layer.fetches} | _mlp_writes(layer.mlp)
         if isinstance(layer.mlp, Threshold):
             pass  # checked with its head
+        elif isinstance(layer.mlp, Steps) and layer.mlp.first is not None:
+            states = composed_steps(m, l, layer.mlp, states, pos_class, report)
         elif isinstance(layer.mlp, (Lookup, Steps)):
             states = _lookup(m, l, layer.mlp, states, pos_class, report, ob.joint, written)
         elif isinstance(layer.mlp, Compose):

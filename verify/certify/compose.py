@@ -9,8 +9,9 @@ import numpy as np
 
 from constructions.obligations import Beside, Compose, Joint, Layer, Lookup, Races, Steps, Threshold
 
-from .state import CertificateFailure, Code, JOINT_BUDGET, State, _Model, _half_gaps, gamma, quantum, snaps
-from .lookups import _Partition, _check_io, _class_fixed, _lookup, _mlp_weights, _read, _written
+from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, JOINT_BUDGET, NotCertifiable, State, _Model, _get,
+                    _half_gaps, _product_rows, _put, gamma, quantum, snaps)
+from .lookups import _Partition, _affine, _check_io, _class_fixed, _lookup, _mlp_weights, _read, _written
 from .latest import any_layer
 from .recency import races_mlp
 
@@ -334,3 +335,97 @@ def _closure(codes: np.ndarray, budget: int = JOINT_BUDGET) -> np.ndarray | None
                         return None
         frontier = nxt
     return np.array(sorted(seen), dtype=np.float64)
+
+
+def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
+                   report: dict[str, Any]) -> list[State]:
+    """A :class:`Steps` MLP whose ``first`` is a composition, its steps lookups of the result (a
+    scan's last MLP with a label lookup fused after it: the lookup's hidden layers read the
+    composition's output, not the residual, so the two cannot be checked one after the other).
+    Every pair (f, g) of the codes the maps and the fetched maps hold together (their joint sets)
+    runs through the whole network with affine error forms: the composition's dims must move by
+    f o g - f (and the cleared ones by -g), each lookup's output by its table's code of f o g, to
+    within half the gap between the codes each dim can then hold."""
+    first, where = ob.first, f"layer {l + 1} MLP {ob.mlp}"
+    if first is None or not all(isinstance(st, Lookup) for st in ob.steps):
+        raise NotCertifiable(f"{where}: steps after a composition must be lookups of its result")
+    weights, biases = _mlp_weights(m, l, ob.mlp)
+    F, G = m.dims(first.maps), m.dims(first.fetched)
+    if len(F) != len(G):
+        raise CertificateFailure(where, "maps and fetched maps differ in width")
+    into_maps = first.into == first.maps
+    R = F if into_maps else G  # the result's dims
+    at = {d: i for i, d in enumerate(R)}
+    lookups = [st for st in ob.steps if isinstance(st, Lookup)]
+    if any(d not in at for st in lookups for name in st.reads for d in m.dims(name)):
+        raise NotCertifiable(f"{where}: a lookup after the composition reads more than its result")
+    O = [d for st in lookups for d in m.dims(st.out)]
+    moved = (F + G if into_maps else G) + O
+    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    const -= set(F + G + O)
+    _check_io(m, l, ob.mlp, weights, biases, F + G, moved, const)
+    Ws = [weights[0][F + G + sorted(const)], *weights[1:]]
+    n, worst, new_states = len(F), 0.0, []
+    for c, st in enumerate(states):
+        cF, cG = _get(st, first.maps), _get(st, first.fetched)
+        X = _product_rows([cF.combos(), cG.combos()])
+        if len(X) > COMBINATION_BUDGET:
+            raise NotCertifiable(f"{where}: {len(X):,} pairs of maps, over the budget {COMBINATION_BUDGET:,}")
+        f, g = X[:, :n].astype(np.int64), X[:, n:].astype(np.int64)
+        if np.any(g < 0) or np.any(g >= n):
+            raise CertificateFailure(where, "a fetched map holds a code that is not a point")
+        fg = np.take_along_axis(f, g, axis=1).astype(np.float64)  # (f o g)(q) = f(g(q))
+        new = [fg, np.zeros_like(fg)] if into_maps else [fg]
+        old = [X[:, :n], X[:, n:]] if into_maps else [X[:, n:]]
+        old_r = [cF.radius, cG.radius] if into_maps else [cG.radius]
+        for lk in lookups:  # each lookup's code of the result, added to what its out held (one code)
+            base = (_get(st, lk.out) if lk.out in st else
+                    Code.of(class_fixed[c][m.dims(lk.out)][None], np.zeros(len(m.dims(lk.out)))))
+            if base.size() != 1:
+                raise CertificateFailure(where, f"{lk.out} may hold several codes before the MLP writes it")
+            old.append(np.tile(base.combos()[0], (len(X), 1)))
+            new.append(old[-1] + _looked_up(m, lk, fg, at, f"{where} {lk.mlp}"))
+            old_r.append(base.radius)
+        want, before, r_before = np.concatenate(new, axis=1), np.concatenate(old, axis=1), np.concatenate(old_r)
+        Xc = np.concatenate([X, np.tile(class_fixed[c][sorted(const)], (len(X), 1))], axis=1)
+        r_in = np.concatenate([cF.radius, cG.radius, np.zeros(len(const))])
+        z, err = np.zeros(want.shape), np.zeros(want.shape)
+        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in Ws) * len(r_in)))
+        for lo in range(0, len(X), step):
+            sl = slice(lo, lo + step)
+            zz, A, nu = _affine(Xc[sl], r_in, Ws, biases, m.u, m.p)
+            z[sl], err[sl] = zz[:, moved], (np.abs(A) @ r_in + nu)[:, moved]
+        # the residual adds the output to the old codes (within their radius): rounds by u |sum|
+        bound = np.abs(before + z - want) + err + r_before
+        bound = bound + m.u * (np.abs(want) + bound)
+        gap = _half_gaps(want)  # (inf for the cleared fetched maps: 0 up to the radius)
+        bad = np.argwhere(bound >= gap)
+        if len(bad):
+            i, k = bad[0]
+            raise CertificateFailure(where, f"on the maps {X[i, :n].astype(int).tolist()} and fetched "
+                                     f"{X[i, n:].astype(int).tolist()} output dim {moved[k]} is off by "
+                                     f"{bound[i, k]:.3g} (error bound), not within half the gap {2 * gap[k]:.3g}")
+        rad = bound.max(0)
+        worst = max(worst, float(rad.max()))
+        st = dict(st)
+        names = ([first.maps, first.fetched] if into_maps else [first.fetched]) + [lk.out for lk in lookups]
+        start = 0
+        for name in names:
+            k = len(m.dims(name))
+            _put(st, name, Code.of(want[:, start : start + k], rad[start : start + k]))
+            start += k
+        new_states.append(st)
+    report["mlp"] = {"name": ob.mlp, "kind": "compose, then steps", "max_error": worst}
+    return new_states
+
+
+def _looked_up(m: _Model, lk: Lookup, result: np.ndarray, at: dict[int, int], where: str) -> np.ndarray:
+    """``lk``'s declared code for each row of ``result`` (a composed map; ``at``: residual dim ->
+    its column), [rows, dims of lk.out]."""
+    keys = result[:, [at[d] for name in lk.reads for d in m.dims(name)]].astype(np.int64)
+    rows = []
+    for key in map(tuple, keys.tolist()):
+        if key not in lk.table and lk.default is None:
+            raise CertificateFailure(where, f"the code {key} reaches it but is not in its table")
+        rows.append(np.asarray(lk.table.get(key, lk.default), dtype=np.float64).reshape(-1))
+    return np.stack(rows).reshape(len(result), -1)

@@ -18,8 +18,10 @@ one).  Its obligations then add, in the last block:
   own label -- j(c) is the index of state q's label for every code c of q -- is checked here,
   on the declared program, before the checker proves that the weights run it.
 
-A lookup fused after an MLP that is neither a lookup nor steps (the scan's composition, the
-gridworld's races) has no obligations yet: such a model is not certified, and says so.
+After a composition (the scan's last MLP) the lookup becomes a step after it,
+:class:`~constructions.obligations.Steps` with the composition ``first`` (checked whole,
+``compose.composed_steps``).  A lookup fused after the gridworld's races has no obligations yet:
+such a model is not certified, and says so.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from constructions.labels import BESIDE_MLP, LOOKUP_MLP, label_index
-from constructions.obligations import Beside, Lookup, Obligations, Readout, Steps
+from constructions.obligations import Beside, Compose, Lookup, Obligations, Readout, Steps
 
 from .state import CertificateFailure, NotCertifiable, dims_of
 
@@ -119,9 +121,12 @@ def _placed(mlp: Any, part: Lookup, placed: str | None, last_mlp: str | None) ->
     if placed == "beside the last MLP" and mlp is not None:
         parts = mlp.parts if isinstance(mlp, Beside) else (mlp,)
         return Beside(last_mlp or BESIDE_MLP, (*parts, part))
-    if placed == "after the last MLP" and isinstance(mlp, (Lookup, Steps)):
+    if placed == "after the last MLP" and isinstance(mlp, (Lookup, Steps)) and not (
+            isinstance(mlp, Steps) and mlp.first is not None):
         steps = mlp.steps if isinstance(mlp, Steps) else (mlp,)
         return Steps(last_mlp or mlp.mlp, (*steps, part))
+    if placed == "after the last MLP" and isinstance(mlp, Compose):  # the scan's: a lookup of the composed map
+        return Steps(last_mlp or mlp.mlp, (part,), first=mlp)
     raise NotCertifiable(f"its label readout is a lookup fused into the last MLP ({placed}, after a "
                          f"{type(mlp).__name__} obligation: it reads that MLP's output), which declares no "
                          f"obligations yet: not certified (sampled verification only)")

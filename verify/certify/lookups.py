@@ -455,6 +455,8 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_clas
     (``joint``'s claims on the subspaces ``written`` by the end of this MLP)."""
     steps = ob.steps if isinstance(ob, Steps) else (ob,)
     where = f"layer {l + 1} MLP {ob.mlp}"
+    if isinstance(ob, Steps) and ob.first is not None:  # (compose.composed_steps checks a last MLP's)
+        raise NotCertifiable(f"{where}: steps after a composition, beside another MLP, are not certified yet")
     weights, biases = mlp or _mlp_weights(m, l, ob.mlp)
     writes = _written(steps)
     inputs_names = [n for n in _read(steps) if n not in writes] + writes
