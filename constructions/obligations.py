@@ -148,12 +148,13 @@ class Round:
 class Steps:
     """MLP ``mlp`` runs ``steps`` one after another (stages fused into one MLP): each reads the
     residual as the earlier steps left it; every subspace a step writes holds 0 before the MLP.
-    With ``first`` (a :class:`Compose`: a scan's last MLP with a label lookup fused after it) the
-    composition runs before the steps, which then read its result (they are :class:`Lookup` s)."""
+    With ``first`` (a :class:`Compose` or :class:`Races`: a scan's or gridworld's last MLP with a
+    label lookup fused after it) that MLP's work runs before the steps, which then read its result
+    (they are :class:`Lookup` s)."""
 
     mlp: str
     steps: tuple[Lookup | Modular | Round, ...]
-    first: Compose | None = None
+    first: Compose | Races | None = None
 
 
 @dataclass(frozen=True)

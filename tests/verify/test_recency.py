@@ -9,6 +9,7 @@ Then the certified models, the partial (walls illegal) world, and the slow rando
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -82,6 +83,40 @@ def test_a_boundary_unit_wrong_for_the_closest_last_visits_is_refused_naming_the
     finally:
         with torch.no_grad():
             b[1] += 4.0 * (S + 1)
+
+
+def _walls(spec: str, max_len: int):
+    """``spec`` labelled "wall" at its two ends: a label lookup fused after the races."""
+    a = load_spec(spec)
+    ends = (a.states[0], a.states[-1])
+    return compile_automaton(dataclasses.replace(a, outputs=tuple("wall" if s in ends else "inside" for s in a.states)),
+                             max_len=max_len, method="gridworld", readout="labels")
+
+
+def test_a_label_lookup_fused_after_the_races_is_certified_and_a_wrong_boundary_refused():
+    """grid:4 "at a wall": the lookup reads the count inside the boundary MLP.  The boundary unit
+    broken as above (wrong only for the closest last visits) is refused naming the fused MLP, and
+    so is a lookup output scaled down."""
+    model = _walls("grid:4", 10)
+    assert model.meta["readout"]["notes"]["placed"] == "after the last MLP"
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    assert cert["layers"][-1]["mlp"]["kind"] == "races, then steps"
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.blocks[1].mlp.b_in[1] -= 4.0 * (3 + 1)
+    cert = certify(model)
+    assert cert["certified"] is False and cert["failure"]["where"] == "layer 2 MLP gw.boundary+labels.lookup"
+    assert _wrong_somewhere(model) > 0
+    model.load_state_dict(state)
+    notes = model.meta["readout"]["notes"]
+    index = [sub["dims"][sub["labels"].index(notes["label_dim"])] for sub in model.layout()["subspaces"].values()
+             if notes["label_dim"] in sub["labels"]][0]
+    with torch.no_grad():
+        model.blocks[1].mlp.W_out[:, index] *= 0.4
+    cert = certify(model)
+    assert cert["certified"] is False and cert["failure"]["where"] == "layer 2 MLP gw.boundary+labels.lookup"
+    assert _wrong_somewhere(model) > 0
 
 
 def test_a_start_rule_shifted_at_one_level_is_refused_naming_the_level(grid4):
@@ -187,4 +222,16 @@ def test_random_perturbations_certified_only_when_exact_on_every_input(spec, max
     if blocks > 1:
         gridworld_blocks(blocks)
     outcomes = perturbation_sweep(_compile(spec, max_len), _wrong_somewhere, seed=0)
+    assert outcomes["certified"] and outcomes["refused"], outcomes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec, max_len", [("grid:4", 8), ("grid2d:2,3", 5)])
+def test_random_perturbations_of_a_label_lookup_fused_after_the_races(spec, max_len, perturbation_sweep):
+    """The sweep above on a wall labelling, perturbing only the last (fused) MLP."""
+    model = _walls(spec, max_len)
+    assert model.meta["readout"]["notes"]["placed"] == "after the last MLP"
+    last = f"blocks.{len(model.blocks) - 1}.mlp."
+    outcomes = perturbation_sweep(model, _wrong_somewhere, seed=0,
+                                  skip=tuple(k for k in model.state_dict() if not k.startswith(last)))
     assert outcomes["certified"] and outcomes["refused"], outcomes

@@ -50,8 +50,8 @@ combination) and the bound that does not hold; nothing falls back to sampling.
 
 Modules: :mod:`.state` (the abstract state, the tensors as arrays, the float lemmas),
 :mod:`.heads` (positional, most-recent-flag and averaging heads), :mod:`.lookups` (lookup and step
-MLPs), :mod:`.compose` (side-by-side MLPs and the scan's composition), :mod:`.labels` (a label model's
-obligations), :mod:`.certificate` (the readout, ``certify`` and stored certificates).
+MLPs), :mod:`.compose` (side-by-side MLPs and the scan's composition), :mod:`.recency` and :mod:`.after_races`
+(recency heads, races, and lookups fused after them), :mod:`.labels` (a label model's obligations), :mod:`.certificate` (the readout, ``certify`` and stored certificates).
 """
 
 from .certificate import certificate_summary, certificate_text, certify, obligations_of, recheck

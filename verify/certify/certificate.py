@@ -26,6 +26,7 @@ from .compose import _beside, _closure, _compose, composed_steps
 from .latest import any_layer, is_any_layer
 from .recency import races_mlp
 from .labels import relabelled
+from .after_races import races_then_steps
 
 
 def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
@@ -201,6 +202,8 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         written |= {f.dst for f in layer.fetches} | _mlp_writes(layer.mlp)
         if isinstance(layer.mlp, Threshold):
             pass  # checked with its head
+        elif isinstance(layer.mlp, Steps) and isinstance(layer.mlp.first, Races):
+            states = races_then_steps(m, l, layer.mlp, states, pos_class, report)
         elif isinstance(layer.mlp, Steps) and layer.mlp.first is not None:
             states = composed_steps(m, l, layer.mlp, states, pos_class, report)
         elif isinstance(layer.mlp, (Lookup, Steps)):

@@ -347,7 +347,7 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
     f o g - f (and the cleared ones by -g), each lookup's output by its table's code of f o g, to
     within half the gap between the codes each dim can then hold."""
     first, where = ob.first, f"layer {l + 1} MLP {ob.mlp}"
-    if first is None or not all(isinstance(st, Lookup) for st in ob.steps):
+    if not isinstance(first, Compose) or not all(isinstance(st, Lookup) for st in ob.steps):
         raise NotCertifiable(f"{where}: steps after a composition must be lookups of its result")
     weights, biases = _mlp_weights(m, l, ob.mlp)
     F, G = m.dims(first.maps), m.dims(first.fetched)

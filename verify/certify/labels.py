@@ -18,10 +18,9 @@ one).  Its obligations then add, in the last block:
   own label -- j(c) is the index of state q's label for every code c of q -- is checked here,
   on the declared program, before the checker proves that the weights run it.
 
-After a composition (the scan's last MLP) the lookup becomes a step after it,
-:class:`~constructions.obligations.Steps` with the composition ``first`` (checked whole,
-``compose.composed_steps``).  A lookup fused after the gridworld's races has no obligations yet:
-such a model is not certified, and says so.
+After the last MLP's composition (the scan's) or races (the gridworld's) the lookup becomes a
+step after it, :class:`~constructions.obligations.Steps` with that obligation as ``first``
+(checked whole: ``compose.composed_steps``, ``after_races.races_then_steps``).
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from constructions.labels import BESIDE_MLP, LOOKUP_MLP, label_index
-from constructions.obligations import Beside, Compose, Lookup, Obligations, Readout, Steps
+from constructions.obligations import Beside, Compose, Lookup, Obligations, Races, Readout, Steps
 
 from .state import CertificateFailure, NotCertifiable, dims_of
 
@@ -125,7 +124,7 @@ def _placed(mlp: Any, part: Lookup, placed: str | None, last_mlp: str | None) ->
             isinstance(mlp, Steps) and mlp.first is not None):
         steps = mlp.steps if isinstance(mlp, Steps) else (mlp,)
         return Steps(last_mlp or mlp.mlp, (*steps, part))
-    if placed == "after the last MLP" and isinstance(mlp, Compose):  # the scan's: a lookup of the composed map
+    if placed == "after the last MLP" and isinstance(mlp, (Compose, Races)):  # a lookup of its result
         return Steps(last_mlp or mlp.mlp, (part,), first=mlp)
     raise NotCertifiable(f"its label readout is a lookup fused into the last MLP ({placed}, after a "
                          f"{type(mlp).__name__} obligation: it reads that MLP's output), which declares no "

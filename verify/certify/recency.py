@@ -331,9 +331,9 @@ def _pair_codes(st: dict, name: str, where: str) -> tuple[np.ndarray, float]:
 
 def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.ndarray],
                 Ws: list[np.ndarray], bs: list[np.ndarray], out_col: np.ndarray, errs: dict[str, Any],
-                where: str) -> tuple[float, float, float, bool, str, str]:
+                where: str, scale: float = 1.0) -> tuple[float, float, float, bool, str, str]:
     """One race's group on every order cell of its pair in one class: the range of (its
-    contribution - the declared term), whether every contribution is an exact integer, its
+    contribution - ``scale`` times the declared term), whether every contribution is an exact integer, its
     largest magnitude, and where the extremes are.  Returns (lowest, highest deviation, largest
     magnitude of its output terms, all exact integers, the cells (and levels) of the two)."""
     names = [race.first, race.second, *race.level]
@@ -394,7 +394,7 @@ def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.
         exact = exact_in & whole0[None] & (mag < 2.0**m.p)
         rnd = np.where(exact, 0.0, g0[None] * mag)
         lo, hi, integral, size = _intervals(m, z_lo - rnd, z_hi + rnd, exact, rest_W, rest_b)
-        d_lo, d_hi = lo @ pos + hi @ neg - term, hi @ pos + lo @ neg - term
+        d_lo, d_hi = lo @ pos + hi @ neg - scale * term, hi @ pos + lo @ neg - scale * term
         name = lambda i: f"{cell} at {', '.join(race.level)} = {X[i].astype(int).tolist()}" if X.shape[1] else cell
         i, j = int(np.argmin(d_lo)), int(np.argmax(d_hi))
         if d_lo[i] < lo_dev:

@@ -1,0 +1,178 @@
+"""Steps fused after the races: a gridworld's last MLP with a label lookup of its counts.
+
+The lookup reads the boundary counts the races write, but inside one MLP: its hidden layers take
+the races' last hidden layer through one weight matrix W_b, so there is no residual in between
+to hand on.  The races' own proof (``recency.py``) still works unit by unit: every unit u of the
+layer after the races' hidden layers reads each race's group through its column of W_b, and a
+group's contribution to it is a_u * term + (a constant within a spread) on every cell of the
+race's pair order -- the lemma ``recency._check_race`` proves, with the term scaled by a_u (any
+a_u is sound: a wrong one only widens the spread; it is estimated from two points).  So for every
+vector t of race terms (0 or 1 each) the layer's pre-activation lies in a box around
+b_u + sum_k (a_u,k t_k + c_u,k); the rest of the MLP runs on that box with affine error forms,
+and each output dim must land within half its gap of the declared counts sum_k t_k and of the
+lookup's code of those counts.  Every term vector is checked (a superset of those that occur).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from constructions.obligations import Lookup, Races, Steps
+
+from .lookups import _affine, _check_io, _class_fixed, _mlp_weights
+from .recency import _check_race, _unit_groups, copy_error
+from .state import COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, _Model, _get, _half_gaps, _put, gamma
+
+
+def races_then_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
+                     report: dict[str, Any]) -> list[State]:
+    """A :class:`Steps` MLP whose ``first`` is a :class:`Races`, its steps lookups of the counts
+    (module docstring)."""
+    races, where = ob.first, f"layer {l + 1} MLP {ob.mlp}"
+    if not isinstance(races, Races) or not all(isinstance(st, Lookup) for st in ob.steps):
+        raise NotCertifiable(f"{where}: steps after races must be lookups of their counts")
+    weights, biases = _mlp_weights(m, l, ob.mlp)
+    inputs = list(dict.fromkeys(n for r in races.races for n in (r.first, r.second, *r.level)))
+    outs = list(dict.fromkeys(r.out for r in races.races))
+    if any(len(m.dims(n)) != 1 for n in inputs + outs):
+        raise CertificateFailure(where, "its recencies, levels and outputs must be one dim each")
+    lookups = [st for st in ob.steps if isinstance(st, Lookup)]
+    if any(name not in outs for lk in lookups for name in lk.reads):
+        raise NotCertifiable(f"{where}: a lookup after the races reads more than their counts")
+    reads, out = [m.dims(n)[0] for n in inputs], [m.dims(n)[0] for n in outs]
+    moved = out + [d for lk in lookups for d in m.dims(lk.out)]
+    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    const -= set(reads)
+    _check_io(m, l, ob.mlp, weights, biases, reads, moved, const)
+    const_rows = sorted(const)
+    Ws = [weights[0][reads + const_rows], *weights[1:]]
+    cut, owner = _cut(races, Ws, inputs, where)
+    errs = {n: e for r in races.races for n in (r.first, r.second) if (e := copy_error(report, n)) is not None}
+    terms = np.array(list(itertools.product((0.0, 1.0), repeat=len(races.races))))
+    if len(terms) > COMBINATION_BUDGET:
+        raise NotCertifiable(f"{where}: {len(terms):,} vectors of race terms, over the budget {COMBINATION_BUDGET:,}")
+    counts = np.stack([terms[:, [k for k, r in enumerate(races.races) if r.out == name]].sum(1) for name in outs], 1)
+    worst, new_states = 0.0, []
+    for c, st in enumerate(states):
+        st = dict(st)
+        old = [_get(st, name) for name in outs]
+        if any(o.size() != 1 or np.any(o.combos() != 0) for o in old):
+            raise CertificateFailure(where, "the races' outputs are not 0 before the MLP writes them")
+        centre, half = _boundary(m, races, st, class_fixed[c][const_rows], Ws, biases, cut, owner, terms, errs, where)
+        want, olds, old_r = [counts], [np.zeros(len(outs))], [np.concatenate([o.radius for o in old])]
+        for lk in lookups:  # each lookup's code of the counts, added to what its out held (one code)
+            base = (_get(st, lk.out) if lk.out in st else
+                    Code.of(class_fixed[c][m.dims(lk.out)][None], np.zeros(len(m.dims(lk.out)))))
+            if base.size() != 1:
+                raise CertificateFailure(where, f"{lk.out} may hold several codes before the MLP writes it")
+            olds.append(base.combos()[0])
+            want.append(olds[-1] + _looked_up(lk, counts[:, [outs.index(name) for name in lk.reads]],
+                                              f"{where} {lk.mlp}"))
+            old_r.append(base.radius)
+        new = np.concatenate(want, axis=1)
+        delta = new - np.concatenate(olds)[None]  # what the MLP must add
+        r = half.max(0)
+        z, A, nu = _affine(centre, r, [np.eye(centre.shape[1]), *Ws[cut + 2:]],
+                           [np.zeros(centre.shape[1]), *biases[cut + 2:]], m.u, m.p)
+        bound = np.abs(z[:, moved] - delta) + (np.abs(A) @ r + nu)[:, moved] + np.concatenate(old_r)
+        bound = bound + m.u * (np.abs(new) + bound)  # the residual's addition
+        gap = _half_gaps(new)
+        bad = np.argwhere(bound >= gap)
+        if len(bad):
+            i, k = bad[0]
+            raise CertificateFailure(where, f"with the race terms {terms[i].astype(int).tolist()} output dim "
+                                     f"{moved[k]} is {float(z[i, moved[k]]):.4g} (error bound {bound[i, k]:.3g}), not "
+                                     f"within half the gap {2 * gap[k]:.3g} of the declared {delta[i, k]:g}")
+        rad = bound.max(0)
+        worst = max(worst, float(rad.max()))
+        start = 0
+        for name in outs + [lk.out for lk in lookups]:
+            k = len(m.dims(name))
+            _put(st, name, Code.of(new[:, start : start + k], rad[start : start + k]))
+            start += k
+        new_states.append(st)
+    report["mlp"] = {"name": ob.mlp, "kind": "races, then steps", "max_error": worst}
+    return new_states
+
+
+def _looked_up(lk: Lookup, keys: np.ndarray, where: str) -> np.ndarray:
+    """``lk``'s declared code for each row of ``keys`` [rows, dims of lk.out]."""
+    rows = []
+    for key in map(tuple, keys.astype(np.int64).tolist()):
+        if key not in lk.table and lk.default is None:
+            raise CertificateFailure(where, f"the count {key} reaches it but is not in its table")
+        rows.append(np.asarray(lk.table.get(key, lk.default), dtype=np.float64).reshape(-1))
+    return np.stack(rows).reshape(len(keys), -1)
+
+
+def _cut(races: Races, Ws: list[np.ndarray], inputs: list[str], where: str) -> tuple[int, dict[int, list[np.ndarray]]]:
+    """The last hidden layer of the races' part: the deepest k whose units, layers 0..k, fall into
+    one group per race (each reading that race's pair and levels); and each race's group."""
+    pairs = {n: i for i, r in enumerate(races.races) for n in (r.first, r.second)}
+    for k in range(len(Ws) - 3, -1, -1):  # at least one hidden layer after the races'
+        owner: dict[int, list[np.ndarray]] = {}
+        for g in _unit_groups(Ws[: k + 2], [inputs.index(n) for n in pairs]):
+            rows = set(np.nonzero(np.abs(Ws[0][:, g[0]]).sum(1))[0].tolist())
+            read = {inputs[i] for i in rows if i < len(inputs)}
+            mine = {pairs[n] for n in read if n in pairs}
+            if len(mine) != 1:
+                break
+            i = mine.pop()
+            race = races.races[i]
+            if not read <= {race.first, race.second, *race.level} or i in owner:
+                break
+            owner[i] = g
+        else:
+            if len(owner) == len(races.races):
+                return k, owner
+    raise CertificateFailure(where, "no hidden layer splits into one group of units per race, with lookup layers "
+                                    "after it")
+
+
+def _boundary(m: _Model, races: Races, st: State, const: np.ndarray, Ws: list[np.ndarray], bs: list[np.ndarray],
+              cut: int, owner: dict[int, list[np.ndarray]], terms: np.ndarray, errs: dict[str, Any],
+              where: str) -> tuple[np.ndarray, np.ndarray]:
+    """The pre-activation of hidden layer ``cut`` + 1 for each vector of race ``terms``: its centre
+    and half-width [terms, units] (each race's contribution a * term + a constant within a spread,
+    ``recency._check_race``; the sum's rounding)."""
+    inputs = list(dict.fromkeys(n for r in races.races for n in (r.first, r.second, *r.level)))
+    W_b, b_b = Ws[cut + 1], bs[cut + 1]
+    cols = W_b.shape[1]
+    centre = np.tile(b_b, (len(terms), 1))
+    half = np.zeros(cols)
+    mag = np.abs(b_b).copy()
+    for k, race in enumerate(races.races):
+        idx = [inputs.index(n) for n in (race.first, race.second, *race.level)] + \
+            list(range(len(inputs), len(inputs) + len(const)))
+        sub = [Ws[0][idx], *Ws[1 : cut + 1]]
+        group = owner[k]
+        for u in range(cols):
+            col = np.zeros(W_b.shape[0])
+            col[group[-1]] = W_b[group[-1], u]
+            if not col.any():
+                continue
+            a = _slope(race, sub, bs[: cut + 1], group, col, const, len(race.level))
+            lo, hi, mg, _, _, _ = _check_race(m, race, st, const, group, sub, bs[: cut + 1], col, errs,
+                                              f"{where} (race {race.first} vs {race.second}, unit {u})", scale=a)
+            centre[:, u] += a * terms[:, k] + (lo + hi) / 2
+            half[u] += (hi - lo) / 2
+            mag[u] += mg
+    half = half + gamma(np.count_nonzero(W_b, axis=0) + 1, m.u) * mag
+    return centre, np.tile(half, (len(terms), 1))
+
+
+def _slope(race: Any, Ws: list[np.ndarray], bs: list[np.ndarray], group: list[np.ndarray], col: np.ndarray,
+           const: np.ndarray, n_levels: int) -> float:
+    """The change of a race's contribution through ``col`` from its term 0 to 1, at one point of
+    each (first 1 vs second 2, then 2 vs 1; the levels 0): the scale its proof subtracts."""
+    def out(first: float, second: float) -> float:
+        x = np.concatenate([[first, second], np.zeros(n_levels), const])
+        h = np.maximum(x @ Ws[0][:, group[0]] + bs[0][group[0]], 0.0)
+        for j in range(1, len(group)):
+            h = np.maximum(h @ Ws[j][group[j - 1]][:, group[j]] + bs[j][group[j]], 0.0)
+        return float(h @ col[group[-1]])
+
+    return out(2.0, 1.0) - out(1.0, 2.0)
