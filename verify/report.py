@@ -169,9 +169,22 @@ def failure_text(n_errors: Any, counterexample: dict[str, Any] | None, invariant
     return "; ".join(parts)
 
 
-def summary_line(summary: dict[str, Any], status: str | None = None) -> str:
+SAMPLED = "no error found (sampled, not proved exact)"
+"""The verdict of a check that found no error but neither proved the model exact (a certificate)
+nor checked every input up to max_len."""
+
+
+def proved_or_exhaustive(certificate: Any, exhaustive_length: Any, max_len: Any) -> bool:
+    """Whether "exact" may be said: a certificate holds, or every input up to max_len was checked."""
+    certified = isinstance(certificate, dict) and certificate.get("certified") is True
+    return certified or (isinstance(exhaustive_length, int) and isinstance(max_len, int)
+                         and exhaustive_length >= max_len)
+
+
+def summary_line(summary: dict[str, Any], status: str | None = None, max_len: int | None = None) -> str:
     """One line for ``shortcut info`` / ``compile``: verdict (followed by ``status`` in
-    parentheses, when given), what failed, and what was checked."""
+    parentheses, when given), what failed, and what was checked.  No error in a sampled check
+    that no certificate backs is not called exact (:data:`SAMPLED`)."""
     def part(key: str, kind: type, default: Any) -> Any:  # a stored summary is data: tolerate odd shapes
         value = summary.get(key)
         return value if isinstance(value, kind) else default
@@ -180,7 +193,13 @@ def summary_line(summary: dict[str, Any], status: str | None = None) -> str:
     ce = part("counterexample", dict, None)
     ce = ce if ce and {"position", "check", "expected", "got"} <= set(ce) else None
     fails = [str(f) for f in part("invariant_failures", list, [])]
-    verdict = "exact" if summary.get("exact") is True else f"NOT exact ({failure_text(summary.get('n_errors'), ce, fails)})"
+    exhaustive = c.get("exhaustive_length")
+    if summary.get("exact") is not True:
+        verdict = f"NOT exact ({failure_text(summary.get('n_errors'), ce, fails)})"
+    elif proved_or_exhaustive(summary.get("certificate"), exhaustive, max_len or c.get("random_length")):
+        verdict = "exact"
+    else:
+        verdict = SAMPLED
     if status is not None:
         verdict += f" ({status})"
     legal = " legal" if c.get("promise") else ""

@@ -89,7 +89,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         say(f"readout: {len(r['labels'])} labels {r['labels']} by {r['form']} on {on}; minimal Moore machine "
             f"{r['states_before']} -> {r['states_after']} states ({r['reachable']} reachable)")
     if summary is not None:
-        say(f"verification: {summary_line(summary)}")
+        say(f"verification: {summary_line(summary, max_len=i['max_len'])}")
         ce = summary["counterexample"]
         if ce is not None:
             say(counterexample_line(ce))

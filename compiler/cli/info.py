@@ -71,11 +71,11 @@ def _verification_line(model) -> str:
     if status is None:
         return "verification: none stored (compiled with --no-verify; run `shortcut verify`)"
     if status == VERIFIED:
-        line = summary_line(summary, status)
+        line = summary_line(summary, status, model.max_len)
     elif status.startswith(CHANGED) or status == UNSEALED:
-        line = f"{status}; run `shortcut verify` (stored verdict: {summary_line(summary)})"
+        line = f"{status}; run `shortcut verify` (stored verdict: {summary_line(summary, max_len=model.max_len)})"
     else:  # a summary without digests: nothing to say about them
-        return f"verification: {summary_line(summary, status)}"
+        return f"verification: {summary_line(summary, status, model.max_len)}"
     return f"verification: {line}\nintegrity: {DIGESTS_NOTE}"
 
 

@@ -15,7 +15,8 @@ from verify.certify import certificate_text, recheck
 from verify.check import verify
 from verify.policy import VERIFY_SAMPLING, certificate, certificate_failed, sampling_for
 from verify.progress import Progress
-from verify.report import CHANGED, UNSEALED, failure_text, report_dict, verification_status, write_report
+from verify.report import (CHANGED, SAMPLED, UNSEALED, failure_text, proved_or_exhaustive, report_dict,
+                           verification_status, write_report)
 from verify.text import json_text
 
 from ..automata.atomic import write_atomic
@@ -37,15 +38,18 @@ def progress(budget: float | None = None) -> Progress:
     return Progress(sys.stderr, budget=budget)
 
 
-def verdict_line(name: str, result, checked: dict) -> str:
-    """``verify``'s one-line verdict: exact, or what failed (counterexample position, invariant)."""
+def verdict_line(name: str, result, checked: dict, max_len: int | None = None, cert: dict | None = None) -> str:
+    """``verify``'s one-line verdict: exact (proved by ``cert``, or every input up to ``max_len``
+    checked), no error found in the samples, or what failed (counterexample position, invariant)."""
     what = (f"{result.n_positions} positions (exhaustive to length {checked['exhaustive_length']}, "
             f"{checked['random_sequences']} random at length {checked['random_length']}, "
             f"{sum(checked['adversarial_families'].values())} adversarial"
             + (f"; cut by the {checked['time_budget_s']:g} s time budget" if checked.get("cut_by_time_budget") else "")
             + ")")
-    if result.exact:
+    if result.exact and proved_or_exhaustive(cert, checked["exhaustive_length"], max_len):
         return f"{name}: exact — 0 errors in {what}"
+    if result.exact:
+        return f"{name}: {SAMPLED} — 0 errors in {what}"
     ce = result.counterexample
     ce_dict = None if ce is None else {"check": ce.check, "position": ce.position, "expected": ce.expected,
                                        "got": ce.got}
@@ -85,7 +89,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         say(json_text(rep))
     else:
-        say(verdict_line(rep["automaton"]["name"], result, rep["checked"]))
+        say(verdict_line(rep["automaton"]["name"], result, rep["checked"], model.max_len, cert))
         if result.counterexample is not None:
             say(counterexample_line(rep["counterexample"]))
         for f in rep.get("invariants", {}).get("failures", []):

@@ -22,9 +22,10 @@ import numpy as np
 
 from constructions.obligations import Lookup, Races, Steps
 
+from .compose import lookup_base, looked_up, put_all, settled
 from .lookups import _affine, _check_io, _class_fixed, _mlp_weights
 from .recency import _check_race, _unit_groups, copy_error
-from .state import COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, _Model, _get, _half_gaps, _put, gamma
+from .state import COMBINATION_BUDGET, CertificateFailure, NotCertifiable, State, _Model, _get, gamma
 
 
 def races_then_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
@@ -64,48 +65,21 @@ def races_then_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_clas
         centre, half = _boundary(m, races, st, class_fixed[c][const_rows], Ws, biases, cut, owner, terms, errs, where)
         want, olds, old_r = [counts], [np.zeros(len(outs))], [np.concatenate([o.radius for o in old])]
         for lk in lookups:  # each lookup's code of the counts, added to what its out held (one code)
-            base = (_get(st, lk.out) if lk.out in st else
-                    Code.of(class_fixed[c][m.dims(lk.out)][None], np.zeros(len(m.dims(lk.out)))))
-            if base.size() != 1:
-                raise CertificateFailure(where, f"{lk.out} may hold several codes before the MLP writes it")
+            base = lookup_base(m, st, lk, class_fixed[c], where)
             olds.append(base.combos()[0])
-            want.append(olds[-1] + _looked_up(lk, counts[:, [outs.index(name) for name in lk.reads]],
-                                              f"{where} {lk.mlp}"))
+            keys = counts[:, [outs.index(name) for name in lk.reads]]
+            want.append(olds[-1] + looked_up(lk, keys, f"{where} {lk.mlp}"))
             old_r.append(base.radius)
         new = np.concatenate(want, axis=1)
-        delta = new - np.concatenate(olds)[None]  # what the MLP must add
         r = half.max(0)
         z, A, nu = _affine(centre, r, [np.eye(centre.shape[1]), *Ws[cut + 2:]],
                            [np.zeros(centre.shape[1]), *biases[cut + 2:]], m.u, m.p)
-        bound = np.abs(z[:, moved] - delta) + (np.abs(A) @ r + nu)[:, moved] + np.concatenate(old_r)
-        bound = bound + m.u * (np.abs(new) + bound)  # the residual's addition
-        gap = _half_gaps(new)
-        bad = np.argwhere(bound >= gap)
-        if len(bad):
-            i, k = bad[0]
-            raise CertificateFailure(where, f"with the race terms {terms[i].astype(int).tolist()} output dim "
-                                     f"{moved[k]} is {float(z[i, moved[k]]):.4g} (error bound {bound[i, k]:.3g}), not "
-                                     f"within half the gap {2 * gap[k]:.3g} of the declared {delta[i, k]:g}")
-        rad = bound.max(0)
+        rad = settled(m, where, z[:, moved] - (new - np.concatenate(olds)[None]), (np.abs(A) @ r + nu)[:, moved], new,
+                      np.concatenate(old_r), moved, lambda i: f"with the race terms {terms[i].astype(int).tolist()}")
         worst = max(worst, float(rad.max()))
-        start = 0
-        for name in outs + [lk.out for lk in lookups]:
-            k = len(m.dims(name))
-            _put(st, name, Code.of(new[:, start : start + k], rad[start : start + k]))
-            start += k
-        new_states.append(st)
+        new_states.append(put_all(m, st, outs + [lk.out for lk in lookups], new, rad))
     report["mlp"] = {"name": ob.mlp, "kind": "races, then steps", "max_error": worst}
     return new_states
-
-
-def _looked_up(lk: Lookup, keys: np.ndarray, where: str) -> np.ndarray:
-    """``lk``'s declared code for each row of ``keys`` [rows, dims of lk.out]."""
-    rows = []
-    for key in map(tuple, keys.astype(np.int64).tolist()):
-        if key not in lk.table and lk.default is None:
-            raise CertificateFailure(where, f"the count {key} reaches it but is not in its table")
-        rows.append(np.asarray(lk.table.get(key, lk.default), dtype=np.float64).reshape(-1))
-    return np.stack(rows).reshape(len(keys), -1)
 
 
 def _cut(races: Races, Ws: list[np.ndarray], inputs: list[str], where: str) -> tuple[int, dict[int, list[np.ndarray]]]:

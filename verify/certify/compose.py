@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -379,12 +379,10 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
         old = [X[:, :n], X[:, n:]] if into_maps else [X[:, n:]]
         old_r = [cF.radius, cG.radius] if into_maps else [cG.radius]
         for lk in lookups:  # each lookup's code of the result, added to what its out held (one code)
-            base = (_get(st, lk.out) if lk.out in st else
-                    Code.of(class_fixed[c][m.dims(lk.out)][None], np.zeros(len(m.dims(lk.out)))))
-            if base.size() != 1:
-                raise CertificateFailure(where, f"{lk.out} may hold several codes before the MLP writes it")
+            base = lookup_base(m, st, lk, class_fixed[c], where)
             old.append(np.tile(base.combos()[0], (len(X), 1)))
-            new.append(old[-1] + _looked_up(m, lk, fg, at, f"{where} {lk.mlp}"))
+            keys = fg[:, [at[d] for name in lk.reads for d in m.dims(name)]]
+            new.append(old[-1] + looked_up(lk, keys, f"{where} {lk.mlp}"))
             old_r.append(base.radius)
         want, before, r_before = np.concatenate(new, axis=1), np.concatenate(old, axis=1), np.concatenate(old_r)
         Xc = np.concatenate([X, np.tile(class_fixed[c][sorted(const)], (len(X), 1))], axis=1)
@@ -395,37 +393,58 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
             sl = slice(lo, lo + step)
             zz, A, nu = _affine(Xc[sl], r_in, Ws, biases, m.u, m.p)
             z[sl], err[sl] = zz[:, moved], (np.abs(A) @ r_in + nu)[:, moved]
-        # the residual adds the output to the old codes (within their radius): rounds by u |sum|
-        bound = np.abs(before + z - want) + err + r_before
-        bound = bound + m.u * (np.abs(want) + bound)
-        gap = _half_gaps(want)  # (inf for the cleared fetched maps: 0 up to the radius)
-        bad = np.argwhere(bound >= gap)
-        if len(bad):
-            i, k = bad[0]
-            raise CertificateFailure(where, f"on the maps {X[i, :n].astype(int).tolist()} and fetched "
-                                     f"{X[i, n:].astype(int).tolist()} output dim {moved[k]} is off by "
-                                     f"{bound[i, k]:.3g} (error bound), not within half the gap {2 * gap[k]:.3g}")
-        rad = bound.max(0)
+        rad = settled(m, where, z - (want - before), err, want, r_before, moved,
+                      lambda i: f"on the maps {X[i, :n].astype(int).tolist()} and fetched {X[i, n:].astype(int).tolist()}")
         worst = max(worst, float(rad.max()))
-        st = dict(st)
         names = ([first.maps, first.fetched] if into_maps else [first.fetched]) + [lk.out for lk in lookups]
-        start = 0
-        for name in names:
-            k = len(m.dims(name))
-            _put(st, name, Code.of(want[:, start : start + k], rad[start : start + k]))
-            start += k
-        new_states.append(st)
+        new_states.append(put_all(m, dict(st), names, want, rad))
     report["mlp"] = {"name": ob.mlp, "kind": "compose, then steps", "max_error": worst}
     return new_states
 
 
-def _looked_up(m: _Model, lk: Lookup, result: np.ndarray, at: dict[int, int], where: str) -> np.ndarray:
-    """``lk``'s declared code for each row of ``result`` (a composed map; ``at``: residual dim ->
-    its column), [rows, dims of lk.out]."""
-    keys = result[:, [at[d] for name in lk.reads for d in m.dims(name)]].astype(np.int64)
+
+def lookup_base(m: _Model, st: State, lk: Lookup, fixed: np.ndarray, where: str) -> Code:
+    """The one code ``lk.out`` holds before an MLP adds the lookup's code (a tracked subspace, or
+    a fixed dim's value in this class: the label index in ``bos``)."""
+    base = (_get(st, lk.out) if lk.out in st else
+            Code.of(fixed[m.dims(lk.out)][None], np.zeros(len(m.dims(lk.out)))))
+    if base.size() != 1:
+        raise CertificateFailure(where, f"{lk.out} may hold several codes before the MLP writes it")
+    return base
+
+
+def looked_up(lk: Lookup, keys: np.ndarray, where: str) -> np.ndarray:
+    """``lk``'s declared code for each row of ``keys`` (the codes it reads), [rows, dims of lk.out]."""
     rows = []
-    for key in map(tuple, keys.tolist()):
+    for key in map(tuple, keys.astype(np.int64).tolist()):
         if key not in lk.table and lk.default is None:
             raise CertificateFailure(where, f"the code {key} reaches it but is not in its table")
         rows.append(np.asarray(lk.table.get(key, lk.default), dtype=np.float64).reshape(-1))
-    return np.stack(rows).reshape(len(result), -1)
+    return np.stack(rows).reshape(len(keys), -1)
+
+
+def settled(m: _Model, where: str, off: np.ndarray, err: np.ndarray, want: np.ndarray, old_r: np.ndarray,
+            moved: list[int], row: Callable[[int], str]) -> np.ndarray:
+    """An MLP's outputs, ``off`` from what it must add (error bound ``err``), added by the residual
+    to old codes within ``old_r`` (rounding by u |sum|): each new code must be within half the gap
+    between the codes ``want`` holds in its dim (CertificateFailure naming the ``row`` otherwise).
+    Returns the new codes' radius per dim."""
+    bound = np.abs(off) + err + old_r
+    bound = bound + m.u * (np.abs(want) + bound)
+    gap = _half_gaps(want)  # (inf for a cleared dim: 0 up to the radius)
+    bad = np.argwhere(bound >= gap)
+    if len(bad):
+        i, k = bad[0]
+        raise CertificateFailure(where, f"{row(int(i))} output dim {moved[k]} is off by {bound[i, k]:.3g} (error "
+                                 f"bound), not within half the gap {2 * gap[k]:.3g} of the declared {want[i, k]:g}")
+    return bound.max(0)
+
+
+def put_all(m: _Model, st: State, names: list[str], want: np.ndarray, rad: np.ndarray) -> State:
+    """``st`` with each of ``names`` holding its columns of ``want`` (in order), within ``rad``."""
+    start = 0
+    for name in names:
+        k = len(m.dims(name))
+        _put(st, name, Code.of(want[:, start : start + k], rad[start : start + k]))
+        start += k
+    return st
