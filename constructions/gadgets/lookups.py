@@ -36,7 +36,9 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
     """A finite function of several discrete inputs (Lemma 11), exact on its table.
 
     Hidden 1: the one-hot of every input (step units for codes, a copy for one-hots).
-    Hidden 2: one unit per table key, relu(sum_i onehot_i[key_i] - (m - 1)) = 1[input == key].
+    Hidden 2: one unit per table key, relu(2 sum_i onehot_i[key_i] - (2m - 1)) = 1[input == key]:
+    1 at the key, at most -1 elsewhere, so no key unit sits at its kink (a noisy input that differs
+    from a key in one code leaves that unit surely off, not at 0 where its rounding could turn it on).
     Output: sum over keys of unit * table[key], a vector over ``out`` (len(out) entries).
     Inputs matching no key (e.g. BOS, whose token one-hot is zero) produce no output.
     Declares the inputs that have units (a code of one value has none) and the parts
@@ -83,6 +85,7 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
             W2[off : off + onehot.shape[0], u] += onehot[:, v]
             b2[u] += consts[i][v]
         W3[u] = table[key][kept]
+    W2, b2 = 2.0 * W2, 2.0 * b2 - 1.0  # 1 at the key, <= -1 elsewhere (integers: exact in float)
     return MLP(name, [W1, W2, W3], [b1, b2, np.zeros(len(kept))],
                {"kind": "lookup", "keys": len(keys), "inputs": m, "input_tolerance": STEP_TOLERANCE},
                reads=reads, writes=writes)

@@ -338,6 +338,26 @@ def test_lookup_mlp_is_exact_on_keys_and_silent_elsewhere():
         assert mlp(x)[out[0]] == 0
 
 
+def test_lookup_mlp_key_units_are_one_at_their_key_and_at_most_minus_one_elsewhere():
+    """No key unit sits at its ReLU kink for an input one code away (where a noisy input's rounding
+    could switch it on): its pre-activation is 1 at its key and <= -1 at every other input."""
+    from constructions.gadgets import CodeInput, lookup_mlp
+
+    ws = Workspace()
+    a, b, out = ws.add("a"), ws.add("b"), ws.add("out")
+    table = {(i, j): np.array([1.0 + i + 3 * j]) for i in range(3) for j in range(4)}
+    mlp = lookup_mlp("l", [CodeInput(a, 3), CodeInput(b, 4)], out, table).embed(ws)
+    keys = sorted(table)
+    for i in range(3):
+        for j in range(4):
+            x = np.zeros(ws.d_model)
+            x[a[0]], x[b[0]] = i + 0.1, j - 0.2
+            h = np.maximum(x @ mlp.weights[0] + mlp.biases[0], 0.0)
+            pre = h @ mlp.weights[1] + mlp.biases[1]
+            hit = keys.index((i, j))
+            assert pre[hit] == pytest.approx(1.0) and np.delete(pre, hit).max() <= -1.0 + 1e-9
+
+
 def test_flat_lookup_mlp_is_one_hidden_layer_exact_on_keys_within_its_tolerance_and_silent_elsewhere():
     from constructions.gadgets import CodeInput, flat_lookup_mlp, flat_lookup_tolerance, lookup_mlp
 

@@ -158,6 +158,7 @@ def test_krohn_rhodes_reset_units_are_certified(spec, max_len):
     ("regex:b*ab*a(a|b)*", 1024, 1),  # an event count saturating at 2 (the lookup reads the raw count)
     ("blocks:2", 256, 2),  # a window of two letters, a local lookup to the anchor flag and colour
     ("regex:(a(a|b))*", 1024, 2),  # the phase t mod 2, a position feature the lookups read
+    ("dyck:1,8", 256, 2),  # 16 letters: the anchor flag within 1/(4(T + 1)) needs key units off their kink
 ])
 def test_local_models_are_certified(spec, max_len, layers):
     model = _compile(spec, max_len, "local")
