@@ -20,7 +20,10 @@ Seven parts, in one run:
   error sink) at 100 .. 4096: ``shortcut certify`` in a process, seconds and peak memory;
 * label readouts (``benchmarks/label_readout.py``'s 13 labelled automata) at T = 256 and 1024,
   and ``dyck:4,2``'s accept/reject at 4096: which are certified (their readout's form and where
-  a lookup sits), or why not.
+  a lookup sits), or why not;
+* one model of every construction and of every label readout form at T = 256 and 1024;
+* the rare suffix through the CLI: a 20-letter word's state read out wrong (its bias lowered by
+  the readout margin + 1/2), then ``shortcut certify`` and ``shortcut verify --seed 1`` .. ``8``.
 
     python benchmarks/certify.py --out benchmarks/results/certify.md
     python benchmarks/certify.py --parts verify-certified     # one part only
@@ -29,6 +32,7 @@ Seven parts, in one run:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -37,10 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from compiler.automata.catalog import paper_suite
 from compiler.automata.load import load_spec
 from compiler.pipeline import compile_automaton
-from constructions.checkpoint import save
+from constructions.checkpoint import load, save
 from verify.certify import certify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,7 +56,8 @@ from label_readout import examples as label_examples  # noqa: E402
 CERTIFIED = [("symmetric:5", "scan", 256), ("quaternion", "scan", 1024), ("regex:(a|b)*abbabaabab", "scan", 256),
              ("nth-last:6", "lookback", 1024), ("symmetric:4", "krohn-rhodes", 256),
              ("cyclic-product:2,2,2", "krohn-rhodes", 1024)]
-PARTS = ("paper", "long", "compile-paper", "zoo-paper", "verify-paper", "verify-certified", "stack", "labels")
+PARTS = ("paper", "long", "compile-paper", "zoo-paper", "verify-paper", "verify-certified", "stack", "labels", "each",
+         "rare")
 LONG = [("symmetric:5", "scan", 4096), ("quaternion", "scan", 4096), ("nth-last:6", "lookback", 4096),
         ("regex:ab(a|b)*ba", "lookback", 4096), ("regex:(a|b)*abbabaabbabaabbbabab", "scan", 1024),
         ("parity", "krohn-rhodes", 4096), ("cyclic:3", "krohn-rhodes", 4096), ("symmetric:4", "krohn-rhodes", 4096),
@@ -120,6 +127,11 @@ def main() -> None:
             _stack_rows(lines, tmp)
     if "labels" in parts:
         _label_rows(lines)
+    if "each" in parts:
+        _each_rows(lines)
+    if "rare" in parts:
+        with tempfile.TemporaryDirectory() as tmp:
+            _rare_rows(lines, tmp)
     print(finish(lines, start, args.out))
 
 
@@ -192,6 +204,62 @@ def _verify_rows(lines: list[str], tmp: str, title: str, models: list[tuple[str,
         sums[1] += s2
         emit(lines, f"| `{spec}` | {model.meta['method']} | {T} | {s1:.1f} | {rc1} | {s2:.1f} | {rc2} |")
     emit(lines, f"\nSum: {sums[0]:.0f} s with the certificate, {sums[1]:.0f} s without (ratio {sums[0] / sums[1]:.2f}).")
+
+
+EACH = [("symmetric:5", "scan", None), ("quaternion", "krohn-rhodes", None), ("grid:9", "gridworld", None),
+        ("nth-last:6", "lookback", None), ("adder:2", "local", None), ("dyck:4,2", "bounded-stack", None),
+        ("cyclic-product:2,3", "product", None),
+        ("symmetric:5", "scan", ("s[0] < s[1]: a lookup fused after the composition",
+                                 lambda s: "lt" if s[0] < s[1] else "ge")),
+        ("grid:6", "gridworld", ("at a wall: a lookup fused after the races", lambda s: "wall" if s in ("0", "5")
+                                 else "inside")),
+        ("dyck:4,2", "bounded-stack", ("accept: a lookup beside the last MLP", None)),
+        ("dihedral:4", "krohn-rhodes", ("last letter: labels in the unembedding", lambda s: s[-1]))]
+"""One model of every construction, then one of every label readout form: (spec, method, None or
+(what the labels are, the label of each state; None: the spec's own outputs))."""
+
+
+def _each_rows(lines: list[str]) -> None:
+    """``certify`` of :data:`EACH` at T = 256 and 1024, in this process."""
+    emit(lines, "\n## One model of every construction and label readout form, `certify` in one process\n")
+    emit(lines, "| model | method | T | certified | checker s | margin / why not |")
+    emit(lines, "|---|---|---|---|---|---|")
+    for spec, method, labels in EACH:
+        a = load_spec(spec)
+        if labels is not None and labels[1] is not None:
+            a = dataclasses.replace(a, outputs=tuple(labels[1](q) for q in a.states))
+        name = spec if labels is None else f"{spec}, {labels[0]}"
+        for T in (256, 1024):
+            model = compile_automaton(a, max_len=T, method=method, readout="states" if labels is None else "labels")
+            cert = certify(model)
+            why = f"{cert['readout']['min_margin']:.4g}" if cert["certified"] else cert["reason"][:90]
+            emit(lines, f"| {name} | {model.meta['method']} | {T} | {cert['certified']} | {cert['seconds']:.2f} | "
+                        f"{why} |")
+
+
+RARE_WORD = "abbabaabbabaabbbabab"
+
+
+def _rare_rows(lines: list[str], tmp: str) -> None:
+    """The rare suffix, through the CLI: compile, read the word's state out wrong, certify, verify."""
+    good, bad = Path(tmp) / "rare.safetensors", Path(tmp) / "rare_bad.safetensors"
+    rc, s, _, last = _timed(["shortcut", "compile", f"regex:(a|b)*{RARE_WORD}", "--alphabet", "a,b", "--max-len", "256",
+                             "-o", str(good)])
+    emit(lines, f"\n## The rare suffix `{RARE_WORD}` at T = 256, through the CLI\n")
+    emit(lines, f"`shortcut compile`: exit {rc}, {s:.1f} s; {last.strip()[:120]}")
+    model = load(good)
+    q = model.automaton.run([0 if c == "a" else 1 for c in RARE_WORD])[-1]
+    margin = model.meta["verification"]["certificate"]["readout"]["min_margin"]
+    with torch.no_grad():
+        model.b_U[q] -= margin + 0.5
+    model.meta = {k: v for k, v in model.meta.items() if k != "verification"}
+    save(model, bad)
+    emit(lines, f"\nThe word's state {model.automaton.states[q]!r}: its bias lowered by {margin + 0.5:.4g}.\n")
+    emit(lines, "| command | exit | last line |")
+    emit(lines, "|---|---|---|")
+    for cmd in [["certify"]] * 3 + [["verify", "--seed", str(k)] for k in range(1, 9)]:
+        rc, s, _, last = _timed(["shortcut", *cmd, str(bad)])
+        emit(lines, f"| `shortcut {' '.join(cmd)}` | {rc} | {last.strip()[:110].replace('|', chr(92) + '|')} |")
 
 
 def _label_rows(lines: list[str]) -> None:

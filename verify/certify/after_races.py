@@ -22,8 +22,8 @@ import numpy as np
 
 from constructions.obligations import Lookup, Races, Steps
 
-from .compose import lookup_base, looked_up, put_all, settled
-from .lookups import _affine, _check_io, _class_fixed, _mlp_weights
+from .compose import lookup_base, put_all, settled
+from .lookups import _check_io, _class_fixed, _declared, _mlp_weights, affine_rows
 from .recency import _check_race, _unit_groups, copy_error
 from .state import COMBINATION_BUDGET, CertificateFailure, NotCertifiable, State, _Model, _get, gamma
 
@@ -62,20 +62,22 @@ def races_then_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_clas
         old = [_get(st, name) for name in outs]
         if any(o.size() != 1 or np.any(o.combos() != 0) for o in old):
             raise CertificateFailure(where, "the races' outputs are not 0 before the MLP writes them")
-        centre, half = _boundary(m, races, st, class_fixed[c][const_rows], Ws, biases, cut, owner, terms, errs, where)
+        centre, half = _boundary(m, races, inputs, st, class_fixed[c][const_rows], Ws, biases, cut, owner, terms, errs,
+                                 where)
         want, olds, old_r = [counts], [np.zeros(len(outs))], [np.concatenate([o.radius for o in old])]
         for lk in lookups:  # each lookup's code of the counts, added to what its out held (one code)
             base = lookup_base(m, st, lk, class_fixed[c], where)
             olds.append(base.combos()[0])
-            keys = counts[:, [outs.index(name) for name in lk.reads]]
-            want.append(olds[-1] + looked_up(lk, keys, f"{where} {lk.mlp}"))
+            values = {name: counts[:, [outs.index(name)]] for name in lk.reads}
+            _declared((lk,), values, where)
+            want.append(olds[-1] + values[lk.out])
             old_r.append(base.radius)
         new = np.concatenate(want, axis=1)
-        r = half.max(0)
-        z, A, nu = _affine(centre, r, [np.eye(centre.shape[1]), *Ws[cut + 2:]],
-                           [np.zeros(centre.shape[1]), *biases[cut + 2:]], m.u, m.p)
-        rad = settled(m, where, z[:, moved] - (new - np.concatenate(olds)[None]), (np.abs(A) @ r + nu)[:, moved], new,
-                      np.concatenate(old_r), moved, lambda i: f"with the race terms {terms[i].astype(int).tolist()}")
+        cols = centre.shape[1]
+        z, err = affine_rows(m, centre, half.max(0), [np.eye(cols), *Ws[cut + 2:]], [np.zeros(cols), *biases[cut + 2:]],
+                             moved)
+        rad = settled(m, where, z - (new - np.concatenate(olds)[None]), err, new, np.concatenate(old_r), moved,
+                      lambda i: f"with the race terms {terms[i].astype(int).tolist()}")
         worst = max(worst, float(rad.max()))
         new_states.append(put_all(m, st, outs + [lk.out for lk in lookups], new, rad))
     report["mlp"] = {"name": ob.mlp, "kind": "races, then steps", "max_error": worst}
@@ -106,13 +108,13 @@ def _cut(races: Races, Ws: list[np.ndarray], inputs: list[str], where: str) -> t
                                     "after it")
 
 
-def _boundary(m: _Model, races: Races, st: State, const: np.ndarray, Ws: list[np.ndarray], bs: list[np.ndarray],
-              cut: int, owner: dict[int, list[np.ndarray]], terms: np.ndarray, errs: dict[str, Any],
-              where: str) -> tuple[np.ndarray, np.ndarray]:
+def _boundary(m: _Model, races: Races, inputs: list[str], st: State, const: np.ndarray, Ws: list[np.ndarray],
+              bs: list[np.ndarray], cut: int, owner: dict[int, list[np.ndarray]], terms: np.ndarray,
+              errs: dict[str, Any], where: str) -> tuple[np.ndarray, np.ndarray]:
     """The pre-activation of hidden layer ``cut`` + 1 for each vector of race ``terms``: its centre
     and half-width [terms, units] (each race's contribution a * term + a constant within a spread,
-    ``recency._check_race``; the sum's rounding)."""
-    inputs = list(dict.fromkeys(n for r in races.races for n in (r.first, r.second, *r.level)))
+    ``recency._check_race``; the sum's rounding); ``inputs``: the races' recencies and levels, in
+    the order of ``Ws[0]``'s rows."""
     W_b, b_b = Ws[cut + 1], bs[cut + 1]
     cols = W_b.shape[1]
     centre = np.tile(b_b, (len(terms), 1))

@@ -9,9 +9,9 @@ import numpy as np
 
 from constructions.obligations import Beside, Compose, Joint, Layer, Lookup, Races, Steps, Threshold
 
-from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, JOINT_BUDGET, NotCertifiable, State, _Model, _get,
+from .state import (COMBINATION_BUDGET, CertificateFailure, Code, JOINT_BUDGET, NotCertifiable, State, _Model, _get,
                     _half_gaps, _product_rows, _put, gamma, quantum, snaps)
-from .lookups import _Partition, _affine, _check_io, _class_fixed, _lookup, _mlp_weights, _read, _written
+from .lookups import _Partition, _check_io, _class_fixed, _declared, _lookup, _mlp_weights, _read, _written, affine_rows
 from .latest import any_layer
 from .recency import races_mlp
 
@@ -381,18 +381,14 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
         for lk in lookups:  # each lookup's code of the result, added to what its out held (one code)
             base = lookup_base(m, st, lk, class_fixed[c], where)
             old.append(np.tile(base.combos()[0], (len(X), 1)))
-            keys = fg[:, [at[d] for name in lk.reads for d in m.dims(name)]]
-            new.append(old[-1] + looked_up(lk, keys, f"{where} {lk.mlp}"))
+            values = {name: fg[:, [at[d] for d in m.dims(name)]] for name in lk.reads}
+            _declared((lk,), values, where)
+            new.append(old[-1] + values[lk.out])
             old_r.append(base.radius)
         want, before, r_before = np.concatenate(new, axis=1), np.concatenate(old, axis=1), np.concatenate(old_r)
         Xc = np.concatenate([X, np.tile(class_fixed[c][sorted(const)], (len(X), 1))], axis=1)
         r_in = np.concatenate([cF.radius, cG.radius, np.zeros(len(const))])
-        z, err = np.zeros(want.shape), np.zeros(want.shape)
-        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in Ws) * len(r_in)))
-        for lo in range(0, len(X), step):
-            sl = slice(lo, lo + step)
-            zz, A, nu = _affine(Xc[sl], r_in, Ws, biases, m.u, m.p)
-            z[sl], err[sl] = zz[:, moved], (np.abs(A) @ r_in + nu)[:, moved]
+        z, err = affine_rows(m, Xc, r_in, Ws, biases, moved)
         rad = settled(m, where, z - (want - before), err, want, r_before, moved,
                       lambda i: f"on the maps {X[i, :n].astype(int).tolist()} and fetched {X[i, n:].astype(int).tolist()}")
         worst = max(worst, float(rad.max()))
@@ -400,7 +396,6 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
         new_states.append(put_all(m, dict(st), names, want, rad))
     report["mlp"] = {"name": ob.mlp, "kind": "compose, then steps", "max_error": worst}
     return new_states
-
 
 
 def lookup_base(m: _Model, st: State, lk: Lookup, fixed: np.ndarray, where: str) -> Code:
@@ -411,16 +406,6 @@ def lookup_base(m: _Model, st: State, lk: Lookup, fixed: np.ndarray, where: str)
     if base.size() != 1:
         raise CertificateFailure(where, f"{lk.out} may hold several codes before the MLP writes it")
     return base
-
-
-def looked_up(lk: Lookup, keys: np.ndarray, where: str) -> np.ndarray:
-    """``lk``'s declared code for each row of ``keys`` (the codes it reads), [rows, dims of lk.out]."""
-    rows = []
-    for key in map(tuple, keys.astype(np.int64).tolist()):
-        if key not in lk.table and lk.default is None:
-            raise CertificateFailure(where, f"the code {key} reaches it but is not in its table")
-        rows.append(np.asarray(lk.table.get(key, lk.default), dtype=np.float64).reshape(-1))
-    return np.stack(rows).reshape(len(keys), -1)
 
 
 def settled(m: _Model, where: str, off: np.ndarray, err: np.ndarray, want: np.ndarray, old_r: np.ndarray,

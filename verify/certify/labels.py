@@ -91,10 +91,10 @@ def _with_lookup(ob: Obligations, readout: dict[str, Any], state_label: list[int
         return state_label[skip] if e is not None and code[e] == 1 else of_index[j]
 
     for code, q in ob.readout.table.items():
-        if label(keys.get(tuple(code[i] for i in at), 0), code) != state_label[q]:
+        got = label(keys.get(tuple(code[i] for i in at), 0), code)
+        if got != state_label[q]:
             raise CertificateFailure("readout labels", f"the final code {code} of state {q} is read out as "
-                                     f"label {label(keys.get(tuple(code[i] for i in at), 0), code)}, not "
-                                     f"{state_label[q]}")
+                                     f"label {got}, not {state_label[q]}")
     out = _dim_name(subspaces, _label_dim(dim_labels, notes["label_dim"]))
     part = Lookup(LOOKUP_MLP, tuple(_dim_name(subspaces, d) for d in code_dims), out,
                   {k: np.array([float(j)]) for k, j in keys.items() if j}, default=np.zeros(1))

@@ -121,6 +121,19 @@ def _affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: lis
     raise AssertionError("unreachable")
 
 
+def affine_rows(m: _Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
+                out: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_affine` on every row of ``X`` (in chunks of at most :data:`AFFINE_CHUNK` error
+    coefficients): the outputs ``out`` of each row and their error bounds, [rows, len(out)] each."""
+    z_out, err_out = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
+    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * len(r)))
+    for lo in range(0, len(X), step):
+        sl = slice(lo, lo + step)
+        z, A, nu = _affine(X[sl], r, weights, biases, m.u, m.p)
+        z_out[sl], err_out[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+    return z_out, err_out
+
+
 def _declared(steps: tuple[Lookup | Modular | Round, ...], values: dict[str, np.ndarray], where: str) -> None:
     """Run the declared steps on every row of ``values`` (name -> [N, dims] codes), in place: each
     step reads what the earlier ones left (CertificateFailure on a key a table lacks).  A
@@ -329,13 +342,8 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     if cut + 1 == H:
         return desc, want, centre[:, out], (half + rounding)[:, out], sig_all
     r = (half + rounding).max(0)
-    rest_w, rest_b = [np.eye(cols), *Ws[cut + 2 :]], [np.zeros(cols), *biases[cut + 2 :]]
-    z_out, err_out = np.zeros((n, len(out))), np.zeros((n, len(out)))
-    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in rest_w) * cols))
-    for lo_ in range(0, n, step):
-        sl = slice(lo_, lo_ + step)
-        z, A, nu = _affine(centre[sl], r, rest_w, rest_b, m.u, m.p)
-        z_out[sl], err_out[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+    z_out, err_out = affine_rows(m, centre, r, [np.eye(cols), *Ws[cut + 2 :]], [np.zeros(cols), *biases[cut + 2 :]],
+                                 out)
     return desc, want, z_out, err_out, sig_all
 
 
@@ -437,12 +445,7 @@ def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
     r = np.concatenate([np.concatenate([s.radius for s in sets]), np.zeros(len(const_vals))])
     want = np.concatenate([values[name] for name in writes], axis=1)
-    z_all, err_all = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
-    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in Ws) * len(r)))
-    for lo in range(0, len(X), step):
-        sl = slice(lo, lo + step)
-        z, A, nu = _affine(Xc[sl], r, Ws, biases, m.u, m.p)
-        z_all[sl], err_all[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+    z_all, err_all = affine_rows(m, Xc, r, Ws, biases, out)
     return X, want, z_all, err_all, names
 
 
