@@ -42,9 +42,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from math import factorial
-from typing import Iterable, Sequence
-
-from sympy.combinatorics import Permutation, PermutationGroup
+from typing import Any, Iterable, Sequence
 
 from .abelian import Quotient, abelian_basis
 from .errors import BudgetError
@@ -147,7 +145,15 @@ def derived_subgroup(generators: Sequence[Perm], degree: int, budget: int = DEFA
     return kept, els
 
 
-def _sympy_group(generators: Sequence[Perm], degree: int):
+def sympy_group(generators: Sequence[Perm], degree: int) -> Any:
+    """sympy's ``PermutationGroup`` on ``generators`` (the identity of ``degree`` when there are none).
+
+    sympy is imported here, on first use, and nowhere else: importing it costs about half a second,
+    and only the group analysis of a decomposition (and a permutation group past the enumeration
+    budget) needs it -- loading, running and certifying a checkpoint never do.
+    """
+    from sympy.combinatorics import Permutation, PermutationGroup  # noqa: PLC0415 - see the docstring
+
     gens = [Permutation(list(g)) for g in generators] or [Permutation(list(range(degree)))]
     return PermutationGroup(gens)
 
@@ -343,7 +349,7 @@ def analyse(generators: Iterable[Perm], degree: int, budget: int = DEFAULT_GROUP
     try:
         kept, enumerated = closure_with_generators(gens, degree, budget)
     except BudgetError:
-        G = _sympy_group(gens, degree)
+        G = sympy_group(gens, degree)
         raise BudgetError(
             f"a {'solvable' if G.is_solvable else 'non-solvable'} group of order {G.order()} occurs "
             f"in the decomposition (group budget {budget}); use the scan construction for this automaton"
@@ -363,7 +369,7 @@ def analyse(generators: Iterable[Perm], degree: int, budget: int = DEFAULT_GROUP
     series_orders = tuple(len(t) for t in terms)
     solvable = series_orders[-1] == 1
     if degree <= SYMPY_CHECK_DEGREE:  # an independent check where sympy is cheap
-        G = _sympy_group(kept, degree)
+        G = sympy_group(kept, degree)
         if int(G.order()) != order or tuple(int(N.order()) for N in G.derived_series()) != series_orders:
             raise GroupError("sympy disagrees with the explicit derived series")
     all_even = all(is_even(g) for g in gens)

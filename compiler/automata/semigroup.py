@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from sympy.combinatorics import Permutation, PermutationGroup
 
 from .errors import BudgetError
-from .groups import closure_with_generators
+from .groups import closure_with_generators, sympy_group
 
 Map = tuple[int, ...]
 
@@ -207,7 +206,7 @@ def analyse_semigroup(maps: Sequence[Map], n: int, budget: int = DEFAULT_SEMIGRO
             try:
                 size: int | None = len(closure_with_generators(gens, n, budget)[1])
             except BudgetError:
-                size = int(PermutationGroup([Permutation(list(g)) for g in gens]).order())
+                size = int(sympy_group(gens, n).order())
         else:
             size = len(closure(gens, budget))
     except BudgetError:

@@ -42,6 +42,29 @@ def test_import_compiler_loads_neither_numpy_sympy_nor_torch():
     assert r.stdout.split("\n")[:2] == ["[]", "True"]
 
 
+def test_running_and_certifying_a_checkpoint_never_import_sympy(tmp_path):
+    """sympy (half a second per process) serves only the decomposer's group analysis."""
+    path = tmp_path / "q.safetensors"
+    r = _python(f"""
+        import contextlib, io, sys
+        from compiler.cli import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["compile", "quaternion", "--max-len", "8", "-o", {str(path)!r}]) == 0
+        assert "sympy" in sys.modules  # the decomposition analysed the group
+    """)
+    assert r.returncode == 0, r.stderr
+    for command in (["info", str(path)], ["certify", str(path)], ["run", str(path), "--input", "i j"]):
+        r = _python(f"""
+            import contextlib, io, sys
+            from compiler.cli import main
+            with contextlib.redirect_stdout(io.StringIO()):
+                status = main({command!r})
+            print(status, "sympy" in sys.modules)
+        """)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == ["0", "False"], (command, r.stdout)
+
+
 @pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("nnsight") is None, reason="nnsight is not installed")
 def test_nnsight_imported_first_shadows_nothing_and_traces_the_default_model(tmp_path):
