@@ -41,7 +41,7 @@ from verify.text import json_text
 
 from .automata.atomic import write_atomic
 from .automata.errors import InputError
-from .automata.reading import MiB, parse_json, read_text
+from .automata.reading import MiB, read_json
 
 FORMAT = "transformer-lens"
 FORMATS = (FORMAT,)
@@ -266,7 +266,7 @@ EXPORT_JSON_MAX_BYTES = 64 * MiB
 
 def _read_json(path: Path) -> Any:
     """An exported directory's JSON file, read within the bounds of :mod:`compiler.automata.reading`."""
-    return parse_json(read_text(path, EXPORT_JSON_MAX_BYTES, "exported file", InputError), repr(str(path)), InputError)
+    return read_json(path, EXPORT_JSON_MAX_BYTES, "exported file", InputError)
 
 
 def read_subspace(cache: Any, block_map: dict[str, Any], name: str, layer: int, after: bool = True) -> torch.Tensor:

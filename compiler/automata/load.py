@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from .catalog import build
 from .errors import SpecError
 from .formats import REGEX_PREFIX, from_regex, read_dot, read_npz, table_json_to_dict
-from .reading import MiB, parse_json, read_text
+from .reading import MiB, read_json
 from .objects import LIBRARIES, object_to_dict
 from .spec import Semiautomaton, check_promise, from_dict
 
@@ -23,7 +23,7 @@ written as JSON takes about 16 MiB, a spec naming its states and letters a few t
 
 def read_spec_file(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:
     """A JSON spec file (named after its stem unless it names itself)."""
-    data = parse_json(read_text(path, SPEC_MAX_BYTES, "spec file", SpecError), f"spec file {str(path)!r}", SpecError)
+    data = read_json(path, SPEC_MAX_BYTES, "spec file", SpecError)
     table = table_json_to_dict(data, path.stem)
     return from_dict(table if table is not None else data, default_name=path.stem, complete=complete, promise=promise)
 

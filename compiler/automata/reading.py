@@ -139,6 +139,12 @@ def parse_json(text: "str | bytes", what: str, error: type[ShortcutError] = Shor
     return check_tree(data, what, error)
 
 
+def read_json(path: "str | Path", limit: int, what: str, error: type[ShortcutError] = ShortcutError) -> Any:
+    """The JSON file ``path`` (:func:`read_text` then :func:`parse_json`: a regular file of at
+    most ``limit`` bytes, data within the limits)."""
+    return parse_json(read_text(path, limit, what, error), f"{what} {str(path)!r}", error)
+
+
 def parse_toml(text: str, what: str, error: type[ShortcutError] = ShortcutError) -> dict[str, Any]:
     """TOML ``text`` as a dict within the limits of the module docstring (as :func:`parse_json`)."""
     try:

@@ -19,7 +19,7 @@ from verify.text import json_text
 
 from ..automata.atomic import write_atomic
 from ..automata.errors import InputError
-from ..automata.reading import MiB, parse_json, read_text
+from ..automata.reading import MiB, read_json
 from ..usage import EXIT_NOT_EXACT, EXIT_OK
 from ..pipeline import require_intact_header
 from .args import NON_NEGATIVE, POSITIVE, seconds, writable_dir, writable_file, write_output
@@ -113,8 +113,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_certify(args: argparse.Namespace) -> int:
     """Prove the model exact on every input up to max_len (verify/certify/), or say why not."""
     output = writable_file(args.output, "certificate", [args.model, args.check]) if args.output is not None else None
-    stored = None if args.check is None else parse_json(read_text(args.check, CERTIFICATE_MAX_BYTES, "certificate",
-                                                                  InputError), f"certificate {args.check!r}", InputError)
+    stored = None if args.check is None else read_json(args.check, CERTIFICATE_MAX_BYTES, "certificate", InputError)
     if args.check is not None and not isinstance(stored, dict):
         raise InputError(f"{args.check!r} is not a certificate (not a JSON object)")
     model = load(args.model)

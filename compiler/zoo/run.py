@@ -27,7 +27,7 @@ from verify.progress import Progress
 from ..automata.atomic import TEMP_SUFFIX, write_atomic
 from ..automata.errors import InputError
 from ..automata.load import SPEC_MAX_BYTES
-from ..automata.reading import MiB, parse_json, read_text
+from ..automata.reading import MiB, read_json
 from .config import Config, Job, job_sha256, jobs, load
 from .job import CIRCUITS, MODELS, RECORDS, TRACES, run_job, sha256_file
 
@@ -79,7 +79,7 @@ def _read_json(path: Path) -> Any:
     """A zoo file the tool wrote, read within the bounds of :mod:`compiler.automata.reading`;
     None when it is missing or unreadable (a record is then made again)."""
     try:
-        return parse_json(read_text(path, RECORD_MAX_BYTES, "zoo file", InputError), repr(str(path)), InputError)
+        return read_json(path, RECORD_MAX_BYTES, "zoo file", InputError)
     except InputError:
         return None
 
