@@ -86,7 +86,7 @@ def cases(d: Path) -> list[tuple[str, list[str]]]:
     for name, change in (("one", {"certified": 1}), ("float", {"max_len": 16.0})):
         (d / f"cert_{name}.json").write_text(json.dumps({**good, **change}))
     (d / "cert_dup.json").write_text(json.dumps(good)[:-1] + ', "certified": true}')
-    (d / "nest.json").write_text("{" * 100_000)
+    (d / "nest.json").write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
     (d / "deep.json").write_text("[" * 10_000_000)
     (d / "bigint.json").write_text('{"max_len": ' + "9" * 5000 + "}")
     os.mkfifo(d / "fifo")

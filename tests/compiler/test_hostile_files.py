@@ -148,6 +148,11 @@ def test_symbolic_links_in_output_directories_are_refused_and_named_outputs_foll
     capsys.readouterr()
     assert main(["export", str(files["model"]), "-o", str(exp)]) == 2
     one_error_line(capsys.readouterr().err, "symbolic link")
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    (rep / "report.html").symlink_to(victim)
+    assert main(["verify", str(files["model"]), "--report", str(rep)]) == 2
+    one_error_line(capsys.readouterr().err, "symbolic link")
     zoo = tmp_path / "zoo"
     zoo.mkdir()
     (zoo / "models").symlink_to(tmp_path)
