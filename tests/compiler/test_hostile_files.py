@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from compiler.automata.load import SPEC_MAX_BYTES
 from compiler.automata.reading import MAX_DEPTH, parse_json, read_bytes
 from compiler.automata.errors import ShortcutError
 from compiler.cli import main
+from compiler.cli.status import still_working
 from constructions.checkpoint import header_sha256, save, stamp_header, weights_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,6 +213,7 @@ RUNNER = r"""
 import io, json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
 from compiler.cli import main
+from compiler.cli.status import still_working
 for argv in json.loads(sys.stdin.read()):
     err, start = io.StringIO(), time.monotonic()
     sys.stderr = err
@@ -266,3 +269,13 @@ def test_regex_size_writes_repetitions_out():
     assert regex_size("(a|b){1000}") == 3000 and regex_size("((a|b){10}c){10}") == 320
     assert regex_size("a|b") == 2 and regex_size("(ab)*c{2,}") == 7
     assert regex_size("(" * 10 + "a" + ")" * 10) == 11  # a group adds its own state
+
+
+def test_a_long_step_is_never_silent(capsys):
+    with still_working("planning 4,090 states", every=0.05):
+        time.sleep(0.3)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 2 and lines[0].startswith("planning 4,090 states: still working, ")
+    with still_working("quick", every=5):
+        pass
+    assert capsys.readouterr().err == ""  # nothing for a step that ends sooner

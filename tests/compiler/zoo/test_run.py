@@ -85,6 +85,15 @@ def test_a_resume_reuses_only_records_it_can_check(small):
         edit(record)
         path.write_text(json.dumps(record))
     (out / "models" / "loc-00001.safetensors").unlink()
+    path, job = out / RECORDS / "rot-00000.json", jobs(parse(SMALL))[2]
+    text = path.read_text()
+    for edit in (lambda r: r.pop("timings"), lambda r: r["row"].update(verification=[1]),
+                 lambda r: r["row"].update(error=[[[[[]]]]] * 2), lambda r: r.update(deep="[" * 5000)):
+        record = json.loads(text)
+        edit(record)
+        path.write_text(json.dumps(record).replace('"' + "[" * 5000 + '"', "[" * 5000 + "]" * 5000))
+        assert _record(out, job) is None
+    path.write_text(text)
     other = parse({**SMALL, "seed": 5})
     assert all(_record(out, j) is None for j in jobs(other))  # another seed's jobs: as when zoo.json is deleted
     again = run_zoo(parse(SMALL), out)
