@@ -71,11 +71,13 @@ weights and header by sha256 digests that anyone who edits the file can recomput
 (:data:`verify.report.DIGESTS_NOTE`); ``shortcut certify`` proves the model again."""
 
 
-def _verification_line(model) -> str:
-    """``info``'s verdict: the stored summary (labelled :data:`STORED`), whether it still
-    describes these weights and header and is itself unchanged, and what such digests are worth."""
-    summary, status = model.metadata.verification, verification_status(model)
-    if status is None:
+def _verification_line(model, summary: dict | None) -> str:
+    """``info``'s verdict: the stored ``summary`` (labelled :data:`STORED`; its certificate only
+    as :func:`stored_certificate` allows, so an ignored one cannot make it say "exact"), whether
+    it still describes these weights and header and is itself unchanged, and what such digests
+    are worth."""
+    status = verification_status(model)
+    if status is None or not isinstance(summary, dict):
         return "verification: none stored (compiled with --no-verify; run `shortcut verify`)"
     if status == VERIFIED:
         line = f"{summary_line(summary, status, model.max_len)} ({STORED})"
@@ -179,7 +181,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if cands is not None:
         print("candidates:")
         print("\n".join(candidates_text(cands)))
-    print(_verification_line(model))
+    print(_verification_line(model, stored))
     print(f"certificate: {cert_line}")
     return EXIT_OK
 

@@ -199,6 +199,7 @@ def test_info_never_repeats_a_verdict_as_its_own(files, tmp_path, capsys):
         out = capsys.readouterr().out
         assert f"certificate: the stored one disagrees with this model ({field}): ignored" in out
         assert "certified exact" not in out and "1048576" not in out
+        assert "verification: exact" not in out  # the ignored certificate cannot make the stored verdict "exact"
         assert main(["info", str(forged), "--json"]) == 0
         info = json.loads(capsys.readouterr().out)
         assert info["verification"]["certificate"] is None and info["verification_rechecked"] is False
