@@ -86,10 +86,11 @@ def _read_json(path: Path) -> Any:
 
 def _no_links(out: Path) -> None:
     """Refuse a zoo directory whose subdirectories or files are symbolic links: the zoo writes
-    them itself, and a planted link would send its writes elsewhere (docs/zoo.md)."""
+    them itself, and a planted link would send its writes elsewhere (docs/zoo.md).  The directory
+    itself may be a link: the user named it."""
     for sub in ("", MODELS, CIRCUITS, TRACES, RECORDS):
         d = out / sub
-        links = [d] if d.is_symlink() else [e for e in os.scandir(d) if e.is_symlink()] if d.is_dir() else []
+        links = [d] if sub and d.is_symlink() else [e for e in os.scandir(d) if e.is_symlink()] if d.is_dir() else []
         if links:
             raise InputError(f"{str(Path(links[0]))!r} in the zoo directory is a symbolic link: the zoo writes its "
                              f"files itself and does not follow links; remove it")
