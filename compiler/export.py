@@ -26,7 +26,6 @@ Conventions the config pins (each one matters for bit-equality):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from verify.text import json_text
 
 from .automata.atomic import write_atomic
 from .automata.errors import InputError
+from .automata.reading import MiB, read_json
 
 FORMAT = "transformer-lens"
 FORMATS = (FORMAT,)
@@ -133,7 +133,13 @@ def _pad(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
 @torch.no_grad()
 def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
     """``model`` unfolded to one MLP hidden layer per block and laid out as a TransformerLens
-    state dict and config (module docstring); its logits are ``model``'s at positions 1..T."""
+    state dict and config (module docstring); its logits are ``model``'s at positions 1..T.
+    InputError when a letter is named as a special token of the tokenizer (:data:`BOS`,
+    :data:`UNK`): one name would stand for two ids."""
+    clash = [s for s in model.automaton.alphabet if s in (BOS, UNK)]
+    if clash:
+        raise InputError(f"the letter {clash[0]!r} has the name of the exported tokenizer's special token "
+                         f"{clash[0]!r} ({BOS!r} and {UNK!r} are reserved): rename the letter in the spec and recompile")
     flat = unfold(model)
     c = flat.config
     d, e = c["d_model"], c["d_head"]
@@ -241,8 +247,8 @@ def load_transformer_bridge(directory: str | Path) -> Any:
     if missing:
         raise InputError(f"{str(out)!r} is not an exported model directory: no {', '.join(missing)} "
                          f"(shortcut export MODEL -o DIR writes them)")
+    config = _read_json(out / FILES[1])
     try:
-        config = json.loads((out / FILES[1]).read_text())
         state_dict = load_file(out / FILES[0])
     except (OSError, ValueError, SafetensorError) as e:
         raise InputError(f"cannot read the exported model in {str(out)!r}: {e}") from None
@@ -251,11 +257,16 @@ def load_transformer_bridge(directory: str | Path) -> Any:
 
 def read_map(directory: str | Path) -> dict[str, Any]:
     """``map.json`` of an exported directory (blocks' origins, residual labels, subspaces, tokens)."""
-    path = Path(directory) / FILES[2]
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read {str(path)!r}: {e}") from None
+    return _read_json(Path(directory) / FILES[2])
+
+
+EXPORT_JSON_MAX_BYTES = 64 * MiB
+"""Largest ``config.json`` or ``map.json`` read back from an exported directory."""
+
+
+def _read_json(path: Path) -> Any:
+    """An exported directory's JSON file, read within the bounds of :mod:`compiler.automata.reading`."""
+    return read_json(path, EXPORT_JSON_MAX_BYTES, "exported file", InputError)
 
 
 def read_subspace(cache: Any, block_map: dict[str, Any], name: str, layer: int, after: bool = True) -> torch.Tensor:

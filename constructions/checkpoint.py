@@ -14,7 +14,9 @@ digest binds all three).  The planner stores the header digest at compile time
 (``meta["header_sha256"]``); :func:`header_intact` compares it with the header now;
 :func:`save` seals the summary (:func:`seal_verification`).
 
-These are sha256 digests, not signatures: they detect accidental change (a hand edit, a
+A checkpoint without its header digest is refused (:func:`load`): the tool writes one into
+every checkpoint, so its absence means an edit, and nothing could tell which.  These are sha256
+digests, not signatures: they detect accidental change (a hand edit, a
 corrupted copy, a stale summary), not tampering -- anyone who edits a checkpoint can recompute them.
 """
 
@@ -112,6 +114,9 @@ def load(path: "str | Path") -> CompiledTransformer:
     except Exception as e:  # RecursionError and MemoryError included: a crafted header is still bad input
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(f"{str(path)!r} is a corrupt shortcut checkpoint ({msg})") from None
+    if not isinstance(model.meta.get("header_sha256"), str):
+        raise CheckpointError(f"{str(path)!r} carries no digest of its header (header_sha256): every checkpoint "
+                              f"shortcut writes has one, so this one was edited; recompile it from the spec")
     return model
 
 

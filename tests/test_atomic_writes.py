@@ -46,10 +46,15 @@ else:
     exports = [to_transformer_lens(m) for m in models]
     variants = [lambda e=e: save_transformer_lens(e, target) for e in exports]
 print("ready", flush=True)
+real_replace = os.replace
 for line in sys.stdin:
+    trial, stall = map(int, line.split())
     pid = os.fork()
     if pid == 0:
-        variants[int(line) % len(variants)]()
+        if stall >= 0:  # hang before the stall-th rename: the kill lands mid-write, deterministically
+            calls = iter(range(1 << 30))
+            os.replace = lambda *a: (next(calls) == stall and __import__("time").sleep(3600), real_replace(*a))
+        variants[trial % len(variants)]()
         os._exit(0)
     print(pid, flush=True)
     os.waitpid(pid, 0)
@@ -65,10 +70,15 @@ def temp_files(directory: Path) -> list[Path]:
     return [p for p in directory.iterdir() if p.name.startswith(".") and p.name.endswith(TEMP_SUFFIX)]
 
 
+STALL_WAIT_S = 60.0
+"""How long an even trial waits for the stalled writer's temporary file (it appears within
+milliseconds; the bound only keeps a broken writer from hanging the test)."""
+
+
 def kill_when_writing(pid: int, directory: Path, rng: random.Random, trial: int, window: float) -> None:
-    """SIGKILL ``pid``: on even trials as soon as a temporary file appears in ``directory`` (or
-    ``window`` s pass), on odd ones after a random delay in [0, ``window``]."""
-    deadline = time.monotonic() + (window if trial % 2 == 0 else rng.uniform(0, window))
+    """SIGKILL ``pid``: on even trials (whose writer stalls before a rename, :data:`SERVER`) once
+    its temporary file appears, on odd ones after a random delay in [0, ``window``]."""
+    deadline = time.monotonic() + (STALL_WAIT_S if trial % 2 == 0 else rng.uniform(0, window))
     while time.monotonic() < deadline and not (trial % 2 == 0 and temp_files(directory)):
         time.sleep(0.0005)
     try:
@@ -85,14 +95,18 @@ def torn_files(outputs: list[Path], versions: list[dict[str, bytes | None]]) -> 
 
 def run_trials(kind: str, sources: list[Path], target: Path, outputs: list[Path], seed: int) -> tuple[int, int]:
     """Kill the forked writer ``TRIALS`` times; (torn trials, trials killed mid-write: a temporary
-    file was left behind).  The two complete versions are written first, un-killed."""
+    file was left behind).  The two complete versions are written first, un-killed.  On even
+    trials the writer stalls before its k-th rename (k cycling over the outputs), so those kills
+    land mid-write whatever the machine's load: at least ``TRIALS // 2`` of them, every time;
+    the odd trials' random kills add whatever else they hit."""
     server = subprocess.Popen([sys.executable, "-c", SERVER, kind, str(target), *map(str, sources)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
     try:
         assert server.stdout.readline().strip() == "ready"
 
         def trial(i: int, window: float | None) -> float:
-            server.stdin.write(f"{i}\n")
+            stall = (i // 2) % len(outputs) if window is not None and i % 2 == 0 else -1
+            server.stdin.write(f"{i} {stall}\n")
             server.stdin.flush()
             pid, t = int(server.stdout.readline()), time.monotonic()
             if window is not None:

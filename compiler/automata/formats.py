@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .errors import BudgetError, SpecError
+from .reading import MiB, read_bytes, read_text
 from .spec import Semiautomaton, from_dict
 
 START_MARKER = "__start"
@@ -43,6 +44,16 @@ REGEX_MAX_SUBSETS = 1 << 14
 """Most states of the subset construction (regex -> NFA -> DFA, before minimising) expanded
 before a regular expression is refused: its DFA can be exponential in the pattern, and a
 subset is a set of NFA states each."""
+
+REGEX_MAX_CHARS = 2000
+"""Longest regular expression read: automata-lib's parser and Thompson construction take time
+quadratic in the pattern (3,000 alternatives ``ab|ab|...``, 9,000 characters: 3 s and 0.5 GB;
+2,000 characters: about 0.3 s)."""
+REGEX_MAX_NFA = REGEX_MAX_SUBSETS
+"""Most NFA states a pattern may expand to once its bounded repetitions ``{m,n}`` are written
+out (:func:`regex_size`): automata-lib copies the repeated part ``n`` times before the subset
+construction, so ``(a|b){999999999}`` would take gigabytes before its budget applies."""
+QUANTIFIERS = "*+?"
 
 TABLE_MAX_CELLS = 1 << 21
 """Largest transition table read (states x letters), so a huge file fails fast with a message:
@@ -163,19 +174,16 @@ def dot_to_dict(text: str, what: str = "DOT text", name: str = "automaton") -> d
     return spec
 
 
+DOT_MAX_BYTES = MiB
+"""Largest DOT file read: pydot parses about 5 kB a second (a 3,000-state file of 150 kB takes
+30 s; the commands print a still-working line every 10 s meanwhile), so a MiB is minutes."""
+
+
 def read_dot(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:
-    """An AALpy DOT file (DFA or Moore machine) as a Semiautomaton named after the file."""
-    text = _read_text(path, "DOT file")
+    """An AALpy DOT file (DFA or Moore machine) as a Semiautomaton named after the file (a
+    regular file of at most :data:`DOT_MAX_BYTES`)."""
+    text = read_text(path, DOT_MAX_BYTES, "DOT file", SpecError)
     return from_dict(dot_to_dict(text, f"DOT file {str(path)!r}", path.stem), complete=complete, promise=promise)
-
-
-def _read_text(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(f"cannot read {what} {str(path)!r}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"{what} {str(path)!r} is not UTF-8 text") from None
 
 
 # --- regular expressions (automata-lib) -----------------------------------------------------------
@@ -203,6 +211,69 @@ def _bfs_order(start: Any, step: Mapping[Any, Mapping[str, Any]], alphabet: Sequ
                 order.append(r)
                 todo.append(r)
     return order
+
+
+def _repetition(pattern: str, i: int) -> tuple[int, int] | None:
+    """The bounded repetition ``{m}``, ``{m,}`` or ``{m,n}`` at ``pattern[i]``: (the most copies
+    it writes out, the index after it); None when ``{`` starts none."""
+    close = pattern.find("}", i)
+    body = pattern[i + 1:close] if close > i else ""
+    parts = body.split(",")
+    if not body or len(parts) > 2 or not all(p.strip().isdigit() or (j == 1 and not p.strip())
+                                              for j, p in enumerate(parts)):
+        return None
+    counts = [int(p) for p in parts if p.strip()]  # digits only, at most REGEX_MAX_CHARS of them
+    return max(counts) + (len(parts) == 2 and not parts[1].strip()), close + 1
+
+
+def regex_size(pattern: str) -> int:
+    """An upper estimate of the NFA states of ``pattern`` with its bounded repetitions written
+    out: each letter one state, each quantifier one more, a group the sum of its alternatives, a
+    repetition ``{m,n}`` its operand ``n`` times (``{m,}``: ``m + 1`` times).  SpecError for a
+    quantifier on a quantifier (``a**``: it changes nothing, and automata-lib's time grows with
+    the cube of such runs)."""
+    stack: list[list[int]] = [[0, 0, 0]]  # per open group: (sum of closed alternatives, current, last operand)
+    i, quantified = 0, False
+    while i < len(pattern):
+        c, top = pattern[i], stack[-1]
+        rep = _repetition(pattern, i) if c == "{" else None
+        if (c in QUANTIFIERS or rep is not None) and quantified:
+            raise SpecError(f"regex {pattern[:60]!r}: a quantifier on a quantifier at character {i + 1} (write one)")
+        quantified = c in QUANTIFIERS or rep is not None
+        if rep is not None:
+            copies, i = rep
+            top[1] += top[2] * (copies - 1)
+            top[2] *= copies
+            continue
+        if c == "(":
+            stack.append([0, 0, 0])
+        elif c == ")" and len(stack) > 1:
+            group = stack.pop()
+            size = group[0] + group[1] + 1
+            stack[-1][1] += size
+            stack[-1][2] = size
+        elif c == "|":
+            top[0], top[1], top[2] = top[0] + top[1], 0, 0
+        elif c in QUANTIFIERS:
+            top[1] += 1
+        else:
+            top[1] += 1
+            top[2] = 1
+        i += 1
+    return sum(g[0] + g[1] for g in stack)
+
+
+def check_regex(pattern: str) -> None:
+    """Refuse (:class:`BudgetError`, before automata-lib sees it) a pattern over
+    :data:`REGEX_MAX_CHARS` characters or whose repetitions expand past :data:`REGEX_MAX_NFA`
+    NFA states (:func:`regex_size`)."""
+    if len(pattern) > REGEX_MAX_CHARS:
+        raise BudgetError(f"regex of {len(pattern):,} characters is over the limit of {REGEX_MAX_CHARS:,} (automata-lib's "
+                          f"parsing time grows with its square)")
+    size = regex_size(pattern)
+    if size > REGEX_MAX_NFA:
+        raise BudgetError(f"regex {pattern[:60]!r} expands to about {size:,} NFA states once its repetitions are "
+                          f"written out, over the limit of {REGEX_MAX_NFA:,}; shorten its bounded repetitions")
 
 
 def _bounded_dfa(DFA: Any, nfa: Any, pattern: str) -> Any:
@@ -246,6 +317,7 @@ def regex_to_dict(pattern: str, alphabet: Sequence[str] | None = None, promise: 
         bad = [a for a in alphabet if len(a) != 1]
         if bad:
             raise SpecError(f"regex letters are single characters; {bad[0]!r} is not")
+    check_regex(pattern)
     try:
         nfa = NFA.from_regex(pattern, input_symbols=None if alphabet is None else set(alphabet))
     except Exception as e:  # automata-lib raises its own exceptions (and a few builtins) on bad patterns
@@ -307,6 +379,8 @@ def _int_table(table: Any) -> np.ndarray:
                                  (arr.dtype == object and all(isinstance(v, int) and not isinstance(v, bool)
                                                               for v in arr.ravel()))):
         raise SpecError(f"a transition table must hold integers (state indices), got {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:  # astype would wrap it to -1
+        raise SpecError(_TOO_LARGE)
     try:
         arr = arr.astype(np.int64)
     except OverflowError:
@@ -369,21 +443,54 @@ def table_json_to_dict(data: Any, name: str) -> dict[str, Any] | None:
     return None
 
 
+NPZ_MAX_BYTES = 64 * MiB
+"""Largest ``.npz`` file read (as a JSON spec file: :data:`compiler.automata.load.SPEC_MAX_BYTES`)."""
+NPZ_MAX_ARRAY_BYTES = TABLE_MAX_CELLS * 8
+"""Most bytes one array of a ``.npz`` file may expand to (a table of :data:`TABLE_MAX_CELLS`
+64-bit cells), checked on the zip entry's size and the array's header before it is
+decompressed: a 2 MB file can hold a zero table of gigabytes."""
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _check_npz(z: zipfile.ZipFile, where: str) -> None:
+    """Every array of the archive expands to at most :data:`NPZ_MAX_ARRAY_BYTES`: by the zip
+    entry's size (which bounds what zipfile decompresses) and by the shape its header declares
+    (which numpy allocates before reading)."""
+    for info in z.infolist():
+        if info.file_size > NPZ_MAX_ARRAY_BYTES + MiB:
+            raise SpecError(f"{where}: array {info.filename!r} expands to {info.file_size:,} bytes, over the limit of "
+                            f"{NPZ_MAX_ARRAY_BYTES:,} (a table of {TABLE_MAX_CELLS:,} 64-bit cells)")
+        with z.open(info) as f:
+            read_header = _NPY_HEADERS.get(np.lib.format.read_magic(f))
+            if read_header is None:
+                raise SpecError(f"{where}: array {info.filename!r} has an .npy format version numpy 1.0/2.0 do not write")
+            shape, _, dtype = read_header(f)
+        if np.prod(shape, dtype=object) * dtype.itemsize > NPZ_MAX_ARRAY_BYTES:
+            raise SpecError(f"{where}: array {info.filename!r} declares shape {shape} of {dtype}, over the limit of "
+                            f"{NPZ_MAX_ARRAY_BYTES:,} bytes (a table of {TABLE_MAX_CELLS:,} 64-bit cells)")
+
+
 def read_npz(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:
-    """A ``.npz`` file with an integer array ``table`` and optionally ``start`` and ``labels``."""
+    """A ``.npz`` file with an integer array ``table`` and optionally ``start`` and ``labels``
+    (a regular file of at most :data:`NPZ_MAX_BYTES`, each array checked by :func:`_check_npz`
+    before it is decompressed)."""
+    where = repr(str(path))
+    data = io.BytesIO(read_bytes(path, NPZ_MAX_BYTES, ".npz file", SpecError))
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with zipfile.ZipFile(data) as archive:
+            _check_npz(archive, where)
+        data.seek(0)
+        with np.load(data, allow_pickle=False) as z:
             if "table" not in z.files:
-                raise SpecError(f"{str(path)!r} has arrays {z.files} but no 'table'")
+                raise SpecError(f"{where} has arrays {z.files} but no 'table'")
             extra = sorted(set(z.files) - {"table", "start", "labels"})
             if extra:
-                raise SpecError(f"unknown array(s) {extra} in {str(path)!r}; known: ['labels', 'start', 'table']")
+                raise SpecError(f"unknown array(s) {extra} in {where}; known: ['labels', 'start', 'table']")
             table = z["table"]
             start = z["start"] if "start" in z.files else 0
             labels = z["labels"] if "labels" in z.files else None
     except SpecError:
         raise
-    except (OSError, ValueError, EOFError, OverflowError, zipfile.BadZipFile, zlib.error) as e:
-        raise SpecError(f"cannot read {str(path)!r} as .npz ({type(e).__name__}): {str(e)[:160]}") from None
+    except (OSError, ValueError, EOFError, OverflowError, zipfile.BadZipFile, zlib.error, NotImplementedError) as e:
+        raise SpecError(f"cannot read {where} as .npz ({type(e).__name__}): {str(e)[:160]}") from None
     return from_dict(table_to_dict(table, start, labels, path.stem), complete=complete, promise=promise)
-

@@ -4,7 +4,6 @@ a catalog name, or another library's automaton object (the one entry point above
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -12,44 +11,19 @@ from typing import Any, Mapping, Sequence
 from .catalog import build
 from .errors import SpecError
 from .formats import REGEX_PREFIX, from_regex, read_dot, read_npz, table_json_to_dict
+from .reading import MiB, read_json
 from .objects import LIBRARIES, object_to_dict
 from .spec import Semiautomaton, check_promise, from_dict
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``json.loads`` hook: a key given twice in one object is an error, not a silent overwrite."""
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise SpecError(f"key {k!r} appears twice in one JSON object")
-        out[k] = v
-    return out
-
-
-def parse_json(text: str, what: str) -> Any:
-    """JSON text to Python, refusing duplicate keys; every failure is a one-line SpecError."""
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{what} is not valid JSON: {e}") from None
-    except RecursionError:
-        raise SpecError(f"{what} is nested too deeply to be a spec") from None
-    except SpecError as e:
-        raise SpecError(f"{what}: {e}") from None
+SPEC_MAX_BYTES = 64 * MiB
+"""Largest JSON spec or table file read: a table of :data:`.formats.TABLE_MAX_CELLS` cells
+written as JSON takes about 16 MiB, a spec naming its states and letters a few times more."""
 
 
 def read_spec_file(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:
     """A JSON spec file (named after its stem unless it names itself)."""
-    if not path.is_file():
-        raise SpecError(f"spec file {str(path)!r} does not exist" if not path.exists()
-                        else f"spec {str(path)!r} is not a file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(f"cannot read spec file {str(path)!r}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"spec file {str(path)!r} is not UTF-8 text") from None
-    data = parse_json(text, f"spec file {str(path)!r}")
+    data = read_json(path, SPEC_MAX_BYTES, "spec file", SpecError)
     table = table_json_to_dict(data, path.stem)
     return from_dict(table if table is not None else data, default_name=path.stem, complete=complete, promise=promise)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from constructions.budget import MAX_PARAMS
@@ -72,8 +72,27 @@ def dtype_of(name: str):
 # --- output paths, checked before any work --------------------------------------------------
 
 
-def writable_file(path: str, what: str) -> Path:
-    """``path`` can be written as a file: not empty, not a directory, in an existing writable directory."""
+def _same_file(a: Path, b: "str | Path") -> bool:
+    """Whether ``a`` and ``b`` name one file (through links, ``..`` and hard links)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist (yet): compare where they would be
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def not_an_input(p: Path, what: str, inputs: Sequence["str | Path | None"]) -> None:
+    """Refuse an output ``p`` that is one of the command's input files: writing it would replace
+    what the command reads (``certify M -o M``, ``compile t.json -o t.json``)."""
+    for i in inputs:
+        if i is not None and os.path.exists(i) and _same_file(p, i):
+            raise InputError(f"the {what} {str(p)!r} is the input {str(i)!r}: writing it would replace what is "
+                             f"read; name another file")
+
+
+def writable_file(path: str, what: str, inputs: Sequence["str | Path | None"] = ()) -> Path:
+    """``path`` can be written as a file: not empty, not a directory, in an existing writable
+    directory, none of ``inputs``.  A symbolic link named here is followed, as a shell's ``>``
+    follows it (docs/cli.md, "Output paths")."""
     if not path.strip():
         raise InputError(f"the {what} path is empty")
     p = Path(path)
@@ -84,11 +103,14 @@ def writable_file(path: str, what: str) -> Path:
         raise InputError(f"cannot write {what} {path!r}: directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise InputError(f"cannot write {what} {path!r}: permission denied")
+    not_an_input(p, what, inputs)
     return p
 
 
-def writable_dir(path: str, what: str) -> Path:
-    """``path`` is, or can be created as, a writable directory."""
+def writable_dir(path: str, what: str, files: Sequence[str] = (), inputs: Sequence["str | Path | None"] = ()) -> Path:
+    """``path`` is, or can be created as, a writable directory; the ``files`` the command writes
+    in it are neither symbolic links (a link planted in a directory would send a write the user
+    never named elsewhere: docs/cli.md, "Output paths") nor any of ``inputs``."""
     if not path.strip():
         raise InputError(f"the {what} path is empty")
     p = Path(path)
@@ -99,6 +121,11 @@ def writable_dir(path: str, what: str) -> Path:
         raise InputError(f"cannot create {what} {path!r}: {str(existing)!r} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"cannot write {what} {path!r}: permission denied in {str(existing)!r}")
+    for name in files:
+        if (p / name).is_symlink():
+            raise InputError(f"{str(p / name)!r} is a symbolic link: shortcut writes the files of {what} {path!r} "
+                             f"itself and does not follow links it did not name; remove the link")
+        not_an_input(p / name, f"{what} file", inputs)
     return p
 
 

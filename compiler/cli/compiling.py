@@ -22,7 +22,7 @@ from ..usage import EXIT_NOT_EXACT, EXIT_OK
 from ..pipeline import DTYPES, compile_automaton, methods, survey
 from .args import (NON_NEGATIVE, POSITIVE, dtype_of, int_in, planner_options, promise_option, seconds, writable_file,
                    write_output)
-from .status import say
+from .status import say, still_working
 from .verifying import counterexample_line, progress
 
 
@@ -47,10 +47,11 @@ def _refuse_hopeless_verify(args: argparse.Namespace, automaton, device) -> None
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    output = writable_file(args.output, "output")
+    output = writable_file(args.output, "output", [args.spec])
     device = resolve_device(args.device)
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
-    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
+    with still_working(f"reading {args.spec[:60]!r}"):
+        automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
     if args.verify:  # refused before compiling, not after: inputs and the reference within their bounds
         try:
             check_options(automaton.n_symbols, max(args.max_len, 1), n_states=automaton.n_states,
@@ -59,13 +60,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
         except BudgetError as e:
             raise BudgetError(f"{e} (compile with --no-verify to skip verification)") from None
         _refuse_hopeless_verify(args, automaton, device)
-    model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=dtype_of(args.dtype),
-                              positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
-                              prefer=args.prefer, max_params=args.max_params, basis=args.basis,
-                              basis_seed=args.seed, one_hidden_layer=args.one_hidden_layer)
+    with still_working(f"planning and building {automaton.n_states:,} states x {automaton.n_symbols:,} letters"):
+        model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=dtype_of(args.dtype),
+                                  positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
+                                  prefer=args.prefer, max_params=args.max_params, basis=args.basis,
+                                  basis_seed=args.seed, one_hidden_layer=args.one_hidden_layer)
     exact, summary = True, None
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
-        cert = certificate(model) if args.certify else None
+        with still_working(f"certifying at max_len {args.max_len:,}"):
+            cert = certificate(model) if args.certify else None
         sampling = sampling_for(cert, {"samples": args.verify_samples, "exhaustive_budget": args.verify_budget,
                                        "family_limit": COMPILE_FAMILY_LIMIT})  # proved: only a cross-check
         result = verify(model.to(device), seed=0, **sampling, progress=progress(args.verify_time),

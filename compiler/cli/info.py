@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from constructions.checkpoint import load
+from constructions.checkpoint import load, weights_sha256
 from verify.certify import certificate_text
 from verify.report import CHANGED, DIGESTS_NOTE, UNSEALED, VERIFIED, summary_line, verification_status
 from verify.text import json_text
@@ -17,6 +17,7 @@ from ..automata.load import load_spec
 from ..usage import EXIT_OK
 from ..pipeline import DTYPES, candidates
 from .args import dtype_of, planner_options, promise_option
+from .status import still_working
 
 
 def _dims_text(dims: list[int]) -> str:
@@ -64,31 +65,45 @@ def layout_text(layout: dict) -> list[str]:
     return lines
 
 
-def _verification_line(model) -> str:
-    """``info``'s verdict: the stored summary, whether it still describes these weights and header
-    and is itself unchanged, and what such digests are worth (:data:`DIGESTS_NOTE`)."""
-    summary, status = model.metadata.verification, verification_status(model)
-    if status is None:
+STORED = "stored at compile time, not re-checked by info"
+"""How ``info`` labels every verdict it prints: it repeats what the checkpoint holds, bound to the
+weights and header by sha256 digests that anyone who edits the file can recompute
+(:data:`verify.report.DIGESTS_NOTE`); ``shortcut certify`` proves the model again."""
+
+
+def _verification_line(model, summary: dict | None) -> str:
+    """``info``'s verdict: the stored ``summary`` (labelled :data:`STORED`; its certificate only
+    as :func:`stored_certificate` allows, so an ignored one cannot make it say "exact"), whether
+    it still describes these weights and header and is itself unchanged, and what such digests
+    are worth."""
+    status = verification_status(model)
+    if status is None or not isinstance(summary, dict):
         return "verification: none stored (compiled with --no-verify; run `shortcut verify`)"
     if status == VERIFIED:
-        line = summary_line(summary, status, model.max_len)
+        line = f"{summary_line(summary, status, model.max_len)} ({STORED})"
     elif status.startswith(CHANGED) or status == UNSEALED:
         line = f"{status}; run `shortcut verify` (stored verdict: {summary_line(summary, max_len=model.max_len)})"
     else:  # a summary without digests: nothing to say about them
-        return f"verification: {summary_line(summary, status, model.max_len)}"
+        return f"verification: {summary_line(summary, status, model.max_len)} ({STORED})"
     return f"verification: {line}\nintegrity: {DIGESTS_NOTE}"
 
 
-def _certificate_line(model) -> str:
-    """``info``'s certificate line: "certified exact ..." only for a stored certificate that held and
-    is bound to these weights and this header (the verification summary's digests match)."""
+def stored_certificate(model) -> tuple[dict | None, str]:
+    """The certificate stored in the verification summary, when it may be shown (the summary's
+    digests match and the certificate names this model's max_len, dtype and weights digest), and
+    one line saying what ``info`` knows of it: a certificate that disagrees with the model is not
+    shown, so a forged ``max_len`` is never repeated."""
     summary = model.metadata.verification
     cert = summary.get("certificate") if isinstance(summary, dict) else None
     if not isinstance(cert, dict):
-        return "certificate: none stored (run `shortcut certify`)"
+        return None, "none stored (run `shortcut certify`)"
     if verification_status(model) != VERIFIED:  # the summary's digests cover the weights, the header and itself
-        return "certificate: stored, but the model changed since; run `shortcut certify`"
-    return f"certificate: {certificate_text(cert)}"
+        return None, "stored, but the model changed since; run `shortcut certify`"
+    own = {"max_len": model.max_len, "dtype": model.config["dtype"], "weights_sha256": weights_sha256(model)}
+    differ = [k for k, v in own.items() if type(cert.get(k)) is not type(v) or cert.get(k) != v]
+    if differ:
+        return None, f"the stored one disagrees with this model ({', '.join(differ)}): ignored; run `shortcut certify`"
+    return cert, f"{certificate_text(cert)} ({STORED}; `shortcut certify` proves it again)"
 
 
 def candidates_text(cands: list[dict]) -> list[str]:
@@ -116,10 +131,12 @@ def _stored_candidates(model) -> list[dict] | None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
-    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
-    result = candidates(automaton, max_len=args.max_len, prefer=args.prefer,
-                        positions=args.positions, max_params=args.max_params, dtype=dtype_of(args.dtype),
-                        allow_inexact=args.allow_inexact)
+    with still_working(f"reading {args.spec[:60]!r}"):
+        automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
+    with still_working(f"planning {automaton.n_states:,} states x {automaton.n_symbols:,} letters"):
+        result = candidates(automaton, max_len=args.max_len, prefer=args.prefer,
+                            positions=args.positions, max_params=args.max_params, dtype=dtype_of(args.dtype),
+                            allow_inexact=args.allow_inexact)
     if args.json:
         print(json_text(result))
     else:
@@ -147,19 +164,25 @@ def cmd_info(args: argparse.Namespace) -> int:
         return EXIT_OK
     cands = _stored_candidates(model)
     status = verification_status(model)
-    info = {**model.info(), "candidates": cands, "verification_status": status,
-            "verification_digests": None if status is None else DIGESTS_NOTE}
+    cert, cert_line = stored_certificate(model)
+    stored = model.metadata.verification
+    if isinstance(stored, dict) and "certificate" in stored:  # shown only as stored_certificate allows
+        stored = {**stored, "certificate": cert}
+    info = {**model.info(), "verification": stored, "candidates": cands, "verification_status": status,
+            "verification_digests": None if status is None else DIGESTS_NOTE,
+            "verification_rechecked": False, "certificate_status": cert_line}
     if args.json:
         print(json_text(info))
         return EXIT_OK
     for k, v in info.items():
-        if k not in ("verification", "verification_status", "verification_digests", "candidates"):
+        if k not in ("verification", "verification_status", "verification_digests", "verification_rechecked",
+                     "certificate_status", "candidates"):
             print(f"{k}: {v}")
     if cands is not None:
         print("candidates:")
         print("\n".join(candidates_text(cands)))
-    print(_verification_line(model))
-    print(_certificate_line(model))
+    print(_verification_line(model, stored))
+    print(f"certificate: {cert_line}")
     return EXIT_OK
 
 

@@ -29,6 +29,11 @@ LINE_SLACK_CHARS = 1 << 16
 separators (runs of spaces), before ``run`` stops reading it as longer than any valid line: an
 endless input without a line break (``/dev/zero``) ends there, in bounded memory."""
 
+SEP_MAX_CHARS = 64
+"""Longest ``--sep``: the line limit grows with the separator's length times max_len (a
+100,000-character separator let ``run`` read 10 GB of ``/dev/zero`` as one line); a separator
+between symbols needs a few characters."""
+
 
 @dataclass
 class _Line:
@@ -132,12 +137,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     chunk at a time.  A regular input file is checked whole first (an error prints nothing, as
     when everything was read at once); from a pipe or device the results of the chunks before a
     bad line are already printed."""
+    if args.sep is not None and not 1 <= len(args.sep) <= SEP_MAX_CHARS:
+        raise InputError(f"--sep must be 1 to {SEP_MAX_CHARS} characters, got {len(args.sep):,}")
     device = resolve_device(args.device)
     model = load(args.model)
     if args.start is not None:
         set_start(model, args.start)
-    if args.sep == "":
-        raise InputError("--sep must not be empty")
     limit = _line_limit(model, args.sep)
     if args.input_file not in (None, "-") and Path(args.input_file).is_file():
         for _ in _token_chunks(model, _input_lines(args, limit), args.sep):

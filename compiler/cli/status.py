@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ..automata.errors import ShortcutError
 from ..automata.version import __version__
@@ -42,6 +46,34 @@ def flushed(status: int) -> int:
     except BrokenPipeError:
         _silence_stdout()
     return status
+
+
+STILL_WORKING_S = 10.0
+"""Seconds between the lines :func:`still_working` prints while a step runs."""
+
+
+@contextmanager
+def still_working(what: str, every: float = STILL_WORKING_S) -> Iterator[None]:
+    """While the block runs, a line on stderr every ``every`` seconds (``planning ...: still
+    working, 20 s``), so that a step whose time cannot be estimated beforehand -- the planner's
+    analyses of a large automaton, reading a large DOT file, a certificate at a long max_len --
+    is never silent for long; nothing for a step that ends sooner."""
+    done, start = threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every):
+            try:
+                print(f"{what}: still working, {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # stderr went away: the step's own result still counts
+                return
+
+    thread = threading.Thread(target=beat, name="still-working", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 OUT_OF_MEMORY = ("out of memory: the automaton, its model or the inputs need more memory than this machine has free "

@@ -13,13 +13,14 @@ from ..automata.catalog import entries
 from ..automata.decompose import decompose
 from ..automata.load import load_spec
 from ..usage import EXIT_NOT_EXACT, EXIT_OK
-from ..export import FORMATS, save_transformer_lens, to_transformer_lens
+from ..export import FILES, FORMATS, save_transformer_lens, to_transformer_lens
 from ..zoo.run import MAX_WORKERS, run_zoo, zoo_progress
+from .status import still_working
 from .args import POSITIVE, int_in, promise_option, writable_dir, writable_file, write_output
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    out = writable_dir(args.output, "output directory")
+    out = writable_dir(args.output, "output directory", FILES, [args.model])
     model = load(args.model)
     export = to_transformer_lens(model)
     paths: list = []
@@ -33,8 +34,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_decompose(args: argparse.Namespace) -> int:
-    dot = writable_file(args.dot, "DOT file") if args.dot is not None else None
-    cascade = decompose(load_spec(args.spec, complete=args.complete, promise=args.promise))
+    dot = writable_file(args.dot, "DOT file", [args.spec]) if args.dot is not None else None
+    with still_working(f"decomposing {args.spec[:60]!r}"):
+        cascade = decompose(load_spec(args.spec, complete=args.complete, promise=args.promise))
     if dot is not None:
         write_output(dot, "DOT file", lambda: write_atomic(dot, to_dot(cascade)))
     print(json_text(summary_json(cascade)) if args.json else summary_text(cascade))

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from constructions.checkpoint import load
@@ -21,10 +19,20 @@ from verify.text import json_text
 
 from ..automata.atomic import write_atomic
 from ..automata.errors import InputError
+from ..automata.reading import MiB, read_json
 from ..usage import EXIT_NOT_EXACT, EXIT_OK
 from ..pipeline import require_intact_header
 from .args import NON_NEGATIVE, POSITIVE, seconds, writable_dir, writable_file, write_output
-from .status import say
+from .status import say, still_working
+
+
+CERTIFICATE_MAX_BYTES = 64 * MiB
+"""Largest certificate ``certify --check`` reads: with its obligations, as ``-o`` writes it, a
+certificate is under a MiB (``grid:8`` at max_len 1024: 0.65 MiB; ``memory:100`` at 256: 0.45 MiB)."""
+
+
+REPORT_FILES = ("report.json", "report.md", "report.html")
+"""The files ``verify --report DIR`` writes (:func:`verify.report.write_report`)."""
 
 
 def counterexample_line(ce: dict) -> str:
@@ -67,7 +75,8 @@ def _warn_stale_summary(model, path: str) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    report_dir = writable_dir(args.report, "report directory") if args.report is not None else None
+    report_dir = (writable_dir(args.report, "report directory", REPORT_FILES, [args.model])
+                  if args.report is not None else None)
     device = resolve_device(args.device)
     model = load(args.model)
     require_intact_header(model)
@@ -103,19 +112,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_certify(args: argparse.Namespace) -> int:
     """Prove the model exact on every input up to max_len (verify/certify/), or say why not."""
-    output = writable_file(args.output, "certificate") if args.output is not None else None
+    output = writable_file(args.output, "certificate", [args.model, args.check]) if args.output is not None else None
+    stored = None if args.check is None else read_json(args.check, CERTIFICATE_MAX_BYTES, "certificate", InputError)
+    if args.check is not None and not isinstance(stored, dict):
+        raise InputError(f"{args.check!r} is not a certificate (not a JSON object)")
     model = load(args.model)
     require_intact_header(model)
-    if args.check is not None:
-        try:
-            stored = json.loads(Path(args.check).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise InputError(f"cannot read the certificate {args.check!r}: {e}") from None
-        if not isinstance(stored, dict):
-            raise InputError(f"{args.check!r} is not a certificate (not a JSON object)")
-        cert = recheck(model, stored, with_obligations=output is not None)
-    else:
-        cert = certificate(model, with_obligations=output is not None)
+    with still_working(f"certifying {model.automaton.name} at max_len {model.max_len:,}"):
+        cert = (certificate(model, with_obligations=output is not None) if stored is None
+                else recheck(model, stored, with_obligations=output is not None))
     if output is not None:
         write_output(output, "certificate", lambda: write_atomic(output, json_text(cert, indent=1) + "\n"))
     if args.json:

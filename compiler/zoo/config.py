@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from constructions.labels import READOUTS
 from verify.policy import SAMPLINGS
 
 from ..automata.errors import InputError
+from ..automata.reading import MiB, parse_json, parse_toml, read_text
 from ..automata.families import CLASSES, MAX_LETTERS, MAX_STATES, Sizes, check_sizes
 from ..pipeline import MAX_LEN_LIMIT, methods
 
@@ -98,19 +98,18 @@ class Config:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
 
 
+CONFIG_MAX_BYTES = MiB
+"""Largest zoo config read (a config names families, not models: a few kB)."""
+
+
 def _read(path: Path) -> dict[str, Any]:
-    """The config file as a dict (TOML by default, JSON for a ``.json`` file)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the zoo config {str(path)!r}: {e}") from None
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
-        raise InputError(f"the zoo config {str(path)!r} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: "
-                         f"{e}") from None
+    """The config file as a dict (TOML by default, JSON for a ``.json`` file), read and parsed
+    within the bounds of :mod:`compiler.automata.reading`."""
+    what = f"the zoo config {str(path)!r}"
+    text = read_text(path, CONFIG_MAX_BYTES, "zoo config", InputError)
+    data = parse_json(text, what, InputError) if path.suffix.lower() == ".json" else parse_toml(text, what, InputError)
     if not isinstance(data, dict):
-        raise InputError(f"the zoo config {str(path)!r} must be an object with 'seed' and 'family' entries")
+        raise InputError(f"{what} must be an object with 'seed' and 'family' entries")
     return data
 
 
@@ -209,6 +208,12 @@ def load(path: "str | Path") -> Config:
     """Read and check a config file (TOML, or JSON for ``*.json``)."""
     path = Path(path)
     return parse(_read(path), f"the zoo config {str(path)!r}")
+
+
+def job_sha256(job: Job) -> str:
+    """sha256 of everything that decides a model's bytes (its id, seed and family settings): a
+    record is reused on resume only when it was made for this digest."""
+    return hashlib.sha256(json.dumps(asdict(job), sort_keys=True).encode()).hexdigest()
 
 
 def model_seed(zoo_seed: int, family: str, number: int) -> int:

@@ -33,7 +33,7 @@ from ..automata.families import random_of_class
 from ..automata.formats import from_regex, parse_alphabet
 from ..automata.spec import Semiautomaton
 from ..pipeline import compile_automaton
-from .config import CATALOG, REGEX, Job
+from .config import CATALOG, REGEX, Job, job_sha256
 
 MODELS, CIRCUITS, TRACES, RECORDS = "models", "circuits", "traces", "records"
 """The zoo directory's subdirectories."""
@@ -80,7 +80,12 @@ def draw(job: Job) -> Draw:
 
 
 def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """sha256 of a file's bytes, read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -146,7 +151,8 @@ def _build(job: Job, d: Draw, out: Path, clock: dict[str, float]) -> dict[str, A
 
 def run_job(job: Job, out: "str | Path") -> dict[str, Any]:
     """Make model ``job`` under ``out`` and write its record; returns the record
-    (``row``: its manifest row; ``timings``: seconds spent)."""
+    (``row``: its manifest row; ``timings``: seconds spent; ``job_sha256``: what it was made for,
+    :func:`compiler.zoo.config.job_sha256`)."""
     out = Path(out)
     torch.set_num_threads(1)  # the same arithmetic in every worker, whatever the machine's cores
     start = time.perf_counter()
@@ -165,6 +171,6 @@ def run_job(job: Job, out: "str | Path") -> dict[str, Any]:
         row.update(status="failed", error={"kind": f"internal:{type(e).__name__}",
                                            "message": " ".join(str(e).split())[:500]})
     clock["total_s"] = time.perf_counter() - start
-    record = {"row": row, "timings": {k: round(v, 4) for k, v in clock.items()}}
+    record = {"row": row, "timings": {k: round(v, 4) for k, v in clock.items()}, "job_sha256": job_sha256(job)}
     _write_json(out / RECORDS / f"{job.id}.json", record)
     return record

@@ -26,8 +26,10 @@ from verify.progress import Progress
 
 from ..automata.atomic import TEMP_SUFFIX, write_atomic
 from ..automata.errors import InputError
-from .config import Config, Job, jobs, load
-from .job import CIRCUITS, MODELS, RECORDS, TRACES, run_job
+from ..automata.load import SPEC_MAX_BYTES
+from ..automata.reading import MiB, read_json
+from .config import Config, Job, job_sha256, jobs, load
+from .job import CIRCUITS, MODELS, RECORDS, TRACES, run_job, sha256_file
 
 MANIFEST_SCHEMA = "shortcut-zoo-manifest/1"
 PARQUET = "manifest.parquet"
@@ -49,6 +51,8 @@ class ZooSummary:
     total: int
     new: int
     resumed: int
+    remade: int = 0
+    """Records found but not reused (made for another job, malformed, or their files missing or changed)."""
     by_status: dict[str, int] = field(default_factory=dict)
     by_class: dict[str, int] = field(default_factory=dict)
     by_method: dict[str, int] = field(default_factory=dict)
@@ -58,24 +62,52 @@ class ZooSummary:
     def text(self) -> str:
         """The summary as a few lines."""
         fmt = lambda d: ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"  # noqa: E731
-        return (f"zoo: {self.total} models in {self.out} ({self.new} made now, {self.resumed} already there)\n"
+        remade = f", {self.remade} of them made again: their records or files were missing, changed or made " \
+                 f"for another config" if self.remade else ""
+        return (f"zoo: {self.total} models in {self.out} ({self.new} made now{remade}, {self.resumed} already there)\n"
                 f"  status: {fmt(self.by_status)}\n  by class: {fmt(self.by_class)}\n"
                 f"  by method: {fmt(self.by_method)}\n  verification: {fmt(self.by_verification)}\n"
                 f"  failures by reason: {fmt(self.failures)}")
 
 
+RECORD_MAX_BYTES = SPEC_MAX_BYTES + MiB
+"""Largest record (or ``zoo.json``) read back: a record holds its model's spec."""
+STATUSES = ("ok", "not_exact", "failed")
+
+
+def _read_json(path: Path) -> Any:
+    """A zoo file the tool wrote, read within the bounds of :mod:`compiler.automata.reading`;
+    None when it is missing or unreadable (a record is then made again)."""
+    try:
+        return read_json(path, RECORD_MAX_BYTES, "zoo file", InputError)
+    except InputError:
+        return None
+
+
+def _no_links(out: Path) -> None:
+    """Refuse a zoo directory whose subdirectories or files are symbolic links: the zoo writes
+    them itself, and a planted link would send its writes elsewhere (docs/zoo.md).  The directory
+    itself may be a link: the user named it."""
+    for sub in ("", MODELS, CIRCUITS, TRACES, RECORDS):
+        d = out / sub
+        links = [d] if sub and d.is_symlink() else [e for e in os.scandir(d) if e.is_symlink()] if d.is_dir() else []
+        if links:
+            raise InputError(f"{str(Path(links[0]))!r} in the zoo directory is a symbolic link: the zoo writes its "
+                             f"files itself and does not follow links; remove it")
+
+
 def _prepare(out: Path, config: Config) -> None:
-    """Create the directory tree, refuse one that holds another config's zoo, and remove the
-    temporary files a killed run may have left (``.NAME.XXXXXXXX.tmp``)."""
+    """Create the directory tree (refusing symbolic links in it, :func:`_no_links`), refuse one
+    that holds another config's zoo, and remove the temporary files a killed run may have left
+    (``.NAME.XXXXXXXX.tmp``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    _no_links(out)
     for sub in (MODELS, CIRCUITS, TRACES, RECORDS):
-        (out / sub).mkdir(parents=True, exist_ok=True)
+        (out / sub).mkdir(exist_ok=True)
     stamp = out / "zoo.json"
     if stamp.exists():
-        try:
-            old = json.loads(stamp.read_text())["config_sha256"]
-        except (OSError, ValueError, KeyError, TypeError):
-            old = None
-        if old != config.digest():
+        old = _read_json(stamp)
+        if not isinstance(old, dict) or old.get("config_sha256") != config.digest():
             raise InputError(f"{str(out)!r} holds a zoo made from another config; choose a new directory")
     write_atomic(stamp, json.dumps({"schema": MANIFEST_SCHEMA, "config_sha256": config.digest(),
                                     "seed": config.seed}, sort_keys=True) + "\n")
@@ -84,14 +116,46 @@ def _prepare(out: Path, config: Config) -> None:
             tmp.unlink(missing_ok=True)
 
 
+def _files_intact(out: Path, row: dict[str, Any]) -> bool:
+    """A finished model's files are all there, regular files, with the sha256 its record holds."""
+    files, digests = row.get("files"), row.get("sha256")
+    if not (isinstance(files, dict) and isinstance(digests, dict) and files and set(files) == set(digests)):
+        return False
+    for key, rel in files.items():
+        path = out / rel if isinstance(rel, str) else None
+        if path is None or path.parent.parent != out or path.is_symlink() or not path.is_file():
+            return False
+        if sha256_file(path) != digests[key]:
+            return False
+    return True
+
+
+def _row_ok(row: Any, job: Job) -> bool:
+    """A record's row has the shape :func:`compiler.zoo.job.run_job` writes, for ``job``."""
+    if not (isinstance(row, dict) and row.get("id") == job.id and type(row.get("seed")) is int
+            and row.get("seed") == job.seed and row.get("class") == job.family.kind
+            and row.get("family") == job.family.name and row.get("status") in STATUSES):
+        return False
+    error = row.get("error")
+    if error is not None and not (isinstance(error, dict) and isinstance(error.get("kind"), str)):
+        return False
+    if row["status"] == "failed":
+        return error is not None
+    return (isinstance(row.get("method"), str) and isinstance(row.get("verification"), dict)
+            and isinstance(row["verification"].get("how"), str))
+
+
 def _record(out: Path, job: Job) -> dict[str, Any] | None:
-    """The finished record of ``job``, None when there is none (or it is unreadable: redone)."""
-    path = out / RECORDS / f"{job.id}.json"
-    try:
-        record = json.loads(path.read_text())
-        return record if record["row"]["id"] == job.id else None
-    except (OSError, ValueError, KeyError, TypeError):
+    """The finished record of ``job``: None when there is none, or it is unreadable, made for
+    another job (:func:`compiler.zoo.config.job_sha256`: another seed or family settings), of
+    another shape, or its model's files are missing or changed -- the model is made again."""
+    record = _read_json(out / RECORDS / f"{job.id}.json")
+    if not (isinstance(record, dict) and record.get("job_sha256") == job_sha256(job)
+            and isinstance(record.get("timings"), dict) and _row_ok(record.get("row"), job)):
         return None
+    if record["row"]["status"] != "failed" and not _files_intact(out, record["row"]):
+        return None
+    return record
 
 
 @contextmanager
@@ -169,10 +233,11 @@ def manifest_parquet(rows: list[dict[str, Any]]) -> bytes | None:
     return sink.getvalue().to_pybytes()
 
 
-def _manifest(out: Path, all_jobs: list[Job]) -> list[dict[str, Any]]:
+def _manifest(out: Path, all_jobs: list[Job], found: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Rebuild ``manifest.jsonl`` (and its Parquet copy, :func:`manifest_parquet`) and
-    ``timings.jsonl`` from the records, in the config's order."""
-    records = [_record(out, j) for j in all_jobs]
+    ``timings.jsonl`` from the records (``found``: by id, those checked on resume and those made
+    now), in the config's order."""
+    records = [found.get(j.id) for j in all_jobs]
     rows = [{"schema": MANIFEST_SCHEMA, **r["row"]} for r in records if r is not None]
     line = _json_line
     write_atomic(out / "manifest.jsonl", "".join(line(r) + "\n" for r in rows))
@@ -186,9 +251,9 @@ def _manifest(out: Path, all_jobs: list[Job]) -> list[dict[str, Any]]:
     return rows
 
 
-def _summary(out: Path, rows: list[dict[str, Any]], new: int) -> ZooSummary:
+def _summary(out: Path, rows: list[dict[str, Any]], new: int, remade: int) -> ZooSummary:
     """Counts of the manifest's rows."""
-    s = ZooSummary(str(out), len(rows), new, len(rows) - new)
+    s = ZooSummary(str(out), len(rows), new, len(rows) - new, remade)
     s.by_status = dict(Counter(r["status"] for r in rows))
     s.by_class = dict(Counter(r["class"] for r in rows))
     s.by_method = dict(Counter(r["method"] for r in rows if "method" in r))
@@ -209,10 +274,13 @@ def run_zoo(config: "Config | str | Path", out: "str | Path", *, workers: int = 
     out = Path(out)
     _prepare(out, config)
     all_jobs = jobs(config, limit)
-    todo = [j for j in all_jobs if _record(out, j) is None]
-    count = [len(all_jobs) - len(todo)]
+    found = {j.id: r for j in all_jobs if (r := _record(out, j)) is not None}
+    todo = [j for j in all_jobs if j.id not in found]
+    remade = sum((out / RECORDS / f"{j.id}.json").exists() for j in todo)
+    count = [len(found)]
 
     def done(record: dict[str, Any]) -> None:
+        found[record["row"]["id"]] = record
         count[0] += 1
         if progress:
             progress(record["row"]["id"], count[0], len(all_jobs))
@@ -221,7 +289,7 @@ def run_zoo(config: "Config | str | Path", out: "str | Path", *, workers: int = 
         _ray(todo, out, workers, ray, done)
     elif todo:
         _pool(todo, out, workers, done)
-    return _summary(out, _manifest(out, all_jobs), len(todo))
+    return _summary(out, _manifest(out, all_jobs, found), len(todo), remade)
 
 
 def zoo_progress() -> Progress:

@@ -262,11 +262,12 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
 
 def recheck(model, stored: dict[str, Any], with_obligations: bool = False) -> dict[str, Any]:
     """Re-run the checker on ``model`` and compare with a stored certificate: the same weights,
-    obligations, max_len and dtype, and a passing proof.  Returns the new certificate with
+    obligations, max_len and dtype (equal values of equal JSON types: ``1`` is not ``true``, ``16.0``
+    not ``16``), and a passing proof.  Returns the new certificate with
     ``matches`` (bool) and ``mismatch`` (what differs, if anything)."""
     new = certify(model, with_obligations)
     differ = [k for k in ("weights_sha256", "obligations_sha256", "max_len", "dtype", "certified")
-              if stored.get(k) != new.get(k)]
+              if type(stored.get(k)) is not type(new.get(k)) or stored.get(k) != new.get(k)]  # typed: 1 is not true
     new["matches"] = not differ and new.get("certified") is True
     new["mismatch"] = differ
     return new

@@ -15,9 +15,9 @@ import pytest
 
 from compiler.automata.errors import InputError
 from compiler.cli import main
-from compiler.zoo.config import parse
+from compiler.zoo.config import jobs, parse
 from compiler.zoo.job import RECORDS
-from compiler.zoo.run import PARQUET, run_zoo
+from compiler.zoo.run import PARQUET, _record, run_zoo
 from constructions.checkpoint import load
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -70,6 +70,35 @@ def test_a_rerun_resumes_and_a_lost_model_comes_back_identical(small):
     third = run_zoo(parse(SMALL), out)
     assert third.new == 1 and digests(out) == before
     assert not list((out / "models").glob(".*.tmp"))
+
+
+def test_a_resume_reuses_only_records_it_can_check(small):
+    """Issue 42: a hand-edited record, a deleted model file or a record whose sha256 is wrong is
+    made again (not reused, not a KeyError), and records made for another config are not reused."""
+    out, _ = small
+    before = digests(out)
+    edits = {"loc-00000": lambda r: r["row"].pop("status"), "bad-00000": lambda r: r["row"].update(status=["ok"]),
+             "rot-00000": lambda r: r["row"]["sha256"].update(model="0" * 64)}
+    for job_id, edit in edits.items():
+        path = out / RECORDS / f"{job_id}.json"
+        record = json.loads(path.read_text())
+        edit(record)
+        path.write_text(json.dumps(record))
+    (out / "models" / "loc-00001.safetensors").unlink()
+    path, job = out / RECORDS / "rot-00000.json", jobs(parse(SMALL))[2]
+    text = path.read_text()
+    for edit in (lambda r: r.pop("timings"), lambda r: r["row"].update(verification=[1]),
+                 lambda r: r["row"].update(error=[[[[[]]]]] * 2), lambda r: r.update(deep="[" * 5000)):
+        record = json.loads(text)
+        edit(record)
+        path.write_text(json.dumps(record).replace('"' + "[" * 5000 + '"', "[" * 5000 + "]" * 5000))
+        assert _record(out, job) is None
+    path.write_text(text)
+    other = parse({**SMALL, "seed": 5})
+    assert all(_record(out, j) is None for j in jobs(other))  # another seed's jobs: as when zoo.json is deleted
+    again = run_zoo(parse(SMALL), out)
+    assert again.new == 4 and again.remade == 4 and "4 of them made again" in again.text()
+    assert digests(out) == before
 
 
 def test_the_parquet_copy_holds_the_manifest_rows(small):
