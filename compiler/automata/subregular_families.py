@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .errors import SpecError
-from .moore import minimise
+from .moore import minimise, reachable_states
 from .spec import Semiautomaton
 
 CLASSES: tuple[str, ...] = ("sl", "lt", "ltt", "tsl", "tlt", "sp", "pt", "zp", "sf")
@@ -424,14 +424,8 @@ def explore(start: State, step: Callable[[State, int], State], letters: int,
 def bfs_renamed(a: Semiautomaton, name: str) -> Semiautomaton:
     """``a`` restricted to the states reachable from its start, renamed ``q0 ..`` breadth first
     (letters in alphabet order), the start ``q0``."""
-    order, seen, todo = [a.start], {a.start: 0}, deque([a.start])
-    while todo:
-        q = todo.popleft()
-        for m in a.maps:
-            if m[q] not in seen:
-                seen[m[q]] = len(order)
-                order.append(m[q])
-                todo.append(m[q])
+    order = reachable_states(a)
+    seen = {q: i for i, q in enumerate(order)}
     maps = tuple(tuple(seen[m[q]] for q in order) for m in a.maps)
     outputs = None if a.outputs is None else tuple(a.outputs[q] for q in order)
     return Semiautomaton(name, tuple(f"q{i}" for i in range(len(order))), a.alphabet, maps, 0, outputs)
