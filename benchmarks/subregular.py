@@ -16,6 +16,7 @@ estimate) and a timeout are rows too.
         --json benchmarks/results/subregular.json
     python benchmarks/subregular.py --classes sp,pt --k 6 --letters 64 --seeds 0,1,2
     python benchmarks/subregular.py --before benchmarks/results/subregular.json --out after.md   # beside a baseline
+    python benchmarks/subregular.py --from-json records.json --out table.md   # the tables of saved records
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None, help="write the records (a later run's --before)")
     ap.add_argument("--before", default=None, help="records of an earlier run, put beside")
+    ap.add_argument("--from-json", default=None, help="write the tables of saved records (--json) without running")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     lens = _ints(args.max_len)
@@ -173,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         args.k, args.letters, args.seeds = "2,4,6", "4,64", "0"
     before = {_key(r): r for r in json.loads(Path(args.before).read_text())} if args.before else {}
     t0 = time.perf_counter()
-    records: list[dict] = []
-    for cls in args.classes.split(","):
+    records: list[dict] = json.loads(Path(args.from_json).read_text()) if args.from_json else []
+    for cls in [] if args.from_json else args.classes.split(","):
         for k in _ints(args.k):
             for letters in _ints(args.letters):
                 for seed in _ints(args.seeds):
