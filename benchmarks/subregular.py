@@ -47,8 +47,14 @@ ROW_PARAMS = 20_000_000
 """Plans above this many parameters are recorded, not compiled (memory on a small machine)."""
 
 
-def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_params_row: int) -> list[dict]:
-    """One language: a record per max_len (plan, compile, certify), in this process."""
+def _say(rec: dict) -> None:
+    """One record as a JSON line, at once: the parent keeps the last one per max_len, even on a timeout."""
+    print(json.dumps(rec), flush=True)
+
+
+def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_params_row: int) -> None:
+    """One language in this process: every max_len planned first, then each compiled and certified;
+    a record per max_len printed after each stage (``stage``: what runs next, ``done`` at the end)."""
     import torch  # noqa: F401  (imported before timing, as the CLI would)
 
     from compiler.pipeline import candidates, compile_automaton
@@ -58,51 +64,68 @@ def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_para
     a = random_language(cls, k=k, letters=letters, seed=seed)
     base = {"class": cls, "k": k, "letters": letters, "seed": seed, "states": a.n_states,
             "generate_s": time.perf_counter() - t}
-    out = []
+    recs = {}
     for T in lens:
         rec: dict = {**base, "T": T}
         t = time.perf_counter()
         plan = candidates(a, max_len=T)
         rec["plan_s"] = time.perf_counter() - t
         if plan["error"] is not None:
-            out.append({**rec, "status": f"refused: {plan['error']}"})
-            continue
-        chosen = next(c for c in plan["candidates"] if c["name"] == plan["chosen"])
-        rec.update(planned=chosen["name"], planned_layers=chosen["layers"], planned_params=chosen["params"])
-        if chosen["params"] > max_params_row:
-            out.append({**rec, "status": f"not compiled: plan {chosen['params']:,} params > {max_params_row:,}"})
+            rec.update(stage="done", status=f"refused: {plan['error']}")
+        else:
+            chosen = next(c for c in plan["candidates"] if c["name"] == plan["chosen"])
+            rec.update(planned=chosen["name"], planned_layers=chosen["layers"], planned_params=chosen["params"],
+                       stage="compile", status="")
+            if chosen["params"] > max_params_row:
+                rec.update(stage="done", status=f"not compiled: plan {chosen['params']:,} params > {max_params_row:,}")
+        recs[T] = rec
+        _say(rec)
+    for T, rec in recs.items():
+        if rec["stage"] == "done":
             continue
         t = time.perf_counter()
         model = compile_automaton(a, max_len=T, readout="labels")
-        rec["compile_s"] = time.perf_counter() - t
         info = model.info()
-        rec.update(method=info["method"], layers=info["n_layers"], params=info["n_params"])
+        rec.update(compile_s=time.perf_counter() - t, method=info["method"], layers=info["n_layers"],
+                   params=info["n_params"], stage="certify")
+        _say(rec)
         cert = certify(model)
-        rec["certify_s"] = cert.get("seconds")
-        rec["certified"] = bool(cert["certified"])
-        rec["status"] = "certified" if cert["certified"] else f"not certified: {cert.get('reason', '')}"
-        rec["peak_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        out.append(rec)
-    return out
+        rec.update(certify_s=cert.get("seconds"), certified=bool(cert["certified"]), stage="done",
+                   status="certified" if cert["certified"] else f"not certified: {cert.get('reason', '')}",
+                   peak_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+        _say(rec)
+
+
+def _text(out) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
 
 
 def run_row(cls: str, k: int, letters: int, seed: int, lens: list[int], timeout: float,
             max_params_row: int) -> list[dict]:
-    """:func:`measure` in a new process, killed after ``timeout`` seconds."""
+    """:func:`measure` in a new process, killed after ``timeout`` seconds: the last record of
+    each max_len (a timeout names the stage it stopped in)."""
     cmd = [sys.executable, __file__, "--worker", f"{cls}:{k}:{letters}:{seed}", "--max-len",
            ",".join(map(str, lens)), "--max-params-row", str(max_params_row)]
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return [{"class": cls, "k": k, "letters": letters, "seed": seed, "T": T,
-                 "status": f"timeout after {timeout:.0f} s"} for T in lens]
-    lines = p.stdout.strip().splitlines()
-    if p.returncode != 0 or not lines:
-        why = (p.stderr.strip().splitlines() or ["no output"])[-1][:160]
-        return [{"class": cls, "k": k, "letters": letters, "seed": seed, "T": T,
-                 "status": f"failed (exit {p.returncode}, {time.perf_counter() - t:.0f} s): {why}"} for T in lens]
-    return json.loads(lines[-1])
+        out, err, failed = p.stdout, p.stderr, (f"failed (exit {p.returncode}, {time.perf_counter() - t:.0f} s)"
+                                                if p.returncode else None)
+    except subprocess.TimeoutExpired as e:
+        out, err, failed = _text(e.stdout), _text(e.stderr), f"timeout after {timeout:.0f} s"
+    last = {}
+    for line in out.splitlines():
+        rec = json.loads(line)
+        last[rec["T"]] = rec
+    why = (err.strip().splitlines() or [""])[-1][:160]
+    rows = []
+    for T in lens:
+        rec = last.get(T, {"class": cls, "k": k, "letters": letters, "seed": seed, "T": T, "stage": "plan"})
+        if rec["stage"] != "done":
+            rec["status"] = f"{failed or 'failed'} in {rec['stage']}" + (f": {why}" if why and "timeout" not in
+                                                                          (failed or "") else "")
+        rows.append(rec)
+    return rows
 
 
 def _num(x, fmt: str = "{:,}") -> str:
@@ -164,22 +187,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the records (a later run's --before)")
     ap.add_argument("--before", default=None, help="records of an earlier run, put beside")
     ap.add_argument("--from-json", default=None, help="write the tables of saved records (--json) without running")
+    ap.add_argument("--resume", action="store_true", help="keep the records in --json and run only the others")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     lens = _ints(args.max_len)
     if args.worker:
         cls, k, letters, seed = args.worker.split(":")
-        print(json.dumps(measure(cls, int(k), int(letters), int(seed), lens, args.max_params_row)))
+        measure(cls, int(k), int(letters), int(seed), lens, args.max_params_row)
         return 0
     if args.quick:
         args.k, args.letters, args.seeds = "2,4,6", "4,64", "0"
     before = {_key(r): r for r in json.loads(Path(args.before).read_text())} if args.before else {}
     t0 = time.perf_counter()
     records: list[dict] = json.loads(Path(args.from_json).read_text()) if args.from_json else []
+    if args.resume and args.json and Path(args.json).exists():
+        records = json.loads(Path(args.json).read_text())
+    done = {_key(r)[: _key(r).rindex(":")] for r in records}
     for cls in [] if args.from_json else args.classes.split(","):
         for k in _ints(args.k):
             for letters in _ints(args.letters):
                 for seed in _ints(args.seeds):
+                    if f"{cls}:{k}:{letters}:{seed}" in done:
+                        continue
                     rows = run_row(cls, k, letters, seed, lens, args.timeout, args.max_params_row)
                     records += rows
                     for r in rows:
