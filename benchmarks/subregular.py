@@ -52,7 +52,8 @@ def _say(rec: dict) -> None:
     print(json.dumps(rec), flush=True)
 
 
-def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_params_row: int) -> None:
+def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_params_row: int,
+            plan_only: bool = False) -> None:
     """One language in this process: every max_len planned first, then each compiled and certified;
     a record per max_len printed after each stage (``stage``: what runs next, ``done`` at the end)."""
     import torch  # noqa: F401  (imported before timing, as the CLI would)
@@ -76,7 +77,9 @@ def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_para
             chosen = next(c for c in plan["candidates"] if c["name"] == plan["chosen"])
             rec.update(planned=chosen["name"], planned_layers=chosen["layers"], planned_params=chosen["params"],
                        stage="compile", status="")
-            if chosen["params"] > max_params_row:
+            if plan_only:
+                rec.update(stage="done", status="planned only")
+            elif chosen["params"] > max_params_row:
                 rec.update(stage="done", status=f"not compiled: plan {chosen['params']:,} params > {max_params_row:,}")
         recs[T] = rec
         _say(rec)
@@ -101,11 +104,11 @@ def _text(out) -> str:
 
 
 def run_row(cls: str, k: int, letters: int, seed: int, lens: list[int], timeout: float,
-            max_params_row: int) -> list[dict]:
+            max_params_row: int, plan_only: bool = False) -> list[dict]:
     """:func:`measure` in a new process, killed after ``timeout`` seconds: the last record of
     each max_len (a timeout names the stage it stopped in)."""
     cmd = [sys.executable, __file__, "--worker", f"{cls}:{k}:{letters}:{seed}", "--max-len",
-           ",".join(map(str, lens)), "--max-params-row", str(max_params_row)]
+           ",".join(map(str, lens)), "--max-params-row", str(max_params_row), *(["--plan-only"] if plan_only else [])]
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -187,13 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the records (a later run's --before)")
     ap.add_argument("--before", default=None, help="records of an earlier run, put beside")
     ap.add_argument("--from-json", default=None, help="write the tables of saved records (--json) without running")
+    ap.add_argument("--plan-only", action="store_true", help="plan only (auto's method, layers, parameters)")
     ap.add_argument("--resume", action="store_true", help="keep the records in --json and run only the others")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     lens = _ints(args.max_len)
     if args.worker:
         cls, k, letters, seed = args.worker.split(":")
-        measure(cls, int(k), int(letters), int(seed), lens, args.max_params_row)
+        measure(cls, int(k), int(letters), int(seed), lens, args.max_params_row, args.plan_only)
         return 0
     if args.quick:
         args.k, args.letters, args.seeds = "2,4,6", "4,64", "0"
@@ -209,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                 for seed in _ints(args.seeds):
                     if f"{cls}:{k}:{letters}:{seed}" in done:
                         continue
-                    rows = run_row(cls, k, letters, seed, lens, args.timeout, args.max_params_row)
+                    rows = run_row(cls, k, letters, seed, lens, args.timeout, args.max_params_row, args.plan_only)
                     records += rows
                     for r in rows:
                         print(json.dumps(r), flush=True)
