@@ -148,12 +148,38 @@ def _key(r: dict) -> str:
     return f"{r['class']}:{r['k']}:{r['letters']}:{r['seed']}:{r['T']}"
 
 
+def _plan_cell(r: dict) -> str:
+    if "planned" not in r:
+        return r["status"].split(":")[0].replace("|", "\\|")
+    return f"{r['planned']} {r['planned_layers']}, {_num(r['planned_params'])}"
+
+
+def plan_table(cls: str, rows: list[dict]) -> list[str]:
+    """A ``--plan-only`` run's class: one row per language, auto's plan at each max_len."""
+    lens = sorted({r["T"] for r in rows})
+    lines = [f"\n## {TITLE[cls]}: class depth {BOUND[cls]}\n",
+             "| k | letters | seed | states | " + " | ".join(f"auto at T = {T} (layers, params)" for T in lens)
+             + " | plan s |", "|---|---|---|---|" + "---|" * len(lens) + "---|"]
+    langs: dict[tuple, dict[int, dict]] = {}
+    for r in rows:
+        langs.setdefault((r["k"], r["letters"], r["seed"]), {})[r["T"]] = r
+    for (k, letters, seed), by_T in langs.items():
+        first = next(iter(by_T.values()))
+        cells = " | ".join(_plan_cell(by_T[T]) if T in by_T else "-" for T in lens)
+        worst = max((x.get("plan_s") or 0.0) for x in by_T.values())
+        lines.append(f"| {k} | {letters} | {seed} | {_num(first.get('states'))} | {cells} | {worst:.1f} |")
+    return lines
+
+
 def table(records: list[dict], before: dict) -> list[str]:
-    """A Markdown table per class."""
+    """A Markdown table per class (a compact one for a ``--plan-only`` run)."""
     lines = []
     for cls in CLASSES:
         rows = [r for r in records if r["class"] == cls]
         if not rows:
+            continue
+        if any(r["status"] == "planned only" for r in rows) and not any("compile_s" in r for r in rows):
+            lines += plan_table(cls, rows)
             continue
         lines += [f"\n## {TITLE[cls]}: class depth {BOUND[cls]}\n",
                   "| k | letters | seed | states | T | auto | layers | params | plan s | compile s | certify s | "
