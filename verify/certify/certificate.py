@@ -27,6 +27,12 @@ from .latest import any_layer, is_any_layer
 from .recency import races_mlp
 from .labels import relabelled
 from .after_races import races_then_steps
+from .program import prove as prove_program
+
+
+NOT_END_TO_END = ("weights proved against the declared program; program not proved against the automaton ({} not "
+                  "covered)")
+"""The verdict when the weights run the declared program but no rule proves that program is the automaton."""
 
 
 def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
@@ -147,9 +153,12 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
             out["promise"] = ob.promise.text
         if with_obligations:
             out["obligations"] = ob.to_json()
-        out["layers"] = _run(model, ob)
+        out["program"] = prove_program(model, ob)  # the program against the automaton (a failure names an input)
+        out["layers"] = _run(model, ob)  # the weights against the program
         out["readout"] = out["layers"].pop()["readout"]
-        out["certified"] = True
+        out["certified"] = bool(out["program"]["proved"])
+        if not out["certified"]:
+            out.update(supported=False, weights_proved=True, reason=NOT_END_TO_END.format(out["program"]["not_covered"]))
     except NotCertifiable as e:
         out.update(certified=False, supported=False, reason=str(e))
     except CertificateFailure as e:
@@ -235,7 +244,7 @@ def certificate_summary(cert: dict[str, Any]) -> dict[str, Any]:
     """The part of a certificate a checkpoint stores (``meta["verification"]["certificate"]``):
     the verdict, what it is bound to (weights, obligations, max_len, dtype), the margins."""
     keep = ("schema", "certified", "supported", "reason", "failure", "method", "max_len", "dtype", "paths",
-            "weights_sha256", "obligations_sha256", "promise", "readout")  # no timing: checkpoints stay deterministic
+            "weights_sha256", "obligations_sha256", "promise", "readout", "weights_proved")  # no timing: checkpoints stay deterministic
     out = {k: cert[k] for k in keep if k in cert}
     if "layers" in cert:
         out["max_radius"] = max((max(layer["radius"].values(), default=0.0) for layer in cert["layers"]), default=0.0)
@@ -257,6 +266,8 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
                 f"both attention paths; readout margin after error bounds {margin:.4g}{took})"
                 if isinstance(margin, (int, float)) else f"certified exact on {inputs} up to max_len "
                 f"{cert.get('max_len')}")
+    if cert.get("weights_proved") is True:
+        return str(cert.get("reason"))
     return f"not certified: {cert.get('reason')}"
 
 
