@@ -246,6 +246,8 @@ def certificate_summary(cert: dict[str, Any]) -> dict[str, Any]:
     keep = ("schema", "certified", "supported", "reason", "failure", "method", "max_len", "dtype", "paths",
             "weights_sha256", "obligations_sha256", "promise", "readout", "weights_proved")  # no timing: checkpoints stay deterministic
     out = {k: cert[k] for k in keep if k in cert}
+    if isinstance(cert.get("program"), dict):  # the program proof's verdict and size, without its time
+        out["program"] = {k: v for k, v in cert["program"].items() if k != "seconds"}
     if "layers" in cert:
         out["max_radius"] = max((max(layer["radius"].values(), default=0.0) for layer in cert["layers"]), default=0.0)
         heads = [h for layer in cert["layers"] for h in layer.get("heads", [])]
@@ -258,6 +260,9 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
     """One line: certified (with the smallest readout margin and the time), or why not."""
     if not isinstance(cert, dict):
         return "not certified (no certificate)"
+    if cert.get("certified") is True and not isinstance(cert.get("program"), dict):
+        return ("weights proved against the declared program; the program not proved against the automaton (a "
+                "certificate from before end-to-end proofs: run `shortcut certify`)")
     if cert.get("certified") is True:
         margin = (cert.get("readout") or {}).get("min_margin")
         took = f", {cert['seconds']} s" if isinstance(cert.get("seconds"), (int, float)) else ""
@@ -269,6 +274,17 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
     if cert.get("weights_proved") is True:
         return str(cert.get("reason"))
     return f"not certified: {cert.get('reason')}"
+
+
+def lead_verdict(exact: bool, cert: dict[str, Any] | None, exhaustive: bool) -> str:
+    """A report's leading verdict, the strongest that holds: CERTIFIED EXACT (an end-to-end
+    certificate), EXACT (every input up to max_len checked), NO ERROR FOUND (sampled, not proved
+    exact), or NOT EXACT."""
+    if not exact:
+        return "NOT EXACT"
+    if isinstance(cert, dict) and cert.get("certified") is True:
+        return "CERTIFIED EXACT"
+    return "EXACT" if exhaustive else "NO ERROR FOUND (sampled, not proved exact)"
 
 
 def recheck(model, stored: dict[str, Any], with_obligations: bool = False) -> dict[str, Any]:

@@ -29,6 +29,7 @@ window maps of the inner layers are never read (a read of one is not covered).
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
@@ -58,6 +59,9 @@ class Chain:
     composes: tuple[Compose, ...]
     heads: tuple[Fetch, ...]
     letters: tuple[tuple[int, ...], ...]
+    points: tuple[int, ...]
+    """The points whose images the program reads (the natural readout: q0's alone): the prefix's
+    map is tracked on them only -- f then a letter's map sends x to letter[f(x)], on the same x."""
 
 
 def _composes(mlp: Any) -> list[Compose]:
@@ -103,8 +107,23 @@ def _chains(ob: Obligations, T: int) -> list[Chain]:
         if not np.array_equal(F[-1], np.arange(m)) or np.any((F != np.round(F)) | (F < 0) | (F >= m)):
             raise NotCovered(f"{where} (BOS's map is not the identity, or a letter's is not a map on {m} points)")
         chains.append(Chain(maps, fetched, composes, tuple(heads),
-                            tuple(tuple(int(v) for v in row) for row in F[:-1])))
+                            tuple(tuple(int(v) for v in row) for row in F[:-1]), _points_read(ob, composes, m)))
     return chains
+
+
+def _points_read(ob: Obligations, composes: tuple[Compose, ...], m: int) -> tuple[int, ...]:
+    """Which points of a scan's result anything but its own compositions reads (all, where a
+    reader takes the whole map)."""
+    into = composes[-1].into
+    pairs = [p for layer in ob.layers for x in (*layer.fetches, layer.mlp) if x is not None for p in reads_of(x)]
+    names = [n for n, r in pairs if r not in composes] + [p for n in ob.readout.reads for p in n.split(" + ")]
+    points = set()
+    for n in names:
+        if n == into:
+            return tuple(range(m))
+        if n.startswith(into + "[") and n.endswith("]"):
+            points.add(int(n[len(into) + 1 : -1]))
+    return tuple(sorted(points))
 
 
 @dataclass
@@ -165,9 +184,11 @@ def _compose_rule(program: Program, chain: Chain, c: Compose) -> Callable[[Env],
         if not last:
             env[chain.maps], env[chain.fetched] = OPAQUE, (0.0,) * m
             return
-        value = tuple(float(v) for v in program.current[chain.maps])
+        value = [math.nan] * m  # points nothing reads: no code (a read would not be an integer)
+        for x, fx in zip(chain.points, program.current[chain.maps]):
+            value[x] = float(fx)
         other = chain.fetched if c.into == chain.maps else chain.maps
-        env[c.into], env[other] = value, ((0.0,) * m if other == chain.fetched else OPAQUE)
+        env[c.into], env[other] = tuple(value), ((0.0,) * m if other == chain.fetched else OPAQUE)
     return rule
 
 
@@ -244,6 +265,8 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
             if isinstance(f, Match) and f.src.split("[")[0] in positional:
                 raise NotCovered(f"head {f.head} (it copies a position: a recency, which the gridworld's races "
                                  f"compare)")
+    if any(type(f) not in HEADS for layer in ob.layers for f in layer.fetches):
+        raise NotCovered(f"the head kinds {sorted({type(f).__name__ for layer in ob.layers for f in layer.fetches})}")
     heads = [[None if id(f) in scan_heads else HEADS[type(f)](f, T, readers) for f in layer.fetches]
              for layer in ob.layers]
     stable = max([1] + [h.stable for layer in heads for h in layer if h is not None])
@@ -252,7 +275,7 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
     for chain in chains:
         for c in chain.composes:
             program.special[id(c)] = _compose_rule(program, chain, c)
-    program.current = {c.maps: tuple(range(len(c.letters[0]) if c.letters else 0)) for c in chains}
+    program.current = {c.maps: c.points for c in chains}
     bos = program.env(-1, 0)
     program.claims = _claims(ob, bos)
     starts: list[Hashable] = []

@@ -131,8 +131,8 @@ def _fetch(f: Fetch, T: int, readers: Any) -> Head:
     if len(key) != T + 1:
         raise ProgramError(f"head {f.head} declares keys for {len(key) - 1} positions, max_len is {T}")
     src = f.src
-    if key[T] == 0 and not key.any():
-        return Head(f.dst, 0, lambda e: (), lambda e: read(e, src), lambda m, e, t: (m, m))
+    if not key.any():  # BOS at every position: its code, kept
+        return Head(f.dst, 0, lambda e: read(e, src), lambda e: read(e, src), lambda m, e, t: (m, m))
     c = int(T - key[T])
     first = int(np.argmax(key != 0))
     skip = max(0, int(key[first]) - 1)
