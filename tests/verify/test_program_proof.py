@@ -119,7 +119,8 @@ def _swap_readout(monkeypatch, model, q1: int, q2: int) -> None:
 
 @pytest.mark.parametrize("spec, method, max_len", [
     ("symmetric:3", "scan", 16), ("adder:2", "local", 16), ("cyclic-product:2,3", "product", 16),
-    ("dyck:2,2", "bounded-stack", 16), ("nth-last:3", "lookback", 16), ("cyclic:3", "krohn-rhodes", 16)])
+    ("dyck:2,2", "bounded-stack", 16), ("dyck-legal:2,2", "bounded-stack", 16), ("nth-last:3", "lookback", 16),
+    ("cyclic:3", "krohn-rhodes", 16)])
 def test_every_covered_construction_refuses_two_states_read_out_swapped(monkeypatch, spec, method, max_len):
     """Per construction: certified end to end, then refused (naming a separating input) once two
     states' readouts are swapped consistently in weights and obligations."""
@@ -178,3 +179,15 @@ def test_the_program_proof_is_fast_on_long_inputs():
         model = compile_automaton(spec, max_len=1024, method=method)
         out = prove(model, obligations_of(model))
         assert out["proved"] is True and out["seconds"] < 5, (spec, out)
+
+
+def test_a_partial_automaton_is_proved_on_legal_inputs_and_says_so():
+    """Without a promise in its obligations (a cascade), a partial automaton's program is proved on
+    legal inputs only -- the automaton gives no other input a state -- and the verdict says so."""
+    spec = {"states": ["a", "b"], "alphabet": ["x", "y"], "start": "a",
+            "transitions": {"a": {"x": "b"}, "b": {"x": "a", "y": "b"}}}
+    model = compile_automaton(spec, max_len=16, promise="legal", method="krohn-rhodes")
+    cert = certify(model)
+    assert cert["certified"] is True and cert["program"]["inputs"] == "legal"
+    from verify.certify import certificate_text
+    assert certificate_text(cert).startswith("certified exact on every legal input")

@@ -154,6 +154,8 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
         if with_obligations:
             out["obligations"] = ob.to_json()
         out["program"] = prove_program(model, ob)  # the program against the automaton (a failure names an input)
+        if out["program"].get("inputs") == "legal" and "promise" not in out:  # the automaton says nothing elsewhere
+            out["promise"] = "legal inputs only (the automaton is partial: no other input has a state)"
         out["layers"] = _run(model, ob)  # the weights against the program
         out["readout"] = out["layers"].pop()["readout"]
         out["certified"] = bool(out["program"]["proved"])

@@ -9,21 +9,26 @@ code is trusted: not the plan's tables, not the cascade.
 Method (the semantics of each kind: :mod:`.semantics`).  The program carries, from position to
 position, a finite *memory*: each head's (a window of codes, a latched code, a residue of a
 sum, a bit) and, for a scan, the prefix's composed map.  Its step at position t is a function
-of (memory, letter, t), and the same function for every t past the last position where a
-head's keys change form (``stable``).  So the pairs (automaton state, memory) -- with t while
-t < stable -- that inputs of length <= max_len reach are found by breadth-first search, and at
-each the program's readout must be the automaton's.  Breadth-first order makes the first
-failure a shortest input on which program and automaton differ.  The search also checks the
-program's own claims (:class:`~constructions.obligations.Joint`, a promise's claims), which the
-weight checker relies on.
+of (memory, letter, clock(t)): the clock is t until every head's keys keep one form and the
+positional features read (a phase) repeat with a period, then the place in that period.  So
+the triples (automaton state, memory, clock) that inputs of length <= max_len reach are found by
+breadth-first search, and at each the program's readout must be the automaton's.  Breadth-first
+order makes the first failure a shortest input on which program and automaton differ.  The
+search also checks the program's own claims (:class:`~constructions.obligations.Joint`, a
+promise's claims), which the weight checker relies on.
 
 The scan's lemma (Theorem 10): when the letters embed maps on m points (integer codes in
 0..m-1) with BOS the identity, and layer l = 1..L fetches that subspace at offsets t - 2^(l-1)
 (BOS below 1) and composes f(g(q)) into it (the last layer into either subspace), then after
 layer l it holds the composition of the letters' maps over positions (t - 2^l, t] (by induction:
 the fetched window ends where the own one begins, and BOS's identity pads positions below 1);
-with 2^L >= max_len that is the prefix's map.  The program's memory is then that map, and the
-window maps of the inner layers are never read (a read of one is not covered).
+with 2^L >= max_len that is the prefix's map.  The program's memory is then that map, on the
+points something reads, and the window maps of the inner layers are never read (a read of one is
+not covered).
+
+The latch lemma (:func:`_latch`): a bounded stack's error sink keeps an exact depth that grows
+with max_len; once its "some error so far" bit is set the readout is fixed for good, and the
+memory collapses to one settled value.
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ import numpy as np
 
 from compiler.automata.spec import Semiautomaton, from_dict
 from constructions.labels import readout_of
-from constructions.obligations import (AnyFlag, Beside, Compose, Fetch, Lookup, Match, Modular, Obligations, Races, Round, Steps,
-                                       Threshold, offset_keys)
+from constructions.obligations import (AnyFlag, Beside, Compose, Fetch, Lookup, Match, Modular, Obligations, Races,
+                                       Round, Steps, Threshold, offset_keys)
 
 from .semantics import (HEADS, OPAQUE, Env, Head, NotCovered, ProgramError, Special, add, integers, read, reads_of,
                         run_mlp)
@@ -395,7 +400,8 @@ def _latch(program: Program, bos: Env) -> tuple[int, int] | None:
                for part in n.split(" + ")]
     for th in (o for o in leaves if isinstance(o, Threshold)):
         rows = ob.embedding.codes.get(th.dst)
-        if (th.src not in flags or th.dst not in ob.readout.reads or writers.count(th.dst) != 1 or rows is None
+        if (th.src not in flags or th.dst not in ob.readout.reads or writers.count(th.dst) != 1
+                or writers.count(th.src) != 1 or rows is None
                 or np.any(np.asarray(rows) != 0)):
             continue
         ranges = _ranges(ob, leaves, writers, bos)
@@ -495,7 +501,8 @@ def search(program: Program, truth: Truth) -> dict[str, Any]:
         frontier = nxt
         if not frontier:
             break
-    return {"proved": True, "pairs": len(parents) - 1, "memories": len(memories)}
+    return {"proved": True, "pairs": len(parents) - 1, "memories": len(memories),
+            "inputs": "legal" if a.partial else "every"}
 
 
 def _fixed_values(model) -> Callable[[str], np.ndarray | None]:
