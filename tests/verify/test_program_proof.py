@@ -120,7 +120,7 @@ def _swap_readout(monkeypatch, model, q1: int, q2: int) -> None:
 @pytest.mark.parametrize("spec, method, max_len", [
     ("symmetric:3", "scan", 16), ("adder:2", "local", 16), ("cyclic-product:2,3", "product", 16),
     ("dyck:2,2", "bounded-stack", 16), ("dyck-legal:2,2", "bounded-stack", 16), ("nth-last:3", "lookback", 16),
-    ("cyclic:3", "krohn-rhodes", 16)])
+    ("cyclic:3", "krohn-rhodes", 16), ("grid:4", "gridworld", 16)])
 def test_every_covered_construction_refuses_two_states_read_out_swapped(monkeypatch, spec, method, max_len):
     """Per construction: certified end to end, then refused (naming a separating input) once two
     states' readouts are swapped consistently in weights and obligations."""
@@ -161,16 +161,34 @@ def test_a_false_joint_claim_is_refused():
         prove(model, bad)
 
 
-def test_a_gridworld_is_weights_proved_and_its_program_named_not_covered():
-    """The gridworld's races compare positions (no finite memory yet): the verdict names them and
-    never says "certified exact"."""
-    model = compile_automaton("grid:4", max_len=16, method="gridworld")
+def test_a_gridworld_beyond_the_recency_budget_is_weights_proved_and_named_not_covered():
+    """A gridworld whose recency heads keep an order over 16 residues (grid:4 from T = 128): the
+    search would not end in time, so the verdict names the heads and never says "certified exact"."""
+    model = compile_automaton("grid:4", max_len=128, method="gridworld")
     cert = certify(model)
     assert cert["certified"] is False and cert["supported"] is False and cert["weights_proved"] is True
     assert cert["reason"].startswith("weights proved against the declared program; program not proved against "
-                                     "the automaton (MLP gw.boundary")
+                                     "the automaton (the recency heads gw0.find"), cert["reason"]
     from verify.certify import certificate_text
     assert "certified exact" not in certificate_text(cert)
+
+
+def test_a_gridworld_start_rule_shifted_in_weights_and_obligations_is_refused(monkeypatch):
+    """The boundary count's start rule (a race's threshold) off by one, in the obligations, with the
+    weights proved against them: the race's level test decides wrong from the start state."""
+    model = compile_automaton("grid:4", max_len=16, method="gridworld")
+    good = certificate_module.obligations_of
+
+    def bad(m):
+        ob = good(m)
+        layer = ob.layers[1]
+        races = layer.mlp.races
+        shifted = (dataclasses.replace(races[0], threshold=races[0].threshold - 1), *races[1:])
+        return dataclasses.replace(ob, layers=(ob.layers[0], dataclasses.replace(
+            layer, mlp=dataclasses.replace(layer.mlp, races=shifted))))
+    monkeypatch.setattr(certificate_module, "obligations_of", bad)
+    cert = certify(model)
+    assert cert["failure"]["where"] == "program" and "on the input" in cert["failure"]["detail"]
 
 
 def test_the_program_proof_is_fast_on_long_inputs():

@@ -46,12 +46,16 @@ from constructions.labels import readout_of
 from constructions.obligations import (AnyFlag, Beside, Compose, Fetch, Lookup, Match, Modular, Obligations, Races,
                                        Round, Steps, Threshold, offset_keys)
 
-from .semantics import (HEADS, OPAQUE, Env, Head, NotCovered, ProgramError, Special, add, integers, read, reads_of,
-                        run_mlp)
+from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
+                        read, reads_of, run_mlp)
 from .state import CertificateFailure, _arrays
 
-NODE_BUDGET = 400_000
+NODE_BUDGET = 50_000
 """Largest number of (automaton state, program memory) pairs the search explores."""
+RECENCY_CODES = 8
+"""Largest number of key codes the recency heads keep ranks for, over all their keys together:
+their memory is an order of last visits, which grows about factorially with the codes (a
+gridworld's residues mod M: M = 8 for grid:4 up to T = 64, 1,470 pairs; M = 16 beyond)."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +212,7 @@ def _readers(ob: Obligations) -> tuple[Callable[[str], list[Any]], list[str]]:
     def readers(name: str) -> list[Any]:
         base = name.split("[")[0]
         return [r for n, r in pairs if n in (name, base) or (n.split("[")[0] == base and name == base)]
-    return readers, [n.split("[")[0] for n, _ in pairs]
+    return readers, [n for n, _ in pairs]
 
 
 def _claims(ob: Obligations, bos: Env) -> list[list[tuple[list[int], set[tuple[float, ...]], str]]]:
@@ -247,36 +251,73 @@ def mlp_writes(o: Any) -> set[str]:
     return writes[type(o)](o)
 
 
+def _context(ob: Obligations, readers: Callable[[str], list[Any]], positional: dict[str, np.ndarray]) -> Context:
+    """What the heads' rules may ask: who reads a name, its token rows' largest |code|, its
+    width, whether it is a position (0 at BOS, increasing)."""
+    def codes(name: str) -> np.ndarray:
+        base, _, index = name.partition("[")
+        rows = ob.embedding.codes.get(name, ob.embedding.codes.get(base))
+        if rows is None:
+            rows = positional.get(name, positional.get(base))
+        if rows is None:
+            raise NotCovered(f"the subspace {name!r}")
+        rows = np.asarray(rows, dtype=np.float64)
+        return rows[:, [int(index[:-1])]] if index and name not in ob.embedding.codes and name not in positional \
+            else rows
+
+    def increasing(name: str) -> bool:
+        v = positional.get(name)
+        return v is not None and v.shape[1] == 1 and v[0, 0] == 0 and bool(np.all(np.diff(v[:, 0]) > 0))
+    return Context(readers=readers, bound=lambda n: float(np.abs(codes(n)).max(initial=0.0)),
+                   width=lambda n: sum(codes(p).shape[1] for p in n.split(" + ")), increasing=increasing)
+
+
+def _check_races(ob: Obligations, ctx: Context) -> None:
+    """A race compares two recencies as ranks: both must come from position-copying heads with
+    the same key and codes (whose ranks then agree), each into a destination 0 in every row."""
+    heads = {f.dst: f for layer in ob.layers for f in layer.fetches if isinstance(f, Match) and ctx.increasing(f.src)}
+    groups = {(f.key, _exact_rows(f.codes)) for f in heads.values()}
+    if sum(len(codes) for _, codes in groups) > RECENCY_CODES:
+        raise NotCovered(f"the recency heads {', '.join(sorted(f.head for f in heads.values())[:2])}..: an order "
+                         f"of last visits over {sum(len(c) for _, c in groups)} key codes (the search keeps at most "
+                         f"{RECENCY_CODES})")
+    for o in (x for layer in ob.layers for x in _parts_of(layer.mlp) if isinstance(x, Races)):
+        for r in o.races:
+            a, b = heads.get(r.first), heads.get(r.second)
+            if a is None or b is None or a.key != b.key or not np.array_equal(a.codes, b.codes):
+                raise NotCovered(f"MLP {o.mlp}: a race of {r.first} and {r.second}, not two recencies of one key")
+            if any(ctx.bound(n) != 0 for n in (r.first, r.second)):
+                raise NotCovered(f"MLP {o.mlp}: a recency not 0 before its head")
+
+
+def _exact_rows(codes: Any) -> tuple[tuple[float, ...], ...]:
+    """A code table as a hashable key."""
+    return tuple(tuple(float(v) for v in row) for row in np.asarray(codes))
+
+
 def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) -> Program:
     """The program of ``ob`` at max_len ``T``: its scans, each head's semantics, its claims.
     ``fixed(name)``: the values [T + 1, dims] of an input-independent subspace the program
     reads (from the model: the position features, ``one``, ``bos``), None for another name."""
-    for layer in ob.layers:
-        for o in _parts_of(layer.mlp):
-            if isinstance(o, Races):
-                raise NotCovered(f"MLP {o.mlp} (races of recencies, the gridworld's boundary count: its positions "
-                                 f"are not a finite memory)")
     chains = _chains(ob, T)
     scan_heads = {id(h) for c in chains for h in c.heads}
     readers, names = _readers(ob)
     positional = {}
-    for name in sorted(set(names) - set(ob.embedding.codes)):
+    for name in sorted({n.split("[")[0] for n in names if n not in ob.embedding.codes} - set(ob.embedding.codes)):
         values = fixed(name)
         if values is None:
             raise NotCovered(f"the subspace {name!r} (read by the program; not embedded, not positional)")
         positional[name] = values
-    for layer in ob.layers:
-        for f in layer.fetches:
-            if isinstance(f, Match) and f.src.split("[")[0] in positional:
-                raise NotCovered(f"head {f.head} (it copies a position: a recency, which the gridworld's races "
-                                 f"compare)")
     if any(type(f) not in HEADS for layer in ob.layers for f in layer.fetches):
         raise NotCovered(f"the head kinds {sorted({type(f).__name__ for layer in ob.layers for f in layer.fetches})}")
-    heads = [[None if id(f) in scan_heads else HEADS[type(f)](f, T, readers) for f in layer.fetches]
+    ctx = _context(ob, readers, positional)
+    _check_races(ob, ctx)
+    heads = [[None if id(f) in scan_heads else HEADS[type(f)](f, T, ctx) for f in layer.fetches]
              for layer in ob.layers]
+    # a position copied by a recency head enters as a rank, not as its value: no clock for it
+    clocked = sorted(n for n in positional if not all(isinstance(r, Match) and r.src == n for r in readers(n)))
     stable = max([1] + [h.stable for layer in heads for h in layer if h is not None])
-    program = Program(ob, T, chains, heads, stable, [], positional,
-                      _clock(stable, [positional[n] for n in sorted(positional)], T))
+    program = Program(ob, T, chains, heads, stable, [], positional, _clock(stable, [positional[n] for n in clocked], T))
     for chain in chains:
         for c in chain.composes:
             program.special[id(c)] = _compose_rule(program, chain, c)
@@ -318,6 +359,7 @@ def step(program: Program, memory: Any, letter: int, t: int) -> tuple[Any, Env]:
             new.append(mem)
             k += 1
             add(after, h.dst, value)
+            mark_far(after, h.dst, value)
         if layer.mlp is not None:
             run_mlp(layer.mlp, after, program.special)
         for cols, rows, names in program.claims[l]:

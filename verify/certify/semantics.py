@@ -71,6 +71,8 @@ def read(env: Env, name: str) -> Code:
         return env[name]  # type: ignore[no-any-return]
     out: list[float] = []
     for base, i in _parts(name):
+        if i is not None and f"{base}[{i}]" in env:
+            base, i = f"{base}[{i}]", None
         if base not in env:
             raise NotCovered(f"the positional subspace {base!r} (read by the program)")
         v = env[base]
@@ -84,6 +86,8 @@ def add(env: Env, name: str, value: Code) -> None:
     """Add ``value`` into ``name``'s dims (in place)."""
     at = 0
     for base, i in _parts(name):
+        if i is not None and f"{base}[{i}]" in env:  # an embedded name such as ``rec[0]``
+            base, i = f"{base}[{i}]", None
         old = env.get(base)
         if old is OPAQUE or old is None:
             raise NotCovered(f"a write into {base!r}, which holds no code there")
@@ -112,6 +116,24 @@ def integers(code: Code, what: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class Context:
+    """What a head's rule may ask of the rest of the program (:func:`.program.build` makes it)."""
+
+    readers: Callable[[str], list[Any]]
+    """Every obligation that reads a name (``sub`` or ``sub[i]``)."""
+    bound: Callable[[str], float]
+    """The largest |code| a tracked name holds in any token row."""
+    width: Callable[[str], int]
+    """How many dims a name has."""
+    increasing: Callable[[str], bool]
+    """Whether a positional name's value is 0 at BOS and strictly increases with t (a position)."""
+
+
+FAR = "far"
+"""The env key of the names that hold a sum past its exact range (:func:`_average`)."""
+
+
+@dataclass(frozen=True)
 class Head:
     """A head's semantics: ``start`` (its memory after BOS, from BOS's residual), ``bos`` (what it
     adds at BOS), ``step`` ((memory, residual, t) -> (memory, what it adds)); the step is the same
@@ -124,7 +146,7 @@ class Head:
     step: Callable[[Any, Env, int], tuple[Any, Any]]
 
 
-def _fetch(f: Fetch, T: int, readers: Any) -> Head:
+def _fetch(f: Fetch, T: int, ctx: Context) -> Head:
     """A copying head: offset keys t - c (BOS at or below ``skip``) keep a window of c codes;
     an absolute key p keeps the code latched at p."""
     key = np.asarray(f.key, dtype=np.int64)
@@ -153,7 +175,7 @@ def _fetch(f: Fetch, T: int, readers: Any) -> Head:
     raise NotCovered(f"head {f.head}'s keys (neither an offset t - c nor one absolute position)")
 
 
-def _recent(f: Recent, T: int, readers: Any) -> Head:
+def _recent(f: Recent, T: int, ctx: Context) -> Head:
     """Lemma 16: the source at the most recent position whose flag is 1 (BOS's before any)."""
     def step(m: Any, e: Env, t: int) -> tuple[Any, Code]:
         (flag,) = integers(read(e, f.flag), f"head {f.head}'s flag")
@@ -164,7 +186,7 @@ def _recent(f: Recent, T: int, readers: Any) -> Head:
     return Head(f.dst, 0, lambda e: read(e, f.src), lambda e: read(e, f.src), step)
 
 
-def _latest(f: Latest, T: int, readers: Any) -> Head:
+def _latest(f: Latest, T: int, ctx: Context) -> Head:
     """The sum of the sources at the most recent position whose key codes are in ``match``."""
     match = {tuple(c) for c in f.match}
 
@@ -178,10 +200,17 @@ def _latest(f: Latest, T: int, readers: Any) -> Head:
     return Head(f.dst, 0, total, total, step)
 
 
-def _match(f: Match, T: int, readers: Any) -> Head:
-    """Theorem 12's nearest value: per key code, the source at its last visit (BOS's before)."""
-    def exact(c: Any) -> Code:
-        return tuple(round(float(v), 9) for v in c)
+def _exact(c: Any) -> Code:
+    """A code as a dictionary key (rounded to 9 decimals: the codes a lookup stores, as stored)."""
+    return tuple(round(float(v), 9) for v in c)
+
+
+def _match(f: Match, T: int, ctx: Context) -> Head:
+    """Theorem 12's nearest value: per key code, the source at its last visit (BOS's before).
+    When the source is a position (the gridworld's recency), see :func:`_recency`."""
+    if ctx.increasing(f.src):  # a position
+        return _recency(f, ctx)
+    exact = _exact
     codes = [exact(c) for c in np.asarray(f.codes)]
     index = {c: i for i, c in enumerate(codes)}
     want = [int(x) for x in np.asarray(f.match)]
@@ -199,7 +228,35 @@ def _match(f: Match, T: int, readers: Any) -> Head:
     return Head(f.dst, 0, lambda e: (read(e, f.src),) * len(codes), lambda e: read(e, f.src), step)
 
 
-def _any_flag(f: AnyFlag, T: int, readers: Any) -> Head:
+def _recency(f: Match, ctx: Context) -> Head:
+    """A nearest-value head that copies a position (0 at BOS, increasing in t), read only as a
+    race's first or second: then only the order of the copied positions matters, so the memory
+    keeps, per key code, the *rank* of its last visit among the codes visited (0: never), the
+    most recent highest.  Every head with the same key and codes keeps the same ranks, so ranks
+    from two such heads compare as the positions do."""
+    if any(not isinstance(r, Races) or any(f.dst in x.level for x in r.races) for r in ctx.readers(f.dst)):
+        raise NotCovered(f"head {f.head} (it copies a position, which something other than a race reads)")
+    codes = [_exact(c) for c in np.asarray(f.codes)]
+    index = {c: i for i, c in enumerate(codes)}
+    want = [int(x) for x in np.asarray(f.match)]
+
+    def at(e: Env, name: str) -> int:
+        c = _exact(read(e, name))
+        if c not in index:
+            raise ProgramError(f"head {f.head}: {name} holds {c}, none of its declared codes")
+        return index[c]
+
+    def step(m: Any, e: Env, t: int) -> tuple[Any, Code]:
+        k = at(e, f.key)
+        ranks = list(m)
+        ranks[k] = max(ranks) + 1  # t is the most recent visit
+        order = sorted({r for r in ranks if r})
+        ranks = [order.index(r) + 1 if r else 0 for r in ranks]
+        return tuple(ranks), (float(ranks[want[at(e, f.query)]]),)
+    return Head(f.dst, 0, lambda e: (0,) * len(codes), lambda e: (0.0,), step)
+
+
+def _any_flag(f: AnyFlag, T: int, ctx: Context) -> Head:
     """"Some flag so far" (BOS's flags included): one bit; only a Threshold reads it."""
     def bit(e: Env) -> bool:
         return sum(read(e, f.flags)) > 0
@@ -210,31 +267,101 @@ def _any_flag(f: AnyFlag, T: int, readers: Any) -> Head:
     return Head(f.dst, 0, bit, lambda e: (float(bit(e)),), step)
 
 
-def _average(f: Average, T: int, readers: Callable[[str], list[Any]]) -> Head:
-    """Lemma 15: scale/mass times the sum of the source over the heads' keys up to t; kept modulo
-    P per dim when every reader of that dim is a decode X = k sum + const with k an integer (then
-    X mod p depends on the sum mod p, and P is the lcm of the p's)."""
+class FarValue(tuple):
+    """A sum's code with, per dim, whether it is past the sum's exact range (``far``): a
+    representative of its residue that the periodic lookups reading it map as they map the sum."""
+
+    far: tuple[bool, ...] = ()
+
+
+def mark_far(env: Env, name: str, value: Code) -> None:
+    """Record in ``env[FAR]`` the names a :class:`FarValue` written into ``name`` makes far."""
+    if isinstance(value, FarValue) and any(value.far):
+        env[FAR] = frozenset(env.get(FAR, frozenset()) | {b for (b, i), x in zip(_parts(name), value.far) if x}
+                             | {f"{b}[{i}]" for (b, i), x in zip(_parts(name), value.far) if x and i is not None})
+
+
+def _period(o: Lookup, name: str, ctx: Context) -> tuple[int, int, int] | None:
+    """The smallest period P <= 64 of lookup ``o`` in the coordinate ``name`` takes in its key
+    (equal values wherever both keys are in the table), with the range of that coordinate."""
+    if name not in o.reads:
+        return None
+    j = sum(ctx.width(r) for r in o.reads[: o.reads.index(name)])
+    xs = [k[j] for k in o.table]
+    for P in range(1, min(64, (max(xs) - min(xs) + 1) // 2) + 1):  # a period the keys repeat at least twice
+        if all(np.array_equal(v, o.table[k2]) for k, v in o.table.items()
+               if (k2 := (*k[:j], k[j] - P, *k[j + 1 :])) in o.table):
+            return P, min(xs), max(xs)
+    return None
+
+
+def _sum_mode(f: Average, name: str, ctx: Context) -> tuple[Any, ...]:
+    """How one dim of a sum is kept: ("mod", P) when only decodes X = k sum + c (k an integer)
+    read it; ("far", P, C, lo, hi) when only such decodes, lookups P-periodic in it (keys lo..hi)
+    and races' level tests do -- exact while |sum| < C, its residue mod P beyond (a race's level
+    test there is not covered); else ("exact",)."""
+    rs = ctx.readers(name)
+    ks = [r.scale * f.scale / f.mass for r in rs if isinstance(r, Modular)]
+    if not all(abs(k - round(k)) < 1e-12 for k in ks):
+        return ("exact",)
+    if rs and len(ks) == len(rs):
+        return ("mod", math.lcm(*(len(r.table) for r in rs)))
+    if ctx.bound(name) != 0:  # a sum onto a start value: its lookups' keys are shifted by it
+        return ("exact",)
+    periods, C, lo, hi = [len(r.table) for r in rs if isinstance(r, Modular)], 1, -math.inf, math.inf
+    for r in rs:
+        if isinstance(r, Lookup) and f.scale == f.mass and (got := _period(r, name, ctx)) is not None:
+            periods.append(got[0])
+            lo, hi = max(lo, got[1]), min(hi, got[2])
+        elif isinstance(r, Races):
+            for race in r.races:
+                if name in race.level:
+                    others = sum(ctx.bound(n) for n in race.level if n != name)
+                    C = max(C, int(abs(race.threshold) + others) + 1)
+        elif not isinstance(r, Modular):
+            return ("exact",)
+    return ("far", math.lcm(*periods), C, lo, hi) if periods else ("exact",)
+
+
+def _average(f: Average, T: int, ctx: Context) -> Head:
+    """Lemma 15: scale/mass times the sum of the source over the heads' keys up to t, kept per
+    dim as :func:`_sum_mode` says (a counter's residue; a gridworld's level, exact near 0)."""
     firsts, lasts = np.asarray(f.first), np.asarray(f.last)
     mult = [int(np.sum((firsts <= t) & (t <= lasts))) for t in range(T + 1)]
     changes = [t for t in range(1, T + 1) if mult[t] != mult[T]]
     stable = (max(changes) + 1) if changes else 1
-    moduli = []
-    for base, i in _parts(f.dst):
-        rs = readers(base if i is None else f"{base}[{i}]")
-        ks = [r.scale * f.scale / f.mass for r in rs if isinstance(r, Modular)]
-        ok = rs and len(ks) == len(rs) and all(abs(k - round(k)) < 1e-12 for k in ks)
-        moduli.append(math.lcm(*(len(r.table) for r in rs)) if ok else 0)
+    modes = [_sum_mode(f, base if i is None else f"{base}[{i}]", ctx) for base, i in _parts(f.dst)]
 
     def start(e: Env) -> Any:
-        if len(read(e, f.dst)) != len(moduli):
+        if len(read(e, f.dst)) != len(modes):
             raise NotCovered(f"heads {f.heads[0]}..: a destination part of several dims")
-        return (0,) * len(moduli)
+        return (0,) * len(modes)
+
+    def one(s: Any, v: int, mode: tuple[Any, ...]) -> Any:
+        if mode[0] == "mod":
+            return (s + v) % mode[1]
+        if isinstance(s, tuple):  # far: its residue
+            return ("far", (s[1] + v) % mode[1])
+        return ("far", (s + v) % mode[1]) if mode[0] == "far" and abs(s + v) >= mode[2] else s + v
+
+    def code(s: Any, mode: tuple[Any, ...]) -> tuple[float, bool]:
+        if not isinstance(s, tuple):
+            return f.scale / f.mass * s, False
+        _, P, C, lo, hi = mode
+        x = C + (s[1] - C) % P
+        x = x if x <= hi else -C - (-C - s[1]) % P
+        if x < lo:
+            raise NotCovered(f"heads {f.heads[0]}..: a sum past its exact range with no periodic key for it")
+        return float(x), True
 
     def step(m: Any, e: Env, t: int) -> tuple[Any, Code]:
         src = integers(read(e, f.src), f"the source of {f.heads[0]}")
-        new = tuple(((s + mult[t] * v) % p) if p else s + mult[t] * v for s, v, p in zip(m, src, moduli))
-        return new, tuple(f.scale / f.mass * s for s in new)
-    return Head(f.dst, stable, start, lambda e: (0.0,) * len(moduli), step)
+        new = tuple(one(s, mult[t] * v, mode) for s, v, mode in zip(m, src, modes))
+        pairs = [code(s, mode) for s, mode in zip(new, modes)]
+        value = FarValue(x for x, _ in pairs)
+        value.far = tuple(b for _, b in pairs)
+        return new, value
+    return Head(f.dst, stable, start, lambda e: (0.0,) * len(modes), step)
 
 
 HEADS: dict[type, Callable[[Any, int, Any], Head]] = {
@@ -297,7 +424,17 @@ def _beside(o: Beside, env: Env, special: Special) -> None:
 
 
 def _races(o: Races, env: Env, special: Special) -> None:
-    raise NotCovered(f"MLP {o.mlp} (races of recencies: the gridworld's boundary count)")
+    """Theorem 12's boundary count: each race adds 1 when its first recency is the larger, or
+    when both are 0 (never) and its level codes sum to at least its threshold."""
+    far = env.get(FAR, frozenset())
+    for r in o.races:
+        (a,), (b,) = read(env, r.first), read(env, r.second)
+        term = a > b
+        if a == 0 and b == 0:
+            if any(n in far or n.split("[")[0] in far for n in r.level):
+                raise NotCovered(f"MLP {o.mlp}: a race's level test past its sum's exact range")
+            term = sum(v for n in r.level for v in read(env, n)) >= r.threshold
+        add(env, r.out, (float(term),))
 
 
 def _compose(o: Compose, env: Env, special: Special) -> None:
