@@ -205,27 +205,32 @@ def _exact(c: Any) -> Code:
     return tuple(round(float(v), 9) for v in c)
 
 
+def _code_of(f: Match) -> tuple[int, Callable[[Env, str], int]]:
+    """A nearest-value head's number of codes, and the index of the code a name holds (a code
+    outside the declared ones is a failure of the program)."""
+    index = {c: i for i, c in enumerate(_exact(c) for c in np.asarray(f.codes))}
+
+    def at(e: Env, name: str) -> int:
+        c = _exact(read(e, name))
+        if c not in index:
+            raise ProgramError(f"head {f.head}: {name} holds {c}, none of its declared codes")
+        return index[c]
+    return len(index), at
+
+
 def _match(f: Match, T: int, ctx: Context) -> Head:
     """Theorem 12's nearest value: per key code, the source at its last visit (BOS's before).
     When the source is a position (the gridworld's recency), see :func:`_recency`."""
     if ctx.increasing(f.src):  # a position
         return _recency(f, ctx)
-    exact = _exact
-    codes = [exact(c) for c in np.asarray(f.codes)]
-    index = {c: i for i, c in enumerate(codes)}
+    n, at = _code_of(f)
     want = [int(x) for x in np.asarray(f.match)]
-
-    def at(e: Env, name: str) -> int:
-        c = exact(read(e, name))
-        if c not in index:
-            raise ProgramError(f"head {f.head}: {name} holds {c}, none of its declared codes")
-        return index[c]
 
     def step(m: Any, e: Env, t: int) -> tuple[Any, Code]:
         k = at(e, f.key)
         m = (*m[:k], read(e, f.src), *m[k + 1 :])
         return m, m[want[at(e, f.query)]]
-    return Head(f.dst, 0, lambda e: (read(e, f.src),) * len(codes), lambda e: read(e, f.src), step)
+    return Head(f.dst, 0, lambda e: (read(e, f.src),) * n, lambda e: read(e, f.src), step)
 
 
 def _recency(f: Match, ctx: Context) -> Head:
@@ -236,24 +241,16 @@ def _recency(f: Match, ctx: Context) -> Head:
     from two such heads compare as the positions do."""
     if any(not isinstance(r, Races) or any(f.dst in x.level for x in r.races) for r in ctx.readers(f.dst)):
         raise NotCovered(f"head {f.head} (it copies a position, which something other than a race reads)")
-    codes = [_exact(c) for c in np.asarray(f.codes)]
-    index = {c: i for i, c in enumerate(codes)}
+    n, at = _code_of(f)
     want = [int(x) for x in np.asarray(f.match)]
 
-    def at(e: Env, name: str) -> int:
-        c = _exact(read(e, name))
-        if c not in index:
-            raise ProgramError(f"head {f.head}: {name} holds {c}, none of its declared codes")
-        return index[c]
-
     def step(m: Any, e: Env, t: int) -> tuple[Any, Code]:
-        k = at(e, f.key)
         ranks = list(m)
-        ranks[k] = max(ranks) + 1  # t is the most recent visit
+        ranks[at(e, f.key)] = max(ranks) + 1  # t is the most recent visit
         order = sorted({r for r in ranks if r})
         ranks = [order.index(r) + 1 if r else 0 for r in ranks]
         return tuple(ranks), (float(ranks[want[at(e, f.query)]]),)
-    return Head(f.dst, 0, lambda e: (0,) * len(codes), lambda e: (0.0,), step)
+    return Head(f.dst, 0, lambda e: (0,) * n, lambda e: (0.0,), step)
 
 
 def _any_flag(f: AnyFlag, T: int, ctx: Context) -> Head:
