@@ -33,7 +33,6 @@ memory collapses to one settled value.
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -43,11 +42,11 @@ import numpy as np
 
 from compiler.automata.spec import Semiautomaton, from_dict
 from constructions.labels import readout_of
-from constructions.obligations import (AnyFlag, Beside, Compose, Fetch, Lookup, Match, Modular, Obligations, Races,
-                                       Round, Steps, Threshold, offset_keys)
+from constructions.obligations import Beside, Compose, Fetch, Match, Obligations, Races, Steps, offset_keys
 
-from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
-                        read, reads_of, run_mlp)
+from .latch import Claims, latch
+from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, leaves_of,
+                        mark_far, mlp_writes, read, reads_of, run_mlp)
 from .state import CertificateFailure, _arrays
 
 NODE_BUDGET = 50_000
@@ -144,7 +143,7 @@ class Program:
     chains: list[Chain]
     heads: list[list[Head | None]]  # per layer, per fetch: its semantics (None: a scan's fetch)
     stable: int
-    claims: list[list[tuple[list[int], set[tuple[float, ...]], str]]]  # per layer
+    claims: Claims  # per layer
     positional: dict[str, np.ndarray] = field(default_factory=dict)  # [T + 1, dims]: the fixed dims it reads
     clock: Callable[[int], Hashable] = lambda t: 0
     """The step at t depends on t only through clock(t) (heads' stable forms, positional features' periods)."""
@@ -215,7 +214,7 @@ def _readers(ob: Obligations) -> tuple[Callable[[str], list[Any]], list[str]]:
     return readers, [n for n, _ in pairs]
 
 
-def _claims(ob: Obligations, bos: Env) -> list[list[tuple[list[int], set[tuple[float, ...]], str]]]:
+def _claims(ob: Obligations, bos: Env) -> Claims:
     """Per layer, each claim as (the columns of its names written by the end of that layer, the
     rows projected onto them, its names)."""
     claims = ob.joint + (ob.promise.claims if ob.promise is not None else ())
@@ -234,21 +233,6 @@ def _claims(ob: Obligations, bos: Env) -> list[list[tuple[list[int], set[tuple[f
                 per.append((cols, {tuple(float(v) for v in r) for r in rows}, " + ".join(j.names)))
         out.append(per)
     return out
-
-
-def mlp_writes(o: Any) -> set[str]:
-    """The subspaces an MLP obligation writes (a step's outputs, a cleared scratch, a composition's two)."""
-    if o is None:
-        return set()
-    if isinstance(o, (Steps, Beside)):
-        inner = ((o.first,) if isinstance(o, Steps) and o.first is not None else ()) + tuple(
-            o.steps if isinstance(o, Steps) else o.parts)
-        return set().union(*(mlp_writes(x) for x in inner))
-    writes: dict[type, Callable[[Any], set[str]]] = {
-        Compose: lambda x: {x.maps, x.fetched}, Races: lambda x: {r.out for r in x.races},
-        Lookup: lambda x: {x.out}, Threshold: lambda x: {x.dst}, Round: lambda x: {x.src, x.dst},
-        Modular: lambda x: {x.out} | ({x.minus_out} if x.minus_out else set())}
-    return writes[type(o)](o)
 
 
 def _context(ob: Obligations, readers: Callable[[str], list[Any]], positional: dict[str, np.ndarray]) -> Context:
@@ -281,7 +265,7 @@ def _check_races(ob: Obligations, ctx: Context) -> None:
         raise NotCovered(f"the recency heads {', '.join(sorted(f.head for f in heads.values())[:2])}..: an order "
                          f"of last visits over {sum(len(c) for _, c in groups)} key codes (the search keeps at most "
                          f"{RECENCY_CODES})")
-    for o in (x for layer in ob.layers for x in _parts_of(layer.mlp) if isinstance(x, Races)):
+    for o in (x for layer in ob.layers for x in leaves_of(layer.mlp) if isinstance(x, Races)):
         for r in o.races:
             a, b = heads.get(r.first), heads.get(r.second)
             if a is None or b is None or a.key != b.key or not np.array_equal(a.codes, b.codes):
@@ -336,7 +320,7 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
         run_mlp(layer.mlp, after, program.special) if layer.mlp is not None else None
         bos = after
     program.start = (*starts, *(program.current[c.maps] for c in chains))
-    program.latch = _latch(program, program.env(-1, 0))
+    program.latch = latch(ob, heads, program.claims, program.env(-1, 0))
     return program
 
 
@@ -421,86 +405,6 @@ def _outcome(program: Program, cache: dict[Any, Any], memory: Any, x: int, t: in
             new = SETTLED
         cache[key] = (new, program.ob.readout.table.get(code, code))
     return cache[key]
-
-
-def _latch(program: Program, bos: Env) -> tuple[int, int] | None:
-    """The latch lemma: when the readout reads a dim that only a Threshold writes (0 in every
-    token row), from an AnyFlag's bit, then once the bit is set (it never clears) that dim is 1
-    at every later position.  If moreover every combination of the values the readout's other
-    names can hold (:func:`_ranges`: what their one writer's table can write) reads, with that dim
-    1, as one output o and meets every claim, the readout is o at every later position and the
-    claims hold there.  Returns (the bit's memory index, o), or None when the lemma does not apply."""
-    ob = program.ob
-    flags, k = {}, 0
-    for layer, heads in zip(ob.layers, program.heads):
-        for f, h in zip(layer.fetches, heads):
-            if h is not None:
-                flags.update({f.dst: k} if isinstance(f, AnyFlag) else {})
-                k += 1
-    leaves = [o for layer in ob.layers for o in _parts_of(layer.mlp)]
-    writers = [part for layer in ob.layers for n in [f.dst for f in layer.fetches] + sorted(mlp_writes(layer.mlp))
-               for part in n.split(" + ")]
-    for th in (o for o in leaves if isinstance(o, Threshold)):
-        rows = ob.embedding.codes.get(th.dst)
-        if (th.src not in flags or th.dst not in ob.readout.reads or writers.count(th.dst) != 1
-                or writers.count(th.src) != 1 or rows is None
-                or np.any(np.asarray(rows) != 0)):
-            continue
-        ranges = _ranges(ob, leaves, writers, bos)
-        ranges[th.dst] = [(1.0,)]
-        claims = ob.joint + (ob.promise.claims if ob.promise is not None else ())
-        names = list(dict.fromkeys([*ob.readout.reads, *(n for j in claims for n in j.names)]))
-        if any(n not in ranges for n in names):
-            continue
-        outs, ok = set(), True
-        for combo in itertools.product(*(ranges[n] for n in names)):
-            values = dict(zip(names, combo))
-            outs.add(ob.readout.table.get(tuple(int(v) for n in ob.readout.reads for v in values[n])))
-            ok = _claims_hold(program, values)
-            if not ok or len(outs) > 1:
-                break
-        if ok and len(outs) == 1 and None not in outs:
-            return flags[th.src], int(outs.pop())  # type: ignore[arg-type]
-    return None
-
-
-def _claims_hold(program: Program, values: dict[str, tuple[float, ...]]) -> bool:
-    """Whether codes ``values`` (name -> code) meet every claim, at every layer."""
-    for per in program.claims:
-        for cols, allowed, joined in per:
-            flat = tuple(v for n in joined.split(" + ") for v in values[n])
-            if tuple(flat[c] for c in cols) not in allowed:
-                return False
-    return True
-
-
-def _ranges(ob: Obligations, leaves: list[Any], writers: list[str], bos: Env) -> dict[str, list[tuple[float, ...]]]:
-    """The values a name can hold after BOS when one Lookup writes it (into 0 in every token row):
-    its table's values and its default, cut to the name's dims."""
-    out = {}
-    for o in leaves:
-        if not isinstance(o, Lookup):
-            continue
-        parts = o.out.split(" + ")
-        values = [np.asarray(v, dtype=np.float64).ravel() for v in o.table.values()]
-        values += [] if o.default is None else [np.asarray(o.default, dtype=np.float64).ravel()]
-        at = 0
-        for n in parts:
-            width = len(read(bos, n))
-            rows = ob.embedding.codes.get(n)
-            if writers.count(n) == 1 and rows is not None and not np.any(np.asarray(rows)[:-1] != 0):
-                out[n] = sorted({tuple(float(x) for x in v[at : at + width]) for v in values})
-            at += width
-    return out
-
-
-def _parts_of(mlp: Any) -> list[Any]:
-    """An MLP obligation's leaves (steps and parts, flattened)."""
-    if isinstance(mlp, (Steps, Beside)):
-        inner = ((mlp.first,) if isinstance(mlp, Steps) and mlp.first is not None else ()) + tuple(
-            mlp.steps if isinstance(mlp, Steps) else mlp.parts)
-        return [x for o in inner for x in _parts_of(o)]
-    return [] if mlp is None else [mlp]
 
 
 def search(program: Program, truth: Truth) -> dict[str, Any]:

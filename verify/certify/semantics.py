@@ -465,3 +465,27 @@ def reads_of(o: Any) -> list[tuple[str, Any]]:
         Fetch: lambda x: (x.src,), Recent: lambda x: (x.flag, x.src), Latest: lambda x: (x.keys, *x.src),
         Match: lambda x: (x.query, x.key, x.src), AnyFlag: lambda x: (x.flags,), Average: lambda x: (x.src,)}
     return [(part, o) for n in names[type(o)](o) for part in n.split(" + ")]
+
+
+def mlp_writes(o: Any) -> set[str]:
+    """The subspaces an MLP obligation writes (a step's outputs, a cleared scratch, a composition's two)."""
+    if o is None:
+        return set()
+    if isinstance(o, (Steps, Beside)):
+        inner = ((o.first,) if isinstance(o, Steps) and o.first is not None else ()) + tuple(
+            o.steps if isinstance(o, Steps) else o.parts)
+        return set().union(*(mlp_writes(x) for x in inner))
+    writes: dict[type, Callable[[Any], set[str]]] = {
+        Compose: lambda x: {x.maps, x.fetched}, Races: lambda x: {r.out for r in x.races},
+        Lookup: lambda x: {x.out}, Threshold: lambda x: {x.dst}, Round: lambda x: {x.src, x.dst},
+        Modular: lambda x: {x.out} | ({x.minus_out} if x.minus_out else set())}
+    return writes[type(o)](o)
+
+
+def leaves_of(mlp: Any) -> list[Any]:
+    """An MLP obligation's leaves (steps and parts, flattened)."""
+    if isinstance(mlp, (Steps, Beside)):
+        inner = ((mlp.first,) if isinstance(mlp, Steps) and mlp.first is not None else ()) + tuple(
+            mlp.steps if isinstance(mlp, Steps) else mlp.parts)
+        return [x for o in inner for x in leaves_of(o)]
+    return [] if mlp is None else [mlp]
