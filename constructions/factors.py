@@ -1,5 +1,5 @@
-"""Factors: strictly local, locally testable and locally threshold testable automata in two
-attention layers (one when the factors are single letters).
+"""Locally testable (module ``factors``): strictly local, locally testable and locally threshold
+testable automata in two attention layers (one when the factors are single letters).
 
 Theorem.  Let (classes, P, R, groups, t, F) be a factor description of the automaton
 (compiler/automata/factors.py): with omega_t the index of the longest window pattern of P the
@@ -58,16 +58,18 @@ from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
 from .gadgets import ABSORB, CodeInput, absorb_feature, code_function_mlp, lookup_mlp, offset_head, prefix_mean_head
-from .obligations import Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Steps, offset_keys
+from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Steps, Undeclared,
+                          offset_keys)
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Fused, Head, Program, beside, fuse
 from .workspace import Workspace, join
 
-NAME = "factors"
+NAME = "locally-testable"
 
 MAX_FIRST_KEYS = 1 << 21
-"""Most code combinations of the first lookup (the product of the offsets' code counts) a plan
-may have: its declared table lists them, as the certificate checks them."""
+"""Most code combinations of the first lookup (the product of the offsets' code counts) its
+obligations list (the certificate checks each, within its own budget of the same size); beyond,
+the model is built but not certified yet."""
 
 
 def code(j: int) -> str:
@@ -167,7 +169,8 @@ def _final_mlp(plan: FactorPlan, ws: Workspace) -> Fused:
     ins = ([CodeInput(ws["fac:window"], len(plan.windows) + 1)] if plan.windows else []) + \
         [CodeInput(ws[f"fac:capped{g}"], t + 1) for g in range(G)]
     lookup = lookup_mlp("fac.lookup", ins, ws["fac:state"], final_table(plan))
-    return fuse(beside(caps, "fac.caps", ws), lookup, "fac.final", fresh=tuple(f"fac:capped{g}" for g in range(G)))
+    return fuse(beside(caps, "fac.caps", ws), lookup, "fac.final", fresh=tuple(f"fac:capped{g}" for g in range(G)),
+                carry_outputs=True)
 
 
 def _embeddings(plan: FactorPlan, ws: Workspace, code_: PositionCode, max_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -215,10 +218,6 @@ def precision(plan: FactorPlan, code_: PositionCode, max_len: int, eps: float) -
 
 
 def _check_plan(plan: FactorPlan, max_len: int, params: int, max_params: int) -> None:
-    first = int(np.prod(n_codes(plan)))
-    if first > MAX_FIRST_KEYS:
-        raise BudgetError(f"a factors model's first lookup would read {first:,} combinations of offset codes, over "
-                          f"the budget of {MAX_FIRST_KEYS:,}")
     if params > max_params:
         raise BudgetError(f"a factors model with k = {plan.k}, {len(plan.factors)} factors and {len(plan.keys):,} "
                           f"final keys at max_len {max_len} would have {params:,} parameters, over the budget of "
@@ -264,15 +263,19 @@ def set_start(model, plan: FactorPlan, start: str) -> None:
 
 def _first_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
     """The first lookup on every combination of offset codes (the sum of the rows whose suffix key
-    matches), its zero rows left to the default."""
+    matches), its zero rows left to the default; Undeclared beyond :data:`MAX_FIRST_KEYS` combinations."""
+    radix = n_codes(plan)
+    total = int(np.prod(radix))
+    if total > MAX_FIRST_KEYS:
+        raise Undeclared(f"the first lookup reads {total:,} combinations of offset codes, over the "
+                         f"{MAX_FIRST_KEYS:,} the certificate checks: not certified yet")
     rows = first_rows(plan)
-    out = {}
-    for combo in itertools.product(*(range(n) for n in n_codes(plan))):
-        v = sum((row for key, row in rows.items() if combo[: len(key)] == key), start=np.zeros(len(next(
-            iter(rows.values())))))
-        if np.any(v):
-            out[combo] = v
-    return out
+    combos = np.array(list(itertools.product(*(range(n) for n in radix))), dtype=np.int64).reshape(total, len(radix))
+    values = np.zeros((total, len(next(iter(rows.values())))))
+    for key, row in rows.items():
+        values[np.all(combos[:, : len(key)] == np.array(key, dtype=np.int64), axis=1)] += row
+    hit = np.flatnonzero(np.any(values != 0, axis=1))
+    return {tuple(int(v) for v in combos[i]): values[i] for i in hit}
 
 
 def obligations(model, plan: FactorPlan) -> Obligations:

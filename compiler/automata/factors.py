@@ -28,24 +28,22 @@ pair (q_t, node_t, counts_t) evolves deterministically with the letters; the set
 (:func:`_closure`).  A description is accepted only when q is a function of (omega, counts)
 on that whole set: then q_t = F(omega_t, counts_t) for every input by induction on t.
 
-**Finding P, R and the groups** (:func:`detect`) is conflict driven: start with none; while
-the closure holds two nodes with equal features and different states, take their shortest
-words w1, w2 (the search's parents): if their last k - 1 codes differ, add the shortest
-suffixes where they differ (with their suffixes) to P; else add the factors whose capped counts
-differ and that end at the last position of either word (all differing ones when none does);
-if nothing differs -- the same window and the same capped count of *every* k-factor -- the
-automaton is not in LTT_{k,t}, and the two words are the refusal's witness.  Then factors are
-dropped while the closure stays a function, and grouped greedily (a group's count is the sum
-of its factors': a strictly local automaton's forbidden factors become one group).  Every
-candidate is checked by a closure; the rules only propose.  The search tries k = 1..
-:data:`MAX_K` and thresholds 1..:data:`MAX_THRESHOLD` in that order, each under the budgets
-below, and refuses naming the property that fails.
+**Finding P, R and the groups** (:func:`detect`, at k = :data:`MAX_K`, thresholds 1, 2, ...)
+is conflict driven: while the closure holds two nodes with equal features and different states,
+take their shortest words (a minority state's, a majority state's): candidates are the first's
+window suffix the second lacks and the factors whose capped counts differ that end where a run
+changes strongly connected component; the one leaving fewest conflicts is added.  When nothing
+differs (same window, same capped count of every k-factor) the automaton is not in LTT_{k,t}:
+the two words are the refusal's witness, as are the sampled swaps and pumps of :func:`_refuted`.
+Then unneeded factors and windows are dropped and groups merged while the closure stays a
+function.  The rules only propose; every candidate is checked by a closure.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -287,10 +285,6 @@ def _capped_factors(word: list[int], k: int, j: int, threshold: int) -> dict[tup
     return {f: min(c, threshold) for f, c in Counter(tuple(x[i + k - j : i + k]) for i in range(len(word))).items()}
 
 
-def _suffixes(p: tuple[int, ...]) -> list[tuple[int, ...]]:
-    return [p[i:] for i in range(len(p))]
-
-
 # ---------------------------------------------------------------------------------------
 # the search
 
@@ -349,15 +343,17 @@ class _Search:
     groups: list[int]
     work: list[int]  # closure rows computed so far, shared by the searches of one detection
     comp: np.ndarray  # the strongly connected component of each state
+    merge: bool = False  # whether a new factor may join a group entering the same component
+    entered: dict[int, int] = field(default_factory=dict)  # per group: the component its first factor entered
 
-    def crossings(self, word: list[int]) -> list[int]:
-        """The positions (1-based) where the run of ``word`` from q0 enters another component: where
-        a count that matters can have grown."""
+    def crossings(self, word: list[int]) -> list[tuple[int, int]]:
+        """The positions (1-based) where the run of ``word`` from q0 enters another component (where
+        a count that matters can have grown), with the component entered."""
         q, out = self.q0, []
         for i, c in enumerate(word):
             nq = int(self.maps[c - 1, q])
             if self.comp[nq] != self.comp[q]:
-                out.append(i + 1)
+                out.append((i + 1, int(self.comp[nq])))
             q = nq
         return out
 
@@ -385,37 +381,47 @@ class _Search:
         counts differ and that ends where a run changes component (else the shortest such) -- the one
         that leaves the fewest conflicts; False when nothing tells them apart."""
         k = self.k
-        cands: list[tuple[list[tuple[int, ...]], list[tuple[int, ...]]]] = []  # (windows, factors) to add
+        cands: list[tuple[list[tuple[int, ...]], list[tuple[tuple[int, ...], int]]]] = []  # (windows, (factor, group))
         u1, u2 = ([0] * (k - 1) + w1)[len(w1):], ([0] * (k - 1) + w2)[len(w2):]
         if u1 != u2:
             j = next(j for j in range(1, k) if u1[-j:] != u2[-j:])
-            new = [p for p in _suffixes(tuple(u1[-j:])) if p not in self.windows]
+            new = [p for p in (tuple(u1[-i:]) for i in range(1, j + 1)) if p not in self.windows]
             cands.append((new, []))
         differ: list[tuple[int, ...]] = []
         for j in range(1, k + 1):
             c1, c2 = _capped_factors(w1, k, j, self.threshold), _capped_factors(w2, k, j, self.threshold)
             differ += [f for f in sorted(set(c1) | set(c2)) if c1.get(f, 0) != c2.get(f, 0) and f not in self.factors]
-        ends = {tuple(([0] * (k - 1) + w)[p - j + k - 1 : p + k - 1]) for w in (w1, w2) for p in self.crossings(w)
-                for j in range(1, k + 1)}  # the windows ending where a run changes component
+        ends = {tuple(([0] * (k - 1) + w)[p - j + k - 1 : p + k - 1]): c for w in (w1, w2)
+                for p, c in self.crossings(w) for j in range(1, k + 1)}  # windows ending where a run changes component
         at = [f for f in differ if f in ends]
         shortest = [f for f in differ if len(f) == min(map(len, differ))] if differ else []
-        cands += [([], [f]) for f in (at or shortest)[:MAX_CANDIDATES]]
+        fresh = max(self.groups, default=-1) + 1
+        cands += [([], [(f, fresh)]) for f in (at or shortest)[:MAX_CANDIDATES]]
         if not cands:
             return False
-        windows, factors = min(cands, key=self._left) if len(cands) > 1 else cands[0]
+        scores = [self._left(c) for c in cands] if len(cands) > 1 else [(0, 0)]
+        best = min(range(len(cands)), key=lambda i: scores[i])
+        windows, factors = cands[best]
+        for (f, _), g in itertools.product(factors, range(fresh) if self.merge else ()):  # join a group entering
+            if ends.get(f) is not None and self.entered.get(g) == ends[f] and \
+                    self._left((windows, [(f, g)])) <= scores[best]:
+                factors = [(f, g)]
+                break
+        for f, g in factors:
+            self.entered.setdefault(g, ends.get(f, -1))
         self.windows += windows
-        self.factors += factors
-        self.groups += list(range(len(self.groups), len(self.groups) + len(factors)))
+        self.factors += [f for f, _ in factors]
+        self.groups += [g for _, g in factors]
         return True
 
-    def _left(self, cand: tuple[list[tuple[int, ...]], list[tuple[int, ...]]]) -> tuple[int, int]:
-        """How many conflicts are left with ``cand`` added (fewest first; over budget last)."""
+    def _left(self, cand: tuple[list[tuple[int, ...]], list[tuple[tuple[int, ...], int]]]) -> tuple[int, int]:
+        """How many conflicts are left with ``cand`` added (fewest first, ties to the earlier -- the
+        shorter -- candidate; over budget last)."""
         windows, factors = cand
         old = self.windows
         self.windows = old + windows
         try:
-            cl, _ = self.closure(self.factors + factors, self.groups + list(range(len(self.groups),
-                                                                                  len(self.groups) + len(factors))))
+            cl, _ = self.closure(self.factors + [f for f, _ in factors], self.groups + [g for _, g in factors])
         except _TooBig:
             return (1, 0)
         finally:
@@ -433,9 +439,12 @@ def _class_maps(a: Semiautomaton) -> tuple[np.ndarray, tuple[int, ...]]:
     return maps[np.sort(first)], tuple(int(rank[i]) + 1 for i in inverse.reshape(-1))
 
 
-def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int]) -> tuple[_Search | None, str]:
-    """The refinement loop for one (k, t): the search with a description that works, or None and why."""
-    s = _Search(maps, q0, k, threshold, [], [], [], work, components(maps))
+def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
+            merge: bool = False) -> tuple[_Search | None, str]:
+    """The refinement loop for one (k, t): the search with a description that works, or None and why
+    (``merge``: a new factor joins a group whose factors enter the same component when that leaves
+    no more conflicts -- the closure stays small when many factors do one thing, as forbidden ones)."""
+    s = _Search(maps, q0, k, threshold, [], [], [], work, components(maps), merge)
     for _ in range(MAX_ROUNDS):
         cl, tr = s.closure()
         pair = _conflict(cl)
@@ -450,31 +459,31 @@ def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int]) 
     raise _TooBig
 
 
+def _renumber(groups: list[int]) -> list[int]:
+    """Groups numbered 0..G-1 in order of first appearance."""
+    order: dict[int, int] = {}
+    return [order.setdefault(g, len(order)) for g in groups]
+
+
 def _simplify(s: _Search) -> None:
-    """Drop factors the closure does not need, then group the rest greedily (module docstring)."""
-    i = len(s.factors) - 1
-    while i >= 0:
-        rest = s.factors[:i] + s.factors[i + 1 :]
-        if rest and s.works(rest, list(range(len(rest)))):
-            s.factors = rest
-        i -= 1
-    s.groups = list(range(len(s.factors)))
+    """Drop the factors and windows the closure does not need, then merge groups while it stays a
+    function (module docstring)."""
+    for i in range(len(s.factors) - 1, -1, -1):
+        rest, groups = s.factors[:i] + s.factors[i + 1 :], _renumber(s.groups[:i] + s.groups[i + 1 :])
+        if rest and s.works(rest, groups):
+            s.factors, s.groups = rest, groups
+    s.groups = _renumber(s.groups)
     for p in sorted(s.windows, key=len, reverse=True):
         if not any(len(o) > len(p) and o[-len(p):] == p for o in s.windows):
             s.windows.remove(p)
             if not s.works(s.factors, s.groups):
                 s.windows.append(p)
-    groups: list[int] = []
-    for i in range(len(s.factors)):
-        for g in range(max(groups, default=-1) + 1):
-            nxt = max(groups) + 1
-            trial = groups + [g] + list(range(nxt, nxt + len(s.factors) - i - 1))
+    for g in range(max(s.groups, default=-1), 0, -1):
+        for h in range(g):
+            trial = _renumber([h if x == g else x for x in s.groups])
             if s.works(s.factors, trial):
-                groups.append(g)
+                s.groups = trial
                 break
-        else:
-            groups.append(max(groups, default=-1) + 1)
-    s.groups = groups
 
 
 def _plan(a: Semiautomaton, s: _Search, classes: tuple[int, ...]) -> FactorPlan:
@@ -563,16 +572,19 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         return None, f"{name} is not locally threshold testable with k <= {k}: {_witness(pair, k, None)}"
     why = ""
     for t in range(1, max_threshold + 1):
-        work = [0]  # a budget per threshold
         pair = _refuted(maps, a.start, k, t)
         if pair is not None:
             why = _witness(pair, k, t)
             continue
-        try:
-            s, reason = _search(maps, a.start, k, t, work)
-        except _TooBig:
-            why = f"gave up at threshold {t} over the search's budget ({MAX_WORK:,} closure rows, " \
-                  f"{MAX_PATTERNS} patterns)"
+        s = None
+        for merge in (False, True):  # factors in groups of their own, then merged as they go
+            try:
+                s, reason = _search(maps, a.start, k, t, [0], merge)  # a budget per try
+                break
+            except _TooBig:
+                why = f"gave up at threshold {t} over the search's budget ({MAX_WORK:,} closure rows, " \
+                      f"{MAX_PATTERNS} patterns)"
+        else:
             continue
         if s is None:
             why = reason
