@@ -20,8 +20,8 @@ from ..automata.formats import parse_alphabet
 from ..automata.load import load_spec
 from ..usage import EXIT_NOT_EXACT, EXIT_OK
 from ..pipeline import DTYPES, compile_automaton, methods, survey
-from .args import (NON_NEGATIVE, POSITIVE, dtype_of, int_in, planner_options, promise_option, seconds, writable_file,
-                   write_output)
+from .args import (NON_NEGATIVE, POSITIVE, dtype_of, int_in, isymbols_option, planner_options, promise_option, seconds,
+                   writable_file, write_output)
 from .status import say
 from .verifying import counterexample_line, progress
 
@@ -50,7 +50,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     output = writable_file(args.output, "output")
     device = resolve_device(args.device)
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
-    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
+    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise,
+                          isymbols=args.isymbols)
     if args.verify:  # refused before compiling, not after: inputs and the reference within their bounds
         try:
             check_options(automaton.n_symbols, max(args.max_len, 1), n_states=automaton.n_states,
@@ -116,6 +117,7 @@ def compile_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
     promise_option(c)
+    isymbols_option(c)
     c.add_argument("--allow-inexact", action="store_true",
                    help="compile even where the construction's worst-case float bound is not certified at this "
                         "max_len and dtype (otherwise exit 2)")

@@ -16,7 +16,7 @@ from ..automata.formats import parse_alphabet
 from ..automata.load import load_spec
 from ..usage import EXIT_OK
 from ..pipeline import DTYPES, candidates
-from .args import dtype_of, planner_options, promise_option
+from .args import dtype_of, isymbols_option, planner_options, promise_option
 
 
 def _dims_text(dims: list[int]) -> str:
@@ -116,7 +116,8 @@ def _stored_candidates(model) -> list[dict] | None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
-    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
+    automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise,
+                          isymbols=args.isymbols)
     result = candidates(automaton, max_len=args.max_len, prefer=args.prefer,
                         positions=args.positions, max_params=args.max_params, dtype=dtype_of(args.dtype),
                         allow_inexact=args.allow_inexact)
@@ -175,6 +176,7 @@ def plan_options(n: argparse.ArgumentParser) -> None:
     n.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
     promise_option(n)
+    isymbols_option(n)
     n.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weights' float type")
     n.add_argument("--allow-inexact", action="store_true",
                    help="take constructions beyond their certified float reach at this max_len and dtype too")
