@@ -576,7 +576,6 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         if pair is not None:
             why = _witness(pair, k, t)
             continue
-        s = None
         for merge in (False, True):  # factors in groups of their own, then merged as they go
             try:
                 s, reason = _search(maps, a.start, k, t, [0], merge)  # a budget per try
@@ -592,6 +591,7 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         if not s.factors:
             return None, f"{name} is definite: its last {k - 1} letters decide the state (no factor counts)"
         _simplify(s)
+        s.work[0] = 0  # the final closure is the proof: it runs whatever the search spent
         plan = _plan(a, s, classes)
         return plan, (f"locally {'threshold ' * (t > 1)}testable with k = {plan.k}" + (f", t = {t}" if t > 1 else ""))
     return None, f"{name} is not locally threshold testable with k <= {max_k}, t <= {max_threshold}: {why}"
