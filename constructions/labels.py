@@ -482,5 +482,8 @@ def readout_summary(meta: dict[str, Any]) -> dict[str, Any]:
     r = readout_of(meta)
     if r is None:
         return {"kind": STATES}
-    return {k: r[k] for k in ("kind", "labels", "states", "states_before", "reachable", "states_after", "form")
-            if k in r}
+    keys = ("kind", "labels", "states", "states_before", "reachable", "states_after", "form")
+    out: dict[str, Any] = {k: r[k] for k in keys if k in r}
+    if isinstance(r.get("mealy"), dict):  # a Mealy machine's outputs: its sizes (not its spec)
+        out["mealy"] = {k: v for k, v in r["mealy"].items() if k != "source"}
+    return out
