@@ -171,6 +171,12 @@ def _readout_codes(program: Program) -> tuple[list[int], np.ndarray, tuple[int, 
     return list(sc.dims), np.asarray(sc.codes, dtype=np.int64), override
 
 
+def readout_codes(program: Program) -> tuple[list[int], np.ndarray, tuple[int, int] | None]:
+    """The state codes a program's readout reads (:func:`_readout_codes`), for a construction
+    that reads them at another position (``constructions/transition.py``)."""
+    return _readout_codes(program)
+
+
 def _deciding_dims(codes: np.ndarray, state_label: Sequence[int]) -> list[int]:
     """A minimal set of code columns on which the label is still a function of the code (each
     column dropped, last first, when the rest still decide the label): the lookup then reads
