@@ -14,6 +14,7 @@ from verify.text import json_text
 from ..automata.errors import ShortcutError
 from ..automata.formats import parse_alphabet
 from ..automata.load import load_spec
+from ..automata.mealy import is_mealy, mealy_moore
 from ..usage import EXIT_OK
 from ..pipeline import DTYPES, candidates
 from .args import dtype_of, isymbols_option, planner_options, promise_option
@@ -146,6 +147,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print("\n".join(candidates_text(result["candidates"])))
         if result["chosen"] is not None:
             print(f"chosen: {result['chosen']} -- {result['why']}")
+        if is_mealy(automaton):  # what compile does by default: the outputs, through another automaton
+            mm = mealy_moore(automaton)
+            print(f"Mealy machine: these candidates read its states; compile reads its outputs (the default readout) "
+                  f"from the Moore machine over its {mm.moore.n_states - 1} transitions ({mm.states_after} states "
+                  f"after minimising by outputs), planned the same way, or by transition on those states")
     if result["error"] is not None:
         raise ShortcutError(result["error"])
     return EXIT_OK

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from compiler.automata.mealy import moore_disagreement
 from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import weights_sha256
@@ -129,6 +130,10 @@ def _state_labels(compiled: Semiautomaton, readout: dict[str, Any]) -> list[int]
                     seen.add(pair)
                     nxt.append(pair)
         frontier = nxt
+    mealy = readout.get("mealy")  # the source is a Mealy machine's Moore machine over transitions: re-derived
+    wrong = moore_disagreement(mealy["source"], source) if isinstance(mealy, dict) else None
+    if wrong is not None:
+        raise CertificateFailure("readout labels", f"the labels' source is not the Mealy machine's outputs: {wrong}")
     return state_label
 
 
