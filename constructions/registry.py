@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import Semiautomaton
 
-from . import bounded_stack, gridworld, krohn_rhodes, local, lookback, product, scan
+from . import bounded_stack, gridworld, krohn_rhodes, local, lookback, piecewise, product, scan
 from .construction import Construction, Cost, Refusal
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
@@ -25,6 +25,7 @@ _ENTRIES: list[Construction[Any]] = [
     gridworld.CONSTRUCTION,  # Theorem 12: line and box worlds, 2 layers
     bounded_stack.CONSTRUCTION,  # bounded stacks (Dyck): depth prefix sum, last push per level, 3 layers
     krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
+    piecewise.CONSTRUCTION,  # piecewise testable: one prefix-count layer per run of the relevant subsequences, <= k
     local.CONSTRUCTION,  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
     product.construction(lambda: [c for c in _ENTRIES if c.name != product.NAME]),  # parallel decomposition by SP
     # partitions: two quotients side by side, each by its cheapest construction among the others (never a product)

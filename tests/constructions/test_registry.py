@@ -24,7 +24,7 @@ FAST = {"samples": 2, "exhaustive_budget": 64}
 
 
 def test_entries_in_preference_order_and_unknown_names_are_clean_errors():
-    assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "local", "product", "scan"]
+    assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "piecewise", "local", "product", "scan"]
     assert registry.get("scan").name == "scan" and registry.get("scan").theorem == "Theorem 10"
     with pytest.raises(ShortcutError, match="unknown construction 'nope'"):
         registry.get("nope")
