@@ -10,8 +10,13 @@ Detection (:func:`detect`) works on the automaton, never on names:
 
 1. *Partially ordered*: the transitions that change the state, over the states reachable from
    the start, must form an acyclic graph (a topological sort); otherwise the refusal names two
-   states on a cycle that is not a self-loop.
-2. *Relevant subsequences*: a prefix-closed set S of words (a trie), grown from the empty set.
+   states on a cycle that is not a self-loop.  Then *locally confluent* (Klima and Polak 2013: a
+   minimal DFA is piecewise testable iff it is partially ordered and locally confluent): for each
+   state q and letters a, b that move it, some word over {a, b} brings q a and q b together
+   (:func:`confluence_witness`; "starts with a" is partially ordered and fails here).
+2. *Relevant subsequences*: a prefix-closed set S of words (a trie), seeded with the minimal
+   words that reach a sink (:func:`sink_words`: an SP language's minimal forbidden subsequences)
+   and grown from there.
    The tracker state of a word w is X(w) = {u in S : u is a subsequence of w}; reading a letter
    a from X gives X | {u a in S : u in X or u empty} (the greedy embedding, so a repeated letter
    needs its earlier copy strictly before).  A breadth-first walk of the product (automaton state,
@@ -149,6 +154,38 @@ def cycle_witness(a: Semiautomaton, states: list[int]) -> tuple[int, int] | None
         path.append(q)
 
 
+def confluence_witness(a: Semiautomaton, states: list[int]) -> tuple[int, int, int] | None:
+    """(q, a, b) such that no word over {a, b} brings q a and q b together, or None (Klima and
+    Polak's local confluence: when the state is a function of the subsequences of length <= k,
+    q a (ab)^k and q b (ab)^k agree, since both suffixes hold every word over {a, b} of length <= k
+    as a subsequence).  Letters that fix q need no check (q a b^n = q b^n, and b^n settles in an
+    acyclic automaton); each pair walks the pairs of states under a and b, at most
+    :data:`MAX_PAIRS` steps in all, after which the check gives up (the walk of :func:`relevant`
+    still decides)."""
+    budget = MAX_PAIRS
+    for q in states:
+        moving = [s for s, m in enumerate(a.maps) if m[q] != q]
+        for i, x in enumerate(moving):
+            for y in moving[i + 1:]:
+                seen = {(a.maps[x][q], a.maps[y][q])}
+                todo = deque(seen)
+                met = False
+                while todo and not met:
+                    p, r = todo.popleft()
+                    met = p == r
+                    for s in (x, y):
+                        nxt = (a.maps[s][p], a.maps[s][r])
+                        if nxt not in seen:
+                            seen.add(nxt)
+                            todo.append(nxt)
+                budget -= len(seen)
+                if not met:
+                    return q, x, y
+                if budget < 0:
+                    return None
+    return None
+
+
 class _Trie:
     """The prefix-closed word set S: per node its word, parent and, per letter, the nodes it ends."""
 
@@ -271,34 +308,97 @@ def _prefixes(u: tuple[int, ...]) -> list[tuple[int, ...]]:
     return [u[:i] for i in range(1, len(u) + 1)]
 
 
-def relevant(a: Semiautomaton) -> list[tuple[int, ...]]:
-    """The relevant subsequences S (module docstring, steps 2 and 3); raises :class:`_Budget` or
-    returns words after a failed search as ValueError's message."""
-    words: list[tuple[int, ...]] = []
+def _run(a: Semiautomaton, u: tuple[int, ...] | list[int]) -> int:
+    q = a.start
+    for s in u:
+        q = a.maps[s][q]
+    return q
+
+
+def sink_words(a: Semiautomaton, states: list[int]) -> list[tuple[int, ...]]:
+    """The subsequence-minimal words (<= MAX_K letters) that reach a sink (a state every letter
+    fixes) from the start: for a strictly piecewise language, its minimal forbidden subsequences.
+    A minimal word's letters each change the state (a letter that does not could be deleted), so
+    a depth-first walk over the state-changing paths that avoid the sink finds them; a word is
+    kept when no single deletion still reaches the sink.  Gives up (returns []) past
+    :data:`MAX_CANDIDATES` paths: the seed is an optimisation, :func:`relevant` decides."""
+    sinks = {q for q in states if all(m[q] == q for m in a.maps)} - {a.start}
+    if not sinks:
+        return []
+    out: list[tuple[int, ...]] = []
+    todo: list[tuple[int, tuple[int, ...]]] = [(a.start, ())]
+    visited = 0
+    while todo:
+        q, u = todo.pop()
+        visited += 1
+        if visited > MAX_CANDIDATES:
+            return []
+        for s, m in enumerate(a.maps):
+            r = m[q]
+            if r == q:
+                continue
+            w = u + (s,)
+            if r in sinks:
+                if all(_run(a, w[:i] + w[i + 1:]) != r for i in range(len(w))):
+                    out.append(w)
+            elif len(w) < MAX_K:
+                todo.append((r, w))
+    return sorted(set(out))
+
+
+def grow(a: Semiautomaton, seed: list[tuple[int, ...]] | None = None, cap: int = MAX_NODES) -> list[tuple[int, ...]]:
+    """The relevant subsequences S grown from ``seed``'s prefixes until the product walk closes
+    (module docstring, step 2); :class:`_Budget` past ``cap`` words, ValueError (its message
+    names the two words) when no subsequence of length <= MAX_K tells a conflict apart."""
+    words: list[tuple[int, ...]] = list(dict.fromkeys(p for u in seed or [] for p in _prefixes(u)))
+    if len(words) > cap:
+        raise _Budget(f"more than {cap} relevant subsequences")
     while True:
         _, conflict = _walk(a, _Trie(words))
         if conflict is None:
-            break
+            return words
         w, v = conflict
         u = extension(a, words, w, v) or distinguisher(w, v)
         if u is None:
-            p, q = a.start, a.start
-            for s in w:
-                p = a.maps[s][p]
-            for s in v:
-                q = a.maps[s][q]
+            p, q = _run(a, w), _run(a, v)
             raise ValueError(f"the words {_show(a, w)} and {_show(a, v)} have the same subsequences up to length "
                              f"{MAX_K} but reach different states {a.states[p]!r} and {a.states[q]!r}: not "
                              f"piecewise testable of level <= {MAX_K}")
         words = list(dict.fromkeys(words + _prefixes(u)))
-        if len(words) > MAX_NODES:
-            raise _Budget(f"more than {MAX_NODES} relevant subsequences")
+        if len(words) > cap:
+            raise _Budget(f"more than {cap} relevant subsequences")
+
+
+def prune(a: Semiautomaton, words: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Drop each leaf of S, longest first, while the product walk still closes (step 3)."""
     for leaf in sorted(_leaves(words), key=lambda w: (-len(w), w)):
         fewer = [w for w in words if w != leaf]
-        if leaf not in _leaves(words) or not _closes(a, fewer):
-            continue
-        words = fewer
+        if leaf in _leaves(words) and _closes(a, fewer):
+            words = fewer
     return words
+
+
+def relevant(a: Semiautomaton, states: list[int]) -> list[tuple[int, ...]]:
+    """The relevant subsequences: grown from the sink words when they are few (:func:`sink_words`:
+    an SP language's forbidden subsequences, found directly; a PT language's sink is reached by
+    many interleavings, which only add words) and from the empty set, the second growth capped
+    at the first's size; the one with fewer runs in its longest word (the construction's
+    depth), then fewer words, is pruned.  The last failure is raised when both fail."""
+    found: list[list[tuple[int, ...]]] = []
+    errors: list[Exception] = []
+    seed = sink_words(a, states)
+    if seed and len({p for u in seed for p in _prefixes(u)}) <= MAX_NODES // 2:
+        try:
+            found.append(grow(a, seed))
+        except (_Budget, ValueError) as e:
+            errors.append(e)
+    try:
+        found.append(grow(a, None, len(found[0]) if found else MAX_NODES))
+    except (_Budget, ValueError) as e:
+        errors.append(e)
+    if not found:
+        raise errors[-1]
+    return prune(a, min(found, key=lambda ws: (max(len(runs(w)) for w in ws), len(ws))))
 
 
 def _leaves(words: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
@@ -339,10 +439,16 @@ def detect(a: Semiautomaton) -> tuple[PiecewisePlan | None, str]:
     states = reachable_states(a)
     cyc = cycle_witness(a, states)
     if cyc is not None:
-        p, q = (a.states[i] for i in cyc)
-        return None, f"a cycle through states {p!r}, {q!r} is not a self-loop: not piecewise testable"
+        first, second = (a.states[i] for i in cyc)
+        return None, f"a cycle through states {first!r}, {second!r} is not a self-loop: not piecewise testable"
+    conf = confluence_witness(a, states)
+    if conf is not None:
+        at, x, y = conf
+        return None, (f"from state {a.states[at]!r} the letters {a.alphabet[x]!r} and {a.alphabet[y]!r} lead to states "
+                      f"that no word over those two letters brings together (not locally confluent): not piecewise "
+                      f"testable")
     try:
-        words = relevant(a)
+        words = relevant(a, states)
     except ValueError as e:
         return None, str(e)
     except _Budget as e:
