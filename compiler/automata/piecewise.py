@@ -283,12 +283,14 @@ def changing(a: Semiautomaton, u: tuple[int, ...]) -> bool:
     return True
 
 
-def extension(a: Semiautomaton, words: list[tuple[int, ...]], w: list[int], v: list[int]) -> tuple[int, ...] | None:
+def extension(a: Semiautomaton, words: list[tuple[int, ...]], w: list[int], v: list[int],
+              longest: bool = True) -> tuple[int, ...] | None:
     """A word u x (u in S or empty, x a letter) that is a subsequence of exactly one of ``w``,
-    ``v``, with u as long as possible, among those whose letters each change the state first: the
-    trie grows by one node along what it already tracks."""
+    ``v``, with u as long (``longest``) or as short as possible, among those whose letters each
+    change the state first: the trie grows by one node along what it already tracks."""
     found = []
-    for u in sorted(words, key=lambda x: (-len(x), x)) + [()]:
+    order = sorted(words, key=lambda x: (-len(x), x)) + [()]
+    for u in order if longest else order[::-1]:
         if len(u) >= MAX_K or _embeds(u, w) != _embeds(u, v):
             continue
         for x in dict.fromkeys(w + v):
@@ -346,10 +348,12 @@ def sink_words(a: Semiautomaton, states: list[int]) -> list[tuple[int, ...]]:
     return sorted(set(out))
 
 
-def grow(a: Semiautomaton, seed: list[tuple[int, ...]] | None = None, cap: int = MAX_NODES) -> list[tuple[int, ...]]:
+def grow(a: Semiautomaton, seed: list[tuple[int, ...]] | None = None, cap: int = MAX_NODES,
+         longest: bool = True) -> list[tuple[int, ...]]:
     """The relevant subsequences S grown from ``seed``'s prefixes until the product walk closes
-    (module docstring, step 2); :class:`_Budget` past ``cap`` words, ValueError (its message
-    names the two words) when no subsequence of length <= MAX_K tells a conflict apart."""
+    (module docstring, step 2; ``longest``: :func:`extension`'s order); :class:`_Budget` past
+    ``cap`` words, ValueError (its message names the two words) when no subsequence of length
+    <= MAX_K tells a conflict apart."""
     words: list[tuple[int, ...]] = list(dict.fromkeys(p for u in seed or [] for p in _prefixes(u)))
     if len(words) > cap:
         raise _Budget(f"more than {cap} relevant subsequences")
@@ -358,7 +362,7 @@ def grow(a: Semiautomaton, seed: list[tuple[int, ...]] | None = None, cap: int =
         if conflict is None:
             return words
         w, v = conflict
-        u = extension(a, words, w, v) or distinguisher(w, v)
+        u = extension(a, words, w, v, longest) or distinguisher(w, v)
         if u is None:
             p, q = _run(a, w), _run(a, v)
             raise ValueError(f"the words {_show(a, w)} and {_show(a, v)} have the same subsequences up to length "
@@ -381,8 +385,8 @@ def prune(a: Semiautomaton, words: list[tuple[int, ...]]) -> list[tuple[int, ...
 def relevant(a: Semiautomaton, states: list[int]) -> list[tuple[int, ...]]:
     """The relevant subsequences: grown from the sink words when they are few (:func:`sink_words`:
     an SP language's forbidden subsequences, found directly; a PT language's sink is reached by
-    many interleavings, which only add words) and from the empty set, the second growth capped
-    at the first's size; the one with fewer runs in its longest word (the construction's
+    many interleavings, which only add words) and from the empty set (extending the longest and
+    the shortest tracked words first), each later growth capped at the smallest size so far; the one with fewer runs in its longest word (the construction's
     depth), then fewer words, is pruned.  The last failure is raised when both fail."""
     found: list[list[tuple[int, ...]]] = []
     errors: list[Exception] = []
@@ -392,10 +396,11 @@ def relevant(a: Semiautomaton, states: list[int]) -> list[tuple[int, ...]]:
             found.append(grow(a, seed))
         except (_Budget, ValueError) as e:
             errors.append(e)
-    try:
-        found.append(grow(a, None, len(found[0]) if found else MAX_NODES))
-    except (_Budget, ValueError) as e:
-        errors.append(e)
+    for longest in (True, False):
+        try:
+            found.append(grow(a, None, min(map(len, found), default=MAX_NODES), longest))
+        except (_Budget, ValueError) as e:
+            errors.append(e)
     if not found:
         raise errors[-1]
     return prune(a, min(found, key=lambda ws: (max(len(runs(w)) for w in ws), len(ws))))
