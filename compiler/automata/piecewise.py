@@ -386,8 +386,9 @@ def relevant(a: Semiautomaton, states: list[int]) -> list[tuple[int, ...]]:
     """The relevant subsequences: grown from the sink words when they are few (:func:`sink_words`:
     an SP language's forbidden subsequences, found directly; a PT language's sink is reached by
     many interleavings, which only add words) and from the empty set (extending the longest and
-    the shortest tracked words first), each later growth capped at the smallest size so far; the one with fewer runs in its longest word (the construction's
-    depth), then fewer words, is pruned.  The last failure is raised when both fail."""
+    the shortest tracked words first), each later growth capped at the smallest size so far; the
+    one with fewer runs in its longest word (the construction's depth), then fewer words, is
+    pruned.  The last failure is raised when every growth fails."""
     found: list[list[tuple[int, ...]]] = []
     errors: list[Exception] = []
     seed = sink_words(a, states)
