@@ -114,12 +114,15 @@ def first_rows(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
     """The first lookup's keys (suffix keys) and rows over (``fac:window``, ``fac:flag{g}``...)."""
     G = plan.n_groups
     index = {p: i + 1 for i, p in enumerate(plan.windows)}
-    rows = {}
+    rows: dict[tuple[int, ...], np.ndarray] = {}
+
+    def add(key: tuple[int, ...], row: np.ndarray) -> None:  # a window and a factor may share a key: both rows
+        rows[key] = rows.get(key, np.zeros(1 + G)) + row
     for p, i in index.items():
         parent = next((index[p[j:]] for j in range(1, len(p)) if p[j:] in index), 0)
-        rows[_key(plan, p)] = np.eye(1 + G)[0] * (i - parent)
+        add(_key(plan, p), np.eye(1 + G)[0] * (i - parent))
     for f, g in zip(plan.factors, plan.groups):
-        rows[_key(plan, f)] = np.eye(1 + G)[1 + g]
+        add(_key(plan, f), np.eye(1 + G)[1 + g])
     if not plan.windows:  # no window input: the rows over the flags alone
         rows = {k: v[1:] for k, v in rows.items()}
     return rows

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import Semiautomaton
 
-from . import bounded_stack, factors, gridworld, krohn_rhodes, local, lookback, product, scan, transition
+from . import bounded_stack, factors, gridworld, krohn_rhodes, local, lookback, piecewise, product, scan, transition
 from .construction import Construction, Cost, Refusal
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
@@ -26,6 +26,7 @@ _ENTRIES: list[Construction[Any]] = [
     bounded_stack.CONSTRUCTION,  # bounded stacks (Dyck): depth prefix sum, last push per level, 3 layers
     krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
     factors.CONSTRUCTION,  # locally (threshold) testable: the last k - 1 letters, capped factor counts, 2 layers
+    piecewise.CONSTRUCTION,  # piecewise testable: one prefix-count layer per run of the relevant subsequences, <= k
     local.CONSTRUCTION,  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
     product.construction(lambda: [c for c in _ENTRIES if c.name not in (product.NAME, transition.NAME)]),  # parallel
     # decomposition by SP partitions: two quotients side by side, each by its cheapest construction among the others

@@ -67,6 +67,35 @@ def step_units(n_values: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return w, b, step @ onehot
 
 
+def capped_step_units(n_values: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`step_units` for a code that may exceed n_values - 1 and reads as min(x, n_values - 1)
+    (a count saturating at a cap): thresholds 1[x <= c], c = 0..n_values-2, each
+    relu(s(c - x) + 3) - relu(s(c - x) + 2) with s = 1/STEP_TOLERANCE, exactly 1 for x <= c + 1/4
+    and exactly 0 for x >= c + 3/4.  Past the cap every unit is off (exactly 0 whatever the
+    input's error or size), so large counts add no rounding.  Returns (w, b, combine) as
+    :func:`step_units`; the one-hot's constant term is :func:`capped_onehot_bias`."""
+    s = 1.0 / STEP_TOLERANCE
+    cs = np.arange(0, n_values - 1, dtype=np.float64)
+    w = np.repeat(np.full(len(cs), -s), 2)
+    b = np.stack([s * cs + 3.0, s * cs + 2.0], axis=1).reshape(-1)
+    step = np.zeros((2 * len(cs), len(cs)))
+    step[2 * np.arange(len(cs)), np.arange(len(cs))] = 1.0
+    step[2 * np.arange(len(cs)) + 1, np.arange(len(cs))] = -1.0
+    # one-hot: v=0 -> d_0 ; v -> d_v - d_{v-1} ; v=n-1 -> 1 - d_{n-2}
+    onehot = np.zeros((len(cs), n_values))
+    for i in range(len(cs)):  # d_i
+        onehot[i, i] += 1.0
+        onehot[i, i + 1] -= 1.0
+    return w, b, step @ onehot
+
+
+def capped_onehot_bias(n_values: int) -> np.ndarray:
+    """Constant term of the one-hot read from :func:`capped_step_units` (the top value's 1)."""
+    e = np.zeros(n_values)
+    e[-1] = 1.0
+    return e
+
+
 def onehot_bias(n_values: int) -> np.ndarray:
     """Constant term of the one-hot read from :func:`step_units` (the implicit step_0 = 1)."""
     e = np.zeros(n_values)

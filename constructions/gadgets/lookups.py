@@ -11,7 +11,7 @@ import numpy as np
 from ..budget import STEP_TOLERANCE
 from ..program import MLP
 from ..workspace import Subspace, names
-from .compose import onehot_bias, step_units
+from .compose import capped_onehot_bias, capped_step_units, onehot_bias, step_units
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,10 @@ class CodeInput:
     sub: Subspace
     n_values: int
     index: int = 0
+    capped: bool = False
+    """The code may exceed n_values - 1 and reads as n_values - 1 (:func:`lookup_mlp` decodes it
+    with :func:`compose.capped_step_units`: a saturating count whose units are all off past the
+    cap, so a large count adds no rounding)."""
 
 
 @dataclass(frozen=True)
@@ -56,14 +60,14 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
     offset = 0
     for inp in inputs:
         if isinstance(inp, CodeInput):
-            w, b, to_onehot = step_units(inp.n_values)
+            w, b, to_onehot = (capped_step_units if inp.capped else step_units)(inp.n_values)
             W = np.zeros((len(row), len(w)))
             if len(w):  # read (in ``used``)
                 W[_local_dims(row, inp.sub)[inp.index]] = w
             W1_parts.append(W)
             b1_parts.append(b)
             cols.append((offset, to_onehot))
-            consts.append(onehot_bias(inp.n_values))
+            consts.append((capped_onehot_bias if inp.capped else onehot_bias)(inp.n_values))
             offset += len(w)
         else:
             k = len(inp.sub)

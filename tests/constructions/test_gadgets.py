@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from constructions.budget import STEP_TOLERANCE
+from constructions.gadgets.compose import capped_onehot_bias, capped_step_units
 from constructions.gadgets import (
     compose_mlp,
     compose_slope,
@@ -56,6 +57,18 @@ def test_step_units_onehot_within_tolerance(n):
         onehot = np.maximum((1 + 0.6) * w + b, 0) @ M + onehot_bias(n)
         assert not np.array_equal(onehot, np.eye(n)[1])
     assert STEP_TOLERANCE == 0.25
+
+
+@pytest.mark.parametrize("n", [2, 3, 7])
+def test_capped_step_units_read_min_of_the_code_and_are_off_past_the_cap(n):
+    w, b, M = capped_step_units(n)
+    for x in (0, 1, n - 1, n, 10 * n, 1000):
+        for noise in (-0.24, 0.0, 0.24):
+            z = (x + noise) * w + b
+            onehot = np.maximum(z, 0) @ M + capped_onehot_bias(n)
+            assert np.array_equal(onehot, np.eye(n)[min(x, n - 1)]), (x, noise, onehot)
+            if x >= n - 1:  # every unit surely off: a large count adds nothing, rounding included
+                assert np.all(z <= 0)
 
 
 def _compose_workspace(n):

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from compiler.automata.load import load_spec
+from compiler.automata.subregular_families import random_language
 from compiler.cli import main
 from compiler.pipeline import compile_automaton
 from constructions import krohn_rhodes, krohn_rhodes_obligations, lookback
@@ -134,6 +135,24 @@ def test_every_covered_construction_refuses_two_states_read_out_swapped(monkeypa
     word = _refused_at(certify(model))
     assert _separates(model, word)
     assert len(word.split()) == 1  # q2 is one letter away: the shortest input
+
+
+@pytest.mark.parametrize("cls, k, method", [("sp", 3, "piecewise"), ("pt", 2, "piecewise"),
+                                            ("sl", 3, "locally-testable"), ("ltt", 2, "locally-testable")])
+def test_the_subregular_constructions_are_proved_and_refuse_a_swapped_readout(monkeypatch, cls, k, method):
+    """A piecewise model's prefix counts are kept saturated (min(count, c) where every lookup that
+    reads them is constant from c on), so its program is proved; swapping two states' readouts in
+    weights and obligations is refused with a separating input."""
+    spec = random_language(cls, k=k, letters=3, seed=0)
+    model = compile_automaton(spec, max_len=24, method=method)
+    cert = certify(model)
+    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    a = model.automaton
+    q1 = a.start
+    q2 = next(a.maps[x][q1] for x in range(a.n_symbols) if a.maps[x][q1] != q1)
+    _swap_readout(monkeypatch, model, q1, q2)
+    word = _refused_at(certify(model))
+    assert _separates(model, word)
 
 
 def test_a_scan_whose_stored_letter_map_is_forged_is_refused():

@@ -14,7 +14,8 @@ automaton can be explored:
   source's code at the most recent flagged (matching) position, BOS's before any;
 * :class:`~constructions.obligations.Match`: per key code, the source at its last visit;
 * :class:`~constructions.obligations.Average`: the sum of its source over its keys (Lemma 15),
-  kept modulo the moduli of the decodes that read it when only decodes do (a counter);
+  kept modulo the moduli of the decodes that read it when only decodes do (a counter), or as
+  min(sum, c) when only lookups that saturate from c read it (a capped count);
 * :class:`~constructions.obligations.AnyFlag`: one bit, "some flag so far".
 
 At BOS (t = 0) every head attends to BOS itself: it copies BOS's source (an average copies 0).
@@ -320,6 +321,45 @@ def _sum_mode(f: Average, name: str, ctx: Context) -> tuple[Any, ...]:
     return ("far", math.lcm(*periods), C, lo, hi) if periods else ("exact",)
 
 
+def _saturation(o: Lookup, name: str, ctx: Context) -> tuple[int, int] | None:
+    """(c, hi) when lookup ``o`` saturates in the coordinate ``name`` takes in its key: its keys there
+    run over 0..hi, and every key with a value x >= c there is in the table exactly when the key with
+    c is, with the same row -- so reading min(x, c) for any x <= hi gives what reading x gives."""
+    if name not in o.reads or ctx.width(name) != 1 or not o.table:
+        return None
+    j = sum(ctx.width(r) for r in o.reads[: o.reads.index(name)])
+    rows: dict[tuple[int, ...], dict[int, np.ndarray]] = {}
+    for k, v in o.table.items():
+        rows.setdefault((*k[:j], *k[j + 1 :]), {})[k[j]] = v
+    xs = {k[j] for k in o.table}
+    lo, hi = min(xs), max(xs)
+    if lo < 0:
+        return None
+    c = 0
+    for row in rows.values():  # the smallest c from which this row is constant, present or absent alike
+        top = row.get(hi)
+        x = hi
+        while x - 1 >= 0 and ((x - 1 in row) == (top is not None)
+                              and (top is None or np.array_equal(row[x - 1], top))):
+            x -= 1
+        c = max(c, x)
+    return c, hi
+
+
+def _cap_mode(f: Average, name: str, ctx: Context, T: int) -> tuple[Any, ...] | None:
+    """("cap", c, vmax) when only lookups read the sum (its plain count: scale = mass, no start
+    value), each saturating from c or below, with keys to hi: the sum is kept as min(sum, c), exact
+    while every term added is in 0..vmax = hi // T (so the sum never passes hi)."""
+    rs = ctx.readers(name)
+    if not rs or f.scale != f.mass or ctx.bound(name) != 0 or not all(isinstance(r, Lookup) for r in rs):
+        return None
+    sat = [_saturation(r, name, ctx) for r in rs]
+    if any(x is None for x in sat):
+        return None
+    c, hi = max(x[0] for x in sat if x), min(x[1] for x in sat if x)
+    return ("cap", c, hi // T) if hi // T >= 1 and c <= hi else None
+
+
 def _average(f: Average, T: int, ctx: Context) -> Head:
     """Lemma 15: scale/mass times the sum of the source over the heads' keys up to t, kept per
     dim as :func:`_sum_mode` says (a counter's residue; a gridworld's level, exact near 0)."""
@@ -327,7 +367,9 @@ def _average(f: Average, T: int, ctx: Context) -> Head:
     mult = [int(np.sum((firsts <= t) & (t <= lasts))) for t in range(T + 1)]
     changes = [t for t in range(1, T + 1) if mult[t] != mult[T]]
     stable = (max(changes) + 1) if changes else 1
-    modes = [_sum_mode(f, base if i is None else f"{base}[{i}]", ctx) for base, i in _parts(f.dst)]
+    names = [base if i is None else f"{base}[{i}]" for base, i in _parts(f.dst)]
+    modes = [_sum_mode(f, n, ctx) for n in names]
+    modes = [(_cap_mode(f, n, ctx, T) or m) if m == ("exact",) else m for n, m in zip(names, modes)]
 
     def start(e: Env) -> Any:
         if len(read(e, f.dst)) != len(modes):
@@ -335,6 +377,10 @@ def _average(f: Average, T: int, ctx: Context) -> Head:
         return (0,) * len(modes)
 
     def one(s: Any, v: int, mode: tuple[Any, ...]) -> Any:
+        if mode[0] == "cap":
+            if not 0 <= v <= mode[2]:
+                raise NotCovered(f"heads {f.heads[0]}..: a term {v} outside 0..{mode[2]} of a saturating count")
+            return min(s + v, mode[1])
         if mode[0] == "mod":
             return (s + v) % mode[1]
         if isinstance(s, tuple):  # far: its residue
