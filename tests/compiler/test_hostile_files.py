@@ -81,6 +81,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "zoo_deep.json": '{"seed": ' + "[" * 5000 + "]" * 5000 + "}",
         "zoo_seed.toml": "seed = " + "9" * 5000 + "\n",
         "t.json": "[[1, 0], [0, 1]]",
+        "comment.dot": "// outside the subset\ndigraph g {" + 'a -> b [label="x"];\n' * 5000 + "}",
         "bos.json": json.dumps({"name": "bos", "states": ["0", "1"], "alphabet": ["a", "<unk>"], "start": "0",
                                 "transitions": {"0": {"a": "1", "<unk>": "0"}, "1": {"a": "0", "<unk>": "1"}}}),
     }
@@ -122,6 +123,8 @@ CASES = [
     ("zoo config 5,000-digit seed", lambda f: ["zoo", f["zoo_seed.toml"], "-o", f["dir"] / "z2"], "5000 digits"),
     ("spec over the size limit", lambda f: ["plan", f["huge.json"]], "over the limit"),
     ("uint64 cell 2^64-1", lambda f: ["plan", f["u64.npz"], "--complete"], "too large for a state index"),
+    ("DOT outside the subset, too big for pydot", lambda f: ["plan", f["comment.dot"]],
+     "outside the DOT subset read directly"),
     ("regex a**", lambda f: ["plan", "regex:(a|b)**"], "quantifier on a quantifier"),
     ("regex 20,000 alternatives", lambda f: ["plan", "regex:" + "|".join(["ab"] * 20_000)], "59,999 characters"),
     ("regex (a|b){999999999}", lambda f: ["plan", "regex:(a|b){999999999}"], "NFA states"),
