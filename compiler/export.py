@@ -35,6 +35,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from constructions.checkpoint import serialize
+from constructions.labels import output_names
 from constructions.model import CompiledTransformer
 from constructions.unfold import unfold
 from verify.text import json_text
@@ -65,7 +66,8 @@ class TransformerLensExport:
     ``dtype`` is a string); ``blocks[i]``: exported block i's origin (our ``layer`` and its
     MLP's hidden layer ``stage`` of ``stages``); ``residual_labels``: a name for every residual
     dimension, scratch (``unfold:a[0]``, ...) included; ``subspaces``: named dims; ``tokens``
-    and ``outputs``: the vocabulary (symbols, then ``BOS``) and the logits' meaning (states)."""
+    and ``outputs``: the vocabulary (symbols, then ``BOS``) and the logits' meaning (states, or a
+    label model's labels)."""
 
     state_dict: dict[str, torch.Tensor]
     config: dict[str, Any]
@@ -174,7 +176,7 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
         state_dict={k: v.contiguous() for k, v in sd.items()}, config=_config(flat, n_heads, d_mlp),
         blocks=list(flat.meta["unfolded"]["blocks"]), residual_labels=list(flat.meta["residual_labels"]),
         subspaces={k: list(v) for k, v in flat.meta["subspaces"].items()},
-        tokens=[*a.alphabet, BOS], outputs=list(a.states))
+        tokens=[*a.alphabet, BOS], outputs=list(output_names(flat)))  # a label model's logits are its labels
 
 
 def save_transformer_lens(export: TransformerLensExport, directory: str | Path) -> list[Path]:

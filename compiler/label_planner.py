@@ -24,11 +24,12 @@ from constructions import registry
 from constructions.assemble import program_params
 from constructions.checkpoint import stamp_header
 from constructions.construction import Construction, Refusal
-from constructions.labels import LABELS, LabelReadoutError, label_halfspaces, label_lookup, label_unembedding
+from constructions.labels import LABELS, STATES, LabelReadoutError, label_halfspaces, label_lookup, label_unembedding
 from constructions.model import CompiledTransformer
 from constructions.program import Program
 
 from .automata.errors import ShortcutError
+from .automata.mealy import MealyMoore, is_mealy, mealy_moore
 from .automata.moore import Minimised, labelling, minimise
 from .automata.representation import natural
 from .automata.spec import Semiautomaton
@@ -38,6 +39,11 @@ from .planner import AUTO, Candidate, CompileOptions, Decision, assemble_model, 
 QUOTIENT, ORIGINAL = "quotient", "original"
 """Which automaton a label model's states are (``meta["readout"]["states"]``): the minimal Moore
 machine, or the automaton as given with each of its states mapped to its label."""
+
+
+def default_readout(a: Semiautomaton) -> str:
+    """The readout when none is asked for: a Mealy machine's outputs (labels), else the states."""
+    return LABELS if is_mealy(a) else STATES
 
 
 @dataclass
@@ -61,7 +67,13 @@ def compile_labels(source: Semiautomaton, options: CompileOptions) -> CompiledTr
     Never more parameters than the state model when one of the two has no more: the state
     model is the second's construction at the same options, and a label readout on top of it
     scores fewer outputs (linear), or adds an exact lookup (then both are compared as built).
-    ``meta["readout"]`` records which was taken, its state -> label map, both sizes and why."""
+    ``meta["readout"]`` records which was taken, its state -> label map, both sizes and why.
+    A Mealy machine's labels are its transitions' outputs: it is minimised by them and its Moore
+    machine over transitions takes its place (:func:`compiler.automata.mealy.mealy_moore`;
+    ``meta["readout"]["mealy"]`` records the Mealy machine and its sizes)."""
+    mealy = mealy_moore(source) if is_mealy(source) else None
+    if mealy is not None:
+        source = mealy.moore
     m = minimise(source)
     labels, state_label = labelling(source, m)
     try:  # the state model's decision: its size bounds the label model's, and the second variant reuses it
@@ -82,7 +94,16 @@ def compile_labels(source: Semiautomaton, options: CompileOptions) -> CompiledTr
     if not variants:
         raise next(iter(refused.values()))
     best, why = _label_choice(variants, {k: str(e) for k, e in refused.items()}, state_params, options.prefer)
-    return _finished(best, why, variants, state_params)
+    if mealy is not None:
+        why = f"{_mealy_why(mealy)}; {why}"
+    return _finished(best, why, variants, state_params, mealy)
+
+
+def _mealy_why(mealy: MealyMoore) -> str:
+    """What a Mealy machine became before its label readout was planned."""
+    return (f"Mealy machine: {mealy.states_before} states ({mealy.reachable} reachable) minimised by its outputs to "
+            f"{mealy.states_after}; its outputs read as the labels of the Moore machine over its "
+            f"{mealy.moore.n_states - 1} transitions (and the start)")
 
 
 def _quotient_variant(source: Semiautomaton, m: Minimised, options: CompileOptions,
@@ -123,12 +144,15 @@ def _variant(states: str, source: Semiautomaton, a: Semiautomaton, d: Decision, 
 
 
 def _finished(best: _LabelVariant, why: str, variants: list[_LabelVariant],
-              state_params: int | None) -> CompiledTransformer:
-    """The chosen variant's model with why it was chosen, both variants' sizes, and its header stamped."""
+              state_params: int | None, mealy: MealyMoore | None = None) -> CompiledTransformer:
+    """The chosen variant's model with why it was chosen, both variants' sizes (and a Mealy
+    machine's record), and its header stamped."""
     model, meta = best.model, best.model.meta
     readout = {**meta["readout"], "why": why, "state_model_params": state_params,
                "variants": [{"states": v.states, "method": v.model.metadata.method, "layers": v.layers,
                              "params": v.params} for v in variants]}
+    if mealy is not None:
+        readout["mealy"] = mealy.to_dict()
     model.set_meta({**meta, "readout": readout, "why": f"{meta['why']}; {why}"})
     stamp_header(model)
     return model

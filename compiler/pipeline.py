@@ -21,7 +21,7 @@ from constructions.basis import BASES, ORTHOGONAL, basis_of, check_seed
 from constructions.budget import MAX_PARAMS
 from constructions.checkpoint import header_intact, stamp_header
 from constructions.construction import Construction
-from constructions.labels import LABELS, READOUTS, STATES, readout_of
+from constructions.labels import LABELS, READOUTS, readout_of
 from constructions.model import CompiledTransformer
 from constructions.positions import KINDS
 from constructions.rotate import rotate
@@ -29,7 +29,7 @@ from constructions.rotate import rotate
 from .automata.errors import CheckpointError, ShortcutError
 from .automata.load import load_spec
 from .automata.spec import Semiautomaton
-from .label_planner import compile_labels
+from .label_planner import compile_labels, default_readout
 from .planner import (
     AUTO,
     DTYPES,
@@ -90,7 +90,7 @@ def _check_max_len(max_len) -> None:
 
 def compile_automaton(automaton: Any, *, max_len: int, method: str = "auto", dtype: torch.dtype = torch.float32,
                       positions: str = "sinusoidal", allow_inexact: bool = True, complete: bool = False,
-                      readout: str = STATES, prefer: str = "depth", max_params: int = MAX_PARAMS,
+                      readout: str | None = None, prefer: str = "depth", max_params: int = MAX_PARAMS,
                       basis: str = "standard", basis_seed: int = 0, promise: str | None = None,
                       one_hidden_layer: bool = False) -> CompiledTransformer:
     """Compile ``automaton`` (a Semiautomaton, dict, JSON path, catalog name or automata-lib DFA)
@@ -105,11 +105,13 @@ def compile_automaton(automaton: Any, *, max_len: int, method: str = "auto", dty
     steer ``auto``; ``meta["candidates"]`` records every construction's estimate or refusal.
     ``readout="labels"`` (the automaton must have outputs): the argmax is the output label; the
     minimal Moore machine or the automaton itself is compiled, whichever the planner prefers
-    (:func:`compiler.label_planner.compile_labels`).  ``basis="orthogonal"``: the model is then
+    (:func:`compiler.label_planner.compile_labels`); None (the default): labels for a Mealy machine
+    (the output of the transition each letter takes), else states.  ``basis="orthogonal"``: the model is then
     expressed in the random orthogonal basis drawn from ``basis_seed`` (:func:`constructions.rotate.rotate`).
     ``one_hidden_layer``: MLPs with one hidden layer where the chosen construction can (lookback;
     :class:`constructions.construction.BuildOptions`), for tools with one per block (docs/interop.md)."""
     a = load_spec(automaton, complete=complete, promise=promise)
+    readout = default_readout(a) if readout is None else readout
     options = _compile_options(method, max_len, dtype, positions, allow_inexact, readout, prefer, max_params,
                                basis, basis_seed, one_hidden_layer)
     if readout == LABELS:

@@ -171,6 +171,12 @@ def _readout_codes(program: Program) -> tuple[list[int], np.ndarray, tuple[int, 
     return list(sc.dims), np.asarray(sc.codes, dtype=np.int64), override
 
 
+def readout_codes(program: Program) -> tuple[list[int], np.ndarray, tuple[int, int] | None]:
+    """The state codes a program's readout reads (:func:`_readout_codes`), for a construction
+    that reads them at another position (``constructions/transition.py``)."""
+    return _readout_codes(program)
+
+
 def _deciding_dims(codes: np.ndarray, state_label: Sequence[int]) -> list[int]:
     """A minimal set of code columns on which the label is still a function of the code (each
     column dropped, last first, when the rest still decide the label): the lookup then reads
@@ -482,5 +488,8 @@ def readout_summary(meta: dict[str, Any]) -> dict[str, Any]:
     r = readout_of(meta)
     if r is None:
         return {"kind": STATES}
-    return {k: r[k] for k in ("kind", "labels", "states", "states_before", "reachable", "states_after", "form")
-            if k in r}
+    keys = ("kind", "labels", "states", "states_before", "reachable", "states_after", "form")
+    out: dict[str, Any] = {k: r[k] for k in keys if k in r}
+    if isinstance(r.get("mealy"), dict):  # a Mealy machine's outputs: its sizes (not its spec)
+        out["mealy"] = {k: v for k, v in r["mealy"].items() if k != "source"}
+    return out

@@ -155,13 +155,14 @@ class Fused:
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     fresh: tuple[str, ...] = ()  # what ``second`` reads that is 0 before the MLP: no carry (see fuse)
+    carry_outputs: bool = False  # carry first's result as its output's +/- pairs even when not narrower (see fuse)
 
     def embed(self, ws: Workspace) -> Dense:
         fresh = set(ws.span(self.fresh))
         through = self.first.through(ws) if isinstance(self.first, MLP) else {}
         return _fuse_dense(self.first.embed(ws), self.second.embed(ws),
                            [d for d in ws.span(self.second.reads) if d not in fresh], ws.span(self.first.writes),
-                           through)
+                           through, self.carry_outputs)
 
 
 @dataclass
@@ -285,7 +286,8 @@ def union(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for g in groups for n in g))
 
 
-def fuse(first: MLP | Fused | Beside, second: MLP, name: str | None = None, fresh: tuple[str, ...] = ()) -> Fused:
+def fuse(first: MLP | Fused | Beside, second: MLP, name: str | None = None, fresh: tuple[str, ...] = (),
+         carry_outputs: bool = False) -> Fused:
     """One MLP computing ``x + first(x) + second(x + first(x))``'s update.
 
     The residual dims that ``second`` reads are carried through ``first``'s hidden
@@ -297,15 +299,18 @@ def fuse(first: MLP | Fused | Beside, second: MLP, name: str | None = None, fres
     inside the last block's MLP without an extra layer.  ``fresh``: subspaces ``second``
     reads that the caller knows are 0 in the residual wherever the MLP runs (only ``first``
     writes them), so ``second`` reads them from ``first``'s output alone, with no carry.
+    ``carry_outputs``: carry ``first``'s result as its output's pairs even when its last hidden
+    layer is as narrow (a saturating function's ramps grow with the input, its output stays
+    bounded, which a certificate's interval bounds need).
     """
     notes = {**first.notes, "fused": [first.name, second.name], second.name: second.notes}
     return Fused(name or f"{first.name}+{second.name}", first, second, notes,
                  reads=union(first.reads, tuple(n for n in second.reads if n not in fresh)),
-                 writes=union(first.writes, second.writes), fresh=tuple(fresh))
+                 writes=union(first.writes, second.writes), fresh=tuple(fresh), carry_outputs=carry_outputs)
 
 
 def _fuse_dense(first: Dense, second: Dense, second_reads: list[int], first_writes: list[int],
-                through: dict[int, tuple[int, float]] | None = None) -> Dense:
+                through: dict[int, tuple[int, float]] | None = None, carry_outputs: bool = False) -> Dense:
     """:func:`fuse` over the residual width; ``second_reads``/``first_writes``: the declared dims;
     ``through``: dim -> (unit, offset) of ``first``'s pass-through units (:meth:`MLP.through`)."""
     through = {d: v for d, v in (through or {}).items() if d in set(second_reads)}
@@ -332,7 +337,7 @@ def _fuse_dense(first: Dense, second: Dense, second_reads: list[int], first_writ
     # carry first's result through second's hidden layers: either its last hidden layer
     # (non-negative, identity) or, when narrower, its output on the dims it writes as +/- pairs
     written = np.array(sorted(first_writes), dtype=np.int64)
-    if 2 * len(written) < h_last:
+    if 2 * len(written) < h_last or carry_outputs:
         E = np.zeros((d_model, len(written)))
         E[written, np.arange(len(written))] = 1.0
         C_in, C_b = np.concatenate([O1 @ E, -O1 @ E], axis=1), np.concatenate([c1 @ E, -c1 @ E])

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import Semiautomaton
 
-from . import bounded_stack, gridworld, krohn_rhodes, local, lookback, product, scan
+from . import bounded_stack, factors, gridworld, krohn_rhodes, local, lookback, product, scan, transition
 from .construction import Construction, Cost, Refusal
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
@@ -25,9 +25,12 @@ _ENTRIES: list[Construction[Any]] = [
     gridworld.CONSTRUCTION,  # Theorem 12: line and box worlds, 2 layers
     bounded_stack.CONSTRUCTION,  # bounded stacks (Dyck): depth prefix sum, last push per level, 3 layers
     krohn_rhodes.CONSTRUCTION,  # Theorem 11: solvable automata, depth independent of T
+    factors.CONSTRUCTION,  # locally (threshold) testable: the last k - 1 letters, capped factor counts, 2 layers
     local.CONSTRUCTION,  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
-    product.construction(lambda: [c for c in _ENTRIES if c.name != product.NAME]),  # parallel decomposition by SP
-    # partitions: two quotients side by side, each by its cheapest construction among the others (never a product)
+    product.construction(lambda: [c for c in _ENTRIES if c.name not in (product.NAME, transition.NAME)]),  # parallel
+    # decomposition by SP partitions: two quotients side by side, each by its cheapest construction among the others
+    transition.construction(lambda: [c for c in _ENTRIES if c.name not in (product.NAME, transition.NAME)]),  # the
+    # state from a one-step quotient's previous state and the letter: the quotient, then a look-back and a lookup
     scan.CONSTRUCTION,  # Theorem 10: every automaton, ceil(log2 T) layers (last resort)
 ]
 

@@ -23,6 +23,7 @@ import torch
 from constructions import registry
 
 from . import svg
+from .certify import certificate_text, lead_verdict
 from .dot import dag_svg
 from .text import cut_text, exhaustive_text, fmt
 
@@ -302,8 +303,12 @@ def report_html(report: dict[str, Any], model) -> str:
     title = f"Verification: {report['automaton']['name']} ({report['method']}, max_len {report['max_len']})"
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"]
-    verdict = ('<span class="ok">EXACT</span>' if exact else '<span class="bad">NOT EXACT</span>')
-    parts.append(f"<p>{verdict}: {report['n_errors']} wrong of {report['n_positions']} scored positions in "
+    cert = report.get("certificate")
+    exhaustive = isinstance(c.get("exhaustive_length"), int) and c["exhaustive_length"] >= report["max_len"]
+    lead = lead_verdict(exact, cert, exhaustive)
+    verdict = f'<span class="{"ok" if exact else "bad"}">{_e(lead)}</span>' + (
+        f" ({_e(certificate_text(cert))})" if lead == "CERTIFIED EXACT" else "")
+    parts.append(f"<p>{verdict}. Sampled: {report['n_errors']} wrong of {report['n_positions']} scored positions in "
                  f"{report['n_sequences']} sequences (accuracy {report['accuracy']:.6g}).</p>")
     parts.append(_table(None, [row for row in [
         ["method", report["method"]], ["dtype", report["dtype"]],

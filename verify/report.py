@@ -12,7 +12,7 @@ from compiler.automata.atomic import write_atomic
 from compiler.automata.version import __version__
 from constructions.checkpoint import header_sha256, summary_intact, weights_sha256
 
-from .certify import certificate_summary, certificate_text
+from .certify import certificate_summary, certificate_text, lead_verdict
 from .check import VerificationResult
 from .html import report_html
 from .text import cut_text, exhaustive_text, fmt, json_text, md
@@ -220,14 +220,17 @@ def report_markdown(report: dict[str, Any]) -> str:
     """A short human-readable version of :func:`report_dict`; every name and note in it is
     escaped (:func:`verify.text.md`), so a state called ``<img src=x onerror=...>`` stays text."""
     c = report["checked"]
-    verdict = "EXACT" if report["exact"] else "NOT EXACT"
+    cert = report.get("certificate")
+    verdict = lead_verdict(report["exact"], cert, proved_or_exhaustive(None, c.get("exhaustive_length"),
+                                                                       report.get("max_len")))
     acc = report["accuracy_by_position"]
     worst_pos = min(range(len(acc)), key=lambda i: acc[i]) if acc else None
     lines = [
         f"# Verification: {md(report['automaton']['name'])} ({md(report['method'])}, max_len {report['max_len']}, "
         f"{md(report['dtype'])})",
         "",
-        f"**{verdict}** — {report['n_errors']} wrong of {report['n_positions']} scored positions "
+        f"**{verdict}**" + (f" — {certificate_text(cert)}." if verdict == "CERTIFIED EXACT" else "")
+        + f" Sampled: {report['n_errors']} wrong of {report['n_positions']} scored positions "
         f"in {report['n_sequences']} sequences (seed {report['seed']}); accuracy {report['accuracy']:.6g}"
         + (f", worst position {worst_pos + 1} ({acc[worst_pos]:.4g})" if worst_pos is not None and acc[worst_pos] < 1 else "")
         + ".",

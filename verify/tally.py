@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from compiler.automata.errors import CheckpointError
+from compiler.automata.mealy import output_ids
 from compiler.automata.moore import reachable_states
 from compiler.automata.promise import legal_mask
 from compiler.automata.simulate import simulate
@@ -121,12 +122,19 @@ class LabelReference:
         # a label only unreachable states carry is not among a quotient's labels: -1, never expected
         self.source_label = np.array([index.get(x, -1) for x in self.source.outputs], dtype=np.int64)
         self.state_label = np.array(readout["state_label"], dtype=np.int64)
+        mealy = readout.get("mealy")  # a Mealy machine's outputs: the source is its Moore machine over transitions
+        self.mealy = from_dict(mealy["source"]) if isinstance(mealy, dict) else None
+        self.index = index
 
     def __call__(self, tokens: np.ndarray, quotient_states: np.ndarray) -> np.ndarray:
         expected = self.source_label[simulate(self.source, tokens)]
         legal = legal_mask(self.source, tokens)  # under a promise the two agree on legal positions only
         if not np.array_equal(self.state_label[quotient_states][legal], expected[legal]):
             raise RuntimeError("reference disagreement: the minimal Moore machine's labels differ from the source's")
+        if self.mealy is not None and not np.array_equal(output_ids(self.mealy, tokens, self.index)[legal],
+                                                         expected[legal]):
+            raise RuntimeError("reference disagreement: the Moore machine over transitions differs from the Mealy "
+                               "machine's outputs")
         return expected
 
 

@@ -18,7 +18,12 @@ Classes (:data:`CLASSES`):
 * ``stack``: bounded Dyck stacks (``dyck:n,k`` of the catalog);
 * ``gridworld``: 1-D and 2-D gridworlds with walls (``grid:n``, ``grid:n,noop``, ``grid2d:w,h``);
 * ``product``: the direct product of two small automata of other classes on one alphabet;
-* ``arbitrary``: :func:`compiler.automata.catalog.random_automaton` (``mixed`` letters).
+* ``arbitrary``: :func:`compiler.automata.catalog.random_automaton` (``mixed`` letters);
+* ``subregular-sl``, ``-lt``, ``-ltt``, ``-tsl``, ``-tlt``, ``-sp``, ``-pt``, ``-zp``, ``-sf``: a
+  random language of that subregular class (:mod:`compiler.automata.subregular_families`; k from
+  the ``states`` range, at most :data:`SUBREGULAR_MAX_K`), its minimal DFA with outputs
+  accept/reject; these keep their start state when relabelled (another start would compile
+  another language).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from .errors import SpecError
 from .groups import analyse
 from .moore import minimise
 from .spec import Semiautomaton
+from .subregular_families import CLASSES as SUBREGULAR_CLASSES
+from .subregular_families import random_language
 
 
 @dataclass(frozen=True)
@@ -55,15 +62,16 @@ def _draw(rng: random.Random, bounds: tuple[int, int]) -> int:
     return rng.randint(bounds[0], bounds[1])
 
 
-def relabel(a: Semiautomaton, rng: random.Random, name: str) -> Semiautomaton:
-    """``a`` with its states renamed ``s0``.. in a random order and a random start (``name``)."""
+def relabel(a: Semiautomaton, rng: random.Random, name: str, keep_start: bool = False) -> Semiautomaton:
+    """``a`` with its states renamed ``s0``.. in a random order and a random start, or its own
+    start when ``keep_start`` (``name``)."""
     order = list(range(a.n_states))
     rng.shuffle(order)  # order[new] = old
     new_of = {old: new for new, old in enumerate(order)}
     maps = tuple(tuple(new_of[m[old]] for old in order) for m in a.maps)
     outputs = None if a.outputs is None else tuple(a.outputs[old] for old in order)
-    return Semiautomaton(name, tuple(f"s{i}" for i in range(a.n_states)), a.alphabet, maps,
-                         rng.randrange(a.n_states), outputs)
+    start = new_of[a.start] if keep_start else rng.randrange(a.n_states)
+    return Semiautomaton(name, tuple(f"s{i}" for i in range(a.n_states)), a.alphabet, maps, start, outputs)
 
 
 def _from_maps(maps: list[tuple[int, ...]]) -> Semiautomaton:
@@ -158,8 +166,24 @@ def arbitrary(rng: random.Random, sizes: Sizes) -> Semiautomaton:
     return random_automaton(rng, _draw(rng, sizes.states), _draw(rng, sizes.letters))
 
 
+SUBREGULAR_MAX_K = 4
+"""Largest factor / subsequence width (modulus, temporal depth) a subregular zoo family draws:
+zoo models stay small (strictly 4-piecewise on 8 letters: about a hundred states)."""
+SUBREGULAR = "subregular-"
+
+
+def _subregular(cls: str) -> Callable[[random.Random, Sizes], Semiautomaton]:
+    """The zoo generator of subregular class ``cls``: k from ``states`` (2 to
+    :data:`SUBREGULAR_MAX_K`), the letters from ``letters``, a seed from ``rng``."""
+    def generate(rng: random.Random, sizes: Sizes) -> Semiautomaton:
+        k = max(2, min(_draw(rng, sizes.states), SUBREGULAR_MAX_K))
+        return random_language(cls, k=k, letters=_draw(rng, sizes.letters), seed=rng.randrange(1 << 30))
+    return generate
+
+
 CLASSES: dict[str, Callable[[random.Random, Sizes], Semiautomaton]] = {
-    f.__name__: f for f in (group, solvable, aperiodic, definite, local, stack, gridworld, product, arbitrary)}
+    **{f.__name__: f for f in (group, solvable, aperiodic, definite, local, stack, gridworld, product, arbitrary)},
+    **{SUBREGULAR + c: _subregular(c) for c in SUBREGULAR_CLASSES}}
 """The random classes, by their generator's name (``class = "..."`` in a zoo config)."""
 
 
@@ -175,5 +199,5 @@ def random_of_class(kind: str, rng: random.Random, sizes: Sizes, name: str) -> S
     if kind not in CLASSES:
         raise SpecError(f"unknown class {kind!r}; choose one of {list(CLASSES)}")
     check_sizes(sizes)
-    return relabel(CLASSES[kind](rng, sizes), rng, name)
+    return relabel(CLASSES[kind](rng, sizes), rng, name, keep_start=kind.startswith(SUBREGULAR))
 

@@ -6,7 +6,8 @@ because they are optional extras: DOT by pydot (``pip install -e ".[dot]"``), re
 expressions by automata-lib (``.[automata]``: regex -> NFA -> DFA, minimised; a missing
 transition goes to an added sink).
 
-* **DOT** as AALpy 2.x saves DFAs and Moore machines (``save_automaton_to_file``): one node
+* **DOT** as AALpy 2.x saves DFAs and Moore machines (``save_automaton_to_file``; Mealy machines,
+  AALpy's and LearnLib's, by :mod:`.mealy_dot`): one node
   per state, ``shape=doublecircle`` on accepting DFA states (outputs accept/reject), Moore
   nodes labelled ``"id|output"`` (``shape=record``; braces ``{id|output}`` are accepted too),
   one edge per (state, letter) labelled with the letter, and a start marker node
@@ -32,6 +33,7 @@ import numpy as np
 from . import dot_subset
 from .errors import BudgetError, SpecError
 from .reading import MiB, read_bytes, read_text
+from .mealy_dot import looks_mealy, mealy_dot_to_dict
 from .spec import Semiautomaton, from_dict
 
 START_MARKER = "__start"
@@ -118,9 +120,9 @@ def dot_to_dict(text: str, what: str = "DOT text", name: str = "automaton") -> d
     state first, then the states in the file's order.
 
     DFA (no node label holds ``|``): ``final_states`` (outputs accept/reject) from ``doublecircle``.  Moore: every
-    state's label is ``id|output``.  Mealy machines (edge labels ``input/output``),
-    nondeterminism (a letter on two edges from one state) and a missing or ambiguous start
-    marker are refused with a SpecError naming the problem."""
+    state's label is ``id|output``.  Mealy machines (an edge label ``input/output`` or
+    ``<input<br />output>``) are read by :func:`.mealy_dot.mealy_dot_to_dict`.  Nondeterminism (a
+    letter on two edges from one state) and a missing or ambiguous start marker are refused with a SpecError naming the problem."""
     g = _graph(text, what)
     nodes: dict[str, dict[str, str]] = {}
     for node in g.get_nodes():
@@ -133,6 +135,8 @@ def dot_to_dict(text: str, what: str = "DOT text", name: str = "automaton") -> d
     for edge in g.get_edges():
         src, dst = _unquote(edge.get_source()), _unquote(edge.get_destination())
         edges.append((src, dst, _unquote(edge.get_attributes().get("label", ""))))
+    if any(looks_mealy(label) for src, _, label in edges if not _is_marker(src)):
+        return mealy_dot_to_dict(what, name, list(nodes), edges, _is_marker)
     starts = sorted({dst for src, dst, _ in edges if _is_marker(src)})
     if not starts:
         raise SpecError(f"{what} has no start marker: AALpy writes a node __start0 with an edge to the start state")
@@ -161,9 +165,6 @@ def dot_to_dict(text: str, what: str = "DOT text", name: str = "automaton") -> d
             continue
         if _is_marker(dst):
             raise SpecError(f"{what}: edge from {src!r} into the start marker {dst!r}")
-        if "/" in letter:
-            raise SpecError(f"{what}: edge label {letter!r} looks like a Mealy machine (input/output); "
-                            f"only DFAs and Moore machines are read")
         if not letter:
             raise SpecError(f"{what}: edge {src!r} -> {dst!r} has no letter (label)")
         if letter in transitions[src] and transitions[src][letter] != dst:
@@ -194,7 +195,7 @@ inside the 30 s a command may take on a hostile file with room for the rest of t
 
 
 def read_dot(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:
-    """An AALpy DOT file (DFA or Moore machine) as a Semiautomaton named after the file (a
+    """An AALpy DOT file (DFA, Moore or Mealy machine) as a Semiautomaton named after the file (a
     regular file of at most :data:`DOT_MAX_BYTES`)."""
     text = read_text(path, DOT_MAX_BYTES, "DOT file", SpecError)
     return from_dict(dot_to_dict(text, f"DOT file {str(path)!r}", path.stem), complete=complete, promise=promise)

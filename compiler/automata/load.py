@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .att import is_att, read_att
 from .catalog import build
 from .errors import SpecError
 from .formats import REGEX_PREFIX, from_regex, read_dot, read_npz, table_json_to_dict
@@ -30,7 +31,7 @@ def read_spec_file(path: Path, complete: bool = False, promise: str | None = Non
 
 def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
               complete: bool = False, alphabet: "Sequence[str] | str | None" = None,
-              promise: str | None = None) -> Semiautomaton:
+              promise: str | None = None, isymbols: "str | Path | None" = None) -> Semiautomaton:
     """Load an automaton from a dict (native or automata-lib field names), a JSON file path
     (a spec, or a transition table), an AALpy ``.dot`` file, a ``.npz`` transition table,
     ``"regex:PATTERN"`` (over ``alphabet``; see :mod:`compiler.automata.formats`), a catalog
@@ -38,8 +39,12 @@ def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
     transitions of a partial automaton to an added sink state (see
     :func:`compiler.automata.spec.from_dict`); ``promise="legal"`` keeps them undefined, promised
     never taken (a regular expression's dead state is dropped then); without either a partial
-    automaton is refused."""
+    automaton is refused.  An OpenFst AT&T text file (``.att``, ``.fst.txt``; :mod:`.att`) is read
+    as an acceptor, completed with a reject sink unless ``promise="legal"``, its labels named by
+    the symbol table ``isymbols`` when given."""
     check_promise(promise, complete)
+    if isymbols is not None and not (isinstance(source, (str, os.PathLike)) and is_att(Path(source))):
+        raise SpecError("an input symbol table (--isymbols) is given only with an AT&T file (.att, .fst.txt)")
     if alphabet is not None and not (isinstance(source, str) and source.startswith(REGEX_PREFIX)):
         raise SpecError("an alphabet is given only with a regular expression (regex:PATTERN)")
     if isinstance(source, Semiautomaton):
@@ -50,6 +55,8 @@ def load_spec(source: "str | Path | Mapping[str, Any] | Semiautomaton | Any", *,
         return from_regex(source[len(REGEX_PREFIX):], alphabet, promise)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
+        if is_att(path):
+            return read_att(path, promise, None if isymbols is None else Path(isymbols))
         if str(source) and (path.suffix in (".json", ".dot", ".npz") or path.exists()):
             if path.suffix in (".dot", ".npz") and not path.is_file():
                 raise SpecError(f"spec file {str(path)!r} does not exist" if not path.exists()

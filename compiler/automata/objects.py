@@ -1,15 +1,16 @@
 """Automata held as other libraries' objects, read into spec dicts (then :func:`.spec.from_dict`).
 
 * automata-lib ``automata.fa.dfa.DFA``: its ``input_parameters`` (automata-lib field names);
-* AALpy ``Dfa`` (accepting states -> ``final_states``) and ``MooreMachine`` (each state's
-  ``output`` -> ``outputs``), states in the automaton's order, the initial state as start;
+* AALpy ``Dfa`` (accepting states -> ``final_states``), ``MooreMachine`` (each state's
+  ``output`` -> ``outputs``) and ``MealyMachine`` (each state's ``output_fun`` ->
+  ``transition_outputs``), states in the automaton's order, the initial state as start;
 * pyformlang ``DeterministicFiniteAutomaton``: states and symbols by their ``value``, the
   final states as ``final_states``.
 
 An object is recognised by the module its class comes from, so none of these libraries is
 imported here (automata-lib only to tell a DFA from its other classes).  Names are validated
-by :func:`.spec.from_dict` like any spec's; a non-deterministic or Mealy object is refused with
-the conversion to make.
+by :func:`.spec.from_dict` like any spec's; a non-deterministic object is refused with the
+conversion to make.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from .errors import SpecError
 
-LIBRARIES = ("automata-lib DFA", "AALpy Dfa or MooreMachine", "pyformlang DeterministicFiniteAutomaton")
+LIBRARIES = ("automata-lib DFA", "AALpy Dfa, MooreMachine or MealyMachine", "pyformlang DeterministicFiniteAutomaton")
 """The objects :func:`object_to_dict` reads, for error messages."""
 
 
@@ -38,13 +39,13 @@ def automata_lib_to_dict(source: Any) -> dict[str, Any]:
 
 
 def aalpy_to_dict(source: Any) -> dict[str, Any]:
-    """An AALpy ``Dfa`` or ``MooreMachine`` as a spec dict (name ``dfa`` or ``moore``)."""
+    """An AALpy ``Dfa``, ``MooreMachine`` or ``MealyMachine`` as a spec dict (name ``dfa``, ``moore`` or ``mealy``)."""
     kind = type(source).__name__
-    if kind not in ("Dfa", "MooreMachine"):
-        raise SpecError(f"AALpy {kind} objects are not specs; give a Dfa or a MooreMachine")
+    if kind not in ("Dfa", "MooreMachine", "MealyMachine"):
+        raise SpecError(f"AALpy {kind} objects are not specs; give a Dfa, a MooreMachine or a MealyMachine")
     states = list(source.states)
     spec: dict[str, Any] = {
-        "name": "dfa" if kind == "Dfa" else "moore",
+        "name": {"Dfa": "dfa", "MooreMachine": "moore"}.get(kind, "mealy"),
         "states": [s.state_id for s in states],
         "alphabet": list(dict.fromkeys(a for s in states for a in s.transitions)),
         "start": source.initial_state.state_id,
@@ -52,6 +53,8 @@ def aalpy_to_dict(source: Any) -> dict[str, Any]:
     }
     if kind == "Dfa":
         spec["final_states"] = [s.state_id for s in states if s.is_accepting]
+    elif kind == "MealyMachine":
+        spec["transition_outputs"] = {s.state_id: dict(s.output_fun) for s in states}
     else:
         spec["outputs"] = {s.state_id: s.output for s in states}
     return spec

@@ -37,6 +37,10 @@ class Semiautomaton:
             them.  ``maps`` holds a self-loop there, so an analysis or construction that knows
             nothing of promises sees a completion on the same states -- one that agrees with the
             automaton on every legal word (docs/promises.md).
+        transition_outputs: a Mealy machine's outputs, ``transition_outputs[a][q]`` = lambda(q, a),
+            the output of the transition from q on a ("" where it is undefined); None for a
+            semiautomaton or a Moore machine (``outputs`` and this are never both set).  Its label
+            readout is the output of the transition each letter takes (:mod:`.mealy`).
     """
 
     name: str
@@ -46,6 +50,7 @@ class Semiautomaton:
     start: int = 0
     outputs: tuple[str, ...] | None = None
     undefined: tuple[tuple[int, int], ...] = ()
+    transition_outputs: tuple[tuple[str, ...], ...] | None = None
 
     @property
     def partial(self) -> bool:
@@ -129,6 +134,9 @@ class Semiautomaton:
             d["promise"] = LEGAL
         if self.outputs is not None:
             d["outputs"] = dict(zip(self.states, self.outputs))
+        if self.transition_outputs is not None:
+            d[TRANSITION_OUTPUTS] = {q: {a: self.transition_outputs[j][i] for j, a in enumerate(self.alphabet)
+                                         if self.defined[j][i]} for i, q in enumerate(self.states)}
         return d
 
     def to_json(self) -> str:
@@ -233,8 +241,11 @@ LEGAL = "legal"
 """The one promise: every input stays inside the domain (takes no undefined transition)."""
 PROMISES = (LEGAL,)
 
+TRANSITION_OUTPUTS = "transition_outputs"
+"""The JSON key of a Mealy machine's outputs: ``{state: {symbol: output}}``, one per transition."""
+
 KNOWN_FIELDS = frozenset({"name", "states", "alphabet", "input_symbols", "start", "initial_state",
-                          "transitions", "outputs", "final_states", "allow_partial", "promise"})
+                          "transitions", "outputs", "final_states", "allow_partial", "promise", TRANSITION_OUTPUTS})
 
 
 def check_promise(promise: str | None, complete: bool = False) -> str | None:
@@ -272,7 +283,8 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, compl
     unknown = sorted(map(str, set(spec) - KNOWN_FIELDS))
     if unknown:
         raise SpecError(f"unknown field(s) {unknown} in spec; known fields: {sorted(KNOWN_FIELDS)}")
-    for a, b in (("alphabet", "input_symbols"), ("start", "initial_state"), ("outputs", "final_states")):
+    for a, b in (("alphabet", "input_symbols"), ("start", "initial_state"), ("outputs", "final_states"),
+                 ("outputs", TRANSITION_OUTPUTS), ("final_states", TRANSITION_OUTPUTS)):
         if a in spec and b in spec:
             raise SpecError(f"spec gives both '{a}' and '{b}'; use one")
     if "states" not in spec:
@@ -308,14 +320,16 @@ def from_dict(spec: Mapping[str, Any], default_name: str = "automaton", *, compl
     letter = {a: j for j, a in enumerate(alphabet)}
     undefined = () if sink else tuple(sorted((letter[a], index[q]) for q, a in missing))
     outputs = _outputs(spec, states, sink)
+    mealy = _transition_outputs(spec.get(TRANSITION_OUTPUTS), rows, all_states, alphabet, sink)
     name = spec.get("name", default_name)
     if not isinstance(name, str):
         raise SpecError(f"'name' must be a string, got {type(name).__name__}")
     for what, names in (("state", all_states), ("symbol", alphabet), ("output label", outputs or ()),
+                        ("transition output", [x for row in mealy or () for x in row]),
                         ("the automaton's name", (name,))):
         for text in names:
             check_name(text, what)
-    return Semiautomaton(name, all_states, alphabet, maps, index[start_name], outputs, undefined)
+    return Semiautomaton(name, all_states, alphabet, maps, index[start_name], outputs, undefined, mealy)
 
 
 def _transitions(trans: Any, states: tuple[str, ...], alphabet: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -339,6 +353,38 @@ def _transitions(trans: Any, states: tuple[str, ...], alphabet: tuple[str, ...])
                 raise SpecError(f"transition {q!r} --{a!r}--> unknown state {target!r}")
             rows[q][a] = target
     return rows
+
+
+def _transition_outputs(given: Any, rows: dict[str, dict[str, str]], states: tuple[str, ...],
+                        alphabet: tuple[str, ...], sink: str | None) -> tuple[tuple[str, ...], ...] | None:
+    """A Mealy machine's ``transition_outputs`` ``{state: {symbol: output}}`` as ``[letter][state]``
+    (None when not given): exactly one output per given transition; a transition the spec leaves
+    out has none ("" here), or, sent to an added sink, outputs the sink's name (so do the sink's own)."""
+    if given is None:
+        return None
+    if not isinstance(given, Mapping):
+        raise SpecError(f"'{TRANSITION_OUTPUTS}' must be an object {{state: {{symbol: output}}}}")
+    outs: dict[str, dict[str, str]] = {}
+    for q, row in _keyed(given, f"'{TRANSITION_OUTPUTS}'").items():
+        if q not in rows and q in states:
+            raise SpecError(f"'{TRANSITION_OUTPUTS}' gives outputs for state {q!r}, which has no transitions")
+        if q not in rows:
+            raise SpecError(f"'{TRANSITION_OUTPUTS}' gives outputs for unknown state {q!r}")
+        if not isinstance(row, Mapping):
+            raise SpecError(f"'{TRANSITION_OUTPUTS}' of state {q!r} must be an object {{symbol: output}}")
+        outs[q] = {}
+        for a, out in _keyed(row, f"the transition outputs of state {q!r}").items():
+            if a not in rows[q]:
+                raise SpecError(f"'{TRANSITION_OUTPUTS}' gives an output for {q!r} --{a!r}-->, a transition the "
+                                f"spec does not give")
+            outs[q][a] = _name(out, f"the output of {q!r} --{a!r}-->")
+    for q, row in rows.items():
+        for a in row:
+            if a not in outs.get(q, {}):
+                raise SpecError(f"transition {q!r} --{a!r}--> has no output in '{TRANSITION_OUTPUTS}' (a Mealy machine "
+                                f"gives one for every transition)")
+    hole = sink or ""
+    return tuple(tuple(outs.get(q, {}).get(a, hole) for q in states) for a in alphabet)
 
 
 def sink_name(states: tuple[str, ...]) -> str:

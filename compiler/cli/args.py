@@ -136,6 +136,13 @@ def write_output(path: str | Path, what: str, write: Callable[[], object]) -> No
     except OSError as e:
         raise InputError(f"cannot write {what} {str(path)!r}: {e.strerror or e}") from None
 
+def isymbols_option(parser: argparse.ArgumentParser) -> None:
+    """``--isymbols FILE``: the input symbol table of an AT&T spec (docs/specs.md)."""
+    parser.add_argument("--isymbols", metavar="FILE", default=None,
+                        help="an OpenFst text symbol table ('symbol id' per line) naming an AT&T spec's labels "
+                             "(.att, .fst.txt)")
+
+
 def promise_option(parser: argparse.ArgumentParser) -> None:
     """``--promise legal``: a partial automaton's missing transitions are never taken (docs/promises.md)."""
     parser.add_argument("--promise", choices=list(PROMISES), default=None,

@@ -19,9 +19,10 @@ from ..automata.errors import BudgetError
 from ..automata.formats import parse_alphabet
 from ..automata.load import load_spec
 from ..usage import EXIT_NOT_EXACT, EXIT_OK
+from ..label_planner import default_readout
 from ..pipeline import DTYPES, compile_automaton, methods, survey
-from .args import (NON_NEGATIVE, POSITIVE, dtype_of, int_in, planner_options, promise_option, seconds, writable_file,
-                   write_output)
+from .args import (NON_NEGATIVE, POSITIVE, dtype_of, int_in, isymbols_option, planner_options, promise_option, seconds,
+                   writable_file, write_output)
 from .status import say, still_working
 from .verifying import counterexample_line, progress
 
@@ -51,7 +52,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
     with still_working(f"reading {args.spec[:60]!r}"):
-        automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
+        automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise,
+                              isymbols=args.isymbols)
+    args.readout = default_readout(automaton) if args.readout is None else args.readout
     if args.verify:  # refused before compiling, not after: inputs and the reference within their bounds
         try:
             check_options(automaton.n_symbols, max(args.max_len, 1), n_states=automaton.n_states,
@@ -91,6 +94,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
         on = "the automaton as given" if r.get("states") == "original" else "the minimal Moore machine"
         say(f"readout: {len(r['labels'])} labels {r['labels']} by {r['form']} on {on}; minimal Moore machine "
             f"{r['states_before']} -> {r['states_after']} states ({r['reachable']} reachable)")
+        if "mealy" in r:
+            m = r["mealy"]
+            say(f"Mealy machine: {m['states_before']} states ({m['reachable']} reachable) -> {m['states_after']} "
+                f"minimised by its {m['outputs']} outputs; the labels are the outputs of its {m['transitions']} "
+                f"transitions")
     if summary is not None:
         say(f"verification: {summary_line(summary, max_len=i['max_len'])}")
         ce = summary["counterexample"]
@@ -106,9 +114,9 @@ def compile_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("spec", help="a JSON spec or transition-table file, an AALpy .dot file, a .npz table, "
                                 "regex:PATTERN or a catalog name (see `shortcut catalog`)")
     c.add_argument("--alphabet", help="the letters of a regex:PATTERN, comma-separated (default: those it uses)")
-    c.add_argument("--readout", default=STATES, choices=list(READOUTS),
+    c.add_argument("--readout", choices=list(READOUTS),
                    help="what the argmax is: the state, or the spec's output label (labels: the minimal Moore "
-                        "machine is compiled)")
+                        "machine is compiled; the default for a Mealy machine, whose labels are its outputs)")
     c.add_argument("-o", "--output", required=True, help="the .safetensors file to write")
     c.add_argument("--max-len", type=int, default=128, help="longest input the model must simulate exactly")
     c.add_argument("--method", default="auto", choices=methods(), help="the construction (auto: the planner picks)")
@@ -119,6 +127,7 @@ def compile_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
     promise_option(c)
+    isymbols_option(c)
     c.add_argument("--allow-inexact", action="store_true",
                    help="compile even where the construction's worst-case float bound is not certified at this "
                         "max_len and dtype (otherwise exit 2)")

@@ -14,9 +14,10 @@ from verify.text import json_text
 from ..automata.errors import ShortcutError
 from ..automata.formats import parse_alphabet
 from ..automata.load import load_spec
+from ..automata.mealy import is_mealy, mealy_moore
 from ..usage import EXIT_OK
 from ..pipeline import DTYPES, candidates
-from .args import dtype_of, planner_options, promise_option
+from .args import dtype_of, isymbols_option, planner_options, promise_option
 from .status import still_working
 
 
@@ -132,7 +133,8 @@ def _stored_candidates(model) -> list[dict] | None:
 def cmd_plan(args: argparse.Namespace) -> int:
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
     with still_working(f"reading {args.spec[:60]!r}"):
-        automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise)
+        automaton = load_spec(args.spec, complete=args.complete, alphabet=alphabet, promise=args.promise,
+                              isymbols=args.isymbols)
     with still_working(f"planning {automaton.n_states:,} states x {automaton.n_symbols:,} letters"):
         result = candidates(automaton, max_len=args.max_len, prefer=args.prefer,
                             positions=args.positions, max_params=args.max_params, dtype=dtype_of(args.dtype),
@@ -145,6 +147,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print("\n".join(candidates_text(result["candidates"])))
         if result["chosen"] is not None:
             print(f"chosen: {result['chosen']} -- {result['why']}")
+        if is_mealy(automaton):  # what compile does by default: the outputs, through another automaton
+            mm = mealy_moore(automaton)
+            print(f"Mealy machine: these candidates read its states; compile reads its outputs (the default readout) "
+                  f"from the Moore machine over its {mm.moore.n_states - 1} transitions ({mm.states_after} states "
+                  f"after minimising by outputs), planned the same way, or by transition on those states")
     if result["error"] is not None:
         raise ShortcutError(result["error"])
     return EXIT_OK
@@ -198,6 +205,7 @@ def plan_options(n: argparse.ArgumentParser) -> None:
     n.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
     promise_option(n)
+    isymbols_option(n)
     n.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weights' float type")
     n.add_argument("--allow-inexact", action="store_true",
                    help="take constructions beyond their certified float reach at this max_len and dtype too")

@@ -16,7 +16,7 @@ from ..usage import EXIT_NOT_EXACT, EXIT_OK
 from ..export import FILES, FORMATS, save_transformer_lens, to_transformer_lens
 from ..zoo.run import MAX_WORKERS, run_zoo, zoo_progress
 from .status import still_working
-from .args import POSITIVE, int_in, promise_option, writable_dir, writable_file, write_output
+from .args import POSITIVE, int_in, isymbols_option, promise_option, writable_dir, writable_file, write_output
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -36,7 +36,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_decompose(args: argparse.Namespace) -> int:
     dot = writable_file(args.dot, "DOT file", [args.spec]) if args.dot is not None else None
     with still_working(f"decomposing {args.spec[:60]!r}"):
-        cascade = decompose(load_spec(args.spec, complete=args.complete, promise=args.promise))
+        cascade = decompose(load_spec(args.spec, complete=args.complete, promise=args.promise, isymbols=args.isymbols))
     if dot is not None:
         write_output(dot, "DOT file", lambda: write_atomic(dot, to_dot(cascade)))
     print(json_text(summary_json(cascade)) if args.json else summary_text(cascade))
@@ -74,6 +74,7 @@ def decompose_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--complete", action="store_true",
                    help="send a partial automaton's missing transitions to an added sink state")
     promise_option(d)
+    isymbols_option(d)
     d.add_argument("--json", action="store_true", help="the cascade summary as JSON")
     d.add_argument("--dot", metavar="FILE", help="also write the cascade as a Graphviz DOT graph")
     d.set_defaults(func=cmd_decompose)

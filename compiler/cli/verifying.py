@@ -55,6 +55,8 @@ def verdict_line(name: str, result, checked: dict, max_len: int | None = None, c
             f"{sum(checked['adversarial_families'].values())} adversarial"
             + (f"; cut by the {checked['time_budget_s']:g} s time budget" if checked.get("cut_by_time_budget") else "")
             + ")")
+    if result.exact and isinstance(cert, dict) and cert.get("certified") is True:  # the verdict that holds leads
+        return f"{name}: certified exact — the sampled cross-check found 0 errors in {what}"
     if result.exact and proved_or_exhaustive(cert, checked["exhaustive_length"], max_len):
         return f"{name}: exact — 0 errors in {what}"
     if result.exact:

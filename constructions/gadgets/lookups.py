@@ -41,6 +41,9 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
     from a key in one code leaves that unit surely off, not at 0 where its rounding could turn it on).
     Output: sum over keys of unit * table[key], a vector over ``out`` (len(out) entries).
     Inputs matching no key (e.g. BOS, whose token one-hot is zero) produce no output.
+    A key shorter than the inputs matches on its first len(key) inputs alone (its unit has
+    len(key) in place of m), and the output is then the sum of the rows of every matching key
+    (a suffix pattern of a window; with full keys at most one matches).
     Declares the inputs that have units (a code of one value has none) and the parts
     of ``out`` some row writes.
     """
@@ -76,7 +79,7 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
     keys = sorted(table)
     m = len(inputs)
     W2 = np.zeros((offset, len(keys)))
-    b2 = np.full(len(keys), -(m - 1.0))
+    b2 = np.array([-(len(key) - 1.0) for key in keys])
     writes, kept = _written(out, [table[k] for k in keys])
     W3 = np.zeros((len(keys), len(kept)))  # columns: the written parts of ``out``
     for u, key in enumerate(keys):

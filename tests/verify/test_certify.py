@@ -322,14 +322,14 @@ def test_cli_certify_names_the_failing_obligation_and_checks_certificates(tmp_pa
     assert "not certified: readout: on the final code" in out and "does NOT match" in out
     assert main(["verify", str(bad)]) == 1  # the certificate's failure makes verify's verdict
     out = capsys.readouterr().out
-    assert "not certified: readout" in out and ": exact —" not in out
+    assert "not certified: readout" in out and ": exact —" not in out and "certified exact" not in out
     # without the certificate the samples miss the one bad suffix: the verdict says it sampled
     assert main(["verify", str(bad), "--no-certify", "--samples", "1", "--exhaustive-budget", "2",
                  "--family-limit", "1"]) == 0
     out = capsys.readouterr().out
     assert "no error found (sampled, not proved exact) — 0 errors in" in out and ": exact —" not in out
     assert main(["verify", str(good)]) == 0
-    assert ": exact — 0 errors in" in capsys.readouterr().out  # proved, then cross-checked
+    assert ": certified exact — the sampled cross-check found 0 errors in" in capsys.readouterr().out  # proved first
 
 
 def test_compile_stores_the_certificate_and_info_shows_it_only_while_bound(tmp_path, capsys):

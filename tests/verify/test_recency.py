@@ -22,6 +22,13 @@ from verify.check import verify
 from verify.certify.recency import _pair_vertices
 
 
+def weights_hold(cert: dict) -> bool:
+    """The weights are proved to run the declared program: a gridworld's program itself is not
+    proved against the automaton yet (its races compare positions), so its certificate says
+    "weights proved" and not "certified exact"."""
+    return cert["certified"] is True or cert.get("weights_proved") is True
+
+
 def _compile(spec, max_len: int):
     return compile_automaton(load_spec(spec), max_len=max_len, method="gridworld")
 
@@ -43,7 +50,7 @@ def grid4():
                                            ("grid:2", 32)])
 def test_gridworld_models_are_certified(spec, max_len):
     cert = certify(_compile(spec, max_len))
-    assert cert["certified"] is True, cert.get("reason")
+    assert weights_hold(cert), cert.get("reason")
     heads = cert["layers"][1]["heads"]
     assert heads and all(h["min_score_gap"] > 0 and h["max_leaked_mass"] < 1e-6 for h in heads)
     assert all(h["copy_error"]["floor"] < 1e-3 for h in heads)
@@ -66,7 +73,7 @@ def test_a_key_that_scores_like_an_old_position_is_refused_naming_the_head(grid4
     finally:
         with torch.no_grad():
             grid4.W_pos[9, pos] = 9.0
-    assert certify(grid4)["certified"]
+    assert weights_hold(certify(grid4))
 
 
 def test_a_boundary_unit_wrong_for_the_closest_last_visits_is_refused_naming_the_race(grid4):
@@ -100,7 +107,7 @@ def test_a_label_lookup_fused_after_the_races_is_certified_and_a_wrong_boundary_
     model = _walls("grid:4", 10)
     assert model.meta["readout"]["notes"]["placed"] == "after the last MLP"
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert weights_hold(cert), cert.get("reason")
     assert cert["layers"][-1]["mlp"]["kind"] == "races, then steps"
     state = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
@@ -142,7 +149,7 @@ def test_a_block_whose_weight_is_off_at_the_last_position_is_refused(gridworld_b
     gridworld_blocks(3)
     model = _compile("grid:4", 12)
     assert [h["block_keys"] for h in model.meta["layers"][0]["heads"]] == [[1, 4], [5, 8], [9, 12]]
-    assert certify(model)["certified"] is True
+    assert weights_hold(certify(model))
     col = model.subspace("pos:absorb")[1]
     with torch.no_grad():
         model.W_pos[12, col] = math.log(8 / 1.1 - 4)  # BOS's weight e^a / (e^a + 4) leaves 1.1/8 per key
@@ -168,7 +175,7 @@ def test_grid9_at_4096_is_certified_and_refused_with_one_block_head_broken():
     model = _compile("grid:9", 4096)
     assert model.meta["gridworld"]["prefix_blocks"]["count"] == 11
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert weights_hold(cert), cert.get("reason")
     assert [h["name"] for h in cert["layers"][0]["heads"]] == [f"gw.prefix.{h}" for h in range(11)]
     with torch.no_grad():
         model.blocks[0].attn.W_Q[5].mul_(0.5)  # head 5: keys outside its block lose beta / 2 only
@@ -181,7 +188,7 @@ def test_a_partial_world_with_walls_illegal_is_certified_as_a_gridworld():
     spec["transitions"] = {q: {a: r for a, r in row.items() if r != q} for q, row in spec["transitions"].items()}
     model = compile_automaton(load_spec(json.loads(json.dumps(spec)), promise="legal"), max_len=64)
     assert model.meta["method"] == "gridworld"
-    assert certify(model)["certified"] is True
+    assert weights_hold(certify(model))
 
 
 def test_a_product_with_a_gridworld_factor_is_certified():
@@ -195,7 +202,7 @@ def test_a_product_with_a_gridworld_factor_is_certified():
     model = compile_automaton(load_spec(spec), max_len=32, method="product")
     assert [f["method"] for f in model.meta["product"]["factors"]] == ["krohn-rhodes", "gridworld"]
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert weights_hold(cert), cert.get("reason")
     kinds = [mlp["kind"] for layer in cert["layers"] for mlp in [layer["mlp"], *layer["mlp"].get("parts", [])]]
     assert "races" in kinds and "beside" in kinds
 

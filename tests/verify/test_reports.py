@@ -73,7 +73,8 @@ def test_verify_writes_three_reports(checkpoints, method, tmp_path, capsys):
     assert mlps and all(m["distance_to_boundary"] > 0 for m in mlps)
     assert rep["margins"]["readout_min_logit_margin"] >= 0.5
     assert rep["margin_summary"]["mlps_min_distance_to_boundary"] > 0
-    assert "EXACT" in (out / "report.md").read_text()
+    lead = (out / "report.md").read_text().split("\n")[2]  # the verdict that holds leads
+    assert lead.startswith("**CERTIFIED EXACT** — certified exact on every input up to max_len 16"), lead
     page = (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "Attention patterns" in page and "Accuracy by position" in page
     assert active_content(page) == []  # self-contained: nothing loaded, linked or run

@@ -54,8 +54,8 @@ MLPs), :mod:`.compose` (side-by-side MLPs and the scan's composition), :mod:`.re
 (recency heads, races, and lookups fused after them), :mod:`.labels` (a label model's obligations), :mod:`.certificate` (the readout, ``certify`` and stored certificates).
 """
 
-from .certificate import certificate_summary, certificate_text, certify, obligations_of, recheck
+from .certificate import certificate_summary, certificate_text, certify, lead_verdict, obligations_of, recheck
 from .state import ASSUMPTIONS, PATHS, PRECISION, SCHEMA, CertificateFailure, NotCertifiable, gamma, quantum, snaps
 
 __all__ = ["ASSUMPTIONS", "PATHS", "PRECISION", "SCHEMA", "CertificateFailure", "NotCertifiable", "certificate_summary",
-           "certificate_text", "certify", "gamma", "obligations_of", "quantum", "recheck", "snaps"]
+           "certificate_text", "certify", "gamma", "lead_verdict", "obligations_of", "quantum", "recheck", "snaps"]

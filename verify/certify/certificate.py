@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from compiler.automata.mealy import moore_disagreement
 from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import weights_sha256
@@ -27,6 +28,12 @@ from .latest import any_layer, is_any_layer
 from .recency import races_mlp
 from .labels import relabelled
 from .after_races import races_then_steps
+from .program import prove as prove_program
+
+
+NOT_END_TO_END = ("weights proved against the declared program; program not proved against the automaton ({} not "
+                  "covered)")
+"""The verdict when the weights run the declared program but no rule proves that program is the automaton."""
 
 
 def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
@@ -123,6 +130,10 @@ def _state_labels(compiled: Semiautomaton, readout: dict[str, Any]) -> list[int]
                     seen.add(pair)
                     nxt.append(pair)
         frontier = nxt
+    mealy = readout.get("mealy")  # the source is a Mealy machine's Moore machine over transitions: re-derived
+    wrong = moore_disagreement(mealy["source"], source) if isinstance(mealy, dict) else None
+    if wrong is not None:
+        raise CertificateFailure("readout labels", f"the labels' source is not the Mealy machine's outputs: {wrong}")
     return state_label
 
 
@@ -147,9 +158,14 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
             out["promise"] = ob.promise.text
         if with_obligations:
             out["obligations"] = ob.to_json()
-        out["layers"] = _run(model, ob)
+        out["program"] = prove_program(model, ob)  # the program against the automaton (a failure names an input)
+        if out["program"].get("inputs") == "legal" and "promise" not in out:  # the automaton says nothing elsewhere
+            out["promise"] = "legal inputs only (the automaton is partial: no other input has a state)"
+        out["layers"] = _run(model, ob)  # the weights against the program
         out["readout"] = out["layers"].pop()["readout"]
-        out["certified"] = True
+        out["certified"] = bool(out["program"]["proved"])
+        if not out["certified"]:
+            out.update(supported=False, weights_proved=True, reason=NOT_END_TO_END.format(out["program"]["not_covered"]))
     except NotCertifiable as e:
         out.update(certified=False, supported=False, reason=str(e))
     except CertificateFailure as e:
@@ -235,8 +251,10 @@ def certificate_summary(cert: dict[str, Any]) -> dict[str, Any]:
     """The part of a certificate a checkpoint stores (``meta["verification"]["certificate"]``):
     the verdict, what it is bound to (weights, obligations, max_len, dtype), the margins."""
     keep = ("schema", "certified", "supported", "reason", "failure", "method", "max_len", "dtype", "paths",
-            "weights_sha256", "obligations_sha256", "promise", "readout")  # no timing: checkpoints stay deterministic
+            "weights_sha256", "obligations_sha256", "promise", "readout", "weights_proved")  # no timing: checkpoints stay deterministic
     out = {k: cert[k] for k in keep if k in cert}
+    if isinstance(cert.get("program"), dict):  # the program proof's verdict and size, without its time
+        out["program"] = {k: v for k, v in cert["program"].items() if k != "seconds"}
     if "layers" in cert:
         out["max_radius"] = max((max(layer["radius"].values(), default=0.0) for layer in cert["layers"]), default=0.0)
         heads = [h for layer in cert["layers"] for h in layer.get("heads", [])]
@@ -249,6 +267,9 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
     """One line: certified (with the smallest readout margin and the time), or why not."""
     if not isinstance(cert, dict):
         return "not certified (no certificate)"
+    if cert.get("certified") is True and not isinstance(cert.get("program"), dict):
+        return ("weights proved against the declared program; the program not proved against the automaton (a "
+                "certificate from before end-to-end proofs: run `shortcut certify`)")
     if cert.get("certified") is True:
         margin = (cert.get("readout") or {}).get("min_margin")
         took = f", {cert['seconds']} s" if isinstance(cert.get("seconds"), (int, float)) else ""
@@ -257,7 +278,20 @@ def certificate_text(cert: dict[str, Any] | None) -> str:
                 f"both attention paths; readout margin after error bounds {margin:.4g}{took})"
                 if isinstance(margin, (int, float)) else f"certified exact on {inputs} up to max_len "
                 f"{cert.get('max_len')}")
+    if cert.get("weights_proved") is True:
+        return str(cert.get("reason"))
     return f"not certified: {cert.get('reason')}"
+
+
+def lead_verdict(exact: bool, cert: dict[str, Any] | None, exhaustive: bool) -> str:
+    """A report's leading verdict, the strongest that holds: CERTIFIED EXACT (an end-to-end
+    certificate), EXACT (every input up to max_len checked), NO ERROR FOUND (sampled, not proved
+    exact), or NOT EXACT."""
+    if not exact:
+        return "NOT EXACT"
+    if isinstance(cert, dict) and cert.get("certified") is True:
+        return "CERTIFIED EXACT"
+    return "EXACT" if exhaustive else "NO ERROR FOUND (sampled, not proved exact)"
 
 
 def recheck(model, stored: dict[str, Any], with_obligations: bool = False) -> dict[str, Any]:

@@ -314,8 +314,9 @@ def _copy(m: _Model, l: int, h: int, f: Fetch | Recent | Latest, states: list[St
             sig, codes = pos_class[key], src
         else:
             leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
-    lo = np.min([c.combos().min(0) - c.radius for c in src], axis=0)
-    hi = np.max([c.combos().max(0) + c.radius for c in src], axis=0)
+    # per dim, from the per-dim value sets: a wide subspace's product of sets is never enumerated
+    lo = np.min([np.array([v.min() for v in c.per_dim]) - c.radius for c in src], axis=0)
+    hi = np.max([np.array([v.max() for v in c.per_dim]) + c.radius for c in src], axis=0)
     vmax = np.maximum(np.abs(lo), np.abs(hi))
     n_heads, d_head = m.blocks[l]["W_O"].shape[:2]
     r_key = np.stack([codes[c].radius for c in sig])  # [T+1, dims]
@@ -333,7 +334,7 @@ def _copy(m: _Model, l: int, h: int, f: Fetch | Recent | Latest, states: list[St
     report.setdefault("heads", []).append({
         "name": f.head, "min_score_gap": float(gaps[1:].min()) if m.T else None,
         "max_leaked_mass": float(leak.max()), "max_copy_error": float(np.minimum(out, noisy).max())})
-    return _Copy(f, sig, codes, out, vmax, noisy, min(quantum(c.combos()) for c in src))
+    return _Copy(f, sig, codes, out, vmax, noisy, min(quantum(np.concatenate(c.per_dim)) for c in src))
 
 
 def _put_copy(m: _Model, l: int, c: _Copy, own: State, st: State, members: np.ndarray, kc: int) -> None:

@@ -70,3 +70,18 @@ def test_products_have_a_product_of_state_counts_and_bad_requests_are_refused():
         random_of_class("nope", random.Random(0), Sizes(), "x")
     with pytest.raises(SpecError, match="states must be a range"):
         random_of_class("group", random.Random(0), Sizes((5, 2), (2, 3)), "x")
+
+
+@pytest.mark.parametrize("kind", [k for k in sorted(CLASSES) if k.startswith("subregular-")])
+def test_subregular_families_keep_their_language(kind):
+    """Relabelling keeps the start of a subregular language: the zoo's automaton accepts what the
+    generator's minimal DFA accepts (a random start would compile another language)."""
+    sizes = Sizes((2, 4), (2, 4))
+    rng = random.Random(5)
+    for seed in range(4):
+        dfa = CLASSES[kind](random.Random(seed), sizes)
+        a = random_of_class(kind, random.Random(seed), sizes, "x")
+        assert a.outputs is not None and dfa.outputs is not None and a.n_states == dfa.n_states
+        for _ in range(50):
+            w = [rng.randrange(a.n_symbols) for _ in range(rng.randint(0, 10))]
+            assert a.outputs[([a.start] + a.run(w))[-1]] == dfa.outputs[([dfa.start] + dfa.run(w))[-1]]

@@ -36,7 +36,7 @@ def test_aalpy_moore_fixture_loads_outputs_from_labels() -> None:
 @pytest.mark.parametrize("text, message", [
     ('digraph g { a -> b [label="x"]; }', "no start marker"),
     ('digraph g { __start0 -> a; __start1 -> b; a -> b [label="x"]; }', "one start state"),
-    ('digraph g { __start0 -> a; a -> b [label="x/1"]; }', "Mealy"),
+    ('digraph g { __start0 -> a; a -> b [label="x/1"]; b -> a [label="y"]; }', "no '/' between input and output"),
     ('digraph g { __start0 -> a; a -> b [label="x"]; a -> a [label="x"]; }', "two edges"),
     ('digraph g { __start0 -> a; a [label="a|1"]; b [label="b"]; a -> b [label="x"]; }', "not 'id|output'"),
     ('graph g { a -- b; }', "undirected"),

@@ -69,11 +69,10 @@ def test_other_objects_of_those_libraries_are_refused_with_the_conversion():
     nfa.add_transition(fa.State(0), fa.Symbol("a"), fa.State(1))
     with pytest.raises(SpecError, match="to_deterministic"):
         compiler.load_spec(nfa)
-    s = aalpy.MealyState("s")
-    s.transitions, s.output_fun = {"a": s}, {"a": 1}
-    with pytest.raises(SpecError, match="Dfa or a MooreMachine"):
-        compiler.load_spec(aalpy.MealyMachine(s, [s]))
-    with pytest.raises(SpecError, match="AALpy Dfa or MooreMachine"):
+    s = aalpy.OnfsmState("s")
+    with pytest.raises(SpecError, match="a MooreMachine or a MealyMachine"):
+        compiler.load_spec(aalpy.Onfsm(s, [s]))
+    with pytest.raises(SpecError, match="AALpy Dfa, MooreMachine or MealyMachine"):
         compiler.load_spec(object())
 
 

@@ -1,0 +1,344 @@
+"""Locally testable (module ``factors``): strictly local, locally testable and locally threshold
+testable automata in two attention layers (one when the factors are single letters).
+
+Theorem.  Let (classes, P, R, groups, t, F) be a factor description of the automaton
+(compiler/automata/factors.py): with omega_t the index of the longest window pattern of P the
+padded class text ends with at t, and n_g(t) the number of positions s <= t whose last k class
+codes are a factor of group g, q_t = F(omega_t, min(t, n_1(t)), ..., min(t, n_G(t))) for every
+input and every t >= 1.  Then the program below computes q_t exactly at every t <= max_len.
+
+Proof.  The description's closure (the detection) shows the identity for every input, so it
+suffices that the network computes omega_t and the capped counts exactly and evaluates F:
+
+* Codes per offset.  The token embedding writes, for each offset j = 0..k-1, the letter's
+  *offset code* ``fac:code{j}``: the rank (1..m_j) of its class among the classes some pattern or
+  factor holds j letters before its end, m_j + 1 for every other class; BOS writes 0 (the pad).
+  A pattern's codes then match exactly the windows that hold it, and the lookups read m_j + 2
+  codes per offset, not |Sigma| + 1: the sizes follow the patterns the automaton needs.
+* Layer 1, heads: k - 1 offset heads (gadgets.offset_head, Theorem 10's look-back) copy
+  ``fac:code{j}`` of position t - j into ``fac:back{j}`` (BOS's 0 when t - j <= 0), within
+  STEP_TOLERANCE / 2 (Lemma 13, value range m_j + 1); offset 0 is the token's own code.
+* Layer 1, MLP: the lookup of Lemma 11 with suffix keys (gadgets.lookup_mlp): a unit per window
+  pattern, on its |p| last offsets, adding omega(p) - omega(p') (p' its longest proper suffix in
+  P; P is closed under suffixes, so the patterns a window ends with form a chain and the sum
+  telescopes to omega_t) into ``fac:window``; a unit per factor, on all k offsets, writing 1 into
+  its group's ``fac:flag{g}`` (at most one factor ends at t).  Step units read noisy codes
+  exactly, so both are exact integers.
+* Layer 2, one prefix-mean head (Lemma 15, gadgets.prefix_mean_head with mass and value scale
+  2T) sums every group's flags at once into ``fac:count{g}`` (one value dim each): n_g(t) up to
+  rounding.
+* Layer 2, MLP: per group a code function (gadgets.code_function_mlp) caps the count at t
+  (steps at 1..t: saturation is free) into ``fac:capped{g}``, side by side (Lemma 17), fused
+  (program.fuse) with the lookup of Lemma 11 from (``fac:window``, capped counts) to the one-hot
+  of F (one unit per key the closure reached); the unembedding reads the one-hot (margin 1).
+
+With k = 1 the factors are single letter classes: their flags are token features (W_E) and the
+count head joins the final MLP in one layer.  The certificate checks exactly this program with
+the existing obligation kinds (Fetch, Lookup, Average, Steps, Joint): the first lookup on every
+combination of the offset codes, the final one on the reached keys.
+
+Float reach: the prefix count's margin STEP_TOLERANCE / (eps T (T + 1)) and the position code's
+(as constructions/local.py); float32 is certified to about T = 1024.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from compiler.automata.errors import BudgetError, InputError
+from compiler.automata.factors import FactorPlan, detect
+from compiler.automata.load import from_dict
+from compiler.automata.spec import Semiautomaton
+
+from . import factors_checks as checks
+from .assemble import program_params
+from .budget import MAX_PARAMS, STEP_TOLERANCE
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
+from .gadgets import ABSORB, CodeInput, absorb_feature, code_function_mlp, lookup_mlp, offset_head, prefix_mean_head
+from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Steps, Undeclared,
+                          offset_keys)
+from .positions import PositionCode, position_code, position_table
+from .program import MLP, Block, Fused, Head, Program, beside, fuse
+from .workspace import Workspace, join
+
+NAME = "locally-testable"
+
+MAX_FIRST_KEYS = 1 << 21
+"""Most code combinations of the first lookup (the product of the offsets' code counts) its
+obligations list (the certificate checks each, within its own budget of the same size); beyond,
+the model is built but not certified yet."""
+
+
+def code(j: int) -> str:
+    """The offset code of offset j (the token's, written by W_E)."""
+    return f"fac:code{j}"
+
+
+def back(j: int) -> str:
+    """The offset code of the letter at t - j (j = 0: the token's own)."""
+    return f"fac:back{j}" if j else code(0)
+
+
+def offset_codes(plan: FactorPlan) -> list[dict[int, int]]:
+    """Per offset j, the code of each class some pattern holds there (1..m_j, by class); every other
+    class gets m_j + 1 (:func:`n_codes`), the pad 0."""
+    out = []
+    for j in range(plan.k):
+        held = sorted({p[-1 - j] for p in (*plan.windows, *plan.factors) if len(p) > j and p[-1 - j] > 0})
+        out.append({c: i + 1 for i, c in enumerate(held)})
+    return out
+
+
+def n_codes(plan: FactorPlan) -> list[int]:
+    """How many codes each offset's input reads: the pad, the held classes, the rest."""
+    return [len(m) + 2 for m in offset_codes(plan)]
+
+
+def letter_codes(plan: FactorPlan) -> np.ndarray:
+    """[n_symbols, k]: the offset codes of every letter (its class's)."""
+    maps = offset_codes(plan)
+    return np.array([[maps[j].get(c, len(maps[j]) + 1) for j in range(plan.k)] for c in plan.classes],
+                    dtype=np.float64).reshape(plan.n_symbols, plan.k)
+
+
+def _key(plan: FactorPlan, pattern: tuple[int, ...]) -> tuple[int, ...]:
+    """A pattern's key: its offset codes, the last letter first (the pad 0)."""
+    maps = offset_codes(plan)
+    return tuple(maps[j][pattern[-1 - j]] if pattern[-1 - j] else 0 for j in range(len(pattern)))
+
+
+def first_rows(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
+    """The first lookup's keys (suffix keys) and rows over (``fac:window``, ``fac:flag{g}``...)."""
+    G = plan.n_groups
+    index = {p: i + 1 for i, p in enumerate(plan.windows)}
+    rows = {}
+    for p, i in index.items():
+        parent = next((index[p[j:]] for j in range(1, len(p)) if p[j:] in index), 0)
+        rows[_key(plan, p)] = np.eye(1 + G)[0] * (i - parent)
+    for f, g in zip(plan.factors, plan.groups):
+        rows[_key(plan, f)] = np.eye(1 + G)[1 + g]
+    if not plan.windows:  # no window input: the rows over the flags alone
+        rows = {k: v[1:] for k, v in rows.items()}
+    return rows
+
+
+def _layout(plan: FactorPlan, code_: PositionCode) -> Workspace:
+    ws = Workspace()
+    ws.add("one"), ws.add("bos")
+    if plan.k > 1:
+        ws.add("pos", code_.labels)
+    ws.add(ABSORB)
+    for j in range(plan.k):
+        ws.add(code(j))
+    for j in range(1, plan.k):
+        ws.add(back(j))
+    if plan.windows:
+        ws.add("fac:window")
+    for kind in ("flag", "count", "capped"):
+        for g in range(plan.n_groups):
+            ws.add(f"fac:{kind}{g}")
+    ws.add("fac:state", plan.n_states)
+    return ws
+
+
+def _group(ws: Workspace, kind: str, plan: FactorPlan):
+    return join(f"fac:{kind}", [ws[f"fac:{kind}{g}"] for g in range(plan.n_groups)])
+
+
+def _first_mlp(plan: FactorPlan, ws: Workspace) -> MLP:
+    """Layer 1's lookup (module docstring): offset codes -> window class and factor flags."""
+    ins = [CodeInput(ws[back(j)], n) for j, n in enumerate(n_codes(plan))]
+    out = join("fac:first", ([ws["fac:window"]] if plan.windows else []) + [_group(ws, "flag", plan)])
+    return lookup_mlp("fac.first", ins, out, first_rows(plan))
+
+
+def final_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
+    """The final lookup: (window class, capped counts) -> the state's one-hot, on the keys reached."""
+    eye = np.eye(plan.n_states)
+    return {(key if plan.windows else key[1:]): eye[q] for key, q in zip(plan.keys, plan.states)}
+
+
+def _final_mlp(plan: FactorPlan, ws: Workspace) -> Fused:
+    """The caps side by side, fused with the final lookup (module docstring)."""
+    t, G = plan.threshold, plan.n_groups
+    caps = [code_function_mlp(f"fac.cap{g}", CodeInput(ws[f"fac:count{g}"], t + 1), ws[f"fac:capped{g}"],
+                              np.arange(t + 1, dtype=np.float64)[:, None]) for g in range(G)]
+    ins = ([CodeInput(ws["fac:window"], len(plan.windows) + 1)] if plan.windows else []) + \
+        [CodeInput(ws[f"fac:capped{g}"], t + 1) for g in range(G)]
+    lookup = lookup_mlp("fac.lookup", ins, ws["fac:state"], final_table(plan))
+    return fuse(beside(caps, "fac.caps", ws), lookup, "fac.final", fresh=tuple(f"fac:capped{g}" for g in range(G)),
+                carry_outputs=True)
+
+
+def _embeddings(plan: FactorPlan, ws: Workspace, code_: PositionCode, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    d, s, T = ws.d_model, plan.n_symbols, max_len
+    W_E = np.zeros((s + 1, d))
+    W_E[:, ws["one"][0]] = 1.0
+    W_E[-1, ws["bos"][0]] = 1.0
+    codes = letter_codes(plan)
+    for j in range(plan.k):
+        W_E[:s, ws[code(j)][0]] = codes[:, j]
+    if plan.k == 1:  # the factors are letter classes: their flags are token features
+        for f, g in zip(plan.factors, plan.groups):
+            W_E[[a for a in range(s) if plan.classes[a] == f[0]], ws[f"fac:flag{g}"][0]] = 1.0
+    W_pos = np.zeros((T + 1, d))
+    if plan.k > 1:
+        W_pos[:, list(ws["pos"].dims)] = position_table(code_)
+    W_pos[:, ws[ABSORB][0]] = absorb_feature(2 * T, T)
+    return W_E, W_pos
+
+
+def program(plan: FactorPlan, max_len: int, positions: str) -> Program:
+    """The program (weights in float64); it does not depend on the start (the plan does)."""
+    code_ = position_code(positions, max_len)
+    ws = _layout(plan, code_)
+    W_E, W_pos = _embeddings(plan, ws, code_, max_len)
+    offsets: list[Head] = [offset_head(f"fac.back{j}", ws["pos"], code_, ws["bos"], ws["one"], j, ws[code(j)],
+                                       ws[back(j)], value_range=float(n - 1))
+                           for j, n in enumerate(n_codes(plan)) if j]
+    mass = 2 * max_len
+    count = prefix_mean_head("fac.count", ws[ABSORB], ws["bos"], _group(ws, "flag", plan), _group(ws, "count", plan),
+                             mass=mass, value_scale=float(mass))
+    final = Block([count], _final_mlp(plan, ws))
+    blocks = [final] if plan.k == 1 else [Block(offsets, _first_mlp(plan, ws)), final]
+    W_U = np.zeros((ws.d_model, plan.n_states))
+    W_U[list(ws["fac:state"].dims), np.arange(plan.n_states)] = 1.0
+    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states))
+
+
+def precision(plan: FactorPlan, code_: PositionCode, max_len: int, eps: float) -> dict[str, float]:
+    """Worst-case rounding margins (> 1 safe; module docstring)."""
+    out = {"position_margin": code_.precision_margin(eps)} if plan.k > 1 else {}
+    out["prefix_count_margin"] = STEP_TOLERANCE / (eps * max_len * (max_len + 1))
+    out["margin"] = min(out.values())
+    return out
+
+
+def _check_plan(plan: FactorPlan, max_len: int, params: int, max_params: int) -> None:
+    if params > max_params:
+        raise BudgetError(f"a factors model with k = {plan.k}, {len(plan.factors)} factors and {len(plan.keys):,} "
+                          f"final keys at max_len {max_len} would have {params:,} parameters, over the budget of "
+                          f"{max_params:,}")
+
+
+def build(automaton: Semiautomaton, plan: FactorPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """The program and its metadata (the plan holds the start's tables)."""
+    prog = program(plan, options.max_len, options.positions)
+    params = program_params(prog)
+    _check_plan(plan, options.max_len, params, options.max_params)
+    prec = precision(plan, position_code(options.positions, options.max_len), options.max_len, options.eps)
+    warnings = []
+    if prec["margin"] < 1:
+        weak = [k for k, v in prec.items() if k != "margin" and v < 1]
+        warnings.append(f"factors at max_len {options.max_len}: the worst-case rounding bound of this dtype for "
+                        f"{', '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); verify before "
+                        f"trusting, or use float64")
+    meta = {"method": NAME, "positions": options.positions if plan.k > 1 else None,
+            "position_precision_margin": prec.get("position_margin"), "warnings": warnings,
+            NAME: {"k": plan.k, "threshold": plan.threshold, "windows": len(plan.windows),
+                   "factors": len(plan.factors), "groups": plan.n_groups, "keys": len(plan.keys),
+                   "offset_codes": n_codes(plan), "params": params, "precision": prec},
+            "layers": [b.notes() for b in prog.blocks]}
+    return prog, meta
+
+
+def set_start(model, plan: FactorPlan, start: str) -> None:
+    """Detect again from ``start`` and rebuild in place; InputError when the description's shape changes."""
+    check_start(model.automaton, start)
+    other = from_dict({**model.metadata.automaton, "start": start})
+    new, why = detect(other)
+    same = "from {start!r} the factor description of this model's shape no longer holds; compile again with that start"
+    if new is None or (new.k, new.threshold, len(new.windows), new.n_groups, n_codes(new), len(new.keys)) != \
+            (plan.k, plan.threshold, len(plan.windows), plan.n_groups, n_codes(plan), len(plan.keys)):
+        raise InputError(same.format(start=start) + (f" ({why})" if new is None else ""))
+    rebuild(model, build, new, start, meta={"plan": new.to_dict()}, same_shape=same.format(start=start))
+
+
+# ---------------------------------------------------------------------------------------
+# obligations: the program a certificate checks the weights against
+
+
+def _first_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
+    """The first lookup on every combination of offset codes (the sum of the rows whose suffix key
+    matches), its zero rows left to the default; Undeclared beyond :data:`MAX_FIRST_KEYS` combinations."""
+    radix = n_codes(plan)
+    total = int(np.prod(radix))
+    if total > MAX_FIRST_KEYS:
+        raise Undeclared(f"the first lookup reads {total:,} combinations of offset codes, over the "
+                         f"{MAX_FIRST_KEYS:,} the certificate checks: not certified yet")
+    rows = first_rows(plan)
+    combos = np.array(list(itertools.product(*(range(n) for n in radix))), dtype=np.int64).reshape(total, len(radix))
+    values = np.zeros((total, len(next(iter(rows.values())))))
+    for key, row in rows.items():
+        values[np.all(combos[:, : len(key)] == np.array(key, dtype=np.int64), axis=1)] += row
+    hit = np.flatnonzero(np.any(values != 0, axis=1))
+    return {tuple(int(v) for v in combos[i]): values[i] for i in hit}
+
+
+def obligations(model, plan: FactorPlan) -> Obligations:
+    """What a factors model must run, from the plan alone (module docstring); and, as a claim about
+    the program, that the window class and capped counts together are a key the closure reached."""
+    a, T = model.automaton, model.max_len
+    code_ = position_code(model.meta.get("positions") or "sinusoidal", T)
+    ws = _layout(plan, code_)
+    W_E, _ = _embeddings(plan, ws, code_, T)
+    fixed = {"one", "bos", "pos", ABSORB}
+    codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
+    G, t = plan.n_groups, plan.threshold
+    flags = " + ".join(f"fac:flag{g}" for g in range(G))
+    counts = " + ".join(f"fac:count{g}" for g in range(G))
+    count = Average(("fac.count",), (1,), (T,), 2 * T, float(2 * T), flags, counts)
+    caps = tuple(Lookup(f"fac.cap{g}", (f"fac:count{g}",), f"fac:capped{g}",
+                        {(c,): np.array([float(min(c, t))]) for c in range(T + 1)}) for g in range(G))
+    reads = (("fac:window",) if plan.windows else ()) + tuple(f"fac:capped{g}" for g in range(G))
+    table = final_table(plan)
+    final = Steps("fac.final", caps + (Lookup("fac.lookup", reads, "fac:state", table, np.zeros(a.n_states)),))
+    if plan.k == 1:
+        layers: tuple[Layer, ...] = (Layer((count,), final),)
+    else:
+        fetches = tuple(Fetch(f"fac.back{j}", offset_keys(T, j), code(j), back(j)) for j in range(1, plan.k))
+        out = " + ".join((["fac:window"] if plan.windows else []) + [f"fac:flag{g}" for g in range(G)])
+        first = Lookup("fac.first", tuple(back(j) for j in range(plan.k)), out, _first_table(plan),
+                       np.zeros(int(bool(plan.windows)) + G))
+        layers = (Layer(fetches, first), Layer((count,), final))
+    eye = np.eye(a.n_states)
+    readout = Readout(("fac:state",), {tuple(int(v) for v in eye[q]): q for q in range(a.n_states)})
+    joint = (Joint(reads, np.array(sorted(table), dtype=np.float64).reshape(len(table), len(reads))),)
+    return Obligations(NAME, Embedding(codes), layers, readout, joint=joint)
+
+
+# ---------------------------------------------------------------------------------------
+# the registry entry: the description is the plan
+
+
+def applies(automaton: Semiautomaton) -> FactorPlan | Refusal:
+    """The factor description with the smallest k, then threshold, or why there is none."""
+    plan, reason = detect(automaton)
+    if plan is None:
+        return Refusal(f"factors needs the state as a function of the last k - 1 letters and capped counts of "
+                       f"k-factors (locally threshold testable): {reason}")
+    return plan
+
+
+def estimate(plan: FactorPlan, max_len: int, positions: str = "sinusoidal") -> Cost:
+    """The plan's layers and the exact parameter count (the float64 program laid out)."""
+    params = program_params(program(plan, max_len, positions))
+    _check_plan(plan, max_len, params, MAX_PARAMS)
+    return Cost(plan.layers, params)
+
+
+def describe(plan: FactorPlan, automaton: Semiautomaton) -> str:
+    capped = f"counts capped at {plan.threshold}" if plan.threshold > 1 else "occurrence"
+    return (f"locally {'threshold ' * (plan.threshold > 1)}testable, k = {plan.k}: the state is a function of "
+            f"{len(plan.windows)} window patterns and the {capped} of {len(plan.factors)} factors in "
+            f"{plan.n_groups} groups ({len(plan.keys)} keys)")
+
+
+CONSTRUCTION = Construction(
+    name=NAME, theorem="locally threshold testable automata", applies=applies, estimate=estimate, build=build,
+    set_start=set_start, plan_to_json=FactorPlan.to_dict, plan_from_json=FactorPlan.from_dict, describe=describe,
+    invariants=checks.invariants, obligations=obligations,
+)

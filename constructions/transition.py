@@ -1,0 +1,306 @@
+"""Transition: the state from the previous position's state in a one-step quotient and the letter.
+
+Lemma (``compiler/automata/transitions.py``).  Let p ~ p' when every letter sends p and p' to the
+same state.  ~ is a congruence; Q = A/~ is in the class c_t of A's state after t letters, and
+q_t = step(c_{t-1}, a_t) (c_0 = Q's start).
+
+Construction.  Q is compiled by its cheapest construction among the others whose readout is one
+scalar code (fewest layers, then parameters; the scan's always is: several dims fetched would be
+tracked per dim by the certificate, every combination a key), then one more block: an offset
+head (Theorem 10's look-back, offset 1) copies the subspace that holds it from position t - 1 into
+``tr:prev.<name>``, another copies ``tr:first`` (1 in BOS's embedding, 0 in every letter's) into
+``tr:prev.first``, and a Lemma 11 lookup maps (Q's code at t - 1, that flag, the letter's code in
+``tr:letter``) to A's state code in ``tr:state``: ``step(c, a)`` for Q's code of class c with the flag
+0, ``step(Q's start, a)`` with the flag 1 (at t = 1 the head reads BOS, whatever Q's code there).
+The readout is a nearest integer point on that one dim (logit_q = 2 k_q x - k_q^2 for A's state
+code k_q; margin 1 at exact codes).  Depth: Q's + 1.
+
+It wins where Q is much smaller than A: the Moore machine over a Mealy machine's transitions (its
+Q is the Mealy machine, ``compiler/automata/mealy.py``).
+
+Checks.  The layer-wise invariant is A's state code in ``tr:state`` after the last layer; the
+certificate is Q's construction's obligations, then the fetches and the lookup (every
+combination of Q's final codes, the flag and the letter is a key), then the readout.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from types import SimpleNamespace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from compiler.automata.errors import BudgetError, ShortcutError
+from compiler.automata.simulate import simulate
+from compiler.automata.spec import Semiautomaton, from_dict
+from compiler.automata.transitions import TransitionPlan, transition_plan
+
+from .assemble import program_params
+from .budget import STEP_TOLERANCE
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, rebuild
+from .gadgets import CodeInput, lookup_mlp, offset_head
+from .labels import LabelReadoutError, one_hot_rows, readout_codes
+from .obligations import Embedding, Fetch, Layer, Lookup, Obligations, Readout, Undeclared, offset_keys
+from .positions import position_code, position_table
+from .program import Block, Program
+
+NAME = "transition"
+PREV = "tr:prev."
+FIRST, LETTER, STATE, POS = "tr:first", "tr:letter", "tr:state", "tr:pos"
+LOOKUP = "tr.lookup"
+
+
+def applies(automaton: Semiautomaton) -> TransitionPlan | Refusal:
+    plan = transition_plan(automaton)
+    if plan is None:
+        return Refusal(f"no two of {automaton.name}'s states go to the same state under every letter, so it is not a "
+                       f"function of a smaller quotient's previous state and the letter")
+    return plan
+
+
+def _codes(program: Program) -> tuple[list[int], np.ndarray]:
+    """(dims, integer codes [n_states, dims]) Q's readout reads: a nearest integer point or declared
+    exact features (:func:`constructions.labels.readout_codes`), else an exact one-hot."""
+    try:
+        dims, codes, override = readout_codes(program)
+    except LabelReadoutError:
+        rows = one_hot_rows(program.W_U, program.b_U)
+        if rows is None:
+            raise
+        return rows, np.eye(len(rows), dtype=np.int64)
+    if override is not None:
+        raise LabelReadoutError("its readout has an override dim")
+    return dims, codes
+
+
+def _sources(program: Program, dims: list[int]) -> list[str]:
+    """The subspaces (whole, in workspace order) that hold Q's readout dims."""
+    ws = program.workspace
+    return [name for name, sub in ws.subspaces.items() if set(sub.dims) & set(dims)]
+
+
+def _grow(program: Program, max_len: int, positions: str, sources: list[str]) -> Any:
+    """Q's workspace with the new subspaces, its embedding padded (module docstring)."""
+    ws = program.workspace
+    code = position_code(positions, max_len)
+    for name in sources:
+        ws.add(PREV + name, len(ws[name]))
+    for name in (FIRST, PREV + "first", LETTER, STATE):
+        ws.add(name)
+    ws.add(POS, code.labels)
+    k = ws.d_model - program.W_E.shape[1]
+    W_E, W_pos = np.pad(program.W_E, ((0, 0), (0, k))), np.pad(program.W_pos, ((0, 0), (0, k)))
+    W_E[-1, ws[FIRST][0]] = 1.0
+    W_E[:-1, ws[LETTER][0]] = np.arange(W_E.shape[0] - 1)
+    W_pos[:, list(ws[POS].dims)] = position_table(code)
+    return ws, W_E, W_pos, code
+
+
+def _block(program: Program, plan: TransitionPlan, ws: Any, code: Any, dims: list[int], codes: np.ndarray,
+           sources: list[str]) -> Block:
+    """The offset heads and the lookup (module docstring)."""
+    heads = [offset_head(f"tr.prev{i}", ws[POS], code, ws["bos"], ws["one"], 1, ws[name], ws[PREV + name],
+                         value_range=float(max(1, codes.max())), tolerance=STEP_TOLERANCE / 2)
+             for i, name in enumerate(sources)]
+    heads.append(offset_head("tr.first", ws[POS], code, ws["bos"], ws["one"], 1, ws[FIRST], ws[PREV + "first"],
+                             value_range=1.0, tolerance=STEP_TOLERANCE / 2))
+    where = {d: (name, i) for name in sources for i, d in enumerate(ws[name].dims)}
+    inputs = [CodeInput(ws[PREV + where[d][0]], int(codes[:, j].max()) + 1, where[d][1]) for j, d in enumerate(dims)]
+    inputs += [CodeInput(ws[PREV + "first"], 2), CodeInput(ws[LETTER], len(plan.step))]
+    keys = {tuple(int(v) for v in code): c for c, code in enumerate(codes)}
+    table = {(*key, first, a): np.array([float(value)]) for key, first, a, value in _entries(plan, keys) if value}
+    return Block(heads, lookup_mlp(LOOKUP, inputs, ws[STATE], table))
+
+
+def _entries(plan: TransitionPlan, keys: dict[tuple[int, ...], int]) -> list[tuple[tuple[int, ...], int, int, int]]:
+    """(Q's code, the flag, the letter, A's state code) of every key of the lookup: a code of class c
+    after a letter (flag 0) gives step(c, a); any code read at BOS (flag 1) gives step(Q's start, a).
+    Q's codes are those of its states and all 0 (BOS's, in a one-hot); the flag's and the code's
+    heads are two, so every pair is a key (all 0 with flag 0, which no input reaches, as BOS's)."""
+    every = {**{tuple(0 for _ in next(iter(keys))): plan.quotient.start}, **keys}
+    return [(key, flag, a, plan.codes[row[plan.quotient.start if flag else c]])
+            for flag in (0, 1) for key, c in every.items() for a, row in enumerate(plan.step)]
+
+
+def _wrapped(a: Semiautomaton, plan: TransitionPlan, inner: Construction, inner_plan: Any,
+             options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """Q's program by ``inner`` with the block that looks A's state up (module docstring)."""
+    program, meta = inner.build(plan.quotient, inner_plan, options)
+    dims, codes = _codes(program)
+    sources = _sources(program, dims)
+    if len(dims) != 1:  # one scalar code: the certificate's value sets of a fetched code are then exactly Q's codes
+        raise LabelReadoutError(f"{inner.name}'s readout reads {len(dims)} dims; the look-back reads one scalar code")
+    ws, W_E, W_pos, code = _grow(program, options.max_len, options.positions, sources)
+    block = _block(program, plan, ws, code, dims, codes, sources)
+    assert block.mlp is not None
+    k = np.asarray(plan.codes, dtype=np.float64)
+    W_U = np.zeros((ws.d_model, a.n_states))
+    W_U[ws[STATE][0]] = 2.0 * k
+    out = Program(ws, W_E, W_pos, [*program.blocks, block], W_U, -(k**2))
+    notes = {"inner": inner.name, "inner_plan": inner.plan_to_json(inner_plan), "quotient_states": len(codes),
+             "code_dims": [ws.labels[d] for d in dims], "sources": sources, "keys": block.mlp.notes["keys"]}
+    return out, {**meta, "method": NAME, "positions": options.positions, NAME: notes,
+                 "warnings": [f"quotient ({inner.name}): {w}" for w in meta.get("warnings", [])],
+                 "layers": [*meta.get("layers", []), block.notes()]}
+
+
+@functools.lru_cache(maxsize=8)
+def choose(plan_json: str, max_len: int, positions: str,
+           inners: tuple[Construction, ...]) -> tuple[Construction, Any, int, int]:
+    """Q's construction among ``inners`` (fewest layers, then parameters of the wrapped program,
+    built: its lookup depends on Q's codes) and the wrapped program's layers and parameters;
+    BudgetError when none builds within its budget."""
+    plan = TransitionPlan.from_dict(json.loads(plan_json))
+    q = plan.quotient
+    best = None
+    for c in inners:
+        p = c.applies(q)
+        if isinstance(p, Refusal):
+            continue
+        try:
+            c.estimate(p, max_len, positions)
+            prog, _ = _wrapped(_stand_in(plan), plan, c, p, BuildOptions(max_len, positions=positions))
+        except ShortcutError:
+            continue
+        size = (len(prog.blocks), program_params(prog))
+        if best is None or size < best[2:]:
+            best = (c, p, *size)
+    if best is None:
+        raise BudgetError(f"no construction compiles the {q.n_states}-state quotient within its budget at "
+                          f"max_len {max_len}")
+    return best
+
+
+def _stand_in(plan: TransitionPlan) -> Semiautomaton:
+    """An automaton with A's number of states (the readout's width is all :func:`_wrapped` reads of A)."""
+    n = plan.n_states
+    return Semiautomaton("A", tuple(str(i) for i in range(n)), plan.quotient.alphabet,
+                         tuple(tuple(range(n)) for _ in plan.quotient.alphabet))
+
+
+def _key(plan: TransitionPlan) -> str:
+    return json.dumps(plan.to_dict(), sort_keys=True)
+
+
+def build(a: Semiautomaton, plan: TransitionPlan, options: BuildOptions,
+          inners: tuple[Construction, ...]) -> tuple[Program, dict[str, Any]]:
+    c, p, _, params = choose(_key(plan), options.max_len, options.positions, inners)
+    if params > options.max_params:
+        raise BudgetError(f"a transition model would have {params:,} parameters, over the budget of "
+                          f"{options.max_params:,}")
+    return _wrapped(a, plan, c, p, options)
+
+
+def estimate(plan: TransitionPlan, max_len: int, positions: str, inners: tuple[Construction, ...]) -> Cost:
+    _, _, layers, params = choose(_key(plan), max_len, positions, inners)
+    return Cost(layers, params)
+
+
+def describe(plan: TransitionPlan, automaton: Semiautomaton) -> str:
+    return (f"{automaton.n_states} states are a function of the previous position's state in a {plan.quotient.n_states}"
+            f"-state quotient (states every letter sends to one state merged) and the letter: the quotient by its "
+            f"cheapest construction, then one look-back head and a lookup (meta['{NAME}']['inner'] names it)")
+
+
+def invariants(model, plan: TransitionPlan, tokens: np.ndarray) -> InvariantReport:
+    """A's state code in ``tr:state`` after the last layer, against the reference: nearest code."""
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.from_numpy(tokens))
+    x = model.read(cache, STATE, len(model.blocks))[:, 1:, 0].double().numpy()
+    want = np.asarray(plan.codes)[simulate(model.automaton, tokens)]
+    err = float(np.abs(x - want).max()) if want.size else 0.0
+    failures = [] if err < 0.5 else [f"{STATE} is {err:.3g} from the state's code at some position"]
+    return InvariantReport(f"{STATE} after the last layer", int(len(tokens)), failures,
+                           measured={"max_code_error": err})
+
+
+def set_start(model, plan: TransitionPlan, start: str, inners: tuple[Construction, ...]) -> None:
+    check_start(model.automaton, start)
+    new = transition_plan(from_dict({**model.metadata.automaton, "start": start}))
+    assert new is not None  # one-step equality does not depend on the start
+    rebuild(model, lambda a, p, o: build(a, p, o, inners), new, start, meta={"plan": new.to_dict()},
+            same_shape=f"from {start!r} the quotient compiles to another shape; compile the spec again with that start")
+
+
+def obligations(model, plan: TransitionPlan, inners: tuple[Construction, ...]) -> Obligations:
+    """Q's construction's obligations (its program rebuilt), then the fetches and the lookup of
+    every combination of Q's final codes, the flag and the letter, then the readout of ``tr:state``."""
+    info = model.metadata.sections[NAME]
+    c = next(x for x in inners if x.name == info["inner"])
+    if c.obligations is None:
+        raise Undeclared(f"its quotient's construction ({c.name}) declares no obligations")
+    q, T = plan.quotient, model.max_len
+    inner_plan = c.plan_from_json(info["inner_plan"])
+    prog, meta = c.build(q, inner_plan, BuildOptions(T, float(torch.finfo(model.W_E.dtype).eps),
+                                                     model.meta.get("positions") or "sinusoidal"))
+    inner = c.obligations(SimpleNamespace(automaton=q, max_len=T, meta=meta, blocks=prog.blocks,
+                                          config={"dtype": model.config["dtype"]}), inner_plan)
+    sources = list(info["sources"])
+    fetches = [Fetch(f"tr.prev{i}", offset_keys(T, 1), name, PREV + name) for i, name in enumerate(sources)]
+    fetches.append(Fetch("tr.first", offset_keys(T, 1), FIRST, PREV + "first"))
+    reads = (*_previous(inner.readout.reads, sources, model.layout()), PREV + "first", LETTER)
+    keys = {**inner.readout.table, _bos_code(model, reads[:-2]): q.start}
+    table = {(*key, first, a): np.array([float(value)]) for key, first, a, value in _entries(plan, keys)}
+    n = model.automaton.n_symbols
+    width = {s: len(model.layout()["subspaces"][s]["dims"]) for s in sources}
+    codes = {**inner.embedding.codes, FIRST: np.eye(n + 1)[-1][:, None], LETTER: np.append(np.arange(n), 0.0)[:, None],
+             PREV + "first": np.zeros((n + 1, 1)), STATE: np.zeros((n + 1, 1)),
+             **{PREV + s: np.zeros((n + 1, width[s])) for s in sources}}
+    readout = Readout((STATE,), {(int(k),): state for state, k in enumerate(plan.codes)})
+    layer = Layer(tuple(fetches), Lookup(LOOKUP, reads, STATE, table))
+    return Obligations(NAME, Embedding(codes), (*inner.layers, layer), readout, joint=inner.joint, notes=inner.notes)
+
+
+def _bos_code(model, reads: tuple[str, ...]) -> tuple[int, ...]:
+    """Q's final code at BOS (input-independent: one forward of BOS alone), which the look-back heads
+    copy to position 1: the lookup has a key for it (:func:`_entries`) and the fetched codes are one of
+    Q's codes or it (a claim checked here, where Undeclared says it is not an integer code)."""
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.zeros((1, 0), dtype=torch.long))
+    layout = model.layout()["subspaces"]
+    x = cache[model.residual_hook(len(model.blocks) - 1)][0, 0].double().numpy()
+    out = []
+    for name in reads:
+        base, i = (name, 0) if name in layout else (name[:-1].rsplit("[", 1)[0], int(name[:-1].rsplit("[", 1)[1]))
+        v = float(x[layout[base[len(PREV):]]["dims"][i]])
+        if abs(v - round(v)) > STEP_TOLERANCE:
+            raise Undeclared(f"its quotient's code at BOS ({v:.4g} in {name}) is not an integer code")
+        out.append(int(round(v)))
+    return tuple(out)
+
+
+def _previous(reads: tuple[str, ...], sources: list[str], layout: dict[str, Any]) -> list[str]:
+    """The names of the fetched copies of the dims ``reads`` names (``name``, ``name[i]`` or
+    ``a + b``), one per dim, in order: ``tr:prev.<source>`` or ``tr:prev.<source>[i]``."""
+    subs = {name: list(sub["dims"]) for name, sub in layout["subspaces"].items()}
+    dims = []
+    for part in (p for r in reads for p in r.split(" + ")):
+        if part in subs:
+            dims += subs[part]
+        else:
+            base, i = part[:-1].rsplit("[", 1)
+            dims.append(subs[base][int(i)])
+    out = []
+    for d in dims:
+        s = next((x for x in sources if d in subs[x]), None)
+        if s is None:
+            raise Undeclared(f"its quotient's readout reads dim {d}, which no look-back head fetches")
+        out.append(PREV + s if len(subs[s]) == 1 else f"{PREV}{s}[{subs[s].index(d)}]")
+    return out
+
+
+def construction(inners: Callable[[], Sequence[Construction]]) -> Construction:
+    def pick() -> tuple[Construction, ...]:
+        return tuple(inners())
+
+    return Construction(
+        name=NAME, theorem="one-step quotient and look-back", applies=applies,
+        estimate=lambda plan, max_len, positions: estimate(plan, max_len, positions, pick()),
+        build=lambda a, plan, options: build(a, plan, options, pick()),
+        set_start=lambda model, plan, start: set_start(model, plan, start, pick()),
+        plan_to_json=TransitionPlan.to_dict, plan_from_json=TransitionPlan.from_dict, describe=describe,
+        invariants=invariants, obligations=lambda model, plan: obligations(model, plan, pick()),
+    )

@@ -1,0 +1,82 @@
+"""Factor descriptions (compiler/automata/factors.py): strictly local, locally testable and locally
+threshold testable automata detected from the automaton with the smallest threshold and the
+factors its states tell apart; the closure is the proof (the plan's table agrees with every run);
+refusals name the property that fails."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from compiler.automata.errors import SpecError
+from compiler.automata.factors import FactorPlan, components, detect
+from compiler.automata.load import load_spec
+from constructions.factors_checks import group_counts
+
+
+def _sl(factor_language):
+    """Strictly 3-local on 4 letters: no 'x1 x2 x1' and no 'x3 x3 x4' (forbidden factors)."""
+    return factor_language(4, 3, 1, [(1, 2, 1), (3, 3, 4)], lambda c: not any(c), name="sl3")
+
+
+def _features(plan: FactorPlan, word: list[int]) -> tuple[int, ...]:
+    """(window class, capped group counts) after ``word`` (letter indices), from the plan alone."""
+    codes = [0] * (plan.k - 1) + [plan.classes[a] for a in word]
+    index = {p: i + 1 for i, p in enumerate(plan.windows)}
+    omega = next((index[tuple(codes[-j:])] for j in range(plan.k - 1, 0, -1) if tuple(codes[-j:]) in index), 0)
+    import numpy as np
+    counts = group_counts(plan, np.array([word]))[0, -1]
+    return (omega, *(min(plan.threshold, int(c)) for c in counts))
+
+
+@pytest.mark.parametrize("case", ["sl", "lt", "ltt", "letters"])
+def test_local_classes_are_found_with_their_width_and_threshold_and_the_table_is_every_run(case, factor_language):
+    a, k, t = {
+        "sl": (_sl(factor_language), 3, 1),
+        "lt": (factor_language(3, 2, 1, [(1, 2), (2, 1)], lambda c: c[0] > 0 and c[1] == 0, name="lt2"), 2, 1),
+        "ltt": (factor_language(2, 2, 2, [(1, 2)], lambda c: c[0] >= 2, name="ltt22"), 2, 2),
+        "letters": (factor_language(3, 1, 3, [(1,)], lambda c: c[0] == 2, name="ltt13"), 1, 3),
+    }[case]
+    plan, why = detect(a)
+    assert plan is not None, why
+    assert (plan.k, plan.threshold) == (k, t)
+    table = dict(zip(plan.keys, plan.states))
+    for n in range(1, 7):  # every word up to 6 letters: the state is the table's at its features
+        for word in itertools.product(range(a.n_symbols), repeat=n):
+            assert table[_features(plan, list(word))] == a.run(word)[-1]
+
+
+def test_forbidden_factors_become_one_group_and_sizes_follow_the_factors(factor_language):
+    a = factor_language(64, 4, 1, [(5, 9, 5, 2), (7, 7, 1, 3)], lambda c: not any(c), name="sl4_64")
+    plan, why = detect(a)
+    assert plan is not None, why
+    assert plan.n_groups == 1 and len(plan.factors) == 2  # one 'some forbidden factor occurred'
+    assert len(plan.windows) <= 10 and len(plan.keys) <= 2 * (len(plan.windows) + 1)  # not 64^3 windows
+    assert max(plan.classes) <= 8  # the letters in no factor share one class
+
+
+@pytest.mark.parametrize("spec, reason", [
+    ("parity", "no power of the letter"),  # a group: not aperiodic
+    ("flipflop", "hold every 6-factor equally often"),  # aperiodic, the latest write: no factor count sees it
+    ("adder:3", "hold every 6-factor equally often"),
+])
+def test_a_language_outside_the_class_is_refused_naming_why(spec, reason):
+    plan, why = detect(load_spec(spec))
+    assert plan is None and reason in why and "not locally threshold testable" in why
+
+
+def test_the_plan_round_trips_and_a_bad_one_is_refused(factor_language):
+    plan, _ = detect(_sl(factor_language))
+    assert FactorPlan.from_dict(plan.to_dict()) == plan
+    bad = plan.to_dict()
+    bad["groups"] = [5] * len(bad["groups"])
+    with pytest.raises(SpecError):
+        FactorPlan.from_dict(bad)
+
+
+def test_components_of_a_chain_with_a_loop():
+    import numpy as np
+    maps = np.array([[1, 2, 2, 0]])  # 0 -> 1 -> 2 (self-loop); 3 -> 0
+    comp = components(maps)
+    assert len(set(comp.tolist())) == 4

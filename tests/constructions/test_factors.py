@@ -1,0 +1,73 @@
+"""The factors construction (constructions/factors.py): locally (threshold) testable automata
+compile with auto at their class depth, certified exact at max_len 50 and 256; a corrupted model
+is refused by the certificate; label readouts are certified too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from compiler.pipeline import compile_automaton
+from constructions import factors
+from verify.certify import certify
+
+
+def _languages(factor_language):
+    return {
+        "sl3_4": factor_language(4, 3, 1, [(1, 2, 1), (3, 3, 4)], lambda c: not any(c), name="sl3_4"),
+        "lt4_16": factor_language(16, 4, 1, [(3, 1, 4, 1), (0, 5, 9, 2)], lambda c: c[0] > 0 or c[1] > 0,
+                                  name="lt4_16"),
+        "ltt2": factor_language(2, 2, 2, [(1, 2)], lambda c: c[0] >= 2, name="ltt22"),
+        "ltt1": factor_language(3, 1, 3, [(1,)], lambda c: c[0] == 2, name="ltt13"),
+    }
+
+
+@pytest.mark.parametrize("name, layers", [("sl3_4", 2), ("lt4_16", 2), ("ltt2", 2), ("ltt1", 1)])
+@pytest.mark.parametrize("max_len", [50, 256])
+def test_auto_takes_factors_at_the_class_depth_certified(name, layers, max_len, factor_language):
+    a = _languages(factor_language)[name]
+    model = compile_automaton(a, max_len=max_len)  # auto: factors, or a smaller model as deep (local)
+    assert len(model.blocks) <= layers
+    mine = next(c for c in model.meta["candidates"] if c["name"] == factors.NAME)
+    assert mine["fits"] and mine["layers"] == layers
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+
+
+@pytest.mark.parametrize("max_len", [50, 256])
+def test_the_factors_model_itself_is_certified(max_len, factor_language):
+    model = compile_automaton(_languages(factor_language)["ltt2"], max_len=max_len, method=factors.NAME)
+    assert certify(model)["certified"] is True
+
+
+def test_label_readouts_are_certified(factor_language):
+    a = _languages(factor_language)["sl3_4"]
+    model = compile_automaton(a, max_len=50, readout="labels")
+    assert len(model.blocks) <= 2
+    assert certify(model)["certified"] is True
+
+
+def test_a_first_lookup_wrong_on_one_factor_is_refused(factor_language):
+    """Soundness: zero the output of the unit of one forbidden factor (a rare 3-letter window):
+    the certificate names the first lookup."""
+    a = _languages(factor_language)["sl3_4"]
+    model = compile_automaton(a, max_len=50, method=factors.NAME)
+    assert certify(model)["certified"] is True
+    W_out = model.blocks[0].mlp.W_out  # [key units, d_model]
+    flag = model.subspace("fac:flag0")[0]
+    with torch.no_grad():
+        unit = int(torch.nonzero(W_out[:, flag]).reshape(-1)[0])  # the unit of one forbidden factor
+        W_out[unit, flag] = 0.0
+    cert = certify(model)
+    assert cert["certified"] is False
+    assert cert["failure"]["where"] == "layer 1 MLP fac.first" and "code combination (" in cert["failure"]["detail"]
+
+
+def test_the_estimate_is_the_built_model(factor_language):
+    a = _languages(factor_language)["lt4_16"]
+    plan = factors.applies(a)
+    cost = factors.estimate(plan, 64)
+    model = compile_automaton(a, max_len=64, method=factors.NAME)
+    assert (len(model.blocks), sum(p.numel() for p in model.parameters())) == (cost.layers, cost.params)
+    assert np.all(np.asarray(factors.n_codes(plan)) < 17)  # per offset only the classes its patterns hold

@@ -1,0 +1,58 @@
+"""The transition construction: a one-step quotient's previous state and the letter (constructions/transition.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+from compiler.automata.errors import InputError
+from compiler.automata.mealy import mealy_moore
+from compiler.automata.moore import minimise
+from compiler.automata.spec import from_dict
+from compiler.automata.transitions import transition_plan
+from constructions import registry
+from tests.compiler.automata.test_mealy import random_mealy
+from verify.certify import certify
+from verify.check import verify
+
+
+def _moore(n: int, k: int, o: int, seed: int):
+    """The minimal Moore machine over a random Mealy machine's transitions."""
+    return minimise(mealy_moore(from_dict(random_mealy(n, k, o, seed))).moore).quotient
+
+
+def test_it_applies_where_letters_merge_states_and_refuses_elsewhere():
+    a = _moore(5, 3, 3, 3)
+    plan = registry.get("transition").applies(a)
+    assert plan.quotient.n_states == 5 and plan.n_states == a.n_states
+    assert transition_plan(compiler.load_spec("cyclic:5")) is None
+    assert "same state under every letter" in registry.get("transition").applies(compiler.load_spec("parity")).reason
+
+
+def test_compiled_certified_and_a_broken_lookup_row_is_refused():
+    a = _moore(5, 3, 3, 3)
+    model = compiler.compile_automaton(a, max_len=16, method="transition")
+    assert model.metadata.method == "transition" and model.meta["transition"]["inner"] == "scan"
+    assert certify(model)["certified"] and verify(model, samples=8).exact
+    rng = np.random.default_rng(0)
+    toks = torch.from_numpy(rng.integers(0, a.n_symbols, (4, 16)))
+    assert model.predict(toks).tolist() == [a.run(r) for r in toks.tolist()]
+    W = model.blocks[-1].mlp.W_out  # one key's output (one transition's target) made wrong
+    col = model.subspace("tr:state")[0]
+    unit = int(np.flatnonzero(W[:, col].detach().numpy())[0])
+    with torch.no_grad():
+        W[unit, col] += 1.0
+    cert = certify(model)
+    assert not cert["certified"] and "tr.lookup" in cert["reason"]
+    assert not verify(model, samples=8).exact
+
+
+def test_labels_and_another_start():
+    a = _moore(4, 2, 2, 3)
+    labels = compiler.compile_automaton(a, max_len=32, method="transition", readout="labels")
+    assert certify(labels)["certified"] and verify(labels, samples=8).exact
+    states = compiler.compile_automaton(a, max_len=32, method="transition")
+    with pytest.raises(InputError, match="compile the spec again with that start"):  # its lookup's keys change
+        compiler.with_start(states, a.states[1])
