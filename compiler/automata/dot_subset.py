@@ -1,10 +1,11 @@
 """A fast reader of the DOT subset AALpy and LearnLib write: one ``digraph``, node statements
 ``ID [k=v, ...]``, edge statements ``ID -> ID [k=v, ...]``, graph attributes ``k=v`` and the
-``graph``/``node``/``edge`` default statements, IDs bare, numeric or double-quoted.
+``graph``/``node``/``edge`` default statements, IDs bare, numeric, double-quoted or HTML strings ``<...>`` (LearnLib's
+Mealy labels ``<a<br />x>``).
 
 One regular-expression pass over the text and one over its tokens: linear in the file's size
 (a 3,000-state file of 150 kB in well under a second, where pydot's general grammar takes about
-30 s).  Anything outside the subset (comments, subgraphs, ports, HTML strings, edge chains,
+30 s).  Anything outside the subset (comments, subgraphs, ports, edge chains,
 ``strict``, an undirected ``graph``) is not an error here: :func:`parse` returns None and the
 caller hands the text to pydot.  The graph it returns answers what :mod:`.formats` asks of
 pydot's (``get_nodes``, ``get_edges``, names and attribute values as written, quotes kept).
@@ -19,6 +20,8 @@ _TOKEN = re.compile(r'\s*(?:(->)|("(?:[^"\\]|\\.)*")|([A-Za-z_\x80-\uffff][\w\x8
                     r"|([\[\]{};,=]))", re.S)
 """One token after optional white space: the edge operator, a quoted string, a bare or numeric
 ID, or one punctuation mark (the groups say which)."""
+
+_SPACE = re.compile(r"\s*")
 
 KEYWORDS = ("graph", "node", "edge")
 """Default-attribute statements: not nodes."""
@@ -67,6 +70,14 @@ def tokens(text: str) -> list[tuple[str, str]] | None:
     where the text holds anything else (a comment, ``<``, ``:``, ``+``...)."""
     out, pos, end = [], 0, len(text.rstrip())
     while pos < end:
+        start = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # \s* always matches
+        if text.startswith("<", start):  # an HTML string (LearnLib's Mealy labels): to its matching >
+            close = _html_end(text, start)
+            if close is None:
+                return None
+            out.append(("id", text[start:close]))
+            pos = close
+            continue
         m = _TOKEN.match(text, pos)
         if m is None:
             return None
@@ -74,6 +85,16 @@ def tokens(text: str) -> list[tuple[str, str]] | None:
         out.append(("->", arrow) if arrow else ("id", quoted or bare) if quoted or bare else (mark, mark))
         pos = m.end()
     return out
+
+
+def _html_end(text: str, start: int) -> int | None:
+    """The index after the ``>`` that closes the ``<`` at ``start`` (nested pairs counted), or None."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += (text[i] == "<") - (text[i] == ">")
+        if depth == 0:
+            return i + 1
+    return None
 
 
 def _attrs(toks: list[tuple[str, str]], i: int) -> tuple[dict[str, str], int] | None:
