@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+import numpy as np
 import torch
 
 from compiler.automata.errors import BudgetError, ShortcutError
@@ -131,3 +132,54 @@ def refuse_hopeless(layers: int, max_len: int, budget: float, device: torch.devi
                           f"at least {flops:.1e} FLOP, over {flops / rate:,.0f} s at this machine's best "
                           f"{rate / 1e9:.3g} GFLOP/s, past the verification budget of {budget:g} s: compile with "
                           f"--no-verify, a smaller --max-len, or a larger --verify-time")
+
+
+CERTIFY_TIME_BUDGET = 300.0
+"""Seconds ``certify`` may be estimated to need before it refuses (``certify --time-budget`` raises
+it): five minutes, thirty times the slowest certificate the benchmarks make (4,096 positions, 10 s)
+and past the point where a run with a line of progress every 10 s is still worth waiting for."""
+
+SCORE_PROBE = (1 << 10, 1 << 11)
+"""Queries and keys of the chunk of scores :func:`score_pass_rate` times: 2^21 scores, the chunk the
+certifier bounds at once (``verify/certify/heads.py``)."""
+
+
+def score_pass_rate(seconds: float = 0.05) -> float:
+    """Scores per second through the elementwise passes the certifier makes at least over every
+    (query, key) score of a head (``verify/certify/heads.py``): the upper end of each score's
+    rounding interval, the causal mask and its assignment, the row maximum, the shift by the
+    intended key's lower end, the exponential and the row sum -- the best of the probes run
+    within ``seconds`` (three at least) on one chunk of :data:`SCORE_PROBE` scores.  Its score-bounding matrix
+    products and exactness tests come on top, so the rate bounds the certifier's from above."""
+    rows, cols = SCORE_PROBE
+    centre, spread = np.zeros((rows, cols)), np.ones((rows, cols))
+    query, key = np.arange(rows)[:, None], np.arange(cols)[None, :]
+    best, end, runs = float("inf"), time.perf_counter() + seconds, 0
+    while time.perf_counter() < end or runs < 3:
+        start, runs = time.perf_counter(), runs + 1
+        hi = centre + spread
+        hi[key > query] = -np.inf
+        low = hi.max(1)
+        hi -= low[:, None]
+        np.exp(hi, out=hi).sum(1)
+        best = min(best, time.perf_counter() - start)
+    return rows * cols / max(best, 1e-9)
+
+
+def certify_scores(model) -> float:
+    """(head, query, key) scores the certifier bounds: every head of every layer at every query
+    position against every key position, BOS included ((T+1)^2 per head)."""
+    P = model.max_len + 1
+    return float(sum(b["n_heads"] for b in model.config["blocks"])) * P * P
+
+
+def refuse_hopeless_certificate(model, budget: float = CERTIFY_TIME_BUDGET, rate: float | None = None) -> None:
+    """BudgetError, before certifying, when :func:`certify_scores` at :func:`score_pass_rate` (a
+    rate the certifier does not reach) already needs more than ``budget`` seconds."""
+    scores = certify_scores(model)
+    rate = score_pass_rate() if rate is None else rate
+    if scores / rate > budget:
+        raise BudgetError(f"certifying {model.automaton.name} at max_len {model.max_len:,} bounds {scores:.2g} "
+                          f"attention scores, at least {scores / rate:,.0f} s at this machine's "
+                          f"{rate / 1e6:,.0f} million scores per second, over the certification time budget of "
+                          f"{budget:g} s: certify a model compiled with a smaller --max-len, or raise --time-budget")

@@ -13,18 +13,25 @@ from .semigroup import Map
 
 def popcount(x: int) -> int:
     """Number of states in a bitmask set."""
-    return bin(x).count("1")
+    return x.bit_count()
 
 
 def members(mask: int) -> list[int]:
     """The states of a bitmask set, in increasing order."""
-    out, i = [], 0
-    while mask:
-        if mask & 1:
-            out.append(i)
-        mask >>= 1
-        i += 1
+    if mask.bit_length() > 256:
+        return member_array(mask).tolist()
+    bits = bin(mask)[:1:-1]  # string search: shifting a |Q|-bit integer bit by bit is quadratic in |Q|
+    out, i = [], bits.find("1")
+    while i >= 0:
+        out.append(i)
+        i = bits.find("1", i + 1)
     return out
+
+
+def member_array(mask: int) -> np.ndarray:
+    """The states of a bitmask set as an array, in increasing order (unpacked by numpy)."""
+    raw = np.frombuffer(mask.to_bytes((mask.bit_length() + 7) // 8, "little"), dtype=np.uint8)
+    return np.flatnonzero(np.unpackbits(raw, bitorder="little"))
 
 
 class SetMapper:

@@ -38,6 +38,7 @@ import numpy as np
 from . import groups as G
 from .cascade import Cascade, Component, HolonomyGroupInfo, Readout, View, assign_levels
 from .decompose_checks import verify_cascade
+from .errors import BudgetError
 from .exploration import Exploration
 from .holonomy import DEFAULT_CHAIN_BUDGET, DEFAULT_IMAGE_BUDGET, Holonomy, members
 from .load import load_spec
@@ -197,6 +198,47 @@ def _build_level(lvl: Level, hol: Holonomy, ex: Exploration, letters: LetterNorm
     return comps, _tile_view(lvl, budget)
 
 
+def _orbits(gens: tuple, k: int) -> list[frozenset[int]]:
+    """The orbit of each of ``k`` tiles under the permutations ``gens`` (one shared set per orbit)."""
+    of: list[frozenset[int] | None] = [None] * k
+    for t in range(k):
+        if of[t] is not None:
+            continue
+        seen, queue = {t}, [t]
+        while queue:
+            u = queue.pop()
+            for g in gens:
+                if g[u] not in seen:
+                    seen.add(g[u])
+                    queue.append(g[u])
+        orbit = frozenset(seen)
+        for u in orbit:
+            of[u] = orbit
+    return [o for o in of if o is not None]
+
+
+def view_floor(hol: Holonomy, ex: Exploration, depth: int) -> int:
+    """A lower bound on the rows of level ``depth``'s tile view (:func:`_tile_view`), from the
+    holonomy generators' orbits alone, before any group is analysed (:func:`plan_level`): the view
+    has a row per (joint group element, stored value y); a group has at least as many elements as
+    its largest orbit on the tiles (orbit-stabiliser), and the stored values include the whole
+    orbit of every reset target in a class with a group.  Zero when the level has no group."""
+    blocks = hol.level_blocks[depth - 1]
+    if not any(b.generators for b in blocks):
+        return 0
+    joint, ys = 1, 0
+    for b in blocks:
+        targets = {act - b.offset for act in ex.actions[depth].values()
+                   if isinstance(act, int) and b.offset <= act < b.offset + len(b.tiles)}
+        if not b.generators:
+            ys += len(targets)
+            continue
+        orbits = _orbits(b.generators, len(b.tiles))
+        joint *= max(len(o) for o in orbits)
+        ys += len(set().union(*(orbits[t] for t in targets)))
+    return joint * max(ys, 1)
+
+
 def decompose(automaton: Any, *, count_budget: int = DEFAULT_COUNT_BUDGET,
               image_budget: int = DEFAULT_IMAGE_BUDGET, chain_budget: int = DEFAULT_CHAIN_BUDGET,
               group_budget: int = G.DEFAULT_GROUP_BUDGET, table_budget: int = DEFAULT_TABLE_BUDGET,
@@ -219,6 +261,12 @@ def decompose(automaton: Any, *, count_budget: int = DEFAULT_COUNT_BUDGET,
     components: list[Component] = []
     views: list[View] = []
     for depth in range(1, hol.levels + 1):
+        floor = view_floor(hol, ex, depth)
+        if budget.used + floor > budget.limit:
+            raise BudgetError(f"the cascade's tables need more than {budget.limit} rows (table budget): the tile "
+                              f"view of holonomy level {depth} alone needs at least {floor:,} (its groups' orbits "
+                              f"times the reset values), known before its groups are analysed; use the scan "
+                              f"construction for this automaton")
         lvl = plan_level(hol, ex, depth, group_budget)
         comps, vs = _build_level(lvl, hol, ex, letters, levels, budget)
         levels.append(lvl)

@@ -183,7 +183,10 @@ def _pair_walk(maps: np.ndarray, states: np.ndarray, limit: int, defined: np.nda
             return _PairWalk(None, step, len(i), gave_up=True)
         keep = np.zeros(len(i), dtype=bool)
         for row, row_ok in zip(local, ok):
-            keep |= apart[row[i], row[j]] & row_ok[i] & row_ok[j]
+            if defined is None:  # complete: every letter is defined on both states (half the gathers)
+                keep |= apart[row[i], row[j]]
+            else:
+                keep |= apart[row[i], row[j]] & row_ok[i] & row_ok[j]
         step += 1
         if keep.all():
             return _PairWalk(None, step, len(i))

@@ -68,9 +68,11 @@ class Exploration:
             self.trans[(0, a)] = 0
             xa = hol.mapper.image(hol.full, a)
             tails[(0, a)] = (hol.full,) if xa == hol.full else (hol.full, *hol.fill(hol.full, xa), xa)
-        self.encodings = [hol.encode(x) for x in range(hol.n)]
+        self.encodings: list[tuple[int, ...]] = []
         self.leaf_of_state = []
-        for coords in self.encodings:
+        for x in range(hol.n):  # each state's path into the trie as soon as it is encoded: the chain
+            coords = hol.encode(x)  # budget then stops the encoding too, not only the search after it
+            self.encodings.append(coords)
             node = 0
             for v in coords:
                 node = self._child(node, v)

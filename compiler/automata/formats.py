@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import dot_subset
 from .errors import BudgetError, SpecError
 from .reading import MiB, read_bytes, read_text
 from .mealy_dot import looks_mealy, mealy_dot_to_dict
@@ -78,7 +79,15 @@ def _unquote(value: Any) -> str:
 
 
 def _graph(text: str, what: str) -> Any:
-    """The one digraph in DOT ``text`` (pydot, an optional extra)."""
+    """The one digraph in DOT ``text``: read directly when it lies in the subset AALpy and LearnLib
+    write (:mod:`.dot_subset`), else by pydot (an optional extra) up to :data:`PYDOT_MAX_CHARS`."""
+    fast = dot_subset.parse(text)
+    if fast is not None:
+        return fast
+    if len(text) > PYDOT_MAX_CHARS:
+        raise SpecError(f"{what} ({len(text):,} characters) is outside the DOT subset read directly (one digraph "
+                        f"of node and edge statements, no comments, subgraphs or ports), and pydot reads only "
+                        f"files of at most {PYDOT_MAX_CHARS:,} characters (about 5 kB a second)")
     try:
         import pydot
     except ImportError:
@@ -176,8 +185,13 @@ def dot_to_dict(text: str, what: str = "DOT text", name: str = "automaton") -> d
 
 
 DOT_MAX_BYTES = MiB
-"""Largest DOT file read: pydot parses about 5 kB a second (a 3,000-state file of 150 kB takes
-30 s; the commands print a still-working line every 10 s meanwhile), so a MiB is minutes."""
+"""Largest DOT file read: the subset reader (:mod:`.dot_subset`) takes a MiB (about 20,000 states)
+in a few seconds."""
+
+PYDOT_MAX_CHARS = 64 * 1024
+"""Largest DOT text given to pydot (files outside the subset :mod:`.dot_subset` reads): pydot parses
+about 5 kB a second on a loaded 2-core machine (a 150 kB file took 30 s), so 64 KiB is about 13 s,
+inside the 30 s a command may take on a hostile file with room for the rest of the command."""
 
 
 def read_dot(path: Path, complete: bool = False, promise: str | None = None) -> Semiautomaton:

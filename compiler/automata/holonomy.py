@@ -121,6 +121,9 @@ class Holonomy:
         self.full = (1 << n) - 1
         self.mapper = SetMapper(n, self.maps)
         self._tiles: dict[int, tuple[int, ...]] = {}
+        self._first_tile: dict[int, dict[int, int]] = {}
+        self._tile_values: dict[tuple[int, int], int] = {}
+        self._value_tiles: dict[tuple[int, int], int] = {}
         self._tile_sets: dict[int, frozenset[int]] = {}
         self._fill: dict[tuple[int, int], tuple[int, ...]] = {}
         self._perm_cache: dict[tuple[int, int], Perm] = {}
@@ -175,25 +178,47 @@ class Holonomy:
                 kept.append(int(t))
                 sel = sel[(sel & ~t) != 0]
         else:
-            kept = []
+            kept, union = [], 0
             notp = ~p
             for q in self.extended[start:]:
                 if q & notp:
                     continue
-                for t in kept:
-                    if q & ~t == 0:
-                        break
-                else:
-                    kept.append(q)
+                # inside a kept tile only if inside their union (a singleton then is): the pairwise
+                # comparison, quadratic in the tiles, runs only for those
+                if q & ~union == 0 and (q & (q - 1) == 0 or any(q & ~t == 0 for t in kept)):
+                    continue
+                kept.append(q)
+                union |= q
         out = tuple(kept)
         self._tiles[p] = out
         return out
 
     def first_tile_containing(self, p: int, sub: int) -> int:
-        for t in self.tiles(p):
-            if sub & ~t == 0:
-                return t
+        """The first of p's tiles (largest first) that contains ``sub``; a single state is looked
+        up in p's index of first tiles per state (:meth:`_first_tile_of_state`)."""
+        if sub & (sub - 1) == 0 and sub:
+            found = self._first_tile_of_state(p).get(sub.bit_length() - 1)
+            if found is not None:
+                return found
+        else:
+            for t in self.tiles(p):
+                if sub & ~t == 0:
+                    return t
         raise HolonomyError("no tile contains a proper subset in E (tiles must cover)")
+
+    def _first_tile_of_state(self, p: int) -> dict[int, int]:
+        """State -> the first tile of p containing it, built once per p in one pass over the tiles
+        (each state's bit read once: every state of p is encoded through it, and scanning the
+        tiles per state is quadratic when p has thousands of them)."""
+        index = self._first_tile.get(p)
+        if index is None:
+            index, covered = {}, 0
+            for t in self.tiles(p):
+                for x in members(t & ~covered):
+                    index[x] = t
+                covered |= t
+            self._first_tile[p] = index
+        return index
 
     # -- 6. holonomy groups -----------------------------------------------------
 
@@ -255,16 +280,24 @@ class Holonomy:
 
     def tile_value(self, p: int, t: int) -> int:
         """The level value of "tile t of the chain set p": t·ToRep(p) as a tile of the representative."""
-        b = self.block_of(p)
-        return b.offset + b.tile_index[set_image(t, self.to_rep[p])]
+        key = (p, t)
+        v = self._tile_values.get(key)
+        if v is None:  # memoised: the exploration asks for the same (set, tile) from many trie nodes
+            b = self.block_of(p)
+            v = self._tile_values[key] = b.offset + b.tile_index[set_image(t, self.to_rep[p])]
+        return v
 
     def tile_of_value(self, p: int, v: int) -> int:
         """The tile of the chain set p that level value v stands for (inverse of :meth:`tile_value`)."""
-        b = self.block_of(p)
-        i = v - b.offset
-        if not 0 <= i < len(b.tiles):
-            raise HolonomyError("a level value does not belong to the class of its chain set")
-        return set_image(b.tiles[i], self.from_rep[p])
+        key = (p, v)
+        t = self._value_tiles.get(key)
+        if t is None:  # memoised, as :meth:`tile_value`
+            b = self.block_of(p)
+            i = v - b.offset
+            if not 0 <= i < len(b.tiles):
+                raise HolonomyError("a level value does not belong to the class of its chain set")
+            t = self._value_tiles[key] = set_image(b.tiles[i], self.from_rep[p])
+        return t
 
     def chain_coords(self, chain: Sequence[int]) -> tuple[int, ...]:
         """Coordinates of a tile chain: one value per level, the dummy where the chain skips it."""

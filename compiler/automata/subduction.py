@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable
 
-from .bitsets import SetMapper, members, order_on, popcount, power, set_image
+import numpy as np
+
+from .bitsets import SetMapper, member_array, members, order_on, popcount, power
 from .errors import BudgetError, ShortcutError
-from .semigroup import Map, then
+from .semigroup import Map
 
 
 class HolonomyError(ShortcutError):
@@ -154,11 +156,20 @@ def class_depths(class_members: list[list[int]], class_of: dict[int, int], succ:
 
 
 
+def _mask(points: np.ndarray, n: int) -> int:
+    """The bitmask set of the states ``points`` (numpy: one pass in C, not a shift per state)."""
+    bits = np.zeros(8 * ((n + 7) // 8), dtype=np.uint8)
+    bits[points] = 1
+    return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
+
+
 def representatives(n: int, maps: tuple[Map, ...], class_members: list[list[int]],
                     succ: dict[int, tuple[int, ...]]) -> tuple[dict[int, Map], dict[int, Map]]:
     """Step 5, representatives: FromRep(P): r -> P and ToRep(P): P -> r for every non-singleton
-    image P (full maps on ``n`` states), with FromRep(P)·ToRep(P) the identity on r (checked)."""
-    ident = tuple(range(n))
+    image P (full maps on ``n`` states), with FromRep(P)·ToRep(P) the identity on r (checked).
+    The maps are composed as numpy arrays (s then t is ``t[s]``): an image's maps have |Q| entries."""
+    arrays = [np.asarray(m, dtype=np.int64) for m in maps]
+    ident = np.arange(n, dtype=np.int64)
     from_rep: dict[int, Map] = {}
     to_rep: dict[int, Map] = {}
     for mem in class_members:
@@ -176,7 +187,7 @@ def representatives(n: int, maps: tuple[Map, ...], class_members: list[list[int]
             p = queue.popleft()
             for a, q in enumerate(succ[p]):
                 if q in inside and q not in frm:
-                    frm[q] = then(frm[p], maps[a])
+                    frm[q] = arrays[a][frm[p]]
                     queue.append(q)
         # ToRep (raw): BFS backward from r inside the class.
         to = {r: ident}
@@ -185,19 +196,19 @@ def representatives(n: int, maps: tuple[Map, ...], class_members: list[list[int]
             q = queue.popleft()
             for p, a in preds[q]:
                 if p not in to:
-                    to[p] = then(maps[a], to[q])
+                    to[p] = to[q][arrays[a]]
                     queue.append(p)
         if len(frm) != len(mem) or len(to) != len(mem):
             raise HolonomyError("a subduction class is not strongly connected")
         rpts = members(r)
+        ridx = np.asarray(rpts, dtype=np.int64)
         for p in mem:
-            if set_image(r, frm[p]) != p or set_image(p, to[p]) != r:
+            if _mask(frm[p][ridx], n) != p or _mask(to[p][member_array(p)], n) != r:
                 raise HolonomyError("FromRep/ToRep do not map between r and P")
-            loop = then(frm[p], to[p])
-            fixed = then(to[p], power(loop, order_on(loop, rpts) - 1))
-            back = then(frm[p], fixed)
-            if any(back[i] != i for i in rpts):
+            loop = tuple(to[p][frm[p]].tolist())
+            fixed = np.asarray(power(loop, order_on(loop, rpts) - 1), dtype=np.int64)[to[p]]
+            if np.any(fixed[frm[p]][ridx] != ridx):
                 raise HolonomyError("FromRep(P)·ToRep(P) is not the identity on the representative")
-            from_rep[p] = frm[p]
-            to_rep[p] = fixed
+            from_rep[p] = tuple(frm[p].tolist())
+            to_rep[p] = tuple(fixed.tolist())
     return from_rep, to_rep

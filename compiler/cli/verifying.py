@@ -11,6 +11,7 @@ from constructions.checkpoint import load
 from constructions.model import resolve_device
 from verify.certify import certificate_text, recheck
 from verify.check import verify
+from verify.cost import CERTIFY_TIME_BUDGET, refuse_hopeless_certificate
 from verify.policy import VERIFY_SAMPLING, certificate, certificate_failed, sampling_for
 from verify.progress import Progress
 from verify.report import (CHANGED, SAMPLED, UNSEALED, failure_text, proved_or_exhaustive, report_dict,
@@ -120,6 +121,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
         raise InputError(f"{args.check!r} is not a certificate (not a JSON object)")
     model = load(args.model)
     require_intact_header(model)
+    refuse_hopeless_certificate(model, args.time_budget)
     with still_working(f"certifying {model.automaton.name} at max_len {model.max_len:,}"):
         cert = (certificate(model, with_obligations=output is not None) if stored is None
                 else recheck(model, stored, with_obligations=output is not None))
@@ -166,4 +168,8 @@ def certify_options(f: argparse.ArgumentParser) -> None:
     f.add_argument("-o", "--output", metavar="CERT", help="write the certificate (JSON) to this file")
     f.add_argument("--check", metavar="CERT", help="re-check a certificate written by -o against this model")
     f.add_argument("--json", action="store_true", help="the certificate as one JSON object")
+    f.add_argument("--time-budget", type=seconds, default=CERTIFY_TIME_BUDGET, metavar="SECONDS",
+                   help="refuse, before starting, a certificate estimated to need more than this many seconds "
+                        f"(the attention scores it bounds at this machine's measured rate; default: "
+                        f"{CERTIFY_TIME_BUDGET:g})")
     f.set_defaults(func=cmd_certify)

@@ -22,13 +22,20 @@ import pytest
 import torch
 
 import compiler
-from compiler.automata.formats import regex_size
+from compiler.automata.decompose import decompose, view_floor
+from compiler.automata.errors import BudgetError
+from compiler.automata.exploration import Exploration
+from compiler.automata.formats import regex_size, table_json_to_dict
+from compiler.automata.holonomy import Holonomy
 from compiler.automata.load import SPEC_MAX_BYTES
 from compiler.automata.reading import MAX_DEPTH, parse_json, read_bytes
+from compiler.automata.semigroup import normalise_letters
+from compiler.automata.load import load_spec
 from compiler.automata.errors import ShortcutError
 from compiler.cli import main
 from compiler.cli.status import still_working
 from constructions.checkpoint import header_sha256, save, stamp_header, weights_sha256
+from verify.cost import certify_scores, refuse_hopeless_certificate
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT_AS = 2 << 30
@@ -74,6 +81,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "zoo_deep.json": '{"seed": ' + "[" * 5000 + "]" * 5000 + "}",
         "zoo_seed.toml": "seed = " + "9" * 5000 + "\n",
         "t.json": "[[1, 0], [0, 1]]",
+        "comment.dot": "// outside the subset\ndigraph g {" + 'a -> b [label="x"];\n' * 5000 + "}",
         "bos.json": json.dumps({"name": "bos", "states": ["0", "1"], "alphabet": ["a", "<unk>"], "start": "0",
                                 "transitions": {"0": {"a": "1", "<unk>": "0"}, "1": {"a": "0", "<unk>": "1"}}}),
     }
@@ -115,6 +123,8 @@ CASES = [
     ("zoo config 5,000-digit seed", lambda f: ["zoo", f["zoo_seed.toml"], "-o", f["dir"] / "z2"], "5000 digits"),
     ("spec over the size limit", lambda f: ["plan", f["huge.json"]], "over the limit"),
     ("uint64 cell 2^64-1", lambda f: ["plan", f["u64.npz"], "--complete"], "too large for a state index"),
+    ("DOT outside the subset, too big for pydot", lambda f: ["plan", f["comment.dot"]],
+     "outside the DOT subset read directly"),
     ("regex a**", lambda f: ["plan", "regex:(a|b)**"], "quantifier on a quantifier"),
     ("regex 20,000 alternatives", lambda f: ["plan", "regex:" + "|".join(["ab"] * 20_000)], "59,999 characters"),
     ("regex (a|b){999999999}", lambda f: ["plan", "regex:(a|b){999999999}"], "NFA states"),
@@ -125,6 +135,8 @@ CASES = [
      "is the input"),
     ("compile t.json -o t.json", lambda f: ["compile", f["t.json"], "-o", f["t.json"]], "is the input"),
     ("decompose --dot onto its spec", lambda f: ["decompose", f["t.json"], "--dot", f["t.json"]], "is the input"),
+    ("certify past its time budget", lambda f: ["certify", f["model"], "--time-budget", "1e-9"],
+     "over the certification time budget of 1e-09 s"),
     ("export into the model's own directory", lambda f: ["export", f["dir"] / "model.safetensors", "-o", f["dir"]],
      "is the input"),
 ]
@@ -280,3 +292,44 @@ def test_a_long_step_is_never_silent(capsys):
     with still_working("quick", every=5):
         pass
     assert capsys.readouterr().err == ""  # nothing for a step that ends sooner
+
+
+# --- big automata and long certificates: refused from a derived cost, before the work ---------------
+
+
+def cycle_and_reset(n: int):
+    """n states on a cycle (letter 0) and a reset to state 0 (letter 1): the holonomy group C_n."""
+    table = table_json_to_dict([[(q + 1) % n, 0] for q in range(n)], f"cycle-reset:{n}")
+    return load_spec(table)
+
+
+@pytest.mark.parametrize("a", ["cycle-reset:12", "parity", "quaternion", "cyclic:5", "cyclic-product:2,3",
+                               "dihedral:4"])
+def test_the_view_floor_is_below_every_tile_view(a):
+    spec = cycle_and_reset(12) if a == "cycle-reset:12" else load_spec(a)
+    hol = Holonomy(spec.n_states, normalise_letters(spec.maps).maps)
+    ex = Exploration(hol)
+    views = {v.holonomy_level: len(v.table) for v in decompose(spec).views}
+    floors = {d: view_floor(hol, ex, d) for d in range(1, hol.levels + 1)}
+    assert any(floors.values())  # a level with a group, so the bound is tested
+    for d, floor in floors.items():
+        assert floor <= views.get(d, 0), (d, floor, views)
+
+
+def test_a_cycle_and_reset_past_the_table_budget_is_refused_before_its_group_is_analysed():
+    start = time.perf_counter()
+    with pytest.raises(BudgetError, match="needs at least 1,000,000 .* known before its groups are analysed"):
+        decompose(cycle_and_reset(1000))
+    assert time.perf_counter() - start < LIMIT_S / 3  # the group analysis and the 10^6-row view took 30 s
+
+
+def test_a_hopeless_certificate_is_refused_from_its_scores():
+    class Model:  # what the estimate reads: 17 layers of one head, as parity's at max_len 100,000
+        automaton = load_spec("parity")
+        config = {"blocks": [{"n_heads": 1}] * 17}
+        max_len = 100_000
+    assert certify_scores(Model) == 17 * 100_001 ** 2
+    with pytest.raises(BudgetError, match="at least 17,000 s .* over the certification time budget of 300 s"):
+        refuse_hopeless_certificate(Model, 300.0, rate=1e7)
+    Model.max_len = 1024
+    refuse_hopeless_certificate(Model, 300.0, rate=1e7)  # 0.18e8 scores: 1.8 s
