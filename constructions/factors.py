@@ -52,14 +52,16 @@ from compiler.automata.errors import BudgetError, InputError
 from compiler.automata.factors import FactorPlan, detect
 from compiler.automata.load import from_dict
 from compiler.automata.spec import Semiautomaton
+from compiler.automata.tiers import detect_tier
 
 from . import factors_checks as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
-from .gadgets import ABSORB, CodeInput, absorb_feature, code_function_mlp, lookup_mlp, offset_head, prefix_mean_head
-from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Steps, Undeclared,
-                          offset_keys)
+from .gadgets import (ABSORB, CodeInput, absorb_feature, code_function_mlp, lookup_mlp, offset_head, prefix_mean_head,
+                      recent_flag_head)
+from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Recent, Steps,
+                          Undeclared, offset_keys)
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Fused, Head, Program, beside, fuse
 from .workspace import Workspace, join
@@ -104,6 +106,16 @@ def letter_codes(plan: FactorPlan) -> np.ndarray:
                     dtype=np.float64).reshape(plan.n_symbols, plan.k)
 
 
+def windowed(plan: FactorPlan) -> bool:
+    """Whether the final lookup reads a window class (a tier's always: its start class)."""
+    return bool(plan.windows or plan.tier)
+
+
+def radix(plan: FactorPlan) -> list[int]:
+    """The first lookup's inputs' code counts: (a tier's bit,) then the offsets'."""
+    return ([2] if plan.tier else []) + n_codes(plan)
+
+
 def _key(plan: FactorPlan, pattern: tuple[int, ...]) -> tuple[int, ...]:
     """A pattern's key: its offset codes, the last letter first (the pad 0)."""
     maps = offset_codes(plan)
@@ -123,7 +135,12 @@ def first_rows(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
         add(_key(plan, p), np.eye(1 + G)[0] * (i - parent))
     for f, g in zip(plan.factors, plan.groups):
         add(_key(plan, f), np.eye(1 + G)[1 + g])
-    if not plan.windows:  # no window input: the rows over the flags alone
+    if plan.tier:  # the tier bit first: windows at either, factors at tier letters, the start before any
+        tiered = {(1, *key): row for key, row in rows.items()}
+        tiered.update({(0, *key): row * np.eye(1 + G)[0] for key, row in rows.items() if row[0]})
+        rows = tiered
+        rows[(0, 0)] = np.eye(1 + G)[0] * (len(plan.windows) + 1)
+    if not windowed(plan):  # no window input: the rows over the flags alone
         rows = {k: v[1:] for k, v in rows.items()}
     return rows
 
@@ -134,11 +151,13 @@ def _layout(plan: FactorPlan, code_: PositionCode) -> Workspace:
     if plan.k > 1:
         ws.add("pos", code_.labels)
     ws.add(ABSORB)
+    if plan.tier:
+        ws.add("pos:recency"), ws.add("fac:tier"), ws.add("fac:last0"), ws.add("fac:last1")
     for j in range(plan.k):
         ws.add(code(j))
     for j in range(1, plan.k):
         ws.add(back(j))
-    if plan.windows:
+    if windowed(plan):
         ws.add("fac:window")
     for kind in ("flag", "count", "capped"):
         for g in range(plan.n_groups):
@@ -153,15 +172,23 @@ def _group(ws: Workspace, kind: str, plan: FactorPlan):
 
 def _first_mlp(plan: FactorPlan, ws: Workspace) -> MLP:
     """Layer 1's lookup (module docstring): offset codes -> window class and factor flags."""
-    ins = [CodeInput(ws[back(j)], n) for j, n in enumerate(n_codes(plan))]
-    out = join("fac:first", ([ws["fac:window"]] if plan.windows else []) + [_group(ws, "flag", plan)])
+    ins = [CodeInput(ws[name], n) for name, n in zip(first_reads(plan), radix(plan))]
+    out = join("fac:first", ([ws["fac:window"]] if windowed(plan) else []) + [_group(ws, "flag", plan)])
     return lookup_mlp("fac.first", ins, out, first_rows(plan))
+
+
+def first_reads(plan: FactorPlan) -> tuple[str, ...]:
+    """What the first lookup reads: the offsets' codes, or a tier's bit, its most recent letter's
+    code and the one before it."""
+    if plan.tier:
+        return ("fac:tier", "fac:last0", back(1))
+    return tuple(back(j) for j in range(plan.k))
 
 
 def final_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
     """The final lookup: (window class, capped counts) -> the state's one-hot, on the keys reached."""
     eye = np.eye(plan.n_states)
-    return {(key if plan.windows else key[1:]): eye[q] for key, q in zip(plan.keys, plan.states)}
+    return {(key if windowed(plan) else key[1:]): eye[q] for key, q in zip(plan.keys, plan.states)}
 
 
 def _final_mlp(plan: FactorPlan, ws: Workspace) -> Fused:
@@ -169,7 +196,7 @@ def _final_mlp(plan: FactorPlan, ws: Workspace) -> Fused:
     t, G = plan.threshold, plan.n_groups
     caps = [code_function_mlp(f"fac.cap{g}", CodeInput(ws[f"fac:count{g}"], t + 1), ws[f"fac:capped{g}"],
                               np.arange(t + 1, dtype=np.float64)[:, None]) for g in range(G)]
-    ins = ([CodeInput(ws["fac:window"], len(plan.windows) + 1)] if plan.windows else []) + \
+    ins = ([CodeInput(ws["fac:window"], len(plan.windows) + 1 + bool(plan.tier))] if windowed(plan) else []) + \
         [CodeInput(ws[f"fac:capped{g}"], t + 1) for g in range(G)]
     lookup = lookup_mlp("fac.lookup", ins, ws["fac:state"], final_table(plan))
     return fuse(beside(caps, "fac.caps", ws), lookup, "fac.final", fresh=tuple(f"fac:capped{g}" for g in range(G)),
@@ -191,6 +218,10 @@ def _embeddings(plan: FactorPlan, ws: Workspace, code_: PositionCode, max_len: i
     if plan.k > 1:
         W_pos[:, list(ws["pos"].dims)] = position_table(code_)
     W_pos[:, ws[ABSORB][0]] = absorb_feature(2 * T, T)
+    if plan.tier:
+        W_E[list(plan.tier), ws["fac:tier"][0]] = 1.0
+        W_E[-1, ws["fac:tier"][0]] = 1.0  # BOS is flagged (Lemma 16): its codes are the pads
+        W_pos[:, ws["pos:recency"][0]] = np.arange(T + 1) / (T + 1)
     return W_E, W_pos
 
 
@@ -207,15 +238,34 @@ def program(plan: FactorPlan, max_len: int, positions: str) -> Program:
                              mass=mass, value_scale=float(mass))
     final = Block([count], _final_mlp(plan, ws))
     blocks = [final] if plan.k == 1 else [Block(offsets, _first_mlp(plan, ws)), final]
+    if plan.tier:
+        blocks = [Block(_recent_heads(plan, ws, max_len)), Block([_tier_back(plan, ws, code_)], _first_mlp(plan, ws)),
+                  final]
     W_U = np.zeros((ws.d_model, plan.n_states))
     W_U[list(ws["fac:state"].dims), np.arange(plan.n_states)] = 1.0
     return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states))
+
+
+def _recent_heads(plan: FactorPlan, ws: Workspace, max_len: int) -> list[Head]:
+    """A tier's layer 1: the codes (offsets 0 and 1) of the most recent tier letter (Lemma 16)."""
+    return [recent_flag_head(f"fac.last{j}", ws["fac:tier"], ws["pos:recency"], ws["one"], ws[code(j)],
+                             ws[f"fac:last{j}"], max_len, value_range=float(n - 1))
+            for j, n in enumerate(n_codes(plan)[:2])]
+
+
+def _tier_back(plan: FactorPlan, ws: Workspace, code_: PositionCode) -> Head:
+    """A tier's layer 2 head: the offset-1 code of the most recent tier letter before t (Theorem 10's
+    look-back on layer 1's output), the tier letter before the most recent one when t is a tier letter."""
+    return offset_head("fac.back1", ws["pos"], code_, ws["bos"], ws["one"], 1, ws["fac:last1"], ws[back(1)],
+                       value_range=float(n_codes(plan)[1] - 1))
 
 
 def precision(plan: FactorPlan, code_: PositionCode, max_len: int, eps: float) -> dict[str, float]:
     """Worst-case rounding margins (> 1 safe; module docstring)."""
     out = {"position_margin": code_.precision_margin(eps)} if plan.k > 1 else {}
     out["prefix_count_margin"] = STEP_TOLERANCE / (eps * max_len * (max_len + 1))
+    if plan.tier:  # half the recency gap over the rounding of scores up to 1.5 beta (constructions/local.py)
+        out["recency_margin"] = (1 / (4 * (max_len + 1))) / (4 * eps * 1.5)
     out["margin"] = min(out.values())
     return out
 
@@ -243,6 +293,7 @@ def build(automaton: Semiautomaton, plan: FactorPlan, options: BuildOptions) -> 
             "position_precision_margin": prec.get("position_margin"), "warnings": warnings,
             NAME: {"k": plan.k, "threshold": plan.threshold, "windows": len(plan.windows),
                    "factors": len(plan.factors), "groups": plan.n_groups, "keys": len(plan.keys),
+                   "tier": len(plan.tier),
                    "offset_codes": n_codes(plan), "params": params, "precision": prec},
             "layers": [b.notes() for b in prog.blocks]}
     return prog, meta
@@ -252,7 +303,7 @@ def set_start(model, plan: FactorPlan, start: str) -> None:
     """Detect again from ``start`` and rebuild in place; InputError when the description's shape changes."""
     check_start(model.automaton, start)
     other = from_dict({**model.metadata.automaton, "start": start})
-    new, why = detect(other)
+    new, why = find(other)
     same = "from {start!r} the factor description of this model's shape no longer holds; compile again with that start"
     if new is None or (new.k, new.threshold, len(new.windows), new.n_groups, n_codes(new), len(new.keys)) != \
             (plan.k, plan.threshold, len(plan.windows), plan.n_groups, n_codes(plan), len(plan.keys)):
@@ -267,13 +318,13 @@ def set_start(model, plan: FactorPlan, start: str) -> None:
 def _first_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
     """The first lookup on every combination of offset codes (the sum of the rows whose suffix key
     matches), its zero rows left to the default; Undeclared beyond :data:`MAX_FIRST_KEYS` combinations."""
-    radix = n_codes(plan)
-    total = int(np.prod(radix))
+    sizes = radix(plan)
+    total = int(np.prod(sizes))
     if total > MAX_FIRST_KEYS:
         raise Undeclared(f"the first lookup reads {total:,} combinations of offset codes, over the "
                          f"{MAX_FIRST_KEYS:,} the certificate checks: not certified yet")
     rows = first_rows(plan)
-    combos = np.array(list(itertools.product(*(range(n) for n in radix))), dtype=np.int64).reshape(total, len(radix))
+    combos = np.array(list(itertools.product(*(range(n) for n in sizes))), dtype=np.int64).reshape(total, len(sizes))
     values = np.zeros((total, len(next(iter(rows.values())))))
     for key, row in rows.items():
         values[np.all(combos[:, : len(key)] == np.array(key, dtype=np.int64), axis=1)] += row
@@ -288,7 +339,7 @@ def obligations(model, plan: FactorPlan) -> Obligations:
     code_ = position_code(model.meta.get("positions") or "sinusoidal", T)
     ws = _layout(plan, code_)
     W_E, _ = _embeddings(plan, ws, code_, T)
-    fixed = {"one", "bos", "pos", ABSORB}
+    fixed = {"one", "bos", "pos", ABSORB, "pos:recency"}
     codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
     G, t = plan.n_groups, plan.threshold
     flags = " + ".join(f"fac:flag{g}" for g in range(G))
@@ -296,17 +347,20 @@ def obligations(model, plan: FactorPlan) -> Obligations:
     count = Average(("fac.count",), (1,), (T,), 2 * T, float(2 * T), flags, counts)
     caps = tuple(Lookup(f"fac.cap{g}", (f"fac:count{g}",), f"fac:capped{g}",
                         {(c,): np.array([float(min(c, t))]) for c in range(T + 1)}) for g in range(G))
-    reads = (("fac:window",) if plan.windows else ()) + tuple(f"fac:capped{g}" for g in range(G))
+    reads = (("fac:window",) if windowed(plan) else ()) + tuple(f"fac:capped{g}" for g in range(G))
     table = final_table(plan)
     final = Steps("fac.final", caps + (Lookup("fac.lookup", reads, "fac:state", table, np.zeros(a.n_states)),))
     if plan.k == 1:
         layers: tuple[Layer, ...] = (Layer((count,), final),)
     else:
         fetches = tuple(Fetch(f"fac.back{j}", offset_keys(T, j), code(j), back(j)) for j in range(1, plan.k))
-        out = " + ".join((["fac:window"] if plan.windows else []) + [f"fac:flag{g}" for g in range(G)])
-        first = Lookup("fac.first", tuple(back(j) for j in range(plan.k)), out, _first_table(plan),
-                       np.zeros(int(bool(plan.windows)) + G))
+        out = " + ".join((["fac:window"] if windowed(plan) else []) + [f"fac:flag{g}" for g in range(G)])
+        first = Lookup("fac.first", first_reads(plan), out, _first_table(plan), np.zeros(int(windowed(plan)) + G))
         layers = (Layer(fetches, first), Layer((count,), final))
+        if plan.tier:
+            recent = tuple(Recent(f"fac.last{j}", "fac:tier", code(j), f"fac:last{j}") for j in range(2))
+            back1 = Fetch("fac.back1", offset_keys(T, 1), "fac:last1", back(1))
+            layers = (Layer(recent, None), Layer((back1,), first), Layer((count,), final))
     eye = np.eye(a.n_states)
     readout = Readout(("fac:state",), {tuple(int(v) for v in eye[q]): q for q in range(a.n_states)})
     joint = (Joint(reads, np.array(sorted(table), dtype=np.float64).reshape(len(table), len(reads))),)
@@ -317,12 +371,22 @@ def obligations(model, plan: FactorPlan) -> Obligations:
 # the registry entry: the description is the plan
 
 
-def applies(automaton: Semiautomaton) -> FactorPlan | Refusal:
-    """The factor description with the smallest k, then threshold, or why there is none."""
+def find(automaton: Semiautomaton) -> tuple[FactorPlan | None, str]:
+    """The factor description with the smallest k, then threshold; else its tier's (k = 2); else
+    None and both reasons."""
     plan, reason = detect(automaton)
+    if plan is not None:
+        return plan, reason
+    tiered, why = detect_tier(automaton)
+    return (tiered, why) if tiered is not None else (None, f"{reason}; {why}")
+
+
+def applies(automaton: Semiautomaton) -> FactorPlan | Refusal:
+    """The factor description (or its tier's), or why there is none."""
+    plan, reason = find(automaton)
     if plan is None:
         return Refusal(f"factors needs the state as a function of the last k - 1 letters and capped counts of "
-                       f"k-factors (locally threshold testable): {reason}")
+                       f"k-factors (locally threshold testable), or of its tier's: {reason}")
     return plan
 
 
@@ -335,7 +399,8 @@ def estimate(plan: FactorPlan, max_len: int, positions: str = "sinusoidal") -> C
 
 def describe(plan: FactorPlan, automaton: Semiautomaton) -> str:
     capped = f"counts capped at {plan.threshold}" if plan.threshold > 1 else "occurrence"
-    return (f"locally {'threshold ' * (plan.threshold > 1)}testable, k = {plan.k}: the state is a function of "
+    on = f"tier-based ({len(plan.tier)} of {plan.n_symbols} letters), " if plan.tier else ""
+    return (f"{on}locally {'threshold ' * (plan.threshold > 1)}testable, k = {plan.k}: the state is a function of "
             f"{len(plan.windows)} window patterns and the {capped} of {len(plan.factors)} factors in "
             f"{plan.n_groups} groups ({len(plan.keys)} keys)")
 

@@ -89,6 +89,8 @@ class FactorPlan:
     groups: tuple[int, ...]
     keys: tuple[tuple[int, ...], ...]
     states: tuple[int, ...]
+    tier: tuple[int, ...] = ()  # the tier's letters (compiler/automata/tiers.py); () when every letter is
+    # one, else keys[0] = (len(windows) + 1, 0, ..) is the start's: no tier letter yet
 
     @property
     def n_groups(self) -> int:
@@ -97,14 +99,14 @@ class FactorPlan:
     @property
     def layers(self) -> int:
         """The counts in one layer when k = 1 (the factors are letters: token features), else the
-        window's heads and flags first: 2."""
-        return 1 if self.k == 1 else 2
+        window's heads and flags first: 2; a tier's most recent letters first: 3."""
+        return 3 if self.tier else 1 if self.k == 1 else 2
 
     def to_dict(self) -> dict[str, Any]:
         return {"k": self.k, "threshold": self.threshold, "n_symbols": self.n_symbols, "n_states": self.n_states,
                 "classes": list(self.classes), "windows": [list(p) for p in self.windows],
                 "factors": [list(f) for f in self.factors], "groups": list(self.groups),
-                "keys": [list(x) for x in self.keys], "states": list(self.states)}
+                "keys": [list(x) for x in self.keys], "states": list(self.states), "tier": list(self.tier)}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> FactorPlan:
@@ -115,7 +117,7 @@ class FactorPlan:
         factors = tuple(tuple(int(v) for v in f) for f in d["factors"])
         groups = tuple(int(g) for g in d["groups"])
         keys = tuple(tuple(int(v) for v in x) for x in d["keys"])
-        states = tuple(int(q) for q in d["states"])
+        states, tier = tuple(int(q) for q in d["states"]), tuple(int(a) for a in d.get("tier", ()))
         if k < 1 or t < 1 or s < 1 or n < 1 or len(classes) != s or not factors:
             raise SpecError("a factor plan needs k, threshold, n_symbols, n_states >= 1, a class per letter "
                             "and at least one factor")
@@ -127,12 +129,13 @@ class FactorPlan:
         if len(groups) != len(factors) or sorted(set(groups)) != list(range(max(groups) + 1)):
             raise SpecError("a factor plan needs a group per factor, numbered 0..G-1")
         G = max(groups) + 1
-        if len(keys) != len(states) or any(len(x) != 1 + G or not 0 <= x[0] <= len(windows)
+        if len(keys) != len(states) or any(len(x) != 1 + G or not 0 <= x[0] <= len(windows) + bool(tier)
                                            or any(not 0 <= c <= t for c in x[1:]) for x in keys):
             raise SpecError("a factor plan's keys need (window class, a capped count per group)")
-        if any(not 0 <= q < n for q in states):
-            raise SpecError(f"a factor plan's states must lie in 0..{n - 1}")
-        return FactorPlan(k, t, s, n, classes, windows, factors, groups, keys, states)
+        if any(not 0 <= q < n for q in states) or any(not 0 <= a < s for a in tier) or (tier and k != 2):
+            raise SpecError(f"a factor plan's states must lie in 0..{n - 1}, its tier's letters in 0..{s - 1} "
+                            f"(a tier with k = 2)")
+        return FactorPlan(k, t, s, n, classes, windows, factors, groups, keys, states, tier)
 
 
 # ---------------------------------------------------------------------------------------

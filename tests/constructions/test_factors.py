@@ -71,3 +71,43 @@ def test_the_estimate_is_the_built_model(factor_language):
     model = compile_automaton(a, max_len=64, method=factors.NAME)
     assert (len(model.blocks), sum(p.numel() for p in model.parameters())) == (cost.layers, cost.params)
     assert np.all(np.asarray(factors.n_codes(plan)) < 17)  # per offset only the classes its patterns hold
+
+
+def _tiered(cls: str, letters: int):
+    """A tier-based language of the generator (k = 2, seed 0) that no plain description fits."""
+    from compiler.automata.subregular_families import random_language
+    return random_language(cls, k=2, letters=letters, seed=0)
+
+
+@pytest.mark.parametrize("cls, letters", [("tsl", 16), ("tlt", 4)])
+@pytest.mark.parametrize("max_len", [50, 256])
+def test_tier_based_languages_compile_with_auto_in_three_layers_certified(cls, letters, max_len):
+    a = _tiered(cls, letters)
+    model = compile_automaton(a, max_len=max_len)
+    assert model.meta["method"] == factors.NAME and len(model.blocks) == 3
+    assert 0 < model.meta[factors.NAME]["tier"] < letters
+    cert = certify(model)
+    assert cert["certified"] is True, cert.get("reason")
+    tokens = np.random.default_rng(0).integers(0, letters, (8, 40))
+    report = factors.CONSTRUCTION.invariants(model, factors.applies(a), tokens)
+    assert not report.failures, report.failures
+
+
+def test_a_tier_model_wrong_on_one_factor_is_refused():
+    """Soundness: zero the unit of one factor in the tier's first lookup (layer 2): refused there."""
+    model = compile_automaton(_tiered("tsl", 16), max_len=50, method=factors.NAME)
+    W_out = model.blocks[1].mlp.W_out
+    flag = model.subspace("fac:flag0")[0]
+    with torch.no_grad():
+        unit = int(torch.nonzero(W_out[:, flag]).reshape(-1)[0])
+        W_out[unit, flag] = 0.0
+    cert = certify(model)
+    assert cert["certified"] is False
+    assert cert["failure"]["where"] == "layer 2 MLP fac.first"
+
+
+def test_a_tier_with_a_wider_window_is_refused_with_the_tiers_reason():
+    from compiler.automata.subregular_families import random_language
+    refusal = factors.applies(random_language("tsl", k=3, letters=4, seed=0))
+    assert isinstance(refusal, factors.Refusal)
+    assert "on its tier of 2 letters" in refusal.reason and "k <= 2" in refusal.reason

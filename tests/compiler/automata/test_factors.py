@@ -80,3 +80,34 @@ def test_components_of_a_chain_with_a_loop():
     maps = np.array([[1, 2, 2, 0]])  # 0 -> 1 -> 2 (self-loop); 3 -> 0
     comp = components(maps)
     assert len(set(comp.tolist())) == 4
+
+
+@pytest.mark.parametrize("cls, letters", [("tsl", 16), ("tlt", 4), ("tlt", 16)])
+def test_a_tier_is_the_letters_that_move_a_state_and_the_table_is_every_run(cls, letters):
+    """The detected tier is the generator's, and the plan's table at the features of the projection
+    onto it (the start's key before any tier letter) is the state after every word up to 5 letters
+    over the tier and one letter off it (4 on 16 letters)."""
+    from compiler.automata.subregular_families import draw
+    from compiler.automata.tiers import detect_tier, tier
+    language, a = draw(cls, k=2, letters=letters, seed=0, threshold=2, tier=None, factors=None)
+    assert set(tier(a)) == set(language.tier)
+    assert detect(a)[0] is None  # no plain description: the tier is needed
+    plan, why = detect_tier(a)
+    assert plan is not None, why
+    assert plan.k == 2 and plan.tier == tuple(sorted(language.tier)) and plan.layers == 3
+    table = dict(zip(plan.keys, plan.states))
+    letters_ = sorted(language.tier) + [min(set(range(letters)) - set(language.tier))]
+    for n in range(1, 6 if letters < 16 else 5):
+        for word in itertools.product(letters_, repeat=n):
+            projected = [x for x in word if x in language.tier]
+            key = _features(plan, projected) if projected else plan.keys[0]
+            assert table[key] == a.run(word)[-1]
+
+
+def test_a_tier_plan_round_trips_and_a_wrong_tier_is_refused():
+    from compiler.automata.subregular_families import random_language
+    from compiler.automata.tiers import detect_tier
+    plan, _ = detect_tier(random_language("tlt", k=2, letters=4, seed=0))
+    assert FactorPlan.from_dict(plan.to_dict()) == plan
+    with pytest.raises(SpecError):
+        FactorPlan.from_dict({**plan.to_dict(), "tier": [7]})

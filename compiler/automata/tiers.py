@@ -1,0 +1,70 @@
+"""Tiers: a factor description of the projection onto the letters that change a state (tier-based
+strictly local and locally (threshold) testable automata, TSL_k, TLT_k, TLTT_{k,t}).
+
+The *tier* of an automaton is the set of letters whose map is not the identity on the states
+reachable from the start.  A letter off the tier leaves every reachable state unchanged, so
+q_t = q(pi(w_1..w_t)) with pi the projection onto the tier (erase the other letters): the
+state is the tier automaton's (the same states, the tier's letters only) after the projection.
+When that automaton has a factor description (compiler/automata/factors.py), the state at t
+is F(window and capped factor counts of pi(w_1..w_t)) once a tier letter has occurred, and the
+start q0 before: the plan is that description with its tier and an extra key, the start's
+(window class len(windows) + 1, counts 0).  The construction (constructions/factors.py)
+fetches the most recent tier letters, so only k = 2 (one letter of window) is built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .factors import FactorPlan, detect
+from .spec import Semiautomaton
+
+TIER_K = 2
+"""The factor width a tier's description is searched at (the construction's)."""
+
+
+def reachable(a: Semiautomaton) -> np.ndarray:
+    """The states reachable from the start, sorted."""
+    maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
+    seen = np.zeros(a.n_states, dtype=bool)
+    seen[a.start] = True
+    frontier = np.array([a.start])
+    while len(frontier):
+        nxt = np.unique(maps[:, frontier])
+        nxt = nxt[~seen[nxt]]
+        seen[nxt] = True
+        frontier = nxt
+    return np.flatnonzero(seen)
+
+
+def tier(a: Semiautomaton) -> tuple[int, ...]:
+    """The letters whose map moves some reachable state (module docstring)."""
+    maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
+    live = reachable(a)
+    return tuple(int(x) for x in np.flatnonzero(np.any(maps[:, live] != live[None, :], axis=1)))
+
+
+def detect_tier(a: Semiautomaton) -> tuple[FactorPlan | None, str]:
+    """The tier's factor description at k = 2 (module docstring), or None and why: no letter off
+    the tier (the plain case), no tier letter, or the tier automaton's own refusal."""
+    name = a.name or "the automaton"
+    if a.partial:
+        return None, f"{name} is partial (tiers are searched on complete automata)"
+    letters = tier(a)
+    if len(letters) == a.n_symbols:
+        return None, f"every letter of {name} changes a reachable state (no tier: the plain case)"
+    if not letters:
+        return None, f"no letter of {name} changes a state (constant)"
+    projected = Semiautomaton(name=f"{name} on its tier", states=a.states, start=a.start,
+                              alphabet=tuple(a.alphabet[x] for x in letters), maps=tuple(a.maps[x] for x in letters))
+    plan, why = detect(projected, max_k=TIER_K)
+    if plan is None:
+        return None, f"on its tier of {len(letters)} letters: {why}"
+    top = max(plan.classes) + 1  # the letters off the tier: a class no pattern holds
+    classes = [top] * a.n_symbols
+    for x, c in zip(letters, plan.classes):
+        classes[x] = c
+    start = (len(plan.windows) + 1,) + (0,) * plan.n_groups
+    return FactorPlan(TIER_K, plan.threshold, a.n_symbols, a.n_states, tuple(classes), plan.windows, plan.factors,
+                      plan.groups, (start, *plan.keys), (a.start, *plan.states), letters), \
+        f"tier-based ({len(letters)} of {a.n_symbols} letters): {why}"
