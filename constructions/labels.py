@@ -9,13 +9,14 @@ from the same residual, exactly, in the forms the constructions use:
   the exact one-hot the true label scores 1 and every other 0: margin 1, as for states.
 * **scalar code** (scan on the states, one-axis gridworld: x is an exact integer code c_q
   in one dim and logit_q = 2 c_q x - c_q^2): when each label's codes form a run of
-  consecutive codes, label l (the j-th run in code order) scores the line
-  2 j x + d_j with d_(j+1) = d_j - 2 b_j, where b_j is the midpoint between run j's
+  consecutive codes, label l (the j-th run in code order, of m) scores the line
+  (2 j - (m - 1)) x + d_j with d_(j+1) = d_j - 2 b_j, where b_j is the midpoint between run j's
   last code and run j+1's first.  Neighbouring lines cross at b_j; their upper envelope
   is convex, so label j wins exactly on (b_(j-1), b_j).  An integer code is at least 1/2
   from every midpoint and neighbouring slopes differ by 2: margin >= 1, as for states;
   a code error e lowers it by at most 2 (m - 1) e (m labels) against 2 (n - 1) e for the
-  state readout.
+  state readout.  The slopes are centred on 0 (one shift of every slope moves every logit
+  alike): a bound that charges each logit |slope| e on its own is then (m - 1) e, not 2 (m - 1) e.
 * **one state per label** (any form): the state logits, one column per label.
 
 Any other case (several states per label under a multi-dimensional or element readout,
@@ -115,7 +116,7 @@ def _scalar_code(W_U: np.ndarray, b_U: np.ndarray, state_label: Sequence[int], n
     W, b = np.zeros((W_U.shape[0], n_labels)), np.zeros(n_labels)
     d = 0.0
     for j, (lab, _, last) in enumerate(runs):
-        W[x, lab], b[lab] = 2.0 * j, d
+        W[x, lab], b[lab] = 2.0 * j - (n_labels - 1), d  # centred slopes (module docstring)
         if j + 1 < len(runs):
             d -= 2.0 * (last + runs[j + 1][1]) / 2.0
     return W, b, {"form": "scalar code: one line per run of labels", "derived_margin": 1.0,

@@ -66,6 +66,14 @@ MAX_QUOTIENTS = 8
 """Most distinct quotients :func:`choose` plans (each through every construction's planner), in
 the pairs' order (fewest product states first): a group of order 32 has 31 and took 7 s."""
 
+MAX_QUOTIENT_STATES = 8 * MAX_QUOTIENTS
+"""Most states of the distinct quotients :func:`choose` plans together: planning a quotient costs
+about what planning an automaton of its size does (the krohn-rhodes analysis dominates, seconds for
+16 states), so this bounds the work at MAX_QUOTIENTS quotients of 8 states.  Measured: a 17-state
+Moore machine (a random 8-state Mealy machine's transitions) has 8 quotients of 16 states, 131 of
+132 s of its product estimate in their krohn-rhodes analyses; automata of at most 9 states are
+never cut (8 quotients of at most 8 states)."""
+
 MAX_LEGAL_SEARCH_STATES = 8
 """Largest partial automaton whose decompositions are searched on its legal words
 (partitions.legal_congruence); larger ones search their self-loop completion.  Congruences on
@@ -146,10 +154,16 @@ def usable_pairs(pairs: list[tuple[Partition, Partition]]) -> list[tuple[Partiti
     kept: list[tuple[Partition, Partition]] = []
     seen: set[Partition] = set()
     for p1, p2 in pairs:
-        if len(seen | {p1, p2}) <= MAX_QUOTIENTS:
+        if within_budget(seen | {p1, p2}):
             seen |= {p1, p2}
             kept.append((p1, p2))
     return kept
+
+
+def within_budget(quotients: set[Partition] | dict[Partition, Any]) -> bool:
+    """Whether :func:`choose` may plan these distinct quotients: MAX_QUOTIENTS of them, of
+    MAX_QUOTIENT_STATES states together."""
+    return len(quotients) <= MAX_QUOTIENTS and sum(n_blocks(p) for p in quotients) <= MAX_QUOTIENT_STATES
 
 
 def _factorisation(automaton: Semiautomaton, partitions: tuple[Partition, Partition]) -> Factorisation:
@@ -187,13 +201,13 @@ def choose(plan: ProductPlan, max_len: int, positions: str, factors: tuple[Const
     """The decomposition whose factors, each by its cheapest construction among ``factors`` (part
     of the cache key: another set of constructions is another choice), give the fewest layers
     (the deeper factor's), then the fewest parameters (their sum), among the pairs (fewest product
-    states first) whose quotients are among the first MAX_QUOTIENTS planned; BudgetError when no
+    states first) whose quotients are among the first planned within :func:`within_budget`; BudgetError when no
     such pair has both factors within a construction's budget."""
     best: Choice | None = None
     # a partition is in many pairs: each quotient is planned once
     cheapest: dict[Partition, tuple[Construction, Any, Cost] | None] = {}
     for pair in plan.pairs:
-        if len(cheapest | dict.fromkeys(pair.partitions)) > MAX_QUOTIENTS:
+        if not within_budget(cheapest | dict.fromkeys(pair.partitions)):
             continue
         picks = [cheapest[p] if p in cheapest else cheapest.setdefault(p, _cheapest(f, max_len, positions, factors))
                  for p, f in zip(pair.partitions, pair.factors)]

@@ -30,7 +30,7 @@ class TransitionPlan:
     step: ``step[a][c]`` = A's state after letter a from any state of class c.
     codes: the integer code of each of A's states in the model (ordered by A's output label
         where A has outputs, so that each label's states are a run of codes: a label readout is
-        then linear, ``constructions/labels.py``).
+        then linear, ``constructions/labels.py``), centred on 0 (:func:`centred`).
     """
 
     quotient: Semiautomaton
@@ -70,9 +70,18 @@ def transition_plan(a: Semiautomaton) -> TransitionPlan | None:
     quotient = Semiautomaton(a.name, tuple(a.states[r] for r in reps), a.alphabet, maps, classes[a.start])
     step = tuple(tuple(m[r] for r in reps) for m in a.maps)
     if a.outputs is None:
-        codes = tuple(range(a.n_states))
+        ranks = list(range(a.n_states))
     else:
         order = list(dict.fromkeys(a.outputs))
         ranked = sorted(range(a.n_states), key=lambda q: (order.index(a.outputs[q]), q))  # type: ignore[index]
-        codes = tuple(ranked.index(q) for q in range(a.n_states))
-    return TransitionPlan(quotient, tuple(classes), step, codes)
+        ranks = [ranked.index(q) for q in range(a.n_states)]
+    return TransitionPlan(quotient, tuple(classes), step, centred(ranks))
+
+
+def centred(ranks: list[int]) -> tuple[int, ...]:
+    """Codes 0..n-1 shifted to -(n-1)//2..n//2: the model writes a state's code through a lookup
+    whose key unit carries a relative rounding error, so the code's error bound (a radius over
+    every code) scales with the largest |code|; centring halves it (a nearest-integer-point readout
+    and a label readout's lines read signed codes alike)."""
+    shift = (len(ranks) - 1) // 2
+    return tuple(r - shift for r in ranks)

@@ -12,6 +12,7 @@ from compiler.automata.mealy import mealy_moore
 from compiler.automata.moore import minimise
 from compiler.automata.spec import from_dict
 from compiler.automata.transitions import transition_plan
+from constructions.labels import label_unembedding
 from constructions import registry
 from tests.compiler.automata.test_mealy import random_mealy
 from verify.certify import certify
@@ -56,3 +57,22 @@ def test_labels_and_another_start():
     states = compiler.compile_automaton(a, max_len=32, method="transition")
     with pytest.raises(InputError, match="compile the spec again with that start"):  # its lookup's keys change
         compiler.with_start(states, a.states[1])
+
+
+def test_codes_and_label_slopes_are_centred():
+    """The certifier charges each label line |slope| x the code's radius: centred codes and slopes
+    halve both (a 16-label transition model's readout is refused otherwise)."""
+    a = _moore(6, 3, 4, 5)
+    plan = transition_plan(a)
+    codes = np.asarray(plan.codes)
+    assert sorted(codes.tolist()) == list(range(-((len(codes) - 1) // 2), len(codes) // 2 + 1))
+    labels = sorted(set(a.outputs), key=a.outputs.index)
+    state_label = [labels.index(o) for o in a.outputs]
+    W_U = np.zeros((1, a.n_states))
+    W_U[0] = 2.0 * codes
+    W, b, notes = label_unembedding(W_U, -(codes.astype(float) ** 2), state_label, len(labels))
+    assert np.abs(W).max() == len(labels) - 1 and W.sum() == 0
+    logits = codes[:, None] * W[0] + b  # at every exact code its label wins by at least 1
+    top = logits[np.arange(len(codes)), state_label]
+    others = np.where(np.eye(len(labels), dtype=bool)[state_label], -np.inf, logits).max(1)
+    assert (top - others).min() >= 1.0
