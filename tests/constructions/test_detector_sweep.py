@@ -8,12 +8,15 @@ import pytest
 
 from compiler.automata.formats import from_table
 from compiler.automata.stack_detect import detect
-from constructions import bounded_stack, krohn_rhodes, local, registry
+from constructions import bounded_stack, factors, krohn_rhodes, local, piecewise, registry, transition
 from constructions.construction import Refusal
 
-SLOW_DETECTORS = {krohn_rhodes.NAME, local.NAME}
+SLOW_DETECTORS = {krohn_rhodes.NAME, local.NAME, piecewise.NAME, transition.NAME}
 """Tens of milliseconds a table: the default sweep gives them every ``EVERY``-th table only."""
 EVERY = 50
+SLOWEST_DETECTORS = {factors.NAME}
+"""Seconds a table on these near-stacks (the factor search spends its work budget proving a refusal):
+the sweeps give them every fifth table the others' slow detectors get (the default one: every ``5 EVERY``-th)."""
 
 
 def dyck_rows(depth: int, k: int) -> list[list[int]]:
@@ -68,7 +71,7 @@ def sweep(n: int, seed: int, every: int) -> dict[str, int]:
     for i, (rows, start) in enumerate(tables(n, seed)):
         a = from_table(rows, start=start)
         for c in registry.entries():
-            if c.name in SLOW_DETECTORS and i % every:
+            if (c.name in SLOW_DETECTORS and i % every) or (c.name in SLOWEST_DETECTORS and i % (5 * every)):
                 continue
             try:
                 plan = c.applies(a)
