@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from .errors import SpecError
+from .graphs import strongly_connected
 from .spec import Semiautomaton
 
 MAX_K = 6
@@ -293,44 +294,13 @@ def _capped_factors(word: list[int], k: int, j: int, threshold: int) -> dict[tup
 
 
 def components(maps: np.ndarray) -> np.ndarray:
-    """The strongly connected component of every state (Tarjan's algorithm, iterative)."""
+    """The strongly connected component of every state (numbered in Tarjan's completion order)."""
     n = maps.shape[1]
     succ = [sorted(set(int(x) for x in maps[:, q])) for q in range(n)]
-    index, low, comp = [-1] * n, [0] * n, [-1] * n
-    stack: list[int] = []
-    on = [False] * n
-    counter, n_comp = 0, 0
-    for root in range(n):
-        if index[root] >= 0:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on[v] = True
-            if i < len(succ[v]):
-                work.append((v, i + 1))
-                w = succ[v][i]
-                if index[w] < 0:
-                    work.append((w, 0))
-                elif on[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            if low[v] == index[v]:
-                while True:
-                    w = stack.pop()
-                    on[w] = False
-                    comp[w] = n_comp
-                    if w == v:
-                        break
-                n_comp += 1
-            if work:
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
-    return np.array(comp, dtype=np.int64)
+    comp = np.zeros(n, dtype=np.int64)
+    for c, members in enumerate(strongly_connected(range(n), succ.__getitem__)):
+        comp[members] = c
+    return comp
 
 
 @dataclass

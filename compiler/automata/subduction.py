@@ -13,6 +13,7 @@ import numpy as np
 
 from .bitsets import SetMapper, member_array, members, order_on, popcount, power
 from .errors import BudgetError, ShortcutError
+from .graphs import strongly_connected
 from .semigroup import Map
 
 
@@ -52,52 +53,8 @@ def subduction_classes(images: list[int],
     """Step 3, subduction classes: the strongly connected components of the image graph (iterative
     Tarjan), singletons left out, each in breadth-first order (its representative first) and
     ordered by their first member; and each set's class."""
-    nodes = [p for p in images if popcount(p) > 1]
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[int] = []
-    comps: list[list[int]] = []
-    counter = 0
-    for root in nodes:
-        if root in index:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on_stack.add(v)
-            nexts = succ[v]
-            recurse = False
-            while i < len(nexts):
-                w = nexts[i]
-                i += 1
-                if popcount(w) <= 1:
-                    continue
-                if w not in index:
-                    work.append((v, i))
-                    work.append((w, 0))
-                    recurse = True
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            if recurse:
-                continue
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                comps.append(comp)
-            if work:
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
+    sets = {p: [w for w in succ[p] if popcount(w) > 1] for p in images if popcount(p) > 1}
+    comps = strongly_connected(sets, sets.__getitem__)
     order = {p: i for i, p in enumerate(images)}
     comps = [sorted(c, key=order.__getitem__) for c in comps]
     comps.sort(key=lambda c: order[c[0]])

@@ -118,14 +118,9 @@ def _swap_readout(monkeypatch, model, q1: int, q2: int) -> None:
     monkeypatch.setattr(certificate_module, "obligations_of", bad)
 
 
-@pytest.mark.parametrize("spec, method, max_len", [
-    ("symmetric:3", "scan", 16), ("adder:2", "local", 16), ("cyclic-product:2,3", "product", 16),
-    ("dyck:2,2", "bounded-stack", 16), ("dyck-legal:2,2", "bounded-stack", 16), ("nth-last:3", "lookback", 16),
-    ("cyclic:3", "krohn-rhodes", 16), ("grid:4", "gridworld", 16)])
-def test_every_covered_construction_refuses_two_states_read_out_swapped(monkeypatch, spec, method, max_len):
-    """Per construction: certified end to end, then refused (naming a separating input) once two
-    states' readouts are swapped consistently in weights and obligations."""
-    model = compile_automaton(spec, max_len=max_len, method=method)
+def _proved_then_refused_swapped(monkeypatch, model) -> str:
+    """Certify ``model`` end to end, swap the readouts of its start and a state one letter away
+    (weights and obligations alike), and return the separating input the refusal names."""
     cert = certify(model)
     assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
     a = model.automaton
@@ -134,6 +129,18 @@ def test_every_covered_construction_refuses_two_states_read_out_swapped(monkeypa
     _swap_readout(monkeypatch, model, q1, q2)
     word = _refused_at(certify(model))
     assert _separates(model, word)
+    return word
+
+
+@pytest.mark.parametrize("spec, method, max_len", [
+    ("symmetric:3", "scan", 16), ("adder:2", "local", 16), ("cyclic-product:2,3", "product", 16),
+    ("dyck:2,2", "bounded-stack", 16), ("dyck-legal:2,2", "bounded-stack", 16), ("nth-last:3", "lookback", 16),
+    ("cyclic:3", "krohn-rhodes", 16), ("grid:4", "gridworld", 16)])
+def test_every_covered_construction_refuses_two_states_read_out_swapped(monkeypatch, spec, method, max_len):
+    """Per construction: certified end to end, then refused (naming a separating input) once two
+    states' readouts are swapped consistently in weights and obligations."""
+    model = compile_automaton(spec, max_len=max_len, method=method)
+    word = _proved_then_refused_swapped(monkeypatch, model)
     assert len(word.split()) == 1  # q2 is one letter away: the shortest input
 
 
@@ -144,15 +151,7 @@ def test_the_subregular_constructions_are_proved_and_refuse_a_swapped_readout(mo
     reads them is constant from c on), so its program is proved; swapping two states' readouts in
     weights and obligations is refused with a separating input."""
     spec = random_language(cls, k=k, letters=3, seed=0)
-    model = compile_automaton(spec, max_len=24, method=method)
-    cert = certify(model)
-    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
-    a = model.automaton
-    q1 = a.start
-    q2 = next(a.maps[x][q1] for x in range(a.n_symbols) if a.maps[x][q1] != q1)
-    _swap_readout(monkeypatch, model, q1, q2)
-    word = _refused_at(certify(model))
-    assert _separates(model, word)
+    _proved_then_refused_swapped(monkeypatch, compile_automaton(spec, max_len=24, method=method))
 
 
 def test_a_scan_whose_stored_letter_map_is_forged_is_refused():
