@@ -99,6 +99,17 @@ def rebuild(model: CompiledTransformer, build: Build, plan: Any, start: str, *,
     model.set_meta(new.meta)
 
 
+def declared_obligations(build: Build) -> Callable[[Any, Any], Any]:
+    """A construction's ``obligations`` read off its own program (one declaration: each gadget
+    states its obligation where it makes its weights, :meth:`Program.obligations`): ``build`` runs
+    again on the spec and plan the checkpoint carries, with the model's options.  Whatever that
+    code gets wrong the certificate's second half (the program against the automaton) refuses."""
+    def obligations(model: CompiledTransformer, plan: Any) -> Any:
+        program, _ = build(from_dict(model.metadata.automaton), plan, BuildOptions.of_model(model))
+        return program.obligations()
+    return obligations
+
+
 @dataclass(frozen=True)
 class Refusal:
     """Why a construction does not apply; ``error`` is the exception raised when it was requested."""

@@ -67,12 +67,13 @@ from compiler.automata.spec import Semiautomaton
 from . import lookback_checks as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS
-from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, rebuild
+from .construction import (ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations,
+                           rebuild)
 from .gadgets import (STEP_TOLERANCE, CodeInput, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance, lookup_mlp,
                       offset_head)
-from .obligations import Embedding, Fetch, Layer, Lookup, Obligations, Readout, absolute_keys, offset_keys
+from .obligations import Readout
 from .positions import position_code, position_table
-from .program import MLP, Block, Head, Program
+from .program import MLP, Block, Declaration, Head, Program
 from .workspace import Workspace
 
 NAME = "lookback"
@@ -155,7 +156,8 @@ def _heads(plan: LookbackPlan, ws: Workspace, code, flat: bool = False) -> list[
     fronts = [offset_head(f"lb.front{i}", ws["pos"], code, ws["bos"], ws["one"], i, ws["lb:letter"], ws[front(i)],
                           value_range=r, tolerance=tol, absolute=True) for i in range(1, plan.m + 1)]
     return fronts + [offset_head(f"lb.back{j}", ws["pos"], code, ws["bos"], ws["one"], j, ws["lb:letter"],
-                                 ws[back(j)], value_range=r, tolerance=tol, skip=skip) for j in range(plan.k)]
+                                 ws[back(j)], value_range=r, tolerance=tol, skip=skip,
+                                 skip_below=plan.m if skip is not None else 0) for j in range(plan.k)]
 
 
 def _lookup(plan: LookbackPlan, automaton: Semiautomaton, ws: Workspace, flat: bool = False) -> MLP:
@@ -214,7 +216,10 @@ def build(automaton: Semiautomaton, plan: LookbackPlan, options: BuildOptions) -
         "layers": [block.notes()],
         **({ONE_HIDDEN_LAYER: True} if flat else {}),
     }
-    prog = Program(ws, W_E, W_pos, [block], W_U, b_U)
+    tracked = ("lb:letter", *(front(i) for i in range(1, plan.m + 1)), *(back(j) for j in range(plan.k)), "lb:state")
+    readout = Readout(("lb:state",), {tuple(int(v) for v in np.eye(plan.n_states)[q]): q
+                                      for q in range(plan.n_states)})
+    prog = Program(ws, W_E, W_pos, [block], W_U, b_U, declaration=Declaration(NAME, tracked, readout))
     if flat and program_params(prog) > options.max_params:  # the estimate is of the two-layer lookup
         raise BudgetError(f"a lookback model with k = {plan.k} over {plan.n_symbols} letters and a one-hidden-layer "
                           f"lookup at max_len {max_len} would have {program_params(prog):,} parameters, over the "
@@ -229,29 +234,6 @@ def _check_budget(plan: LookbackPlan, max_len: int, positions: str, max_params: 
                           f"would have about {sizes['params_estimate']:,} parameters, over the budget of "
                           f"{max_params:,}")
     return sizes
-
-
-def obligations(model, plan: LookbackPlan) -> Obligations:
-    """What a lookback model must run (:mod:`constructions.obligations`), from the plan alone:
-    letter a embeds its code a + 1 (BOS 0), front head i fetches position i (BOS before it
-    exists), back head j fetches t - j (BOS when t - j <= m), the lookup maps the fetched codes
-    by :func:`table`, and the readout takes the one-hot's state."""
-    a, T, m, k = model.automaton, model.max_len, plan.m, plan.k
-    n = a.n_states
-    zero = np.zeros((a.n_symbols + 1, 1))
-    letter = np.concatenate([np.arange(1, a.n_symbols + 1, dtype=np.float64), [0.0]])[:, None]
-    codes = {"lb:letter": letter, "lb:state": np.zeros((a.n_symbols + 1, n))}
-    fetches = []
-    for i in range(1, m + 1):
-        codes[front(i)] = zero
-        fetches.append(Fetch(f"lb.front{i}", absolute_keys(T, i), "lb:letter", front(i)))
-    for j in range(k):
-        codes[back(j)] = zero
-        fetches.append(Fetch(f"lb.back{j}", offset_keys(T, j, skip_below=m), "lb:letter", back(j)))
-    reads = tuple(front(i) for i in range(1, m + 1)) + tuple(back(j) for j in range(k))
-    lookup = Lookup("lb.lookup", reads, "lb:state", table(plan, a))
-    readout = Readout(("lb:state",), {tuple(int(v) for v in np.eye(n)[q]): q for q in range(n)})
-    return Obligations(NAME, Embedding(codes), (Layer(tuple(fetches), lookup),), readout)
 
 
 def set_start(model, plan: LookbackPlan, start: str) -> None:
@@ -310,5 +292,5 @@ def describe(plan: LookbackPlan, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="k-definite automata", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=LookbackPlan.to_dict, plan_from_json=LookbackPlan.from_dict,
-    describe=describe, invariants=checks.invariants, obligations=obligations,
+    describe=describe, invariants=checks.invariants, obligations=declared_obligations(build),
 )

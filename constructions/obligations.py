@@ -260,53 +260,69 @@ class Obligations:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _sub(name: str, prefix: str) -> str:
+    """``name`` (one subspace, or several joined by `` + ``) with ``prefix`` before each part."""
+    return " + ".join(prefix + part for part in name.split(" + "))
+
+
+def prefixed_mlp(o: Any, prefix: str) -> Any:
+    """An MLP obligation (or one of its steps) with ``prefix`` before every subspace and MLP name."""
+    def sub(name: str) -> str:
+        return _sub(name, prefix)
+
+    if isinstance(o, Steps):
+        return Steps(prefix + o.mlp, tuple(prefixed_mlp(x, prefix) for x in o.steps),
+                     o.first and prefixed_mlp(o.first, prefix))
+    if isinstance(o, Lookup):
+        return replace(o, mlp=prefix + o.mlp, reads=tuple(sub(r) for r in o.reads), out=sub(o.out))
+    if isinstance(o, Modular):
+        return replace(o, name=prefix + o.name, reads=sub(o.reads), out=sub(o.out),
+                       minus=o.minus and sub(o.minus), minus_out=o.minus_out and sub(o.minus_out))
+    if isinstance(o, Round):
+        return Round(prefix + o.name, sub(o.src), sub(o.dst))
+    if isinstance(o, Compose):
+        return Compose(prefix + o.mlp, sub(o.maps), sub(o.fetched), sub(o.into))
+    if isinstance(o, Beside):
+        return Beside(prefix + o.mlp, tuple(prefixed_mlp(x, prefix) for x in o.parts))
+    if isinstance(o, Races):
+        return Races(prefix + o.mlp, tuple(Race(sub(r.first), sub(r.second), tuple(sub(n) for n in r.level),
+                                                r.threshold, sub(r.out)) for r in o.races))
+    if isinstance(o, Threshold):
+        return Threshold(prefix + o.mlp, sub(o.src), sub(o.dst))
+    return o
+
+
+def prefixed_head(f: Any, prefix: str) -> Any:
+    """A head obligation with ``prefix`` before its head name and every subspace name."""
+    def sub(name: str) -> str:
+        return _sub(name, prefix)
+
+    if isinstance(f, Match):
+        return replace(f, head=prefix + f.head, query=sub(f.query), key=sub(f.key), src=sub(f.src), dst=sub(f.dst))
+    if isinstance(f, Latest):
+        return replace(f, head=prefix + f.head, keys=sub(f.keys), src=tuple(sub(x) for x in f.src), dst=sub(f.dst))
+    if isinstance(f, AnyFlag):
+        return replace(f, head=prefix + f.head, flags=sub(f.flags), dst=sub(f.dst))
+    if isinstance(f, Average):
+        return replace(f, heads=tuple(prefix + h for h in f.heads), src=sub(f.src), dst=sub(f.dst))
+    if isinstance(f, Recent):
+        return Recent(prefix + f.head, sub(f.flag), sub(f.src), sub(f.dst))
+    return replace(f, head=prefix + f.head, src=sub(f.src), dst=sub(f.dst))
+
+
 def prefixed(ob: Obligations, prefix: str) -> Obligations:
     """``ob`` with ``prefix`` before every subspace, head and MLP name (a program moved into a
     workspace that prefixes its names: a product's factor)."""
-    def sub(name: str) -> str:
-        return " + ".join(prefix + part for part in name.split(" + "))
-
-    def step(o: Any) -> Any:
-        if isinstance(o, Steps):
-            return Steps(prefix + o.mlp, tuple(step(x) for x in o.steps), o.first and step(o.first))
-        if isinstance(o, Lookup):
-            return replace(o, mlp=prefix + o.mlp, reads=tuple(sub(r) for r in o.reads), out=sub(o.out))
-        if isinstance(o, Modular):
-            return replace(o, name=prefix + o.name, reads=sub(o.reads), out=sub(o.out),
-                           minus=o.minus and sub(o.minus), minus_out=o.minus_out and sub(o.minus_out))
-        if isinstance(o, Round):
-            return Round(prefix + o.name, sub(o.src), sub(o.dst))
-        if isinstance(o, Compose):
-            return Compose(prefix + o.mlp, sub(o.maps), sub(o.fetched), sub(o.into))
-        if isinstance(o, Beside):
-            return Beside(prefix + o.mlp, tuple(step(x) for x in o.parts))
-        if isinstance(o, Races):
-            return Races(prefix + o.mlp, tuple(Race(sub(r.first), sub(r.second), tuple(sub(n) for n in r.level),
-                                                    r.threshold, sub(r.out)) for r in o.races))
-        if isinstance(o, Threshold):
-            return Threshold(prefix + o.mlp, sub(o.src), sub(o.dst))
-        return o
-
-    def fetch(f: Any) -> Any:
-        if isinstance(f, Match):
-            return replace(f, head=prefix + f.head, query=sub(f.query), key=sub(f.key), src=sub(f.src), dst=sub(f.dst))
-        if isinstance(f, Latest):
-            return replace(f, head=prefix + f.head, keys=sub(f.keys), src=tuple(sub(x) for x in f.src), dst=sub(f.dst))
-        if isinstance(f, AnyFlag):
-            return replace(f, head=prefix + f.head, flags=sub(f.flags), dst=sub(f.dst))
-        if isinstance(f, Average):
-            return replace(f, heads=tuple(prefix + h for h in f.heads), src=sub(f.src), dst=sub(f.dst))
-        if isinstance(f, Recent):
-            return Recent(prefix + f.head, sub(f.flag), sub(f.src), sub(f.dst))
-        return replace(f, head=prefix + f.head, src=sub(f.src), dst=sub(f.dst))
+    def joint(j: Joint) -> Joint:
+        return Joint(tuple(_sub(n, prefix) for n in j.names), j.rows)
 
     return Obligations(
-        ob.construction, Embedding({sub(k): v for k, v in ob.embedding.codes.items()}),
-        tuple(Layer(tuple(fetch(f) for f in layer.fetches), step(layer.mlp)) for layer in ob.layers),
-        Readout(tuple(sub(r) for r in ob.readout.reads), dict(ob.readout.table)), dict(ob.notes),
-        tuple(Joint(tuple(sub(n) for n in j.names), j.rows) for j in ob.joint),
-        None if ob.promise is None else replace(ob.promise, claims=tuple(
-            Joint(tuple(sub(n) for n in j.names), j.rows) for j in ob.promise.claims)))
+        ob.construction, Embedding({_sub(k, prefix): v for k, v in ob.embedding.codes.items()}),
+        tuple(Layer(tuple(prefixed_head(f, prefix) for f in layer.fetches), prefixed_mlp(layer.mlp, prefix))
+              for layer in ob.layers),
+        Readout(tuple(_sub(r, prefix) for r in ob.readout.reads), dict(ob.readout.table)), dict(ob.notes),
+        tuple(joint(j) for j in ob.joint),
+        None if ob.promise is None else replace(ob.promise, claims=tuple(joint(j) for j in ob.promise.claims)))
 
 
 class Undeclared(Exception):

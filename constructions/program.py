@@ -27,7 +27,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from .workspace import Workspace
+from . import obligations as ob
+from .workspace import Subspace, Workspace
 
 
 def _rows(ws: Workspace, names: tuple[str, ...], local: np.ndarray, what: str) -> list[int]:
@@ -58,6 +59,9 @@ class Head:
     notes: dict[str, Any] = field(default_factory=dict)
     reads: dict[str, tuple[str, ...]] = field(default_factory=dict)  # {"query": .., "key": .., "value": ..}
     writes: tuple[str, ...] = ()
+    obligation: Any = None
+    """What the head must do, as an obligation kind (``Fetch``, ``Recent``, ``Average``, ``Match``,
+    ``Latest``, ``AnyFlag``): the gadget that makes the weights states it, once."""
 
     def embed(self, ws: Workspace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``W_Q, W_K, W_V`` [d_model, .] and ``W_O`` [d_v, d_model] over the residual width."""
@@ -109,6 +113,9 @@ class MLP:
     # (subspace, index in it, hidden unit, offset b): the unit of the (one) hidden layer is
     # relu(x + b) = x + b wherever the MLP is used (x + b >= 0 there), so :func:`fuse` reads x from it
     passes: tuple[tuple[str, int, int, float], ...] = ()
+    obligation: Any = None
+    """What the MLP must compute, as an obligation kind (``Compose``, ``Lookup``, ``Modular``,
+    ``Round``, ``Steps``, ``Races``, ``Threshold``): the gadget that makes the weights states it."""
 
     @property
     def hidden_sizes(self) -> list[int]:
@@ -157,6 +164,11 @@ class Fused:
     fresh: tuple[str, ...] = ()  # what ``second`` reads that is 0 before the MLP: no carry (see fuse)
     carry_outputs: bool = False  # carry first's result as its output's +/- pairs even when not narrower (see fuse)
 
+    @property
+    def obligation(self) -> Any:
+        """``first``'s obligation, then ``second``'s, as one ``Steps`` (None unless both declare one)."""
+        return fused_obligation(self.name, self.first.obligation, self.second.obligation)
+
     def embed(self, ws: Workspace) -> Dense:
         fresh = set(ws.span(self.fresh))
         through = self.first.through(ws) if isinstance(self.first, MLP) else {}
@@ -178,6 +190,11 @@ class Beside:
     notes: dict[str, Any] = field(default_factory=dict)
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+
+    @property
+    def obligation(self) -> Any:
+        """The parts' obligations side by side (None unless every part declares one)."""
+        return beside_obligation(self.name, [p.obligation for p in self.parts])
 
     def embed(self, ws: Workspace) -> Dense:
         dense = [p.embed(ws) for p in self.parts]
@@ -233,8 +250,11 @@ def renamed(part: Head | MLP | Fused | Beside, prefix: str) -> Head | MLP | Fuse
 
     if isinstance(part, Head):
         return replace(part, name=prefix + part.name, writes=names(part.writes),
-                       reads={role: names(tuple(xs)) for role, xs in part.reads.items()})
+                       reads={role: names(tuple(xs)) for role, xs in part.reads.items()},
+                       obligation=part.obligation and ob.prefixed_head(part.obligation, prefix))
     part = replace(part, name=prefix + part.name, reads=names(part.reads), writes=names(part.writes))
+    if isinstance(part, MLP):
+        part = replace(part, obligation=part.obligation and ob.prefixed_mlp(part.obligation, prefix))
     if isinstance(part, Fused):
         return replace(part, first=renamed(part.first, prefix), second=renamed(part.second, prefix),
                        fresh=names(part.fresh))
@@ -253,6 +273,76 @@ class Block:
     def notes(self) -> dict[str, Any]:
         """The block's entry of ``meta["layers"]``: its heads' notes and its MLP's (None without one)."""
         return {"heads": [h.notes for h in self.heads], "mlp": None if self.mlp is None else self.mlp.notes}
+
+    def layer(self) -> ob.Layer:
+        """The block's obligations, as its gadgets declared them: one per head (several heads that
+        declare one obligation together, a blocked prefix mean, give it once) and the MLP's
+        (``Undeclared`` naming a head or MLP that declares none)."""
+        parts = [*self.heads, *([] if self.mlp is None else [self.mlp])]
+        missing = [p.name for p in parts if p.obligation is None]
+        if missing:
+            raise ob.Undeclared(f"{', '.join(missing)} declare no obligation")
+        fetches = {_head_key(h.obligation): h.obligation for h in self.heads}
+        return ob.Layer(tuple(fetches.values()), None if self.mlp is None else as_layer_mlp(self.mlp.obligation))
+
+
+def _head_key(o: Any) -> tuple[str, tuple[str, ...]]:
+    """Which heads a head obligation speaks for (an ``Average`` for several at once)."""
+    return type(o).__name__, tuple(o.heads) if isinstance(o, ob.Average) else (o.head,)
+
+
+def as_layer_mlp(o: Any) -> Any:
+    """An MLP obligation as a layer holds it: a lone decode or clean-up step as ``Steps`` of one."""
+    return ob.Steps(o.name, (o,)) if isinstance(o, (ob.Modular, ob.Round)) else o
+
+
+def _steps(o: Any) -> tuple[Any, ...]:
+    if isinstance(o, ob.Steps) and o.first is None:
+        return o.steps
+    if isinstance(o, (ob.Lookup, ob.Modular, ob.Round)):
+        return (o,)
+    raise ob.Undeclared(f"a fused MLP's later part runs {type(o).__name__}, not steps")
+
+
+def fused_obligation(name: str, first: Any, second: Any) -> Any:
+    """What :func:`fuse` (``first`` then ``second`` in one MLP) computes: ``first``'s steps then
+    ``second``'s; a composition or races first stays ``Steps.first`` (None unless both declare)."""
+    if first is None or second is None:
+        return None
+    if isinstance(first, (ob.Compose, ob.Races)):
+        return ob.Steps(name, _steps(second), first)
+    if isinstance(first, ob.Steps):
+        return ob.Steps(name, first.steps + _steps(second), first.first)
+    return ob.Steps(name, _steps(first) + _steps(second))
+
+
+def beside_obligation(name: str, parts: list[Any]) -> Any:
+    """What MLPs side by side compute (Lemma 17): each part's obligation, as ``Beside`` (one part:
+    its own; None unless every part declares one)."""
+    if any(o is None for o in parts):
+        return None
+    if len(parts) == 1:
+        return as_layer_mlp(parts[0])
+    return ob.Beside(name, tuple(as_layer_mlp(o) for o in parts))
+
+
+def obligation_name(sub: Subspace) -> str:
+    """How an obligation names ``sub``: its allocated subspaces joined by `` + ``."""
+    return " + ".join(sub.names)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """What a program declares beside its blocks' obligations (which its gadgets state): the
+    subspaces whose embedded codes the program tracks (their codes are the rows of ``W_E``, so
+    they are stated once, where the embedding writes them), the readout, and claims."""
+
+    construction: str
+    tracked: tuple[str, ...]
+    readout: ob.Readout
+    joint: tuple[ob.Joint, ...] = ()
+    promise: ob.Promise | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -279,6 +369,19 @@ class Program:
     b_U: np.ndarray  # [n_out]
     notes: dict[str, Any] = field(default_factory=dict)
     state_codes: StateCodes | None = None  # the readout's exact features, where it has them (labels.label_lookup)
+    declaration: Declaration | None = None  # with the gadgets' obligations: the declared program
+
+    def obligations(self) -> ob.Obligations:
+        """The declared program (constructions/obligations.py), read off the program itself: the
+        tracked subspaces' codes from ``W_E``, each block's obligations from its gadgets, the
+        readout and claims from :attr:`declaration` (``Undeclared`` where something declares none)."""
+        d = self.declaration
+        if d is None:
+            raise ob.Undeclared("the program declares no embedding and readout")
+        ws = self.workspace
+        codes = {name: self.W_E[:, list(ws[name].dims)] for name in d.tracked}
+        return ob.Obligations(d.construction, ob.Embedding(codes), tuple(b.layer() for b in self.blocks), d.readout,
+                              dict(d.notes), d.joint, d.promise)
 
 
 def union(*groups: tuple[str, ...]) -> tuple[str, ...]:
@@ -380,7 +483,7 @@ def beside(mlps: list[MLP], name: str, ws: Workspace) -> MLP:
     """
     if len(mlps) == 1:
         m = mlps[0]
-        return MLP(name, m.weights, m.biases, m.notes, reads=m.reads, writes=m.writes)
+        return MLP(name, m.weights, m.biases, m.notes, reads=m.reads, writes=m.writes, obligation=m.obligation)
     depth = {len(m.weights) for m in mlps}
     if len(depth) != 1:
         raise ValueError("MLPs beside each other need the same number of hidden layers")
@@ -415,4 +518,5 @@ def beside(mlps: list[MLP], name: str, ws: Workspace) -> MLP:
         r += m.weights[-1].shape[0]
     weights.append(W_out)
     biases.append(np.sum(b_out, axis=0))
-    return MLP(name, weights, biases, {"parallel": [m.notes for m in mlps]}, reads=reads, writes=writes)
+    return MLP(name, weights, biases, {"parallel": [m.notes for m in mlps]}, reads=reads, writes=writes,
+               obligation=beside_obligation(name, [m.obligation for m in mlps]))

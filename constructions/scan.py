@@ -47,11 +47,11 @@ from compiler.automata.representation import Representation, choose
 from compiler.automata.spec import Semiautomaton
 
 from . import scan_checks
-from .construction import BuildOptions, Construction, Cost, check_start
+from .construction import BuildOptions, Construction, Cost, check_start, declared_obligations
 from .gadgets import compose_mlp, offset_head
-from .obligations import Compose, Embedding, Fetch, Layer, Obligations, Readout, offset_keys
+from .obligations import Readout
 from .positions import position_code, position_table
-from .program import Block, Program
+from .program import Block, Declaration, Program
 from .workspace import Workspace, workspace_from_meta
 
 NAME = "scan"
@@ -203,8 +203,9 @@ def build(automaton: Semiautomaton, rep: Representation, options: BuildOptions) 
         },
         "layers": [b.notes() for b in blocks],
     }
-    program = Program(ws, W_E, W_pos, blocks, W_U, b_U)
-    return program, meta
+    declared = Declaration(NAME, ("scan:map", "scan:prev"),
+                           readout_table(rep, automaton.start, mlps[-1].notes["into"]))
+    return Program(ws, W_E, W_pos, blocks, W_U, b_U, declaration=declared), meta
 
 
 def set_start(model, rep: Representation, start: str) -> None:
@@ -222,28 +223,13 @@ def set_start(model, rep: Representation, start: str) -> None:
     model.record_start(start)
 
 
-def obligations(model, rep: Representation) -> Obligations:
-    """What a scan model must run (:mod:`constructions.obligations`), from the plan alone:
-    letters embed their maps in ``scan:map`` (BOS the identity), head l fetches the map at
-    t - 2^(l-1) (BOS when that position does not exist) into ``scan:prev``, MLP l composes
-    (into ``scan:map`` and clears ``scan:prev``; the last into ``scan:prev``), and the readout
-    maps the result to the state from the model's start state (Theorem 10)."""
-    a, T, m = model.automaton, model.max_len, rep.n_points
-    L = len(model.blocks)
-    maps = np.asarray(rep.letter_maps, dtype=np.float64).reshape(-1, m)
-    F = np.concatenate([maps, np.arange(m, dtype=np.float64)[None]])
-    embedding = Embedding({"scan:map": F, "scan:prev": np.zeros_like(F)})
-    result = scan_checks.result_of(model.meta)
-    layers = tuple(
-        Layer((Fetch(f"scan{l}.lookback", offset_keys(T, 2 ** (l - 1)), "scan:map", "scan:prev"),),
-              Compose(f"scan{l}.compose", "scan:map", "scan:prev", result if l == L else "scan:map"))
-        for l in range(1, L + 1))
-    q0 = a.start
-    if rep.elements is None:  # the natural action
-        readout = Readout((f"{result}[{q0}]",), {(x,): x for x in range(m)})
-    else:
-        readout = Readout((result,), {tuple(int(v) for v in p): int(s[q0]) for p, s in rep.elements})
-    return Obligations(NAME, embedding, layers, readout)
+def readout_table(rep: Representation, start: int, result: str) -> Readout:
+    """What :func:`readout` must read out (its obligation): the state of the code in ``result``
+    from start state ``start`` -- the point f_t(q0) itself (natural action), or the state the
+    element with map f_t sends q0 to."""
+    if rep.elements is None:
+        return Readout((f"{result}[{start}]",), {(x,): x for x in range(rep.n_points)})
+    return Readout((result,), {tuple(int(v) for v in p): int(s[start]) for p, s in rep.elements})
 
 
 # ---------------------------------------------------------------------------------------
@@ -264,5 +250,5 @@ def describe(rep: Representation, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 10", applies=choose, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=Representation.to_dict, plan_from_json=Representation.from_dict, describe=describe,
-    invariants=scan_checks.invariants, head_target=scan_checks.head_target, obligations=obligations,
+    invariants=scan_checks.invariants, head_target=scan_checks.head_target, obligations=declared_obligations(build),
 )

@@ -39,7 +39,8 @@ import math
 import numpy as np
 
 from ..budget import STEP_TOLERANCE
-from ..program import MLP
+from ..obligations import Compose
+from ..program import MLP, obligation_name
 from ..workspace import Subspace, names
 
 
@@ -193,13 +194,13 @@ def compose_mlp(name: str, F: Subspace, G: Subspace, eps: float = 2.0**-23, into
         W2[r, n + np.arange(n)] = -1.0
         passes += tuple((F.name, q, int(p[q]), c) for q in range(n))
         writes, tail = names(F, G), M * (n - 0.5) + a_max + M / 2
-    u_round = eps / 2
-    # largest sum of |terms| in any output (u, v at g = n-1, then r, p and the bias)
-    magnitude = (2 * n - 1) * a_max + M * (n - 1) ** 2 + tail
+    u_round, into = eps / 2, G if into_fetched else F
+    magnitude = (2 * n - 1) * a_max + M * (n - 1) ** 2 + tail  # largest sum of |terms| in an output (u, v, r, p, bias)
     notes = {"kind": "compose", "n": n, "slope": M, "offset": c, "input_tolerance": c / M,
              "exact_input_noise": u_round / (4 * M * (1 + u_round)), "magnitude": magnitude,
-             "float_exact": magnitude < 1 / eps, "into": G.name if into_fetched else F.name}
-    return MLP(name, [W1, W2], [b1, b2], notes, reads=names(F, G), writes=writes, passes=passes)
+             "float_exact": magnitude < 1 / eps, "into": into.name}
+    declared = Compose(name, obligation_name(F), obligation_name(G), obligation_name(into))
+    return MLP(name, [W1, W2], [b1, b2], notes, reads=names(F, G), writes=writes, passes=passes, obligation=declared)
 
 
 # --- constant-depth gadgets (Theorem 11): counters, memory units, table lookups ------------

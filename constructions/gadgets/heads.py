@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..budget import STEP_TOLERANCE
+from ..obligations import Fetch, Recent, absolute_keys, offset_keys
 from ..positions import PositionCode
-from ..program import Head
+from ..program import Head, obligation_name
 from ..workspace import Subspace, names
 
 ABSORB = "pos:absorb"
@@ -46,7 +47,7 @@ def attention_temperature(max_len: int, value_range: float, score_gap: float, to
 def offset_head(name: str, pos: Subspace, code: PositionCode, bos: Subspace, one: Subspace,
                 offset: int, src: Subspace, dst: Subspace, value_range: float,
                 tolerance: float = STEP_TOLERANCE / 2, *, absolute: bool = False,
-                skip: Subspace | None = None) -> Head:
+                skip: Subspace | None = None, skip_below: int = 0) -> Head:
     """Attend from t to t - offset and copy ``src`` there into ``dst`` (Theorem 10's look-back).
 
     Query = beta * rotation(offset) of t's code, plus a constant BOS slot; key = the
@@ -58,8 +59,14 @@ def offset_head(name: str, pos: Subspace, code: PositionCode, bos: Subspace, one
     With ``absolute`` the target is the fixed position ``offset`` (the query is the constant
     beta * code(offset), read from ``one``): BOS wins exactly when t < offset.  With
     ``skip`` (a 0/1 flag of the key positions) a flagged position loses ``match - miss``,
-    so it scores at most ``miss`` and BOS wins there too, with the same gap.
+    so it scores at most ``miss`` and BOS wins there too, with the same gap; ``skip_below``
+    says which positions the caller's flag marks (1..skip_below), for the head's obligation.
+
+    Obligation: :class:`~constructions.obligations.Fetch` with the key position ``offset``
+    (absolute) or t - ``offset`` (BOS when that is below 1 or flagged).
     """
+    if (skip is None) != (skip_below == 0):
+        raise ValueError(f"{name}: a skip flag needs the number of positions it marks (skip_below)")
     match, miss = code.match_score, code.miss_score
     bos_score = (match + miss) / 2
     t = attention_temperature(code.max_len, value_range, (match - miss) / 2, tolerance)
@@ -80,8 +87,10 @@ def offset_head(name: str, pos: Subspace, code: PositionCode, bos: Subspace, one
         key = (pos, bos, skip)
     W_V, W_O = _copy(src, dst)
     kind = {"kind": "absolute", "position": offset} if absolute else {"kind": "offset", "offset": offset}
+    keys = absolute_keys(code.max_len, offset) if absolute else offset_keys(code.max_len, offset, skip_below)
     return Head(name, W_Q, W_K, W_V, W_O, {**kind, **t},
-                reads={"query": names(*query), "key": names(*key), "value": src.names}, writes=dst.names)
+                reads={"query": names(*query), "key": names(*key), "value": src.names}, writes=dst.names,
+                obligation=Fetch(name, keys, obligation_name(src), obligation_name(dst)))
 
 
 def absorb_feature(mass: int, max_len: int, start: int = 0, length: int | None = None) -> np.ndarray:
@@ -164,7 +173,8 @@ def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace
     Score = beta * (flag + recency / 2) with recency = tau/(T+1) from the position code:
     any flagged position beats any unflagged one by >= beta/2, and among flagged ones the
     latest wins by beta/(2(T+1)); beta is derived from that gap (Lemma 13) so that the copy is
-    within ``tolerance`` (default: half a step unit's tolerance)."""
+    within ``tolerance`` (default: half a step unit's tolerance).  Obligation:
+    :class:`~constructions.obligations.Recent`."""
     gap = 1.0 / (2 * (max_len + 1))
     t = attention_temperature(max_len, value_range, gap, tolerance)
     W_Q = np.zeros((1, 2))  # row: one
@@ -173,4 +183,5 @@ def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace
     W_K[0, 0], W_K[1, 1] = 1.0, 1.0
     W_V, W_O = _copy(src, dst)
     return Head(name, W_Q, W_K, W_V, W_O, {"kind": "most-recent-flag", **t},
-                reads={"query": one.names, "key": names(flag, recency), "value": src.names}, writes=dst.names)
+                reads={"query": one.names, "key": names(flag, recency), "value": src.names}, writes=dst.names,
+                obligation=Recent(name, obligation_name(flag), obligation_name(src), obligation_name(dst)))

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..budget import STEP_TOLERANCE
-from ..program import MLP
+from ..obligations import Lookup
+from ..program import MLP, obligation_name
 from ..workspace import Subspace, names
 from .compose import capped_onehot_bias, capped_step_units, onehot_bias, step_units
 
@@ -33,6 +34,25 @@ class OneHotInput:
     """A subspace holding an exact one-hot (e.g. the current token); all zero matches nothing."""
 
     sub: Subspace
+
+
+def input_name(inp: "CodeInput | OneHotInput") -> str:
+    """How an obligation names the dims an input reads: one dim of a code (``sub[i]`` when the
+    subspace is wider), the whole subspace of a one-hot."""
+    if isinstance(inp, CodeInput) and len(inp.sub) > 1:
+        return inp.sub.labels[inp.index] if not inp.sub.parts else f"{inp.sub.name}[{inp.index}]"
+    return obligation_name(inp.sub)
+
+
+def lookup_obligation(name: str, inputs: list, out: Subspace, table: dict[tuple[int, ...], np.ndarray],
+                      default: np.ndarray | None = None) -> Lookup | None:
+    """The :class:`~constructions.obligations.Lookup` a lookup gadget runs: its table over the
+    inputs' codes, keys as the codes (None where a key is shorter than the inputs, a pattern the
+    obligation does not state, or an input is a one-hot: the construction declares those)."""
+    if any(isinstance(i, OneHotInput) for i in inputs) or any(len(k) != len(inputs) for k in table):
+        return None
+    return Lookup(name, tuple(input_name(i) for i in inputs), obligation_name(out),
+                  {tuple(int(v) for v in k): np.asarray(v, dtype=np.float64) for k, v in table.items()}, default)
 
 
 def lookup_mlp(name: str, inputs: list, out: Subspace,
@@ -95,7 +115,7 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
     W2, b2 = 2.0 * W2, 2.0 * b2 - 1.0  # 1 at the key, <= -1 elsewhere (integers: exact in float)
     return MLP(name, [W1, W2, W3], [b1, b2, np.zeros(len(kept))],
                {"kind": "lookup", "keys": len(keys), "inputs": m, "input_tolerance": STEP_TOLERANCE},
-               reads=reads, writes=writes)
+               reads=reads, writes=writes, obligation=lookup_obligation(name, inputs, out, table))
 
 
 def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarray) -> MLP:
@@ -107,7 +127,8 @@ def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarr
     W1, b1, W2, b2, writes, jumps = _threshold_layers([inp], [1.0], values, out)
     return MLP(name, [W1, W2], [b1, b2],
                {"kind": "code function", "thresholds": jumps, "input_tolerance": STEP_TOLERANCE},
-               reads=inp.sub.names, writes=writes)
+               reads=inp.sub.names, writes=writes,
+               obligation=lookup_obligation(name, [inp], out, {(x,): values[x] for x in range(len(values))}))
 
 
 def flat_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace,
@@ -135,7 +156,8 @@ def flat_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace,
     return MLP(name, [W1, W2], [b1, b2],
                {"kind": "flat lookup", "keys": len(table), "codes": n, "thresholds": jumps,
                 "input_tolerance": flat_lookup_tolerance(radix)},
-               reads=names(*(i.sub for i, _ in used)), writes=writes)
+               reads=names(*(i.sub for i, _ in used)), writes=writes,
+               obligation=lookup_obligation(name, inputs, out, table))
 
 
 def flat_lookup_tolerance(n_values: list[int]) -> float:

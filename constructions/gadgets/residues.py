@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..budget import STEP_TOLERANCE
-from ..program import MLP
+from ..obligations import Modular, Round
+from ..program import MLP, obligation_name
 from ..workspace import Subspace, names
 from .compose import carry_units
 
@@ -116,8 +117,13 @@ def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: 
     if tuple(weights) != (1.0,) or shift or has_minus:
         info |= {"weights": list(weights), "shift": shift, "minus_max": dm if has_minus else None,
                  "period": period if has_minus else None}
+    decode = None
+    if len(x) == 1:  # the obligation states a decode of one dim
+        decode = Modular(name, obligation_name(x), float(weights[0]), shift, np.asarray(table, dtype=np.float64),
+                         obligation_name(out), None if minus is None else obligation_name(minus),
+                         None if minus_out is None or not has_minus else obligation_name(minus_out))
     return MLP(name, weights_, biases_, info,
-               reads=names(x, minus, bos), writes=names(out, minus_out if has_minus else None))
+               reads=names(x, minus, bos), writes=names(out, minus_out if has_minus else None), obligation=decode)
 
 
 def _fine_one_hot(M: int, Nc: int, s: float, b: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -216,6 +222,7 @@ def round_mlp(name: str, src: Subspace, n_values: int, dst: Subspace) -> MLP:
     W3[n * k : n * k + n, n:] = -np.eye(n)
     W3[n * k + n :, n:] = np.eye(n)
     return MLP(name, [W1, W2, W3], [b1, b2, b3], {"kind": "round", "input_tolerance": STEP_TOLERANCE},
-               reads=src.names, writes=names(dst, src))
+               reads=src.names, writes=names(dst, src),
+               obligation=Round(name, obligation_name(src), obligation_name(dst)))
 
 
