@@ -337,15 +337,67 @@ def _closure(codes: np.ndarray, budget: int = JOINT_BUDGET) -> np.ndarray | None
     return np.array(sorted(seen), dtype=np.float64)
 
 
+def _reaches(Ws: list[np.ndarray], n_in: int, out: list[int]) -> np.ndarray:
+    """[n_in, len(out)]: which inputs each output in ``out`` reads through nonzero weights (a
+    unit that no path joins to an input computes the same whatever that input holds)."""
+    dep = np.eye(n_in, dtype=np.float32)
+    for W in Ws:
+        dep = np.minimum(dep @ (W != 0).astype(np.float32), 1.0)
+    return dep[:, out] > 0
+
+
+def _separable_groups(Ws: list[np.ndarray], n: int, n_const: int, moved_deps: list[set[int]],
+                      moved: list[int]) -> dict[tuple[int, ...], list[int]]:
+    """The outputs grouped by the map entries (columns 0..2n-1 of the input: F's points, then G's)
+    that decide them: those their units read (:func:`_reaches`) and those their declared value
+    depends on (``moved_deps``).  Every combination of a group's entries is checked, so a group's
+    outputs are checked on every pair of maps."""
+    reach = _reaches(Ws, 2 * n + n_const, moved)[: 2 * n]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for k, deps in enumerate(moved_deps):
+        key = tuple(sorted(set(np.nonzero(reach[:, k])[0].tolist()) | deps))
+        groups.setdefault(key, []).append(k)
+    return groups
+
+
+def _restricted(Ws: list[np.ndarray], bs: list[np.ndarray], out: list[int]) -> tuple[list[int], list[np.ndarray],
+                                                                                     list[np.ndarray]]:
+    """The network that computes the outputs ``out`` alone: per layer only the units with a path
+    to them, and only the inputs those read (their indices returned); the same values exactly."""
+    need = list(out)
+    keep: list[list[int]] = []
+    for W in reversed(Ws):
+        need = np.nonzero(np.any(W[:, need] != 0, axis=1))[0].tolist()
+        keep.append(need)
+    keep.reverse()  # keep[i]: the rows of Ws[i] used (keep[0]: the inputs)
+    cols = keep[1:] + [list(out)]
+    return keep[0], [W[np.ix_(r, c)] for W, r, c in zip(Ws, keep, cols)], [b[c] for b, c in zip(bs, cols)]
+
+
+def _group_rows(cF: Code, cG: Code, entries: tuple[int, ...], n: int) -> np.ndarray:
+    """Every combination of the map entries ``entries`` the maps and fetched maps hold (the
+    product of their projections), the other entries filled from one held pair of maps."""
+    F, G = cF.combos(), cG.combos()
+    fe = [i for i in entries if i < n]
+    ge = [i - n for i in entries if i >= n]
+    P = _product_rows([np.unique(F[:, fe], axis=0), np.unique(G[:, ge], axis=0)])
+    X = np.tile(np.concatenate([F[0], G[0]]), (len(P), 1))
+    X[:, fe + [n + i for i in ge]] = P
+    return X
+
+
 def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
                    report: dict[str, Any]) -> list[State]:
     """A :class:`Steps` MLP whose ``first`` is a composition, its steps lookups of the result (a
     scan's last MLP with a label lookup fused after it: the lookup's hidden layers read the
     composition's output, not the residual, so the two cannot be checked one after the other).
-    Every pair (f, g) of the codes the maps and the fetched maps hold together (their joint sets)
-    runs through the whole network with affine error forms: the composition's dims must move by
-    f o g - f (and the cleared ones by -g), each lookup's output by its table's code of f o g, to
-    within half the gap between the codes each dim can then hold."""
+    The composition's dims must move by f o g - f (and the cleared ones by -g), each lookup's
+    output by its table's code of f o g, to within half the gap between the codes each dim can
+    then hold, for every pair (f, g) of the codes the maps and the fetched maps hold together.
+    Per-point separable: an output is decided by a few map entries (f o g at q by f and g(q); a
+    lookup by f and g at the points it reads), so each group of outputs runs through the whole
+    network with affine error forms on every combination of its entries only (the combinations
+    of all entries are the pairs of maps; far fewer for a group)."""
     first, where = ob.first, f"layer {l + 1} MLP {ob.mlp}"
     if not isinstance(first, Compose) or not all(isinstance(st, Lookup) for st in ob.steps):
         raise NotCertifiable(f"{where}: steps after a composition must be lookups of its result")
@@ -366,35 +418,56 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
     _check_io(m, l, ob.mlp, weights, biases, F + G, moved, const)
     Ws = [weights[0][F + G + sorted(const)], *weights[1:]]
     n, worst, new_states = len(F), 0.0, []
+    every_f = set(range(n))
+    deps = ([every_f | {n + q} for q in range(n)] + [{n + q} for q in range(n)] if into_maps
+            else [every_f | {n + q} for q in range(n)])
+    for lk in lookups:
+        points = {n + at[d] for name in lk.reads for d in m.dims(name)}
+        deps += [every_f | points] * len(m.dims(lk.out))
+    groups = _separable_groups(Ws, n, len(const), deps, moved)
     for c, st in enumerate(states):
         cF, cG = _get(st, first.maps), _get(st, first.fetched)
+        if cF.size() * cG.size() > COMBINATION_BUDGET:
+            raise NotCertifiable(f"{where}: {cF.size() * cG.size():,} pairs of maps, over the budget "
+                                 f"{COMBINATION_BUDGET:,}")
+        bases = [lookup_base(m, st, lk, class_fixed[c], where) for lk in lookups]
+
+        def declared(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            """The declared new codes of ``moved`` on the map pairs ``X``, the old ones, their radii."""
+            f, g = X[:, :n].astype(np.int64), X[:, n:].astype(np.int64)
+            if np.any(g < 0) or np.any(g >= n):
+                raise CertificateFailure(where, "a fetched map holds a code that is not a point")
+            fg = np.take_along_axis(f, g, axis=1).astype(np.float64)  # (f o g)(q) = f(g(q))
+            new = [fg, np.zeros_like(fg)] if into_maps else [fg]
+            old = [X[:, :n], X[:, n:]] if into_maps else [X[:, n:]]
+            old_r = [cF.radius, cG.radius] if into_maps else [cG.radius]
+            for lk, base in zip(lookups, bases):  # each lookup's code of the result, added to what its out held
+                old.append(np.tile(base.combos()[0], (len(X), 1)))
+                values = {name: fg[:, [at[d] for d in m.dims(name)]] for name in lk.reads}
+                _declared((lk,), values, where)
+                new.append(old[-1] + values[lk.out])
+                old_r.append(base.radius)
+            return np.concatenate(new, axis=1), np.concatenate(old, axis=1), np.concatenate(old_r)
+
         X = _product_rows([cF.combos(), cG.combos()])
-        if len(X) > COMBINATION_BUDGET:
-            raise NotCertifiable(f"{where}: {len(X):,} pairs of maps, over the budget {COMBINATION_BUDGET:,}")
-        f, g = X[:, :n].astype(np.int64), X[:, n:].astype(np.int64)
-        if np.any(g < 0) or np.any(g >= n):
-            raise CertificateFailure(where, "a fetched map holds a code that is not a point")
-        fg = np.take_along_axis(f, g, axis=1).astype(np.float64)  # (f o g)(q) = f(g(q))
-        new = [fg, np.zeros_like(fg)] if into_maps else [fg]
-        old = [X[:, :n], X[:, n:]] if into_maps else [X[:, n:]]
-        old_r = [cF.radius, cG.radius] if into_maps else [cG.radius]
-        for lk in lookups:  # each lookup's code of the result, added to what its out held (one code)
-            base = lookup_base(m, st, lk, class_fixed[c], where)
-            old.append(np.tile(base.combos()[0], (len(X), 1)))
-            values = {name: fg[:, [at[d] for d in m.dims(name)]] for name in lk.reads}
-            _declared((lk,), values, where)
-            new.append(old[-1] + values[lk.out])
-            old_r.append(base.radius)
-        want, before, r_before = np.concatenate(new, axis=1), np.concatenate(old, axis=1), np.concatenate(old_r)
-        Xc = np.concatenate([X, np.tile(class_fixed[c][sorted(const)], (len(X), 1))], axis=1)
+        want, _, r_before = declared(X)
+        rad = np.zeros(len(moved))
         r_in = np.concatenate([cF.radius, cG.radius, np.zeros(len(const))])
-        z, err = affine_rows(m, Xc, r_in, Ws, biases, moved)
-        rad = settled(m, where, z - (want - before), err, want, r_before, moved,
-                      lambda i: f"on the maps {X[i, :n].astype(int).tolist()} and fetched {X[i, n:].astype(int).tolist()}")
+        for entries, cols in groups.items():
+            Xg = _group_rows(cF, cG, entries, n)
+            want_g, before_g, _ = declared(Xg)
+            Xc = np.concatenate([Xg, np.tile(class_fixed[c][sorted(const)], (len(Xg), 1))], axis=1)
+            inputs, Wg, bg = _restricted(Ws, biases, [moved[k] for k in cols])
+            z, err = affine_rows(m, Xc[:, inputs], r_in[inputs], Wg, bg, list(range(len(cols))))
+            off = z - (want_g - before_g)[:, cols]
+            rad[cols] = settled(m, where, off, err, want_g[:, cols], r_before[cols], [moved[k] for k in cols],
+                                lambda i: f"on the maps {Xg[i, :n].astype(int).tolist()} and fetched "
+                                          f"{Xg[i, n:].astype(int).tolist()}", gap=_half_gaps(want[:, cols]))
         worst = max(worst, float(rad.max()))
         names = ([first.maps, first.fetched] if into_maps else [first.fetched]) + [lk.out for lk in lookups]
         new_states.append(put_all(m, dict(st), names, want, rad))
-    report["mlp"] = {"name": ob.mlp, "kind": "compose, then steps", "max_error": worst}
+    report["mlp"] = {"name": ob.mlp, "kind": "compose, then steps", "max_error": worst,
+                     "separable_groups": len(groups)}
     return new_states
 
 
@@ -409,14 +482,14 @@ def lookup_base(m: _Model, st: State, lk: Lookup, fixed: np.ndarray, where: str)
 
 
 def settled(m: _Model, where: str, off: np.ndarray, err: np.ndarray, want: np.ndarray, old_r: np.ndarray,
-            moved: list[int], row: Callable[[int], str]) -> np.ndarray:
+            moved: list[int], row: Callable[[int], str], gap: np.ndarray | None = None) -> np.ndarray:
     """An MLP's outputs, ``off`` from what it must add (error bound ``err``), added by the residual
     to old codes within ``old_r`` (rounding by u |sum|): each new code must be within half the gap
-    between the codes ``want`` holds in its dim (CertificateFailure naming the ``row`` otherwise).
-    Returns the new codes' radius per dim."""
+    between the codes its dim can hold (``gap``; default: those ``want`` holds there)
+    (CertificateFailure naming the ``row`` otherwise).  Returns the new codes' radius per dim."""
     bound = np.abs(off) + err + old_r
     bound = bound + m.u * (np.abs(want) + bound)
-    gap = _half_gaps(want)  # (inf for a cleared dim: 0 up to the radius)
+    gap = _half_gaps(want) if gap is None else gap  # (inf for a cleared dim: 0 up to the radius)
     bad = np.argwhere(bound >= gap)
     if len(bad):
         i, k = bad[0]
