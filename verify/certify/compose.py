@@ -386,6 +386,28 @@ def _group_rows(cF: Code, cG: Code, entries: tuple[int, ...], n: int) -> np.ndar
     return X
 
 
+def _declared_moves(m: _Model, X: np.ndarray, first: Compose, lookups: list[Lookup], bases: list[Code],
+                    held: tuple[Code, Code], at: dict[int, int], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The declared new codes of a composition-then-lookups MLP's outputs on the map pairs ``X``
+    (rows: f's points, then g's), the old codes there and their radii (``held``: the maps' and the
+    fetched maps' codes, ``bases``: what each lookup's output held before)."""
+    n, into_maps = X.shape[1] // 2, first.into == first.maps
+    f, g = X[:, :n].astype(np.int64), X[:, n:].astype(np.int64)
+    if np.any(g < 0) or np.any(g >= n):
+        raise CertificateFailure(where, "a fetched map holds a code that is not a point")
+    fg = np.take_along_axis(f, g, axis=1).astype(np.float64)  # (f o g)(q) = f(g(q))
+    new = [fg, np.zeros_like(fg)] if into_maps else [fg]
+    old = [X[:, :n], X[:, n:]] if into_maps else [X[:, n:]]
+    old_r = [held[0].radius, held[1].radius] if into_maps else [held[1].radius]
+    for lk, base in zip(lookups, bases):  # each lookup's code of the result, added to what its out held
+        old.append(np.tile(base.combos()[0], (len(X), 1)))
+        values = {name: fg[:, [at[d] for d in m.dims(name)]] for name in lk.reads}
+        _declared((lk,), values, where)
+        new.append(old[-1] + values[lk.out])
+        old_r.append(base.radius)
+    return np.concatenate(new, axis=1), np.concatenate(old, axis=1), np.concatenate(old_r)
+
+
 def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
                    report: dict[str, Any]) -> list[State]:
     """A :class:`Steps` MLP whose ``first`` is a composition, its steps lookups of the result (a
@@ -433,21 +455,7 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
         bases = [lookup_base(m, st, lk, class_fixed[c], where) for lk in lookups]
 
         def declared(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            """The declared new codes of ``moved`` on the map pairs ``X``, the old ones, their radii."""
-            f, g = X[:, :n].astype(np.int64), X[:, n:].astype(np.int64)
-            if np.any(g < 0) or np.any(g >= n):
-                raise CertificateFailure(where, "a fetched map holds a code that is not a point")
-            fg = np.take_along_axis(f, g, axis=1).astype(np.float64)  # (f o g)(q) = f(g(q))
-            new = [fg, np.zeros_like(fg)] if into_maps else [fg]
-            old = [X[:, :n], X[:, n:]] if into_maps else [X[:, n:]]
-            old_r = [cF.radius, cG.radius] if into_maps else [cG.radius]
-            for lk, base in zip(lookups, bases):  # each lookup's code of the result, added to what its out held
-                old.append(np.tile(base.combos()[0], (len(X), 1)))
-                values = {name: fg[:, [at[d] for d in m.dims(name)]] for name in lk.reads}
-                _declared((lk,), values, where)
-                new.append(old[-1] + values[lk.out])
-                old_r.append(base.radius)
-            return np.concatenate(new, axis=1), np.concatenate(old, axis=1), np.concatenate(old_r)
+            return _declared_moves(m, X, first, lookups, bases, (cF, cG), at, where)
 
         X = _product_rows([cF.combos(), cG.combos()])
         want, _, r_before = declared(X)
