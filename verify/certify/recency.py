@@ -1,5 +1,5 @@
 """Recency codes: certificates for heads that find the last matching key and MLPs that compare
-two such recencies (``constructions/obligations.py``: :class:`Match`, :class:`Races`).
+two such recencies (``constructions/obligations/``: :class:`Match`, :class:`Races`).
 
 A recency is 0 ("never": BOS) or a position 1..T.  Enumerating recencies, or pairs of them, would
 cost T^2 per pair and T^3 with a level beside them; the rules here cost prefix passes instead.
