@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from compiler.pipeline import compile_automaton
-from constructions.obligations import Fetch, Lookup
+from constructions.obligations import Fetch, Lookup, Steps
 from verify.certify import certificate as certificate_module
 from verify.certify import certify
 from verify.certify.checkers import CHECKS
@@ -74,3 +74,13 @@ def test_the_semantics_names_an_mlp_kind_it_has_no_rule_for():
     assert NewLookup not in MLPS
     with pytest.raises(NotCovered, match="new-lookup"):
         run_mlp(NewLookup("m", ("x",), "y", {}), {"x": (0.0,), "y": (0.0,)}, {})
+
+
+def test_a_step_kind_without_a_weight_check_is_refused_by_name(monkeypatch, lookback):
+    def stepped(ob):
+        layer = ob.layers[0]
+        new = NewLookup(**{f.name: getattr(layer.mlp, f.name) for f in dataclasses.fields(layer.mlp)})
+        return dataclasses.replace(ob, layers=(dataclasses.replace(layer, mlp=Steps(layer.mlp.mlp, (new,))),))
+    _with(monkeypatch, stepped)
+    cert = certify(lookback)
+    assert cert["certified"] is False and "the step kind 'new-lookup' has no weight check" in cert["reason"]

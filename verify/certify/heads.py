@@ -5,7 +5,7 @@ prefix sums); each rule bounds the leaked mass and the copied code's error for e
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -281,6 +281,30 @@ def _check_writes(m: Model, l: int, fetches: tuple[Fetch | Recent | Average | Ma
                                  f"obligation declares")
 
 
+Pattern = tuple[np.ndarray, np.ndarray, np.ndarray, list[Code], list[Code]]
+"""A copying head's attention, bounded at every query position: the leaked mass, the score gaps,
+the key's class (or candidate set) per query, the codes it may fetch, and its source's codes per class."""
+
+
+def _fetch_pattern(m: Model, l: int, h: int, f: Fetch, states: list[State], pos_class: np.ndarray) -> Pattern:
+    """A positional key: the key's class at every query position (:func:`_head_pattern`)."""
+    copy_map(m, l, h, f.head, f.src, f.dst)
+    src = [get_code(st, f.src) for st in states]
+    key = np.asarray(f.key, dtype=np.int64)
+    leak, gaps = _head_pattern(m, l, h, key, f.head)
+    return leak, gaps, pos_class[key], src, src
+
+
+def _recent_copy(m: Model, l: int, h: int, f: Recent, states: list[State], pos_class: np.ndarray) -> Pattern:
+    """The most recent flagged position (:func:`_recent_pattern`)."""
+    copy_map(m, l, h, f.head, f.src, f.dst)
+    return (*_recent_pattern(m, l, h, f, states, pos_class), [get_code(st, f.src) for st in states])
+
+
+COPIES: dict[type, Callable[..., Pattern]] = {Fetch: _fetch_pattern, Recent: _recent_copy, Latest: latest_pattern}
+"""Each copying head kind's attention pattern (the most recent match of a set of codes: latest.py)."""
+
+
 @dataclass
 class _Copy:
     """A copying head's bounds at every query position: the key's class (``sig``) or the index
@@ -303,17 +327,7 @@ def _copy(m: Model, l: int, h: int, f: Fetch | Recent | Latest, states: list[Sta
     match of a set of codes): the leaked mass times the values' spread, the softmax's and the
     output projection's rounding, and the snapping bound (the other keys' weights below u/2
     leave the key's weight exactly 1)."""
-    if isinstance(f, Latest):  # the most recent match (latest.py)
-        leak, gaps, sig, codes, src = latest_pattern(m, l, h, f, states, pos_class)
-    else:
-        copy_map(m, l, h, f.head, f.src, f.dst)
-        src = [get_code(st, f.src) for st in states]
-        if isinstance(f, Fetch):
-            key = np.asarray(f.key, dtype=np.int64)
-            leak, gaps = _head_pattern(m, l, h, key, f.head)
-            sig, codes = pos_class[key], src
-        else:
-            leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
+    leak, gaps, sig, codes, src = COPIES[type(f)](m, l, h, f, states, pos_class)
     # per dim, from the per-dim value sets: a wide subspace's product of sets is never enumerated
     lo = np.min([np.array([v.min() for v in c.per_dim]) - c.radius for c in src], axis=0)
     hi = np.max([np.array([v.max() for v in c.per_dim]) + c.radius for c in src], axis=0)
@@ -370,10 +384,10 @@ def _put_average(m: Model, l: int, a: Average, grid: list[np.ndarray], err: np.n
         _relate(st, a, own, m.T)
 
 
-ROLES: dict[type, str] = {Fetch: "copy", Recent: "copy", Latest: "copy", Average: "average", Match: "match"}
-"""How each head kind's weights are checked: a copy (:func:`_copy`, its key fixed or the most recent
-of a set), a prefix sum (:func:`_average`) or a nearest value (:func:`.recency.match_head`); an
-:class:`AnyFlag` is checked with its threshold MLP (:func:`.latest.any_layer`).  A kind is added here."""
+ROLES: dict[type, str] = {**dict.fromkeys(COPIES, "copy"), Average: "average", Match: "match"}
+"""How each head kind's weights are checked: a copy (:func:`_copy`, by its pattern in :data:`COPIES`),
+a prefix sum (:func:`_average`) or a nearest value (:func:`.recency.match_head`); an :class:`AnyFlag`
+is checked with its threshold MLP (:func:`.latest.any_layer`).  A kind is added here."""
 
 
 def check_heads(m: Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | Latest | AnyFlag, ...],

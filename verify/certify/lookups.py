@@ -139,43 +139,58 @@ def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray
     return z_out, err_out
 
 
+def _round(st: Round, values: dict[str, np.ndarray], where: str) -> None:
+    """``dst`` gets ``src``'s integer code; ``src`` what the MLP must write there: minus the code (cleared)."""
+    x = values[st.src]
+    if np.any(np.round(x) != x):
+        raise CertificateFailure(f"{where} {st.name}", f"{st.src} holds a code that is not an integer")
+    values[st.dst], values[st.src] = x.copy(), -x
+
+
+def _lookup(st: Lookup, values: dict[str, np.ndarray], where: str) -> None:
+    """Lemma 11: ``out`` gets the table's code of the codes read (or the default)."""
+    K = np.concatenate([values[r] for r in st.reads], axis=1) if st.reads else np.zeros((len(
+        next(iter(values.values()))), 0))
+    if np.any(np.round(K) != K):
+        raise CertificateFailure(f"{where} {st.mlp}", "reads a code that is not an integer")
+    keys, inverse = np.unique(K, axis=0, return_inverse=True)
+    rows = []
+    for key in keys:
+        k = tuple(int(v) for v in key)
+        if k not in st.table and st.default is None:
+            raise CertificateFailure(f"{where} {st.mlp}",
+                                     f"the code combination {k} reaches the lookup but is not in its table")
+        rows.append(np.asarray(st.table.get(k, st.default), dtype=np.float64).reshape(-1))
+    values[st.out] = np.stack(rows)[inverse.reshape(-1)]
+
+
+def _modular(st: Modular, values: dict[str, np.ndarray], where: str) -> None:
+    """A counter's decode: ``out`` gets table[X mod p], ``minus_out`` table[(X - D) mod p]."""
+    x = st.scale * values[st.reads][:, 0] + st.shift
+    X = np.round(x)
+    if np.any(np.abs(x - X) > 1e-6):
+        raise CertificateFailure(f"{where} {st.name}", f"{st.reads} times {st.scale:g} is not an integer")
+    table = np.asarray(st.table, dtype=np.float64).reshape(len(st.table), -1)
+    p = len(table)
+    values[st.out] = table[np.mod(X, p).astype(np.int64)]
+    if st.minus is not None and st.minus_out is not None:
+        D = values[st.minus][:, 0]
+        if np.any(np.round(D) != D):
+            raise CertificateFailure(f"{where} {st.name}", f"{st.minus} is not an integer")
+        values[st.minus_out] = table[np.mod(X - D, p).astype(np.int64)]
+
+
+STEPS: dict[type, Callable[[Any, dict[str, np.ndarray], str], None]] = {
+    Round: _round, Lookup: _lookup, Modular: _modular}
+"""Each step kind's declared result on rows of codes, as the checker computes it (a kind is added here)."""
+
+
 def run_declared(steps: tuple[Lookup | Modular | Round, ...], values: dict[str, np.ndarray], where: str) -> None:
     """Run the declared steps on every row of ``values`` (name -> [N, dims] codes), in place: each
     step reads what the earlier ones left (CertificateFailure on a key a table lacks).  A
     :class:`Round` leaves in its src what the MLP must write there: minus the code, clearing it."""
     for st in steps:
-        if isinstance(st, Round):
-            x = values[st.src]
-            if np.any(np.round(x) != x):
-                raise CertificateFailure(f"{where} {st.name}", f"{st.src} holds a code that is not an integer")
-            values[st.dst], values[st.src] = x.copy(), -x
-        elif isinstance(st, Lookup):
-            K = np.concatenate([values[r] for r in st.reads], axis=1) if st.reads else np.zeros((len(
-                next(iter(values.values()))), 0))
-            if np.any(np.round(K) != K):
-                raise CertificateFailure(f"{where} {st.mlp}", "reads a code that is not an integer")
-            keys, inverse = np.unique(K, axis=0, return_inverse=True)
-            rows = []
-            for key in keys:
-                k = tuple(int(v) for v in key)
-                if k not in st.table and st.default is None:
-                    raise CertificateFailure(f"{where} {st.mlp}",
-                                             f"the code combination {k} reaches the lookup but is not in its table")
-                rows.append(np.asarray(st.table.get(k, st.default), dtype=np.float64).reshape(-1))
-            values[st.out] = np.stack(rows)[inverse.reshape(-1)]
-        else:
-            x = st.scale * values[st.reads][:, 0] + st.shift
-            X = np.round(x)
-            if np.any(np.abs(x - X) > 1e-6):
-                raise CertificateFailure(f"{where} {st.name}", f"{st.reads} times {st.scale:g} is not an integer")
-            table = np.asarray(st.table, dtype=np.float64).reshape(len(st.table), -1)
-            p = len(table)
-            values[st.out] = table[np.mod(X, p).astype(np.int64)]
-            if st.minus is not None and st.minus_out is not None:
-                D = values[st.minus][:, 0]
-                if np.any(np.round(D) != D):
-                    raise CertificateFailure(f"{where} {st.name}", f"{st.minus} is not an integer")
-                values[st.minus_out] = table[np.mod(X - D, p).astype(np.int64)]
+        STEPS[type(st)](st, values, where)
 
 
 def jointly(m: Model, joint: tuple[Joint, ...], values: dict[str, np.ndarray], written: set[str] | frozenset[str],
@@ -454,6 +469,9 @@ def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_cl
     (``joint``'s claims on the subspaces ``written`` by the end of this MLP)."""
     steps = ob.steps if isinstance(ob, Steps) else (ob,)
     where = f"layer {l + 1} MLP {ob.mlp}"
+    unknown = [step.kind for step in steps if type(step) not in STEPS]
+    if unknown:
+        raise NotCertifiable(f"{where}: the step kind {unknown[0]!r} has no weight check")
     if isinstance(ob, Steps) and ob.first is not None:  # (compose.composed_steps checks a last MLP's)
         raise NotCertifiable(f"{where}: steps after a composition, beside another MLP, are not certified yet")
     weights, biases = mlp or mlp_weights(m, l, ob.mlp)
