@@ -80,7 +80,10 @@ class Part:
 
     @classmethod
     def from_json(cls: type[P], d: dict[str, Any]) -> P:
-        """The part whose JSON form is ``d`` (:meth:`to_json`)."""
+        """The part whose JSON form is ``d`` (:meth:`to_json`; ValueError for a key it does not have)."""
+        extra = set(d) - {f.name for f in fields(cls)} - {"kind"}
+        if extra:
+            raise ValueError(f"{cls.__name__} has no field {sorted(extra)[0]!r}")
         values = {}
         for f in fields(cls):
             value = d.get(f.name) if f.name in cls.OPTIONAL else d[f.name]

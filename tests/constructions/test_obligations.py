@@ -213,6 +213,8 @@ def test_kinds_are_registered_once_and_read_back_only_where_they_belong():
             kind = "lookup"
     with pytest.raises(ValueError, match="unknown obligation kind 'nope'"):
         kind_from_json({"kind": "nope"})
+    with pytest.raises(ValueError, match="Round has no field 'table'"):
+        kind_from_json({"kind": "round", "name": "r", "src": "a", "dst": "b", "table": []})
     d = Obligations.from_json(json.loads(json.dumps(_toy().to_json()))).to_json()
     d["layers"][0]["mlp"] = d["layers"][0]["fetches"][0]
     with pytest.raises(ValueError, match="a 'fetch' obligation where an MLP's is declared"):
