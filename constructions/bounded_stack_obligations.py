@@ -1,4 +1,4 @@
-"""What a bounded-stack model must run (``constructions/obligations.py``): the prefix sum of the
+"""What a bounded-stack model must run (``constructions/obligations/``): the prefix sum of the
 moves, its exact residue decode, the last push per level (:class:`Latest`), the stack lookup and,
 with the sink, "some flag so far" (:class:`AnyFlag`, :class:`Threshold`); under the promise of
 legal inputs, the claims legal inputs keep (:class:`Promise`).  Stated from the plan alone,

@@ -202,7 +202,7 @@ class Construction(Generic[Plan]):
         a layer must attend to, for margins measured on the chunked forward (optional).
     diagram(plan) -> (title, DOT source) for the HTML report (optional).
     obligations(model, plan) -> Obligations: the discrete program the model's weights must run
-        (constructions/obligations.py), which ``verify/certify/`` proves them to run on every
+        (constructions/obligations/), which ``verify/certify/`` proves them to run on every
         input up to max_len (optional: a construction without it is not certified yet).
     """
 

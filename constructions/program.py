@@ -248,13 +248,16 @@ def renamed(part: Head | MLP | Fused | Beside, prefix: str) -> Head | MLP | Fuse
     def names(xs: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(prefix + x for x in xs)
 
+    def sub(name: str) -> str:  # an obligation's subspace name (several joined by " + ")
+        return " + ".join(prefix + x for x in name.split(" + "))
+
     if isinstance(part, Head):
         return replace(part, name=prefix + part.name, writes=names(part.writes),
                        reads={role: names(tuple(xs)) for role, xs in part.reads.items()},
-                       obligation=part.obligation and ob.prefixed_head(part.obligation, prefix))
+                       obligation=part.obligation and part.obligation.renamed(sub, prefix))
     part = replace(part, name=prefix + part.name, reads=names(part.reads), writes=names(part.writes))
     if isinstance(part, MLP):
-        part = replace(part, obligation=part.obligation and ob.prefixed_mlp(part.obligation, prefix))
+        part = replace(part, obligation=part.obligation and part.obligation.renamed(sub, prefix))
     if isinstance(part, Fused):
         return replace(part, first=renamed(part.first, prefix), second=renamed(part.second, prefix),
                        fresh=names(part.fresh))

@@ -3,7 +3,7 @@
 Sampling can miss a model that is wrong on one rare input; a certificate cannot.  It is an
 abstract interpretation of the model's forward pass over *all* inputs of every length
 <= max_len, computed from the tensors alone, against the construction's obligations
-(``constructions/obligations.py``: the discrete program the weights must run).
+(``constructions/obligations/``: the discrete program the weights must run).
 
 Abstract state.  Every residual dim is either *fixed* (input-independent and never written:
 the position code, ``one``, ``bos``; its value at position t is known exactly) or *tracked*
@@ -51,7 +51,8 @@ combination) and the bound that does not hold; nothing falls back to sampling.
 Modules: :mod:`.state` (the abstract state, the tensors as arrays, the float lemmas),
 :mod:`.heads` (positional, most-recent-flag and averaging heads), :mod:`.lookups` (lookup and step
 MLPs), :mod:`.compose` (side-by-side MLPs and the scan's composition), :mod:`.recency` and :mod:`.after_races`
-(recency heads, races, and lookups fused after them), :mod:`.labels` (a label model's obligations), :mod:`.certificate` (the readout, ``certify`` and stored certificates).
+(recency heads, races, and lookups fused after them), :mod:`.checkers` (each MLP kind's rule, in one
+table, and a layer's check), :mod:`.labels` (a label model's obligations), :mod:`.certificate` (the readout, ``certify`` and stored certificates).
 """
 
 from .certificate import certificate_summary, certificate_text, certify, lead_verdict, obligations_of, recheck

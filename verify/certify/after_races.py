@@ -23,19 +23,19 @@ import numpy as np
 from constructions.obligations import Lookup, Races, Steps
 
 from .compose import lookup_base, put_all, settled
-from .lookups import _check_io, _class_fixed, _declared, _mlp_weights, affine_rows
-from .recency import _check_race, _unit_groups, copy_error
-from .state import COMBINATION_BUDGET, CertificateFailure, NotCertifiable, State, _Model, _get, gamma
+from .lookups import check_io, fixed_by_class, run_declared, mlp_weights, affine_rows
+from .recency import check_race, unit_groups, copy_error
+from .state import COMBINATION_BUDGET, CertificateFailure, NotCertifiable, State, Model, get_code, gamma
 
 
-def races_then_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
+def races_then_steps(m: Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
                      report: dict[str, Any]) -> list[State]:
     """A :class:`Steps` MLP whose ``first`` is a :class:`Races`, its steps lookups of the counts
     (module docstring)."""
     races, where = ob.first, f"layer {l + 1} MLP {ob.mlp}"
     if not isinstance(races, Races) or not all(isinstance(st, Lookup) for st in ob.steps):
         raise NotCertifiable(f"{where}: steps after races must be lookups of their counts")
-    weights, biases = _mlp_weights(m, l, ob.mlp)
+    weights, biases = mlp_weights(m, l, ob.mlp)
     inputs = list(dict.fromkeys(n for r in races.races for n in (r.first, r.second, *r.level)))
     outs = list(dict.fromkeys(r.out for r in races.races))
     if any(len(m.dims(n)) != 1 for n in inputs + outs):
@@ -45,9 +45,9 @@ def races_then_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_clas
         raise NotCertifiable(f"{where}: a lookup after the races reads more than their counts")
     reads, out = [m.dims(n)[0] for n in inputs], [m.dims(n)[0] for n in outs]
     moved = out + [d for lk in lookups for d in m.dims(lk.out)]
-    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    const, class_fixed = fixed_by_class(m, pos_class, len(states))
     const -= set(reads)
-    _check_io(m, l, ob.mlp, weights, biases, reads, moved, const)
+    check_io(m, l, ob.mlp, weights, biases, reads, moved, const)
     const_rows = sorted(const)
     Ws = [weights[0][reads + const_rows], *weights[1:]]
     cut, owner = _cut(races, Ws, inputs, where)
@@ -59,7 +59,7 @@ def races_then_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_clas
     worst, new_states = 0.0, []
     for c, st in enumerate(states):
         st = dict(st)
-        old = [_get(st, name) for name in outs]
+        old = [get_code(st, name) for name in outs]
         if any(o.size() != 1 or np.any(o.combos() != 0) for o in old):
             raise CertificateFailure(where, "the races' outputs are not 0 before the MLP writes them")
         centre, half = _boundary(m, races, inputs, st, class_fixed[c][const_rows], Ws, biases, cut, owner, terms, errs,
@@ -69,7 +69,7 @@ def races_then_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_clas
             base = lookup_base(m, st, lk, class_fixed[c], where)
             olds.append(base.combos()[0])
             values = {name: counts[:, [outs.index(name)]] for name in lk.reads}
-            _declared((lk,), values, where)
+            run_declared((lk,), values, where)
             want.append(olds[-1] + values[lk.out])
             old_r.append(base.radius)
         new = np.concatenate(want, axis=1)
@@ -90,7 +90,7 @@ def _cut(races: Races, Ws: list[np.ndarray], inputs: list[str], where: str) -> t
     pairs = {n: i for i, r in enumerate(races.races) for n in (r.first, r.second)}
     for k in range(len(Ws) - 3, -1, -1):  # at least one hidden layer after the races'
         owner: dict[int, list[np.ndarray]] = {}
-        for g in _unit_groups(Ws[: k + 2], [inputs.index(n) for n in pairs]):
+        for g in unit_groups(Ws[: k + 2], [inputs.index(n) for n in pairs]):
             rows = set(np.nonzero(np.abs(Ws[0][:, g[0]]).sum(1))[0].tolist())
             read = {inputs[i] for i in rows if i < len(inputs)}
             mine = {pairs[n] for n in read if n in pairs}
@@ -108,7 +108,7 @@ def _cut(races: Races, Ws: list[np.ndarray], inputs: list[str], where: str) -> t
                                     "after it")
 
 
-def _boundary(m: _Model, races: Races, inputs: list[str], st: State, const: np.ndarray, Ws: list[np.ndarray],
+def _boundary(m: Model, races: Races, inputs: list[str], st: State, const: np.ndarray, Ws: list[np.ndarray],
               bs: list[np.ndarray], cut: int, owner: dict[int, list[np.ndarray]], terms: np.ndarray,
               errs: dict[str, Any], where: str) -> tuple[np.ndarray, np.ndarray]:
     """The pre-activation of hidden layer ``cut`` + 1 for each vector of race ``terms``: its centre
@@ -131,7 +131,7 @@ def _boundary(m: _Model, races: Races, inputs: list[str], st: State, const: np.n
             if not col.any():
                 continue
             a = _slope(race, sub, bs[: cut + 1], group, col, const, len(race.level))
-            lo, hi, mg, _, _, _ = _check_race(m, race, st, const, group, sub, bs[: cut + 1], col, errs,
+            lo, hi, mg, _, _, _ = check_race(m, race, st, const, group, sub, bs[: cut + 1], col, errs,
                                               f"{where} (race {race.first} vs {race.second}, unit {u})", scale=a)
             centre[:, u] += a * terms[:, k] + (lo + hi) / 2
             half[u] += (hi - lo) / 2

@@ -16,18 +16,14 @@ from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
-from constructions.obligations import (Beside, Compose, Lookup, Obligations, Races, Steps, Threshold,
-                                      Undeclared)
+from constructions.obligations import Compose, Obligations, Undeclared
 
-from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCertifiable, PATHS, SCHEMA, State, _Model,
-                    _arrays, _embedding, _get, _merge, _product_rows, gamma)
-from .heads import _heads
-from .lookups import _class_fixed, _jointly, _lookup, _phases, _written
-from .compose import _beside, _closure, _compose, composed_steps
-from .latest import any_layer, is_any_layer
-from .recency import races_mlp
+from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCertifiable, PATHS, SCHEMA, State, Model,
+                    arrays, embedding_states, get_code, merge, product_rows, gamma)
+from .lookups import fixed_by_class, jointly, phases
+from .compose import closure_of
+from .checkers import Run, check_layer
 from .labels import relabelled
-from .after_races import races_then_steps
 from .program import prove as prove_program
 
 
@@ -36,12 +32,12 @@ NOT_END_TO_END = ("weights proved against the declared program; program not prov
 """The verdict when the weights run the declared program but no rule proves that program is the automaton."""
 
 
-def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
+def _readout(m: Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
              report: dict[str, Any], written: set[str] | frozenset[str] = frozenset()) -> None:
     W_U = m.model.W_U.detach().double().cpu().numpy()
     b_U = m.model.b_U.detach().double().cpu().numpy()
     reads = [d for name in ob.readout.reads for d in m.dims(name)]
-    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    const, class_fixed = fixed_by_class(m, pos_class, len(states))
     if m.blocks and m.blocks[-1]["mlp"] is not None:  # a fixed dim the last MLP writes is read from the state
         last_w, last_b = m.blocks[-1]["mlp"][0][-1], m.blocks[-1]["mlp"][1][-1]
         const -= set(np.nonzero(np.abs(last_w).sum(0) + np.abs(last_b))[0].tolist())
@@ -54,13 +50,13 @@ def _readout(m: _Model, ob: Obligations, states: list[State], pos_class: np.ndar
     worst = math.inf
     for c in sorted(set(pos_class[1:].tolist())):
         st = states[c]
-        codes = [_get(st, name) for name in ob.readout.reads]
+        codes = [get_code(st, name) for name in ob.readout.reads]
         parts, radii = [c.combos() for c in codes], [c.radius for c in codes]
-        X = _product_rows(parts)
+        X = product_rows(parts)
         if len(X) > COMBINATION_BUDGET:
             raise NotCertifiable(f"readout: {len(X):,} final codes, over the budget {COMBINATION_BUDGET:,}")
         at = np.cumsum([0] + [p_.shape[1] for p_ in parts])
-        X = X[_jointly(m, ob.joint, {n: X[:, at[i] : at[i + 1]] for i, n in enumerate(ob.readout.reads)}, written,
+        X = X[jointly(m, ob.joint, {n: X[:, at[i] : at[i + 1]] for i, n in enumerate(ob.readout.reads)}, written,
                        len(X))]
         r = np.concatenate(radii)
         fixed = class_fixed[c][const_l]
@@ -174,72 +170,32 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     return out
 
 
-def _mlp_writes(o: Compose | Lookup | Steps | Beside | Races | Threshold | None) -> set[str]:
-    """The subspaces an MLP obligation writes."""
-    if o is None:
-        return set()
-    if isinstance(o, Threshold):
-        return {o.dst}
-    if isinstance(o, Races):
-        return {r.out for r in o.races}
-    if isinstance(o, Compose):
-        return {o.maps, o.fetched}
-    if isinstance(o, Beside):
-        return {n for part in o.parts for n in _mlp_writes(part)}
-    first = _mlp_writes(o.first) if isinstance(o, Steps) else set()
-    return first | set(_written(o.steps if isinstance(o, Steps) else (o,)))
-
-
 def _run(model, ob: Obligations) -> list[dict[str, Any]]:
+    """The weights against the declared program: layer by layer, each kind by its rule
+    (:mod:`.checkers`), then the readout; one report per layer and the readout's last."""
     if ob.promise is not None:  # on legal inputs only: the promise's claims restrict the value sets
         ob = replace(ob, joint=ob.joint + ob.promise.claims)
-    m = _arrays(model)
+    m = arrays(model)
     if len(ob.layers) != len(m.blocks):
         raise CertificateFailure("obligations", f"{len(ob.layers)} layers declared, the model has {len(m.blocks)}")
-    states, pos_class = _phases(m, *_embedding(m, ob))
-    composes = [o for layer in ob.layers for o in
-                ((layer.mlp,) if isinstance(layer.mlp, Compose) else layer.mlp.parts if isinstance(layer.mlp, Beside)
-                 else ()) if isinstance(o, Compose)]
-    closures = {o.maps: _closure(ob.embedding.codes[o.maps]) for o in composes if o.maps in ob.embedding.codes}
-    layers = []
-    later = {f.dst for layer in ob.layers for f in layer.fetches} | {n for layer in ob.layers
-                                                                      for n in _mlp_writes(layer.mlp)}
+    states, pos_class = phases(m, *embedding_states(m, ob))
+    composes = [o for layer in ob.layers for o in layer.mlp_leaves() if isinstance(o, Compose)]
+    closures = {o.maps: closure_of(ob.embedding.codes[o.maps]) for o in composes if o.maps in ob.embedding.codes}
+    later = {n for layer in ob.layers for n in layer.names_written()}
     written = (set(ob.embedding.codes) - later) | {  # the token's own codes, and the position's
         n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
+    run = Run(m, ob.joint, written, closures)
+    layers = []
     for l, layer in enumerate(ob.layers):
         report: dict[str, Any] = {"layer": l + 1}
-        beside_any = is_any_layer(layer) and isinstance(layer.mlp, Beside)
-        if beside_any:  # the threshold is one part of a side-by-side MLP (a label lookup beside it)
-            pass  # checked with the MLP's parts below
-        elif is_any_layer(layer):  # "some flag so far", head and threshold MLP together
-            states, pos_class = any_layer(m, l, layer, states, pos_class, report)
-        else:
-            states, pos_class = _heads(m, l, layer.fetches, states, pos_class, report)
-        written |= {f.dst for f in layer.fetches} | _mlp_writes(layer.mlp)
-        if isinstance(layer.mlp, Threshold):
-            pass  # checked with its head
-        elif isinstance(layer.mlp, Steps) and isinstance(layer.mlp.first, Races):
-            states = races_then_steps(m, l, layer.mlp, states, pos_class, report)
-        elif isinstance(layer.mlp, Steps) and layer.mlp.first is not None:
-            states = composed_steps(m, l, layer.mlp, states, pos_class, report)
-        elif isinstance(layer.mlp, (Lookup, Steps)):
-            states = _lookup(m, l, layer.mlp, states, pos_class, report, ob.joint, written)
-        elif isinstance(layer.mlp, Compose):
-            states = _compose(m, l, layer.mlp, states, pos_class, closures.get(layer.mlp.maps), report)
-        elif isinstance(layer.mlp, Beside):
-            states, pos_class = _beside(m, l, layer.mlp, states, pos_class, report, ob.joint, written, closures,
-                                        layer.fetches if beside_any else ())
-        elif isinstance(layer.mlp, Races):
-            states = races_mlp(m, l, layer.mlp, states, pos_class, report, None)
-        elif m.blocks[l]["mlp"] is not None:
-            raise CertificateFailure(f"layer {l + 1}", "has an MLP no obligation describes")
-        states, pos_class = _merge(states, pos_class, m.phase)
+        states, pos_class = check_layer(run, l, layer, states, pos_class, report)
+        states, pos_class = merge(states, pos_class, m.phase)
         report["classes"] = len(states)
         report["radius"] = {name: float(max(st[name].radius.max() for st in states))
                             for name in states[0] if " + " not in name}
         layers.append(report)
     final: dict[str, Any] = {}
-    _readout(m, ob, states, pos_class, final, written)
+    _readout(m, ob, states, pos_class, final, run.written)
     layers.append(final)
     return layers
 

@@ -1,5 +1,6 @@
-"""MLPs side by side (a product's factors, Lemma 17) and the scan's composition MLP
-(Theorem 10: f(g(q)) checked per output point, m^4 small evaluations)."""
+"""MLPs side by side (a product's factors, Lemma 17): each part's own sub-network (the parts are
+checked by their own rules, :mod:`.checkers`), and the scan's composition MLP (Theorem 10:
+f(g(q)) checked per output point, m^4 small evaluations)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from constructions.obligations import Beside, Compose, Joint, Layer, Lookup, Races, Steps, Threshold
+from constructions.obligations import Beside, Compose, Kind, Lookup, Steps
 
-from .state import (COMBINATION_BUDGET, CertificateFailure, Code, JOINT_BUDGET, NotCertifiable, State, _Model, _get,
-                    _half_gaps, _product_rows, _put, gamma, quantum, snaps)
-from .lookups import _Partition, _check_io, _class_fixed, _declared, _lookup, _mlp_weights, _read, _written, affine_rows
-from .latest import any_layer
-from .recency import races_mlp
+from .state import (COMBINATION_BUDGET, CertificateFailure, Code, JOINT_BUDGET, NotCertifiable, State, Model, get_code,
+                    half_gaps, product_rows, put_code, gamma, quantum, snaps)
+from .lookups import MLPWeights, Partition, affine_rows, check_io, fixed_by_class, mlp_weights, run_declared
 
 
 def _unpadded(weights: list[np.ndarray], biases: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -28,22 +27,13 @@ def _unpadded(weights: list[np.ndarray], biases: list[np.ndarray]) -> tuple[list
     return Ws + [weights[-1]], bs + [biases[-1]]
 
 
-def _part_io(m: _Model, part: Compose | Lookup | Steps | Races | Threshold) -> tuple[set[int], set[int]]:
+def _part_io(m: Model, part: Kind) -> tuple[set[int], set[int]]:
     """The residual dims one part of a :class:`Beside` MLP reads (and writes) and writes."""
-    if isinstance(part, Threshold):
-        return set(m.dims(part.src)) | set(m.dims(part.dst)), set(m.dims(part.dst))
-    if isinstance(part, Compose):
-        dims = set(m.dims(part.maps)) | set(m.dims(part.fetched))
-        return dims, dims
-    if isinstance(part, Races):
-        out = {d for r in part.races for d in m.dims(r.out)}
-        return out | {d for r in part.races for n in (r.first, r.second, *r.level) for d in m.dims(n)}, out
-    steps = part.steps if isinstance(part, Steps) else (part,)
-    writes = {d for n in _written(steps) for d in m.dims(n)}
-    return writes | {d for n in _read(steps) for d in m.dims(n)}, writes
+    writes = {d for n in part.names_written() for d in m.dims(n)}
+    return writes | {d for n in part.names_read() for d in m.dims(n)}, writes
 
 
-def _beside_parts(m: _Model, l: int, ob: Beside, weights: list[np.ndarray],
+def beside_parts(m: Model, l: int, ob: Beside, weights: list[np.ndarray],
                   biases: list[np.ndarray]) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
     """Each part's own sub-network of a :class:`Beside` MLP: hidden units joined by a weight, or
     to a non-fixed dim a part reads or writes, belong together, and every unit that reaches a
@@ -52,7 +42,7 @@ def _beside_parts(m: _Model, l: int, ob: Beside, weights: list[np.ndarray],
     sizes = [W.shape[1] for W in weights[:-1]]
     base = np.cumsum([0] + sizes)
     d = weights[0].shape[0]
-    sets = _Partition(base[-1] + d)  # hidden units, then residual dims
+    sets = Partition(base[-1] + d)  # hidden units, then residual dims
     find = sets.find
     for i, k in zip(*np.nonzero(weights[0])):
         if i not in m.fixed_dims:
@@ -84,36 +74,9 @@ def _beside_parts(m: _Model, l: int, ob: Beside, weights: list[np.ndarray],
     return out
 
 
-def _beside(m: _Model, l: int, ob: Beside, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
-            joint: tuple[Joint, ...], written: set[str], closures: dict[str, np.ndarray | None],
-            fetches: tuple[Any, ...] = ()) -> tuple[list[State], np.ndarray]:
-    """A :class:`Beside` MLP: each part checked on its own sub-network, one after another (they
-    read and write disjoint subspaces, so the order does not matter).  A :class:`Threshold` part
-    is checked with the layer's any-flag head (``fetches``, :func:`.latest.any_layer`), which
-    splits the classes of positions: hence the new classes too."""
-    weights, biases = _mlp_weights(m, l, ob.mlp)
-    parts = []
-    for part, sub in zip(ob.parts, _beside_parts(m, l, ob, weights, biases)):
-        rep: dict[str, Any] = {}
-        if isinstance(part, Compose):
-            states = _compose(m, l, part, states, pos_class, closures.get(part.maps), rep, sub)
-        elif isinstance(part, Races):
-            rep["heads"] = report.get("heads", [])  # the layer's heads (a rule may read what they report)
-            states = races_mlp(m, l, part, states, pos_class, rep, sub)
-        elif isinstance(part, Threshold):
-            states, pos_class = any_layer(m, l, Layer(tuple(fetches), part), states, pos_class, rep, sub)
-            report.setdefault("heads", []).extend(rep.get("heads", []))
-        else:
-            states = _lookup(m, l, part, states, pos_class, rep, joint, written, sub)
-        parts.append(rep["mlp"])
-    report["mlp"] = {"name": ob.mlp, "kind": "beside", "parts": parts,
-                     "max_error": max((p_["max_error"] for p_ in parts), default=0.0)}
-    return states, pos_class
-
-
 def _distinguishable(codes: np.ndarray, radius: np.ndarray, where: str) -> None:
     """The radius must stay below half the smallest gap between distinct codes of each dim."""
-    gap = _half_gaps(codes)
+    gap = half_gaps(codes)
     bad = np.nonzero(radius >= gap)[0]
     if len(bad):
         i = bad[0]
@@ -121,10 +84,10 @@ def _distinguishable(codes: np.ndarray, radius: np.ndarray, where: str) -> None:
                                  f"{2 * gap[i]:.3g} between its codes")
 
 
-def _compose(m: _Model, l: int, ob: Compose, states: list[State], pos_class: np.ndarray, closure: np.ndarray | None,
-             report: dict[str, Any], mlp: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> list[State]:
+def compose_mlp(m: Model, l: int, ob: Compose, states: list[State], pos_class: np.ndarray, closure: np.ndarray | None,
+             report: dict[str, Any], mlp: MLPWeights | None = None) -> list[State]:
     """The composition MLP, checked per output point by separable bounds (module docstring)."""
-    weights, biases = _unpadded(*(mlp or _mlp_weights(m, l, ob.mlp)))
+    weights, biases = _unpadded(*(mlp or mlp_weights(m, l, ob.mlp)))
     if len(weights) != 2:
         raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}", "a composition MLP has one hidden layer")
     W1, W2 = weights
@@ -134,8 +97,8 @@ def _compose(m: _Model, l: int, ob: Compose, states: list[State], pos_class: np.
         raise CertificateFailure(f"layer {l + 1} MLP {ob.mlp}", "maps and fetched maps differ in width")
     into_maps = ob.into == ob.maps
     writes = F + G if into_maps else G
-    const, class_fixed = _class_fixed(m, pos_class, len(states))
-    _check_io(m, l, ob.mlp, weights, biases, F + G, writes, const)
+    const, class_fixed = fixed_by_class(m, pos_class, len(states))
+    check_io(m, l, ob.mlp, weights, biases, F + G, writes, const)
     n = len(F)
     worst = 0.0
     new_states = []
@@ -240,7 +203,7 @@ def _point_codes(keys: list[int], pos: dict[int, int], cF: Code) -> tuple[np.nda
     return xs, rj
 
 
-def _compose_output(m: _Model, W1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: float, F: list[int],
+def _compose_output(m: Model, W1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: float, F: list[int],
                     G: list[int], q: int, o: int, gets_result: bool, cF: Code, cG: Code, const: set[int],
                     fixed: np.ndarray, where: str, structs: dict) -> tuple[float, np.ndarray]:
     """Radius and value set of output dim ``o`` (point q): the new value is f(g(q)) when
@@ -316,7 +279,7 @@ def _compose_output(m: _Model, W1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b
     return float(rad.max()), np.unique(np.concatenate(results))
 
 
-def _closure(codes: np.ndarray, budget: int = JOINT_BUDGET) -> np.ndarray | None:
+def closure_of(codes: np.ndarray, budget: int = JOINT_BUDGET) -> np.ndarray | None:
     """The maps generated by ``codes`` (rows) under composition, identity included; None when
     more than ``budget``."""
     gens = [tuple(int(v) for v in row) for row in codes]
@@ -380,13 +343,13 @@ def _group_rows(cF: Code, cG: Code, entries: tuple[int, ...], n: int) -> np.ndar
     F, G = cF.combos(), cG.combos()
     fe = [i for i in entries if i < n]
     ge = [i - n for i in entries if i >= n]
-    P = _product_rows([np.unique(F[:, fe], axis=0), np.unique(G[:, ge], axis=0)])
+    P = product_rows([np.unique(F[:, fe], axis=0), np.unique(G[:, ge], axis=0)])
     X = np.tile(np.concatenate([F[0], G[0]]), (len(P), 1))
     X[:, fe + [n + i for i in ge]] = P
     return X
 
 
-def _declared_moves(m: _Model, X: np.ndarray, first: Compose, lookups: list[Lookup], bases: list[Code],
+def _declared_moves(m: Model, X: np.ndarray, first: Compose, lookups: list[Lookup], bases: list[Code],
                     held: tuple[Code, Code], at: dict[int, int], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The declared new codes of a composition-then-lookups MLP's outputs on the map pairs ``X``
     (rows: f's points, then g's), the old codes there and their radii (``held``: the maps' and the
@@ -402,13 +365,13 @@ def _declared_moves(m: _Model, X: np.ndarray, first: Compose, lookups: list[Look
     for lk, base in zip(lookups, bases):  # each lookup's code of the result, added to what its out held
         old.append(np.tile(base.combos()[0], (len(X), 1)))
         values = {name: fg[:, [at[d] for d in m.dims(name)]] for name in lk.reads}
-        _declared((lk,), values, where)
+        run_declared((lk,), values, where)
         new.append(old[-1] + values[lk.out])
         old_r.append(base.radius)
     return np.concatenate(new, axis=1), np.concatenate(old, axis=1), np.concatenate(old_r)
 
 
-def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
+def composed_steps(m: Model, l: int, ob: Steps, states: list[State], pos_class: np.ndarray,
                    report: dict[str, Any]) -> list[State]:
     """A :class:`Steps` MLP whose ``first`` is a composition, its steps lookups of the result (a
     scan's last MLP with a label lookup fused after it: the lookup's hidden layers read the
@@ -423,7 +386,7 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
     first, where = ob.first, f"layer {l + 1} MLP {ob.mlp}"
     if not isinstance(first, Compose) or not all(isinstance(st, Lookup) for st in ob.steps):
         raise NotCertifiable(f"{where}: steps after a composition must be lookups of its result")
-    weights, biases = _mlp_weights(m, l, ob.mlp)
+    weights, biases = mlp_weights(m, l, ob.mlp)
     F, G = m.dims(first.maps), m.dims(first.fetched)
     if len(F) != len(G):
         raise CertificateFailure(where, "maps and fetched maps differ in width")
@@ -435,9 +398,9 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
         raise NotCertifiable(f"{where}: a lookup after the composition reads more than its result")
     O = [d for st in lookups for d in m.dims(st.out)]
     moved = (F + G if into_maps else G) + O
-    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    const, class_fixed = fixed_by_class(m, pos_class, len(states))
     const -= set(F + G + O)
-    _check_io(m, l, ob.mlp, weights, biases, F + G, moved, const)
+    check_io(m, l, ob.mlp, weights, biases, F + G, moved, const)
     Ws = [weights[0][F + G + sorted(const)], *weights[1:]]
     n, worst, new_states = len(F), 0.0, []
     every_f = set(range(n))
@@ -448,7 +411,7 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
         deps += [every_f | points] * len(m.dims(lk.out))
     groups = _separable_groups(Ws, n, len(const), deps, moved)
     for c, st in enumerate(states):
-        cF, cG = _get(st, first.maps), _get(st, first.fetched)
+        cF, cG = get_code(st, first.maps), get_code(st, first.fetched)
         if cF.size() * cG.size() > COMBINATION_BUDGET:
             raise NotCertifiable(f"{where}: {cF.size() * cG.size():,} pairs of maps, over the budget "
                                  f"{COMBINATION_BUDGET:,}")
@@ -457,7 +420,7 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
         def declared(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             return _declared_moves(m, X, first, lookups, bases, (cF, cG), at, where)
 
-        X = _product_rows([cF.combos(), cG.combos()])
+        X = product_rows([cF.combos(), cG.combos()])
         want, _, r_before = declared(X)
         rad = np.zeros(len(moved))
         r_in = np.concatenate([cF.radius, cG.radius, np.zeros(len(const))])
@@ -470,7 +433,7 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
             off = z - (want_g - before_g)[:, cols]
             rad[cols] = settled(m, where, off, err, want_g[:, cols], r_before[cols], [moved[k] for k in cols],
                                 lambda i: f"on the maps {Xg[i, :n].astype(int).tolist()} and fetched "
-                                          f"{Xg[i, n:].astype(int).tolist()}", gap=_half_gaps(want[:, cols]))
+                                          f"{Xg[i, n:].astype(int).tolist()}", gap=half_gaps(want[:, cols]))
         worst = max(worst, float(rad.max()))
         names = ([first.maps, first.fetched] if into_maps else [first.fetched]) + [lk.out for lk in lookups]
         new_states.append(put_all(m, dict(st), names, want, rad))
@@ -479,17 +442,17 @@ def composed_steps(m: _Model, l: int, ob: Steps, states: list[State], pos_class:
     return new_states
 
 
-def lookup_base(m: _Model, st: State, lk: Lookup, fixed: np.ndarray, where: str) -> Code:
+def lookup_base(m: Model, st: State, lk: Lookup, fixed: np.ndarray, where: str) -> Code:
     """The one code ``lk.out`` holds before an MLP adds the lookup's code (a tracked subspace, or
     a fixed dim's value in this class: the label index in ``bos``)."""
-    base = (_get(st, lk.out) if lk.out in st else
+    base = (get_code(st, lk.out) if lk.out in st else
             Code.of(fixed[m.dims(lk.out)][None], np.zeros(len(m.dims(lk.out)))))
     if base.size() != 1:
         raise CertificateFailure(where, f"{lk.out} may hold several codes before the MLP writes it")
     return base
 
 
-def settled(m: _Model, where: str, off: np.ndarray, err: np.ndarray, want: np.ndarray, old_r: np.ndarray,
+def settled(m: Model, where: str, off: np.ndarray, err: np.ndarray, want: np.ndarray, old_r: np.ndarray,
             moved: list[int], row: Callable[[int], str], gap: np.ndarray | None = None) -> np.ndarray:
     """An MLP's outputs, ``off`` from what it must add (error bound ``err``), added by the residual
     to old codes within ``old_r`` (rounding by u |sum|): each new code must be within half the gap
@@ -497,7 +460,7 @@ def settled(m: _Model, where: str, off: np.ndarray, err: np.ndarray, want: np.nd
     (CertificateFailure naming the ``row`` otherwise).  Returns the new codes' radius per dim."""
     bound = np.abs(off) + err + old_r
     bound = bound + m.u * (np.abs(want) + bound)
-    gap = _half_gaps(want) if gap is None else gap  # (inf for a cleared dim: 0 up to the radius)
+    gap = half_gaps(want) if gap is None else gap  # (inf for a cleared dim: 0 up to the radius)
     bad = np.argwhere(bound >= gap)
     if len(bad):
         i, k = bad[0]
@@ -506,11 +469,11 @@ def settled(m: _Model, where: str, off: np.ndarray, err: np.ndarray, want: np.nd
     return bound.max(0)
 
 
-def put_all(m: _Model, st: State, names: list[str], want: np.ndarray, rad: np.ndarray) -> State:
+def put_all(m: Model, st: State, names: list[str], want: np.ndarray, rad: np.ndarray) -> State:
     """``st`` with each of ``names`` holding its columns of ``want`` (in order), within ``rad``."""
     start = 0
     for name in names:
         k = len(m.dims(name))
-        _put(st, name, Code.of(want[:, start : start + k], rad[start : start + k]))
+        put_code(st, name, Code.of(want[:, start : start + k], rad[start : start + k]))
         start += k
     return st

@@ -5,7 +5,7 @@ prefix sums); each rule bounds the leaked mass and the copied code's error for e
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -13,14 +13,14 @@ from constructions.obligations import AnyFlag, Average, Fetch, Latest, Match, Re
 
 from .latest import latest_pattern, recency_pass
 from .recency import match_head
-from .scores import _copy_map, _positional_scores, _reads, _score_factors, _Scores
-from .state import CertificateFailure, Code, NotCertifiable, State, _Model, _get, _merge, _put, gamma, quantum, snaps
+from .scores import copy_map, positional_scores, read_dims, score_factors, Scores
+from .state import CertificateFailure, Code, NotCertifiable, State, Model, get_code, merge, put_code, gamma, quantum, snaps
 
 
-def _head_pattern(m: _Model, l: int, h: int, key: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _head_pattern(m: Model, l: int, h: int, key: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Leaked-mass bound per query position of a positional head, checking that ``key[t]`` wins
     every row by a positive gap after rounding (CertificateFailure otherwise)."""
-    sc = _positional_scores(m, l, h, name)
+    sc = positional_scores(m, l, h, name)
     T = m.T
     if np.any(key > np.arange(T + 1)) or np.any(key < 0):
         raise CertificateFailure(f"layer {l + 1} head {name}", "an obligation's key lies after its query")
@@ -61,7 +61,7 @@ def _flag_candidates(f: Recent, states: list[State], pos_class: np.ndarray,
     must = np.zeros(len(states), dtype=bool)
     flagged: list[Code | None] = []
     for c, st in enumerate(states):
-        pair = _get(st, f"{f.flag} + {f.src}")
+        pair = get_code(st, f"{f.flag} + {f.src}")
         rows = pair.combos()
         flag = rows[:, 0]
         if np.any((flag != 0) & (flag != 1)):
@@ -85,25 +85,25 @@ def _flag_candidates(f: Recent, states: list[State], pos_class: np.ndarray,
     return may_pos, must_pos, sig.reshape(-1), codes
 
 
-def _flag_scores(m: _Model, l: int, h: int, flag: int, where: str) -> tuple[_Scores, _Scores, np.ndarray]:
+def _flag_scores(m: Model, l: int, h: int, flag: int, where: str) -> tuple[Scores, Scores, np.ndarray]:
     """A most-recent-flag head's scores with every key's flag 0 and with it 1, and |W_K|'s row of
     the flag (what the flag's error moves a score by, per unit of |q|).  The query must read
     fixed dims only, the key fixed dims and the flag."""
     b = m.blocks[l]
     Wq, Wk = b["W_Q"][h], b["W_K"][h]
-    if not _reads(Wq) <= m.fixed_dims or not _reads(Wk) <= m.fixed_dims | {flag}:
-        extra = sorted((_reads(Wq) - m.fixed_dims) | (_reads(Wk) - m.fixed_dims - {flag}))
+    if not read_dims(Wq) <= m.fixed_dims or not read_dims(Wk) <= m.fixed_dims | {flag}:
+        extra = sorted((read_dims(Wq) - m.fixed_dims) | (read_dims(Wk) - m.fixed_dims - {flag}))
         raise CertificateFailure(where, f"its query or key reads input-dependent dims {extra[:6]} besides the flag")
-    rows = sorted(_reads(Wq) | _reads(Wk) | {flag})
+    rows = sorted(read_dims(Wq) | read_dims(Wk) | {flag})
     cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
     X = m.fixed[:, rows]
     X1 = X.copy()
     X1[:, rows.index(flag)] = 1.0
-    return (_score_factors(m, Wq, Wk, rows, cols, X, X), _score_factors(m, Wq, Wk, rows, cols, X, X1),
+    return (score_factors(m, Wq, Wk, rows, cols, X, X), score_factors(m, Wq, Wk, rows, cols, X, X1),
             np.abs(Wk[flag, cols]))
 
 
-def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
+def _recent_pattern(m: Model, l: int, h: int, f: Recent, states: list[State],
                     pos_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Code]]:
     """Leaked-mass bound per query position of a most-recent-flag head, over every input.
 
@@ -123,7 +123,7 @@ def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
         raise CertificateFailure(where, f"the flag {f.flag} is not one dim")
     may_pos, must_pos, sig, codes = _flag_candidates(f, states, pos_class, where)
     sc0, sc1, wflag = _flag_scores(m, l, h, flag[0], where)
-    r_flag = max(float(_get(st, f.flag).radius[0]) for st in states)
+    r_flag = max(float(get_code(st, f.flag).radius[0]) for st in states)
     g = float(gamma(len(wflag) + 1, m.u))
     t_all = np.arange(m.T + 1)
     surely = np.maximum.accumulate(np.where(must_pos, t_all, 0))
@@ -133,7 +133,7 @@ def _recent_pattern(m: _Model, l: int, h: int, f: Recent, states: list[State],
     return leak, gaps, sig, codes
 
 
-def _average_pattern(m: _Model, l: int, h: int, first: int, last: int, mass: int,
+def _average_pattern(m: Model, l: int, h: int, first: int, last: int, mass: int,
                      name: str) -> tuple[np.ndarray, ...]:
     """Bounds on a positional averaging head's weights (Lemma 15), per query position t:
 
@@ -145,7 +145,7 @@ def _average_pattern(m: _Model, l: int, h: int, first: int, last: int, mass: int
     scores' rounding intervals [lo, hi] (softmax is increasing in its own score and decreasing in
     the others).  Keys whose key-side features agree (and that are declared alike) score alike
     for every query, so they are counted, not enumerated: O(T x kinds of keys), not O(T^2)."""
-    sc = _positional_scores(m, l, h, name)
+    sc = positional_scores(m, l, h, name)
     T = m.T
     s_all = np.arange(T + 1)
     mine_s = (s_all >= first) & (s_all <= last) & (s_all >= 1)
@@ -154,7 +154,7 @@ def _average_pattern(m: _Model, l: int, h: int, first: int, last: int, mass: int
     inverse = inverse.reshape(-1)
     reps = np.array([int(np.argmax(inverse == g)) for g in range(len(kinds))])
     positions = [np.nonzero(inverse == g)[0] for g in range(len(kinds))]
-    rep = _Scores(sc.q, sc.k[reps], sc.Rq, sc.Rk[reps], sc.q_exact, sc.k_exact[reps], sc.p)
+    rep = Scores(sc.q, sc.k[reps], sc.Rq, sc.Rk[reps], sc.q_exact, sc.k_exact[reps], sc.p)
     mine, bos = mine_s[reps], reps == 0
     real = ~bos
     w = 1.0 / mass
@@ -183,7 +183,7 @@ def _average_pattern(m: _Model, l: int, h: int, first: int, last: int, mass: int
             reach)
 
 
-def _average(m: _Model, l: int, f: Average, index: dict[str, int], states: list[State], pos_class: np.ndarray,
+def _average(m: Model, l: int, f: Average, index: dict[str, int], states: list[State], pos_class: np.ndarray,
              report: dict[str, Any]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """An :class:`Average` obligation: the codes ``dst`` may hold after BOS (per dim, every
     multiple of the src codes' common step times scale / mass that T of them can sum to), its
@@ -202,11 +202,11 @@ def _average(m: _Model, l: int, f: Average, index: dict[str, int], states: list[
     T = m.T
     u = m.u
     where = f"layer {l + 1} heads {', '.join(f.heads)}"
-    bos = _get(states[pos_class[0]], f.src)
+    bos = get_code(states[pos_class[0]], f.src)
     if bos.size() != 1 or np.any(bos.combos() != 0):
         raise CertificateFailure(where, f"BOS's {f.src} is not 0, so the weight BOS absorbs is not neutral")
     dims = len(m.dims(f.src))
-    body = [_get(states[c], f.src) for c in sorted(set(pos_class[1:].tolist()))] or [bos]
+    body = [get_code(states[c], f.src) for c in sorted(set(pos_class[1:].tolist()))] or [bos]
     codes = [np.unique(np.concatenate([c.per_dim[i] for c in body])) for i in range(dims)]
     if any(np.any(np.round(v) != v) for v in codes):
         raise NotCertifiable(f"{where}: averages of non-integer codes are not certified yet")
@@ -216,7 +216,7 @@ def _average(m: _Model, l: int, f: Average, index: dict[str, int], states: list[
     W_O = m.blocks[l]["W_O"]
     err, size = np.zeros((T + 1, dims)), np.zeros((T + 1, dims))
     for h, first, last in zip(f.heads, f.first, f.last):
-        stored = _copy_map(m, l, index[h], h, f.src, f.dst, f.scale)
+        stored = copy_map(m, l, index[h], h, f.src, f.dst, f.scale)
         dev, leak, mag, p0, reach = _average_pattern(m, l, index[h], first, last, f.mass, h)
         keys = np.clip(np.minimum(t, last) - first + 1, 0, None)
         z = abs(stored) * ((vmax + r_src)[None] * mag[:, None] + bos.radius[None] * p0[:, None])
@@ -263,15 +263,15 @@ def _relate(st: State, f: Average, own: State, T: int) -> None:
         st[d] = replace(st[d], sum_of=(s_, f.mass / f.scale, lo, hi))
 
 
-def _check_writes(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | Latest | AnyFlag, ...],
+def _check_writes(m: Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | Latest | AnyFlag, ...],
                   index: dict[str, int]) -> None:
     """Every head of layer l has an obligation and no obligation names a head the model lacks;
     the heads write disjoint dims, and the attention writes no dim outside them."""
-    declared = {h for f in fetches for h in (f.heads if isinstance(f, Average) else (f.head,))}
+    declared = {h for f in fetches for h in f.labels()}
     if set(index) != declared:
         raise CertificateFailure(f"layer {l + 1}", f"heads {sorted(set(index) ^ declared)} have no obligation "
                                  f"or are not in the model")
-    dsts = [d for f in fetches for d in m.dims(f.dst)]
+    dsts = [d for f in fetches for n in f.names_written() for d in m.dims(n)]
     if len(set(dsts)) != len(dsts):
         raise CertificateFailure(f"layer {l + 1}", "two heads' obligations write the same dims")
     W_O = m.blocks[l]["W_O"]
@@ -279,6 +279,30 @@ def _check_writes(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | M
     if not written <= set(dsts):
         raise CertificateFailure(f"layer {l + 1} attention", f"writes dims {sorted(written - set(dsts))[:6]} no "
                                  f"obligation declares")
+
+
+Pattern = tuple[np.ndarray, np.ndarray, np.ndarray, list[Code], list[Code]]
+"""A copying head's attention, bounded at every query position: the leaked mass, the score gaps,
+the key's class (or candidate set) per query, the codes it may fetch, and its source's codes per class."""
+
+
+def _fetch_pattern(m: Model, l: int, h: int, f: Fetch, states: list[State], pos_class: np.ndarray) -> Pattern:
+    """A positional key: the key's class at every query position (:func:`_head_pattern`)."""
+    copy_map(m, l, h, f.head, f.src, f.dst)
+    src = [get_code(st, f.src) for st in states]
+    key = np.asarray(f.key, dtype=np.int64)
+    leak, gaps = _head_pattern(m, l, h, key, f.head)
+    return leak, gaps, pos_class[key], src, src
+
+
+def _recent_copy(m: Model, l: int, h: int, f: Recent, states: list[State], pos_class: np.ndarray) -> Pattern:
+    """The most recent flagged position (:func:`_recent_pattern`)."""
+    copy_map(m, l, h, f.head, f.src, f.dst)
+    return (*_recent_pattern(m, l, h, f, states, pos_class), [get_code(st, f.src) for st in states])
+
+
+COPIES: dict[type, Callable[..., Pattern]] = {Fetch: _fetch_pattern, Recent: _recent_copy, Latest: latest_pattern}
+"""Each copying head kind's attention pattern (the most recent match of a set of codes: latest.py)."""
 
 
 @dataclass
@@ -297,23 +321,13 @@ class _Copy:
     delta: float
 
 
-def _copy(m: _Model, l: int, h: int, f: Fetch | Recent | Latest, states: list[State], pos_class: np.ndarray,
+def _copy(m: Model, l: int, h: int, f: Fetch | Recent | Latest, states: list[State], pos_class: np.ndarray,
           report: dict[str, Any]) -> _Copy:
     """Bounds of a copying head (a positional key, the most recent flag or the most recent
     match of a set of codes): the leaked mass times the values' spread, the softmax's and the
     output projection's rounding, and the snapping bound (the other keys' weights below u/2
     leave the key's weight exactly 1)."""
-    if isinstance(f, Latest):  # the most recent match (latest.py)
-        leak, gaps, sig, codes, src = latest_pattern(m, l, h, f, states, pos_class)
-    else:
-        _copy_map(m, l, h, f.head, f.src, f.dst)
-        src = [_get(st, f.src) for st in states]
-        if isinstance(f, Fetch):
-            key = np.asarray(f.key, dtype=np.int64)
-            leak, gaps = _head_pattern(m, l, h, key, f.head)
-            sig, codes = pos_class[key], src
-        else:
-            leak, gaps, sig, codes = _recent_pattern(m, l, h, f, states, pos_class)
+    leak, gaps, sig, codes, src = COPIES[type(f)](m, l, h, f, states, pos_class)
     # per dim, from the per-dim value sets: a wide subspace's product of sets is never enumerated
     lo = np.min([np.array([v.min() for v in c.per_dim]) - c.radius for c in src], axis=0)
     hi = np.max([np.array([v.max() for v in c.per_dim]) + c.radius for c in src], axis=0)
@@ -337,10 +351,10 @@ def _copy(m: _Model, l: int, h: int, f: Fetch | Recent | Latest, states: list[St
     return _Copy(f, sig, codes, out, vmax, noisy, min(quantum(np.concatenate(c.per_dim)) for c in src))
 
 
-def _put_copy(m: _Model, l: int, c: _Copy, own: State, st: State, members: np.ndarray, kc: int) -> None:
+def _put_copy(m: Model, l: int, c: _Copy, own: State, st: State, members: np.ndarray, kc: int) -> None:
     """Write a copy into a new class's state: the fetched codes with the residual addition's
     radius (the snapped one where the copy snaps)."""
-    old = _get(own, c.f.dst)
+    old = get_code(own, c.f.dst)
     if old.size() != 1 or np.any(old.combos() != 0):
         raise CertificateFailure(f"layer {l + 1} head {c.f.head}", f"{c.f.dst} is not 0 before the head copies "
                                  f"into it")
@@ -350,14 +364,14 @@ def _put_copy(m: _Model, l: int, c: _Copy, own: State, st: State, members: np.nd
     snapped = (old.radius + c.noisy[members]) * (1 + m.u) ** 2
     exact = snaps(snapped, c.vmax + snapped, c.delta, m.p)
     r = np.where(exact, np.minimum(snapped, general), general).max(0)
-    _put(st, c.f.dst, Code(list(fetched.per_dim), fetched.joint, r))
+    put_code(st, c.f.dst, Code(list(fetched.per_dim), fetched.joint, r))
 
 
-def _put_average(m: _Model, l: int, a: Average, grid: list[np.ndarray], err: np.ndarray, top: np.ndarray,
+def _put_average(m: Model, l: int, a: Average, grid: list[np.ndarray], err: np.ndarray, top: np.ndarray,
                  own: State, st: State, members: np.ndarray, bos: bool) -> None:
     """Add a prefix sum onto the one code ``dst`` holds (0, or a start value every token writes) in
     a new class's state, and relate it to its own term when it has one."""
-    old = _get(own, a.dst)
+    old = get_code(own, a.dst)
     if old.size() != 1:
         raise CertificateFailure(f"layer {l + 1} heads {', '.join(a.heads)}", f"{a.dst} may hold several "
                                  f"codes before the heads add into it")
@@ -365,12 +379,18 @@ def _put_average(m: _Model, l: int, a: Average, grid: list[np.ndarray], err: np.
     e = err[members].max(0)
     added = np.where(base == 0, np.minimum(m.u * (top + e), old.radius), m.u * (top + np.abs(base) + e))
     r = old.radius + e + added
-    _put(st, a.dst, Code.of(base[None], r) if bos else Code([g + v for g, v in zip(grid, base)], None, r))
+    put_code(st, a.dst, Code.of(base[None], r) if bos else Code([g + v for g, v in zip(grid, base)], None, r))
     if not bos and _covers_own_position(a, m.T) and not np.any(base):
         _relate(st, a, own, m.T)
 
 
-def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | Latest | AnyFlag, ...],
+ROLES: dict[type, str] = {**dict.fromkeys(COPIES, "copy"), Average: "average", Match: "match"}
+"""How each head kind's weights are checked: a copy (:func:`_copy`, by its pattern in :data:`COPIES`),
+a prefix sum (:func:`_average`) or a nearest value (:func:`.recency.match_head`); an :class:`AnyFlag`
+is checked with its threshold MLP (:func:`.latest.any_layer`).  A kind is added here."""
+
+
+def check_heads(m: Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | Latest | AnyFlag, ...],
            states: list[State],
            pos_class: np.ndarray, report: dict[str, Any]) -> tuple[list[State], np.ndarray]:
     """Apply layer l's heads: new classes by (own class, each copying head's key class -- or, for
@@ -380,10 +400,14 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | 
     _check_writes(m, l, fetches, index)
     if any(isinstance(f, AnyFlag) for f in fetches):  # proved only with its Threshold MLP (latest.any_layer)
         raise CertificateFailure(f"layer {l + 1}", "a some-flag-so-far head without its threshold MLP")
-    copied = [_copy(m, l, index[f.head], f, states, pos_class, report) for f in fetches
-              if isinstance(f, (Fetch, Recent, Latest))]
-    averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in fetches if isinstance(a, Average)]
-    matched = [match_head(m, l, f, index[f.head], states, pos_class, report) for f in fetches if isinstance(f, Match)]
+    for f in fetches:
+        if type(f) not in ROLES:
+            raise NotCertifiable(f"layer {l + 1} head {', '.join(f.labels())}: the obligation kind {f.kind!r} has "
+                                 f"no weight check")
+    role: dict[str, list[Any]] = {r: [f for f in fetches if ROLES[type(f)] == r] for r in ("copy", "average", "match")}
+    copied = [_copy(m, l, index[f.head], f, states, pos_class, report) for f in role["copy"]]
+    averaged = [(a, *_average(m, l, a, index, states, pos_class, report)) for a in role["average"]]
+    matched = [match_head(m, l, f, index[f.head], states, pos_class, report) for f in role["match"]]
     sig_all = np.stack([pos_class] + [c.sig for c in copied] + [sig for sig, _ in matched], axis=1)
     groups, inverse = np.unique(sig_all, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -399,4 +423,4 @@ def _heads(m: _Model, l: int, fetches: tuple[Fetch | Recent | Average | Match | 
         for a, grid, err, top in averaged:
             _put_average(m, l, a, grid, err, top, own, st, members, row[0] == 0)
         new_states.append(st)
-    return _merge(new_states, inverse, m.phase)
+    return merge(new_states, inverse, m.phase)

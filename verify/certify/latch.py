@@ -16,7 +16,7 @@ import numpy as np
 
 from constructions.obligations import AnyFlag, Lookup, Obligations, Threshold
 
-from .semantics import Env, NotCovered, ProgramError, integers, leaves_of, mlp_writes, read, run_mlp
+from .semantics import Env, NotCovered, ProgramError, integers, read, run_mlp
 
 Claims = list[list[tuple[list[int], set[tuple[float, ...]], str]]]
 """Per layer, each claim as (its columns written by then, the rows projected on them, its names)."""
@@ -35,9 +35,8 @@ def latch(ob: Obligations, heads: list[list[Any]], claims: Claims, bos: Env) -> 
             if h is not None:
                 flags.update({f.dst: k} if isinstance(f, AnyFlag) else {})
                 k += 1
-    leaves = [o for layer in ob.layers for o in leaves_of(layer.mlp)]
-    writers = [part for layer in ob.layers for n in [f.dst for f in layer.fetches] + sorted(mlp_writes(layer.mlp))
-               for part in n.split(" + ")]
+    leaves = [o for layer in ob.layers for o in layer.mlp_leaves()]
+    writers = [part for layer in ob.layers for n in layer.names_written() for part in n.split(" + ")]
     for th in (o for o in leaves if isinstance(o, Threshold)):
         rows = ob.embedding.codes.get(th.dst)
         if (th.src not in flags or th.dst not in ob.readout.reads or writers.count(th.dst) != 1

@@ -39,9 +39,9 @@ import numpy as np
 
 from constructions.obligations import AnyFlag, Latest, Layer, Threshold
 
-from .lookups import _affine, _check_io, _mlp_weights
-from .scores import _reads, _score_factors, recency_gaps
-from .state import CertificateFailure, Code, _get, _put, gamma
+from .lookups import affine, check_io, mlp_weights
+from .scores import read_dims, score_factors, recency_gaps
+from .state import CertificateFailure, Code, get_code, put_code, gamma
 
 ROWS = 1 << 20
 """Score entries (queries x keys) per chunk of a pattern's pass."""
@@ -73,7 +73,7 @@ def _copy_sum(m: Any, l: int, h: int, parts: tuple[str, ...], dst_name: str, whe
 def _rows(st: Any, f: Latest, kd: int, width: int, bos: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A class's key codes and the summed src codes that go with them, and which rows match (at
     BOS every row: BOS is the fallback key)."""
-    rows = _get(st, " + ".join([f.keys, *f.src])).combos()
+    rows = get_code(st, " + ".join([f.keys, *f.src])).combos()
     keys = rows[:, :kd]
     srcs = rows[:, kd:].reshape(len(rows), len(f.src), width).sum(1)
     match = np.ones(len(rows), dtype=bool) if bos else np.array(
@@ -93,7 +93,7 @@ def latest_pattern(m: Any, l: int, h: int, f: Latest, states: list[Any],
     bos_class = int(pos_class[0])
     n = len(states)
     per_class = [_rows(st, f, len(kd), width, c == bos_class) for c, st in enumerate(states)]
-    radius = [_get(st, " + ".join([f.keys, *f.src])).radius for st in states]
+    radius = [get_code(st, " + ".join([f.keys, *f.src])).radius for st in states]
     r_key = np.max([r[: len(kd)] for r in radius], axis=0)
     r_src = [r[len(kd):].reshape(len(f.src), width).sum(0) + gamma(len(f.src) + 1, m.u) * np.abs(s_).max(0)
              for r, (_, s_, _) in zip(radius, per_class)]
@@ -192,11 +192,11 @@ def _code_scores(m: Any, l: int, h: int, kd: list[int], kc: np.ndarray, r_key: n
     codes' error (``r_key``) moves a score by per unit of |q|, with the factor its rounding adds."""
     b = m.blocks[l]
     Wq, Wk = b["W_Q"][h], b["W_K"][h]
-    if not _reads(Wq) <= m.fixed_dims or not _reads(Wk) <= m.fixed_dims | set(kd):
-        extra = sorted((_reads(Wq) - m.fixed_dims) | (_reads(Wk) - m.fixed_dims - set(kd)))
+    if not read_dims(Wq) <= m.fixed_dims or not read_dims(Wk) <= m.fixed_dims | set(kd):
+        extra = sorted((read_dims(Wq) - m.fixed_dims) | (read_dims(Wk) - m.fixed_dims - set(kd)))
         raise CertificateFailure(where, f"its query or key reads input-dependent dims {extra[:6]} besides "
                                       f"the declared ones")
-    rows = sorted(_reads(Wq) | _reads(Wk) | set(kd))
+    rows = sorted(read_dims(Wq) | read_dims(Wk) | set(kd))
     cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
     X = m.fixed[:, rows]
     at = [rows.index(d) for d in kd]
@@ -204,7 +204,7 @@ def _code_scores(m: Any, l: int, h: int, kd: list[int], kc: np.ndarray, r_key: n
     for code in kc:
         Xc = X.copy()
         Xc[:, at] = code
-        scores.append(_score_factors(m, Wq, Wk, rows, cols, X, Xc))
+        scores.append(score_factors(m, Wq, Wk, rows, cols, X, Xc))
     return scores, np.abs(Wk[kd][:, cols]).T @ r_key, float(gamma(len(cols) + 1, m.u))
 
 
@@ -271,12 +271,12 @@ def any_layer(m: Any, l: int, layer: Layer, states: list[Any], pos_class: np.nda
         raise CertificateFailure(where, "the flags and their sum must be one dim each")
     _copy_sum(m, l, h, parts, f.dst, where)
     kd = m.dims(f.flags)
-    rows = [_get(st, f.flags) for st in states]
+    rows = [get_code(st, f.flags) for st in states]
     if any(np.any(r.combos() < 0) or np.any(np.round(r.combos()) != r.combos()) for r in rows):
         raise CertificateFailure(where, f"{f.flags} may hold a code that is not a non-negative integer")
     for st in states:
         for name, what in ((f.dst, "head"), (th.dst, "MLP")):
-            old = _get(st, name)
+            old = get_code(st, name)
             if old.size() != 1 or np.any(old.combos() != 0) or np.any(old.radius != 0):
                 raise CertificateFailure(where, f"{name} is not exactly 0 before the {what} writes it")
     r_key = np.max([r.radius for r in rows], axis=0)
@@ -316,8 +316,8 @@ def any_layer(m: Any, l: int, layer: Layer, states: list[Any], pos_class: np.nda
     for c, c0, c1 in groups:
         st = dict(states[c])
         bits = np.array([[0.0]] * bool(c0) + [[1.0]] * bool(c1))
-        _put(st, f.dst, Code.of(bits, np.array([spread])))  # the head's output: near 0, or near 1
-        _put(st, th.dst, Code.of(bits, np.array([max(zero, one)])))
+        put_code(st, f.dst, Code.of(bits, np.array([spread])))  # the head's output: near 0, or near 1
+        put_code(st, th.dst, Code.of(bits, np.array([max(zero, one)])))
         new_states.append(st)
     report["mlp"] = {"name": th.mlp, "kind": "threshold", "max_error": max(zero, one)}
     return new_states, inverse.reshape(-1)
@@ -354,10 +354,10 @@ def _threshold(m: Any, l: int, th: Threshold, x: float, r: float, want: float,
     output's distance from ``want`` (with its error bound), which must stay below 1/2
     (CertificateFailure otherwise)."""
     where = f"layer {l + 1} MLP {th.mlp}"
-    weights, biases = mlp or _mlp_weights(m, l, th.mlp)
+    weights, biases = mlp or mlp_weights(m, l, th.mlp)
     src, dst = m.dims(th.src), m.dims(th.dst)
-    _check_io(m, l, th.mlp, weights, biases, src, dst, set())
-    z, A, nu = _affine(np.array([[x]]), np.array([r]), [weights[0][src], *weights[1:]], biases, m.u, m.p)
+    check_io(m, l, th.mlp, weights, biases, src, dst, set())
+    z, A, nu = affine(np.array([[x]]), np.array([r]), [weights[0][src], *weights[1:]], biases, m.u, m.p)
     bound = float((np.abs(z[0, dst] - want) + np.abs(A[0][dst]) @ np.array([r]) + nu[0, dst]).max())
     if bound >= 0.5:
         raise CertificateFailure(where, f"on inputs within {r:.3g} of {x:.3g} the output may be {bound:.3g} "

@@ -12,12 +12,17 @@ import numpy as np
 
 from constructions.obligations import Joint, Lookup, Modular, Round, Steps
 
-from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, _Model,
-                    _first_positions, _get, _half_gaps, _product_rows, _put, gamma)
-from .scores import _feasible
+from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, Model,
+                    first_positions, get_code, half_gaps, product_rows, put_code, gamma)
+from .scores import feasible
 
 
-def _mlp_weights(m: _Model, l: int, name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+MLPWeights = tuple[list[np.ndarray], list[np.ndarray]]
+"""An MLP's weight matrices and bias vectors, layer by layer (or one part's sub-network of them)."""
+
+
+def mlp_weights(m: Model, l: int, name: str) -> MLPWeights:
+    """Layer l's MLP, which the obligations name ``name`` (CertificateFailure when it has none)."""
     b = m.blocks[l]
     lay = b["layout"]["mlp"]
     if b["mlp"] is None or lay is None:
@@ -28,7 +33,7 @@ def _mlp_weights(m: _Model, l: int, name: str) -> tuple[list[np.ndarray], list[n
     return b["mlp"]
 
 
-def _check_io(m: _Model, l: int, name: str, weights: list[np.ndarray], biases: list[np.ndarray],
+def check_io(m: Model, l: int, name: str, weights: list[np.ndarray], biases: list[np.ndarray],
               reads: list[int], writes: list[int], const: set[int]) -> None:
     """The MLP reads only ``reads`` (and constant fixed dims) and writes only ``writes``."""
     used = set(np.nonzero(np.abs(weights[0]).sum(1))[0].tolist())
@@ -47,7 +52,7 @@ PHASES = 64
 """Most distinct values of the positional dims MLPs read that split the positions into classes."""
 
 
-def _phases(m: _Model, states: list[State], pos_class: np.ndarray) -> tuple[list[State], np.ndarray]:
+def phases(m: Model, states: list[State], pos_class: np.ndarray) -> tuple[list[State], np.ndarray]:
     """Split the positions after BOS by the values of the fixed dims some MLP reads that vary with
     the position (a phase t mod p): within a class they are then constants the MLP checks use.
     Left as they are beyond :data:`PHASES` values (such an MLP is then refused: it reads
@@ -68,14 +73,14 @@ def _phases(m: _Model, states: list[State], pos_class: np.ndarray) -> tuple[list
     return split, m.phase.copy()
 
 
-def _class_fixed(m: _Model, pos_class: np.ndarray, n: int) -> tuple[set[int], np.ndarray]:
+def fixed_by_class(m: Model, pos_class: np.ndarray, n: int) -> tuple[set[int], np.ndarray]:
     """Fixed dims constant over the positions of every class, and each class's values there."""
-    first = _first_positions(pos_class, n)
+    first = first_positions(pos_class, n)
     same = np.all(m.fixed == m.fixed[first[pos_class]], axis=0)
     return {d for d in m.fixed_dims if same[d]}, m.fixed[first]
 
 
-def _affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
+def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
             u: float, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
 
@@ -121,59 +126,74 @@ def _affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: lis
     raise AssertionError("unreachable")
 
 
-def affine_rows(m: _Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
+def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
                 out: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_affine` on every row of ``X`` (in chunks of at most :data:`AFFINE_CHUNK` error
+    """:func:`affine` on every row of ``X`` (in chunks of at most :data:`AFFINE_CHUNK` error
     coefficients): the outputs ``out`` of each row and their error bounds, [rows, len(out)] each."""
     z_out, err_out = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
     step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * len(r)))
     for lo in range(0, len(X), step):
         sl = slice(lo, lo + step)
-        z, A, nu = _affine(X[sl], r, weights, biases, m.u, m.p)
+        z, A, nu = affine(X[sl], r, weights, biases, m.u, m.p)
         z_out[sl], err_out[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
     return z_out, err_out
 
 
-def _declared(steps: tuple[Lookup | Modular | Round, ...], values: dict[str, np.ndarray], where: str) -> None:
+def _round(st: Round, values: dict[str, np.ndarray], where: str) -> None:
+    """``dst`` gets ``src``'s integer code; ``src`` what the MLP must write there: minus the code (cleared)."""
+    x = values[st.src]
+    if np.any(np.round(x) != x):
+        raise CertificateFailure(f"{where} {st.name}", f"{st.src} holds a code that is not an integer")
+    values[st.dst], values[st.src] = x.copy(), -x
+
+
+def _lookup(st: Lookup, values: dict[str, np.ndarray], where: str) -> None:
+    """Lemma 11: ``out`` gets the table's code of the codes read (or the default)."""
+    K = np.concatenate([values[r] for r in st.reads], axis=1) if st.reads else np.zeros((len(
+        next(iter(values.values()))), 0))
+    if np.any(np.round(K) != K):
+        raise CertificateFailure(f"{where} {st.mlp}", "reads a code that is not an integer")
+    keys, inverse = np.unique(K, axis=0, return_inverse=True)
+    rows = []
+    for key in keys:
+        k = tuple(int(v) for v in key)
+        if k not in st.table and st.default is None:
+            raise CertificateFailure(f"{where} {st.mlp}",
+                                     f"the code combination {k} reaches the lookup but is not in its table")
+        rows.append(np.asarray(st.table.get(k, st.default), dtype=np.float64).reshape(-1))
+    values[st.out] = np.stack(rows)[inverse.reshape(-1)]
+
+
+def _modular(st: Modular, values: dict[str, np.ndarray], where: str) -> None:
+    """A counter's decode: ``out`` gets table[X mod p], ``minus_out`` table[(X - D) mod p]."""
+    x = st.scale * values[st.reads][:, 0] + st.shift
+    X = np.round(x)
+    if np.any(np.abs(x - X) > 1e-6):
+        raise CertificateFailure(f"{where} {st.name}", f"{st.reads} times {st.scale:g} is not an integer")
+    table = np.asarray(st.table, dtype=np.float64).reshape(len(st.table), -1)
+    p = len(table)
+    values[st.out] = table[np.mod(X, p).astype(np.int64)]
+    if st.minus is not None and st.minus_out is not None:
+        D = values[st.minus][:, 0]
+        if np.any(np.round(D) != D):
+            raise CertificateFailure(f"{where} {st.name}", f"{st.minus} is not an integer")
+        values[st.minus_out] = table[np.mod(X - D, p).astype(np.int64)]
+
+
+STEPS: dict[type, Callable[[Any, dict[str, np.ndarray], str], None]] = {
+    Round: _round, Lookup: _lookup, Modular: _modular}
+"""Each step kind's declared result on rows of codes, as the checker computes it (a kind is added here)."""
+
+
+def run_declared(steps: tuple[Lookup | Modular | Round, ...], values: dict[str, np.ndarray], where: str) -> None:
     """Run the declared steps on every row of ``values`` (name -> [N, dims] codes), in place: each
     step reads what the earlier ones left (CertificateFailure on a key a table lacks).  A
     :class:`Round` leaves in its src what the MLP must write there: minus the code, clearing it."""
     for st in steps:
-        if isinstance(st, Round):
-            x = values[st.src]
-            if np.any(np.round(x) != x):
-                raise CertificateFailure(f"{where} {st.name}", f"{st.src} holds a code that is not an integer")
-            values[st.dst], values[st.src] = x.copy(), -x
-        elif isinstance(st, Lookup):
-            K = np.concatenate([values[r] for r in st.reads], axis=1) if st.reads else np.zeros((len(
-                next(iter(values.values()))), 0))
-            if np.any(np.round(K) != K):
-                raise CertificateFailure(f"{where} {st.mlp}", "reads a code that is not an integer")
-            keys, inverse = np.unique(K, axis=0, return_inverse=True)
-            rows = []
-            for key in keys:
-                k = tuple(int(v) for v in key)
-                if k not in st.table and st.default is None:
-                    raise CertificateFailure(f"{where} {st.mlp}",
-                                             f"the code combination {k} reaches the lookup but is not in its table")
-                rows.append(np.asarray(st.table.get(k, st.default), dtype=np.float64).reshape(-1))
-            values[st.out] = np.stack(rows)[inverse.reshape(-1)]
-        else:
-            x = st.scale * values[st.reads][:, 0] + st.shift
-            X = np.round(x)
-            if np.any(np.abs(x - X) > 1e-6):
-                raise CertificateFailure(f"{where} {st.name}", f"{st.reads} times {st.scale:g} is not an integer")
-            table = np.asarray(st.table, dtype=np.float64).reshape(len(st.table), -1)
-            p = len(table)
-            values[st.out] = table[np.mod(X, p).astype(np.int64)]
-            if st.minus is not None and st.minus_out is not None:
-                D = values[st.minus][:, 0]
-                if np.any(np.round(D) != D):
-                    raise CertificateFailure(f"{where} {st.name}", f"{st.minus} is not an integer")
-                values[st.minus_out] = table[np.mod(X - D, p).astype(np.int64)]
+        STEPS[type(st)](st, values, where)
 
 
-def _jointly(m: _Model, joint: tuple[Joint, ...], values: dict[str, np.ndarray], written: set[str] | frozenset[str],
+def jointly(m: Model, joint: tuple[Joint, ...], values: dict[str, np.ndarray], written: set[str] | frozenset[str],
              n: int) -> np.ndarray:
     """Rows of declared ``values`` the program can hold together (:class:`Joint`): for each claim,
     the codes of its names written by now must be a projection of one of its rows."""
@@ -199,7 +219,7 @@ def _decodable(steps: tuple[Lookup | Modular | Round, ...], states: list[State],
     when the error x carries into the MLP already reaches that (rather than after enumerating)."""
     for st in steps:
         if isinstance(st, Modular) and len(st.table) > 1:
-            r = max((float(_get(s_, st.reads).radius.max()) for s_ in states if st.reads in s_), default=0.0)
+            r = max((float(get_code(s_, st.reads).radius.max()) for s_ in states if st.reads in s_), default=0.0)
             if abs(st.scale) * r >= 0.5:
                 raise CertificateFailure(f"{where} {st.name}", f"{st.reads} may be off by {r:.3g}, so X = "
                                          f"{st.scale:g} x may be off by {abs(st.scale) * r:.3g} >= 1/2: its integer "
@@ -207,32 +227,23 @@ def _decodable(steps: tuple[Lookup | Modular | Round, ...], states: list[State],
 
 
 def _written(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
-    """The subspaces the steps write, each once, in order."""
-    return list(dict.fromkeys(n for st in steps for n in _step_io(st)[1]))
+    """The subspaces the steps write, each once, in order (a :class:`Round` its src too: it clears it)."""
+    return list(dict.fromkeys(n for st in steps for n in st.names_written()))
 
 
 def _read(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
     """The subspaces the steps read, each once, in order."""
-    return list(dict.fromkeys(n for st in steps for n in _step_io(st)[0]))
+    return list(dict.fromkeys(n for st in steps for n in st.names_read()))
 
 
 Keep = Callable[[dict[str, np.ndarray], int], np.ndarray]
-"""Which rows of declared values (name -> [N, dims]) the program can produce (:func:`_jointly`)."""
+"""Which rows of declared values (name -> [N, dims]) the program can produce (:func:`jointly`)."""
 
 SPLIT_ABOVE = 20_000
 """Code combinations above which an MLP is checked group by group (:func:`_split`)."""
 
 
-def _step_io(st: Lookup | Modular | Round) -> tuple[list[str], list[str]]:
-    """A step's reads and writes (a :class:`Round` writes its src too: it clears it)."""
-    if isinstance(st, Round):
-        return [st.src], [st.dst, st.src]
-    if isinstance(st, Lookup):
-        return list(st.reads), [st.out]
-    return [n for n in (st.reads, st.minus) if n], [n for n in (st.out, st.minus_out) if n]
-
-
-class _Partition:
+class Partition:
     """Disjoint sets of 0..n-1 (union-find with path halving): which units an MLP joins."""
 
     def __init__(self, n: int) -> None:
@@ -256,7 +267,7 @@ def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
     sizes = [W0.shape[1]] + [W.shape[1] for W in Ws[1 : cut + 1]]
     base = np.cumsum([0] + sizes)
     n_inputs = 1 + max((i for i in row_input if i is not None), default=-1)
-    sets = _Partition(base[-1] + n_inputs)
+    sets = Partition(base[-1] + n_inputs)
     find, union = sets.find, sets.union
     for d, k in zip(*np.nonzero(W0)):
         if row_input[d] is not None:
@@ -274,7 +285,7 @@ def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
     return out
 
 
-def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+def _split(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
            widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
            out: list[int], where: str, keep: Keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]] | None:
     """An MLP checked in two stages, or None when it has no independent parts.
@@ -331,7 +342,7 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
             if name not in values or name in p[6]:
                 values[name] = p[1][grid[:, g], at : at + k]
             at += k
-    _declared(tuple(steps[j] for j in outside), values, where)
+    run_declared(tuple(steps[j] for j in outside), values, where)
     mask = keep(values, n)
     grid, centre, half, rounding = grid[mask], centre[mask], half[mask], rounding[mask]
     values = {k: v[mask] for k, v in values.items()}
@@ -347,7 +358,7 @@ def _split(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     return desc, want, z_out, err_out, sig_all
 
 
-def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
              widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
              cut: int, groups: list[tuple[set[int], list[np.ndarray]]], where: str,
              keep: Keep) -> tuple[list[tuple], list[int]]:
@@ -355,7 +366,7 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
     its signatures and their contributions' hulls; and the steps left for stage B."""
     n_rows = sum(widths)
     offsets = np.cumsum([0] + widths)
-    io = [_step_io(st) for st in steps]
+    io = [(st.names_read(), st.names_written()) for st in steps]
     inside: list[list[int]] = []
     avail: list[set[str]] = []
     taken: set[int] = set()
@@ -378,13 +389,13 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
     parts = []  # per group: (signature names, signature rows, contribution lo, hi, magnitude, exact)
     for (reads, units), mine, have in zip(groups, inside, avail):
         idx = sorted(reads)
-        X = _product_rows([sets[i].combos() for i in idx]) if idx else np.zeros((1, 0))
-        X = X[_feasible(X, [names[i] for i in idx], [sets[i] for i in idx], [widths[i] for i in idx])]
+        X = product_rows([sets[i].combos() for i in idx]) if idx else np.zeros((1, 0))
+        X = X[feasible(X, [names[i] for i in idx], [sets[i] for i in idx], [widths[i] for i in idx])]
         values, at = {}, 0
         for i in idx:
             values[names[i]] = X[:, at : at + widths[i]]
             at += widths[i]
-        _declared(tuple(steps[j] for j in mine), values, where)
+        run_declared(tuple(steps[j] for j in mine), values, where)
         mask = keep(values, len(X))
         X, values = X[mask], {k: v[mask] for k, v in values.items()}
         sig_names = [n for n in names + writes if n in have and n in needed]
@@ -403,7 +414,7 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
         step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in layer_w) * len(r)))
         for lo_ in range(0, len(X), step):
             sl = slice(lo_, lo_ + step)
-            h, A, nu = _affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
+            h, A, nu = affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
             e = np.abs(A) @ r + nu
             centre[sl], err[sl], mag[sl] = h @ Wg, e @ np.abs(Wg), (np.abs(h) + e) @ np.abs(Wg)
             exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
@@ -425,7 +436,7 @@ def _stage_a(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: li
     return parts, outside
 
 
-def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
+def _joint(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
            const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
            out: list[int], where: str, keep: Keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Every combination of the codes an MLP reads (the product of their sets) through the whole
@@ -433,13 +444,13 @@ def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     n = math.prod(s.size() for s in sets)
     if n > COMBINATION_BUDGET:
         raise NotCertifiable(f"{where}: {n:,} code combinations, over the budget {COMBINATION_BUDGET:,}")
-    X = _product_rows([s.combos() for s in sets])
-    X = X[_feasible(X, names, sets, [len(s.radius) for s in sets])]
+    X = product_rows([s.combos() for s in sets])
+    X = X[feasible(X, names, sets, [len(s.radius) for s in sets])]
     values, at = {}, 0
     for name, s_ in zip(names, sets):
         values[name] = X[:, at : at + len(s_.radius)]
         at += len(s_.radius)
-    _declared(steps, values, where)
+    run_declared(steps, values, where)
     mask = keep(values, len(X))
     X, values = X[mask], {k: v[mask] for k, v in values.items()}
     Xc = np.concatenate([X, np.tile(const_vals, (len(X), 1))], axis=1)
@@ -449,28 +460,31 @@ def _joint(m: _Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list
     return X, want, z_all, err_all, names
 
 
-def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
+def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
             joint: tuple[Joint, ...] = (), written: set[str] | frozenset[str] = frozenset(),
-            mlp: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> list[State]:
+            mlp: MLPWeights | None = None) -> list[State]:
     """An MLP of :class:`Lookup` or :class:`Steps`: every class, every combination of the codes it
     reads through the network (:func:`_joint`, or part by part, :func:`_split`), against the
     declared steps' result -- after BOS, only the combinations the program can hold together
     (``joint``'s claims on the subspaces ``written`` by the end of this MLP)."""
     steps = ob.steps if isinstance(ob, Steps) else (ob,)
     where = f"layer {l + 1} MLP {ob.mlp}"
+    unknown = [step.kind for step in steps if type(step) not in STEPS]
+    if unknown:
+        raise NotCertifiable(f"{where}: the step kind {unknown[0]!r} has no weight check")
     if isinstance(ob, Steps) and ob.first is not None:  # (compose.composed_steps checks a last MLP's)
         raise NotCertifiable(f"{where}: steps after a composition, beside another MLP, are not certified yet")
-    weights, biases = mlp or _mlp_weights(m, l, ob.mlp)
+    weights, biases = mlp or mlp_weights(m, l, ob.mlp)
     writes = _written(steps)
     inputs_names = [n for n in _read(steps) if n not in writes] + writes
     reads = [d for name in inputs_names for d in m.dims(name)]
     out = [d for name in writes for d in m.dims(name)]
-    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    const, class_fixed = fixed_by_class(m, pos_class, len(states))
     positional = [n for n in inputs_names if set(m.dims(n)) <= m.fixed_dims]  # a phase: constant per class
     if any(d not in const for n in positional for d in m.dims(n)):
         raise NotCertifiable(f"{where}: reads positional dims that vary within a class of positions")
     const -= set(reads)
-    _check_io(m, l, ob.mlp, weights, biases, reads, out, const)
+    check_io(m, l, ob.mlp, weights, biases, reads, out, const)
     _decodable(steps, states, where)
     Ws = [weights[0][reads + sorted(const)], *weights[1:]]
     cleared = {st.src for st in steps if isinstance(st, Round)}
@@ -481,16 +495,16 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_clas
         st = {**st, **{n: Code.of(class_fixed[c][m.dims(n)][None], np.zeros(len(m.dims(n)))) for n in positional}}
         base = []  # what each write holds before: one known code (0, or BOS's own), to which the MLP adds
         for name in writes:
-            old = _get(st, name)
+            old = get_code(st, name)
             if name not in cleared and old.size() != 1:
                 raise CertificateFailure(where, f"{name} may hold several codes before the MLP writes it")
             base.append(np.zeros(len(old.radius)) if name in cleared else old.combos()[0])
-        sets = [_get(st, name) for name in inputs_names]
+        sets = [get_code(st, name) for name in inputs_names]
         const_vals = class_fixed[c][sorted(const)]
         widths = [len(s.radius) for s in sets]
         split = None
         def keep(values: dict[str, np.ndarray], n: int, bos: bool = c == 0) -> np.ndarray:
-            return np.ones(n, dtype=bool) if bos else _jointly(m, joint, values, written, n)
+            return np.ones(n, dtype=bool) if bos else jointly(m, joint, values, written, n)
         if math.prod(s.size() for s in sets) > SPLIT_ABOVE:
             split = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where, keep)
         if split is None:
@@ -499,10 +513,10 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_clas
         # the old values (0, or a cleared scratch's code, which the MLP's declared output cancels) are
         # within their radius, which adds; adding them rounds by at most u |sum| and at most the
         # smaller operand (round to nearest), so by at most their radius
-        old_r = np.concatenate([_get(st, name).radius for name in writes])
+        old_r = np.concatenate([get_code(st, name).radius for name in writes])
         bound = np.abs(z - want) + err + old_r
         bound = bound + np.minimum(m.u * (np.abs(want) + bound), old_r)
-        gap = _half_gaps(want)
+        gap = half_gaps(want)
         gap[[i for i, d in enumerate(out) if any(d in m.dims(nm) for nm in cleared)]] = np.inf  # 0 up to the radius
         bad = np.argwhere(bound >= gap)
         if len(bad):
@@ -518,7 +532,7 @@ def _lookup(m: _Model, l: int, ob: Lookup | Steps, states: list[State], pos_clas
         at = 0
         for i, name in enumerate(writes):
             k = len(m.dims(name))
-            _put(st, name, Code.of(want[:, at : at + k] * (name not in cleared) + base[i], rad[at : at + k]))
+            put_code(st, name, Code.of(want[:, at : at + k] * (name not in cleared) + base[i], rad[at : at + k]))
             at += k
         new_states.append(st)
     report["mlp"] = {"name": ob.mlp, "kind": "steps" if isinstance(ob, Steps) else "lookup", "max_error": worst}

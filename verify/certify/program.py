@@ -42,12 +42,12 @@ import numpy as np
 
 from compiler.automata.spec import Semiautomaton, from_dict
 from constructions.labels import readout_of
-from constructions.obligations import Beside, Compose, Fetch, Match, Obligations, Races, Steps, offset_keys
+from constructions.obligations import Compose, Fetch, Layer, Match, Obligations, Races, offset_keys
 
 from .latch import Claims, latch
-from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, leaves_of,
-                        mark_far, mlp_writes, read, reads_of, run_mlp)
-from .state import CertificateFailure, _arrays
+from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
+                        read, reads_of, run_mlp)
+from .state import CertificateFailure, arrays
 
 NODE_BUDGET = 50_000
 """Largest number of (automaton state, program memory) pairs the search explores."""
@@ -72,15 +72,9 @@ class Chain:
     map is tracked on them only -- f then a letter's map sends x to letter[f(x)], on the same x."""
 
 
-def _composes(mlp: Any) -> list[Compose]:
+def _composes(layer: Layer) -> list[Compose]:
     """The compositions of one layer's MLP (alone, beside others, or before fused steps)."""
-    if isinstance(mlp, Compose):
-        return [mlp]
-    if isinstance(mlp, Beside):
-        return [c for p in mlp.parts for c in _composes(p)]
-    if isinstance(mlp, Steps) and mlp.first is not None:
-        return _composes(mlp.first)
-    return []
+    return [o for o in layer.mlp_leaves() if isinstance(o, Compose)]
 
 
 def _chains(ob: Obligations, T: int) -> list[Chain]:
@@ -88,7 +82,7 @@ def _chains(ob: Obligations, T: int) -> list[Chain]:
     the one that fails)."""
     groups: dict[str, list[tuple[int, Compose]]] = {}
     for l, layer in enumerate(ob.layers):
-        for c in _composes(layer.mlp):
+        for c in _composes(layer):
             groups.setdefault(c.maps, []).append((l, c))
     chains = []
     for maps, found in groups.items():
@@ -218,8 +212,7 @@ def _claims(ob: Obligations, bos: Env) -> Claims:
     """Per layer, each claim as (the columns of its names written by the end of that layer, the
     rows projected onto them, its names)."""
     claims = ob.joint + (ob.promise.claims if ob.promise is not None else ())
-    later = [{part for n in {f.dst for f in layer.fetches} | mlp_writes(layer.mlp) for part in n.split(" + ")}
-             for layer in ob.layers]
+    later = [{part for n in layer.names_written() for part in n.split(" + ")} for layer in ob.layers]
     written = set(ob.embedding.codes) - set().union(*later)
     out = []
     for writes in later:
@@ -265,7 +258,7 @@ def _check_races(ob: Obligations, ctx: Context) -> None:
         raise NotCovered(f"the recency heads {', '.join(sorted(f.head for f in heads.values())[:2])}..: an order "
                          f"of last visits over {sum(len(c) for _, c in groups)} key codes (the search keeps at most "
                          f"{RECENCY_CODES})")
-    for o in (x for layer in ob.layers for x in leaves_of(layer.mlp) if isinstance(x, Races)):
+    for o in (x for layer in ob.layers for x in layer.mlp_leaves() if isinstance(x, Races)):
         for r in o.races:
             a, b = heads.get(r.first), heads.get(r.second)
             if a is None or b is None or a.key != b.key or not np.array_equal(a.codes, b.codes):
@@ -457,7 +450,7 @@ def _fixed_values(model) -> Callable[[str], np.ndarray | None]:
 
     def values(name: str) -> np.ndarray | None:
         if not got:
-            got.append(_arrays(model))
+            got.append(arrays(model))
         m = got[0]
         try:
             dims = m.dims(name)

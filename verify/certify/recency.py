@@ -1,5 +1,5 @@
 """Recency codes: certificates for heads that find the last matching key and MLPs that compare
-two such recencies (``constructions/obligations.py``: :class:`Match`, :class:`Races`).
+two such recencies (``constructions/obligations/``: :class:`Match`, :class:`Races`).
 
 A recency is 0 ("never": BOS) or a position 1..T.  Enumerating recencies, or pairs of them, would
 cost T^2 per pair and T^3 with a level beside them; the rules here cost prefix passes instead.
@@ -56,9 +56,9 @@ import numpy as np
 
 from constructions.obligations import Match, Race, Races
 
-from .lookups import _check_io, _class_fixed, _mlp_weights, _Partition
-from .scores import _abs_products, _copy_map, _reads, recency_gaps
-from .state import CertificateFailure, Code, NotCertifiable, _get, _product_rows, _put, gamma
+from .lookups import check_io, fixed_by_class, mlp_weights, Partition
+from .scores import abs_products, copy_map, read_dims, recency_gaps
+from .state import CertificateFailure, Code, NotCertifiable, get_code, product_rows, put_code, gamma
 
 
 # --- most recent match ---------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def _score_parts(m: Any, Wq: np.ndarray, Wk: np.ndarray, q_rows: list[int], Xq: 
     (|k| <= |kc(b)| + |kf(s)|), so the bound of :func:`certify._score_factors` splits too."""
     u = m.u
     cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
-    q, eq = _abs_products(Xq, Wq[q_rows][:, cols], u, m.p)
+    q, eq = abs_products(Xq, Wq[q_rows][:, cols], u, m.p)
     q_code = [i for i, r in enumerate(q_rows) if rq[i] > 0]
     eq = eq + (rq[q_code] @ np.abs(Wq[q_rows][:, cols][q_code]) if q_code else 0.0) * (1 + u)
     Kc, Kf = Wk[kc_rows][:, cols], Wk[kf_rows][:, cols]
@@ -113,8 +113,8 @@ def _match_scores(m: Any, l: int, h: int, f: Match, states: list[dict], pos_clas
     b = m.blocks[l]
     Wq, Wk = b["W_Q"][h], b["W_K"][h]
     qd, kd = m.dims(f.query), m.dims(f.key)
-    q_fixed = sorted(_reads(Wq) - set(qd))
-    k_fixed = sorted(_reads(Wk) - set(kd))
+    q_fixed = sorted(read_dims(Wq) - set(qd))
+    k_fixed = sorted(read_dims(Wk) - set(kd))
     if not set(q_fixed) <= m.fixed_dims or not set(k_fixed) <= m.fixed_dims:
         extra = sorted((set(q_fixed) | set(k_fixed)) - m.fixed_dims)
         raise CertificateFailure(where, f"its query or key reads input-dependent dims {extra[:6]} besides "
@@ -131,17 +131,17 @@ def _match_scores(m: Any, l: int, h: int, f: Match, states: list[dict], pos_clas
     key_sets: list[np.ndarray | None] = []
     query_sets: list[np.ndarray] = []
     for c, st in enumerate(states):
-        kcode = _get(st, f.key)
+        kcode = get_code(st, f.key)
         if c == bos_class:
             key_sets.append(None)
             query_sets.append(np.zeros(0, dtype=np.int64))
             continue
         key_sets.append(_code_index(codes, kcode.combos(), f.key, where))
-        query_sets.append(_code_index(codes, _get(st, f.query).combos(), f.query, where))
-    bos_keys = _get(states[bos_class], f.key).combos()
+        query_sets.append(_code_index(codes, get_code(st, f.query).combos(), f.query, where))
+    bos_keys = get_code(states[bos_class], f.key).combos()
     Yk = np.concatenate([codes, bos_keys])  # key codes: the declared ones, then BOS's own
-    rk = np.max([_get(st, f.key).radius for st in states], axis=0)
-    rq = np.max([_get(st, f.query).radius for c, st in enumerate(states) if c != bos_class] or [rk], axis=0)
+    rk = np.max([get_code(st, f.key).radius for st in states], axis=0)
+    rq = np.max([get_code(st, f.query).radius for c, st in enumerate(states) if c != bos_class] or [rk], axis=0)
     const = m.fixed[1 if m.T else 0, q_fixed]
     Xq = np.concatenate([codes, np.tile(const, (n, 1))], axis=1)
     C, P, E1, E2 = _score_parts(m, Wq, Wk, list(qd) + q_fixed, Xq, np.concatenate([rq, np.zeros(len(q_fixed))]),
@@ -215,7 +215,7 @@ def match_head(m: Any, l: int, f: Match, h: int, states: list[dict], pos_class: 
     as floor + relative part (module doc), and how a class of query positions gets its ``dst``.
     Returns the key signature per position (BOS: 0, every other position: 1) and the writer."""
     where = f"layer {l + 1} head {f.head}"
-    _copy_map(m, l, h, f.head, f.src, f.dst)
+    copy_map(m, l, h, f.head, f.src, f.dst)
     leak, gap, possible = _match_pattern(m, l, h, f, states, pos_class, where)
     src = m.dims(f.src)
     T1 = m.T + 1
@@ -226,10 +226,10 @@ def match_head(m: Any, l: int, f: Match, h: int, states: list[dict], pos_class: 
     else:
         values = None
         classes = sorted(set(pos_class[possible].tolist()))
-        body_codes = [_get(states[c], f.src) for c in classes]
+        body_codes = [get_code(states[c], f.src) for c in classes]
         body = np.unique(np.concatenate([c.combos() for c in body_codes]), axis=0)
         r_key = np.max([c.radius for c in body_codes], axis=0)
-    bos = values[:1] if values is not None else _get(states[pos_class[0]], f.src).combos()
+    bos = values[:1] if values is not None else get_code(states[pos_class[0]], f.src).combos()
     lo = np.minimum(body.min(0), bos.min(0)) - r_key
     hi = np.maximum(body.max(0), bos.max(0)) + r_key
     vmax = np.maximum(np.abs(lo), np.abs(hi))
@@ -237,7 +237,7 @@ def match_head(m: Any, l: int, f: Match, h: int, states: list[dict], pos_class: 
     t = np.arange(T1)
     g_out = float(gamma(W_O.shape[0] * W_O.shape[1] + 1, m.u))
     rel = (float(gamma(40, m.u)) + g_out) * (1 + g_out)
-    r_old = np.max([_get(st, f.dst).radius for st in states], axis=0)
+    r_old = np.max([get_code(st, f.dst).radius for st in states], axis=0)
     floor = (r_key[None] * (1 + rel) + leak[:, None] * ((hi - lo)[None] + 3 * (1 + (t + 1) * m.u)[:, None]
                                                          * vmax[None])) * (1 + g_out)
     floor = floor + 2 * r_old[None]  # the residual addition errs by at most the old radius
@@ -249,10 +249,10 @@ def match_head(m: Any, l: int, f: Match, h: int, states: list[dict], pos_class: 
     sets = [bos, body]
 
     def put(st: dict, own: dict, members: np.ndarray, key: int) -> None:
-        old = _get(own, f.dst)
+        old = get_code(own, f.dst)
         if old.size() != 1 or np.any(old.combos() != 0):
             raise CertificateFailure(where, f"{f.dst} is not 0 before the head copies into it")
-        _put(st, f.dst, Code.of(sets[key], floor[members].max(0) + rel * np.abs(sets[key]).max(0)))
+        put_code(st, f.dst, Code.of(sets[key], floor[members].max(0) + rel * np.abs(sets[key]).max(0)))
     return sig, put
 
 
@@ -266,12 +266,12 @@ def copy_error(report: dict[str, Any], name: str) -> tuple[float, float] | None:
 # --- races -----------------------------------------------------------------------------------------
 
 
-def _unit_groups(weights: list[np.ndarray], joins: list[int]) -> list[list[np.ndarray]]:
+def unit_groups(weights: list[np.ndarray], joins: list[int]) -> list[list[np.ndarray]]:
     """Hidden units joined by a weight, or by reading a common input dim of ``joins``: per group,
     its units in each hidden layer."""
     sizes = [W.shape[1] for W in weights[:-1]]
     base = np.cumsum([0] + sizes)
-    sets = _Partition(int(base[-1]) + weights[0].shape[0])
+    sets = Partition(int(base[-1]) + weights[0].shape[0])
     for d, k in zip(*np.nonzero(weights[0])):
         if d in joins:
             sets.union(int(k), int(base[-1] + d))
@@ -322,14 +322,14 @@ def _intervals(m: Any, lo: np.ndarray, hi: np.ndarray, integral: np.ndarray, Ws:
 
 def _pair_codes(st: dict, name: str, where: str) -> tuple[np.ndarray, float]:
     """A recency's codes (nonnegative integers) and radius in one class."""
-    c = _get(st, name)
+    c = get_code(st, name)
     v = c.combos()[:, 0]
     if c.radius.shape != (1,) or np.any(v < 0) or np.any(np.round(v) != v):
         raise CertificateFailure(where, f"{name} is not a recency (one dim holding 0 or a position)")
     return v, float(c.radius[0])
 
 
-def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.ndarray],
+def check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.ndarray],
                 Ws: list[np.ndarray], bs: list[np.ndarray], out_col: np.ndarray, errs: dict[str, Any],
                 where: str, scale: float = 1.0) -> tuple[float, float, float, bool, str, str]:
     """One race's group on every order cell of its pair in one class: the range of (its
@@ -339,7 +339,7 @@ def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.
     names = [race.first, race.second, *race.level]
     v1, r1 = _pair_codes(st, race.first, where)
     v2, r2 = _pair_codes(st, race.second, where)
-    levels = [_get(st, n) for n in race.level]
+    levels = [get_code(st, n) for n in race.level]
     if any(len(c.radius) != 1 for c in levels):
         raise CertificateFailure(where, f"the levels {', '.join(race.level)} are not one dim each")
     lv = [c.combos()[:, 0] for c in levels]
@@ -381,7 +381,7 @@ def _check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.
         cells.append((cell, (z_lo - e)[None], (z_hi + e)[None], (mag + e)[None], np.array([held]),
                       np.zeros((1, 0)), not e_pair.any() and not lr.any()))
     if lo1 <= 0 <= hi1 and lo2 <= 0 <= hi2 and 0 in v1 and 0 in v2:  # both never: the levels enumerated
-        X = _product_rows([v[:, None] for v in lv])
+        X = product_rows([v[:, None] for v in lv])
         term = (X.sum(1) >= race.threshold).astype(np.float64)
         e_pair = np.array([err(race.first, r1, np.zeros(1))[0], err(race.second, r2, np.zeros(1))[0]])
         z = X @ Wl + cst
@@ -411,7 +411,7 @@ def _race_owners(m: Any, ob: Races, Ws: list[np.ndarray], inputs: list[str], pai
     """The group of hidden units of each race: a group must read the pair of exactly one race
     (and its levels), one group per race, and write only the race's output."""
     owner: dict[int, list[np.ndarray]] = {}
-    for g in _unit_groups(Ws, [inputs.index(n) for n in pairs]):
+    for g in unit_groups(Ws, [inputs.index(n) for n in pairs]):
         rows = set(np.nonzero(np.abs(Ws[0][:, g[0]]).sum(1))[0].tolist())
         read = {inputs[i] for i in rows if i < len(inputs)}
         races = {pairs[n] for n in read if n in pairs}
@@ -438,16 +438,16 @@ def races_mlp(m: Any, l: int, ob: Races, states: list[dict], pos_class: np.ndarr
     order; each output within half a step of its declared count.  ``report`` is the layer's (its
     heads' copy errors); ``mlp``: a part's own sub-network (a product's factor)."""
     where = f"layer {l + 1} MLP {ob.mlp}"
-    weights, biases = mlp or _mlp_weights(m, l, ob.mlp)
+    weights, biases = mlp or mlp_weights(m, l, ob.mlp)
     inputs = list(dict.fromkeys(n for r in ob.races for n in (r.first, r.second, *r.level)))
     outs = list(dict.fromkeys(r.out for r in ob.races))
     if any(len(m.dims(n)) != 1 for n in inputs + outs):
         raise CertificateFailure(where, "its recencies, levels and outputs must be one dim each")
     reads = [m.dims(n)[0] for n in inputs]
     out = [m.dims(n)[0] for n in outs]
-    const, class_fixed = _class_fixed(m, pos_class, len(states))
+    const, class_fixed = fixed_by_class(m, pos_class, len(states))
     const -= set(reads)
-    _check_io(m, l, ob.mlp, weights, biases, reads, out, const)
+    check_io(m, l, ob.mlp, weights, biases, reads, out, const)
     const_rows = sorted(const)
     Ws = [weights[0][reads + const_rows], *weights[1:]]
     pairs = {n: i for i, r in enumerate(ob.races) for n in (r.first, r.second)}
@@ -459,7 +459,7 @@ def races_mlp(m: Any, l: int, ob: Races, states: list[dict], pos_class: np.ndarr
         st = dict(st)
         const_vals = class_fixed[c][const_rows]
         for name, d in zip(outs, out):
-            old = _get(st, name)
+            old = get_code(st, name)
             if old.size() != 1 or np.any(old.combos() != 0):
                 raise CertificateFailure(where, f"{name} is not 0 before the MLP writes it")
             mine = [k for k, r in enumerate(ob.races) if r.out == name]
@@ -473,7 +473,7 @@ def races_mlp(m: Any, l: int, ob: Races, states: list[dict], pos_class: np.ndarr
                 idx = [inputs.index(n) for n in (race.first, race.second, *race.level)] + \
                     list(range(len(inputs), len(inputs) + len(const_rows)))
                 sub = [Ws[0][idx], *Ws[1:]]
-                lo_d, hi_d, mg, ex, at_lo, at_hi = _check_race(m, race, st, const_vals, owner[k], sub, biases,
+                lo_d, hi_d, mg, ex, at_lo, at_hi = check_race(m, race, st, const_vals, owner[k], sub, biases,
                                                                 Ws[-1][:, d], errs, where)
                 offset += (lo_d + hi_d) / 2
                 spread += (hi_d - lo_d) / 2
@@ -491,7 +491,7 @@ def races_mlp(m: Any, l: int, ob: Races, states: list[dict], pos_class: np.ndarr
                 raise CertificateFailure(where, f"{name} may be off its declared count by {bound:.3g} >= 1/2 "
                                               f"(offset {offset:.3g}; {worst[1]})")
             worst_all = max(worst_all, bound)
-            _put(st, name, Code.of(np.arange(len(mine) + 1, dtype=np.float64)[:, None], np.array([bound])))
+            put_code(st, name, Code.of(np.arange(len(mine) + 1, dtype=np.float64)[:, None], np.array([bound])))
         new_states.append(st)
     report["mlp"] = {"name": ob.mlp, "kind": "races", "max_error": worst_all}
     return new_states

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .state import CertificateFailure, Code, NotCertifiable, _Model, gamma
+from .state import CertificateFailure, Code, NotCertifiable, Model, gamma
 
 
 def _log2_quanta(values: np.ndarray) -> np.ndarray:
@@ -22,7 +22,7 @@ def _log2_quanta(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _abs_products(x: np.ndarray, W: np.ndarray, u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
+def abs_products(x: np.ndarray, W: np.ndarray, u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
     """x @ W in float64 and the rounding bound of the model's dot products: gamma_(n+1) times the
     terms' magnitudes, or 0 where every term is a multiple of a power of two q and their
     magnitudes sum below 2^p q (every product and partial sum is then representable)."""
@@ -38,7 +38,7 @@ def _abs_products(x: np.ndarray, W: np.ndarray, u: float, p: int) -> tuple[np.nd
 
 
 @dataclass
-class _Scores:
+class Scores:
     """A positional head's scores as factors: S(t, s) = q_t . k_s, up to Rq_t . Rk_s (the rounding
     of q, k and their product) except where the product is exact (:meth:`rows`)."""
 
@@ -78,40 +78,40 @@ class _Scores:
         return centre, spread
 
 
-def _score_factors(m: _Model, Wq: np.ndarray, Wk: np.ndarray, rows: list[int], cols: np.ndarray,
-                   Xq: np.ndarray, Xk: np.ndarray) -> _Scores:
+def score_factors(m: Model, Wq: np.ndarray, Wk: np.ndarray, rows: list[int], cols: np.ndarray,
+                   Xq: np.ndarray, Xk: np.ndarray) -> Scores:
     """The scores of queries ``Xq`` against keys ``Xk`` (residual values on ``rows``) as
-    :class:`_Scores`, with the rounding of q, k and their product."""
-    q, eq = _abs_products(Xq, Wq[rows][:, cols], m.u, m.p)
-    k, ek = _abs_products(Xk, Wk[rows][:, cols], m.u, m.p)
+    :class:`Scores`, with the rounding of q, k and their product."""
+    q, eq = abs_products(Xq, Wq[rows][:, cols], m.u, m.p)
+    k, ek = abs_products(Xk, Wk[rows][:, cols], m.u, m.p)
     g = gamma(len(cols) + 1, m.u)
     # |S - q k| <= eq |k| + |q| ek + eq ek + g (|q| + eq)(|k| + ek) = A B^T + |q| ek^T
     A, B = eq * (1 + g) + g * np.abs(q), np.abs(k) + ek
-    return _Scores(q, k, np.concatenate([A, np.abs(q)], axis=1), np.concatenate([B, ek], axis=1),
+    return Scores(q, k, np.concatenate([A, np.abs(q)], axis=1), np.concatenate([B, ek], axis=1),
                    eq == 0, ek == 0, m.p)
 
 
-def _reads(W: np.ndarray) -> set[int]:
+def read_dims(W: np.ndarray) -> set[int]:
     """The residual dims a query or key map reads (its nonzero rows)."""
     return set(np.nonzero(np.abs(W).sum(1))[0].tolist())
 
 
-def _positional_scores(m: _Model, l: int, h: int, name: str) -> _Scores:
-    """A positional head's scores (:class:`_Scores`).  NotCertifiable when the query or key reads
+def positional_scores(m: Model, l: int, h: int, name: str) -> Scores:
+    """A positional head's scores (:class:`Scores`).  NotCertifiable when the query or key reads
     an input-dependent dim."""
     b = m.blocks[l]
     Wq, Wk = b["W_Q"][h], b["W_K"][h]
-    used = _reads(Wq) | _reads(Wk)
+    used = read_dims(Wq) | read_dims(Wk)
     if not used <= m.fixed_dims:
         raise NotCertifiable(f"layer {l + 1} head {name}: its query or key reads input-dependent dims "
                              f"{sorted(used - m.fixed_dims)[:6]}; content-dependent heads are not certified yet")
     cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
     rows = sorted(used)
     X = m.fixed[:, rows]
-    return _score_factors(m, Wq, Wk, rows, cols, X, X)
+    return score_factors(m, Wq, Wk, rows, cols, X, X)
 
 
-def _copy_map(m: _Model, l: int, h: int, head: str, src_name: str, dst_name: str, scale: float = 1.0) -> float:
+def copy_map(m: Model, l: int, h: int, head: str, src_name: str, dst_name: str, scale: float = 1.0) -> float:
     """The head must copy ``src`` into ``dst`` (times ``scale``) and nothing else: W_V has one entry
     per value dim, all equal to the stored ``scale`` (the dtype's nearest value), W_O one 1 per
     value dim, and W_V W_O maps each src dim to its dst dim.  Returns the stored scale (so the
@@ -138,7 +138,7 @@ def _copy_map(m: _Model, l: int, h: int, head: str, src_name: str, dst_name: str
     return stored
 
 
-def _feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[int]) -> np.ndarray:
+def feasible(X: np.ndarray, names: list[str], sets: list[Code], widths: list[int]) -> np.ndarray:
     """Rows of enumerated codes that satisfy every relation among them (:attr:`Code.sum_of`)."""
     ok = np.ones(len(X), dtype=bool)
     at = np.cumsum([0] + widths)

@@ -35,8 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from constructions.obligations import (AnyFlag, Average, Beside, Compose, Fetch, Latest, Lookup, Match, Modular,
-                                       Races, Recent, Round, Steps, Threshold, absolute_keys, offset_keys)
+from constructions.obligations import (AnyFlag, Average, Beside, Compose, Fetch, Kind, Latest, Lookup, Match,
+                                       Modular, Races, Recent, Round, Steps, Threshold, absolute_keys, offset_keys)
 
 Code = tuple[float, ...]
 Env = dict[str, Any]
@@ -490,48 +490,17 @@ MLPS: dict[type, Callable[[Any, Env, Special], None]] = {
 """Each MLP kind's semantics (a kind is added here, with its rule)."""
 
 
-def run_mlp(o: Any, env: Env, special: Special) -> None:
+def run_mlp(o: Kind, env: Env, special: Special) -> None:
     """Run one MLP obligation on ``env`` (in place); ``special`` overrides some by id."""
     if id(o) in special:
         special[id(o)](env)
-    else:
+    elif type(o) in MLPS:
         MLPS[type(o)](o, env, special)
+    else:
+        raise NotCovered(f"the MLP obligation kind {o.kind!r} (no semantics for it)")
 
 
-def reads_of(o: Any) -> list[tuple[str, Any]]:
-    """Every (subspace, reader) pair of an obligation: which names it reads."""
-    if isinstance(o, (Steps, Beside)):
-        inner = ((o.first,) if isinstance(o, Steps) and o.first is not None else ()) + tuple(
-            o.steps if isinstance(o, Steps) else o.parts)
-        return [p for x in inner for p in reads_of(x)]
-    names: dict[type, Callable[[Any], tuple[str, ...]]] = {
-        Lookup: lambda x: x.reads, Modular: lambda x: (x.reads,) + ((x.minus,) if x.minus else ()),
-        Round: lambda x: (x.src,), Threshold: lambda x: (x.src,), Compose: lambda x: (x.maps, x.fetched),
-        Races: lambda x: tuple(n for r in x.races for n in (r.first, r.second, *r.level)),
-        Fetch: lambda x: (x.src,), Recent: lambda x: (x.flag, x.src), Latest: lambda x: (x.keys, *x.src),
-        Match: lambda x: (x.query, x.key, x.src), AnyFlag: lambda x: (x.flags,), Average: lambda x: (x.src,)}
-    return [(part, o) for n in names[type(o)](o) for part in n.split(" + ")]
-
-
-def mlp_writes(o: Any) -> set[str]:
-    """The subspaces an MLP obligation writes (a step's outputs, a cleared scratch, a composition's two)."""
-    if o is None:
-        return set()
-    if isinstance(o, (Steps, Beside)):
-        inner = ((o.first,) if isinstance(o, Steps) and o.first is not None else ()) + tuple(
-            o.steps if isinstance(o, Steps) else o.parts)
-        return set().union(*(mlp_writes(x) for x in inner))
-    writes: dict[type, Callable[[Any], set[str]]] = {
-        Compose: lambda x: {x.maps, x.fetched}, Races: lambda x: {r.out for r in x.races},
-        Lookup: lambda x: {x.out}, Threshold: lambda x: {x.dst}, Round: lambda x: {x.src, x.dst},
-        Modular: lambda x: {x.out} | ({x.minus_out} if x.minus_out else set())}
-    return writes[type(o)](o)
-
-
-def leaves_of(mlp: Any) -> list[Any]:
-    """An MLP obligation's leaves (steps and parts, flattened)."""
-    if isinstance(mlp, (Steps, Beside)):
-        inner = ((mlp.first,) if isinstance(mlp, Steps) and mlp.first is not None else ()) + tuple(
-            mlp.steps if isinstance(mlp, Steps) else mlp.parts)
-        return [x for o in inner for x in leaves_of(o)]
-    return [] if mlp is None else [mlp]
+def reads_of(o: Kind) -> list[tuple[str, Any]]:
+    """Every (subspace, reader) pair of an obligation: which names each of its leaves reads (the
+    parts of a name joined by `` + `` one by one)."""
+    return [(part, leaf) for leaf in o.leaves() for n in leaf.names_read() for part in n.split(" + ")]

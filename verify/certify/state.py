@@ -101,7 +101,7 @@ class Code:
         """Every code vector (the joint set, or the product of the per-dim sets)."""
         if self.joint is not None:
             return self.joint
-        return _product_rows([v[:, None] for v in self.per_dim])
+        return product_rows([v[:, None] for v in self.per_dim])
 
     def size(self) -> int:
         return len(self.joint) if self.joint is not None else math.prod(len(v) for v in self.per_dim)
@@ -117,20 +117,20 @@ class Code:
 State = dict[str, Code]
 
 
-def _get(st: State, name: str) -> Code:
+def get_code(st: State, name: str) -> Code:
     """The code of a subspace, of one of its dims (``name[i]``), or of several joined by `` + ``
     (jointly: the product of the parts' joint sets, where small, unless the state keeps their joint
-    set under the joined name -- see :func:`_put`)."""
+    set under the joined name -- see :func:`put_code`)."""
     if name in st:
         if " + " in name:  # a kept joint set, with its parts' current radii
             return replace(st[name], radius=np.concatenate([st[p].radius for p in name.split(" + ")]))
         return st[name]
     if " + " in name:
-        parts = [_get(st, p) for p in name.split(" + ")]
+        parts = [get_code(st, p) for p in name.split(" + ")]
         joint = None
         joints = [p.joint for p in parts if p.joint is not None]
         if len(joints) == len(parts) and math.prod(p.size() for p in parts) <= JOINT_BUDGET:
-            joint = _product_rows(joints)
+            joint = product_rows(joints)
         return Code([v for p in parts for v in p.per_dim], joint, np.concatenate([p.radius for p in parts]))
     base = re.fullmatch(r"(.*)\[(\d+)\]", name)
     if base and base.group(1) in st and int(base.group(2)) < len(st[base.group(1)].per_dim):
@@ -139,7 +139,7 @@ def _get(st: State, name: str) -> Code:
     raise CertificateFailure("obligations", f"name {name!r}, which no obligation tracks")
 
 
-def _put(st: State, name: str, code: Code) -> None:
+def put_code(st: State, name: str, code: Code) -> None:
     """Set a subspace's code (several joined by `` + ``: each part its share, and their joint set
     kept under the joined name, so that a reader of them together sees which codes occur
     together); a relation or joint set another entry holds with a part written here no longer
@@ -160,7 +160,7 @@ def _put(st: State, name: str, code: Code) -> None:
         st[name] = Code(list(code.per_dim), code.joint, code.radius.copy())
 
 
-def _first_positions(pos_class: np.ndarray, n: int) -> np.ndarray:
+def first_positions(pos_class: np.ndarray, n: int) -> np.ndarray:
     """The first position of each of ``n`` classes (0 for a class no position is in)."""
     first = np.zeros(n, dtype=np.int64)
     seen, where = np.unique(pos_class, return_index=True)
@@ -168,14 +168,14 @@ def _first_positions(pos_class: np.ndarray, n: int) -> np.ndarray:
     return first
 
 
-def _merge(states: list[State], pos_class: np.ndarray,
+def merge(states: list[State], pos_class: np.ndarray,
            phase: np.ndarray | None = None) -> tuple[list[State], np.ndarray]:
     """Merge classes whose value sets agree (radius: the larger) -- and, with ``phase``, whose
     positions hold the same values on the positional dims an MLP reads; renumber the positions."""
     index: dict[tuple, int] = {}
     merged: list[State] = []
     new_id = np.zeros(len(states), dtype=np.int64)
-    first = _first_positions(pos_class, len(states))
+    first = first_positions(pos_class, len(states))
     for c, st in enumerate(states):
         k = (c == 0, 0 if phase is None else int(phase[first[c]]),
              tuple((name, st[name].key()) for name in sorted(st)))  # BOS stays apart
@@ -194,7 +194,7 @@ def _merge(states: list[State], pos_class: np.ndarray,
 
 
 @dataclass
-class _Model:
+class Model:
     """The tensors, in float64 (exact copies of the stored values), and the layout."""
 
     model: Any
@@ -206,7 +206,7 @@ class _Model:
     fixed_dims: set[int]
     blocks: list[dict[str, Any]] = field(default_factory=list)
     phase: np.ndarray | None = None
-    """Per position, which values the positional dims an MLP reads hold there (:func:`_phases`)."""
+    """Per position, which values the positional dims an MLP reads hold there (:func:`phases`)."""
 
     def dims(self, name: str) -> list[int]:
         """Residual dims of a subspace, of one dim of it (``name[i]``), or of several joined by
@@ -227,7 +227,7 @@ def dims_of(subspaces: dict[str, list[int]], name: str) -> list[int]:
     raise CertificateFailure("obligations", f"names a subspace {name!r} the model's layout does not have")
 
 
-def _arrays(model) -> _Model:
+def arrays(model) -> Model:
     dtype = model.W_E.dtype
     p = PRECISION[dtype]
     u = 2.0**-p + 2.0**-52  # the model's unit roundoff, plus float64's for the checker's own sums
@@ -238,13 +238,13 @@ def _arrays(model) -> _Model:
         fixed = torch.cat([(rows[-1] + model.W_pos[0])[None], body[None] + model.W_pos[1:]]).double().cpu().numpy()
     # fixed wherever a rule reads them: a dim only the last MLP writes (a label readout's index in
     # the bos dim) is fixed for every head and MLP; that MLP's obligation must declare the write
-    # (_check_io), and the written value is tracked as its code from then on
+    # (check_io), and the written value is tracked as its code from then on
     dims = sorted(input_independent_dims(model, before_last_mlp=True))
     mask = np.zeros(fixed.shape[1], dtype=bool)
     mask[dims] = True
     fixed[:, ~mask] = 0.0
     layout = model.layout()
-    out = _Model(model, u, p, T, {k: list(v["dims"]) for k, v in layout["subspaces"].items()}, fixed, set(dims))
+    out = Model(model, u, p, T, {k: list(v["dims"]) for k, v in layout["subspaces"].items()}, fixed, set(dims))
     for l, block in enumerate(model.blocks):
         a = block.attn
         b = {"layout": layout["blocks"][l],
@@ -264,7 +264,7 @@ def _arrays(model) -> _Model:
 # --- embedding --------------------------------------------------------------------------------
 
 
-def _embedding(m: _Model, ob: Obligations) -> tuple[list[State], np.ndarray]:
+def embedding_states(m: Model, ob: Obligations) -> tuple[list[State], np.ndarray]:
     """The two classes at layer 0 (BOS, every other position) from the token rows; every
     non-fixed dim must be tracked and the position table 0 on tracked dims."""
     W_E = m.model.W_E.detach().double().cpu().numpy()
@@ -299,7 +299,7 @@ def _embedding(m: _Model, ob: Obligations) -> tuple[list[State], np.ndarray]:
     return [bos, body], np.array([0] + [1] * m.T, dtype=np.int64)
 
 
-def _product_rows(parts: list[np.ndarray]) -> np.ndarray:
+def product_rows(parts: list[np.ndarray]) -> np.ndarray:
     """Every concatenation of one row of each part."""
     out = np.zeros((1, 0))
     for p in parts:
@@ -307,7 +307,7 @@ def _product_rows(parts: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _half_gaps(codes: np.ndarray) -> np.ndarray:
+def half_gaps(codes: np.ndarray) -> np.ndarray:
     """Per dim, half the smallest gap between distinct codes (inf for a dim with one code)."""
     out = np.full(codes.shape[1], np.inf)
     for i in range(codes.shape[1]):
