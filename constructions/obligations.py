@@ -196,6 +196,19 @@ class Joint:
     rows: np.ndarray
 
 
+def one_hot_readout(sub: str, n: int) -> Readout:
+    """The readout of a state one-hot: ``sub`` holds e_q for state q (0..n-1)."""
+    eye = np.eye(n, dtype=np.int64)
+    return Readout((sub,), {tuple(int(v) for v in eye[q]): q for q in range(n)})
+
+
+def keys_reached(lookup: Lookup) -> Joint:
+    """The claim that ``lookup``'s inputs hold one of its table's keys together (its keys being
+    the ones the program reaches, e.g. from its start: a final lookup's)."""
+    keys = list(lookup.table)
+    return Joint(lookup.reads, np.array(keys, dtype=np.float64).reshape(len(keys), len(lookup.reads)))
+
+
 @dataclass(frozen=True)
 class Obligations:
     """Everything a construction promises about one compiled model (see the module docstring)."""
