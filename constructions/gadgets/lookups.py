@@ -162,7 +162,10 @@ def flat_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace,
     against :func:`lookup_mlp`'s one-hots and one AND unit per key in two hidden layers;
     ``every_threshold``: two per threshold c = 1..N-1 whether the value changes or not (a shape
     that does not depend on the table, for constructions that swap tables in place); ``total`` as
-    :func:`lookup_mlp`'s."""
+    :func:`lookup_mlp`'s.  A code past its last value would move K into another key's: no input
+    may be a saturating count (``reach``)."""
+    if any(i.reach is not None for i in inputs):
+        raise ValueError(f"{name}: a flat lookup reads no saturating count (its codes are one mixed-radix K)")
     radix = [i.n_values for i in inputs]
     scales = [float(np.prod(radix[:i])) for i in range(len(inputs))]
     n = int(np.prod(radix))
