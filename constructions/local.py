@@ -46,6 +46,12 @@ code is left out.  Every shape depends only on the plan, never on the start stat
 the current start fill the lookups' output rows (keys a start never reaches write 0)
 and the BOS row, so :func:`set_start` swaps weights in place.
 
+One declaration.  The gadgets state what they run (offset heads ``Fetch``, the latest anchor
+``Recent``, the count ``Average``, both lookups ``Lookup`` -- 0 off their tables, the count
+read up to max_len); :func:`program` states the rest where it writes W_E and W_U: the
+tracked subspaces, the one-hot readout and the claim that the final lookup's inputs are a key
+reached from the start.  The certificate reads that declaration (``declared_obligations``).
+
 Float reach.  The recorded margins (``meta["local"]["precision"]``, worst-case bounds
 with machine epsilon eps): prefix count STEP_TOLERANCE / (eps T (T + 1)) (recursive
 summation of t unit increments scaled by 2T), recency (1/(4(T+1))) / (4 eps 1.5) (half the
@@ -68,15 +74,17 @@ from compiler.automata.spec import Semiautomaton
 from . import local_checks as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, rebuild
+from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, declared_obligations, rebuild
 from .gadgets import (ABSORB, CodeInput, absorb_feature, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance,
                       lookup_mlp, offset_head, prefix_mean_head, recent_flag_head)
-from .obligations import Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Recent, offset_keys
+from .obligations import keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
-from .program import MLP, Block, Head, Program
+from .program import MLP, Block, Declaration, Head, Program
 from .workspace import Workspace, join
 
 NAME = "local"
+UNTRACKED = ("one", "bos", "pos", "loc:phase", "pos:recency", ABSORB)
+"""The constant and position features (W_pos): every other subspace's code is tracked from W_E."""
 
 
 def back(j: int) -> str:
@@ -150,15 +158,16 @@ def _local_mlp(plan: LocalPlan, ws: Workspace, start: int) -> MLP:
     out = join("loc:local", parts)
     rows = plan.starts[start].local
     table = {key: np.array([rows[i][c] for c in cols], dtype=np.float64) for i, key in enumerate(plan.local_keys)}
-    return lookup_mlp("loc.local", _window_inputs(plan, ws), out, table)
+    return lookup_mlp("loc.local", _window_inputs(plan, ws), out, table, total=True)
 
 
-def _final_mlp(plan: LocalPlan, ws: Workspace, start: int, flat: bool = False) -> MLP:
+def _final_mlp(plan: LocalPlan, ws: Workspace, start: int, max_len: int, flat: bool = False) -> MLP:
     """The last lookup (Lemma 11): window, phase, level, colour -> the state's one-hot (``flat``: in
-    one hidden layer, a unit pair at every threshold: a shape that does not depend on the start)."""
+    one hidden layer, a unit pair at every threshold: a shape that does not depend on the start);
+    the level is the raw count, up to ``max_len``, read as min(bound, count)."""
     ins = _window_inputs(plan, ws)
     if plan.bound:
-        ins.append(CodeInput(ws["loc:count"], plan.bound + 1))
+        ins.append(CodeInput(ws["loc:count"], plan.bound + 1, reach=max_len))
     if plan.n_classes:
         ins.append(CodeInput(ws["loc:latest"], plan.n_classes))
     eye = np.eye(plan.n_states)
@@ -166,8 +175,8 @@ def _final_mlp(plan: LocalPlan, ws: Workspace, start: int, flat: bool = False) -
     final = plan.starts[start].final
     table = {key: (eye[q] if q >= 0 else zero) for key, q in zip(plan.final_keys, final)}
     if flat:
-        return flat_lookup_mlp("loc.final", ins, ws["loc:state"], table, every_threshold=True)
-    return lookup_mlp("loc.final", ins, ws["loc:state"], table)
+        return flat_lookup_mlp("loc.final", ins, ws["loc:state"], table, every_threshold=True, total=True)
+    return lookup_mlp("loc.final", ins, ws["loc:state"], table, total=True)
 
 
 def _offset_heads(plan: LocalPlan, ws: Workspace, code: PositionCode,
@@ -189,7 +198,7 @@ def _aggregate_heads(plan: LocalPlan, ws: Workspace, max_len: int, tolerance: fl
     if plan.bound:
         mass = 2 * max_len
         heads.append(prefix_mean_head("loc.count", ws[ABSORB], ws["bos"], ws["loc:event"], ws["loc:count"],
-                                      mass=mass, value_scale=float(mass)))
+                                      mass=mass, value_scale=float(mass), max_len=max_len))
     return heads
 
 
@@ -200,8 +209,8 @@ def _blocks(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int, st
     tol = _head_tolerance(plan, flat)
     offsets, aggregates = _offset_heads(plan, ws, code, tol), _aggregate_heads(plan, ws, max_len, tol)
     if plan.layers == 1:
-        return [Block(offsets + aggregates, _final_mlp(plan, ws, start, flat_final(plan, flat)))]
-    return [Block(offsets, _local_mlp(plan, ws, start)), Block(aggregates, _final_mlp(plan, ws, start))]
+        return [Block(offsets + aggregates, _final_mlp(plan, ws, start, max_len, flat_final(plan, flat)))]
+    return [Block(offsets, _local_mlp(plan, ws, start)), Block(aggregates, _final_mlp(plan, ws, start, max_len))]
 
 
 def _embeddings(plan: LocalPlan, ws: Workspace, code: PositionCode, max_len: int,
@@ -254,14 +263,22 @@ def precision(plan: LocalPlan, code: PositionCode, max_len: int, eps: float, fla
 
 
 def program(plan: LocalPlan, start: int, max_len: int, positions: str, flat: bool = False) -> Program:
-    """The program (weights in float64) for start state ``start`` (``flat``: :func:`flat_lookups`)."""
+    """The program (weights in float64) for start state ``start`` (``flat``: :func:`flat_final`) and
+    its declaration: every subspace but the constant and position features tracked from W_E, the
+    state's one-hot read out, and the claim that the final lookup's inputs (window, phase, level,
+    colour) together are a key reached from ``start``."""
     code = position_code(positions, max_len)
     ws = _layout(plan, code)
     W_E, W_pos = _embeddings(plan, ws, code, max_len, start)
     blocks = _blocks(plan, ws, code, max_len, start, flat)
     W_U = np.zeros((ws.d_model, plan.n_states))
     W_U[list(ws["loc:state"].dims), np.arange(plan.n_states)] = 1.0
-    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states))
+    tracked = tuple(n for n in ws.subspaces if n not in UNTRACKED)
+    final = blocks[-1].mlp
+    assert isinstance(final, MLP)
+    declared = Declaration(NAME, tracked, one_hot_readout("loc:state", plan.n_states),
+                           joint=(keys_reached(final.obligation),))
+    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states), declaration=declared)
 
 
 def _check_budget(params: int, plan: LocalPlan, max_len: int, max_params: int) -> None:
@@ -306,78 +323,6 @@ def set_start(model, plan: LocalPlan, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# obligations: the program a certificate checks the weights against
-
-
-def _window_names(plan: LocalPlan) -> tuple[str, ...]:
-    """What the lookups read first, in key order: the window's letter codes, then the phase."""
-    return tuple(back(j) for j in range(plan.k)) + (("loc:phase",) if plan.period > 1 else ())
-
-
-def _aggregates(plan: LocalPlan, max_len: int) -> tuple[Recent | Average, ...]:
-    """Layer 2's heads (:func:`_aggregate_heads`) as obligations."""
-    out: list[Recent | Average] = []
-    if plan.n_classes:
-        out.append(Recent("loc.latest", "loc:flag", "loc:colour", "loc:latest"))
-    if plan.bound:
-        mass = 2 * max_len
-        out.append(Average(("loc.count",), (1,), (max_len,), mass, float(mass), "loc:event", "loc:count"))
-    return tuple(out)
-
-
-def _final_rows(plan: LocalPlan, start: int, max_len: int) -> tuple[list[tuple[int, ...]], list[int]]:
-    """The final lookup's keys reached from ``start`` and their states, the level read as the raw
-    count: a key at the bound stands for every count from the bound to max_len (the lookup's
-    thresholds stop at the bound)."""
-    keys, states = [], []
-    level = plan.k + (plan.period > 1) if plan.bound else None
-    for key, q in zip(plan.final_keys, plan.starts[start].final):
-        if q < 0:
-            continue
-        counts = range(plan.bound, max_len + 1) if level is not None and key[level] == plan.bound else [None]
-        for c in counts:
-            keys.append(key if c is None or level is None else (*key[:level], c, *key[level + 1 :]))
-            states.append(q)
-    return keys, states
-
-
-def obligations(model, plan: LocalPlan) -> Obligations:
-    """What a local model must run, from the plan alone: letter codes 1..|Sigma| (BOS 0), the
-    offset heads' window, the local lookup (or token rows) to (anchor flag, colour, event), the
-    latest anchor's colour (:class:`Recent`) and the event count (:class:`Average`), the final
-    lookup to the state's one-hot; and, as a claim about the program, that the window, phase,
-    level and colour together are a key reached from the model's start.  The phase t mod p is a
-    position feature the lookups read (the checker splits the positions by it)."""
-    a, T = model.automaton, model.max_len
-    start = a.start
-    code = position_code(model.meta.get("positions") or "sinusoidal", T)
-    ws = _layout(plan, code)
-    W_E, _ = _embeddings(plan, ws, code, T, start)
-    fixed = {"one", "bos", "pos", "loc:phase", "pos:recency", ABSORB}
-    codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
-    window = _window_names(plan)
-    offsets = tuple(Fetch(f"loc.back{j}", offset_keys(T, j), "loc:letter", back(j)) for j in range(1, plan.k))
-    eye = np.eye(plan.n_states)
-    keys, states = _final_rows(plan, start, T)
-    reads = window + (("loc:count",) if plan.bound else ()) + (("loc:latest",) if plan.n_classes else ())
-    final = Lookup("loc.final", reads, "loc:state", {k: eye[q] for k, q in zip(keys, states)},
-                   np.zeros(plan.n_states))
-    if plan.layers == 1:
-        layers: tuple[Layer, ...] = (Layer(offsets + _aggregates(plan, T), final),)
-    else:
-        outs = (["loc:flag", "loc:colour"] if plan.n_classes else []) + (["loc:event"] if plan.bound else [])
-        cols = ([0, 1] if plan.n_classes else []) + ([2] if plan.bound else [])
-        rows = plan.starts[start].local
-        local = Lookup("loc.local", window, " + ".join(outs),
-                       {key: np.array([rows[i][c] for c in cols], dtype=np.float64)
-                        for i, key in enumerate(plan.local_keys)}, np.zeros(len(cols)))
-        layers = (Layer(offsets, local), Layer(_aggregates(plan, T), final))
-    readout = Readout(("loc:state",), {tuple(int(v) for v in eye[q]): q for q in range(plan.n_states)})
-    joint = (Joint(reads, np.array(keys, dtype=np.float64).reshape(len(keys), len(reads))),)
-    return Obligations(NAME, Embedding(codes), layers, readout, joint=joint)
-
-
-# ---------------------------------------------------------------------------------------
 # the registry entry: the description is the plan
 
 
@@ -413,5 +358,6 @@ CONSTRUCTION = Construction(
     name=NAME, theorem="local descriptions", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=LocalPlan.to_dict, plan_from_json=LocalPlan.from_dict, describe=describe,
     invariants=checks.invariants, families=checks.families,
-    family_seeds=lambda seed: {"local_families": seed + checks.FAMILY_SEED_OFFSET}, obligations=obligations,
+    family_seeds=lambda seed: {"local_families": seed + checks.FAMILY_SEED_OFFSET},
+    obligations=declared_obligations(build),
 )

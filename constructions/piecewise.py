@@ -31,8 +31,10 @@ Program.  Per chain c and run i, subspaces ``pw:is{c}.{i}`` (token: 1 on a_i), `
 
 Every lookup is exact on its table; the prefix count is exact up to rounding (margin
 STEP_TOLERANCE / (eps T (T + 1)): float32 is certified to about T = 1024 and warns beyond, as in
-constructions/local.py).  The obligations reuse ``Average`` (the prefix counts), ``Lookup``,
-``Beside`` and ``Steps``; the checker (verify/certify/) proves them with no code of its own:
+constructions/local.py).  The program is declared once: its gadgets state their obligations
+(``Average`` for the prefix counts, ``Lookup`` for every lookup -- 0 off its table, a count read
+up to max_len -- ``Beside`` and ``Steps`` where they are combined) and :func:`program` the
+embedding, readout and claim; the checker (verify/certify/) proves them with no code of its own:
 each chain's lookups read only that chain's subspaces, so their code combinations never
 multiply across chains, and the final lookup reads one progress code per chain (a ``Joint``
 claim names the tuples the start reaches).
@@ -56,10 +58,10 @@ from compiler.automata.spec import Semiautomaton
 from . import piecewise_checks as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
 from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, prefix_mean_head
-from .obligations import Average, Beside, Embedding, Joint, Layer, Lookup, Obligations, Readout, Steps
-from .program import MLP, Block, Fused, Program, beside, fuse
+from .obligations import keys_reached, one_hot_readout
+from .program import MLP, Block, Declaration, Fused, Program, beside, fuse
 from .workspace import Workspace, join
 
 NAME = "piecewise"
@@ -123,28 +125,32 @@ def _outs(plan: PiecewisePlan, c: int, i: int) -> list[str]:
     return [_name("prog", c, i)] + ([] if i == len(plan.chains[c]) else [_name("flag", c, i + 1)])
 
 
-def _part_mlp(plan: PiecewisePlan, ws: Workspace, c: int, i: int) -> MLP:
+def _part_mlp(plan: PiecewisePlan, ws: Workspace, c: int, i: int, max_len: int) -> MLP:
+    """Chain c's lookup at layer i (zero elsewhere), its count read up to ``max_len`` (saturating)."""
     names, sizes, table = _part_table(plan, c, i)
-    ins = [CodeInput(ws[n], s, capped=j == 0) for j, (n, s) in enumerate(zip(names, sizes))]
+    ins = [CodeInput(ws[n], s, capped=j == 0, reach=max_len if j == 0 else None)
+           for j, (n, s) in enumerate(zip(names, sizes))]
     out = join(f"pw:out{c}.{i}", [ws[n] for n in _outs(plan, c, i)])
-    return lookup_mlp(f"pw.chain{c}.{i}", ins, out, table)
+    return lookup_mlp(f"pw.chain{c}.{i}", ins, out, table, total=True)
 
 
 def _final_mlp(plan: PiecewisePlan, ws: Workspace) -> MLP:
+    """Every chain's progress -> the state's one-hot, on the progress tuples the start reaches."""
     ins = [CodeInput(ws[_name("prog", c, len(ch))], n + 1)
            for c, (ch, n) in enumerate(zip(plan.chains, plan.lengths()))]
     eye = np.eye(plan.n_states)
-    return lookup_mlp("pw.final", ins, ws["pw:state"], {k: eye[q] for k, q in zip(plan.keys, plan.states)})
+    return lookup_mlp("pw.final", ins, ws["pw:state"], {k: eye[q] for k, q in zip(plan.keys, plan.states)},
+                      total=True)
 
 
-def _mlp(plan: PiecewisePlan, ws: Workspace, i: int) -> MLP | Fused:
-    """Layer i's MLP: the chains' lookups side by side, then (last layer) the final lookup fused."""
+def _mlp(plan: PiecewisePlan, ws: Workspace, i: int, max_len: int, final: MLP) -> MLP | Fused:
+    """Layer i's MLP: the chains' lookups side by side, then (last layer) ``final`` fused."""
     name = f"pw.mlp{i}"
-    parts = [_part_mlp(plan, ws, c, i) for c in _at(plan, i)]
+    parts = [_part_mlp(plan, ws, c, i, max_len) for c in _at(plan, i)]
     if i < plan.layers:
         return beside(parts, name, ws)
     fresh = tuple(_name("prog", c, i) for c in _at(plan, i))
-    return fuse(beside(parts, f"pw.chains{i}", ws), _final_mlp(plan, ws), name=name, fresh=fresh)
+    return fuse(beside(parts, f"pw.chains{i}", ws), final, name=name, fresh=fresh)
 
 
 def _head(plan: PiecewisePlan, ws: Workspace, i: int, max_len: int):
@@ -152,7 +158,8 @@ def _head(plan: PiecewisePlan, ws: Workspace, i: int, max_len: int):
     src = join(f"pw:src{i}", [ws[_src(c, i)] for c in chains])
     dst = join(f"pw:counts{i}", [ws[_name("count", c, i)] for c in chains])
     mass = 2 * max_len
-    return prefix_mean_head(f"pw.count{i}", ws[ABSORB], ws["bos"], src, dst, mass=mass, value_scale=float(mass))
+    return prefix_mean_head(f"pw.count{i}", ws[ABSORB], ws["bos"], src, dst, mass=mass, value_scale=float(mass),
+                            max_len=max_len)
 
 
 def _embeddings(plan: PiecewisePlan, ws: Workspace, max_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -170,13 +177,20 @@ def _embeddings(plan: PiecewisePlan, ws: Workspace, max_len: int) -> tuple[np.nd
 
 
 def program(plan: PiecewisePlan, max_len: int) -> Program:
-    """The program (weights in float64)."""
+    """The program (weights in float64) and its declaration: the run letters' flags and every
+    subspace a layer writes tracked from the embedding, the state's one-hot read out, and the claim
+    that the chains' final progress codes together are a key the start reaches."""
     ws = _layout(plan)
     W_E, W_pos = _embeddings(plan, ws, max_len)
-    blocks = [Block([_head(plan, ws, i, max_len)], _mlp(plan, ws, i)) for i in range(1, plan.layers + 1)]
+    final = _final_mlp(plan, ws)
+    blocks = [Block([_head(plan, ws, i, max_len)], _mlp(plan, ws, i, max_len, final))
+              for i in range(1, plan.layers + 1)]
     W_U = np.zeros((ws.d_model, plan.n_states))
     W_U[list(ws["pw:state"].dims), np.arange(plan.n_states)] = 1.0
-    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states))
+    tracked = tuple(n for n in ws.subspaces if n not in ("one", "bos", ABSORB))
+    declared = Declaration(NAME, tracked, one_hot_readout("pw:state", plan.n_states),
+                           joint=(keys_reached(final.obligation),))
+    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states), declaration=declared)
 
 
 def precision(max_len: int, eps: float) -> dict[str, float]:
@@ -226,63 +240,6 @@ def set_start(model, plan: PiecewisePlan, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# obligations
-
-
-def _part_lookup(plan: PiecewisePlan, c: int, i: int, max_len: int) -> Lookup:
-    """Chain c's lookup at layer i, its count read as the raw code 0..max_len (the step units
-    saturate at m_i)."""
-    names, _, table = _part_table(plan, c, i)
-    m = plan.chains[c][i - 1][1]
-    full = {}
-    for key, row in table.items():
-        counts = range(m, max_len + 1) if key[0] == m else [key[0]]
-        for n in counts:
-            full[(n, *key[1:])] = row
-    width = 1 + (i < len(plan.chains[c]))
-    return Lookup(f"pw.chain{c}.{i}", tuple(names), " + ".join(_outs(plan, c, i)), full, np.zeros(width))
-
-
-def _final_lookup(plan: PiecewisePlan) -> Lookup:
-    eye = np.eye(plan.n_states)
-    reads = tuple(_name("prog", c, len(ch)) for c, ch in enumerate(plan.chains))
-    return Lookup("pw.final", reads, "pw:state", {k: eye[q] for k, q in zip(plan.keys, plan.states)},
-                  np.zeros(plan.n_states))
-
-
-def _layer(plan: PiecewisePlan, i: int, max_len: int) -> Layer:
-    chains = _at(plan, i)
-    mass = 2 * max_len
-    head = Average((f"pw.count{i}",), (1,), (max_len,), mass, float(mass), " + ".join(_src(c, i) for c in chains),
-                   " + ".join(_name("count", c, i) for c in chains))
-    parts = tuple(_part_lookup(plan, c, i, max_len) for c in chains)
-    name = f"pw.mlp{i}"
-    if i == plan.layers:
-        return Layer((head,), Steps(name, (*parts, _final_lookup(plan))))
-    if len(parts) == 1:
-        return Layer((head,), Lookup(name, parts[0].reads, parts[0].out, parts[0].table, parts[0].default))
-    return Layer((head,), Beside(name, parts))
-
-
-def obligations(model, plan: PiecewisePlan) -> Obligations:
-    """What a piecewise model must run, from the plan alone: the run letters' flags in the
-    embedding, per layer the prefix counts (:class:`Average`) and the chains' lookups (side by
-    side), the final lookup to the state's one-hot; and, as a claim about the program, that the
-    chains' final progress codes together are a key the start reaches."""
-    T = model.max_len
-    ws = _layout(plan)
-    W_E, _ = _embeddings(plan, ws, T)
-    fixed = {"one", "bos", ABSORB}
-    codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
-    layers = tuple(_layer(plan, i, T) for i in range(1, plan.layers + 1))
-    eye = np.eye(plan.n_states)
-    readout = Readout(("pw:state",), {tuple(int(v) for v in eye[q]): q for q in range(plan.n_states)})
-    reads = _final_lookup(plan).reads
-    joint = (Joint(reads, np.array(plan.keys, dtype=np.float64).reshape(len(plan.keys), len(reads))),)
-    return Obligations(NAME, Embedding(codes), layers, readout, joint=joint)
-
-
-# ---------------------------------------------------------------------------------------
 # the registry entry
 
 
@@ -313,5 +270,5 @@ def describe(plan: PiecewisePlan, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="piecewise testable languages (Simon)", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=PiecewisePlan.to_dict, plan_from_json=PiecewisePlan.from_dict,
-    describe=describe, invariants=checks.invariants, obligations=obligations,
+    describe=describe, invariants=checks.invariants, obligations=declared_obligations(build),
 )

@@ -370,6 +370,9 @@ def _factor_obligations(model, ch: Choice) -> list[Obligations]:
         if c.obligations is None:
             raise Undeclared(f"its factor {i + 1} ({c.name}) declares no obligations")
         prog, meta = c.build(f, p, BuildOptions(T, eps, positions))
+        if prog.declaration is not None:  # one declaration: the factor's program states its obligations
+            out.append(prefixed(prog.obligations(), PREFIXES[i]))
+            continue
         factor = SimpleNamespace(automaton=f, max_len=T, meta=meta, blocks=prog.blocks,
                                  config={"dtype": model.config["dtype"]})
         declared = prog.obligations() if prog.declaration is not None else c.obligations(factor, p)

@@ -280,13 +280,15 @@ class Block:
     def layer(self) -> ob.Layer:
         """The block's obligations, as its gadgets declared them: one per head (several heads that
         declare one obligation together, a blocked prefix mean, give it once) and the MLP's
-        (``Undeclared`` naming a head or MLP that declares none)."""
+        (``Undeclared`` naming a head or MLP that declares none); the MLP's obligation carries the
+        block MLP's name (one part of :func:`beside` keeps its own otherwise)."""
         parts = [*self.heads, *([] if self.mlp is None else [self.mlp])]
         missing = [p.name for p in parts if p.obligation is None]
         if missing:
             raise ob.Undeclared(f"{', '.join(missing)} declare no obligation")
         fetches = {_head_key(h.obligation): h.obligation for h in self.heads}
-        return ob.Layer(tuple(fetches.values()), None if self.mlp is None else as_layer_mlp(self.mlp.obligation))
+        mlp = None if self.mlp is None else replace(as_layer_mlp(self.mlp.obligation), mlp=self.mlp.name)
+        return ob.Layer(tuple(fetches.values()), mlp)
 
 
 def _head_key(o: Any) -> tuple[str, tuple[str, ...]]:
@@ -304,6 +306,8 @@ def _steps(o: Any) -> tuple[Any, ...]:
         return o.steps
     if isinstance(o, (ob.Lookup, ob.Modular, ob.Round)):
         return (o,)
+    if isinstance(o, ob.Beside):  # parts over disjoint subspaces (Lemma 17): one after another is the same
+        return tuple(s for part in o.parts for s in _steps(part))
     raise ob.Undeclared(f"a fused MLP's later part runs {type(o).__name__}, not steps")
 
 

@@ -236,8 +236,9 @@ def obligations(model, plan: TransitionPlan, inners: tuple[Construction, ...]) -
     inner_plan = c.plan_from_json(info["inner_plan"])
     prog, meta = c.build(q, inner_plan, BuildOptions(T, float(torch.finfo(model.W_E.dtype).eps),
                                                      model.meta.get("positions") or "sinusoidal"))
-    inner = prog.obligations() if prog.declaration is not None else c.obligations(SimpleNamespace(
-        automaton=q, max_len=T, meta=meta, blocks=prog.blocks, config={"dtype": model.config["dtype"]}), inner_plan)
+    inner = prog.obligations() if prog.declaration is not None else c.obligations(  # one declaration, or not yet
+        SimpleNamespace(automaton=q, max_len=T, meta=meta, blocks=prog.blocks, config={"dtype": model.config["dtype"]}),
+        inner_plan)
     sources = list(info["sources"])
     fetches = [Fetch(f"tr.prev{i}", offset_keys(T, 1), name, PREV + name) for i, name in enumerate(sources)]
     fetches.append(Fetch("tr.first", offset_keys(T, 1), FIRST, PREV + "first"))

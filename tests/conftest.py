@@ -176,3 +176,31 @@ def _factor_language(n_letters: int, k: int, threshold: int, factors: list[tuple
 def factor_language():
     """:func:`_factor_language`: locally threshold testable automata from their definitions."""
     return _factor_language
+
+
+def _declared_then_refused(model, build: Callable, corrupt: Callable[[], Any]) -> str:
+    """One declaration: ``model`` is certified end to end against the obligations its program
+    declares (``build`` again on the checkpoint's spec and plan); then ``corrupt()`` compiles it
+    with one entry of its plan changed (weights and declaration alike), which the program proof
+    refuses, naming an input the corrupted model gets wrong (returned)."""
+    from constructions import registry  # here, not at the top (as above)
+    from constructions.construction import BuildOptions
+    from verify.certify import certify
+
+    cert = certify(model)
+    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    program, _ = build(model.automaton, registry.plan_of(model)[1], BuildOptions.of_model(model))
+    assert cert["obligations_sha256"] == program.obligations().digest()
+    wrong = corrupt()
+    cert = certify(wrong)
+    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
+    word = cert["failure"]["detail"].split("'")[1].split()
+    a = wrong.automaton
+    assert wrong.simulate([word])[0] != [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]
+    return " ".join(word)
+
+
+@pytest.fixture(scope="session")
+def declared_then_refused():
+    """:func:`_declared_then_refused`, for each construction's one-declaration test."""
+    return _declared_then_refused

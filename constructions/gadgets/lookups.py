@@ -3,6 +3,7 @@ code input in one hidden layer (steps or linear pieces), or cut off by halfspace
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -27,6 +28,10 @@ class CodeInput:
     """The code may exceed n_values - 1 and reads as n_values - 1 (:func:`lookup_mlp` decodes it
     with :func:`compose.capped_step_units`: a saturating count whose units are all off past the
     cap, so a large count adds no rounding)."""
+    reach: int | None = None
+    """The largest code a saturating count may hold (e.g. max_len), read as n_values - 1 from there
+    on (the step units of thresholds 1..n_values-1 are all passed): the obligation lists every code
+    up to it (:func:`lookup_obligation`)."""
 
 
 @dataclass(frozen=True)
@@ -45,18 +50,29 @@ def input_name(inp: "CodeInput | OneHotInput") -> str:
 
 
 def lookup_obligation(name: str, inputs: list, out: Subspace, table: dict[tuple[int, ...], np.ndarray],
-                      default: np.ndarray | None = None) -> Lookup | None:
+                      total: bool = False) -> Lookup | None:
     """The :class:`~constructions.obligations.Lookup` a lookup gadget runs: its table over the
-    inputs' codes, keys as the codes (None where a key is shorter than the inputs, a pattern the
-    obligation does not state, or an input is a one-hot: the construction declares those)."""
+    inputs' codes, keys as the codes, a saturating input's last code as every code up to its
+    ``reach`` (None where a key is shorter than the inputs, a pattern the obligation does not
+    state, or an input is a one-hot: the construction declares those).  ``total``: every other
+    key writes 0 (the gadget's units match none there), the obligation's default, and the rows
+    of 0 are left to it."""
     if any(isinstance(i, OneHotInput) for i in inputs) or any(len(k) != len(inputs) for k in table):
         return None
-    return Lookup(name, tuple(input_name(i) for i in inputs), obligation_name(out),
-                  {tuple(int(v) for v in k): np.asarray(v, dtype=np.float64) for k, v in table.items()}, default)
+    rows: dict[tuple[int, ...], np.ndarray] = {}
+    for key, row in table.items():
+        row = np.asarray(row, dtype=np.float64)
+        if total and not np.any(row):
+            continue
+        spans = [range(v, i.reach + 1) if i.reach is not None and v == i.n_values - 1 else (v,)
+                 for i, v in zip(inputs, (int(v) for v in key))]
+        rows.update((k, row) for k in itertools.product(*spans))
+    return Lookup(name, tuple(input_name(i) for i in inputs), obligation_name(out), rows,
+                  np.zeros(len(out)) if total else None)
 
 
 def lookup_mlp(name: str, inputs: list, out: Subspace,
-               table: dict[tuple[int, ...], np.ndarray]) -> MLP:
+               table: dict[tuple[int, ...], np.ndarray], total: bool = False) -> MLP:
     """A finite function of several discrete inputs (Lemma 11), exact on its table.
 
     Hidden 1: the one-hot of every input (step units for codes, a copy for one-hots).
@@ -69,7 +85,8 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
     len(key) in place of m), and the output is then the sum of the rows of every matching key
     (a suffix pattern of a window; with full keys at most one matches).
     Declares the inputs that have units (a code of one value has none) and the parts
-    of ``out`` some row writes.
+    of ``out`` some row writes; its obligation (:func:`lookup_obligation`) is the table, and with
+    ``total`` every key outside it writes 0 as well.
     """
     used = [i.sub for i in inputs if (i.n_values > 1 if isinstance(i, CodeInput) else len(i.sub))]
     reads = names(*used)
@@ -115,7 +132,7 @@ def lookup_mlp(name: str, inputs: list, out: Subspace,
     W2, b2 = 2.0 * W2, 2.0 * b2 - 1.0  # 1 at the key, <= -1 elsewhere (integers: exact in float)
     return MLP(name, [W1, W2, W3], [b1, b2, np.zeros(len(kept))],
                {"kind": "lookup", "keys": len(keys), "inputs": m, "input_tolerance": STEP_TOLERANCE},
-               reads=reads, writes=writes, obligation=lookup_obligation(name, inputs, out, table))
+               reads=reads, writes=writes, obligation=lookup_obligation(name, inputs, out, table, total))
 
 
 def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarray) -> MLP:
@@ -132,7 +149,8 @@ def code_function_mlp(name: str, inp: CodeInput, out: Subspace, values: np.ndarr
 
 
 def flat_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace,
-                    table: dict[tuple[int, ...], np.ndarray], every_threshold: bool = False) -> MLP:
+                    table: dict[tuple[int, ...], np.ndarray], every_threshold: bool = False,
+                    total: bool = False) -> MLP:
     """:func:`lookup_mlp`'s finite function in *one* hidden layer (Lemma 11 through one code).
 
     The inputs' codes c_i in 0..n_i-1 are one integer K = sum_i w_i c_i with w_i = n_0 ... n_{i-1}
@@ -143,7 +161,11 @@ def flat_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace,
     fetch the codes must copy within it.  Units: two per value change along K (at most 2(N - 1)),
     against :func:`lookup_mlp`'s one-hots and one AND unit per key in two hidden layers;
     ``every_threshold``: two per threshold c = 1..N-1 whether the value changes or not (a shape
-    that does not depend on the table, for constructions that swap tables in place)."""
+    that does not depend on the table, for constructions that swap tables in place); ``total`` as
+    :func:`lookup_mlp`'s.  A code past its last value would move K into another key's: no input
+    may be a saturating count (``reach``)."""
+    if any(i.reach is not None for i in inputs):
+        raise ValueError(f"{name}: a flat lookup reads no saturating count (its codes are one mixed-radix K)")
     radix = [i.n_values for i in inputs]
     scales = [float(np.prod(radix[:i])) for i in range(len(inputs))]
     n = int(np.prod(radix))
@@ -157,7 +179,7 @@ def flat_lookup_mlp(name: str, inputs: list[CodeInput], out: Subspace,
                {"kind": "flat lookup", "keys": len(table), "codes": n, "thresholds": jumps,
                 "input_tolerance": flat_lookup_tolerance(radix)},
                reads=names(*(i.sub for i, _ in used)), writes=writes,
-               obligation=lookup_obligation(name, inputs, out, table))
+               obligation=lookup_obligation(name, inputs, out, table, total))
 
 
 def flat_lookup_tolerance(n_values: list[int]) -> float:

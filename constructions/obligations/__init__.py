@@ -38,7 +38,8 @@ declaration in :mod:`.declared`.  A kind is added by one class there, registered
 concrete semantics), which refuse a kind they have no rule for by name.
 """
 
-from .declared import Embedding, Joint, Layer, Obligations, Promise, Readout, Undeclared, prefixed
+from .declared import (Embedding, Joint, Layer, Obligations, Promise, Readout, Undeclared, keys_reached,
+                       one_hot_readout, prefixed)
 from .heads import AnyFlag, Average, Fetch, HeadKind, Latest, Match, Recent, absolute_keys, offset_keys
 from .kind import KINDS, Container, Kind, Part, kind_from_json
 from .mlps import Beside, Compose, Lookup, MLPKind, Modular, Race, Races, Round, Steps, Threshold
@@ -46,4 +47,4 @@ from .mlps import Beside, Compose, Lookup, MLPKind, Modular, Race, Races, Round,
 __all__ = ["AnyFlag", "Average", "Beside", "Compose", "Container", "Embedding", "Fetch", "HeadKind", "Joint", "KINDS",
            "Kind", "Latest", "Layer", "Lookup", "MLPKind", "Match", "Modular", "Obligations", "Part", "Promise", "Race",
            "Races", "Readout", "Recent", "Round", "Steps", "Threshold", "Undeclared", "absolute_keys", "kind_from_json",
-           "offset_keys", "prefixed"]
+           "keys_reached", "offset_keys", "one_hot_readout", "prefixed"]

@@ -13,7 +13,7 @@ import numpy as np
 
 from .heads import HeadKind
 from .kind import Kind, Sub, kind_from_json
-from .mlps import MLPKind
+from .mlps import Lookup, MLPKind
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,19 @@ def prefixed(ob: Obligations, prefix: str) -> Obligations:
         tuple(j.renamed(sub) for j in ob.joint),
         None if ob.promise is None else Promise(ob.promise.kind, ob.promise.text,
                                                 tuple(j.renamed(sub) for j in ob.promise.claims)))
+
+
+def one_hot_readout(sub: str, n: int) -> Readout:
+    """The readout of a state one-hot: ``sub`` holds e_q for state q (0..n-1)."""
+    eye = np.eye(n, dtype=np.int64)
+    return Readout((sub,), {tuple(int(v) for v in eye[q]): q for q in range(n)})
+
+
+def keys_reached(lookup: Lookup) -> Joint:
+    """The claim that ``lookup``'s inputs hold one of its table's keys together (its keys being
+    the ones the program reaches, e.g. from its start: a final lookup's)."""
+    keys = list(lookup.table)
+    return Joint(lookup.reads, np.array(keys, dtype=np.float64).reshape(len(keys), len(lookup.reads)))
 
 
 class Undeclared(Exception):

@@ -10,10 +10,15 @@ import torch
 from constructions.budget import STEP_TOLERANCE
 from constructions.gadgets.compose import capped_onehot_bias, capped_step_units
 from constructions.gadgets import (
+    ABSORB,
+    CodeInput,
     compose_mlp,
     compose_slope,
+    flat_lookup_mlp,
+    lookup_mlp,
     offset_head,
     onehot_bias,
+    prefix_mean_head,
     round_mlp,
     step_units,
 )
@@ -627,3 +632,31 @@ def test_fuse_reads_a_fresh_subspace_from_the_first_output_alone():
             r[x[0]] = v + noise
             y1 = r + f(r)
             assert np.array_equal(r + lean(r), y1 + g(y1))
+
+
+def test_a_total_lookup_declares_its_zeros_and_a_saturating_count_up_to_its_reach():
+    """The obligation a lookup states is what its weights do: every code of a count up to its
+    ``reach`` (read as its last value), 0 off the table (``total``), rows of 0 left to the default;
+    a flat lookup refuses a saturating count; a prefix mean given max_len declares its Average."""
+    T = 12
+    ws = Workspace()
+    count, flag, out = ws.add("count"), ws.add("flag"), ws.add("out", 2)
+    ins = [CodeInput(count, 3, capped=True, reach=T), CodeInput(flag, 2)]
+    table = {(2, 1): np.array([1.0, 0.0]), (1, 0): np.array([0.0, 2.0]), (0, 1): np.zeros(2)}
+    mlp = lookup_mlp("m", ins, out, table, total=True)
+    ob = mlp.obligation
+    assert set(ob.table) == {(1, 0)} | {(c, 1) for c in range(2, T + 1)} and ob.default.tolist() == [0.0, 0.0]
+    f = mlp.embed(ws)
+    for c, b in itertools.product(range(T + 1), range(2)):
+        x = np.zeros(ws.d_model)
+        x[count[0]], x[flag[0]] = c, b
+        want = ob.table.get((c, b), ob.default)
+        np.testing.assert_allclose(f(x)[list(out.dims)], want, atol=1e-9)
+    assert lookup_mlp("m", ins, out, table).obligation.default is None  # not total: no claim off the table
+    with pytest.raises(ValueError, match="saturating"):
+        flat_lookup_mlp("m", ins, out, table)
+    absorb, bos = ws.add(ABSORB), ws.add("bos")
+    assert prefix_mean_head("h", absorb, bos, flag, count, mass=2 * T).obligation is None
+    avg = prefix_mean_head("h", absorb, bos, flag, count, mass=2 * T, value_scale=2.0 * T, max_len=T).obligation
+    assert (avg.heads, avg.first, avg.last, avg.mass, avg.scale, avg.src, avg.dst) == (
+        ("h",), (1,), (T,), 2 * T, 2.0 * T, "flag", "count")

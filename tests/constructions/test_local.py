@@ -4,6 +4,8 @@ broken gadget, adversarial families, the registry and the CLI."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -17,6 +19,7 @@ from constructions.budget import STEP_TOLERANCE
 from constructions.gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, prefix_mean_head, recent_flag_head
 from constructions.local_checks import families, reference
 from constructions.workspace import Workspace
+from verify.certify import certify
 from verify.check import verify
 
 CHECK = {"samples": 8, "exhaustive_budget": 256, "family_limit": 2}
@@ -130,8 +133,6 @@ def test_every_start_state_is_exact_without_reshaping():
 def test_one_hidden_layer_lookups_verify_certify_and_keep_their_shape_from_every_start(name, hidden):
     """``one_hidden_layer``: a one-layer model's final lookup in one hidden layer, unless it reads the
     saturating event count (blocks:1); a two-layer model (adder:2) builds as without the option."""
-    from verify.certify import certify
-
     model = compiler.compile_automaton(name, max_len=32, method="local", one_hidden_layer=True)
     assert [len(b["mlp_hidden"]) for b in model.config["blocks"]] == hidden and model.meta["one_hidden_layer"]
     flat = {k for k in model.meta["local"]["precision"] if k.startswith("flat_")}
@@ -222,3 +223,29 @@ def test_targets_at_256_on_1000_random_inputs(name):
 def test_detect_is_what_applies_uses():
     plan, _ = detect(load_spec("repeat:2"))
     assert local.CONSTRUCTION.applies(load_spec("repeat:2")) == plan
+
+
+# --- one declaration: the program the gadgets declare is the one certified ----------------------
+
+
+@pytest.mark.parametrize("name", ["adder:2", "regex:b*ab*a(a|b)*"])
+def test_the_declared_program_is_certified_and_a_wrong_final_entry_is_refused(monkeypatch, declared_then_refused,
+                                                                              name):
+    """The obligations certified are the program's own declaration (its gadgets' and its
+    :class:`Declaration`), proved against the automaton; one reached key of the final table sent
+    to another state in the plan -- so in the weights and the declaration alike -- is refused by
+    the program proof, naming an input the model gets wrong."""
+    good = local.detect
+
+    def bad(automaton):
+        p, reason = good(automaton)
+        st = p.starts[automaton.start]
+        i = max(i for i, q in enumerate(st.final) if q >= 0)
+        final = tuple((q + 1) % p.n_states if j == i else q for j, q in enumerate(st.final))
+        return dataclasses.replace(p, starts=tuple(dataclasses.replace(s, final=final) if s is st else s
+                                                   for s in p.starts)), reason
+
+    def corrupt():
+        monkeypatch.setattr(local, "detect", bad)
+        return compiler.compile_automaton(name, max_len=16, method="local")
+    declared_then_refused(compiler.compile_automaton(name, max_len=16, method="local"), local.build, corrupt)

@@ -4,6 +4,8 @@ class is refused by name."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -11,6 +13,7 @@ from compiler.automata.errors import ShortcutError
 from compiler.automata.load import load_spec
 from compiler.automata.subregular_families import random_language
 from compiler.pipeline import compile_automaton, set_start
+from constructions import piecewise
 from verify.certify import certify
 from verify.check import verify
 
@@ -95,3 +98,20 @@ def test_sweep_at_most_k_layers_certified_at_50_and_256(cls, k, letters):
             continue
         cert = certify(model)
         assert cert["certified"] is True, cert.get("reason")
+
+
+def test_the_declared_program_is_certified_and_a_wrong_key_state_is_refused(monkeypatch, declared_then_refused):
+    """The obligations certified are the program's own declaration, proved against the automaton;
+    one progress tuple's state changed in the plan -- so in the final lookup's weights and its
+    declared table alike -- is refused by the program proof, naming an input the model gets wrong."""
+    good = piecewise.detect
+
+    def bad(automaton):
+        p, reason = good(automaton)
+        i = len(p.states) - 1
+        return dataclasses.replace(p, states=(*p.states[:i], (p.states[i] + 1) % p.n_states)), reason
+
+    def corrupt():
+        monkeypatch.setattr(piecewise, "detect", bad)
+        return _compiled("pt", 3, 3, 0, 24, method="piecewise")
+    declared_then_refused(_compiled("pt", 3, 3, 0, 24, method="piecewise"), piecewise.build, corrupt)
