@@ -11,7 +11,9 @@ import compiler
 from compiler.automata.catalog import build
 from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import from_dict
+from constructions import registry
 from constructions.checkpoint import load, save
+from constructions.construction import BuildOptions
 from constructions.gadgets import CodeInput, code_function_mlp
 from constructions.program import Beside, Head, fuse, renamed
 from constructions.workspace import Workspace, beside
@@ -147,3 +149,54 @@ def test_labels_of_a_product_are_read_from_its_factors_one_hots() -> None:
     assert labels.config["blocks"] == states.config["blocks"]
     assert sum(p.numel() for p in labels.parameters()) < sum(p.numel() for p in states.parameters())
     assert verify(labels, **QUICK).exact
+
+
+def _beside_a5(factor: str) -> dict:
+    """``factor``'s automaton and A5 on five points read together: letter (x, g) moves the first by x
+    and the second by generator g (its quotients: ``factor`` and the A5 part, by their cheapest
+    constructions -- a lookback and a scan for a few-letters-back language)."""
+    d = compiler.load_spec(factor)
+    g = {"c": [1, 2, 0, 3, 4], "f": [1, 2, 3, 4, 0]}
+    trans = {f"{d.states[q]}.{i}": {f"{a}{n}": f"{d.states[d.maps[j][q]]}.{g[n][i]}" for j, a in enumerate(d.alphabet)
+                                    for n in g} for q in range(d.n_states) for i in range(5)}
+    return {"name": f"{factor}xA5", "states": list(trans), "alphabet": [f"{a}{n}" for a in d.alphabet for n in g],
+            "start": f"{d.states[d.start]}.0", "transitions": trans}
+
+
+def _separates(model, word: list[str]) -> bool:
+    a = model.automaton
+    return model.simulate([word])[0] != [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]
+
+
+def test_a_product_of_declared_factors_is_certified_end_to_end_and_a_factor_table_bug_is_refused(monkeypatch) -> None:
+    """One declaration: the product's program is its factors' blocks side by side (their obligations
+    prefixed), its readout the sum of theirs.  (a) A lookback beside a scan is certified end to end
+    against exactly the program its build declares; (b) one window of the lookback factor's table
+    mapped to the next state -- in the weights and the declared program alike -- is refused, naming
+    an input on which the model is really wrong."""
+    from constructions import lookback
+    from verify.certify import certify
+
+    a = from_dict(_beside_a5("regex:a(a|b)*b"))
+    model = compiler.compile_automaton(a, max_len=16, method="product")
+    assert [f["method"] for f in model.meta["product"]["factors"]] == ["lookback", "scan"]
+    cert = certify(model)
+    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    c, plan = registry.plan_of(model)
+    declared = c.build(a, plan, BuildOptions.of_model(model))[0].obligations()
+    assert cert["obligations_sha256"] == declared.digest()
+    assert [layer["mlp"]["kind"] for layer in cert["layers"]][0] == "beside"
+
+    good = lookback.table
+
+    def bad(plan, automaton):
+        out = good(plan, automaton)
+        key = max(out)
+        out[key] = np.roll(out[key], 1)
+        return out
+    monkeypatch.setattr(lookback, "table", bad)
+    broken = compiler.compile_automaton(a, max_len=16, method="product")
+    cert = certify(broken)
+    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
+    word = cert["failure"]["detail"].split("'")[1].split()
+    assert _separates(broken, word)
