@@ -3,6 +3,8 @@ programs side by side, the summed readout."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -45,6 +47,21 @@ def test_beside_runs_mlps_of_different_depths_on_disjoint_dims() -> None:
             r = np.zeros(ws.d_model)
             r[x[0]], r[u[0]] = a, b
             np.testing.assert_array_equal(both(r), d1(r) + d2(r))
+
+
+def test_beside_declares_its_parts_and_a_part_side_by_side_gives_its_parts() -> None:
+    """A product layer's MLP declares ``Beside`` of its parts' obligations, renamed with their prefix;
+    a factor's own side-by-side MLP contributes its parts (the certifier splits parts by the dims
+    they touch); one undeclared part leaves the whole undeclared."""
+    ws = Workspace()
+    x, y, u, v = (ws.add(n) for n in "xyuv")
+    f = code_function_mlp("f", CodeInput(x, 2), y, np.array([[0.0], [1.0]]))
+    g = code_function_mlp("g", CodeInput(u, 2), v, np.array([[1.0], [0.0]]))
+    inner = Beside("in", [renamed(f, "f1."), renamed(g, "f1.")])
+    outer = Beside("out", [inner, renamed(f, "f2.")]).obligation
+    assert [p.mlp for p in outer.parts] == ["f1.f", "f1.g", "f2.f"]
+    assert outer.parts[2].reads == ("f2.x",) and outer.parts[2].out == "f2.y"
+    assert Beside("b", [f, dataclasses.replace(g, obligation=None)]).obligation is None
 
 
 def test_beside_prefixes_names_and_offsets_dims() -> None:
