@@ -28,8 +28,8 @@ Declaration.  The program is declared once, by the factors' gadgets: their block
 the product's workspace carry their obligations prefixed (``program.renamed``), MLPs side by
 side declare ``Beside``; the product adds its factors' tracked subspaces and claims (prefixed),
 the summed readout's table and the claim that the pair of final codes is one a reachable state
-gives (:func:`_declaration`).  A factor whose construction declares nothing yet leaves the
-product undeclared, its undeclared part named (certify: "not certified").
+gives (:func:`_declaration`).  A factor whose construction does not declare yet leaves the
+product undeclared (certify: "not certified", naming an undeclared head or MLP where there is one).
 
 Checks.  The layer-wise invariant is each factor's state read by its own unembedding after
 the last layer (the factors' internal invariants name subspaces without the prefix and are
@@ -289,7 +289,7 @@ def _declaration(programs: list[Program], pair: Factorisation, automaton: Semiau
     """The product's declaration from its factors' (their names prefixed as the workspace prefixes
     them, :func:`~constructions.obligations.prefixed`): both factors' tracked subspaces, the sum of
     their readouts (:func:`_readout`), their claims and the reachable pairs; None while a factor
-    declares none (its blocks' obligations then name what is undeclared)."""
+    declares none."""
     if any(p.declaration is None for p in programs):
         return None
     factors = []
