@@ -24,6 +24,7 @@ from constructions.model import CompiledTransformer
 from constructions.program import Program
 
 from .automata.errors import BudgetError, PrecisionError, ShortcutError
+from .automata.promise import promise_text
 from .automata.spec import Semiautomaton
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -324,9 +325,7 @@ def promise_meta(spec: dict[str, Any]) -> dict[str, Any] | None:
         return None
     given = sum(len(row) for row in spec["transitions"].values())
     undefined = len(spec["states"]) * len(spec["alphabet"]) - given
-    return {"kind": spec["promise"], "undefined": undefined,
-            "text": f"exact on legal inputs only: {undefined} transitions are undefined and promised never taken; "
-                    f"elsewhere the output is unspecified, and run refuses such inputs"}
+    return {"kind": spec["promise"], "undefined": undefined, "text": promise_text(undefined)}
 
 
 def check_estimate(cand: Candidate, model: CompiledTransformer) -> None:

@@ -80,6 +80,8 @@ depth error (8.3e-6 at max_len 16384 in float32).
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -89,13 +91,14 @@ from compiler.automata.errors import BudgetError
 from compiler.automata.spec import Semiautomaton
 from compiler.automata.stack_detect import BoundedStack, detect_any
 
+from compiler.automata.promise import promise_text
+
 from . import bounded_stack_checks as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .bounded_stack_layout import (GAP, MATCH, constants, depth_residue, layout, open_name, prefix_blocks,
                                    start_columns, start_name, token_rows)
-from . import bounded_stack_obligations
 from .krohn_rhodes_layout import CounterBlocks, block_heads, block_positions
-from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, declared_obligations
 from .gadgets import (
     ABSORB,
     absorb_feature,
@@ -103,13 +106,16 @@ from .gadgets import (
     residue_hidden,
     residue_mlp,
 )
-from .obligations import Obligations
-from .program import MLP, Block, Head, Program, StateCodes
+from .obligations import AnyFlag, Joint, Latest, Lookup, Promise, Readout, Threshold
+from .program import MLP, Block, Declaration, Head, Program, StateCodes
 from .workspace import Workspace, join
 
 
 
 NAME = "bounded-stack"
+
+FIXED = ("one", "bos", "pos:index", ABSORB, "pos:block")
+"""The input-independent subspaces (every other one is tracked by the certificate)."""
 
 
 def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> dict[str, Any]:
@@ -128,7 +134,8 @@ def _sizes(plan: BoundedStack, n_symbols: int, n_states: int, max_len: int) -> d
 
 
 def _level_head(plan: BoundedStack, j: int, c: dict[str, float]) -> Head:
-    """Layer 2, level j: the last push with x_tau = j (else BOS); copies its symbol (BOS: s0[j])."""
+    """Layer 2, level j: the last push with x_tau = j (else BOS); copies its symbol (BOS: s0[j]).
+    Obligation: :class:`Latest` (level bit and push bit both 1; BOS gives s0's symbol)."""
     D, k, beta = plan.depth, plan.symbols, c["beta"]
     W_Q = beta * np.array([[1.0, 1.0, c["lambda"], c["sink"]]])  # row: one
     W_K = np.zeros((D + 4, 4))  # rows: st:level (D + 1), st:push, pos:index, bos
@@ -140,11 +147,13 @@ def _level_head(plan: BoundedStack, j: int, c: dict[str, float]) -> Head:
              "output_error_bound": c["tol"]}
     return Head(f"st.open{j}", W_Q, W_K, W_V, W_O, notes,
                 reads={"query": ("one",), "key": ("st:level", "st:push", "pos:index", "bos"),
-                       "value": ("st:type", start_name(j))}, writes=(open_name(j),))
+                       "value": ("st:type", start_name(j))}, writes=(open_name(j),),
+                obligation=Latest(f"st.open{j}", f"st:level[{j}] + st:push", ((1, 1),), ("st:type", start_name(j)),
+                                  open_name(j)))
 
 
 def _any_head(c: dict[str, float]) -> Head:
-    """Layer 3: does any position tau <= t (BOS included) carry a flag of (*)?"""
+    """Layer 3: does any position tau <= t (BOS included) carry a flag of (*)?  (:class:`AnyFlag`)"""
     W_Q = np.array([[c["beta3"]]])  # row: one
     W_K = np.ones((3, 1))  # rows: st:out, st:mismatch, st:starterr
     W_V, W_O = np.ones((3, 1)), np.ones((1, 1))
@@ -152,23 +161,46 @@ def _any_head(c: dict[str, float]) -> Head:
              "why": "scores beta3 * flag: exactly 0 without a flag, >= 7/16 with one"}
     return Head("st.any", W_Q, W_K, W_V, W_O, notes,
                 reads={"query": ("one",), "key": ("st:out", "st:mismatch", "st:starterr"),
-                       "value": ("st:out", "st:mismatch", "st:starterr")}, writes=("st:any",))
+                       "value": ("st:out", "st:mismatch", "st:starterr")}, writes=("st:any",),
+                obligation=AnyFlag("st.any", "st:out + st:mismatch + st:starterr", "st:any"))
 
 
-def _depth_mlp(ws: Workspace, plan: BoundedStack) -> MLP:
-    """MLP 1: x_t -> one-hot over 0..D and the out-of-range flag (gadgets.residue_mlp, M = D + 2)."""
+def _depth_mlp(ws: Workspace, plan: BoundedStack, max_len: int, d0: int) -> MLP:
+    """MLP 1: x_t -> one-hot over 0..D and the out-of-range flag (gadgets.residue_mlp, M = D + 2).
+
+    Obligation: a :class:`Lookup` of the gadget's exact output (:func:`_decoded`) at every depth x_t
+    can be -- d0 - max_len .. d0 + max_len (past the first error only a clean code matters), a
+    legal stack's 0..D (its promise's claim) -- with BOS's bit 0 (at BOS the MLP writes 0)."""
     D = plan.depth
     res = depth_residue(plan)
     table = np.zeros((res.modulus, D + 2))
     table[np.arange(D + 1), np.arange(D + 1)] = 1.0
     table[D + 1:, D + 1] = 1.0  # residues D+1 .. M-1: x = D + 1 or x = -1
     out = join("st.depth.out", [ws["st:level"], ws["st:out"]])
-    return residue_mlp("st.depth", ws["st:depth"], res, out, table, bos=ws["bos"])
+    mlp = residue_mlp("st.depth", ws["st:depth"], res, out, table, bos=ws["bos"])
+    depths = range(0, D + 1) if plan.legal else range(d0 - max_len, d0 + max_len + 1)
+    return replace(mlp, obligation=Lookup("st.depth", ("st:depth", "bos"), "st:level + st:out",
+                                          {(x, 0): _decoded(plan, x) for x in depths}, np.zeros(D + 2)))
+
+
+def _decoded(plan: BoundedStack, x: int) -> np.ndarray:
+    """What MLP 1 writes (st:level + st:out) for an exact integer depth x -- any x, also past the
+    first error, where only its being a clean code matters: y = relu(x + T') (the carried value
+    of gadgets.residue_mlp), r = y - M #{1 <= i <= Nc: y >= iM} (its coarse steps), then the
+    table's row r when r < M, else 0 (no fine step fires)."""
+    res = depth_residue(plan)
+    D, M = plan.depth, res.modulus
+    y = max(0, x + res.offset)
+    r = y - M * sum(y >= i * M for i in range(1, res.n_coarse + 1))
+    out = np.zeros(D + 2)
+    if 0 <= r < M:
+        out[min(r, D + 1)] = 1.0  # residues 0..D: the level one-hot; D+1..M-1: out of range
+    return out
 
 
 def _stack_mlp(plan: BoundedStack) -> MLP:
     """MLP 2: the stack levels below x_t, and the mismatch flag of (*) (2 hidden layers, exact steps;
-    a legal stack: the levels alone).
+    a legal stack: the levels alone); its obligation, a :class:`Lookup` of :func:`_stack_table`.
 
     Each unit is relu(1 - relu(s (2 - y) - 1)) for a sum y of exact bits and one head
     output within STEP_TOLERANCE / 2 of a bit: exactly [y >= 2]."""
@@ -201,15 +233,39 @@ def _stack_mlp(plan: BoundedStack) -> MLP:
     notes = {"kind": "stack-levels", "depth": D, "symbols": k, "slope": s, "input_tolerance": STEP_TOLERANCE / 2,
              "hidden": [H, H]}
     reads = ("st:level", *[open_name(j) for j in range(1, D + 1)]) + (() if legal else ("st:pop",))
-    return MLP("st.stack", [W1, W2, W3], [b1, b2, np.zeros(n_out)], notes,
-               reads=reads, writes=("st:stack",) if legal else ("st:stack", "st:mismatch"))
+    writes = ("st:stack",) if legal else ("st:stack", "st:mismatch")
+    return MLP("st.stack", [W1, W2, W3], [b1, b2, np.zeros(n_out)], notes, reads=reads, writes=writes,
+               obligation=Lookup("st.stack", reads, " + ".join(writes), _stack_table(plan)))
+
+
+def _level_codes(plan: BoundedStack) -> list[tuple[int, ...]]:
+    """The codes st:level can hold: a one-hot of 0..D, or 0 (at BOS; past the first error)."""
+    eye = np.eye(plan.depth + 1, dtype=np.int64)
+    return [tuple(int(v) for v in row) for row in eye] + [(0,) * (plan.depth + 1)]
+
+
+def _stack_table(plan: BoundedStack) -> dict[tuple[int, ...], np.ndarray]:
+    """MLP 2's declared function on every code combination it may read: stack[j, b] =
+    [sum_{v >= j} level_v + open_j[b] >= 2] and, with error tracking, mismatch =
+    sum_{j, a} [level_{j-1} + pop[a] - open_j[a] >= 2]."""
+    D, k = plan.depth, plan.symbols
+    sym = [(0,) * k] + [tuple(int(v) for v in row) for row in np.eye(k, dtype=np.int64)]
+    table = {}
+    for level in _level_codes(plan):
+        for opens in itertools.product(sym, repeat=D):
+            for pop in ([()] if plan.legal else sym):
+                stack = [int(sum(level[j:]) + opens[j - 1][b] >= 2) for j in range(1, D + 1) for b in range(k)]
+                extra = [] if plan.legal else [sum(int(level[j - 1] + pop[a] - opens[j - 1][a] >= 2)
+                                                   for j in range(1, D + 1) for a in range(k))]
+                table[(*level, *(v for o in opens for v in o), *pop)] = np.array(stack + extra, dtype=np.float64)
+    return table
 
 
 def _error_mlp() -> MLP:
     """MLP 3: st:error = relu(1 - relu(1 - 4 y)): exactly 0 at y = 0 and exactly 1 for y >= 1/4."""
     return MLP("st.error", [np.array([[-4.0]]), np.array([[-1.0]]), np.array([[1.0]])],
                [np.array([1.0]), np.array([1.0]), np.zeros(1)], {"kind": "threshold", "at": 0.25},
-               reads=("st:any",), writes=("st:error",))
+               reads=("st:any",), writes=("st:error",), obligation=Threshold("st.error", "st:any", "st:error"))
 
 
 def readout(plan: BoundedStack, ws) -> tuple[np.ndarray, np.ndarray]:
@@ -264,7 +320,7 @@ def _prefix_heads(ws: Workspace, blocks: CounterBlocks, max_len: int) -> list[He
     if blocks.count == 1:
         mass = max_len + 1
         return [prefix_mean_head("st.prefix", ws[ABSORB], ws["bos"], ws["st:move"], ws["st:depth"], mass=mass,
-                                 value_scale=float(mass))]
+                                 value_scale=float(mass), max_len=max_len)]
     return block_heads("st.prefix", blocks, ws[ABSORB], ws["bos"], ws["one"], ws["pos:block"], ws["st:move"],
                        ws["st:depth"], max_len, value_scale=float(blocks.mass))
 
@@ -292,7 +348,8 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
         block_positions(W_pos, split, ws[ABSORB], ws["pos:block"], max_len)
 
     c = constants(plan, max_len)
-    block1 = Block(_prefix_heads(ws, split, max_len), _depth_mlp(ws, plan))
+    d0 = int(W_E[0, ws["st:depth"][0]])
+    block1 = Block(_prefix_heads(ws, split, max_len), _depth_mlp(ws, plan, max_len, d0))
     block2 = Block([_level_head(plan, j, c) for j in range(1, D + 1)], _stack_mlp(plan))
     blocks = [block1, block2] if plan.legal else [block1, block2, Block([_any_head(c)], _error_mlp())]
     W_U, b_U = readout(plan, ws)
@@ -312,7 +369,8 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
                "precision": prec, "model_sizes": sizes},
         "layers": [b.notes() for b in blocks],
     }
-    return Program(ws, W_E, W_pos, blocks, W_U, b_U, state_codes=state_codes(plan, ws)), meta
+    return Program(ws, W_E, W_pos, blocks, W_U, b_U, state_codes=state_codes(plan, ws),
+                   declaration=declaration(plan, ws, len(automaton.undefined))), meta
 
 
 def state_codes(plan: BoundedStack, ws) -> StateCodes:
@@ -345,16 +403,59 @@ def set_start(model, plan: BoundedStack, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# obligations: the program a certificate checks the weights against
+# the declaration: what the gadgets do not state (the tracked codes, the readout, the claims)
+
+
+def _stack_code(plan: BoundedStack, st: tuple[int, ...]) -> tuple[int, ...]:
+    """A stack's readout code: the level one-hot of its depth, then its stack bits."""
+    level = np.zeros(plan.depth + 1, dtype=np.int64)
+    level[len(st)] = 1
+    bits = np.zeros(plan.depth * plan.symbols, dtype=np.int64)
+    for j, b in enumerate(st, start=1):
+        bits[(j - 1) * plan.symbols + b] = 1
+    return (*level.tolist(), *bits.tolist())
+
+
+def _held(plan: BoundedStack) -> np.ndarray:
+    """Claim (b) of the module doc as rows of (st:level, st:open1..D, st:stack): at depth x, each
+    level j <= x holds a symbol (a push's, or the start stack's), every other level a symbol or 0,
+    and the stack bits are [j <= x] open_j."""
+    D, k = plan.depth, plan.symbols
+    eye = [tuple(int(v) for v in row) for row in np.eye(k, dtype=np.int64)]
+    rows = []
+    for x in range(D + 1):
+        level = tuple(int(v == x) for v in range(D + 1))
+        for opens in itertools.product(*[eye if j <= x else [(0,) * k, *eye] for j in range(1, D + 1)]):
+            stack = tuple(v if j <= x else 0 for j, o in enumerate(opens, start=1) for v in o)
+            rows.append((*level, *(v for o in opens for v in o), *stack))
+    return np.array(rows, dtype=np.float64)
+
+
+def declaration(plan: BoundedStack, ws: Workspace, undefined: int) -> Declaration:
+    """What the program declares beside its gadgets' obligations: every subspace but the fixed ones
+    is tracked; the readout's table has every stack's code (with an error, every code reads as the
+    sink).  Claims (the module doc's theorem): with error tracking, where st:error is 0 the level
+    and stack bits are a stack's code (no error yet: (a), (b)); a legal stack's depth stays in
+    0..D and its levels satisfy (b) on every legal input -- a :class:`Promise` (of an automaton
+    that leaves ``undefined`` transitions out), so its certificate holds on legal inputs only."""
+    D, k = plan.depth, plan.symbols
+    tracked = tuple(n for n in ws.subspaces if n not in FIXED)
+    table = {_stack_code(plan, st): q for q, st in enumerate(plan.stacks) if st is not None}
+    if plan.legal:
+        opens = tuple(open_name(j) for j in range(1, D + 1))
+        claims = (Joint(("st:depth",), np.arange(D + 1, dtype=np.float64)[:, None]),
+                  Joint(("st:level", *opens, "st:stack"), _held(plan)))
+        return Declaration(NAME, tracked, Readout(("st:level", "st:stack"), table),
+                           promise=Promise("legal", promise_text(undefined), claims))
+    sink = plan.stacks.index(None)
+    anything = [(*lv, *bits) for lv in _level_codes(plan) for bits in itertools.product((0, 1), repeat=D * k)]
+    table = {**{(*c, 0): q for c, q in table.items()}, **{(*c, 1): sink for c in anything}}
+    joint = Joint(("st:level", "st:stack", "st:error"), np.array(sorted(table), dtype=np.float64))
+    return Declaration(NAME, tracked, Readout(("st:level", "st:stack", "st:error"), table), joint=(joint,))
 
 
 # ---------------------------------------------------------------------------------------
 # the registry entry: the recognised stack is the plan
-
-
-def obligations(model, plan: BoundedStack) -> Obligations:
-    """What a bounded-stack model must run (:func:`bounded_stack_obligations.obligations`)."""
-    return bounded_stack_obligations.obligations(model, plan, NAME)
 
 
 def applies(automaton: Semiautomaton) -> BoundedStack | Refusal:
@@ -388,5 +489,5 @@ CONSTRUCTION = Construction(
     set_start=set_start, plan_to_json=BoundedStack.to_dict, plan_from_json=BoundedStack.from_dict,
     describe=lambda plan, automaton: plan.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"stack_families": seed + checks.FAMILY_SEED_OFFSET},
-    obligations=obligations,
+    obligations=declared_obligations(build),
 )

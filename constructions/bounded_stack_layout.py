@@ -1,6 +1,5 @@
 """A bounded stack's residual layout, constants and token embedding (the subspaces and the
-derivations of :mod:`constructions.bounded_stack`'s module docstring), shared by the build and
-the obligations (:mod:`constructions.bounded_stack_obligations`)."""
+derivations of :mod:`constructions.bounded_stack`'s module docstring)."""
 
 from __future__ import annotations
 

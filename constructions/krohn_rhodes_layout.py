@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from .budget import STEP_TOLERANCE
 from .gadgets import ABSORB, PositionBlock, absorb_feature, prefix_mean_head
 from .obligations import Average
 from .positions import PositionCode, position_code, position_table
-from .program import Head
+from .program import Head, obligation_name
 from .workspace import Subspace, Workspace, join
 
 
@@ -316,11 +316,14 @@ def block_heads(name: str, blocks: CounterBlocks, absorb: Subspace, bos: Subspac
     """Lemma 15's prefix mean split over position blocks: head ``name.h`` sums ``src`` over block h's
     keys (mass 2L, every other real key losing beta; gadgets.prefix_mean_head with a
     :class:`PositionBlock`), all heads into ``dst``; ``absorb`` and ``member`` hold one column per
-    block (:func:`block_positions`)."""
+    block (:func:`block_positions`).  Every head declares the heads' one obligation
+    (:func:`block_average`)."""
     B = blocks
-    return [prefix_mean_head(f"{name}.{h}", absorb, bos, src, dst, mass=B.mass, value_scale=value_scale,
-                             block=PositionBlock(h, member, one, B.beta, 1 + h * B.length,
-                                                 min(max_len, (h + 1) * B.length), max_len))
+    declared = block_average(name, B, max_len, value_scale, obligation_name(src), obligation_name(dst))
+    return [replace(prefix_mean_head(f"{name}.{h}", absorb, bos, src, dst, mass=B.mass, value_scale=value_scale,
+                                     block=PositionBlock(h, member, one, B.beta, 1 + h * B.length,
+                                                         min(max_len, (h + 1) * B.length), max_len)),
+                    obligation=declared)
             for h in range(B.count)]
 
 

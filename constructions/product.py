@@ -24,6 +24,13 @@ columns of its blocks).  The true state's pair maximises both terms, and any oth
 differs in at least one block: its logit is lower by at least that factor's margin (margin
 1 for a one-hot or nearest-point readout at exact values).  No lookup, no extra layer.
 
+Declaration.  The program is declared once, by the factors' gadgets: their blocks renamed into
+the product's workspace carry their obligations prefixed (``program.renamed``), MLPs side by
+side declare ``Beside``; the product adds its factors' tracked subspaces and claims (prefixed),
+the summed readout's table and the claim that the pair of final codes is one a reachable state
+gives (:func:`_declaration`).  A factor whose construction does not declare yet leaves the
+product undeclared (certify: "not certified", naming an undeclared head or MLP where there is one).
+
 Checks.  The layer-wise invariant is each factor's state read by its own unembedding after
 the last layer (the factors' internal invariants name subspaces without the prefix and are
 not run); the end-to-end checks are the verifier's as for any model.
@@ -33,7 +40,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -52,12 +58,11 @@ from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import count_params
-from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, rebuild
+from .construction import (BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
+                           declared_obligations, rebuild)
 from .labels import one_hot_rows
-from .obligations import Beside as ObBeside
-from .obligations import (Compose, Embedding, Joint, Layer, Lookup, Obligations, Races, Readout, Steps, Threshold,
-                          Undeclared, prefixed)
-from .program import Beside, Block, Program, StateCodes, renamed
+from .obligations import Embedding, Joint, Obligations, Readout, prefixed
+from .program import Beside, Block, Declaration, Program, StateCodes, renamed
 from .workspace import beside
 
 NAME = "product"
@@ -263,6 +268,41 @@ def _state_codes(programs: list[Program], pair: Factorisation, at: np.ndarray) -
     return StateCodes(dims, codes)
 
 
+def _readout(factors: list[Declaration], pair: Factorisation, automaton: Semiautomaton) -> tuple[Readout, Joint]:
+    """The sum of the factors' readouts: a pair of final codes reads as the state in both codes'
+    blocks; as a claim about the program, the pairs are those of the states some input reaches."""
+    (p1, p2), (r1, r2) = pair.partitions, (d.readout for d in factors)
+    table = {}
+    for k1, s1 in r1.table.items():
+        for k2, s2 in r2.table.items():
+            both = [q for q in range(automaton.n_states) if p1[q] == s1 and p2[q] == s2]
+            if both:
+                table[k1 + k2] = both[0]
+    reached = set(reachable_states(automaton))
+    rows = [k1 + k2 for k1, s1 in r1.table.items() for k2, s2 in r2.table.items()
+            if any(p1[q] == s1 and p2[q] == s2 for q in reached)]
+    names = r1.reads + r2.reads
+    return Readout(names, table), Joint(names, np.array(rows, dtype=np.float64).reshape(len(rows), -1))
+
+
+def _declaration(programs: list[Program], pair: Factorisation, automaton: Semiautomaton) -> Declaration | None:
+    """The product's declaration from its factors' (their names prefixed as the workspace prefixes
+    them, :func:`~constructions.obligations.prefixed`): both factors' tracked subspaces, the sum of
+    their readouts (:func:`_readout`), their claims and the reachable pairs; None while a factor
+    declares none."""
+    if any(p.declaration is None for p in programs):
+        return None
+    factors = []
+    for prefix, p in zip(PREFIXES, programs):
+        d = p.declaration
+        assert d is not None
+        moved = prefixed(Obligations(d.construction, Embedding({}), (), d.readout, joint=d.joint), prefix)
+        factors.append(Declaration(d.construction, tuple(prefix + n for n in d.tracked), moved.readout, moved.joint))
+    readout, reached = _readout(factors, pair, automaton)
+    return Declaration(NAME, tuple(n for d in factors for n in d.tracked), readout,
+                       joint=tuple(j for d in factors for j in d.joint) + (reached,))
+
+
 def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
           factors: tuple[Construction, ...]) -> tuple[Program, dict[str, Any]]:
     """The two factors' programs (:func:`choose` among ``factors``) side by side, with the sum of
@@ -291,7 +331,8 @@ def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
         "layers": [b.notes() for b in blocks],
     }
     return Program(ws, W_E, W_pos, blocks, W_U, b_U, notes={NAME: True},
-                   state_codes=_state_codes(programs, ch.pair, at)), meta
+                   state_codes=_state_codes(programs, ch.pair, at),
+                   declaration=_declaration(programs, ch.pair, automaton)), meta
 
 
 def estimate(plan: ProductPlan, max_len: int, positions: str, factors: tuple[Construction, ...]) -> Cost:
@@ -349,83 +390,20 @@ def set_start(model, plan: ProductPlan, start: str, factors: tuple[Construction,
                        f"with that start")
 
 
-def _ob_beside(name: str, mlps: tuple[Compose | Lookup | Steps | ObBeside | Races | Threshold, ...]) -> ObBeside:
-    """The factors' MLP obligations of one layer side by side (Lemma 17); Undeclared where a part is
-    itself side by side or a threshold, which ``verify/certify/`` does not run as a part."""
-    parts = tuple(m for m in mlps if isinstance(m, (Compose, Lookup, Steps, Races)))
-    if len(parts) < len(mlps):
-        raise Undeclared(f"layer {name}: a factor's MLP ({type(mlps[0]).__name__}, {type(mlps[1]).__name__}) "
-                         f"cannot run beside the other's")
-    return ObBeside(name, parts)
-
-
-def _factor_obligations(model, ch: Choice) -> list[Obligations]:
-    """Each factor's obligations, from its own program rebuilt as :func:`build` builds it, its
-    names prefixed as the product's workspace prefixes them."""
-    T = model.max_len
-    positions = model.meta.get("positions") or "sinusoidal"
-    eps = float(torch.finfo(model.W_E.dtype).eps)
-    out = []
-    for i, (c, f, p) in enumerate(zip(ch.constructions, ch.pair.factors, ch.plans)):
-        if c.obligations is None:
-            raise Undeclared(f"its factor {i + 1} ({c.name}) declares no obligations")
-        prog, meta = c.build(f, p, BuildOptions(T, eps, positions))
-        if prog.declaration is not None:  # one declaration: the factor's program states its obligations
-            out.append(prefixed(prog.obligations(), PREFIXES[i]))
-            continue
-        factor = SimpleNamespace(automaton=f, max_len=T, meta=meta, blocks=prog.blocks,
-                                 config={"dtype": model.config["dtype"]})
-        declared = prog.obligations() if prog.declaration is not None else c.obligations(factor, p)
-        out.append(prefixed(declared, PREFIXES[i]))
-    return out
-
-
-def _readout(obs: list[Obligations], pair: Factorisation, automaton: Semiautomaton) -> tuple[Readout, Joint]:
-    """The sum of the factors' readouts: a pair of final codes reads as the state in both codes'
-    blocks; as a claim about the program, the pairs are those of the states some input reaches."""
-    (p1, p2), (r1, r2) = pair.partitions, (ob.readout for ob in obs)
-    table = {}
-    for k1, s1 in r1.table.items():
-        for k2, s2 in r2.table.items():
-            both = [q for q in range(automaton.n_states) if p1[q] == s1 and p2[q] == s2]
-            if both:
-                table[k1 + k2] = both[0]
-    reached = set(reachable_states(automaton))
-    rows = [k1 + k2 for k1, s1 in r1.table.items() for k2, s2 in r2.table.items()
-            if any(p1[q] == s1 and p2[q] == s2 for q in reached)]
-    names = r1.reads + r2.reads
-    return Readout(names, table), Joint(names, np.array(rows, dtype=np.float64).reshape(len(rows), -1))
-
-
-def obligations(model, plan: ProductPlan, factors: tuple[Construction, ...]) -> Obligations:
-    """The factors' obligations side by side (:func:`_beside`): per layer the heads of both,
-    their MLPs as one :class:`~constructions.obligations.Beside` where both have one; and the
-    sum of their readouts (:func:`_readout`)."""
-    ch = choose(plan, model.max_len, model.meta.get("positions") or "sinusoidal", factors)
-    obs = _factor_obligations(model, ch)
-    layers = []
-    for layer in range(max(len(ob.layers) for ob in obs)):
-        here = [ob.layers[layer] for ob in obs if layer < len(ob.layers)]
-        mlps = tuple(x.mlp for x in here if x.mlp is not None)
-        mlp = None if not mlps else mlps[0] if len(mlps) == 1 else _ob_beside(f"product.l{layer}", mlps)
-        layers.append(Layer(tuple(f for x in here for f in x.fetches), mlp))
-    readout, reached = _readout(obs, ch.pair, model.automaton)
-    codes = {k: v for ob in obs for k, v in ob.embedding.codes.items()}
-    return Obligations(NAME, Embedding(codes), tuple(layers), readout,
-                       joint=tuple(j for ob in obs for j in ob.joint) + (reached,))
-
-
 def construction(factors: Callable[[], Sequence[Construction]]) -> Construction:
     """The registry entry, its factors' constructions drawn from ``factors()`` (the registry's
     entries but this one) each time it plans, builds or restarts."""
     def pick() -> tuple[Construction, ...]:
         return tuple(factors())
 
+    def built(a: Semiautomaton, plan: ProductPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+        return build(a, plan, options, pick())
+
     return Construction(
         name=NAME, theorem="Hartmanis-Stearns, Lemma 17", applies=applies,
         estimate=lambda plan, max_len, positions: estimate(plan, max_len, positions, pick()),
-        build=lambda a, plan, options: build(a, plan, options, pick()),
+        build=built,
         set_start=lambda model, plan, start: set_start(model, plan, start, pick()),
         plan_to_json=ProductPlan.to_dict, plan_from_json=ProductPlan.from_dict, describe=describe,
-        invariants=invariants, obligations=lambda model, plan: obligations(model, plan, pick()),
+        invariants=invariants, obligations=declared_obligations(built),
     )

@@ -325,12 +325,13 @@ def fused_obligation(name: str, first: Any, second: Any) -> Any:
 
 def beside_obligation(name: str, parts: list[Any]) -> Any:
     """What MLPs side by side compute (Lemma 17): each part's obligation, as ``Beside`` (one part:
-    its own; None unless every part declares one)."""
+    its own; a part itself side by side gives its parts; None unless every part declares one)."""
     if any(o is None for o in parts):
         return None
     if len(parts) == 1:
         return as_layer_mlp(parts[0])
-    return ob.Beside(name, tuple(as_layer_mlp(o) for o in parts))
+    flat = [p for o in parts for p in (o.parts if isinstance(o, ob.Beside) else (as_layer_mlp(o),))]
+    return ob.Beside(name, tuple(flat))
 
 
 def obligation_name(sub: Subspace) -> str:
@@ -382,13 +383,14 @@ class Program:
         """The declared program (constructions/obligations.py), read off the program itself: the
         tracked subspaces' codes from ``W_E``, each block's obligations from its gadgets, the
         readout and claims from :attr:`declaration` (``Undeclared`` where something declares none)."""
+        layers = tuple(b.layer() for b in self.blocks)  # first: an undeclared gadget is named
         d = self.declaration
         if d is None:
             raise ob.Undeclared("the program declares no embedding and readout")
         ws = self.workspace
         codes = {name: self.W_E[:, list(ws[name].dims)] for name in d.tracked}
-        return ob.Obligations(d.construction, ob.Embedding(codes), tuple(b.layer() for b in self.blocks), d.readout,
-                              dict(d.notes), d.joint, d.promise)
+        return ob.Obligations(d.construction, ob.Embedding(codes), layers, d.readout, dict(d.notes), d.joint,
+                              d.promise)
 
 
 def union(*groups: tuple[str, ...]) -> tuple[str, ...]:

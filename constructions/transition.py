@@ -18,16 +18,17 @@ code k_q; margin 1 at exact codes).  Depth: Q's + 1.
 It wins where Q is much smaller than A: the Moore machine over a Mealy machine's transitions (its
 Q is the Mealy machine, ``compiler/automata/mealy.py``).
 
-Checks.  The layer-wise invariant is A's state code in ``tr:state`` after the last layer; the
-certificate is Q's construction's obligations, then the fetches and the lookup (every
-combination of Q's final codes, the flag and the letter is a key), then the readout.
+Checks.  The layer-wise invariant is A's state code in ``tr:state`` after the last layer.  The
+declared program is Q's (its blocks' obligations and declaration), then the block's: the two
+fetches and the lookup (every combination of Q's codes, the flag and the letter is a key), and
+the readout of ``tr:state`` (:func:`_declaration`); Q undeclared leaves it undeclared.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from types import SimpleNamespace
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -40,12 +41,13 @@ from compiler.automata.transitions import TransitionPlan, transition_plan
 
 from .assemble import program_params
 from .budget import STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, rebuild
-from .gadgets import CodeInput, lookup_mlp, offset_head
+from .construction import (BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
+                           declared_obligations, rebuild)
+from .gadgets import CodeInput, lookup_mlp, lookup_obligation, offset_head
 from .labels import LabelReadoutError, one_hot_rows, readout_codes
-from .obligations import Embedding, Fetch, Layer, Lookup, Obligations, Readout, Undeclared, offset_keys
+from .obligations import Readout
 from .positions import position_code, position_table
-from .program import Block, Program
+from .program import Block, Declaration, Program
 
 NAME = "transition"
 PREV = "tr:prev."
@@ -101,7 +103,8 @@ def _grow(program: Program, max_len: int, positions: str, sources: list[str]) ->
 
 def _block(program: Program, plan: TransitionPlan, ws: Any, code: Any, dims: list[int], codes: np.ndarray,
            sources: list[str]) -> Block:
-    """The offset heads and the lookup (module docstring)."""
+    """The offset heads and the lookup (module docstring); the lookup declares every key, those
+    whose code is 0 (which get no unit) too."""
     heads = [offset_head(f"tr.prev{i}", ws[POS], code, ws["bos"], ws["one"], 1, ws[name], ws[PREV + name],
                          value_range=float(max(1, codes.max())), tolerance=STEP_TOLERANCE / 2)
              for i, name in enumerate(sources)]
@@ -111,8 +114,9 @@ def _block(program: Program, plan: TransitionPlan, ws: Any, code: Any, dims: lis
     inputs = [CodeInput(ws[PREV + where[d][0]], int(codes[:, j].max()) + 1, where[d][1]) for j, d in enumerate(dims)]
     inputs += [CodeInput(ws[PREV + "first"], 2), CodeInput(ws[LETTER], len(plan.step))]
     keys = {tuple(int(v) for v in code): c for c, code in enumerate(codes)}
-    table = {(*key, first, a): np.array([float(value)]) for key, first, a, value in _entries(plan, keys) if value}
-    return Block(heads, lookup_mlp(LOOKUP, inputs, ws[STATE], table))
+    table = {(*key, first, a): np.array([float(value)]) for key, first, a, value in _entries(plan, keys)}
+    lookup = lookup_mlp(LOOKUP, inputs, ws[STATE], {k: v for k, v in table.items() if v[0]})  # 0: no unit
+    return Block(heads, replace(lookup, obligation=lookup_obligation(LOOKUP, inputs, ws[STATE], table)))
 
 
 def _entries(plan: TransitionPlan, keys: dict[tuple[int, ...], int]) -> list[tuple[tuple[int, ...], int, int, int]]:
@@ -139,12 +143,23 @@ def _wrapped(a: Semiautomaton, plan: TransitionPlan, inner: Construction, inner_
     k = np.asarray(plan.codes, dtype=np.float64)
     W_U = np.zeros((ws.d_model, a.n_states))
     W_U[ws[STATE][0]] = 2.0 * k
-    out = Program(ws, W_E, W_pos, [*program.blocks, block], W_U, -(k**2))
+    out = Program(ws, W_E, W_pos, [*program.blocks, block], W_U, -(k**2),
+                  declaration=_declaration(program.declaration, plan, sources))
     notes = {"inner": inner.name, "inner_plan": inner.plan_to_json(inner_plan), "quotient_states": len(codes),
              "code_dims": [ws.labels[d] for d in dims], "sources": sources, "keys": block.mlp.notes["keys"]}
     return out, {**meta, "method": NAME, "positions": options.positions, NAME: notes,
                  "warnings": [f"quotient ({inner.name}): {w}" for w in meta.get("warnings", [])],
                  "layers": [*meta.get("layers", []), block.notes()]}
+
+
+def _declaration(inner: Declaration | None, plan: TransitionPlan, sources: list[str]) -> Declaration | None:
+    """Q's declaration, then the new subspaces' codes (the flag at BOS, the letter's index) and the
+    readout of A's state code in ``tr:state``; None while Q's construction declares none."""
+    if inner is None:
+        return None
+    tracked = (*inner.tracked, FIRST, LETTER, PREV + "first", STATE, *(PREV + s for s in sources))
+    readout = Readout((STATE,), {(int(k),): state for state, k in enumerate(plan.codes)})
+    return Declaration(NAME, tracked, readout, joint=inner.joint, notes=dict(inner.notes))
 
 
 @functools.lru_cache(maxsize=8)
@@ -225,83 +240,18 @@ def set_start(model, plan: TransitionPlan, start: str, inners: tuple[Constructio
             same_shape=f"from {start!r} the quotient compiles to another shape; compile the spec again with that start")
 
 
-def obligations(model, plan: TransitionPlan, inners: tuple[Construction, ...]) -> Obligations:
-    """Q's construction's obligations (its program rebuilt), then the fetches and the lookup of
-    every combination of Q's final codes, the flag and the letter, then the readout of ``tr:state``."""
-    info = model.metadata.sections[NAME]
-    c = next(x for x in inners if x.name == info["inner"])
-    if c.obligations is None:
-        raise Undeclared(f"its quotient's construction ({c.name}) declares no obligations")
-    q, T = plan.quotient, model.max_len
-    inner_plan = c.plan_from_json(info["inner_plan"])
-    prog, meta = c.build(q, inner_plan, BuildOptions(T, float(torch.finfo(model.W_E.dtype).eps),
-                                                     model.meta.get("positions") or "sinusoidal"))
-    inner = prog.obligations() if prog.declaration is not None else c.obligations(  # one declaration, or not yet
-        SimpleNamespace(automaton=q, max_len=T, meta=meta, blocks=prog.blocks, config={"dtype": model.config["dtype"]}),
-        inner_plan)
-    sources = list(info["sources"])
-    fetches = [Fetch(f"tr.prev{i}", offset_keys(T, 1), name, PREV + name) for i, name in enumerate(sources)]
-    fetches.append(Fetch("tr.first", offset_keys(T, 1), FIRST, PREV + "first"))
-    reads = (*_previous(inner.readout.reads, sources, model.layout()), PREV + "first", LETTER)
-    keys = {**inner.readout.table, _bos_code(model, reads[:-2]): q.start}
-    table = {(*key, first, a): np.array([float(value)]) for key, first, a, value in _entries(plan, keys)}
-    n = model.automaton.n_symbols
-    width = {s: len(model.layout()["subspaces"][s]["dims"]) for s in sources}
-    codes = {**inner.embedding.codes, FIRST: np.eye(n + 1)[-1][:, None], LETTER: np.append(np.arange(n), 0.0)[:, None],
-             PREV + "first": np.zeros((n + 1, 1)), STATE: np.zeros((n + 1, 1)),
-             **{PREV + s: np.zeros((n + 1, width[s])) for s in sources}}
-    readout = Readout((STATE,), {(int(k),): state for state, k in enumerate(plan.codes)})
-    layer = Layer(tuple(fetches), Lookup(LOOKUP, reads, STATE, table))
-    return Obligations(NAME, Embedding(codes), (*inner.layers, layer), readout, joint=inner.joint, notes=inner.notes)
-
-
-def _bos_code(model, reads: tuple[str, ...]) -> tuple[int, ...]:
-    """Q's final code at BOS (input-independent: one forward of BOS alone), which the look-back heads
-    copy to position 1: the lookup has a key for it (:func:`_entries`) and the fetched codes are one of
-    Q's codes or it (a claim checked here, where Undeclared says it is not an integer code)."""
-    with torch.no_grad():
-        _, cache = model.run_with_cache(torch.zeros((1, 0), dtype=torch.long))
-    layout = model.layout()["subspaces"]
-    x = cache[model.residual_hook(len(model.blocks) - 1)][0, 0].double().numpy()
-    out = []
-    for name in reads:
-        base, i = (name, 0) if name in layout else (name[:-1].rsplit("[", 1)[0], int(name[:-1].rsplit("[", 1)[1]))
-        v = float(x[layout[base[len(PREV):]]["dims"][i]])
-        if abs(v - round(v)) > STEP_TOLERANCE:
-            raise Undeclared(f"its quotient's code at BOS ({v:.4g} in {name}) is not an integer code")
-        out.append(int(round(v)))
-    return tuple(out)
-
-
-def _previous(reads: tuple[str, ...], sources: list[str], layout: dict[str, Any]) -> list[str]:
-    """The names of the fetched copies of the dims ``reads`` names (``name``, ``name[i]`` or
-    ``a + b``), one per dim, in order: ``tr:prev.<source>`` or ``tr:prev.<source>[i]``."""
-    subs = {name: list(sub["dims"]) for name, sub in layout["subspaces"].items()}
-    dims = []
-    for part in (p for r in reads for p in r.split(" + ")):
-        if part in subs:
-            dims += subs[part]
-        else:
-            base, i = part[:-1].rsplit("[", 1)
-            dims.append(subs[base][int(i)])
-    out = []
-    for d in dims:
-        s = next((x for x in sources if d in subs[x]), None)
-        if s is None:
-            raise Undeclared(f"its quotient's readout reads dim {d}, which no look-back head fetches")
-        out.append(PREV + s if len(subs[s]) == 1 else f"{PREV}{s}[{subs[s].index(d)}]")
-    return out
-
-
 def construction(inners: Callable[[], Sequence[Construction]]) -> Construction:
     def pick() -> tuple[Construction, ...]:
         return tuple(inners())
 
+    def built(a: Semiautomaton, plan: TransitionPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+        return build(a, plan, options, pick())
+
     return Construction(
         name=NAME, theorem="one-step quotient and look-back", applies=applies,
         estimate=lambda plan, max_len, positions: estimate(plan, max_len, positions, pick()),
-        build=lambda a, plan, options: build(a, plan, options, pick()),
+        build=built,
         set_start=lambda model, plan, start: set_start(model, plan, start, pick()),
         plan_to_json=TransitionPlan.to_dict, plan_from_json=TransitionPlan.from_dict, describe=describe,
-        invariants=invariants, obligations=lambda model, plan: obligations(model, plan, pick()),
+        invariants=invariants, obligations=declared_obligations(built),
     )

@@ -19,6 +19,13 @@ from .errors import SpecError
 from .spec import Semiautomaton, sink_name
 
 
+def promise_text(undefined: int) -> str:
+    """What the promise of legal inputs says of an automaton that leaves ``undefined`` transitions out
+    (a model's ``meta["promise"]`` and its certificate's promise)."""
+    return (f"exact on legal inputs only: {undefined} transitions are undefined and promised never taken; "
+            f"elsewhere the output is unspecified, and run refuses such inputs")
+
+
 def defined_table(automaton: Semiautomaton) -> np.ndarray:
     """[n_symbols, n_states] bool: whether delta(q, a) is defined."""
     return np.asarray(automaton.defined, dtype=bool).reshape(automaton.n_symbols, automaton.n_states)

@@ -43,13 +43,14 @@ from .lookups import (
     halfspace_lookup_mlp,
     interpolated_code_function_mlp,
     lookup_mlp,
+    lookup_obligation,
     separation,
 )
 from .residues import Residue, residue_hidden, residue_margin, residue_mlp, residue_range, round_mlp
 
 __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "PositionBlock", "Residue", "absorb_feature",
            "attention_temperature", "carry_units", "code_function_mlp", "compose_mlp", "compose_slope",
-           "flat_lookup_margin", "flat_lookup_mlp", "flat_lookup_tolerance",
-           "halfspace_lookup_mlp", "interpolated_code_function_mlp", "lookup_mlp", "offset_head", "onehot_bias",
+           "flat_lookup_margin", "flat_lookup_mlp", "flat_lookup_tolerance", "halfspace_lookup_mlp",
+           "interpolated_code_function_mlp", "lookup_mlp", "lookup_obligation", "offset_head", "onehot_bias",
            "prefix_mean_head", "recent_flag_head", "residue_hidden", "residue_margin", "residue_mlp", "residue_range",
            "round_mlp", "separation", "step_units"]

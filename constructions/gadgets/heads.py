@@ -142,7 +142,9 @@ def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, 
     1/(mass + o e^-beta) for the o <= t out-of-block keys up to t; the heads of all blocks
     write into the same ``dst``, whose sum is then the whole prefix sum up to that leak.
 
-    Obligation (one head over 1..``max_len``, given): :class:`~constructions.obligations.Average`."""
+    Obligation: given ``max_len`` (the head over keys 1..max_len), :class:`~constructions.obligations.Average`
+    of ``value_scale`` / ``mass`` times the sum; a block's head declares none alone (its blocks'
+    heads declare one together: ``krohn_rhodes_layout.block_heads``)."""
     W_V, W_O = _copy(src, dst, value_scale)
     notes = {"kind": "prefix-mean", "mass": mass, "value_scale": value_scale, "scale": mass / value_scale,
              "why": f"weights exactly 1/{mass} on each real position and the rest on BOS (value 0)"}

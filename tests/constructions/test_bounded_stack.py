@@ -1,5 +1,7 @@
 """The stack construction (bounded stacks / Dyck in three layers): exactness, sizes, start states."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -141,3 +143,36 @@ def test_declarations_match_the_weights(name):
 
     program, _ = stack.build(load_spec(name), stack.applies(load_spec(name)), BuildOptions(20))
     assert check_declarations(program) == 3 + 2 + stack.applies(load_spec(name)).depth  # 3 MLPs, D + 2 heads
+
+
+@pytest.mark.parametrize("spec", ["dyck:2,2", "dyck-legal:2,2"])
+def test_the_declared_program_is_certified_and_a_wrong_detector_claim_is_refused(monkeypatch, spec):
+    """One declaration: (a) the model is certified against exactly the program its build declares
+    (the gadgets' obligations, the tracked codes of W_E, the readout and claims); (b) the detector
+    claiming that one push letter pushes the other symbol -- the embedding and the declared program
+    alike read the plan -- is refused by the program proof, naming an input on which the model is
+    really wrong."""
+    from verify.certify import certify
+
+    a = load_spec(spec, promise="legal" if "legal" in spec else None)
+    model = compiler.compile_automaton(a, max_len=16, method=stack.NAME)
+    cert = certify(model)
+    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    _, plan = registry.plan_of(model)
+    assert cert["obligations_sha256"] == stack.build(a, plan, BuildOptions.of_model(model))[0].obligations().digest()
+
+    good = stack.detect_any
+
+    def wrong(automaton):
+        plan, reason = good(automaton)
+        s = next(i for i, (kind, _) in enumerate(plan.letters) if kind == "push")
+        letters = list(plan.letters)
+        letters[s] = ("push", 1 - letters[s][1])
+        return dataclasses.replace(plan, letters=tuple(letters)), reason
+    monkeypatch.setattr(stack, "detect_any", wrong)
+    broken = compiler.compile_automaton(a, max_len=16, method=stack.NAME)
+    cert = certify(broken)
+    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
+    word = cert["failure"]["detail"].split("'")[1].split()
+    want = [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]
+    assert broken.simulate([word])[0] != want

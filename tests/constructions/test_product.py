@@ -3,6 +3,8 @@ programs side by side, the summed readout."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,9 @@ import compiler
 from compiler.automata.catalog import build
 from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import from_dict
+from constructions import registry
 from constructions.checkpoint import load, save
+from constructions.construction import BuildOptions
 from constructions.gadgets import CodeInput, code_function_mlp
 from constructions.program import Beside, Head, fuse, renamed
 from constructions.workspace import Workspace, beside
@@ -43,6 +47,21 @@ def test_beside_runs_mlps_of_different_depths_on_disjoint_dims() -> None:
             r = np.zeros(ws.d_model)
             r[x[0]], r[u[0]] = a, b
             np.testing.assert_array_equal(both(r), d1(r) + d2(r))
+
+
+def test_beside_declares_its_parts_and_a_part_side_by_side_gives_its_parts() -> None:
+    """A product layer's MLP declares ``Beside`` of its parts' obligations, renamed with their prefix;
+    a factor's own side-by-side MLP contributes its parts (the certifier splits parts by the dims
+    they touch); one undeclared part leaves the whole undeclared."""
+    ws = Workspace()
+    x, y, u, v = (ws.add(n) for n in "xyuv")
+    f = code_function_mlp("f", CodeInput(x, 2), y, np.array([[0.0], [1.0]]))
+    g = code_function_mlp("g", CodeInput(u, 2), v, np.array([[1.0], [0.0]]))
+    inner = Beside("in", [renamed(f, "f1."), renamed(g, "f1.")])
+    outer = Beside("out", [inner, renamed(f, "f2.")]).obligation
+    assert [p.mlp for p in outer.parts] == ["f1.f", "f1.g", "f2.f"]
+    assert outer.parts[2].reads == ("f2.x",) and outer.parts[2].out == "f2.y"
+    assert Beside("b", [f, dataclasses.replace(g, obligation=None)]).obligation is None
 
 
 def test_beside_prefixes_names_and_offsets_dims() -> None:
@@ -147,3 +166,54 @@ def test_labels_of_a_product_are_read_from_its_factors_one_hots() -> None:
     assert labels.config["blocks"] == states.config["blocks"]
     assert sum(p.numel() for p in labels.parameters()) < sum(p.numel() for p in states.parameters())
     assert verify(labels, **QUICK).exact
+
+
+def _beside_a5(factor: str) -> dict:
+    """``factor``'s automaton and A5 on five points read together: letter (x, g) moves the first by x
+    and the second by generator g (its quotients: ``factor`` and the A5 part, by their cheapest
+    constructions -- a lookback and a scan for a few-letters-back language)."""
+    d = compiler.load_spec(factor)
+    g = {"c": [1, 2, 0, 3, 4], "f": [1, 2, 3, 4, 0]}
+    trans = {f"{d.states[q]}.{i}": {f"{a}{n}": f"{d.states[d.maps[j][q]]}.{g[n][i]}" for j, a in enumerate(d.alphabet)
+                                    for n in g} for q in range(d.n_states) for i in range(5)}
+    return {"name": f"{factor}xA5", "states": list(trans), "alphabet": [f"{a}{n}" for a in d.alphabet for n in g],
+            "start": f"{d.states[d.start]}.0", "transitions": trans}
+
+
+def _separates(model, word: list[str]) -> bool:
+    a = model.automaton
+    return model.simulate([word])[0] != [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]
+
+
+def test_a_product_of_declared_factors_is_certified_end_to_end_and_a_factor_table_bug_is_refused(monkeypatch) -> None:
+    """One declaration: the product's program is its factors' blocks side by side (their obligations
+    prefixed), its readout the sum of theirs.  (a) A lookback beside a scan is certified end to end
+    against exactly the program its build declares; (b) one window of the lookback factor's table
+    mapped to the next state -- in the weights and the declared program alike -- is refused, naming
+    an input on which the model is really wrong."""
+    from constructions import lookback
+    from verify.certify import certify
+
+    a = from_dict(_beside_a5("regex:a(a|b)*b"))
+    model = compiler.compile_automaton(a, max_len=16, method="product")
+    assert [f["method"] for f in model.meta["product"]["factors"]] == ["lookback", "scan"]
+    cert = certify(model)
+    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    c, plan = registry.plan_of(model)
+    declared = c.build(a, plan, BuildOptions.of_model(model))[0].obligations()
+    assert cert["obligations_sha256"] == declared.digest()
+    assert [layer["mlp"]["kind"] for layer in cert["layers"]][0] == "beside"
+
+    good = lookback.table
+
+    def bad(plan, automaton):
+        out = good(plan, automaton)
+        key = max(out)
+        out[key] = np.roll(out[key], 1)
+        return out
+    monkeypatch.setattr(lookback, "table", bad)
+    broken = compiler.compile_automaton(a, max_len=16, method="product")
+    cert = certify(broken)
+    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
+    word = cert["failure"]["detail"].split("'")[1].split()
+    assert _separates(broken, word)

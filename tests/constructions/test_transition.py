@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -76,3 +78,33 @@ def test_codes_and_label_slopes_are_centred():
     top = logits[np.arange(len(codes)), state_label]
     others = np.where(np.eye(len(labels), dtype=bool)[state_label], -np.inf, logits).max(1)
     assert (top - others).min() >= 1.0
+
+
+def test_the_declared_program_is_certified_and_a_wrong_step_entry_is_refused(monkeypatch):
+    """One declaration: (a) the model is certified against exactly the program its build declares
+    (Q's program, the look-back block's gadgets, the readout); (b) one entry of the step table the
+    lookup reads -- the weights and the declared program alike -- sends the start's class to another
+    state under the first letter: the program proof refuses, naming an input the model gets wrong."""
+    from constructions import transition
+    from constructions.construction import BuildOptions
+
+    a = _moore(5, 3, 3, 3)
+    model = compiler.compile_automaton(a, max_len=16, method="transition")
+    cert = certify(model)
+    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    c, plan = registry.plan_of(model)
+    assert cert["obligations_sha256"] == c.build(a, plan, BuildOptions.of_model(model))[0].obligations().digest()
+
+    good = transition._entries
+
+    def wrong(plan, keys):
+        step = [list(row) for row in plan.step]
+        c0 = plan.quotient.start
+        step[0][c0] = (step[0][c0] + 1) % plan.n_states
+        return good(dataclasses.replace(plan, step=tuple(tuple(r) for r in step)), keys)
+    monkeypatch.setattr(transition, "_entries", wrong)
+    broken = compiler.compile_automaton(a, max_len=16, method="transition")
+    cert = certify(broken)
+    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
+    word = cert["failure"]["detail"].split("'")[1].split()
+    assert broken.simulate([word])[0] != [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]
