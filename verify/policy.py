@@ -9,6 +9,7 @@ so it does not cover a model in a rotated basis (``constructions/basis.py``): fo
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from constructions.basis import basis_of
@@ -16,13 +17,38 @@ from constructions.basis import basis_of
 from .certify import SCHEMA, certify
 from .check import VerificationResult, verify
 
-VERIFY_SAMPLING = {"samples": 64, "exhaustive_budget": 1 << 15, "family_limit": None}
+@dataclass(frozen=True)
+class Sampling:
+    """A sampled check's size: ``samples`` random sequences, exhaustive enumeration up to
+    ``exhaustive_budget`` sequences, at most ``family_limit`` sequences per adversarial family
+    (None: every one), and the layer-wise invariants when ``layerwise``.  :meth:`options` are
+    :func:`verify.check.verify`'s keyword arguments."""
+
+    samples: int
+    exhaustive_budget: int
+    family_limit: int | None
+    layerwise: bool = True
+
+    def options(self) -> dict[str, Any]:
+        """``verify``'s keyword arguments for this check."""
+        return asdict(self)
+
+    def at_most(self, other: Sampling) -> Sampling:
+        """This check, no larger than ``other`` in any count (a limit of None is no limit)."""
+        def low(a: int | None, b: int | None) -> int | None:
+            return a if b is None else b if a is None else min(a, b)
+        return Sampling(min(self.samples, other.samples),
+                        min(self.exhaustive_budget, other.exhaustive_budget),
+                        low(self.family_limit, other.family_limit), self.layerwise and other.layerwise)
+
+
+VERIFY_SAMPLING = Sampling(samples=64, exhaustive_budget=1 << 15, family_limit=None)
 """``verify``'s sampled check without a certificate (its option defaults)."""
-COMPILE_SAMPLING = {"samples": 16, "exhaustive_budget": 4096, "family_limit": 4}
+COMPILE_SAMPLING = Sampling(samples=16, exhaustive_budget=4096, family_limit=4)
 """``compile --verify``'s modest sampled check without a certificate (its option defaults), and the zoo's."""
-SAMPLINGS: dict[str, dict[str, Any]] = {"compile": COMPILE_SAMPLING, "verify": VERIFY_SAMPLING}
+SAMPLINGS: dict[str, Sampling] = {"compile": COMPILE_SAMPLING, "verify": VERIFY_SAMPLING}
 """The sampled checks by the command that uses them (a zoo config's ``sampling``)."""
-CROSS_CHECK = {"samples": 8, "exhaustive_budget": 1024, "family_limit": 2}
+CROSS_CHECK = Sampling(samples=8, exhaustive_budget=1024, family_limit=2, layerwise=False)
 """The sampled check that accompanies a passing certificate (``verify``, ``compile``, the zoo):
 the certificate is the proof; the samples only cross-check the model against the simulation.
 The layer-wise invariants are left out: the certificate proves every layer's declared values
@@ -45,22 +71,21 @@ def certificate_failed(cert: dict | None) -> bool:
     return cert is not None and not cert["certified"] and cert.get("supported", True)
 
 
-def sampling_for(cert: dict | None, sampling: dict[str, Any] = VERIFY_SAMPLING) -> dict[str, Any]:
+def sampling_for(cert: dict | None, sampling: Sampling = VERIFY_SAMPLING) -> Sampling:
     """The sampled check that goes with ``cert``: a cross-check (no larger than ``sampling``)
     after a proof, else ``sampling``."""
     if cert is not None and cert["certified"]:
-        cross = {k: v if sampling[k] is None else min(v, sampling[k]) for k, v in CROSS_CHECK.items()}
-        return {**cross, "layerwise": False}
-    return dict(sampling)
+        return CROSS_CHECK.at_most(sampling)
+    return sampling
 
 
-def check(model, *, seed: int = 0, prove: bool = True, sampling: dict[str, Any] = VERIFY_SAMPLING,
+def check(model, *, seed: int = 0, prove: bool = True, sampling: Sampling = VERIFY_SAMPLING,
           progress: Callable[[str, int, int], None] | None = None) -> VerificationResult:
     """The certificate (when ``prove``) and the sampled check it calls for (``sampling``, or the
     cross-check after a proof); the result carries the certificate, and ``exact`` only when
     both hold (a certificate that is not supported leaves the verdict to sampling)."""
     cert = certificate(model) if prove else None
-    result = verify(model, seed=seed, **sampling_for(cert, sampling), progress=progress)
+    result = verify(model, seed=seed, **sampling_for(cert, sampling).options(), progress=progress)
     result.certificate = cert
     result.exact = result.exact and not certificate_failed(cert)
     return result

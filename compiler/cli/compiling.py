@@ -12,7 +12,7 @@ from constructions.basis import BASES, MAX_SEED
 from verify.certify import certificate_text
 from verify.check import LAYERWISE_MAX_LEN, check_options, verify
 from verify.cost import refuse_hopeless
-from verify.policy import COMPILE_SAMPLING, certificate, certificate_failed, sampling_for
+from verify.policy import COMPILE_SAMPLING, Sampling, certificate, certificate_failed, sampling_for
 from verify.report import summary_line, verification_summary
 
 from ..automata.errors import BudgetError
@@ -27,7 +27,7 @@ from .status import say, still_working
 from .verifying import counterexample_line, progress
 
 
-COMPILE_FAMILY_LIMIT = COMPILE_SAMPLING["family_limit"]
+COMPILE_FAMILY_LIMIT = COMPILE_SAMPLING.family_limit
 """compile --verify keeps at most this many sequences of each adversarial family."""
 COMPILE_VERIFY_SECONDS = 60.0
 """compile --verify's default time budget (--verify-time)."""
@@ -72,9 +72,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
         with still_working(f"certifying at max_len {args.max_len:,}"):
             cert = certificate(model) if args.certify else None
-        sampling = sampling_for(cert, {"samples": args.verify_samples, "exhaustive_budget": args.verify_budget,
-                                       "family_limit": COMPILE_FAMILY_LIMIT})  # proved: only a cross-check
-        result = verify(model.to(device), seed=0, **sampling, progress=progress(args.verify_time),
+        asked = Sampling(args.verify_samples, args.verify_budget, COMPILE_FAMILY_LIMIT)
+        sampling = sampling_for(cert, asked)  # proved: only a cross-check
+        result = verify(model.to(device), seed=0, **sampling.options(), progress=progress(args.verify_time),
                         time_budget=args.verify_time)
         model.to("cpu")
         result.certificate = cert
@@ -137,9 +137,9 @@ def compile_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--certify", action=argparse.BooleanOptionalAction, default=True,
                    help="with --verify, first prove the model exact on every input up to max_len and store the "
                         "certificate in the checkpoint (--no-certify: sampling only)")
-    c.add_argument("--verify-samples", type=NON_NEGATIVE, default=COMPILE_SAMPLING["samples"],
+    c.add_argument("--verify-samples", type=NON_NEGATIVE, default=COMPILE_SAMPLING.samples,
                    help="random full-length sequences for --verify")
-    c.add_argument("--verify-budget", type=POSITIVE, default=COMPILE_SAMPLING["exhaustive_budget"],
+    c.add_argument("--verify-budget", type=POSITIVE, default=COMPILE_SAMPLING.exhaustive_budget,
                    help="exhaustive-check budget for --verify")
     c.add_argument("--verify-time", type=seconds, default=COMPILE_VERIFY_SECONDS, metavar="SECONDS",
                    help="time budget of --verify: further batches of a check are skipped once it is spent (the "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from constructions.checkpoint import load
 from constructions.model import resolve_device
@@ -85,8 +84,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     require_intact_header(model)
     _warn_stale_summary(model, args.model)
     cert = certificate(model) if args.certify else None
-    sampling: dict[str, Any] = sampling_for(cert, VERIFY_SAMPLING)  # proved: a cross-check; options override it
-    sampling.update({k: getattr(args, k) for k in VERIFY_SAMPLING if getattr(args, k) is not None})
+    sampling = sampling_for(cert, VERIFY_SAMPLING).options()  # proved: a cross-check; options override it
+    sampling.update({k: getattr(args, k) for k in ("samples", "exhaustive_budget", "family_limit")
+                     if getattr(args, k) is not None})
     if report_dir is not None or args.json:
         sampling["layerwise"] = True  # the report shows the sampled margins beside the certificate's
     result = verify(model.to(device), seed=args.seed, **sampling, progress=progress(args.time_budget),

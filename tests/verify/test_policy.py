@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from verify.policy import COMPILE_SAMPLING, CROSS_CHECK, VERIFY_SAMPLING, sampling_for
+from dataclasses import replace
+
+from verify.policy import COMPILE_SAMPLING, CROSS_CHECK, VERIFY_SAMPLING, Sampling, sampling_for
 
 
 def test_a_proved_model_gets_the_cross_check_without_the_layerwise_samples():
     proved = {"certified": True}
     got = sampling_for(proved, VERIFY_SAMPLING)
-    assert {k: got[k] for k in CROSS_CHECK} == CROSS_CHECK and got["layerwise"] is False
-    smaller = sampling_for(proved, {**COMPILE_SAMPLING, "samples": 3})  # never more than the caller asked
-    assert smaller["samples"] == 3 and smaller["exhaustive_budget"] == CROSS_CHECK["exhaustive_budget"]
+    assert got == CROSS_CHECK and got.layerwise is False
+    smaller = sampling_for(proved, replace(COMPILE_SAMPLING, samples=3))  # never more than the caller asked
+    assert smaller.samples == 3 and smaller.exhaustive_budget == CROSS_CHECK.exhaustive_budget
+    assert smaller.family_limit == min(CROSS_CHECK.family_limit, COMPILE_SAMPLING.family_limit)
 
 
 def test_an_unproved_model_gets_the_full_sampling_with_its_invariants():
     for cert in (None, {"certified": False, "supported": False}, {"certified": False}):
         got = sampling_for(cert, VERIFY_SAMPLING)
-        assert got == VERIFY_SAMPLING and "layerwise" not in got  # verify's default: invariants on
+        assert got == VERIFY_SAMPLING and got.layerwise is True  # verify's default: invariants on
+
+
+def test_a_sampling_is_verify_keyword_arguments():
+    assert Sampling(5, 10, None).options() == {"samples": 5, "exhaustive_budget": 10, "family_limit": None,
+                                               "layerwise": True}
+    assert Sampling(5, 10, None).at_most(Sampling(3, 100, 2, layerwise=False)) == Sampling(3, 10, 2, layerwise=False)

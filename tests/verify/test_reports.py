@@ -233,7 +233,7 @@ def test_compile_stores_verification_and_no_verify_skips(tmp_path, capsys):
     v = compiler.load(a).info()["verification"]
     # parity compiles to a certified krohn-rhodes counter: the proof, then only the cross-check's samples
     assert v["certificate"]["certified"] is True
-    assert v["exact"] is True and v["n_errors"] == 0 and v["checked"]["random_sequences"] == CROSS_CHECK["samples"]
+    assert v["exact"] is True and v["n_errors"] == 0 and v["checked"]["random_sequences"] == CROSS_CHECK.samples
     assert v["checked"]["exhaustive_length"] >= 1 and v["margins"]["readout_min_logit_margin"] > 0
     assert main(["compile", "parity", "-o", str(b), "--max-len", "16"]) == 0
     assert a.read_bytes() == b.read_bytes()  # the stored summary is deterministic
