@@ -180,7 +180,8 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
         raise CertificateFailure("obligations", f"{len(ob.layers)} layers declared, the model has {len(m.blocks)}")
     states, pos_class = phases(m, *embedding_states(m, ob))
     composes = [o for layer in ob.layers for o in layer.mlp_leaves() if isinstance(o, Compose)]
-    closures = {o.maps: closure_of(ob.embedding.codes[o.maps]) for o in composes if o.maps in ob.embedding.codes}
+    closures = {name: closure_of(ob.embedding.codes[name]) for name in dict.fromkeys(o.maps for o in composes)
+                if name in ob.embedding.codes}
     later = {n for layer in ob.layers for n in layer.names_written()}
     written = (set(ob.embedding.codes) - later) | {  # the token's own codes, and the position's
         n for n, dims in m.subspaces.items() if set(dims) <= m.fixed_dims}
