@@ -61,12 +61,17 @@ relu(1 - p - m)); the code is sum_v code(v) e_v with one nonzero term.
 Layer 2: 2S heads per axis, head d scores
 beta * (<code(z_t + d), code(z_j)> + lambda * j) at j >= 1 and beta * (P - g/2) at BOS.
 MLP 2 (2 hidden layers, width 2S each per axis) evaluates (*) with exact steps.
+
+The program is declared once, where the weights are made: each head and MLP states its
+obligation (layer 1 an ``Average`` and per axis a ``Lookup`` on (z, bos); layer 2 a ``Match`` per
+head and one ``Races``) and :func:`declaration` the tracked codes and the readout; the certificate
+reads that declaration (``declared_obligations``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -78,7 +83,7 @@ from compiler.automata.spec import Semiautomaton
 
 from . import gridworld_checks as checks
 from .budget import STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, declared_obligations
 from .gadgets import (
     ABSORB,
     Residue,
@@ -90,11 +95,11 @@ from .gadgets import (
     residue_mlp,
     residue_range,
 )
-from .krohn_rhodes_layout import (CERTIFIED_EPS, CounterBlocks, block_average, block_heads, block_positions,
-                                  position_blocks, prefix_sum_bounds)
-from .obligations import Average, Beside, Embedding, Layer, Lookup, Match, Obligations, Race, Races, Readout
+from .krohn_rhodes_layout import (CERTIFIED_EPS, CounterBlocks, block_heads, block_positions, position_blocks,
+                                  prefix_sum_bounds)
+from .obligations import Lookup, Match, Race, Races, Readout
 from .positions import PositionCode
-from .program import MLP, Block, Head, Program, beside
+from .program import MLP, Block, Declaration, Head, Program, beside
 from .workspace import Workspace, join
 
 NAME = "gridworld"
@@ -203,24 +208,45 @@ def prefix_blocks(max_len: int) -> CounterBlocks:
 def _prefix_heads(ws: Workspace, plans: list[AxisPlan], blocks: CounterBlocks, max_len: int) -> list[Head]:
     """Layer 1: z_t on every axis (Lemma 15): one head, BOS scoring log(D - t) and the rest 0, values
     D * move (D = max_len + 1); or one head per position block (mass 2L, values 2L * move, every
-    other real key losing beta; krohn_rhodes_layout.block_heads), all adding into ``gw{a}:z``."""
+    other real key losing beta; krohn_rhodes_layout.block_heads), all adding into ``gw{a}:z``.
+    Obligation: :class:`~constructions.obligations.Average` of the moves over keys 1..max_len (over
+    each block's keys with several), as the gadgets declare it."""
     moves = join("gw.moves", [ws[f"gw{p.axis}:move"] for p in plans])
     zs = join("gw.z", [ws[f"gw{p.axis}:z"] for p in plans])
     if blocks.count == 1:
         D = max_len + 1
-        return [prefix_mean_head("gw.prefix", ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D))]
+        return [prefix_mean_head("gw.prefix", ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D),
+                                 max_len=max_len)]
     return block_heads("gw.prefix", blocks, ws[ABSORB], ws["bos"], ws["one"], ws["pos:block"], moves, zs, max_len,
                        value_scale=float(blocks.mass))
 
 
-def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
-    """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (gadgets.residue_mlp, 4 hidden layers)."""
-    return residue_mlp(f"gw{p.axis}.residue", ws[f"gw{p.axis}:z"], p.residue, ws[f"gw{p.axis}:code"],
-                       p.code.code(np.arange(p.modulus)), bos=ws["bos"], notes={"axis": p.axis})
+def stored_codes(p: AxisPlan, eps: float) -> np.ndarray:
+    """The value codes of the residues 0..M-1 as a dtype with machine epsilon ``eps`` stores them
+    (MLP 1's last weights; float64 where no dtype has that epsilon), with entries below ``eps``
+    (cos(pi/2) in float64, 6e-17) read as 0: the codes the declared program names."""
+    dtype = next((d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+                  if torch.finfo(d).eps == eps), torch.float64)
+    codes = torch.from_numpy(p.code.code(np.arange(p.modulus))).to(dtype).double().numpy()
+    return np.where(np.abs(codes) < eps, 0.0, codes)
 
 
-def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float]) -> Head:
-    """Layer 2: the last position j >= 1 with z_j = z_t + offset (mod M), or BOS; copies j."""
+def _residue_mlp(ws: Workspace, p: AxisPlan, max_len: int, codes: np.ndarray) -> MLP:
+    """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (gadgets.residue_mlp, 4 hidden layers).
+    Obligation: a :class:`~constructions.obligations.Lookup` on (z, bos): every z in -max_len..max_len
+    after BOS to the code of z mod M (``codes``, :func:`stored_codes`), 0 at BOS."""
+    mlp = residue_mlp(f"gw{p.axis}.residue", ws[f"gw{p.axis}:z"], p.residue, ws[f"gw{p.axis}:code"],
+                      p.code.code(np.arange(p.modulus)), bos=ws["bos"], notes={"axis": p.axis})
+    table: dict[tuple[int, ...], np.ndarray] = {(z, 0): codes[z % p.modulus] for z in range(-max_len, max_len + 1)}
+    table[(0, 1)] = np.zeros(p.code.dim)
+    return replace(mlp, obligation=Lookup(mlp.name, (f"gw{p.axis}:z", "bos"), f"gw{p.axis}:code", table))
+
+
+def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float], codes: np.ndarray) -> Head:
+    """Layer 2: the last position j >= 1 with z_j = z_t + offset (mod M), or BOS; copies j.
+    Obligation: a :class:`~constructions.obligations.Match` -- from a query whose z is r (mod M),
+    the last key whose z is r + offset (its code among ``codes``), copying ``pos:index`` (0 at BOS:
+    never) into the head's dim of ``gw{a}:rec``."""
     code = p.code
     cd = code.dim
     beta = c["beta"]
@@ -237,14 +263,23 @@ def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, fl
     notes = {"kind": "nearest-value", "axis": p.axis, "offset": offset, "modulus": p.modulus,
              "beta": beta, "lambda": c["lambda"], "sink": c["sink"], "match": c["P"], "value_gap": c["gap"],
              "score_gap": c["score_gap"], "leak_bound": c["leak_bound"], "output_error_bound": c["tol"]}
-    code_name = f"gw{p.axis}:code"
-    return Head(f"gw{p.axis}.find{offset:+d}", W_Q, W_K, W_V, W_O, notes,
+    code_name, name = f"gw{p.axis}:code", f"gw{p.axis}.find{offset:+d}"
+    declared = Match(name, code_name, code_name, codes, (np.arange(p.modulus) + offset) % p.modulus, "pos:index",
+                     _rec(p, offset))
+    return Head(name, W_Q, W_K, W_V, W_O, notes,
                 reads={"query": (code_name, "one"), "key": (code_name, "pos:index", "bos"), "value": ("pos:index",)},
-                writes=(f"gw{p.axis}:rec",))
+                writes=(f"gw{p.axis}:rec",), obligation=declared)
+
+
+def _rec(p: AxisPlan, offset: int) -> str:
+    """The obligations' name of the ``gw{a}:rec`` dim that the head of ``offset`` writes."""
+    return f"gw{p.axis}:rec[{p.offsets.index(offset)}]"
 
 
 def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
-    """MLP 2 for one axis: formula (*) with exact steps (2 hidden layers of width 2S)."""
+    """MLP 2 for one axis: formula (*) with exact steps (2 hidden layers of width 2S).
+    Obligation: :class:`~constructions.obligations.Races`, per k the race of r(z - k) against
+    r(z + S + 1 - k) and, when both are 0, the start rule z + q0 >= k, summed into ``gw{a}:state``."""
     S, G = p.S, c["G"]
     s = 1.0 / STEP_TOLERANCE
     z, q0 = 2 * S, 2 * S + 1  # local rows: rec (one per offset), z, start
@@ -269,8 +304,19 @@ def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
     b3 = np.array([float(S)])  # q = sum_k (1 - A_k + B_k)
     notes = {"kind": "boundary-count", "axis": p.axis, "S": S, "G": G, "input_tolerance": STEP_TOLERANCE,
              "z_tolerance": c["z_tolerance"], "head_output_tolerance": c["tol"], "hidden": [2 * S, 2 * S]}
+    level = (f"gw{p.axis}:z", f"gw{p.axis}:start")
+    races = tuple(Race(_rec(p, -k), _rec(p, S + 1 - k), level, k, f"gw{p.axis}:state") for k in range(1, S + 1))
     return MLP(f"gw{p.axis}.boundary", [W1, W2, W3], [b1, b2, b3], notes,
-               reads=(f"gw{p.axis}:rec", f"gw{p.axis}:z", f"gw{p.axis}:start"), writes=(f"gw{p.axis}:state",))
+               reads=(f"gw{p.axis}:rec", f"gw{p.axis}:z", f"gw{p.axis}:start"), writes=(f"gw{p.axis}:state",),
+               obligation=Races(f"gw{p.axis}.boundary", races))
+
+
+def _boundaries(ws: Workspace, plans: list[AxisPlan], consts: list[dict[str, float]]) -> MLP:
+    """MLP 2 of every axis side by side (Lemma 17), declared as one :class:`Races`: each axis's
+    races read and write that axis's subspaces only, so their union is the sum of the parts."""
+    parts = [_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)]
+    mlp = beside(parts, "gw.boundary", ws)
+    return replace(mlp, obligation=Races(mlp.name, tuple(r for m in parts for r in m.obligation.races)))
 
 
 def readout(world: BoxWorld, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
@@ -283,6 +329,22 @@ def readout(world: BoxWorld, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
             W_U[ws.dim(f"gw{a}:state"), q] = 2.0 * x
             b_U[q] -= float(x * x)
     return W_U, b_U
+
+
+def readout_table(world: BoxWorld) -> Readout:
+    """What :func:`readout` reads: each state's exact coordinates in the ``gw{a}:state`` dims."""
+    return Readout(tuple(f"gw{a}:state" for a in range(len(world.sizes))),
+                   {tuple(int(x) for x in c): q for q, c in enumerate(world.coords)})
+
+
+def declaration(world: BoxWorld, plans: list[AxisPlan]) -> Declaration:
+    """What the program declares beside its gadgets' obligations: per axis the subspaces whose
+    codes the embedding writes (the move and the start; z, the code, each head's recency and the
+    coordinate, 0 in every row until a layer writes them) and the readout."""
+    def axis(p: AxisPlan) -> list[str]:
+        return [f"gw{p.axis}:{name}" for name in ("move", "start", "z", "code", "state")] + \
+            [_rec(p, o) for o in p.offsets]
+    return Declaration(NAME, tuple(n for p in plans for n in axis(p)), readout_table(world))
 
 
 # ---------------------------------------------------------------------------------------
@@ -391,11 +453,11 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
     else:
         block_positions(W_pos, split, ws[ABSORB], ws["pos:block"], max_len)
 
-    consts = [constants(p, max_len) for p in plans]
+    consts, codes = [constants(p, max_len) for p in plans], [stored_codes(p, eps) for p in plans]
     block1 = Block(_prefix_heads(ws, plans, split, max_len),
-                   beside([_residue_mlp(ws, p) for p in plans], "gw.residue", ws))
-    heads2 = [_nearest_value_head(ws, p, o, c) for p, c in zip(plans, consts) for o in p.offsets]
-    block2 = Block(heads2, beside([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary", ws))
+                   beside([_residue_mlp(ws, p, max_len, k) for p, k in zip(plans, codes)], "gw.residue", ws))
+    heads2 = [_nearest_value_head(ws, p, o, c, k) for p, c, k in zip(plans, consts, codes) for o in p.offsets]
+    block2 = Block(heads2, _boundaries(ws, plans, consts))
     W_U, b_U = readout(world, ws)
 
     prec = precision(plans, max_len, eps)
@@ -427,7 +489,7 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
         },
         "layers": [b.notes() for b in (block1, block2)],
     }
-    return Program(ws, W_E, W_pos, [block1, block2], W_U, b_U), meta
+    return Program(ws, W_E, W_pos, [block1, block2], W_U, b_U, declaration=declaration(world, plans)), meta
 
 
 def set_start(model, world: BoxWorld, start: str) -> None:
@@ -439,72 +501,6 @@ def set_start(model, world: BoxWorld, start: str) -> None:
         for axis, x in enumerate(coords):
             model.W_E[:, labels.index(f"gw{axis}:start")] = float(x)
     model.record_start(start)
-
-
-# ---------------------------------------------------------------------------------------
-# obligations: the program a certificate checks the weights against
-
-
-def _stored_codes(p: AxisPlan, dtype: torch.dtype) -> np.ndarray:
-    """The value codes of the residues 0..M-1 as the model's dtype stores them (MLP 1's last
-    weights), with entries below the dtype's epsilon (cos(pi/2) in float64, 6e-17) read as 0."""
-    codes = torch.from_numpy(p.code.code(np.arange(p.modulus))).to(dtype).double().numpy()
-    return np.where(np.abs(codes) < torch.finfo(dtype).eps, 0.0, codes)
-
-
-def _residue_step(p: AxisPlan, max_len: int, name: str, codes: np.ndarray) -> Lookup:
-    """MLP 1 of an axis as a table: (z, bos) -> the code of z mod M after BOS, 0 at BOS."""
-    table: dict[tuple[int, ...], np.ndarray] = {(z, 0): codes[z % p.modulus] for z in range(-max_len, max_len + 1)}
-    table[(0, 1)] = np.zeros(p.code.dim)
-    return Lookup(name, (f"gw{p.axis}:z", "bos"), f"gw{p.axis}:code", table)
-
-
-def _finds(p: AxisPlan, codes: np.ndarray) -> list[Match]:
-    """Layer 2's heads: head d looks, from a query whose z is r (mod M), for the last key whose z
-    is r + d (mod M), and copies its position (0 at BOS: never)."""
-    return [Match(f"gw{p.axis}.find{o:+d}", f"gw{p.axis}:code", f"gw{p.axis}:code", codes,
-                  (np.arange(p.modulus) + o) % p.modulus, "pos:index", f"gw{p.axis}:rec[{i}]")
-            for i, o in enumerate(p.offsets)]
-
-
-def _races(p: AxisPlan) -> list[Race]:
-    """MLP 2 of an axis, formula (*): per k, r(z - k) against r(z + S + 1 - k), and when both are
-    0 the start rule z + q0 >= k."""
-    rec = lambda o: f"gw{p.axis}:rec[{p.offsets.index(o)}]"  # noqa: E731
-    level = (f"gw{p.axis}:z", f"gw{p.axis}:start")
-    return [Race(rec(-k), rec(p.S + 1 - k), level, k, f"gw{p.axis}:state") for k in range(1, p.S + 1)]
-
-
-def obligations(model, world: BoxWorld) -> Obligations:
-    """What a gridworld model must run (:mod:`constructions.obligations`), from the world alone:
-    the token rows of W_E; layer 1 the prefix sum z (:class:`Average`, one head over every
-    position, weight 1/D, values D * move) and per axis the residue code of z (a lookup on
-    (z, bos)); layer 2 the nearest-value heads (:class:`Match`: the last visit to z + d, mod M)
-    and the boundary count (:class:`Races`: formula (*) of the module doc); the readout maps
-    the axes' exact coordinates to their state."""
-    a, T = model.automaton, model.max_len
-    plans = axis_plans(world, T, model.meta.get("positions") or "sinusoidal")
-    blocks = prefix_blocks(T)
-    ws = _workspace(plans, blocks)
-    W_E = _embedding(a, world, ws)
-    codes: dict[str, np.ndarray] = {}
-    for p in plans:
-        for name in ("move", "start", "z", "code", "state"):
-            codes[f"gw{p.axis}:{name}"] = W_E[:, list(ws[f"gw{p.axis}:{name}"].dims)]
-        for i in range(len(p.offsets)):
-            codes[f"gw{p.axis}:rec[{i}]"] = W_E[:, [ws[f"gw{p.axis}:rec"].dims[i]]]
-    moves, zs = " + ".join(f"gw{p.axis}:move" for p in plans), " + ".join(f"gw{p.axis}:z" for p in plans)
-    prefix = (Average(("gw.prefix",), (1,), (T,), T + 1, float(T + 1), moves, zs) if blocks.count == 1
-              else block_average("gw.prefix", blocks, T, float(blocks.mass), moves, zs))
-    stored = [_stored_codes(p, getattr(torch, model.config["dtype"])) for p in plans]
-    residues = [_residue_step(p, T, f"gw{p.axis}.residue" if len(plans) > 1 else "gw.residue", c)
-                for p, c in zip(plans, stored)]
-    layer1 = Layer((prefix,), residues[0] if len(plans) == 1 else Beside("gw.residue", tuple(residues)))
-    layer2 = Layer(tuple(f for p, c in zip(plans, stored) for f in _finds(p, c)),
-                   Races("gw.boundary", tuple(r for p in plans for r in _races(p))))
-    readout = Readout(tuple(f"gw{p.axis}:state" for p in plans),
-                      {tuple(int(x) for x in c): q for q, c in enumerate(world.coords)})
-    return Obligations(NAME, Embedding(codes), (layer1, layer2), readout)
 
 
 # ---------------------------------------------------------------------------------------
@@ -537,5 +533,5 @@ CONSTRUCTION = Construction(
     plan_to_json=BoxWorld.to_dict, plan_from_json=BoxWorld.from_dict,
     describe=lambda world, automaton: world.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"gridworld_families": seed + checks.FAMILY_SEED_OFFSET},
-    obligations=obligations,
+    obligations=declared_obligations(build),
 )

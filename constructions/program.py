@@ -388,9 +388,18 @@ class Program:
         if d is None:
             raise ob.Undeclared("the program declares no embedding and readout")
         ws = self.workspace
-        codes = {name: self.W_E[:, list(ws[name].dims)] for name in d.tracked}
+        codes = {name: self.W_E[:, tracked_dims(ws, name)] for name in d.tracked}
         return ob.Obligations(d.construction, ob.Embedding(codes), layers, d.readout, dict(d.notes), d.joint,
                               d.promise)
+
+
+def tracked_dims(ws: Workspace, name: str) -> list[int]:
+    """The residual dims of a tracked name: a subspace, or its i-th dim (``name[i]``, as an
+    obligation names one dim of a subspace, e.g. the one a head writes)."""
+    base, _, index = name.partition("[")
+    if name in ws.subspaces or not index.endswith("]"):
+        return list(ws[name].dims)
+    return [ws[base].dims[int(index[:-1])]]
 
 
 def union(*groups: tuple[str, ...]) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """The gridworld construction (Theorem 12): the closed form, its gadgets, and end to end."""
 
+import dataclasses
 import itertools
 import math
 import random
@@ -88,18 +89,21 @@ def test_residue_mlp_is_exact_under_noise(kind, T, S):
     plan = gridworld.AxisPlan(0, S, residue_range(-T, T, M), gridworld.value_code(kind, M))
     ws = Workspace()
     ws.add("one"), ws.add("bos"), ws.add("gw0:z"), ws.add("gw0:code", plan.code.labels)
-    mlp = gridworld._residue_mlp(ws, plan)
-    assert mlp.hidden_sizes == [plan.n_coarse + 2, plan.n_coarse + 2, 2 * M + 1, M]
-    mlp = mlp.embed(ws)  # evaluate on residual vectors
+    declared = gridworld._residue_mlp(ws, plan, T, gridworld.stored_codes(plan, float(np.finfo(np.float64).eps)))
+    assert declared.hidden_sizes == [plan.n_coarse + 2, plan.n_coarse + 2, 2 * M + 1, M]
+    mlp = declared.embed(ws)  # evaluate on residual vectors
     z = np.arange(-T, T + 1)
     for noise in (0.0, 0.2, -0.2):
         x = np.zeros((len(z), ws.d_model))
         x[:, ws.dim("gw0:z")] = z + noise
         out = mlp(x)[:, list(ws["gw0:code"].dims)]
         np.testing.assert_array_equal(out, plan.code.code(np.mod(z, M)))  # bitwise: one nonzero term
+        # its declared lookup on (z, bos) is what it computes (up to float64's cos(pi/2), read as 0)
+        table = declared.obligation.table
+        np.testing.assert_allclose(np.array([table[(int(v), 0)] for v in z]), out, rtol=0, atol=1e-15)
     bos = np.zeros((1, ws.d_model))
     bos[0, ws.dim("bos")] = 1.0
-    assert not mlp(bos).any()
+    assert not mlp(bos).any() and not declared.obligation.table[(0, 1)].any()
 
 
 def test_value_codes_separate_residues():
@@ -370,3 +374,58 @@ def test_a_block_head_leaking_outside_its_block_is_named(gridworld_blocks):
     assert any("gw.prefix.1" in f and "outside its block" in f for f in inv.failures)
     assert not any("gw.prefix.0" in f or "gw.prefix.2" in f for f in inv.failures)
 
+
+
+# --- one declaration: the program the gadgets declare is the one certified ----------------------
+
+
+def _flipped(world):
+    """The world with its first move letter's direction reversed (a wrong detector claim)."""
+    s = next(i for i, mv in enumerate(world.moves) if mv is not None)
+    moves = list(world.moves)
+    moves[s] = (moves[s][0], -moves[s][1])
+    return dataclasses.replace(world, moves=tuple(moves))
+
+
+@pytest.mark.parametrize("corruption", ["move", "modulus"])
+def test_the_declared_program_is_certified_and_a_wrong_plan_is_refused(monkeypatch, declared_then_refused,
+                                                                       corruption):
+    """The obligations certified are the program's own declaration (its gadgets' and its
+    :class:`Declaration`), proved against the automaton (grid:4 at 16: residues mod 8, within the
+    program proof's recency budget).  Then, in weights and declaration alike, either the detected
+    world reverses one letter's move, or the residues are taken mod S + 1 = 4 (where the last
+    visits to z - k and z + S + 1 - k alias, the module doc's M >= S + 2 broken): both are refused
+    by the program proof, naming an input the model gets wrong."""
+    good = gridworld.detect
+
+    def flipped(automaton):
+        world, reason = good(automaton)
+        return _flipped(world), reason
+
+    def corrupt():
+        if corruption == "move":
+            monkeypatch.setattr(gridworld, "detect", flipped)
+        else:
+            monkeypatch.setattr(gridworld, "residue_modulus", lambda S, max_len: S + 1)
+        return compiler.compile_automaton("grid:4", max_len=16, method="gridworld")
+    word = declared_then_refused(compiler.compile_automaton("grid:4", max_len=16, method="gridworld"),
+                                 gridworld.build, corrupt)
+    assert word
+
+
+def test_a_gridworld_factor_declares_inside_a_product():
+    """A flip-flop beside a 4-cell line (a local factor and a gridworld factor): the line's
+    declaration, prefixed into the product's workspace (one recency dim per head, ``f2.gw0:rec[i]``),
+    is the product's, certified end to end."""
+    from verify.certify import certify
+
+    ff, moves, S = {"s": lambda b: 1, "r": lambda b: 0, "k": lambda b: b}, {"L": -1, "R": 1}, 3
+    trans = {f"{b}.{p}": {f"{n}{x}": f"{ff[n](b)}.{min(S, max(0, p + moves[x]))}" for n in ff for x in moves}
+             for b in range(2) for p in range(S + 1)}
+    spec = {"name": "ffxgrid4", "states": list(trans), "alphabet": [f"{n}{x}" for n in ff for x in moves],
+            "start": "0.0", "transitions": trans}
+    model = compiler.compile_automaton(load_spec(spec), max_len=16, method="product")
+    assert [f["method"] for f in model.meta["product"]["factors"]] == ["local", "gridworld"]
+    cert = certify(model, with_obligations=True)
+    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    assert "f2.gw0:rec[0]" in cert["obligations"]["embedding"]
