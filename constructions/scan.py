@@ -12,7 +12,8 @@ fetches f_(t - 2^(l-1)) (BOS's identity when that position does not exist) and
 the composition MLP (:func:`constructions.gadgets.compose_mlp`: one hidden layer of
 2m^2 + 2m units on m points, the role of Lemma 14) replaces f_t by
 "f_(t-2^(l-1)), then f_t", in place.  After layer l, position t holds the map of
-letters max(1, t-2^l+1)..t -- the invariant the verifier checks -- so after
+letters max(1, t-2^l+1)..t -- what the verifier's layer-wise check of the declared program
+(``verify/layerwise.py``) compares -- so after
 ceil(log2 T) layers it holds delta(., sigma_1..sigma_t) and the state is f_t(q0).
 The last layer's MLP writes that composition over the fetched map in ``scan:prev``
 instead (``into_fetched``: nothing fetches after it, so nothing needs the scratch
@@ -46,7 +47,6 @@ from compiler.automata.errors import BudgetError
 from compiler.automata.representation import Representation, choose
 from compiler.automata.spec import Semiautomaton
 
-from . import scan_checks
 from .construction import BuildOptions, Construction, Cost, check_start
 from .gadgets import compose_mlp, offset_head
 from .obligations import Compose, Embedding, Fetch, Layer, Obligations, Readout, offset_keys
@@ -207,6 +207,19 @@ def build(automaton: Semiautomaton, rep: Representation, options: BuildOptions) 
     return program, meta
 
 
+def result_of(meta: dict[str, Any]) -> str:
+    """The subspace a scan model's readout reads: where its last composition MLP writes the map
+    (its notes' ``into``), or ``scan:map`` for a checkpoint written before the last layer
+    composed into the fetched map."""
+    return str(meta["layers"][-1]["mlp"].get("into", "scan:map"))
+
+
+def head_target(layer: int, rows: torch.Tensor) -> tuple[torch.Tensor, str]:
+    """The key head ``layer`` (0-based) reads for query rows ``rows``: t - 2^layer, or BOS (for
+    margins on the query-chunked forward)."""
+    return torch.clamp(rows - 2**layer, min=0), f"t - {2**layer} or BOS"
+
+
 def set_start(model, rep: Representation, start: str) -> None:
     """Point ``model``'s unembedding at start state ``start`` (in place).
 
@@ -215,7 +228,7 @@ def set_start(model, rep: Representation, start: str) -> None:
     a = model.automaton
     q0 = check_start(a, start)
     ws = workspace_from_meta(model.metadata.residual_labels, model.metadata.subspaces)
-    W_U, b_U = readout(rep, a, ws, q0, scan_checks.result_of(model.meta))
+    W_U, b_U = readout(rep, a, ws, q0, result_of(model.meta))
     with torch.no_grad():
         model.W_U.copy_(torch.from_numpy(W_U).to(model.W_U.dtype))
         model.b_U.copy_(torch.from_numpy(b_U).to(model.b_U.dtype))
@@ -233,7 +246,7 @@ def obligations(model, rep: Representation) -> Obligations:
     maps = np.asarray(rep.letter_maps, dtype=np.float64).reshape(-1, m)
     F = np.concatenate([maps, np.arange(m, dtype=np.float64)[None]])
     embedding = Embedding({"scan:map": F, "scan:prev": np.zeros_like(F)})
-    result = scan_checks.result_of(model.meta)
+    result = result_of(model.meta)
     layers = tuple(
         Layer((Fetch(f"scan{l}.lookback", offset_keys(T, 2 ** (l - 1)), "scan:map", "scan:prev"),),
               Compose(f"scan{l}.compose", "scan:map", "scan:prev", result if l == L else "scan:map"))
@@ -264,5 +277,5 @@ def describe(rep: Representation, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 10", applies=choose, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=Representation.to_dict, plan_from_json=Representation.from_dict, describe=describe,
-    invariants=scan_checks.invariants, head_target=scan_checks.head_target, obligations=obligations,
+    head_target=head_target, obligations=obligations,
 )
