@@ -29,9 +29,10 @@ Margins (``VerificationResult.margins``), measured on sample inputs:
 
 * ``heads``: per attention head, the worst (smallest) score gap between the intended
   key and the best other key, and the worst softmax mass leaked off the intended key
-  (scan: t - 2^(l-1) or BOS; gridworld: the last position with the wanted value;
-  krohn-rhodes: the argmax key; uniform heads report the spread of their scores);
-* ``mlps``: per lookup MLP, the worst distance of its input from the nearest decision
+  (the key its obligation names, :func:`verify.layerwise.head_keys`: scan t - 2^(l-1) or BOS,
+  gridworld the last position with the wanted value; prefix-sum heads report the spread of
+  their scores and their weight outside their keys);
+* ``mlps``: per MLP, the worst distance of its input from the nearest decision
   boundary of its step units = declared input tolerance - measured input noise;
 * ``readout_min_logit_margin``: the smallest top-vs-second logit gap at a correct position.
 
