@@ -30,8 +30,10 @@ Tolerance (:func:`tolerances`): a value a step unit reads is compared at the ste
 tolerance in its own units: STEP_TOLERANCE (Lemma 10, ``constructions/budget.py``), divided by
 |scale| for a decode X = scale x + shift; a code a content-dependent head compares
 (:class:`~constructions.obligations.Match`'s query and key) at most half the smallest L-infinity
-distance between two of its declared codes, where the head could take one for the other.
-Every other tracked subspace at STEP_TOLERANCE.  A deviation at or above it is a failure naming
+distance between two of its declared codes, where the head could take one for the other; what a
+head writes at most the output error its construction derived for it and built its readers for
+(its notes' ``output_error_bound``: a nearest-value or level head's, a scan fetch's).  Every
+other tracked subspace at STEP_TOLERANCE.  A deviation at or above it is a failure naming
 the layer, the head or MLP that writes the subspace (or "carried" when it is not written
 there), the subspace, and the first sequence and position.  Under a promise (a partial
 automaton) each sequence is checked up to its first illegal letter.
@@ -224,16 +226,19 @@ def _base(name: str, tracked: dict[str, Any]) -> str:
     return name if name in tracked else name.split("[")[0]
 
 
-def tolerances(ob: Obligations) -> dict[str, tuple[float, str]]:
+def tolerances(ob: Obligations, notes: Callable[[int, str], dict[str, Any]] | None = None,
+               ) -> dict[str, tuple[float, str]]:
     """Per tracked subspace, the deviation below which its readers still read its code, and why
-    (the module docstring)."""
+    (the module docstring); ``notes(layer, head)``: a head's notes, whose ``output_error_bound``
+    (the error its construction derived for what it writes, which its readers were built for)
+    bounds its destination's."""
     tol = {name: (STEP_TOLERANCE, "step units") for name in ob.embedding.codes}
 
     def lower(part: str, value: float, why: str) -> None:
         name = _base(part, tol)
         if name in tol and value < tol[name][0]:
             tol[name] = (value, why)
-    for layer in ob.layers:
+    for l, layer in enumerate(ob.layers):
         for x in leaves_of(layer.mlp):
             if isinstance(x, Modular) and x.scale:
                 lower(x.reads, STEP_TOLERANCE / abs(x.scale), f"step units of X = {x.scale:g} x + {x.shift}")
@@ -244,6 +249,11 @@ def tolerances(ob: Obligations) -> dict[str, tuple[float, str]]:
                 if gaps and min(gaps) > 0:
                     for part in (f.query, f.key):
                         lower(part, min(gaps) / 2, f"half the code gap of head {f.head}")
+            if notes is None or isinstance(f, Average):
+                continue
+            bound = float(notes(l, f.head).get("output_error_bound") or math.inf)
+            for part in f.dst.split(" + "):
+                lower(part, bound, f"head {f.head}'s derived output error bound")
     return tol
 
 
@@ -391,7 +401,7 @@ def _short(code: tuple[float, ...]) -> str:
 def _mlp_rows(model, ob: Obligations, tally: _Tally, tol: dict[str, tuple[float, str]],
               skip: set[str]) -> list[dict[str, Any]]:
     """Per MLP, the worst deviation of the codes it reads after the heads (those no earlier step of it
-    writes), in step units (each scaled to STEP_TOLERANCE by its own tolerance); where its notes
+    writes), as its step units see it (times |scale| for a decode X = scale x + shift); where its notes
     give the input noise below which it computes bit-exactly (``exact_input_noise``, the scan's
     composition), whether the reads stayed below it."""
     rows = []
@@ -405,7 +415,8 @@ def _mlp_rows(model, ob: Obligations, tally: _Tally, tol: dict[str, tuple[float,
             reads += [b for b in bases if b not in written and b in tol and b not in skip]
             written |= {_base(p, tol) for n in mlp_writes(leaf) for p in n.split(" + ")}
         reads = list(dict.fromkeys(reads))
-        noise = max((tally.worst.get((l, 0, n), _Worst()).dev / tol[n][0] * STEP_TOLERANCE for n in reads), default=0.0)
+        scale = {_base(x.reads, tol): abs(x.scale) for x in leaves_of(layer.mlp) if isinstance(x, Modular)}
+        noise = max((tally.worst.get((l, 0, n), _Worst()).dev * scale.get(n, 1.0) for n in reads), default=0.0)
         exact = ((model.metadata.layers or [{}] * (l + 1))[l].get("mlp") or {}).get("exact_input_noise")
         rows.append({"layer": l + 1, "mlp": getattr(layer.mlp, "mlp", "mlp"),
                      "inputs": ", ".join(reads[:4]) + (f", ... ({len(reads)})" if len(reads) > 4 else ""),
@@ -457,6 +468,17 @@ def _readout(tally: _Tally, ob: Obligations, truth: Any, b: int, row: np.ndarray
                        f"{truth.names[truth.want[q]]!r} (sequence {b}, position {t})")
 
 
+def _notes(model) -> Callable[[int, str], dict[str, Any]]:
+    """A head's notes (``meta["layers"]``) by layer and name (the layout's index)."""
+    layers, blocks = model.metadata.layers or [], model.layout()["blocks"]
+
+    def notes(l: int, head: str) -> dict[str, Any]:
+        index = {h["name"]: h["index"] for h in blocks[l]["heads"]}.get(head)
+        heads = layers[l].get("heads", []) if l < len(layers) else []
+        return heads[index] if index is not None and index < len(heads) else {}
+    return notes
+
+
 def _cached(model, tokens: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]],
                                                 list[tuple[torch.Tensor, torch.Tensor]], np.ndarray]:
     """The residual after each layer's heads and MLP, each layer's scores and pattern, and the
@@ -491,7 +513,7 @@ def invariants(model, tokens: np.ndarray) -> InvariantReport:
     except CertificateFailure as e:
         return InvariantReport("the declared program", int(len(tokens)), [str(e)])
     lengths = legal_mask(model.domain, tokens).cumprod(1).sum(1) if len(tokens) else np.zeros(0, np.int64)
-    tol, truth, tally, mlps = tolerances(ob), truth_of(model), _Tally(), _MLPs(ob)
+    tol, truth, tally, mlps = tolerances(ob, _notes(model)), truth_of(model), _Tally(), _MLPs(ob)
     width = sum(b.attn.W_Q.shape[0] for b in model.blocks) * (tokens.shape[1] + 1) ** 2
     chunk = max(1, CACHE_ELEMENTS // max(width, 1))
     for start in range(0, len(tokens), chunk):
