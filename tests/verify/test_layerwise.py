@@ -14,10 +14,12 @@ import torch
 
 import compiler
 from compiler.automata.catalog import build
+from compiler.automata.promise import legal_mask
 from compiler.automata.subregular_families import random_language
 from constructions.obligations import Readout
 from verify import layerwise
-from verify.certify import obligations_of
+from verify.certify import obligations_of, program
+from verify.certify.semantics import read
 from verify.check import verify
 
 CASES = [("parity", "scan"), ("quaternion", "krohn-rhodes"), ("grid:5", "gridworld"), ("dyck:2,2", "bounded-stack"),
@@ -93,3 +95,24 @@ def test_under_a_promise_each_sequence_is_checked_up_to_its_first_illegal_letter
     assert out.failures == [] and out.sequences == 16
     r = verify(model, samples=4, exhaustive_budget=64)
     assert r.exact and r.invariants.failures == [] and r.checked["layerwise"].startswith("every tracked")
+
+
+@pytest.mark.parametrize("spec,method", CASES)
+def test_the_concrete_run_reads_out_what_the_proofs_memories_read_out(spec, method):
+    """The two semantics of one declaration agree: the proof's step on memories
+    (verify/certify/program.py) and the concrete run on whole sequences give the same readout code
+    at every position."""
+    model = _model(spec, method)
+    ob = obligations_of(model)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.zeros((1, model.max_len), dtype=torch.long))
+    embedded = cache["blocks.0.hook_resid_pre"][0].double().numpy()
+    positional = {n: embedded[:, model.subspace(n)] for n in layerwise.positional_names(ob)}
+    machine = program.build(ob, model.max_len, positional.get)
+    reads = " + ".join(ob.readout.reads)
+    for row in _tokens(model, 3, seed=1):
+        row = row[: int(legal_mask(model.domain, row[None]).cumprod().sum())]
+        run, memory = layerwise.run_program(ob, row, positional), machine.start
+        for t, letter in enumerate(row, 1):
+            memory, env = program.step(machine, memory, int(letter), t)
+            assert read(env, reads) == read(run.phases[-1][1][t], reads)
