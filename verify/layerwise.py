@@ -73,12 +73,16 @@ PHASES = ("attention", "MLP")
 def _code_index(codes: Any) -> Callable[[Env, str, str], int]:
     """The index of the declared code a name holds (ProgramError for another code)."""
     index = {tuple(round(float(v), 9) for v in row): i for i, row in enumerate(np.asarray(codes))}
+    seen: dict[tuple[float, ...], int] = {}  # the codes met, as the program holds them
 
     def at(env: Env, name: str, head: str) -> int:
-        code = tuple(round(float(v), 9) for v in read(env, name))
-        if code not in index:
-            raise ProgramError(f"head {head}: {name} holds {code}, none of its declared codes")
-        return index[code]
+        held = read(env, name)
+        if held not in seen:
+            code = tuple(round(float(v), 9) for v in held)
+            if code not in index:
+                raise ProgramError(f"head {head}: {name} holds {code}, none of its declared codes")
+            seen[held] = index[code]
+        return seen[held]
     return at
 
 
