@@ -29,7 +29,8 @@ import torch
 import compiler
 from compiler.automata.load import load_spec
 from compiler.automata.spec import from_dict
-from constructions import bounded_stack_checks as stack_checks
+from compiler.automata.stack_detect import POP, PUSH
+from constructions import bounded_stack_families as stack_families
 from constructions import registry
 from verify.check import adversarial_families, all_sequences, exhaustive_length
 
@@ -75,9 +76,9 @@ def checks(model, T: int, n_random: int, budget: int, seed: int = 0) -> dict[str
     rng = np.random.default_rng(seed)
     start = plan.stacks[a.start]
     L = exhaustive_length(a.n_symbols, T, budget)
-    rand = np.array([stack_checks.legal_walk(plan, start, T, rng, p_error=1.0 / T) for _ in range(n_random)])
-    fams = stack_checks.families(model, plan, T, seed)
-    ends = stack_checks.error_at_end(plan, start, T, np.random.default_rng(seed))
+    rand = np.array([stack_families.legal_walk(plan, start, T, rng, p_error=1.0 / T) for _ in range(n_random)])
+    fams = stack_families.families(model, plan, T, seed)
+    ends = stack_families.error_at_end(plan, start, T, np.random.default_rng(seed))
     generic = np.concatenate([v[:4] for v in adversarial_families(a.n_symbols, T).values()])
     sink_share = np.mean([a.run(r)[-1] == plan.sink for r in rand.tolist()])
     return {"exhaustive": (L, exact_on(model, all_sequences(a.n_symbols, L))),
@@ -97,12 +98,15 @@ def depth_error(model, rows: np.ndarray) -> float:
         got["x"] = out[..., dim].double().numpy()
 
     worst = 0.0
+    a = model.automaton
+    step = np.array([1 if kind == PUSH else -1 if kind == POP else 0 for kind, _ in plan.letters])
     with torch.no_grad(), model.hooks([("blocks.0.hook_resid_mid", grab)]):
         for r in rows:
             model(torch.from_numpy(r[None]))
-            w = stack_checks.expected(plan, model.automaton.start, r.tolist())
-            n = w.first + 1
-            worst = max(worst, float(np.abs(got["x"][0, :n] - w.x[:n]).max()))
+            x = len(plan.stacks[a.start] or ()) + np.concatenate([[0], np.cumsum(step[r])])  # x_t, BOS at 0
+            sink = [i + 1 for i, q in enumerate(a.run(r.tolist())) if q == plan.sink]
+            n = (sink[0] if sink else len(r)) + 1  # up to and including the first error
+            worst = max(worst, float(np.abs(got["x"][0, :n] - x[:n]).max()))
     return worst
 
 
@@ -145,8 +149,8 @@ def main() -> None:
             m = compiler.compile_automaton(a, max_len=T, allow_inexact=True)
             _, plan = registry.plan_of(m)
             rng = np.random.default_rng(1)
-            rows = np.concatenate([*stack_checks.families(m, plan, T, 0).values(),
-                                   np.array([stack_checks.legal_walk(plan, (), T, rng, 1.0 / T) for _ in range(8)])])
+            rows = np.concatenate([*stack_families.families(m, plan, T, 0).values(),
+                                   np.array([stack_families.legal_walk(plan, (), T, rng, 1.0 / T) for _ in range(8)])])
             err = depth_error(m, rows)
             lines.append(f"| {T} | {err:.2g} | {exact_on(m, rows)} | {bool(m.meta['warnings'])} |")
             print(lines[-1], flush=True)

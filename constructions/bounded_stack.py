@@ -93,12 +93,12 @@ from compiler.automata.stack_detect import BoundedStack, detect_any
 
 from compiler.automata.promise import promise_text
 
-from . import bounded_stack_checks as checks
+from . import bounded_stack_families as checks
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .bounded_stack_layout import (GAP, MATCH, constants, depth_residue, layout, open_name, prefix_blocks,
                                    start_columns, start_name, token_rows)
 from .krohn_rhodes_layout import CounterBlocks, block_heads, block_positions
-from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, declared_obligations
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations
 from .gadgets import (
     ABSORB,
     absorb_feature,
@@ -480,14 +480,10 @@ def estimate(plan: BoundedStack, max_len: int, positions: str = "sinusoidal") ->
     return Cost(2 if plan.legal else 3, params)
 
 
-def invariants(model, plan: BoundedStack, tokens: np.ndarray) -> InvariantReport:
-    return checks.invariants(model, plan, model.metadata.sections[NAME], tokens)
-
-
 CONSTRUCTION = Construction(
     name=NAME, theorem="bounded stacks (Dyck)", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=BoundedStack.to_dict, plan_from_json=BoundedStack.from_dict,
-    describe=lambda plan, automaton: plan.describe(automaton), invariants=invariants,
+    describe=lambda plan, automaton: plan.describe(automaton),
     families=checks.families, family_seeds=lambda seed: {"stack_families": seed + checks.FAMILY_SEED_OFFSET},
     obligations=declared_obligations(build),
 )

@@ -134,9 +134,9 @@ class Cost:
 
 @dataclass
 class InvariantReport:
-    """What a construction's layer-wise invariants found (``Construction.invariants``): the
-    declared values of named subspaces after each layer compared with the reference simulation
-    on a bounded set of sequences, and the margins measured there.
+    """What the layer-wise invariants found (``verify/layerwise.py``, or a construction's own
+    ``Construction.invariants``): the declared values of named subspaces after each layer
+    compared with the declared program on a bounded set of sequences, and the margins measured there.
 
     checked: what was compared (None: nothing ran; ``skipped`` says why).
     sequences: how many sequences it ran on.
@@ -195,7 +195,8 @@ class Construction(Generic[Plan]):
         (updating ``meta["plan"]`` if the plan depends on the start).
     plan_to_json(plan) -> JSON-able dict; plan_from_json(dict) -> plan (lossless).
     describe(plan, automaton) -> one line for ``meta["why"]``.
-    invariants(model, plan, tokens) -> InvariantReport: the layer-wise checks.
+    invariants(model, plan, tokens) -> InvariantReport: the layer-wise checks (optional: without it
+        the verifier runs the generic check of the declared program, ``verify/layerwise.py``).
     families(model, plan, T, seed) -> {name: tokens [n, T]}: extra adversarial inputs (optional);
         family_seeds(seed) -> {name: seed} records the seeds they used.
     head_target(layer, rows) -> (key index per query row, description): the key each head of
@@ -215,7 +216,7 @@ class Construction(Generic[Plan]):
     plan_to_json: Callable[[Plan], dict[str, Any]]
     plan_from_json: Callable[[dict[str, Any]], Plan]
     describe: Callable[[Plan, Semiautomaton], str]
-    invariants: Callable[[Any, Plan, np.ndarray], InvariantReport]
+    invariants: Callable[[Any, Plan, np.ndarray], InvariantReport] | None = None
     families: Callable[[Any, Plan, int, int], dict[str, np.ndarray]] | None = None
     family_seeds: Callable[[int], dict[str, int]] | None = None
     head_target: Callable[[int, Any], tuple[Any, str]] | None = None

@@ -54,7 +54,6 @@ from compiler.automata.load import from_dict
 from compiler.automata.spec import Semiautomaton
 from compiler.automata.tiers import detect_tier
 
-from . import factors_checks as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
@@ -408,5 +407,5 @@ def describe(plan: FactorPlan, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="locally threshold testable automata", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=FactorPlan.to_dict, plan_from_json=FactorPlan.from_dict, describe=describe,
-    invariants=checks.invariants, obligations=obligations,
+    obligations=obligations,
 )

@@ -81,9 +81,9 @@ from compiler.automata.errors import BudgetError
 from compiler.automata.gridworld_detect import BoxWorld, detect
 from compiler.automata.spec import Semiautomaton
 
-from . import gridworld_checks as checks
+from . import gridworld_families as checks
 from .budget import STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, declared_obligations
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations
 from .gadgets import (
     ABSORB,
     Residue,
@@ -524,14 +524,10 @@ def estimate(world: BoxWorld, max_len: int, positions: str = "sinusoidal") -> Co
     return Cost(2, estimated_params(world, max_len, positions) + (n_symbols + 1) * d + (d + 1) * n_states)
 
 
-def invariants(model, world: BoxWorld, tokens: np.ndarray) -> InvariantReport:
-    return checks.invariants(model, world, model.metadata.sections[NAME], tokens)
-
-
 CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 12", applies=applies, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=BoxWorld.to_dict, plan_from_json=BoxWorld.from_dict,
-    describe=lambda world, automaton: world.describe(automaton), invariants=invariants,
+    describe=lambda world, automaton: world.describe(automaton),
     families=checks.families, family_seeds=lambda seed: {"gridworld_families": seed + checks.FAMILY_SEED_OFFSET},
     obligations=declared_obligations(build),
 )

@@ -59,7 +59,6 @@ from compiler.automata.decompose import decompose
 from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import Semiautomaton, from_dict
 
-from . import krohn_rhodes_checks as checks
 from . import krohn_rhodes_obligations
 from .assemble import count_params
 from .budget import STEP_TOLERANCE
@@ -434,5 +433,5 @@ def describe(cascade: Cascade, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 11", applies=applies, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=Cascade.to_dict, plan_from_json=Cascade.from_dict, describe=describe,
-    invariants=checks.invariants, diagram=lambda cascade: ("Cascade", to_dot(cascade)), obligations=obligations,
+    diagram=lambda cascade: ("Cascade", to_dot(cascade)), obligations=obligations,
 )

@@ -71,7 +71,7 @@ from compiler.automata.errors import BudgetError
 from compiler.automata.local import MAX_PERIOD, MAX_WINDOW, LocalPlan, detect
 from compiler.automata.spec import Semiautomaton
 
-from . import local_checks as checks
+from . import local_families as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, declared_obligations, rebuild
@@ -357,7 +357,7 @@ def describe(plan: LocalPlan, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="local descriptions", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=LocalPlan.to_dict, plan_from_json=LocalPlan.from_dict, describe=describe,
-    invariants=checks.invariants, families=checks.families,
+    families=checks.families,
     family_seeds=lambda seed: {"local_families": seed + checks.FAMILY_SEED_OFFSET},
     obligations=declared_obligations(build),
 )

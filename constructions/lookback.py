@@ -64,7 +64,6 @@ from compiler.automata.errors import BudgetError, InputError
 from compiler.automata.load import from_dict
 from compiler.automata.spec import Semiautomaton
 
-from . import lookback_checks as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS
 from .construction import (ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations,
@@ -292,5 +291,5 @@ def describe(plan: LookbackPlan, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="k-definite automata", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=LookbackPlan.to_dict, plan_from_json=LookbackPlan.from_dict,
-    describe=describe, invariants=checks.invariants, obligations=declared_obligations(build),
+    describe=describe, obligations=declared_obligations(build),
 )

@@ -55,7 +55,6 @@ from compiler.automata.errors import BudgetError, InputError
 from compiler.automata.piecewise import PiecewisePlan, detect
 from compiler.automata.spec import Semiautomaton
 
-from . import piecewise_checks as checks
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
@@ -270,5 +269,5 @@ def describe(plan: PiecewisePlan, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="piecewise testable languages (Simon)", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=PiecewisePlan.to_dict, plan_from_json=PiecewisePlan.from_dict,
-    describe=describe, invariants=checks.invariants, obligations=declared_obligations(build),
+    describe=describe, obligations=declared_obligations(build),
 )

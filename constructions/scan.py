@@ -12,7 +12,8 @@ fetches f_(t - 2^(l-1)) (BOS's identity when that position does not exist) and
 the composition MLP (:func:`constructions.gadgets.compose_mlp`: one hidden layer of
 2m^2 + 2m units on m points, the role of Lemma 14) replaces f_t by
 "f_(t-2^(l-1)), then f_t", in place.  After layer l, position t holds the map of
-letters max(1, t-2^l+1)..t -- the invariant the verifier checks -- so after
+letters max(1, t-2^l+1)..t -- what the verifier's layer-wise check of the declared program
+(``verify/layerwise.py``) compares -- so after
 ceil(log2 T) layers it holds delta(., sigma_1..sigma_t) and the state is f_t(q0).
 The last layer's MLP writes that composition over the fetched map in ``scan:prev``
 instead (``into_fetched``: nothing fetches after it, so nothing needs the scratch
@@ -37,6 +38,7 @@ In exact arithmetic the MLP tolerates fetched noise up to 1/4 (``input_tolerance
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -46,10 +48,9 @@ from compiler.automata.errors import BudgetError
 from compiler.automata.representation import Representation, choose
 from compiler.automata.spec import Semiautomaton
 
-from . import scan_checks
 from .construction import BuildOptions, Construction, Cost, check_start, declared_obligations
 from .gadgets import compose_mlp, offset_head
-from .obligations import Readout
+from .obligations import Obligations, Readout
 from .positions import position_code, position_table
 from .program import Block, Declaration, Program
 from .workspace import Workspace, workspace_from_meta
@@ -208,6 +209,19 @@ def build(automaton: Semiautomaton, rep: Representation, options: BuildOptions) 
     return Program(ws, W_E, W_pos, blocks, W_U, b_U, declaration=declared), meta
 
 
+def result_of(meta: dict[str, Any]) -> str:
+    """The subspace a scan model's readout reads: where its last composition MLP writes the map
+    (its notes' ``into``), or ``scan:map`` for a checkpoint written before the last layer
+    composed into the fetched map."""
+    return str(meta["layers"][-1]["mlp"].get("into", "scan:map"))
+
+
+def head_target(layer: int, rows: torch.Tensor) -> tuple[torch.Tensor, str]:
+    """The key head ``layer`` (0-based) reads for query rows ``rows``: t - 2^layer, or BOS (for
+    margins on the query-chunked forward)."""
+    return torch.clamp(rows - 2**layer, min=0), f"t - {2**layer} or BOS"
+
+
 def set_start(model, rep: Representation, start: str) -> None:
     """Point ``model``'s unembedding at start state ``start`` (in place).
 
@@ -216,7 +230,7 @@ def set_start(model, rep: Representation, start: str) -> None:
     a = model.automaton
     q0 = check_start(a, start)
     ws = workspace_from_meta(model.metadata.residual_labels, model.metadata.subspaces)
-    W_U, b_U = readout(rep, a, ws, q0, scan_checks.result_of(model.meta))
+    W_U, b_U = readout(rep, a, ws, q0, result_of(model.meta))
     with torch.no_grad():
         model.W_U.copy_(torch.from_numpy(W_U).to(model.W_U.dtype))
         model.b_U.copy_(torch.from_numpy(b_U).to(model.b_U.dtype))
@@ -230,6 +244,18 @@ def readout_table(rep: Representation, start: int, result: str) -> Readout:
     if rep.elements is None:
         return Readout((f"{result}[{start}]",), {(x,): x for x in range(rep.n_points)})
     return Readout((result,), {tuple(int(v) for v in p): int(s[start]) for p, s in rep.elements})
+
+
+def obligations(model, rep: Representation) -> Obligations:
+    """The declared program (:func:`declared_obligations`); for a checkpoint written before the last
+    layer composed into the fetched map (no ``into`` in its notes, :func:`result_of`), the program
+    such a build declared: the last composition into ``scan:map``, read out there."""
+    ob = declared_obligations(build)(model, rep)
+    result = result_of(model.meta)
+    if ob.layers[-1].mlp.into == result:
+        return ob
+    last = replace(ob.layers[-1], mlp=replace(ob.layers[-1].mlp, into=result))
+    return replace(ob, layers=(*ob.layers[:-1], last), readout=readout_table(rep, model.automaton.start, result))
 
 
 # ---------------------------------------------------------------------------------------
@@ -250,5 +276,5 @@ def describe(rep: Representation, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 10", applies=choose, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=Representation.to_dict, plan_from_json=Representation.from_dict, describe=describe,
-    invariants=scan_checks.invariants, head_target=scan_checks.head_target, obligations=declared_obligations(build),
+    head_target=head_target, obligations=obligations,
 )

@@ -8,13 +8,13 @@ What is checked, each at every position:
 * random: ``samples`` uniform sequences of exactly max_len (seeded);
 * adversarial families at max_len: constant runs, alternations, a long run then one
   different symbol (and the reverse), periodic sweeps with periods near powers of two;
-* layer-wise invariants on named subspaces, from the model's construction in the
-  registry and the plan its checkpoint carries (scan: after layer l, position t holds
-  the map of its last 2^l letters, and the scratch is cleared; gridworld: prefix
-  sums, residue codes, nearest-value heads and coordinates, and wall-pinned and
-  wall-free walks added to the adversarial families; krohn-rhodes: every cascade
-  component's value per block).  A checkpoint naming no registered construction, or
-  carrying no plan, is an error.
+* layer-wise invariants on named subspaces: every tracked subspace against the construction's
+  declared program (its obligations) after each layer's heads and MLP, each head's margins at
+  the key its kind names (:mod:`verify.layerwise`; scan: after layer l, position t holds the
+  map of its last 2^l letters), or the construction's own ``invariants`` where it gives them;
+  the construction's own input families join the adversarial ones (gridworld: wall-pinned and
+  wall-free walks).  A checkpoint naming no registered construction, or carrying no plan, is
+  an error.
 
 A model is exact only if every scored position agrees and every invariant holds.
 
@@ -29,9 +29,10 @@ Margins (``VerificationResult.margins``), measured on sample inputs:
 
 * ``heads``: per attention head, the worst (smallest) score gap between the intended
   key and the best other key, and the worst softmax mass leaked off the intended key
-  (scan: t - 2^(l-1) or BOS; gridworld: the last position with the wanted value;
-  krohn-rhodes: the argmax key; uniform heads report the spread of their scores);
-* ``mlps``: per lookup MLP, the worst distance of its input from the nearest decision
+  (the key its obligation names, :func:`verify.layerwise.head_keys`: scan t - 2^(l-1) or BOS,
+  gridworld the last position with the wanted value; prefix-sum heads report the spread of
+  their scores and their weight outside their keys);
+* ``mlps``: per MLP, the worst distance of its input from the nearest decision
   boundary of its step units = declared input tolerance - measured input noise;
 * ``readout_min_logit_margin``: the smallest top-vs-second logit gap at a correct position.
 
@@ -71,6 +72,7 @@ from constructions.labels import readout_of
 from .chunked import forward_chunked, positional_layers
 from . import recurrent
 from .cost import Clock, Rate, batch_rows
+from .layerwise import invariants as program_invariants
 from .tally import ChunkMargins, Counterexample, Tally
 
 DEFAULT_EXHAUSTIVE_BUDGET = 1 << 15
@@ -479,7 +481,9 @@ def _run_checks(model, checks: list[_Check], tally: Tally, timer: Clock, run: _R
 
 def _layerwise(model, construction: Construction, plan: Any, inp: _Inputs, rows: int, run: _Run,
                notes: list[str]) -> InvariantReport:
-    """The construction's layer-wise invariants on ``rows`` sample sequences and one of each of its
+    """The layer-wise invariants (the construction's own, else the generic check of its declared
+    program, :func:`verify.layerwise.invariants`, which under a promise checks each sequence up to
+    its first illegal letter) on ``rows`` sample sequences and one of each of the construction's
     own families, with the label lookup's input codes; above :data:`LAYERWISE_MAX_LEN` skipped
     (said in ``notes``)."""
     T = model.max_len
@@ -492,7 +496,8 @@ def _layerwise(model, construction: Construction, plan: Any, inp: _Inputs, rows:
     if run.progress:
         run.progress("layer-wise invariants", run.done, run.total)
     with _blame_edited_header(model), _on_cpu(model), torch.no_grad():
-        invariants = construction.invariants(model, plan, lw)
+        invariants = (program_invariants(model, lw) if construction.invariants is None
+                      else construction.invariants(model, plan, lw))
         lookup = _label_codes(model, lw)
     if lookup is not None:
         invariants.mlps = [*(invariants.mlps or []), lookup]

@@ -24,6 +24,7 @@ from compiler.automata.load import load_spec
 from compiler.cli import main
 from constructions import registry
 from verify import recurrent
+from verify.layerwise import invariants
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -234,7 +235,7 @@ def test_failed_invariant_is_named_in_the_verdict(tmp_path, capsys):
     scan = registry.get("scan")
 
     def broken(model, plan, tokens):
-        out = scan.invariants(model, plan, tokens)
+        out = invariants(model, tokens)
         return replace(out, failures=["layer 2: scan:map deviates by 0.3 from the 4-window map"])
 
     with registry.registered(replace(scan, name="scan-broken", invariants=broken)):

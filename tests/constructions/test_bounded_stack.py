@@ -12,11 +12,12 @@ from compiler.automata.spec import from_dict
 from compiler.cli import main
 from compiler.pipeline import with_start
 from constructions import bounded_stack as stack
-from constructions import bounded_stack_checks as stack_checks
+from constructions import bounded_stack_families as stack_families
 from constructions import registry
 from constructions.construction import BuildOptions
 from tests.compiler.automata.test_stack_detect import as_spec, renamed
 from verify.check import verify
+from verify.layerwise import invariants
 
 SPECS = ["dyck:4,2", "dyck:2,2", "dyck:3,3", "dyck:6,1"]
 
@@ -35,7 +36,7 @@ def legal_rows(model, n, T, seed, p_error=None):
     _, plan = registry.plan_of(model)
     rng = np.random.default_rng(seed)
     start = plan.stacks[model.automaton.start]
-    return np.array([stack_checks.legal_walk(plan, start, T, rng, p_error=1.0 / T if p_error is None else p_error)
+    return np.array([stack_families.legal_walk(plan, start, T, rng, p_error=1.0 / T if p_error is None else p_error)
                      for _ in range(n)])
 
 
@@ -75,7 +76,7 @@ def test_1000_in_bounds_sequences_at_full_length_match_the_reference(models):
 def test_each_error_kind_at_the_very_end(models, name):
     m = models[name]
     _, plan = registry.plan_of(m)
-    ends = stack_checks.error_at_end(plan, plan.stacks[m.automaton.start], 100, np.random.default_rng(0))
+    ends = stack_families.error_at_end(plan, plan.stacks[m.automaton.start], 100, np.random.default_rng(0))
     assert set(ends) == ({"overflow", "underflow"} | ({"mismatch"} if plan.symbols > 1 else set()))
     rows = np.array(list(ends.values()))
     ref = np.array([m.automaton.run(r) for r in rows.tolist()])
@@ -86,7 +87,7 @@ def test_each_error_kind_at_the_very_end(models, name):
 def test_deep_cycles_reach_depth_d_and_back(models):
     m = models["dyck:3,3"]
     _, plan = registry.plan_of(m)
-    rows = stack_checks.families(m, plan, 100, 0)["deep-cycles"]
+    rows = stack_families.families(m, plan, 100, 0)["deep-cycles"]
     ref = np.array([m.automaton.run(r) for r in rows.tolist()])
     depths = np.array([[len(plan.stacks[q]) for q in r] for r in ref])
     assert depths.max() == 3 and (depths == 0).sum() >= 100 // 6 - 1
@@ -100,8 +101,8 @@ def test_any_start_state(models, start):
     rows = legal_rows(m, 64, 100, seed=5)
     ref = np.array([m.automaton.run(r) for r in rows.tolist()])
     assert (run(m, rows) == ref).all()
-    c, plan = registry.plan_of(m)
-    inv = c.invariants(m, plan, np.concatenate([rows[:2], *stack_checks.families(m, plan, 100, 0).values()]))
+    _, plan = registry.plan_of(m)
+    inv = invariants(m, np.concatenate([rows[:2], *stack_families.families(m, plan, 100, 0).values()]))
     assert inv.failures == [] and inv.sequences >= 6
 
 
@@ -129,11 +130,11 @@ def test_length_4096(name):
     m = compiler.compile_automaton(automaton(name), max_len=4096)
     assert m.info()["n_layers"] == 3 and m.meta["warnings"] == []
     _, plan = registry.plan_of(m)
-    fams = stack_checks.families(m, plan, 4096, 0)
+    fams = stack_families.families(m, plan, 4096, 0)
     rows = np.concatenate([legal_rows(m, 16, 4096, seed=11), *fams.values()])
     ref = np.array([m.automaton.run(r) for r in rows.tolist()])
     assert (run(m, rows) == ref).all()
-    inv = stack_checks.invariants(m, plan, m.meta[stack.NAME], fams["error-at-end"])
+    inv = invariants(m, fams["error-at-end"])
     assert inv.failures == []
 
 

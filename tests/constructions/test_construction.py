@@ -12,6 +12,7 @@ import compiler
 from constructions import registry
 from constructions.construction import InvariantReport
 from verify.check import verify
+from verify.layerwise import invariants
 from verify.report import report_dict
 
 
@@ -22,12 +23,13 @@ def parity():
 
 def test_a_scan_report_is_typed_and_its_json_is_flat_and_lossless(parity):
     construction, plan = registry.plan_of(parity)
-    report = construction.invariants(parity, plan, np.zeros((2, 8), dtype=np.int64))
+    assert construction.invariants is None  # the generic check of the declared program
+    report = invariants(parity, np.zeros((2, 8), dtype=np.int64))
     assert isinstance(report, InvariantReport) and report.failures == [] and report.sequences == 2
     out = report.to_json()
-    assert list(out) == ["checked", "sequences", "worst_map_deviation", "worst_scratch_residue",
-                         "worst_result_deviation", "heads", "mlps", "failures"]
-    assert out["worst_map_deviation"] == report.measured["worst_map_deviation"] == 0.0
+    assert list(out) == ["checked", "sequences", "deviations", "worst_deviation", "not_compared",
+                         "program_readout_errors", "heads", "mlps", "failures"]
+    assert out["worst_deviation"]["scan:map"] == report.measured["worst_deviation"]["scan:map"] == 0.0
     assert InvariantReport.from_json(json.loads(json.dumps(out))) == report
 
 

@@ -17,6 +17,7 @@ from constructions.budget import STEP_TOLERANCE
 from constructions.gadgets import ABSORB, absorb_feature
 from constructions.construction import BuildOptions
 from verify.check import verify
+from verify.layerwise import invariants
 
 PARAMS_BEFORE_BLOCKS = {("quaternion", 100): 14564, ("quaternion", 1024): 72396, ("cyclic:2", 100): 2291,
                         ("cyclic:2", 1024): 17843, ("dihedral:4", 1024): 66764, ("symmetric:4", 100): 23801}
@@ -120,7 +121,9 @@ def test_forced_blocks_are_exact_and_estimated_exactly(monkeypatch, name):
     assert model.meta["krohn_rhodes"]["prefix_blocks"]["count"] == 4  # compile checks estimate == built
     r = verify(model, samples=8, exhaustive_budget=512)
     assert r.exact, (r.counterexample, r.invariant_failures)
-    assert r.invariants.failures == [] and len(r.invariants.measured["blocks"]) == 4 * model.info()["n_layers"]
+    blocks = [h for h in r.margins["heads"] if "allowed_outside_weight" in h]  # each block head's leak, measured
+    assert r.invariants.failures == [] and len(blocks) == 4 * model.info()["n_layers"]
+    assert all(h["worst_outside_weight"] <= h["allowed_outside_weight"] for h in blocks)
     other = compiler.with_start(model, model.automaton.states[-1])  # set_start rebuilds with the same blocks
     toks = torch.randint(0, model.automaton.n_symbols, (4, 48))
     a = other.automaton
@@ -150,10 +153,10 @@ def test_a_leaking_block_head_is_named(monkeypatch):
     model = compiler.compile_automaton("cyclic:2", max_len=30, method="krohn-rhodes")
     with torch.no_grad():
         model.blocks[0].attn.W_Q[1].mul_(0.5)  # head 1: out-of-block keys lose beta / 2 only
-    from constructions.krohn_rhodes_checks import invariants
-    inv = invariants(model, decompose(model.automaton), np.zeros((2, 30), dtype=np.int64))
-    assert any("head 1" in f and "outside its block" in f for f in inv.failures)
-    assert not any("head 0" in f or "head 2" in f for f in inv.failures)
+    names = [h["name"] for h in model.layout()["blocks"][0]["heads"]]
+    inv = invariants(model, np.zeros((2, 30), dtype=np.int64))  # the generic check of the declared program
+    leaks = [f for f in inv.failures if "outside its block" in f]
+    assert len(leaks) == 1 and f"head {names[1]} " in leaks[0]
 
 
 @pytest.mark.slow

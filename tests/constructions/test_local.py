@@ -17,10 +17,11 @@ from compiler.cli import main
 from constructions import local, registry
 from constructions.budget import STEP_TOLERANCE
 from constructions.gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, prefix_mean_head, recent_flag_head
-from constructions.local_checks import families, reference
+from constructions.local_families import families
 from constructions.workspace import Workspace
 from verify.certify import certify
 from verify.check import verify
+from verify.layerwise import declared_codes
 
 CHECK = {"samples": 8, "exhaustive_budget": 256, "family_limit": 2}
 TARGETS = {"adder:2": 2, "adder:3": 2, "repeat:2": 2, "blocks:4": 2, "blocks:1": 1, "flipflop": 1, "memory:3": 1}
@@ -104,7 +105,7 @@ def test_targets_compile_exactly_with_exact_estimates(name, layers):
     assert local.estimate(plan, T).params == model.info()["n_params"]  # the estimate is the count
     res = verify(model, **CHECK)
     assert res.exact, res.counterexample
-    assert res.checked["layerwise"].startswith("window codes") and not res.invariants.failures
+    assert res.checked["layerwise"].startswith("every tracked subspace") and not res.invariants.failures
     assert all(m["distance_to_boundary"] > 0.2 for m in res.margins["mlps"])
     assert {"local-quiet", "local-ends", "local-events"} <= set(res.checked["adversarial_families"])
 
@@ -154,14 +155,14 @@ def test_families_put_anchors_and_events_where_wanted():
     model = compiler.compile_automaton("adder:2", max_len=40, method="local")
     plan = registry.plan_of(model)[1]
     fam = families(model, plan, 40, seed=0)
-    ref_quiet = reference(plan, model.automaton.start, fam["local-quiet"])
-    assert ref_quiet["flag"][:, 2:].sum() == 0  # only propagating columns after the first: the carry is old
-    ref_ends = reference(plan, model.automaton.start, fam["local-ends"])
-    assert ref_ends["flag"][:, [1, 40]].all() and ref_ends["flag"][:, 2:40].sum() == 0
+    flags = declared_codes(model, fam["local-quiet"])["loc:flag"][..., 0]  # the declared program's anchor flags
+    assert flags[:, 2:].sum() == 0  # only propagating columns after the first: the carry is old
+    flags = declared_codes(model, fam["local-ends"])["loc:flag"][..., 0]
+    assert flags[:, [1, 40]].all() and flags[:, 2:40].sum() == 0
     blocks = compiler.compile_automaton("blocks:4", max_len=40, method="local")
     bplan = registry.plan_of(blocks)[1]
-    ev = reference(bplan, blocks.automaton.start, families(blocks, bplan, 40, seed=0)["local-events"])
-    assert (ev["count"][:, -1] >= bplan.bound).all()  # the count saturates
+    count = declared_codes(blocks, families(blocks, bplan, 40, seed=0)["local-events"])["loc:count"][..., 0]
+    assert (count[:, -1] >= bplan.bound).all()  # the count saturates
 
 
 def test_layerwise_checks_name_the_broken_gadget():

@@ -22,6 +22,7 @@ from compiler.cli import main
 from constructions import lookback, registry
 from constructions.construction import Refusal
 from verify.check import verify
+from verify.layerwise import invariants
 
 CHECK = {"samples": 16, "exhaustive_budget": 4096}
 
@@ -127,9 +128,11 @@ def test_auto_compiles_to_one_exact_layer_at_256(spec, alphabet, m, k):
     assert lookback.estimate(plan, 256).params == model.info()["n_params"]
     res = verify(model, **CHECK)  # exhaustive short inputs, random at 256, adversarial families, layer-wise
     assert res.exact, res.counterexample
-    assert res.checked["layerwise"].startswith("copied letters")
+    assert res.checked["layerwise"].startswith("every tracked subspace")
     heads = res.margins["heads"]
-    assert [h["head"] for h in heads] == [f"absolute {i}" for i in range(1, m + 1)] + [f"offset {j}" for j in range(k)]
+    assert [h["head"] for h in heads] == [f"lb.front{i}" for i in range(1, m + 1)] + [f"lb.back{j}" for j in range(k)]
+    assert [h["target"] for h in heads] == [f"position {i} or BOS" for i in range(1, m + 1)] + [
+        f"t - {j} or BOS" for j in range(k)]
     assert all(h["worst_leaked_mass"] < 1e-3 for h in heads)
     assert res.margins["mlps"][0]["distance_to_boundary"] > 0.2
 
@@ -147,7 +150,7 @@ def test_layerwise_checks_name_a_broken_front_head():
     with torch.no_grad():
         model.blocks[0].attn.W_O[1] *= 0.0  # front head 2 no longer copies the letter at position 2
     toks = np.array(list(itertools.product(range(2), repeat=6)), dtype=np.int64)
-    out = lookback.CONSTRUCTION.invariants(model, registry.plan_of(model)[1], toks)
+    out = invariants(model, toks)  # the generic check of the declared program
     assert any("lb.front2" in f for f in out.failures) and any("lb:state" in f for f in out.failures)
     assert not any("lb.front1" in f or "lb.back" in f for f in out.failures)
 

@@ -7,12 +7,34 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 from compiler.automata.errors import SpecError
 from compiler.automata.factors import FactorPlan, components, detect
 from compiler.automata.load import load_spec
-from constructions.factors_checks import group_counts
+
+
+def group_counts(plan: FactorPlan, tokens: np.ndarray) -> np.ndarray:
+    """The reference count (independent of the plan's tables): [B, T+1, G]: each group's factor count up to t (index 0 = BOS, 0); with a tier, of the factors
+    of the projection onto it (a factor ends at a tier letter only)."""
+    B, T = tokens.shape
+    classes = np.asarray(plan.classes)[tokens]
+    on = np.isin(tokens, plan.tier) if plan.tier else np.ones(tokens.shape, dtype=bool)
+    group = dict(zip(plan.factors, plan.groups))
+    out = np.zeros((B, T + 1, plan.n_groups))
+    for b in range(B):
+        padded = [0] * (plan.k - 1)
+        for t in range(1, T + 1):
+            out[b, t] = out[b, t - 1]
+            if not on[b, t - 1]:
+                continue
+            padded.append(int(classes[b, t - 1]))
+            window = tuple(padded[-plan.k:])
+            for j in range(1, plan.k + 1):  # every factor the window ends with
+                if window[-j:] in group:
+                    out[b, t, group[window[-j:]]] += 1
+    return out
 
 
 def _sl(factor_language):
@@ -25,7 +47,6 @@ def _features(plan: FactorPlan, word: list[int]) -> tuple[int, ...]:
     codes = [0] * (plan.k - 1) + [plan.classes[a] for a in word]
     index = {p: i + 1 for i, p in enumerate(plan.windows)}
     omega = next((index[tuple(codes[-j:])] for j in range(plan.k - 1, 0, -1) if tuple(codes[-j:]) in index), 0)
-    import numpy as np
     counts = group_counts(plan, np.array([word]))[0, -1]
     return (omega, *(min(plan.threshold, int(c)) for c in counts))
 
