@@ -66,7 +66,7 @@ MLP 2 (2 hidden layers, width 2S each per axis) evaluates (*) with exact steps.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,7 @@ from compiler.automata.spec import Semiautomaton
 
 from . import gridworld_checks as checks
 from .budget import STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start
+from .construction import BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start, declared_obligations
 from .gadgets import (
     ABSORB,
     Residue,
@@ -90,11 +90,11 @@ from .gadgets import (
     residue_mlp,
     residue_range,
 )
-from .krohn_rhodes_layout import (CERTIFIED_EPS, CounterBlocks, block_average, block_heads, block_positions,
-                                  position_blocks, prefix_sum_bounds)
-from .obligations import Average, Beside, Embedding, Layer, Lookup, Match, Obligations, Race, Races, Readout
+from .krohn_rhodes_layout import (CERTIFIED_EPS, CounterBlocks, block_heads, block_positions, position_blocks,
+                                  prefix_sum_bounds)
+from .obligations import Beside, Lookup, Match, Race, Races, Readout
 from .positions import PositionCode
-from .program import MLP, Block, Head, Program, beside
+from .program import MLP, Block, Declaration, Head, Program, beside
 from .workspace import Workspace, join
 
 NAME = "gridworld"
@@ -208,19 +208,23 @@ def _prefix_heads(ws: Workspace, plans: list[AxisPlan], blocks: CounterBlocks, m
     zs = join("gw.z", [ws[f"gw{p.axis}:z"] for p in plans])
     if blocks.count == 1:
         D = max_len + 1
-        return [prefix_mean_head("gw.prefix", ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D))]
+        return [prefix_mean_head("gw.prefix", ws[ABSORB], ws["bos"], moves, zs, mass=D, value_scale=float(D),
+                                 max_len=max_len)]
     return block_heads("gw.prefix", blocks, ws[ABSORB], ws["bos"], ws["one"], ws["pos:block"], moves, zs, max_len,
                        value_scale=float(blocks.mass))
 
 
-def _residue_mlp(ws: Workspace, p: AxisPlan) -> MLP:
-    """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (gadgets.residue_mlp, 4 hidden layers)."""
-    return residue_mlp(f"gw{p.axis}.residue", ws[f"gw{p.axis}:z"], p.residue, ws[f"gw{p.axis}:code"],
-                       p.code.code(np.arange(p.modulus)), bos=ws["bos"], notes={"axis": p.axis})
+def _residue_mlp(ws: Workspace, p: AxisPlan, max_len: int, name: str, codes: np.ndarray) -> MLP:
+    """MLP 1 for one axis: z -> code(z mod M), exactly, and 0 at BOS (gadgets.residue_mlp, 4 hidden layers).
+    Obligation: that table on (z, bos), the codes as the dtype stores them (``codes``, :func:`_stored_codes`)."""
+    mlp = residue_mlp(name, ws[f"gw{p.axis}:z"], p.residue, ws[f"gw{p.axis}:code"],
+                      p.code.code(np.arange(p.modulus)), bos=ws["bos"], notes={"axis": p.axis})
+    return replace(mlp, obligation=_residue_step(p, max_len, name, codes))
 
 
-def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float]) -> Head:
-    """Layer 2: the last position j >= 1 with z_j = z_t + offset (mod M), or BOS; copies j."""
+def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, float], codes: np.ndarray) -> Head:
+    """Layer 2: the last position j >= 1 with z_j = z_t + offset (mod M), or BOS; copies j.  Obligation:
+    :class:`~constructions.obligations.Match` over the stored residue codes ``codes``."""
     code = p.code
     cd = code.dim
     beta = c["beta"]
@@ -238,9 +242,12 @@ def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, fl
              "beta": beta, "lambda": c["lambda"], "sink": c["sink"], "match": c["P"], "value_gap": c["gap"],
              "score_gap": c["score_gap"], "leak_bound": c["leak_bound"], "output_error_bound": c["tol"]}
     code_name = f"gw{p.axis}:code"
-    return Head(f"gw{p.axis}.find{offset:+d}", W_Q, W_K, W_V, W_O, notes,
+    name = f"gw{p.axis}.find{offset:+d}"
+    declared = Match(name, code_name, code_name, codes, (np.arange(p.modulus) + offset) % p.modulus, "pos:index",
+                     f"gw{p.axis}:rec[{p.offsets.index(offset)}]")
+    return Head(name, W_Q, W_K, W_V, W_O, notes,
                 reads={"query": (code_name, "one"), "key": (code_name, "pos:index", "bos"), "value": ("pos:index",)},
-                writes=(f"gw{p.axis}:rec",))
+                writes=(f"gw{p.axis}:rec",), obligation=declared)
 
 
 def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
@@ -270,7 +277,24 @@ def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
     notes = {"kind": "boundary-count", "axis": p.axis, "S": S, "G": G, "input_tolerance": STEP_TOLERANCE,
              "z_tolerance": c["z_tolerance"], "head_output_tolerance": c["tol"], "hidden": [2 * S, 2 * S]}
     return MLP(f"gw{p.axis}.boundary", [W1, W2, W3], [b1, b2, b3], notes,
-               reads=(f"gw{p.axis}:rec", f"gw{p.axis}:z", f"gw{p.axis}:start"), writes=(f"gw{p.axis}:state",))
+               reads=(f"gw{p.axis}:rec", f"gw{p.axis}:z", f"gw{p.axis}:start"), writes=(f"gw{p.axis}:state",),
+               obligation=Races(f"gw{p.axis}.boundary", tuple(_races(p))))
+
+
+def _one_race_table(mlp: MLP) -> MLP:
+    """The axes' boundary counts side by side declared as one :class:`Races` (each race adds into its
+    own axis's state: side by side or together, the same sums)."""
+    o, races = mlp.obligation, list[Race]()
+    for part in o.parts if isinstance(o, Beside) else (o,):
+        assert isinstance(part, Races), part
+        races += part.races
+    return replace(mlp, obligation=Races(mlp.name, tuple(races)))
+
+
+def readout_table(world: BoxWorld) -> Readout:
+    """What :func:`readout` must read out (its obligation): the state at the axes' exact coordinates."""
+    return Readout(tuple(f"gw{a}:state" for a in range(len(world.coords[0]))),
+                   {tuple(int(x) for x in c): q for q, c in enumerate(world.coords)})
 
 
 def readout(world: BoxWorld, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
@@ -392,10 +416,13 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
         block_positions(W_pos, split, ws[ABSORB], ws["pos:block"], max_len)
 
     consts = [constants(p, max_len) for p in plans]
-    block1 = Block(_prefix_heads(ws, plans, split, max_len),
-                   beside([_residue_mlp(ws, p) for p in plans], "gw.residue", ws))
-    heads2 = [_nearest_value_head(ws, p, o, c) for p, c in zip(plans, consts) for o in p.offsets]
-    block2 = Block(heads2, beside([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary", ws))
+    stored = [_stored_codes(p, eps) for p in plans]
+    block1 = Block(_prefix_heads(ws, plans, split, max_len), beside(
+        [_residue_mlp(ws, p, max_len, f"gw{p.axis}.residue" if len(plans) > 1 else "gw.residue", codes)
+         for p, codes in zip(plans, stored)], "gw.residue", ws))
+    heads2 = [_nearest_value_head(ws, p, o, c, codes) for p, c, codes in zip(plans, consts, stored) for o in p.offsets]
+    block2 = Block(heads2, _one_race_table(
+        beside([_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)], "gw.boundary", ws)))
     W_U, b_U = readout(world, ws)
 
     prec = precision(plans, max_len, eps)
@@ -427,7 +454,10 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
         },
         "layers": [b.notes() for b in (block1, block2)],
     }
-    return Program(ws, W_E, W_pos, [block1, block2], W_U, b_U), meta
+    tracked = [name for p in plans for name in (*(f"gw{p.axis}:{x}" for x in ("move", "start", "z", "code", "state")),
+                                               *(f"gw{p.axis}:rec[{i}]" for i in range(len(p.offsets))))]
+    declared = Declaration(NAME, tuple(tracked), readout_table(world))
+    return Program(ws, W_E, W_pos, [block1, block2], W_U, b_U, declaration=declared), meta
 
 
 def set_start(model, world: BoxWorld, start: str) -> None:
@@ -442,14 +472,15 @@ def set_start(model, world: BoxWorld, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# obligations: the program a certificate checks the weights against
+# what the gadgets declare: the codes as stored, the residue tables, the races
 
 
-def _stored_codes(p: AxisPlan, dtype: torch.dtype) -> np.ndarray:
-    """The value codes of the residues 0..M-1 as the model's dtype stores them (MLP 1's last
-    weights), with entries below the dtype's epsilon (cos(pi/2) in float64, 6e-17) read as 0."""
+def _stored_codes(p: AxisPlan, eps: float) -> np.ndarray:
+    """The value codes of the residues 0..M-1 as the model's dtype (the one of machine epsilon
+    ``eps``) stores them (MLP 1's last weights), entries below eps (cos(pi/2) in float64, 6e-17) read as 0."""
+    dtype = next(d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64) if torch.finfo(d).eps == eps)
     codes = torch.from_numpy(p.code.code(np.arange(p.modulus))).to(dtype).double().numpy()
-    return np.where(np.abs(codes) < torch.finfo(dtype).eps, 0.0, codes)
+    return np.where(np.abs(codes) < eps, 0.0, codes)
 
 
 def _residue_step(p: AxisPlan, max_len: int, name: str, codes: np.ndarray) -> Lookup:
@@ -459,52 +490,12 @@ def _residue_step(p: AxisPlan, max_len: int, name: str, codes: np.ndarray) -> Lo
     return Lookup(name, (f"gw{p.axis}:z", "bos"), f"gw{p.axis}:code", table)
 
 
-def _finds(p: AxisPlan, codes: np.ndarray) -> list[Match]:
-    """Layer 2's heads: head d looks, from a query whose z is r (mod M), for the last key whose z
-    is r + d (mod M), and copies its position (0 at BOS: never)."""
-    return [Match(f"gw{p.axis}.find{o:+d}", f"gw{p.axis}:code", f"gw{p.axis}:code", codes,
-                  (np.arange(p.modulus) + o) % p.modulus, "pos:index", f"gw{p.axis}:rec[{i}]")
-            for i, o in enumerate(p.offsets)]
-
-
 def _races(p: AxisPlan) -> list[Race]:
     """MLP 2 of an axis, formula (*): per k, r(z - k) against r(z + S + 1 - k), and when both are
     0 the start rule z + q0 >= k."""
     rec = lambda o: f"gw{p.axis}:rec[{p.offsets.index(o)}]"  # noqa: E731
     level = (f"gw{p.axis}:z", f"gw{p.axis}:start")
     return [Race(rec(-k), rec(p.S + 1 - k), level, k, f"gw{p.axis}:state") for k in range(1, p.S + 1)]
-
-
-def obligations(model, world: BoxWorld) -> Obligations:
-    """What a gridworld model must run (:mod:`constructions.obligations`), from the world alone:
-    the token rows of W_E; layer 1 the prefix sum z (:class:`Average`, one head over every
-    position, weight 1/D, values D * move) and per axis the residue code of z (a lookup on
-    (z, bos)); layer 2 the nearest-value heads (:class:`Match`: the last visit to z + d, mod M)
-    and the boundary count (:class:`Races`: formula (*) of the module doc); the readout maps
-    the axes' exact coordinates to their state."""
-    a, T = model.automaton, model.max_len
-    plans = axis_plans(world, T, model.meta.get("positions") or "sinusoidal")
-    blocks = prefix_blocks(T)
-    ws = _workspace(plans, blocks)
-    W_E = _embedding(a, world, ws)
-    codes: dict[str, np.ndarray] = {}
-    for p in plans:
-        for name in ("move", "start", "z", "code", "state"):
-            codes[f"gw{p.axis}:{name}"] = W_E[:, list(ws[f"gw{p.axis}:{name}"].dims)]
-        for i in range(len(p.offsets)):
-            codes[f"gw{p.axis}:rec[{i}]"] = W_E[:, [ws[f"gw{p.axis}:rec"].dims[i]]]
-    moves, zs = " + ".join(f"gw{p.axis}:move" for p in plans), " + ".join(f"gw{p.axis}:z" for p in plans)
-    prefix = (Average(("gw.prefix",), (1,), (T,), T + 1, float(T + 1), moves, zs) if blocks.count == 1
-              else block_average("gw.prefix", blocks, T, float(blocks.mass), moves, zs))
-    stored = [_stored_codes(p, getattr(torch, model.config["dtype"])) for p in plans]
-    residues = [_residue_step(p, T, f"gw{p.axis}.residue" if len(plans) > 1 else "gw.residue", c)
-                for p, c in zip(plans, stored)]
-    layer1 = Layer((prefix,), residues[0] if len(plans) == 1 else Beside("gw.residue", tuple(residues)))
-    layer2 = Layer(tuple(f for p, c in zip(plans, stored) for f in _finds(p, c)),
-                   Races("gw.boundary", tuple(r for p in plans for r in _races(p))))
-    readout = Readout(tuple(f"gw{p.axis}:state" for p in plans),
-                      {tuple(int(x) for x in c): q for q, c in enumerate(world.coords)})
-    return Obligations(NAME, Embedding(codes), (layer1, layer2), readout)
 
 
 # ---------------------------------------------------------------------------------------
@@ -537,5 +528,5 @@ CONSTRUCTION = Construction(
     plan_to_json=BoxWorld.to_dict, plan_from_json=BoxWorld.from_dict,
     describe=lambda world, automaton: world.describe(automaton), invariants=invariants,
     families=checks.families, family_seeds=lambda seed: {"gridworld_families": seed + checks.FAMILY_SEED_OFFSET},
-    obligations=obligations,
+    obligations=declared_obligations(build),
 )

@@ -372,7 +372,8 @@ def _factor_obligations(model, ch: Choice) -> list[Obligations]:
         prog, meta = c.build(f, p, BuildOptions(T, eps, positions))
         factor = SimpleNamespace(automaton=f, max_len=T, meta=meta, blocks=prog.blocks,
                                  config={"dtype": model.config["dtype"]})
-        out.append(prefixed(c.obligations(factor, p), PREFIXES[i]))
+        declared = prog.obligations() if prog.declaration is not None else c.obligations(factor, p)
+        out.append(prefixed(declared, PREFIXES[i]))
     return out
 
 

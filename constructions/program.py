@@ -378,10 +378,17 @@ class Program:
         d = self.declaration
         if d is None:
             raise ob.Undeclared("the program declares no embedding and readout")
-        ws = self.workspace
-        codes = {name: self.W_E[:, list(ws[name].dims)] for name in d.tracked}
+        codes = {name: self.W_E[:, _dims(self.workspace, name)] for name in d.tracked}
         return ob.Obligations(d.construction, ob.Embedding(codes), tuple(b.layer() for b in self.blocks), d.readout,
                               dict(d.notes), d.joint, d.promise)
+
+
+def _dims(ws: Workspace, name: str) -> list[int]:
+    """The dims a tracked name stands for: a subspace's, or one of them (``sub[i]``, as obligations name it)."""
+    if name not in ws.subspaces and name.endswith("]"):
+        sub, i = name[:-1].rsplit("[", 1)
+        return [ws[sub].dims[int(i)]]
+    return list(ws[name].dims)
 
 
 def union(*groups: tuple[str, ...]) -> tuple[str, ...]:

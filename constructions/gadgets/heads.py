@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..budget import STEP_TOLERANCE
-from ..obligations import Fetch, Recent, absolute_keys, offset_keys
+from ..obligations import Average, Fetch, Recent, absolute_keys, offset_keys
 from ..positions import PositionCode
 from ..program import Head, obligation_name
 from ..workspace import Subspace, names
@@ -124,7 +124,8 @@ class PositionBlock:
 
 
 def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, dst: Subspace,
-                     mass: int, value_scale: float = 1.0, block: PositionBlock | None = None) -> Head:
+                     mass: int, value_scale: float = 1.0, block: PositionBlock | None = None, *,
+                     max_len: int | None = None) -> Head:
     """Uniform causal attention with a BOS that absorbs weight (Lemma 15).
 
     Every real position scores 0 and BOS scores log(mass - t) (the :data:`ABSORB`
@@ -139,15 +140,23 @@ def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, 
     0 and any other real key -beta, score = absorb * bos + beta (member + bos - one)
     (exact: the key's second coordinate is 0 or -1).  The in-block keys weigh
     1/(mass + o e^-beta) for the o <= t out-of-block keys up to t; the heads of all blocks
-    write into the same ``dst``, whose sum is then the whole prefix sum up to that leak."""
+    write into the same ``dst``, whose sum is then the whole prefix sum up to that leak.
+
+    Obligation: :class:`~constructions.obligations.Average` over the keys 1..``max_len`` (stated
+    only with ``max_len``, the longest input the absorb feature was written for) or over the
+    block's; heads of several blocks that make one sum state it together (their caller)."""
     W_V, W_O = _copy(src, dst, value_scale)
+    first, last = (block.first, block.last) if block is not None else (1, max_len)
+    declared = None if last is None else Average((name,), (first,), (last,), mass, value_scale,
+                                                 obligation_name(src), obligation_name(dst))
     notes = {"kind": "prefix-mean", "mass": mass, "value_scale": value_scale, "scale": mass / value_scale,
              "why": f"weights exactly 1/{mass} on each real position and the rest on BOS (value 0)"}
     if block is None:
         W_Q = np.ones((1, 1))  # row: absorb
         W_K = np.ones((1, 1))  # row: bos
         return Head(name, W_Q, W_K, W_V, W_O, notes,
-                    reads={"query": absorb.names, "key": bos.names, "value": src.names}, writes=dst.names)
+                    reads={"query": absorb.names, "key": bos.names, "value": src.names}, writes=dst.names,
+                    obligation=declared)
     s, h = len(block.member), block.index
     assert len(absorb) == s and len(block.one) == len(bos) == 1
     W_Q = np.zeros((s + 1, 2))  # rows: absorb (s blocks), one
@@ -162,7 +171,7 @@ def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, 
               "why": f"weights 1/{mass} on each real position of block {h} (others -beta) and the rest on BOS"}
     return Head(name, W_Q, W_K, W_V, W_O, notes,
                 reads={"query": names(absorb, block.one), "key": names(bos, block.one, block.member),
-                       "value": src.names}, writes=dst.names)
+                       "value": src.names}, writes=dst.names, obligation=declared)
 
 
 def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace, src: Subspace,

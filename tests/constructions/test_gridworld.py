@@ -88,7 +88,8 @@ def test_residue_mlp_is_exact_under_noise(kind, T, S):
     plan = gridworld.AxisPlan(0, S, residue_range(-T, T, M), gridworld.value_code(kind, M))
     ws = Workspace()
     ws.add("one"), ws.add("bos"), ws.add("gw0:z"), ws.add("gw0:code", plan.code.labels)
-    mlp = gridworld._residue_mlp(ws, plan)
+    mlp = gridworld._residue_mlp(ws, plan, T, "gw.residue", gridworld._stored_codes(plan, 2.0**-52))
+    assert mlp.obligation.reads == ("gw0:z", "bos") and len(mlp.obligation.table) == 2 * T + 2
     assert mlp.hidden_sizes == [plan.n_coarse + 2, plan.n_coarse + 2, 2 * M + 1, M]
     mlp = mlp.embed(ws)  # evaluate on residual vectors
     z = np.arange(-T, T + 1)

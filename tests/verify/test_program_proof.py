@@ -18,7 +18,7 @@ from compiler.automata.load import load_spec
 from compiler.automata.subregular_families import random_language
 from compiler.cli import main
 from compiler.pipeline import compile_automaton
-from constructions import krohn_rhodes, krohn_rhodes_obligations, lookback
+from constructions import krohn_rhodes, lookback
 from constructions.checkpoint import load, save, stamp_header
 from constructions.obligations import Joint, Readout
 from verify.certify import certificate as certificate_module
@@ -60,8 +60,8 @@ def test_a_lookback_window_mapped_to_the_next_state_is_refused_naming_a_shortest
 
 
 def test_a_krohn_rhodes_readout_entry_changed_is_refused(monkeypatch):
-    """One entry of the cascade's readout table (quaternion, max_len 8) changed in the schedule both
-    the layout and the obligations read."""
+    """One entry of the cascade's readout table (quaternion, max_len 8) changed in the schedule the
+    build reads: the readout gadget's weights and its declared obligation change together."""
     good = krohn_rhodes.schedule
 
     def bad(cascade):
@@ -71,7 +71,6 @@ def test_a_krohn_rhodes_readout_entry_changed_is_refused(monkeypatch):
         rows[key] = (rows[key] + 1) % len(rows)
         return dataclasses.replace(sched, readout=dataclasses.replace(sched.readout, rows=rows))
     monkeypatch.setattr(krohn_rhodes, "schedule", bad)
-    monkeypatch.setattr(krohn_rhodes_obligations, "schedule", bad)
     model = compile_automaton("quaternion", max_len=8, method="krohn-rhodes")
     word = _refused_at(certify(model))
     assert _separates(model, word)
