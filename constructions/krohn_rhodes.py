@@ -44,12 +44,16 @@ goes in which block, which resets need their old value; no weights), :func:`allo
 (the residual subspaces), :func:`embedding` (W_E, W_pos) -- these three, the tables' plans
 and the counters' position blocks in :mod:`constructions.krohn_rhodes_layout` -- and
 :func:`embed` (gadgets into blocks, here); :func:`precision` then checks the target dtype's
-rounding.  :mod:`constructions.krohn_rhodes_obligations` states the program the blocks run.
+rounding.  The program is declared once: each gadget states the obligation its weights run
+(prefix means, most-recent flags, offset-1 fetches, decodes, roundings, lookups), a stage of
+MLPs side by side runs as steps in order (:func:`_in_order`), and :func:`build` adds the tracked
+subspaces, the readout (:func:`readout_table`) and the reachable configurations it claims.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -59,20 +63,21 @@ from compiler.automata.decompose import decompose
 from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import Semiautomaton, from_dict
 
-from . import krohn_rhodes_obligations
 from .assemble import count_params
 from .budget import STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
 from .krohn_rhodes_layout import (
     Layout,
     Schedule,
     TablePlan,
     allocate,
     block_heads,
+    configurations,
     embedding,
     input_update,
     prefix_sum_bounds,
     schedule,
+    tracked,
 )
 from .gadgets import (
     CodeInput,
@@ -88,9 +93,10 @@ from .gadgets import (
     residue_range,
     round_mlp,
 )
-from .obligations import Obligations
+from .gadgets.lookups import lookup_obligation
+from .obligations import Beside, Lookup, Readout, Steps
 from .positions import KINDS
-from .program import MLP, Block, Fused, Head, Program, beside, fuse
+from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse, fused_obligation, obligation_name
 from .workspace import Subspace, Workspace, join
 
 NAME = "krohn-rhodes"
@@ -144,14 +150,14 @@ def _pad(mlp: MLP, depth: int) -> MLP:
         return mlp
     return MLP(mlp.name, [*mlp.weights[:-1], *[np.eye(h)] * extra, mlp.weights[-1]],
                [*mlp.biases[:-1], *[np.zeros(h)] * extra, mlp.biases[-1]],
-               {**mlp.notes, "padded_to": depth}, reads=mlp.reads, writes=mlp.writes)
+               {**mlp.notes, "padded_to": depth}, reads=mlp.reads, writes=mlp.writes, obligation=mlp.obligation)
 
 
 def counter_heads(name: str, lay: Layout, src: Subspace, dst: Subspace, max_len: int) -> list[Head]:
     """The prefix-mean heads of a block's counters (Lemma 15): one over all positions, or
     one per position block (:class:`CounterBlocks`), all writing into ``dst``."""
     if lay.member is None:
-        return [prefix_mean_head(name, lay.absorb, lay.bos, src, dst, mass=lay.blocks.mass)]
+        return [prefix_mean_head(name, lay.absorb, lay.bos, src, dst, mass=lay.blocks.mass, max_len=max_len)]
     return block_heads(name, lay.blocks, lay.absorb, lay.bos, lay.one, lay.member, src, dst, max_len)
 
 
@@ -189,18 +195,35 @@ def _lookups(b: int, cascade: Cascade, sched: Schedule, lay: Layout) -> list[MLP
     """Block b's last MLP stage: the input tables of components attending in block b + 1
     (and the readout in the last block)."""
     sizes = _sizes(cascade)
-    out = []
-    for c in cascade.components:
-        plan = sched.inputs[c.name]
-        if plan.keys and sched.block_of[c.name] == b + 1:
-            ins = [CodeInput(lay.value(n), sizes[n]) for n in plan.keys] + [OneHotInput(lay.tok)]
-            table = {(*vals, letter): input_update(c, act) for (vals, letter), act in plan.rows.items()}
-            table = {k: v for k, v in table.items() if v.any()}
-            if table:
-                out.append(lookup_mlp(f"{c.name}.input", ins, lay.input_out(c), table))
+    out = [_input_mlp(c, sched.inputs[c.name], sizes, lay) for c in cascade.components
+           if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1]
     if b == sched.n_blocks:
         out.append(_readout_mlp(sched.readout, sizes, lay))
-    return out
+    return [m for m in out if m is not None]
+
+
+def _input_mlp(c: Component, plan: TablePlan, sizes: dict[str, int], lay: Layout) -> MLP | None:
+    """Component c's input table (Lemma 11), keyed by the codes of its keys' values and the token
+    one-hot (None when no row changes c).  Obligation: the table with the letter as its one-hot,
+    every other key writing 0 (the rows that keep c write 0 too)."""
+    ins = [CodeInput(lay.value(n), sizes[n]) for n in plan.keys] + [OneHotInput(lay.tok)]
+    table = {(*vals, letter): input_update(c, act) for (vals, letter), act in plan.rows.items()}
+    written = {k: v for k, v in table.items() if v.any()}
+    if not written:
+        return None
+    out, letter = lay.input_out(c), np.eye(len(lay.tok), dtype=np.int64)
+    declared = Lookup(f"{c.name}.input", tuple(obligation_name(i.sub) for i in ins), obligation_name(out),
+                      {(*(int(v) for v in k[:-1]), *letter[k[-1]].tolist()): v for k, v in table.items()},
+                      np.zeros(len(out)))
+    return replace(lookup_mlp(f"{c.name}.input", ins, out, written), obligation=declared)
+
+
+def _zero_elsewhere(name: str, ins: list[CodeInput], out: Subspace, table: dict) -> MLP:
+    """A lookup (Lemma 11) of ``table``; its units match only the keys with a nonzero value, so
+    every other key writes 0, as its obligation says (``table``, default 0)."""
+    written = {k: v for k, v in table.items() if np.any(v)}
+    return replace(lookup_mlp(name, ins, out, written),
+                   obligation=lookup_obligation(name, ins, out, table, total=True))
 
 
 def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int) -> list[Block]:
@@ -232,9 +255,18 @@ def _stack(stages: list[list[MLP]], name: str, ws: Workspace) -> MLP | Fused | N
     """Each stage's MLPs side by side (Lemma 17), the stages fused one after another."""
     out: MLP | Fused | None = None
     for i, stage in enumerate(s for s in stages if s):
-        m = beside(stage, f"{name}.{i}", ws)
+        m = _in_order(beside(stage, f"{name}.{i}", ws))
         out = m if out is None else fuse(out, m, name)
     return out
+
+
+def _in_order(stage: MLP) -> MLP:
+    """A stage of MLPs side by side declared as their steps one after another: no part reads what
+    another part of the stage writes, so in order they compute what side by side they do."""
+    o, declared = stage.obligation, Steps(stage.name, ())
+    for part in o.parts if isinstance(o, Beside) else (o,):
+        declared = fused_obligation(stage.name, declared, part)
+    return replace(stage, obligation=declared)
 
 
 def _view_mlp(view, when: str, sizes: dict[str, int], lay: Layout) -> MLP:
@@ -243,8 +275,8 @@ def _view_mlp(view, when: str, sizes: dict[str, int], lay: Layout) -> MLP:
         d = lay.subs[n]
         return d[when] if when in d else d["new"]  # a reset without an old copy keeps its value
     ins = [CodeInput(sub(r), sizes[r]) for r in view.reads]
-    table = {key: np.array([float(value)]) for key, value in view.table.items() if value}  # no match writes 0
-    return lookup_mlp(f"{view.name}.{when}", ins, lay.subs[view.name][when], table)
+    table = {key: np.array([float(value)]) for key, value in view.table.items()}
+    return _zero_elsewhere(f"{view.name}.{when}", ins, lay.subs[view.name][when], table)
 
 
 def _readout_mlp(plan: TablePlan, sizes: dict[str, int], lay: Layout) -> MLP:
@@ -252,7 +284,7 @@ def _readout_mlp(plan: TablePlan, sizes: dict[str, int], lay: Layout) -> MLP:
     ins = [CodeInput(lay.subs[n]["new"], sizes[n]) for n in plan.keys]
     eye = np.eye(len(lay.state))
     table = {vals: eye[q] for (vals, _), q in plan.rows.items()}
-    return lookup_mlp("readout", ins, lay.state, table)
+    return _zero_elsewhere("readout", ins, lay.state, table)
 
 
 # ---------------------------------------------------------------------------------------
@@ -364,7 +396,15 @@ def build(automaton: Semiautomaton, cascade: Cascade, options: BuildOptions) -> 
     prec = precision(cascade, sched, lay, T, eps)
     warnings = _warnings(prec, T)
     meta = _meta(cascade, sched, lay, blocks, prec, warnings)
-    return Program(lay.ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states)), meta
+    declared = Declaration(NAME, tracked(lay), readout_table(lay), joint=configurations(
+        cascade, lay, tuple(init[c.name] for c in comps), automaton.n_symbols))
+    return Program(lay.ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states), declaration=declared), meta
+
+
+def readout_table(lay: Layout) -> Readout:
+    """What the unembedding must read out (its obligation): state q from its one-hot in ``kr:state``."""
+    eye = np.eye(len(lay.state), dtype=np.int64)
+    return Readout((lay.state.name,), {tuple(eye[q].tolist()): q for q in range(len(lay.state))})
 
 
 def set_start(model, cascade: Cascade, start: str) -> None:
@@ -380,11 +420,6 @@ def set_start(model, cascade: Cascade, start: str) -> None:
 
 # ---------------------------------------------------------------------------------------
 # the registry entry: the cascade is the plan
-
-
-def obligations(model, cascade: Cascade) -> Obligations:
-    """What a krohn-rhodes model must run (:func:`krohn_rhodes_obligations.obligations`)."""
-    return krohn_rhodes_obligations.obligations(model, cascade, NAME)
 
 
 def applies(automaton: Semiautomaton) -> Cascade | Refusal:
@@ -433,5 +468,5 @@ def describe(cascade: Cascade, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 11", applies=applies, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=Cascade.to_dict, plan_from_json=Cascade.from_dict, describe=describe,
-    diagram=lambda cascade: ("Cascade", to_dot(cascade)), obligations=obligations,
+    diagram=lambda cascade: ("Cascade", to_dot(cascade)), obligations=declared_obligations(build),
 )

@@ -1,8 +1,9 @@
 """Theorem 11's plan for the network, before any block's weights: which tables fold their views
 (:func:`plan_table`), which component runs in which block (:func:`schedule`), the counters'
-position blocks (:func:`counter_blocks`), the residual subspaces (:func:`allocate`) and the
-embedding (:func:`embedding`).  :mod:`constructions.krohn_rhodes` builds the blocks on them;
-:mod:`constructions.krohn_rhodes_obligations` states the program they run."""
+position blocks (:func:`counter_blocks`), the residual subspaces (:func:`allocate`), the
+embedding (:func:`embedding`, with what it declares: the :func:`tracked` subspaces and the
+cascade's reachable :func:`configurations`).  :mod:`constructions.krohn_rhodes` builds the
+blocks on them; each gadget there states the obligation its weights run."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from compiler.automata.spec import Semiautomaton
 
 from .budget import STEP_TOLERANCE
 from .gadgets import ABSORB, PositionBlock, absorb_feature, prefix_mean_head
-from .obligations import Average
+from .obligations import Average, Joint
 from .positions import PositionCode, position_code, position_table
 from .program import Head, obligation_name
 from .workspace import Subspace, Workspace, join
@@ -461,3 +462,40 @@ def embedding(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, lay: 
     if lay.pos is not None and lay.code is not None:
         W_pos[:, list(lay.pos.dims)] = position_table(lay.code)
     return W_E, W_pos
+
+
+def tracked(lay: Layout) -> tuple[str, ...]:
+    """The subspaces whose embedded codes the program tracks (the declaration's): the token, every
+    component's and view's subspaces and the state; the rest are constants and position features."""
+    return (lay.tok.name, *(sub.name for d in lay.subs.values() for sub in d.values()), lay.state.name)
+
+
+def reachable_configurations(cascade: Cascade, start: tuple[int, ...], n_letters: int) -> np.ndarray:
+    """Every configuration (component values, in cascade order) some input reaches from
+    ``start``: the cascade run as an automaton on configurations."""
+    seen = {tuple(start)}
+    frontier = list(seen)
+    while frontier:
+        nxt = []
+        for config in frontier:
+            for letter in range(n_letters):
+                after = tuple(cascade.step(config, letter))
+                if after not in seen:
+                    seen.add(after)
+                    nxt.append(after)
+        frontier = nxt
+    return np.array(sorted(seen), dtype=np.float64).reshape(len(seen), len(cascade.components))
+
+
+def configurations(cascade: Cascade, lay: Layout, start: tuple[int, ...], n_letters: int) -> tuple[Joint, ...]:
+    """The program's claim (:class:`~constructions.obligations.Joint`): the components' values --
+    updated (``new``), and before the update (``old``, where kept) -- are one of the cascade's
+    reachable configurations together (the one at t, and at t - 1).  The certificate checks it."""
+    configs = reachable_configurations(cascade, start, n_letters)
+    out = []
+    for role in ("new", "old"):
+        idx = [i for i, c in enumerate(cascade.components) if role in lay.subs[c.name]]
+        if idx:
+            names = tuple(lay.subs[cascade.components[i].name][role].name for i in idx)
+            out.append(Joint(names, np.unique(configs[:, idx], axis=0)))
+    return tuple(out)

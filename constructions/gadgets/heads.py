@@ -124,7 +124,7 @@ class PositionBlock:
 
 
 def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, dst: Subspace,
-                     mass: int, value_scale: float = 1.0, block: PositionBlock | None = None,
+                     mass: int, value_scale: float = 1.0, block: PositionBlock | None = None, *,
                      max_len: int | None = None) -> Head:
     """Uniform causal attention with a BOS that absorbs weight (Lemma 15).
 
@@ -142,17 +142,18 @@ def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, 
     1/(mass + o e^-beta) for the o <= t out-of-block keys up to t; the heads of all blocks
     write into the same ``dst``, whose sum is then the whole prefix sum up to that leak.
 
-    Obligation: given ``max_len`` (the head over keys 1..max_len), :class:`~constructions.obligations.Average`
-    of ``value_scale`` / ``mass`` times the sum; a block's head declares none alone (its blocks'
-    heads declare one together: ``krohn_rhodes_layout.block_heads``)."""
+    Obligation: :class:`~constructions.obligations.Average` over the keys 1..``max_len`` (stated
+    only with ``max_len``, the longest input the absorb feature was written for) or over the
+    block's; heads of several blocks that make one sum state it together (their caller)."""
     W_V, W_O = _copy(src, dst, value_scale)
+    first, last = (block.first, block.last) if block is not None else (1, max_len)
+    declared = None if last is None else Average((name,), (first,), (last,), mass, value_scale,
+                                                 obligation_name(src), obligation_name(dst))
     notes = {"kind": "prefix-mean", "mass": mass, "value_scale": value_scale, "scale": mass / value_scale,
              "why": f"weights exactly 1/{mass} on each real position and the rest on BOS (value 0)"}
     if block is None:
         W_Q = np.ones((1, 1))  # row: absorb
         W_K = np.ones((1, 1))  # row: bos
-        declared = None if max_len is None else Average((name,), (1,), (max_len,), mass, value_scale,
-                                                        obligation_name(src), obligation_name(dst))
         return Head(name, W_Q, W_K, W_V, W_O, notes,
                     reads={"query": absorb.names, "key": bos.names, "value": src.names}, writes=dst.names,
                     obligation=declared)
@@ -170,7 +171,7 @@ def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, 
               "why": f"weights 1/{mass} on each real position of block {h} (others -beta) and the rest on BOS"}
     return Head(name, W_Q, W_K, W_V, W_O, notes,
                 reads={"query": names(absorb, block.one), "key": names(bos, block.one, block.member),
-                       "value": src.names}, writes=dst.names)
+                       "value": src.names}, writes=dst.names, obligation=declared)
 
 
 def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace, src: Subspace,

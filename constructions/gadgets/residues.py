@@ -118,8 +118,11 @@ def residue_mlp(name: str, x: Subspace, residue: Residue, out: Subspace, table: 
         info |= {"weights": list(weights), "shift": shift, "minus_max": dm if has_minus else None,
                  "period": period if has_minus else None}
     decode = None
-    if len(x) == 1:  # the obligation states a decode of one dim
-        decode = Modular(name, obligation_name(x), float(weights[0]), shift, np.asarray(table, dtype=np.float64),
+    if len(x) == 1:  # the obligation states a decode of one dim, over the table's ``period`` where it has one
+        rows = np.asarray(table, dtype=np.float64)
+        if period and M % period == 0 and np.array_equal(np.tile(rows[:period], (M // period, 1)), rows):
+            rows = rows[:period]  # table[X mod M] = table[X mod p] for p | M
+        decode = Modular(name, obligation_name(x), float(weights[0]), shift, rows,
                          obligation_name(out), None if minus is None else obligation_name(minus),
                          None if minus_out is None or not has_minus else obligation_name(minus_out))
     return MLP(name, weights_, biases_, info,

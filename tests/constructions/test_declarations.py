@@ -13,6 +13,8 @@ from constructions import gridworld, krohn_rhodes, scan
 from constructions.program import MLP, Fused, Head, Program, beside, fuse
 from constructions.workspace import Workspace
 from constructions.construction import BuildOptions
+from compiler.pipeline import compile_automaton
+from verify.certify import certify
 
 # a deep holonomy cascade whose views are evaluated in the network (see test_krohn_rhodes.py)
 DEEP = Semiautomaton("deep-holonomy", ("0", "1", "2", "3", "4"), ("a0", "a1", "a2"),
@@ -115,6 +117,18 @@ def test_krohn_rhodes_declarations_with_offset_heads_and_views():
     views = meta["krohn_rhodes"]["views"]
     assert any(v["old"] for v in views) and any(v["new"] for v in views)
     check_declarations(program)
+    assert all(p.obligation is not None for b in program.blocks for p in [*b.heads, b.mlp])  # one declaration
+    assert {f"{v['name']}.{w}" for v in views for w in ("old", "new") if v[w]} <= {
+        getattr(st, "mlp", None) for layer in program.obligations().layers for st in layer.mlp.steps}
+
+
+def test_a_krohn_rhodes_model_is_certified_against_the_program_its_gadgets_declare():
+    """One declaration: the certificate checks the model against exactly the program its gadgets
+    declare (here with an offset-1 fetch and resets), rebuilt from the spec and the cascade."""
+    model = compile_automaton("grid:4", max_len=8, method="krohn-rhodes")
+    program, _ = krohn_rhodes.build(model.automaton, decompose(model.automaton), BuildOptions.of_model(model))
+    cert = certify(model)
+    assert cert["certified"] is True and cert["obligations_sha256"] == program.obligations().digest(), cert
 
 
 @pytest.mark.parametrize("name", ["grid:4", "grid:9", "grid2d:3,4"])

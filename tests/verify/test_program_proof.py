@@ -18,7 +18,7 @@ from compiler.automata.load import load_spec
 from compiler.automata.subregular_families import random_language
 from compiler.cli import main
 from compiler.pipeline import compile_automaton
-from constructions import krohn_rhodes, krohn_rhodes_obligations, lookback
+from constructions import gridworld, krohn_rhodes, lookback
 from constructions.checkpoint import load, save, stamp_header
 from constructions.obligations import Joint, Readout
 from verify.certify import certificate as certificate_module
@@ -60,8 +60,8 @@ def test_a_lookback_window_mapped_to_the_next_state_is_refused_naming_a_shortest
 
 
 def test_a_krohn_rhodes_readout_entry_changed_is_refused(monkeypatch):
-    """One entry of the cascade's readout table (quaternion, max_len 8) changed in the schedule both
-    the layout and the obligations read."""
+    """One entry of the cascade's readout table (quaternion, max_len 8) changed in the schedule the
+    build reads: the readout gadget's weights and its declared obligation change together."""
     good = krohn_rhodes.schedule
 
     def bad(cascade):
@@ -71,7 +71,6 @@ def test_a_krohn_rhodes_readout_entry_changed_is_refused(monkeypatch):
         rows[key] = (rows[key] + 1) % len(rows)
         return dataclasses.replace(sched, readout=dataclasses.replace(sched.readout, rows=rows))
     monkeypatch.setattr(krohn_rhodes, "schedule", bad)
-    monkeypatch.setattr(krohn_rhodes_obligations, "schedule", bad)
     model = compile_automaton("quaternion", max_len=8, method="krohn-rhodes")
     word = _refused_at(certify(model))
     assert _separates(model, word)
@@ -227,3 +226,41 @@ def test_a_partial_automaton_is_proved_on_legal_inputs_and_says_so():
     assert cert["certified"] is True and cert["program"]["inputs"] == "legal"
     from verify.certify import certificate_text
     assert certificate_text(cert).startswith("certified exact on every legal input")
+
+
+def test_a_gridworld_whose_detected_world_places_two_cells_swapped_is_refused(monkeypatch):
+    """The detector's world (the plan) gives two states each other's coordinates: the embedding, the
+    unembedding and the declared readout all read it, so the weights run that program faithfully;
+    the program is not the automaton, and the proof names an input on which the model is wrong."""
+    good = gridworld.detect
+
+    def bad(automaton):
+        world, reason = good(automaton)
+        coords = list(world.coords)
+        q1, q2 = [q for q in range(len(coords)) if q != automaton.start][:2]
+        coords[q1], coords[q2] = coords[q2], coords[q1]
+        return dataclasses.replace(world, coords=tuple(coords)), reason
+    monkeypatch.setattr(gridworld, "detect", bad)
+    model = compile_automaton("grid:4", max_len=16, method="gridworld")
+    word = _refused_at(certify(model))
+    assert _separates(model, word)
+
+
+@pytest.mark.parametrize("spec", ["quaternion", "dihedral:4"])
+def test_a_krohn_rhodes_input_table_entry_changed_is_refused(monkeypatch, spec):
+    """One row of a lower component's input table (the decomposer's cascade, as the schedule plans
+    it) changed: its lookup's weights and its declared obligation read the same row."""
+    good = krohn_rhodes.schedule
+
+    def bad(cascade):
+        sched = good(cascade)
+        c = next(c for c in reversed(cascade.components) if sched.inputs[c.name].keys)
+        plan = sched.inputs[c.name]
+        rows = dict(plan.rows)
+        key = sorted(rows, key=repr)[-1]
+        rows[key] = (0 if rows[key] is None else rows[key] + 1) % c.size
+        return dataclasses.replace(sched, inputs={**sched.inputs, c.name: dataclasses.replace(plan, rows=rows)})
+    monkeypatch.setattr(krohn_rhodes, "schedule", bad)
+    model = compile_automaton(spec, max_len=8, method="krohn-rhodes")
+    word = _refused_at(certify(model))
+    assert _separates(model, word)
