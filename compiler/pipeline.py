@@ -186,6 +186,9 @@ def set_start(model, start: str) -> None:
     if basis_of(model.meta) is not None:
         raise ShortcutError("a model in a rotated basis keeps its start state: compile the spec again with --start's "
                             "state as its start, then rotate it")
+    if "unfolded" in model.meta:
+        raise ShortcutError("an unfolded (standard-shape) model keeps its start state: compile the spec again with "
+                            "--start's state as its start")
     if readout_of(model.meta) is not None:
         raise ShortcutError("a label model reads the labels seen from the start state it was compiled with (its "
                             "readout records that start's minimal Moore machine); to read labels from another start, "

@@ -143,7 +143,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(result))
     else:
-        print(f"plan for {result['automaton']} at max_len {args.max_len} (prefer {args.prefer}, {args.shape} shape, "
+        shape = ", standard shape" if args.shape == "standard" else ""
+        print(f"plan for {result['automaton']} at max_len {args.max_len} (prefer {args.prefer}{shape}, "
               f"budget {args.max_params:,} parameters):")
         print("\n".join(candidates_text(result["candidates"], args.shape)))
         if result["chosen"] is not None:

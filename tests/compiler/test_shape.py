@@ -12,7 +12,7 @@ from compiler.automata.catalog import entries
 from compiler.automata.errors import ShortcutError
 from compiler.automata.load import load_spec
 from compiler.cli import main
-from compiler.pipeline import candidates, survey
+from compiler.pipeline import candidates, set_start, survey
 from constructions import registry
 from constructions.checkpoint import load, save
 
@@ -65,6 +65,12 @@ def test_a_standard_model_records_its_shape_through_a_checkpoint(tmp_path, capsy
     assert again.meta["shape"] == model.meta["shape"]
     assert main(["info", str(tmp_path / "m.safetensors")]) == 0
     assert "shape: standard" in capsys.readouterr().out
+
+
+def test_an_unfolded_model_keeps_its_start_state():
+    model = compiler.compile_automaton("cyclic:3", max_len=8, method="krohn-rhodes", shape="standard")
+    with pytest.raises(ShortcutError, match="keeps its start state"):
+        set_start(model, "1")
 
 
 def test_a_default_model_keeps_the_default_shape():
