@@ -7,6 +7,7 @@ import torch
 
 import compiler
 from verify.certify.certificate import certify
+from verify.check import UNFOLDED_NOTE, verify
 
 
 def test_an_unfolded_cascade_is_certified_through_its_folded_model():
@@ -29,3 +30,9 @@ def test_one_changed_scratch_weight_is_refused():
     cert = certify(model)
     assert not cert["certified"]
     assert cert["failure"]["where"] == "unfolded"
+
+
+def test_verify_skips_the_layerwise_invariants_of_an_unfolded_model_and_checks_every_position():
+    model = compiler.compile_automaton("grid:4", max_len=12, method="gridworld", shape="standard")
+    result = verify(model, samples=2, seed=0, exhaustive_budget=64)
+    assert result.exact and result.invariants is not None and result.invariants.skipped == UNFOLDED_NOTE
