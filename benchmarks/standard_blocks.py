@@ -62,7 +62,8 @@ decode X mod M as a staircase over every value of X (threshold pairs, width O(T)
 rounding (about T·s·u), so either the consumers' obligations take a radius or the decode moves
 into the next block's MLP where no head reads it; measured per construction, not done here."""
 
-OTHER_NOTE = "\n\nWhat the rows say and what the rest needs: standard_blocks.md (T = 100)."
+OTHER_NOTE = ("\n\nThe trained depths are the paper's, trained at T = 100. What the rows say and what the rest "
+              "needs: standard_blocks.md (T = 100).")
 
 
 def _how(model) -> str:
