@@ -283,6 +283,13 @@ def _label_codes(model, tokens: np.ndarray) -> dict[str, Any] | None:
             "distance_to_boundary": tol - worst}
 
 
+def _layerwise_skipped(model) -> str | None:
+    """Why the layer-wise invariants cannot read this model (a rotated basis, an unfolded model), or None."""
+    if basis_of(model.meta) is not None:
+        return ROTATED_NOTE
+    return UNFOLDED_NOTE if "unfolded" in model.meta else None
+
+
 def _layerwise_sample(T: int, sample: np.ndarray, own: dict[str, np.ndarray], rows: int) -> np.ndarray:
     """The bounded input set of the layer-wise invariants: ``rows`` of ``sample`` and one of each of
     the construction's own families."""
@@ -344,8 +351,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     T = model.max_len
     check_options(a.n_symbols, T, samples=samples, seed=seed, exhaustive_budget=exhaustive_budget,
                   family_limit=family_limit, n_states=a.n_states)
-    skipped = ROTATED_NOTE if basis_of(model.meta) is not None else UNFOLDED_NOTE if "unfolded" in model.meta else None
-    skipped = skipped if layerwise else None
+    skipped = _layerwise_skipped(model) if layerwise else None
     layerwise = layerwise and skipped is None
     timer = Clock(time_budget, clock)
     tally = Tally(a, T, readout_of(model.meta))
