@@ -4,7 +4,8 @@ The planner walks the construction registry (``constructions/registry.py``): eac
 construction inspects the automaton once and returns a typed plan or a refusal, and
 estimates the plan's exact cost (attention layers, parameters) at the requested max_len.
 ``auto`` takes, among those that fit the budgets, the fewest layers then the fewest
-parameters (``prefer="size"``: the fewest parameters within one layer of the shallowest);
+parameters (``prefer="size"``: the fewest parameters within one layer of the shallowest; in the
+standard shape, :data:`SHAPES`, layers are standard blocks and each candidate's program is built to count them);
 every candidate is recorded (``meta["candidates"]``).  :func:`build` and :func:`assemble_model`
 turn a :class:`Decision` into a model (the pipeline's build and assemble stages).
 """
@@ -57,7 +58,8 @@ class Candidate:
     """One construction as the planner saw it (stored in ``meta["candidates"]``).
 
     ``applies``: its analysis found a plan; ``layers``/``params``: the plan's exact estimate at
-    the requested max_len (None when it does not apply or its estimate refused); ``refusal``:
+    the requested max_len (attention layers; in the standard shape, standard blocks: :data:`SHAPES`;
+    None when it does not apply or its estimate refused); ``refusal``:
     why it cannot be used (does not apply, over a budget), None when it fits; ``fits``: applies
     and fits every budget; ``chosen``: the one compiled; ``note``: why it was or was not taken."""
 
