@@ -25,6 +25,7 @@ from constructions.labels import LABELS, READOUTS, readout_of
 from constructions.model import CompiledTransformer
 from constructions.positions import KINDS
 from constructions.rotate import rotate
+from constructions.unfold import unfold
 
 from .automata.errors import CheckpointError, ShortcutError
 from .automata.load import load_spec
@@ -34,6 +35,8 @@ from .planner import (
     AUTO,
     DTYPES,
     PREFERENCES,
+    SHAPES,
+    STANDARD,
     Candidate,
     CompileOptions,
     Decision,
@@ -51,7 +54,7 @@ from .planner import (
     take_best,
 )
 
-__all__ = ["AUTO", "DTYPES", "MAX_LEN_LIMIT", "PREFERENCES", "Candidate", "CompileOptions", "Decision", "candidates",
+__all__ = ["AUTO", "DTYPES", "MAX_LEN_LIMIT", "PREFERENCES", "SHAPES", "Candidate", "CompileOptions", "Decision", "candidates",
            "compile_automaton", "decide", "methods", "plan", "ranking", "require_intact_header", "set_start", "survey",
            "with_start"]
 
@@ -60,22 +63,24 @@ MAX_LEN_LIMIT = 1 << 20
 
 def candidates(automaton, *, max_len: int, prefer: str = "depth", positions: str = "sinusoidal",
                max_params: int = MAX_PARAMS, complete: bool = False, dtype: torch.dtype = torch.float32,
-               allow_inexact: bool = True, promise: str | None = None) -> dict[str, Any]:
+               allow_inexact: bool = True, promise: str | None = None, shape: str = "default") -> dict[str, Any]:
     """``shortcut plan``: every construction's candidate (exact estimate, or why not) and what
     ``auto`` would compile with these options -- building no model, only the program of the one
-    it takes (JSON-able: ``automaton``, ``max_len``, ``prefer``, ``max_params``, ``candidates``,
-    ``chosen``, ``why`` or ``error``)."""
+    it takes (the standard ``shape`` builds every candidate's program to count its blocks; JSON-able:
+    ``automaton``, ``max_len``, ``prefer``, ``max_params``, ``shape``, ``candidates``, ``chosen``,
+    ``why`` or ``error``)."""
     automaton = load_spec(automaton, complete=complete, promise=promise)
     _check_max_len(max_len)
-    check_options(AUTO, prefer, max_params)
+    check_options(AUTO, prefer, max_params, shape)
     if dtype not in DTYPES.values():
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
     out: dict[str, Any] = {"automaton": automaton.name, "max_len": max_len, "prefer": prefer, "max_params": max_params,
-                           "promise": promise_meta(automaton.to_dict())}
-    cands, plans, errors = survey(automaton, max_len, positions, max_params)
+                           "shape": shape, "promise": promise_meta(automaton.to_dict())}
+    eps = torch.finfo(dtype).eps
+    cands, plans, errors = survey(automaton, max_len, positions, max_params, shape, eps)
     try:
-        d = take_best(automaton, cands, plans, errors, max_len, torch.finfo(dtype).eps, positions, prefer,
-                  certified=not allow_inexact)
+        d = take_best(automaton, cands, plans, errors, max_len, eps, positions, prefer,
+                      certified=not allow_inexact, shape=shape)
     except ShortcutError as e:
         return {**out, "candidates": [asdict(x) for x in cands], "chosen": None, "why": None, "error": str(e)}
     return {**out, "candidates": [asdict(x) for x in d.candidates], "chosen": d.method, "why": d.why, "error": None}
@@ -92,7 +97,7 @@ def compile_automaton(automaton: Any, *, max_len: int, method: str = "auto", dty
                       positions: str = "sinusoidal", allow_inexact: bool = True, complete: bool = False,
                       readout: str | None = None, prefer: str = "depth", max_params: int = MAX_PARAMS,
                       basis: str = "standard", basis_seed: int = 0, promise: str | None = None,
-                      one_hidden_layer: bool = False) -> CompiledTransformer:
+                      one_hidden_layer: bool = False, shape: str = "default") -> CompiledTransformer:
     """Compile ``automaton`` (a Semiautomaton, dict, JSON path, catalog name or automata-lib DFA)
     to a :class:`constructions.model.CompiledTransformer` that simulates it for inputs up to ``max_len``.
 
@@ -109,11 +114,13 @@ def compile_automaton(automaton: Any, *, max_len: int, method: str = "auto", dty
     (the output of the transition each letter takes), else states.  ``basis="orthogonal"``: the model is then
     expressed in the random orthogonal basis drawn from ``basis_seed`` (:func:`constructions.rotate.rotate`).
     ``one_hidden_layer``: MLPs with one hidden layer where the chosen construction can (lookback;
-    :class:`constructions.construction.BuildOptions`), for tools with one per block (docs/interop.md)."""
+    :class:`constructions.construction.BuildOptions`), for tools with one per block (docs/interop.md).
+    ``shape="standard"``: every block one attention sublayer and one MLP with exactly one hidden layer
+    (:data:`compiler.planner.SHAPES`; costed and chosen in standard blocks, ``meta["shape"]``)."""
     a = load_spec(automaton, complete=complete, promise=promise)
     readout = default_readout(a) if readout is None else readout
     options = _compile_options(method, max_len, dtype, positions, allow_inexact, readout, prefer, max_params,
-                               basis, basis_seed, one_hidden_layer)
+                               basis, basis_seed, one_hidden_layer, shape)
     if readout == LABELS:
         model = compile_labels(a, options)
     else:
@@ -124,11 +131,14 @@ def compile_automaton(automaton: Any, *, max_len: int, method: str = "auto", dty
 
 def _compile_options(method: str, max_len: int, dtype: torch.dtype, positions: str, allow_inexact: bool,
                      readout: str, prefer: str, max_params: int, basis: str, basis_seed: int,
-                     one_hidden_layer: bool = False) -> CompileOptions:
-    """The checked options (ShortcutError naming a bad one; the method, preference and budget
-    are checked by the planner)."""
+                     one_hidden_layer: bool = False, shape: str = "default") -> CompileOptions:
+    """The checked options (ShortcutError naming a bad one; the method, preference, budget and
+    shape are checked by the planner)."""
     if readout not in READOUTS:
         raise ShortcutError(f"unknown readout {readout!r}; choose one of {list(READOUTS)}")
+    if shape == STANDARD and readout == LABELS:
+        raise ShortcutError("the standard shape compiles state readouts only (not yet --readout labels, nor a Mealy "
+                            "machine's outputs)")
     if basis not in BASES:
         raise ShortcutError(f"unknown basis {basis!r}; choose one of {list(BASES)}")
     check_seed(basis_seed)
@@ -137,18 +147,22 @@ def _compile_options(method: str, max_len: int, dtype: torch.dtype, positions: s
         raise ShortcutError(f"dtype must be one of {list(DTYPES)}, got {dtype}")
     if positions not in KINDS:
         raise ShortcutError(f"unknown positions {positions!r}; choose one of {list(KINDS)}")
-    return CompileOptions(method, max_len, dtype, positions, prefer, max_params, allow_inexact, one_hidden_layer)
+    return CompileOptions(method, max_len, dtype, positions, prefer, max_params, allow_inexact,
+                          one_hidden_layer or shape == STANDARD, shape)
 
 
 def _assembled(a: Semiautomaton, d: Decision, program: Any, meta: dict[str, Any],
                options: CompileOptions) -> CompiledTransformer:
     """A state model: the decision's program assembled (PrecisionError first when it is beyond its
-    certified float reach and that is not allowed), its estimate checked (estimates are of the
-    default build: not with ``one_hidden_layer``), its header stamped."""
+    certified float reach and that is not allowed), in the standard shape its MLPs deeper than one
+    hidden layer unfolded (``constructions/unfold.py``), its estimate checked (estimates are of the
+    default build, or of the standard shape: not of ``one_hidden_layer`` alone), its header stamped."""
     if not options.allow_inexact:
         beyond_reach(a, d.construction, meta, options.max_len, options.dtype)
     model = assemble_model(a, d, program, meta, options.method, options.max_len, options.dtype)
-    if not options.one_hidden_layer:
+    if options.shape == STANDARD and meta["shape"]["unfolded"]:
+        model = unfold(model)
+    if options.shape == STANDARD or not options.one_hidden_layer:
         check_estimate(d.chosen, model)
     stamp_header(model)
     return model
@@ -172,6 +186,9 @@ def set_start(model, start: str) -> None:
     if basis_of(model.meta) is not None:
         raise ShortcutError("a model in a rotated basis keeps its start state: compile the spec again with --start's "
                             "state as its start, then rotate it")
+    if "unfolded" in model.meta:
+        raise ShortcutError("an unfolded (standard-shape) model keeps its start state: compile the spec again with "
+                            "--start's state as its start")
     if readout_of(model.meta) is not None:
         raise ShortcutError("a label model reads the labels seen from the start state it was compiled with (its "
                             "readout records that start's minimal Moore machine); to read labels from another start, "

@@ -4,30 +4,32 @@ The planner walks the construction registry (``constructions/registry.py``): eac
 construction inspects the automaton once and returns a typed plan or a refusal, and
 estimates the plan's exact cost (attention layers, parameters) at the requested max_len.
 ``auto`` takes, among those that fit the budgets, the fewest layers then the fewest
-parameters (``prefer="size"``: the fewest parameters within one layer of the shallowest);
+parameters (``prefer="size"``: the fewest parameters within one layer of the shallowest; in the
+standard shape, :data:`SHAPES`, layers are standard blocks and each candidate's program is built to count them);
 every candidate is recorded (``meta["candidates"]``).  :func:`build` and :func:`assemble_model`
 turn a :class:`Decision` into a model (the pipeline's build and assemble stages).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
 
 from constructions import registry
-from constructions.assemble import assemble
+from constructions.assemble import assemble, shape_config
 from constructions.budget import MAX_PARAMS
-from constructions.construction import BuildOptions, Construction, Refusal
+from constructions.checkpoint import config_params
+from constructions.construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Refusal
 from constructions.model import CompiledTransformer
 from constructions.program import Program
+from constructions.unfold import unfolded_config
 
 from .automata.errors import BudgetError, PrecisionError, ShortcutError
 from .automata.promise import promise_text
 from .automata.spec import Semiautomaton
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 AUTO = "auto"
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 MAX_LEN_LIMIT = 1 << 20
@@ -37,6 +39,14 @@ def methods() -> list[str]:
     """``auto`` and every registered construction, in preference order."""
     return [AUTO, *registry.names()]
 
+
+DEFAULT, STANDARD = "default", "standard"
+SHAPES = (DEFAULT, STANDARD)
+"""The model's shape.  ``default``: each construction's own blocks (an attention layer and an MLP of
+any number of hidden layers), costed in attention layers.  ``standard``: every block one attention
+sublayer and one ReLU MLP with exactly one hidden layer (the shape SGD trains, TransformerLens's):
+each construction builds its MLPs with one hidden layer where it can (``one_hidden_layer``), and what
+remains deeper is unfolded into standard blocks (``constructions/unfold.py``); costed in standard blocks."""
 
 PREFERENCES = ("depth", "size")
 """What ``auto`` minimises: ``depth`` -- the fewest attention layers, then the fewest parameters;
@@ -48,7 +58,8 @@ class Candidate:
     """One construction as the planner saw it (stored in ``meta["candidates"]``).
 
     ``applies``: its analysis found a plan; ``layers``/``params``: the plan's exact estimate at
-    the requested max_len (None when it does not apply or its estimate refused); ``refusal``:
+    the requested max_len (attention layers; in the standard shape, standard blocks: :data:`SHAPES`;
+    None when it does not apply or its estimate refused); ``refusal``:
     why it cannot be used (does not apply, over a budget), None when it fits; ``fits``: applies
     and fits every budget; ``chosen``: the one compiled; ``note``: why it was or was not taken."""
 
@@ -80,6 +91,7 @@ class Decision:
     why: str
     candidates: list[Candidate] = field(default_factory=list)
     built: tuple | None = None
+    shape: str = DEFAULT
 
     @property
     def method(self) -> str:
@@ -90,10 +102,52 @@ class Decision:
         return next(c for c in self.candidates if c.chosen)
 
 
+def standard_build(automaton: Semiautomaton, c: Construction, plan: Any,
+                   options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+    """A construction's program for the standard shape: built with one hidden layer per MLP where it
+    can (``one_hidden_layer``); where that build is beyond its certified float reach (a warning the
+    default build does not have), the default build, whose deeper MLPs :func:`standard_shape` unfolds."""
+    flat = c.build(automaton, plan, replace(options, one_hidden_layer=True))
+    if not flat[1].get(ONE_HIDDEN_LAYER) or not flat[1].get("warnings"):
+        return flat
+    default = c.build(automaton, plan, replace(options, one_hidden_layer=False))
+    return flat if default[1].get("warnings") else default
+
+
+def standard_shape(program: Program, meta: dict[str, Any], max_len: int) -> dict[str, Any]:
+    """``meta["shape"]`` of a standard-shape program: its config unfolded (``unfolded_config``: the
+    standard blocks and their parameters, exact), whether its MLPs were built with one hidden layer,
+    and each MLP deeper than one hidden layer (its block, name and depth), which unfolding turns into
+    that many blocks."""
+    config = shape_config(program.workspace, program.blocks, n_symbols=program.W_E.shape[0] - 1,
+                          n_out=program.W_U.shape[1], max_len=max_len)
+    deep = [{"layer": l, "mlp": b.mlp.name, "hidden_layers": len(cb["mlp_hidden"])}
+            for l, (b, cb) in enumerate(zip(program.blocks, config["blocks"]))
+            if b.mlp is not None and len(cb["mlp_hidden"]) > 1]
+    unfolded = unfolded_config(config)
+    return {"name": STANDARD, "one_hidden_layer": bool(meta.get(ONE_HIDDEN_LAYER)), "unfolded": deep,
+            "blocks": len(unfolded["blocks"]), "params": config_params(unfolded)}
+
+
+def _standard_cost(automaton: Semiautomaton, c: Construction, plan: Any, options: BuildOptions,
+                   cand: Candidate) -> type[ShortcutError] | None:
+    """Replace ``cand``'s cost by its standard-shape cost (standard blocks, parameters; exact: read
+    off the program it builds, :func:`standard_shape`), or refuse it (the build's error)."""
+    try:
+        shape = standard_shape(*standard_build(automaton, c, plan, options), options.max_len)
+    except ShortcutError as e:
+        cand.layers = cand.params = None
+        cand.refusal = f"in the standard shape: {e}"
+        return type(e)
+    cand.layers, cand.params = shape["blocks"], shape["params"]
+    return None
+
+
 def _assess(automaton: Semiautomaton, c: Construction, max_len: int, positions: str,
-            max_params: int) -> tuple[Candidate, Any, type[ShortcutError] | None]:
-    """One construction's candidate: its plan and exact cost, or why it does not apply or fit
-    (with the error class to raise when it was asked for)."""
+            max_params: int, shape: str = DEFAULT,
+            eps: float = 2.0**-23) -> tuple[Candidate, Any, type[ShortcutError] | None]:
+    """One construction's candidate: its plan and exact cost (in ``shape``), or why it does not apply
+    or fit (with the error class to raise when it was asked for)."""
     cand = Candidate(c.name, c.theorem)
     plan = c.applies(automaton)
     if isinstance(plan, Refusal):
@@ -106,20 +160,27 @@ def _assess(automaton: Semiautomaton, c: Construction, max_len: int, positions: 
         cand.refusal = str(e)
         return cand, plan, type(e)
     cand.layers, cand.params = cost.layers, cost.params
-    if cost.params > max_params:
-        cand.refusal = (f"{cost.params:,} parameters at max_len {max_len}, over the budget of {max_params:,}")
+    if cost.params <= max_params and shape == STANDARD:
+        error = _standard_cost(automaton, c, plan, BuildOptions(max_len, eps, positions, max_params), cand)
+        if error is not None:
+            return cand, plan, error
+    if cand.params > max_params:
+        where = " in the standard shape" if shape == STANDARD else ""
+        cand.refusal = f"{cand.params:,} parameters{where} at max_len {max_len}, over the budget of {max_params:,}"
         return cand, plan, BudgetError
     cand.fits = True
     return cand, plan, None
 
 
-def survey(automaton: Semiautomaton, max_len: int, positions: str = "sinusoidal",
-           max_params: int = MAX_PARAMS) -> tuple[list[Candidate], dict[str, Any], dict[str, type[ShortcutError]]]:
+def survey(automaton: Semiautomaton, max_len: int, positions: str = "sinusoidal", max_params: int = MAX_PARAMS,
+           shape: str = DEFAULT,
+           eps: float = 2.0**-23) -> tuple[list[Candidate], dict[str, Any], dict[str, type[ShortcutError]]]:
     """Every registered construction, in registry order: its candidate (exact estimate or
-    refusal), its plan (by name, where it applies) and the error class of each refusal."""
+    refusal, in ``shape``: the standard shape builds each program to count it), its plan (by name,
+    where it applies) and the error class of each refusal."""
     cands, plans, errors = [], {}, {}
     for c in registry.entries():
-        cand, plan, error = _assess(automaton, c, max_len, positions, max_params)
+        cand, plan, error = _assess(automaton, c, max_len, positions, max_params, shape, eps)
         cands.append(cand)
         if plan is not None:
             plans[c.name] = plan
@@ -142,36 +203,48 @@ def ranking(cands: list[Candidate], prefer: str = "depth") -> list[Candidate]:
     return pool + [c for c in by_depth if c.size[0] > near]
 
 
-def _note(c: Candidate, best: Candidate, prefer: str, shallowest: int) -> str:
+def _unit(shape: str) -> str:
+    """What a candidate's ``layers`` counts in ``shape``."""
+    return "standard blocks" if shape == STANDARD else "attention layers"
+
+
+def _note(c: Candidate, best: Candidate, prefer: str, shallowest: int, shape: str = DEFAULT) -> str:
     """Why a candidate that fits was not taken (beside the chosen ``best``)."""
     if prefer == "size" and c.size[0] > shallowest + 1:
         return f"{c.layers} layers: more than one deeper than the shallowest ({shallowest})"
     if prefer == "size" and c.params != best.params:
         return f"{c.params:,} parameters, {best.name} {best.params:,}"
     if c.layers != best.layers:
-        return f"{c.layers} attention layers, {best.name} {best.layers}"
+        return f"{c.layers} {_unit(shape)}, {best.name} {best.layers}"
     if c.params != best.params:
         return f"as deep as {best.name}, {c.params:,} parameters against {best.params:,}"
     return f"ties with {best.name}, which comes first in the registry"
 
 
-def _cost_text(c: Candidate, max_len: int) -> str:
-    return f"{c.layers} attention layer{'s' * (c.layers != 1)}, {c.params:,} parameters at max_len {max_len}"
+def _cost_text(c: Candidate, max_len: int, shape: str = DEFAULT) -> str:
+    unit = _unit(shape)[:-1] + "s" * (c.layers != 1)
+    return f"{c.layers} {unit}, {c.params:,} parameters at max_len {max_len}"
 
 
 def _auto(automaton: Semiautomaton, max_len: int, eps: float, positions: str, prefer: str,
-          max_params: int, certified: bool = False) -> Decision:
+          max_params: int, certified: bool = False, shape: str = DEFAULT) -> Decision:
     """Every construction estimated (:func:`survey`); the best that fits (:func:`ranking`) is built.
     A build that fails (an estimate that missed a budget: a bug, reported in the candidates)
     falls through to the next, and so does, when ``certified``, a build beyond its certified
     float reach (:func:`beyond_reach`).  Nothing fits: an error naming every construction's reason."""
-    cands, plans, errors = survey(automaton, max_len, positions, max_params)
-    return take_best(automaton, cands, plans, errors, max_len, eps, positions, prefer, certified)
+    cands, plans, errors = survey(automaton, max_len, positions, max_params, shape, eps)
+    return take_best(automaton, cands, plans, errors, max_len, eps, positions, prefer, certified, shape)
+
+
+def _build(automaton: Semiautomaton, c: Construction, plan: Any, options: BuildOptions,
+           shape: str) -> tuple[Program, dict[str, Any]]:
+    """The program a candidate compiles to in ``shape`` (:func:`standard_build` in the standard shape)."""
+    return standard_build(automaton, c, plan, options) if shape == STANDARD else c.build(automaton, plan, options)
 
 
 def take_best(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any],
           errors: dict[str, type[ShortcutError]], max_len: int, eps: float, positions: str, prefer: str,
-          certified: bool = False) -> Decision:
+          certified: bool = False, shape: str = DEFAULT) -> Decision:
     """:func:`_auto` after the survey: build the best candidate that fits, or refuse naming every reason.
     Candidates are built in the planner's order until one is taken (at a max_len beyond one
     construction's reach, building them all costs gigabytes).  With ``certified``, a build whose
@@ -182,7 +255,7 @@ def take_best(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str,
     for cand in ranked:
         c = registry.get(cand.name)
         try:
-            built = c.build(automaton, plans[c.name], BuildOptions(max_len, eps, positions))
+            built = _build(automaton, c, plans[c.name], BuildOptions(max_len, eps, positions), shape)
         except ShortcutError as e:
             cand.fits, cand.refusal = False, f"estimated, but the build failed: {e}"
             errors[c.name] = type(e)
@@ -196,13 +269,13 @@ def take_best(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str,
         shallowest = min(x.size[0] for x in cands if x.fits)
         for x in cands:
             if x.fits and not x.chosen:
-                x.note = _note(x, cand, prefer, shallowest)
-        cand.note = ("the fewest attention layers, then parameters" if prefer == "depth" else
+                x.note = _note(x, cand, prefer, shallowest, shape)
+        cand.note = (f"the fewest {_unit(shape)}, then parameters" if prefer == "depth" else
                      "prefer size: the fewest parameters within one layer of the shallowest")
         passed = "".join(f"; not {x.name}: {x.refusal or x.note}" for x in cands if not x.chosen)
         why = (f"auto: {c.name} ({c.theorem}): {c.describe(plans[c.name], automaton)}; "
-               f"{_cost_text(cand, max_len)} ({cand.note}){passed}")
-        return Decision(c, plans[c.name], why, cands, built)
+               f"{_cost_text(cand, max_len, shape)} ({cand.note}){passed}")
+        return Decision(c, plans[c.name], why, cands, built, shape)
     if beyond is not None:
         raise beyond
     reasons = "; ".join(f"{x.name}: {x.refusal}" for x in cands)
@@ -210,33 +283,36 @@ def take_best(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str,
     raise error(f"no construction compiles {automaton.name} at max_len {max_len}: {reasons}")
 
 
-def _requested(automaton: Semiautomaton, c: Construction, max_len: int, positions: str, max_params: int) -> Decision:
+def _requested(automaton: Semiautomaton, c: Construction, max_len: int, positions: str, max_params: int,
+               shape: str = DEFAULT, eps: float = 2.0**-23) -> Decision:
     """``--method NAME``: that construction, or its refusal as the error."""
-    cand, plan, error = _assess(automaton, c, max_len, positions, max_params)
+    cand, plan, error = _assess(automaton, c, max_len, positions, max_params, shape, eps)
     if error is not None:
         raise error(cand.refusal)
     cand.chosen, cand.note = True, f"requested with --method {c.name}"
-    return Decision(c, plan, f"requested with --method {c.name}: {c.describe(plan, automaton)}", [cand])
+    return Decision(c, plan, f"requested with --method {c.name}: {c.describe(plan, automaton)}", [cand], shape=shape)
 
 
-def check_options(method: str, prefer: str, max_params: int) -> None:
+def check_options(method: str, prefer: str, max_params: int, shape: str = DEFAULT) -> None:
     if method not in methods():
         raise ShortcutError(f"unknown method {method!r}; choose one of {methods()}")
     if prefer not in PREFERENCES:
         raise ShortcutError(f"unknown preference {prefer!r}; choose one of {list(PREFERENCES)}")
+    if shape not in SHAPES:
+        raise ShortcutError(f"unknown shape {shape!r}; choose one of {list(SHAPES)}")
     if not isinstance(max_params, int) or isinstance(max_params, bool) or not 1 <= max_params <= MAX_PARAMS:
         raise ShortcutError(f"max_params must be an integer from 1 to {MAX_PARAMS:,}, got {max_params!r}")
 
 
 def decide(automaton: Semiautomaton, method: str, max_len: int = 128, eps: float = 2.0**-23,
            positions: str = "sinusoidal", prefer: str = "depth", max_params: int = MAX_PARAMS,
-           certified: bool = False) -> Decision:
+           certified: bool = False, shape: str = DEFAULT) -> Decision:
     """Which construction compiles ``automaton``, with which plan (see :func:`_auto`; ``certified``:
-    ``auto`` passes over builds beyond their certified float reach)."""
-    check_options(method, prefer, max_params)
+    ``auto`` passes over builds beyond their certified float reach; ``shape``: :data:`SHAPES`)."""
+    check_options(method, prefer, max_params, shape)
     if method == AUTO:
-        return _auto(automaton, max_len, eps, positions, prefer, max_params, certified)
-    return _requested(automaton, registry.get(method), max_len, positions, max_params)
+        return _auto(automaton, max_len, eps, positions, prefer, max_params, certified, shape)
+    return _requested(automaton, registry.get(method), max_len, positions, max_params, shape, eps)
 
 
 def plan(automaton: Semiautomaton, method: str, max_len: int = 128, prefer: str = "depth") -> tuple[str, str]:
@@ -268,8 +344,9 @@ def beyond_reach(automaton: Semiautomaton, c: Construction, meta: dict[str, Any]
 class CompileOptions:
     """A compile's options, checked (``compile_automaton``'s keywords but the spec's): the planner's
     method, max_len, dtype, positions, prefer and max_params, whether a build beyond its
-    certified float reach is taken (``allow_inexact``) and whether MLPs get one hidden layer where
-    the construction can (``one_hidden_layer``, :class:`BuildOptions`)."""
+    certified float reach is taken (``allow_inexact``), whether MLPs get one hidden layer where
+    the construction can (``one_hidden_layer``, :class:`BuildOptions`) and the model's ``shape``
+    (:data:`SHAPES`)."""
 
     method: str
     max_len: int
@@ -279,6 +356,7 @@ class CompileOptions:
     max_params: int = MAX_PARAMS
     allow_inexact: bool = True
     one_hidden_layer: bool = False
+    shape: str = DEFAULT
 
     @property
     def eps(self) -> float:
@@ -293,15 +371,22 @@ class CompileOptions:
     def decide(self, automaton: Semiautomaton, max_params: int | None = None) -> Decision:
         """The planner's decision for ``automaton`` with these options (``max_params``: a tighter budget)."""
         return decide(automaton, self.method, self.max_len, self.eps, self.positions, self.prefer,
-                      self.max_params if max_params is None else max_params, certified=not self.allow_inexact)
+                      self.max_params if max_params is None else max_params, certified=not self.allow_inexact,
+                      shape=self.shape)
 
 
 def build(automaton: Semiautomaton, d: Decision, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The decision's program and metadata: the one built while deciding (with the default
-    options), else built now (always with ``options.one_hidden_layer``)."""
-    if d.built is not None and not options.one_hidden_layer:
-        return d.built
-    return d.construction.build(automaton, d.plan, options)
+    options, or in the standard shape), else built now (in the decision's shape, always with
+    ``options.one_hidden_layer``); a standard-shape program's metadata gains ``shape``
+    (:func:`standard_shape`)."""
+    if d.built is not None and (d.shape == STANDARD or not options.one_hidden_layer):
+        program, meta = d.built
+    else:
+        program, meta = _build(automaton, d.construction, d.plan, options, d.shape)
+    if d.shape == STANDARD:
+        meta = {**meta, "shape": standard_shape(program, meta, options.max_len)}
+    return program, meta
 
 
 def assemble_model(automaton: Semiautomaton, d: Decision, program: Program, meta: dict[str, Any], method: str,

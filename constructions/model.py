@@ -382,6 +382,7 @@ class CompiledTransformer(nn.Module):
             "max_len": c["max_len"],
             "dtype": c["dtype"],
             "n_layers": len(c["blocks"]),
+            "shape": shape.get("name", "default") if isinstance(shape := self.meta.get("shape"), dict) else "default",
             "d_model": c["d_model"],
             "n_heads": max((b["n_heads"] for b in c["blocks"]), default=0),
             "d_head": c["d_head"],

@@ -82,6 +82,8 @@ LAYERWISE_MAX_LEN = 4096
 CHUNK = 1024
 ROTATED_NOTE = ("layer-wise invariants skipped: they read named residual dims, and this model's residual is in a "
                 "rotated basis (meta['basis']); every position is still checked against the simulation")
+UNFOLDED_NOTE = ("layer-wise invariants skipped: they read the construction's layers, which this standard-shape model "
+                 "unfolds into more blocks (meta['unfolded']); every position is still checked against the simulation")
 
 
 @dataclass
@@ -283,6 +285,13 @@ def _label_codes(model, tokens: np.ndarray) -> dict[str, Any] | None:
             "distance_to_boundary": tol - worst}
 
 
+def _layerwise_skipped(model) -> str | None:
+    """Why the layer-wise invariants cannot read this model (a rotated basis, an unfolded model), or None."""
+    if basis_of(model.meta) is not None:
+        return ROTATED_NOTE
+    return UNFOLDED_NOTE if "unfolded" in model.meta else None
+
+
 def _layerwise_sample(T: int, sample: np.ndarray, own: dict[str, np.ndarray], rows: int) -> np.ndarray:
     """The bounded input set of the layer-wise invariants: ``rows`` of ``sample`` and one of each of
     the construction's own families."""
@@ -344,8 +353,8 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     T = model.max_len
     check_options(a.n_symbols, T, samples=samples, seed=seed, exhaustive_budget=exhaustive_budget,
                   family_limit=family_limit, n_states=a.n_states)
-    rotated = layerwise and basis_of(model.meta) is not None
-    layerwise = layerwise and not rotated
+    skipped = _layerwise_skipped(model) if layerwise else None
+    layerwise = layerwise and skipped is None
     timer = Clock(time_budget, clock)
     tally = Tally(a, T, readout_of(model.meta))
     inp = _inputs(model, construction, plan, samples=samples, seed=seed, exhaustive_budget=exhaustive_budget,
@@ -365,9 +374,9 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
     invariants: InvariantReport | None = None
     if layerwise and len(inp.sample):
         invariants = _layerwise(model, construction, plan, inp, 1 if cut else lw_rows, run, notes)
-    if rotated:
-        invariants = InvariantReport(None, skipped=ROTATED_NOTE)
-        notes.append(ROTATED_NOTE)
+    if skipped is not None:
+        invariants = InvariantReport(None, skipped=skipped)
+        notes.append(skipped)
     if not use_chunked and (invariants is None or invariants.heads is None) and T > LAYERWISE_MAX_LEN and len(inp.sample):
         with torch.no_grad():  # head margins on one sequence, a block of query rows at a time
             forward_chunked(model, torch.from_numpy(inp.sample[:1]), CHUNK, observe=chunk_margins)

@@ -12,7 +12,7 @@ from constructions.budget import MAX_PARAMS
 
 from ..automata.errors import InputError, ShortcutError
 from ..automata.spec import PROMISES
-from ..pipeline import DTYPES, PREFERENCES
+from ..pipeline import DTYPES, PREFERENCES, SHAPES
 
 
 # --- option values ------------------------------------------------------------------------
@@ -154,5 +154,9 @@ def planner_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefer", default="depth", choices=list(PREFERENCES),
                    help="what auto minimises: depth (fewest attention layers, then parameters) or size (fewest "
                         "parameters within one layer of the shallowest)")
+    p.add_argument("--shape", default="default", choices=list(SHAPES),
+                   help="default: each construction's blocks (MLPs of any depth), counted in attention layers; "
+                        "standard: every block one attention sublayer and one MLP with one hidden layer (deeper MLPs "
+                        "unfolded), counted and chosen in standard blocks")
     p.add_argument("--max-params", type=POSITIVE, default=MAX_PARAMS,
                    help="parameter budget (at most the default): auto passes over constructions above it")

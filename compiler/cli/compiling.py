@@ -67,7 +67,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         model = compile_automaton(automaton, max_len=args.max_len, method=args.method, dtype=dtype_of(args.dtype),
                                   positions=args.positions, allow_inexact=args.allow_inexact, readout=args.readout,
                                   prefer=args.prefer, max_params=args.max_params, basis=args.basis,
-                                  basis_seed=args.seed, one_hidden_layer=args.one_hidden_layer)
+                                  basis_seed=args.seed, one_hidden_layer=args.one_hidden_layer, shape=args.shape)
     exact, summary = True, None
     if args.verify:  # a modest check, recorded in the checkpoint (bound to its content) so that `info` shows it
         with still_working(f"certifying at max_len {args.max_len:,}"):
@@ -88,7 +88,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     say(f"compiled {i['automaton']} ({i['n_states']} states, {i['n_symbols']} symbols) with {i['method']}: "
         f"{i['n_layers']} layers, d_model {i['d_model']}, d_mlp {i['d_mlp']} "
         f"(up to {i['mlp_hidden_layers']} hidden layers), {i['n_params']} params, "
-        f"max_len {i['max_len']}, {i['dtype']} -> {args.output}")
+        f"max_len {i['max_len']}, {i['dtype']}, {i['shape']} shape -> {args.output}")
     r = i["readout"]
     if r["kind"] == LABELS:
         on = "the automaton as given" if r.get("states") == "original" else "the minimal Moore machine"

@@ -107,13 +107,14 @@ def stored_certificate(model) -> tuple[dict | None, str]:
     return cert, f"{certificate_text(cert)} ({STORED}; `shortcut certify` proves it again)"
 
 
-def candidates_text(cands: list[dict]) -> list[str]:
+def candidates_text(cands: list[dict], shape: str = "default") -> list[str]:
     """The planner's candidates as an aligned table: construction, theorem, whether it applies,
-    attention layers, parameters, whether it fits the budgets, and why it was (``*``) or was
-    not taken.  Tolerates the shorter records of older checkpoints."""
+    attention layers (standard blocks in the standard ``shape``), parameters, whether it fits the
+    budgets, and why it was (``*``) or was not taken.  Tolerates the shorter records of older checkpoints."""
     num = lambda x: "-" if x is None else (f"{x:,}" if isinstance(x, int) else str(x))
     yes = lambda x: "-" if x is None else ("yes" if x else "no")
-    rows = [("", "construction", "theorem", "applies", "layers", "params", "fits", "why (not)")]
+    depth = "blocks" if shape == "standard" else "layers"
+    rows = [("", "construction", "theorem", "applies", depth, "params", "fits", "why (not)")]
     for c in cands:
         rows.append(("*" if c.get("chosen") else "", str(c.get("name")), str(c.get("theorem", "")),
                      yes(c.get("applies", c.get("layers") is not None)), num(c.get("layers")), num(c.get("params")),
@@ -138,13 +139,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with still_working(f"planning {automaton.n_states:,} states x {automaton.n_symbols:,} letters"):
         result = candidates(automaton, max_len=args.max_len, prefer=args.prefer,
                             positions=args.positions, max_params=args.max_params, dtype=dtype_of(args.dtype),
-                            allow_inexact=args.allow_inexact)
+                            allow_inexact=args.allow_inexact, shape=args.shape)
     if args.json:
         print(json_text(result))
     else:
-        print(f"plan for {result['automaton']} at max_len {args.max_len} (prefer {args.prefer}, "
+        shape = ", standard shape" if args.shape == "standard" else ""
+        print(f"plan for {result['automaton']} at max_len {args.max_len} (prefer {args.prefer}{shape}, "
               f"budget {args.max_params:,} parameters):")
-        print("\n".join(candidates_text(result["candidates"])))
+        print("\n".join(candidates_text(result["candidates"], args.shape)))
         if result["chosen"] is not None:
             print(f"chosen: {result['chosen']} -- {result['why']}")
         if is_mealy(automaton):  # what compile does by default: the outputs, through another automaton
@@ -187,7 +189,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(f"{k}: {v}")
     if cands is not None:
         print("candidates:")
-        print("\n".join(candidates_text(cands)))
+        print("\n".join(candidates_text(cands, info["shape"])))
     print(_verification_line(model, stored))
     print(f"certificate: {cert_line}")
     return EXIT_OK

@@ -25,6 +25,7 @@ from .compose import closure_of
 from .checkers import Run, check_layer
 from .labels import relabelled
 from .program import prove as prove_program
+from .unfolded import UNFOLDED, folded
 
 
 NOT_END_TO_END = ("weights proved against the declared program; program not proved against the automaton ({} not "
@@ -148,6 +149,10 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
         if model.W_E.dtype == torch.float64:
             raise NotCertifiable("float64 models are not certified yet (the checker's own arithmetic is float64, "
                                  "so it cannot bound their rounding); compile with --dtype float32")
+        if UNFOLDED in model.meta:  # a standard-shape model: certified through the model it unfolds
+            model = folded(model)
+            out[UNFOLDED] = {"layers": len(model.blocks), "note": "the unfolding of this model, tensor for tensor "
+                             "(verify/certify/unfolded.py); the certificate below is the folded model's"}
         ob = obligations_of(model)
         out["obligations_sha256"] = ob.digest()
         if ob.promise is not None:
