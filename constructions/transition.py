@@ -7,13 +7,15 @@ q_t = step(c_{t-1}, a_t) (c_0 = Q's start).
 Construction.  Q is compiled by its cheapest construction among the others whose readout is one
 scalar code (fewest layers, then parameters; the scan's always is: several dims fetched would be
 tracked per dim by the certificate, every combination a key), then one more block: an offset
-head (Theorem 10's look-back, offset 1) copies the subspace that holds it from position t - 1 into
-``tr:prev.<name>``, another copies ``tr:first`` (1 in BOS's embedding, 0 in every letter's) into
-``tr:prev.first``, and a Lemma 11 lookup maps (Q's code at t - 1, that flag, the letter's code in
-``tr:letter``) to A's state code in ``tr:state``: ``step(c, a)`` for Q's code of class c with the flag
-0, ``step(Q's start, a)`` with the flag 1 (at t = 1 the head reads BOS, whatever Q's code there).
-The readout is a nearest integer point on that one dim (logit_q = 2 k_q x - k_q^2 for A's state
-code k_q; margin 1 at exact codes).  Depth: Q's + 1.
+head (Theorem 10's look-back, offset 1) copies that one dim from position t - 1 into ``tr:prev``
+(the dim alone, not the subspace around it: the program proof's memory is what the heads fetch,
+and a scan's whole map subspace is the prefix's map on every point -- the transformation
+semigroup -- where its code is Q's state), another copies ``tr:first`` (1 in BOS's embedding, 0 in
+every letter's) into ``tr:prev.first``, and a Lemma 11 lookup maps (Q's code at t - 1, that flag,
+the letter's code in ``tr:letter``) to A's state code in ``tr:state``: ``step(c, a)`` for Q's code
+of class c with the flag 0, ``step(Q's start, a)`` with the flag 1 (at t = 1 the head reads BOS,
+whatever Q's code there).  The readout is a nearest integer point on that one dim
+(logit_q = 2 k_q x - k_q^2 for A's state code k_q; margin 1 at exact codes).  Depth: Q's + 1.
 
 It wins where Q is much smaller than A: the Moore machine over a Mealy machine's transitions (its
 Q is the Mealy machine, ``compiler/automata/mealy.py``).
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
@@ -45,10 +48,11 @@ from .gadgets import CodeInput, lookup_mlp, offset_head
 from .labels import LabelReadoutError, one_hot_rows, readout_codes
 from .obligations import Embedding, Fetch, Layer, Lookup, Obligations, Readout, Undeclared, offset_keys
 from .positions import position_code, position_table
-from .program import Block, Program
+from .program import Block, Head, Program
+from .workspace import Subspace, Workspace
 
 NAME = "transition"
-PREV = "tr:prev."
+PREV, PREV_FIRST = "tr:prev", "tr:prev.first"
 FIRST, LETTER, STATE, POS = "tr:first", "tr:letter", "tr:state", "tr:pos"
 LOOKUP = "tr.lookup"
 
@@ -76,19 +80,23 @@ def _codes(program: Program) -> tuple[list[int], np.ndarray]:
     return dims, codes
 
 
-def _sources(program: Program, dims: list[int]) -> list[str]:
-    """The subspaces (whole, in workspace order) that hold Q's readout dims."""
-    ws = program.workspace
-    return [name for name, sub in ws.subspaces.items() if set(sub.dims) & set(dims)]
+def _source(ws: Workspace, dim: int) -> tuple[str, int]:
+    """The subspace that holds Q's readout dim and the dim's index in it."""
+    name = next(name for name, sub in ws.subspaces.items() if dim in sub.dims)
+    return name, ws[name].dims.index(dim)
 
 
-def _grow(program: Program, max_len: int, positions: str, sources: list[str]) -> Any:
+def source_name(ws: Workspace, dim: int) -> str:
+    """The obligations' name of that dim: the subspace's, or ``name[i]`` in a wider one."""
+    name, i = _source(ws, dim)
+    return name if len(ws[name]) == 1 else f"{name}[{i}]"
+
+
+def _grow(program: Program, max_len: int, positions: str) -> Any:
     """Q's workspace with the new subspaces, its embedding padded (module docstring)."""
     ws = program.workspace
     code = position_code(positions, max_len)
-    for name in sources:
-        ws.add(PREV + name, len(ws[name]))
-    for name in (FIRST, PREV + "first", LETTER, STATE):
+    for name in (PREV, FIRST, PREV_FIRST, LETTER, STATE):
         ws.add(name)
     ws.add(POS, code.labels)
     k = ws.d_model - program.W_E.shape[1]
@@ -99,17 +107,25 @@ def _grow(program: Program, max_len: int, positions: str, sources: list[str]) ->
     return ws, W_E, W_pos, code
 
 
-def _block(program: Program, plan: TransitionPlan, ws: Any, code: Any, dims: list[int], codes: np.ndarray,
-           sources: list[str]) -> Block:
+def _fetch_dim(ws: Workspace, code: Any, dim: int, value_range: float) -> Head:
+    """The offset head that copies Q's one readout dim (not the subspace around it) from t - 1
+    into ``tr:prev``: :func:`offset_head` on that dim, its value rows placed in the subspace's."""
+    name, i = _source(ws, dim)
+    sub = ws[name]
+    head = offset_head("tr.prev", ws[POS], code, ws["bos"], ws["one"], 1, Subspace(name, (sub.labels[i],), (dim,)),
+                       ws[PREV], value_range=value_range, tolerance=STEP_TOLERANCE / 2)
+    W_V = np.zeros((len(sub), head.W_V.shape[1]))
+    W_V[i] = head.W_V[0]
+    return replace(head, W_V=W_V)
+
+
+def _block(plan: TransitionPlan, ws: Workspace, code: Any, dim: int, codes: np.ndarray) -> Block:
     """The offset heads and the lookup (module docstring)."""
-    heads = [offset_head(f"tr.prev{i}", ws[POS], code, ws["bos"], ws["one"], 1, ws[name], ws[PREV + name],
-                         value_range=float(max(1, codes.max())), tolerance=STEP_TOLERANCE / 2)
-             for i, name in enumerate(sources)]
-    heads.append(offset_head("tr.first", ws[POS], code, ws["bos"], ws["one"], 1, ws[FIRST], ws[PREV + "first"],
-                             value_range=1.0, tolerance=STEP_TOLERANCE / 2))
-    where = {d: (name, i) for name in sources for i, d in enumerate(ws[name].dims)}
-    inputs = [CodeInput(ws[PREV + where[d][0]], int(codes[:, j].max()) + 1, where[d][1]) for j, d in enumerate(dims)]
-    inputs += [CodeInput(ws[PREV + "first"], 2), CodeInput(ws[LETTER], len(plan.step))]
+    heads = [_fetch_dim(ws, code, dim, float(max(1, codes.max()))),
+             offset_head("tr.first", ws[POS], code, ws["bos"], ws["one"], 1, ws[FIRST], ws[PREV_FIRST],
+                         value_range=1.0, tolerance=STEP_TOLERANCE / 2)]
+    inputs = [CodeInput(ws[PREV], int(codes[:, 0].max()) + 1), CodeInput(ws[PREV_FIRST], 2),
+              CodeInput(ws[LETTER], len(plan.step))]
     keys = {tuple(int(v) for v in code): c for c, code in enumerate(codes)}
     table = {(*key, first, a): np.array([float(value)]) for key, first, a, value in _entries(plan, keys) if value}
     return Block(heads, lookup_mlp(LOOKUP, inputs, ws[STATE], table))
@@ -130,18 +146,18 @@ def _wrapped(a: Semiautomaton, plan: TransitionPlan, inner: Construction, inner_
     """Q's program by ``inner`` with the block that looks A's state up (module docstring)."""
     program, meta = inner.build(plan.quotient, inner_plan, options)
     dims, codes = _codes(program)
-    sources = _sources(program, dims)
     if len(dims) != 1:  # one scalar code: the certificate's value sets of a fetched code are then exactly Q's codes
         raise LabelReadoutError(f"{inner.name}'s readout reads {len(dims)} dims; the look-back reads one scalar code")
-    ws, W_E, W_pos, code = _grow(program, options.max_len, options.positions, sources)
-    block = _block(program, plan, ws, code, dims, codes, sources)
+    source = source_name(program.workspace, dims[0])
+    ws, W_E, W_pos, code = _grow(program, options.max_len, options.positions)
+    block = _block(plan, ws, code, dims[0], codes)
     assert block.mlp is not None
     k = np.asarray(plan.codes, dtype=np.float64)
     W_U = np.zeros((ws.d_model, a.n_states))
     W_U[ws[STATE][0]] = 2.0 * k
     out = Program(ws, W_E, W_pos, [*program.blocks, block], W_U, -(k**2))
     notes = {"inner": inner.name, "inner_plan": inner.plan_to_json(inner_plan), "quotient_states": len(codes),
-             "code_dims": [ws.labels[d] for d in dims], "sources": sources, "keys": block.mlp.notes["keys"]}
+             "source": source, "keys": block.mlp.notes["keys"]}
     return out, {**meta, "method": NAME, "positions": options.positions, NAME: notes,
                  "warnings": [f"quotient ({inner.name}): {w}" for w in meta.get("warnings", [])],
                  "layers": [*meta.get("layers", []), block.notes()]}
@@ -238,58 +254,48 @@ def obligations(model, plan: TransitionPlan, inners: tuple[Construction, ...]) -
                                                      model.meta.get("positions") or "sinusoidal"))
     inner = c.obligations(SimpleNamespace(automaton=q, max_len=T, meta=meta, blocks=prog.blocks,
                                           config={"dtype": model.config["dtype"]}), inner_plan)
-    sources = list(info["sources"])
-    fetches = [Fetch(f"tr.prev{i}", offset_keys(T, 1), name, PREV + name) for i, name in enumerate(sources)]
-    fetches.append(Fetch("tr.first", offset_keys(T, 1), FIRST, PREV + "first"))
-    reads = (*_previous(inner.readout.reads, sources, model.layout()), PREV + "first", LETTER)
-    keys = {**inner.readout.table, _bos_code(model, reads[:-2]): q.start}
+    source = info.get("source")
+    if not isinstance(source, str):
+        raise Undeclared("its metadata names no fetched dim (meta['transition']['source']): it was compiled by an "
+                         "older shortcut; compile it again")
+    layout = model.layout()["subspaces"]
+    dim = _dims((source,), layout)
+    if _dims(inner.readout.reads, layout) != dim or len(dim) != 1:
+        raise Undeclared(f"its quotient's readout reads {inner.readout.reads}, not the one dim {source!r} it fetches")
+    fetches = (Fetch("tr.prev", offset_keys(T, 1), source, PREV),
+               Fetch("tr.first", offset_keys(T, 1), FIRST, PREV_FIRST))
+    keys = {**inner.readout.table, (_bos_code(model, dim[0], source),): q.start}
     table = {(*key, first, a): np.array([float(value)]) for key, first, a, value in _entries(plan, keys)}
     n = model.automaton.n_symbols
-    width = {s: len(model.layout()["subspaces"][s]["dims"]) for s in sources}
     codes = {**inner.embedding.codes, FIRST: np.eye(n + 1)[-1][:, None], LETTER: np.append(np.arange(n), 0.0)[:, None],
-             PREV + "first": np.zeros((n + 1, 1)), STATE: np.zeros((n + 1, 1)),
-             **{PREV + s: np.zeros((n + 1, width[s])) for s in sources}}
+             **{name: np.zeros((n + 1, 1)) for name in (PREV, PREV_FIRST, STATE)}}
     readout = Readout((STATE,), {(int(k),): state for state, k in enumerate(plan.codes)})
-    layer = Layer(tuple(fetches), Lookup(LOOKUP, reads, STATE, table))
+    layer = Layer(fetches, Lookup(LOOKUP, (PREV, PREV_FIRST, LETTER), STATE, table))
     return Obligations(NAME, Embedding(codes), (*inner.layers, layer), readout, joint=inner.joint, notes=inner.notes)
 
 
-def _bos_code(model, reads: tuple[str, ...]) -> tuple[int, ...]:
-    """Q's final code at BOS (input-independent: one forward of BOS alone), which the look-back heads
-    copy to position 1: the lookup has a key for it (:func:`_entries`) and the fetched codes are one of
+def _bos_code(model, dim: int, name: str) -> int:
+    """Q's final code at BOS (input-independent: one forward of BOS alone), which the look-back head
+    copies to position 1: the lookup has a key for it (:func:`_entries`) and the fetched code is one of
     Q's codes or it (a claim checked here, where Undeclared says it is not an integer code)."""
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.zeros((1, 0), dtype=torch.long))
-    layout = model.layout()["subspaces"]
-    x = cache[model.residual_hook(len(model.blocks) - 1)][0, 0].double().numpy()
-    out = []
-    for name in reads:
-        base, i = (name, 0) if name in layout else (name[:-1].rsplit("[", 1)[0], int(name[:-1].rsplit("[", 1)[1]))
-        v = float(x[layout[base[len(PREV):]]["dims"][i]])
-        if abs(v - round(v)) > STEP_TOLERANCE:
-            raise Undeclared(f"its quotient's code at BOS ({v:.4g} in {name}) is not an integer code")
-        out.append(int(round(v)))
-    return tuple(out)
+    v = float(cache[model.residual_hook(len(model.blocks) - 1)][0, 0, dim])
+    if abs(v - round(v)) > STEP_TOLERANCE:
+        raise Undeclared(f"its quotient's code at BOS ({v:.4g} in {name}) is not an integer code")
+    return int(round(v))
 
 
-def _previous(reads: tuple[str, ...], sources: list[str], layout: dict[str, Any]) -> list[str]:
-    """The names of the fetched copies of the dims ``reads`` names (``name``, ``name[i]`` or
-    ``a + b``), one per dim, in order: ``tr:prev.<source>`` or ``tr:prev.<source>[i]``."""
-    subs = {name: list(sub["dims"]) for name, sub in layout["subspaces"].items()}
-    dims = []
+def _dims(reads: tuple[str, ...], layout: dict[str, Any]) -> list[int]:
+    """The residual dims ``reads`` names (``name``, ``name[i]`` or ``a + b``), in order."""
+    dims: list[int] = []
     for part in (p for r in reads for p in r.split(" + ")):
-        if part in subs:
-            dims += subs[part]
+        if part in layout:
+            dims += list(layout[part]["dims"])
         else:
             base, i = part[:-1].rsplit("[", 1)
-            dims.append(subs[base][int(i)])
-    out = []
-    for d in dims:
-        s = next((x for x in sources if d in subs[x]), None)
-        if s is None:
-            raise Undeclared(f"its quotient's readout reads dim {d}, which no look-back head fetches")
-        out.append(PREV + s if len(subs[s]) == 1 else f"{PREV}{s}[{subs[s].index(d)}]")
-    return out
+            dims.append(int(layout[base]["dims"][int(i)]))
+    return dims
 
 
 def construction(inners: Callable[[], Sequence[Construction]]) -> Construction:

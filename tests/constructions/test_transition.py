@@ -36,7 +36,11 @@ def test_compiled_certified_and_a_broken_lookup_row_is_refused():
     a = _moore(5, 3, 3, 3)
     model = compiler.compile_automaton(a, max_len=16, method="transition")
     assert model.metadata.method == "transition" and model.meta["transition"]["inner"] == "scan"
-    assert certify(model)["certified"] and verify(model, samples=8).exact
+    cert = certify(model)
+    assert cert["certified"] and verify(model, samples=8).exact
+    # the look-back fetches Q's code alone, so the program proof's memory is Q's state (not the
+    # scan's whole map: the prefix's map on every point, the transformation semigroup)
+    assert cert["program"]["memories"] <= transition_plan(a).quotient.n_states
     rng = np.random.default_rng(0)
     toks = torch.from_numpy(rng.integers(0, a.n_symbols, (4, 16)))
     assert model.predict(toks).tolist() == [a.run(r) for r in toks.tolist()]
