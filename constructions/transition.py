@@ -57,11 +57,23 @@ FIRST, LETTER, STATE, POS = "tr:first", "tr:letter", "tr:state", "tr:pos"
 LOOKUP = "tr.lookup"
 
 
+MAX_QUOTIENT_RATIO = 0.9
+"""Largest share of the automaton's states its one-step quotient may keep.  Above it the quotient
+is compiled by the same constructions as the automaton, nearly as large, plus a layer and a lookup:
+on random automata (``benchmarks/transition_quotients.py``) the transition model was never the
+planner's pick, by depth or by size, above 0.85, while every one of the others' detections ran
+again on the quotient (seconds per automaton), so it is refused before any of them."""
+
+
 def applies(automaton: Semiautomaton) -> TransitionPlan | Refusal:
     plan = transition_plan(automaton)
     if plan is None:
         return Refusal(f"no two of {automaton.name}'s states go to the same state under every letter, so it is not a "
                        f"function of a smaller quotient's previous state and the letter")
+    q, n = plan.quotient.n_states, automaton.n_states
+    if q > MAX_QUOTIENT_RATIO * n:
+        return Refusal(f"its one-step quotient keeps {q} of its {n} states (over {MAX_QUOTIENT_RATIO:.0%}): the "
+                       f"quotient's model and a look-back layer come out no smaller than the automaton's own")
     return plan
 
 

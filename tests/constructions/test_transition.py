@@ -13,7 +13,7 @@ from compiler.automata.moore import minimise
 from compiler.automata.spec import from_dict
 from compiler.automata.transitions import transition_plan
 from constructions.labels import label_unembedding
-from constructions import registry
+from constructions import registry, transition
 from tests.compiler.automata.test_mealy import random_mealy
 from verify.certify import certify
 from verify.check import verify
@@ -30,6 +30,17 @@ def test_it_applies_where_letters_merge_states_and_refuses_elsewhere():
     assert plan.quotient.n_states == 5 and plan.n_states == a.n_states
     assert transition_plan(compiler.load_spec("cyclic:5")) is None
     assert "same state under every letter" in registry.get("transition").applies(compiler.load_spec("parity")).reason
+
+
+def test_a_near_full_quotient_is_refused_before_any_detection_runs(monkeypatch):
+    """A random 32-state Mealy machine read by its states: one pair of states merges (31 of 32)."""
+    a = from_dict(random_mealy(32, 2, 4, 7))
+    assert transition_plan(a).quotient.n_states == 31
+    c = registry.get("transition")
+    refusal = c.applies(a)
+    assert "keeps 31 of its 32 states" in refusal.reason
+    monkeypatch.setattr(transition, "MAX_QUOTIENT_RATIO", 1.0)  # the rule off: it applies (its estimate would run)
+    assert c.applies(a).quotient.n_states == 31
 
 
 def test_compiled_certified_and_a_broken_lookup_row_is_refused():
