@@ -1,16 +1,15 @@
-"""The zoo's Mealy classes: models that read the transitions' outputs, certified, the same bytes on a rerun."""
+"""The zoo's Mealy classes (compiler/automata/mealy_families.py): models of the outputs, certified."""
 
 from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
 from compiler.automata.mealy import mealy_outputs
 from compiler.automata.spec import from_dict
-from pathlib import Path
-
 from compiler.zoo.config import jobs, load as load_config, parse
 from compiler.zoo.run import run_zoo
 from constructions.checkpoint import load
