@@ -7,21 +7,22 @@ q_t = step(c_{t-1}, a_t) (c_0 = Q's start).
 Construction.  Q is compiled by its cheapest construction among the others whose readout is one
 scalar code (fewest layers, then parameters; the scan's always is: several dims fetched would be
 tracked per dim by the certificate, every combination a key), then one more block: an offset
-head (Theorem 10's look-back, offset 1) copies the subspace that holds it from position t - 1 into
-``tr:prev.<name>``, another copies ``tr:first`` (1 in BOS's embedding, 0 in every letter's) into
-``tr:prev.first``, and a Lemma 11 lookup maps (Q's code at t - 1, that flag, the letter's code in
-``tr:letter``) to A's state code in ``tr:state``: ``step(c, a)`` for Q's code of class c with the flag
-0, ``step(Q's start, a)`` with the flag 1 (at t = 1 the head reads BOS, whatever Q's code there).
-The readout is a nearest integer point on that one dim (logit_q = 2 k_q x - k_q^2 for A's state
-code k_q; margin 1 at exact codes).  Depth: Q's + 1.
+head (Theorem 10's look-back, offset 1) copies that one dim from position t - 1 into ``tr:prev``
+(the dim alone, not the subspace around it: the program proof's memory is what the heads fetch,
+and a scan's whole map subspace is the prefix's map on every point -- the transformation
+semigroup -- where its code is Q's state), another copies ``tr:first`` (1 in BOS's embedding, 0 in
+every letter's) into ``tr:prev.first``, and a Lemma 11 lookup maps (Q's code at t - 1, that flag,
+the letter's code in ``tr:letter``) to A's state code in ``tr:state``: ``step(c, a)`` for Q's code
+of class c with the flag 0, ``step(Q's start, a)`` with the flag 1 (at t = 1 the head reads BOS,
+whatever Q's code there).  The readout is a nearest integer point on that one dim
+(logit_q = 2 k_q x - k_q^2 for A's state code k_q; margin 1 at exact codes).  Depth: Q's + 1.
 
 It wins where Q is much smaller than A: the Moore machine over a Mealy machine's transitions (its
 Q is the Mealy machine, ``compiler/automata/mealy.py``).
 
-Checks.  The layer-wise invariant is A's state code in ``tr:state`` after the last layer.  The
-declared program is Q's (its blocks' obligations and declaration), then the block's: the two
-fetches and the lookup (every combination of Q's codes, the flag and the letter is a key), and
-the readout of ``tr:state`` (:func:`_declaration`); Q undeclared leaves it undeclared.
+Checks.  The layer-wise invariant is A's state code in ``tr:state`` after the last layer; the
+certificate is Q's construction's obligations, then the fetches and the lookup (every
+combination of Q's final codes, the flag and the letter is a key), then the readout.
 """
 
 from __future__ import annotations
@@ -47,12 +48,21 @@ from .gadgets import CodeInput, lookup_mlp, lookup_obligation, offset_head
 from .labels import LabelReadoutError, one_hot_rows, readout_codes
 from .obligations import Readout
 from .positions import position_code, position_table
-from .program import Block, Declaration, Program
+from .program import Block, Declaration, Head, Program
+from .workspace import Subspace, Workspace
 
 NAME = "transition"
-PREV = "tr:prev."
+PREV, PREV_FIRST = "tr:prev", "tr:prev.first"
 FIRST, LETTER, STATE, POS = "tr:first", "tr:letter", "tr:state", "tr:pos"
 LOOKUP = "tr.lookup"
+
+
+MAX_QUOTIENT_RATIO = 0.9
+"""Largest share of the automaton's states its one-step quotient may keep.  Above it the quotient
+is compiled by the same constructions as the automaton, nearly as large, plus a layer and a lookup:
+on random automata (``benchmarks/transition_quotients.py``) the transition model was never the
+planner's pick, by depth or by size, above 0.85, while every one of the others' detections ran
+again on the quotient (seconds per automaton), so it is refused before any of them."""
 
 
 def applies(automaton: Semiautomaton) -> TransitionPlan | Refusal:
@@ -60,6 +70,10 @@ def applies(automaton: Semiautomaton) -> TransitionPlan | Refusal:
     if plan is None:
         return Refusal(f"no two of {automaton.name}'s states go to the same state under every letter, so it is not a "
                        f"function of a smaller quotient's previous state and the letter")
+    q, n = plan.quotient.n_states, automaton.n_states
+    if q > MAX_QUOTIENT_RATIO * n:
+        return Refusal(f"its one-step quotient keeps {q} of its {n} states (over {MAX_QUOTIENT_RATIO:.0%}): the "
+                       f"quotient's model and a look-back layer come out no smaller than the automaton's own")
     return plan
 
 
@@ -78,19 +92,23 @@ def _codes(program: Program) -> tuple[list[int], np.ndarray]:
     return dims, codes
 
 
-def _sources(program: Program, dims: list[int]) -> list[str]:
-    """The subspaces (whole, in workspace order) that hold Q's readout dims."""
-    ws = program.workspace
-    return [name for name, sub in ws.subspaces.items() if set(sub.dims) & set(dims)]
+def _source(ws: Workspace, dim: int) -> tuple[str, int]:
+    """The subspace that holds Q's readout dim and the dim's index in it."""
+    name = next(name for name, sub in ws.subspaces.items() if dim in sub.dims)
+    return name, ws[name].dims.index(dim)
 
 
-def _grow(program: Program, max_len: int, positions: str, sources: list[str]) -> Any:
+def source_name(ws: Workspace, dim: int) -> str:
+    """The obligations' name of that dim: the subspace's, or ``name[i]`` in a wider one."""
+    name, i = _source(ws, dim)
+    return name if len(ws[name]) == 1 else f"{name}[{i}]"
+
+
+def _grow(program: Program, max_len: int, positions: str) -> Any:
     """Q's workspace with the new subspaces, its embedding padded (module docstring)."""
     ws = program.workspace
     code = position_code(positions, max_len)
-    for name in sources:
-        ws.add(PREV + name, len(ws[name]))
-    for name in (FIRST, PREV + "first", LETTER, STATE):
+    for name in (PREV, FIRST, PREV_FIRST, LETTER, STATE):
         ws.add(name)
     ws.add(POS, code.labels)
     k = ws.d_model - program.W_E.shape[1]
@@ -101,22 +119,39 @@ def _grow(program: Program, max_len: int, positions: str, sources: list[str]) ->
     return ws, W_E, W_pos, code
 
 
-def _block(program: Program, plan: TransitionPlan, ws: Any, code: Any, dims: list[int], codes: np.ndarray,
-           sources: list[str]) -> Block:
-    """The offset heads and the lookup (module docstring); the lookup declares every key, those
-    whose code is 0 (which get no unit) too."""
-    heads = [offset_head(f"tr.prev{i}", ws[POS], code, ws["bos"], ws["one"], 1, ws[name], ws[PREV + name],
-                         value_range=float(max(1, codes.max())), tolerance=STEP_TOLERANCE / 2)
-             for i, name in enumerate(sources)]
-    heads.append(offset_head("tr.first", ws[POS], code, ws["bos"], ws["one"], 1, ws[FIRST], ws[PREV + "first"],
-                             value_range=1.0, tolerance=STEP_TOLERANCE / 2))
-    where = {d: (name, i) for name in sources for i, d in enumerate(ws[name].dims)}
-    inputs = [CodeInput(ws[PREV + where[d][0]], int(codes[:, j].max()) + 1, where[d][1]) for j, d in enumerate(dims)]
-    inputs += [CodeInput(ws[PREV + "first"], 2), CodeInput(ws[LETTER], len(plan.step))]
+def _fetch_dim(ws: Workspace, code: Any, dim: int, value_range: float) -> Head:
+    """The offset head that copies Q's one readout dim (not the subspace around it) from t - 1
+    into ``tr:prev``: :func:`offset_head` on that dim, its value rows placed in the subspace's."""
+    name, i = _source(ws, dim)
+    sub = ws[name]
+    head = offset_head("tr.prev", ws[POS], code, ws["bos"], ws["one"], 1, Subspace(name, (sub.labels[i],), (dim,)),
+                       ws[PREV], value_range=value_range, tolerance=STEP_TOLERANCE / 2)
+    W_V = np.zeros((len(sub), head.W_V.shape[1]))
+    W_V[i] = head.W_V[0]
+    return replace(head, W_V=W_V, obligation=replace(head.obligation, src=source_name(ws, dim)))
+
+
+def _block(plan: TransitionPlan, ws: Workspace, code: Any, dim: int, codes: np.ndarray) -> Block:
+    """The offset heads and the lookup (module docstring)."""
+    heads = [_fetch_dim(ws, code, dim, float(max(1, codes.max()))),
+             offset_head("tr.first", ws[POS], code, ws["bos"], ws["one"], 1, ws[FIRST], ws[PREV_FIRST],
+                         value_range=1.0, tolerance=STEP_TOLERANCE / 2)]
+    inputs = [CodeInput(ws[PREV], int(codes[:, 0].max()) + 1), CodeInput(ws[PREV_FIRST], 2),
+              CodeInput(ws[LETTER], len(plan.step))]
     keys = {tuple(int(v) for v in code): c for c, code in enumerate(codes)}
     table = {(*key, first, a): np.array([float(value)]) for key, first, a, value in _entries(plan, keys)}
     lookup = lookup_mlp(LOOKUP, inputs, ws[STATE], {k: v for k, v in table.items() if v[0]})  # 0: no unit
     return Block(heads, replace(lookup, obligation=lookup_obligation(LOOKUP, inputs, ws[STATE], table)))
+
+
+def _declaration(inner: Declaration | None, plan: TransitionPlan) -> Declaration | None:
+    """Q's declaration, then the new subspaces' codes (the flag at BOS, the letter's index) and the
+    readout of A's state code in ``tr:state``; None while Q's construction declares none."""
+    if inner is None:
+        return None
+    tracked = (*inner.tracked, FIRST, LETTER, PREV_FIRST, STATE, PREV)
+    readout = Readout((STATE,), {(int(k),): state for state, k in enumerate(plan.codes)})
+    return Declaration(NAME, tracked, readout, joint=inner.joint, notes=dict(inner.notes))
 
 
 def _entries(plan: TransitionPlan, keys: dict[tuple[int, ...], int]) -> list[tuple[tuple[int, ...], int, int, int]]:
@@ -134,32 +169,22 @@ def _wrapped(a: Semiautomaton, plan: TransitionPlan, inner: Construction, inner_
     """Q's program by ``inner`` with the block that looks A's state up (module docstring)."""
     program, meta = inner.build(plan.quotient, inner_plan, options)
     dims, codes = _codes(program)
-    sources = _sources(program, dims)
     if len(dims) != 1:  # one scalar code: the certificate's value sets of a fetched code are then exactly Q's codes
         raise LabelReadoutError(f"{inner.name}'s readout reads {len(dims)} dims; the look-back reads one scalar code")
-    ws, W_E, W_pos, code = _grow(program, options.max_len, options.positions, sources)
-    block = _block(program, plan, ws, code, dims, codes, sources)
+    source = source_name(program.workspace, dims[0])
+    ws, W_E, W_pos, code = _grow(program, options.max_len, options.positions)
+    block = _block(plan, ws, code, dims[0], codes)
     assert block.mlp is not None
     k = np.asarray(plan.codes, dtype=np.float64)
     W_U = np.zeros((ws.d_model, a.n_states))
     W_U[ws[STATE][0]] = 2.0 * k
     out = Program(ws, W_E, W_pos, [*program.blocks, block], W_U, -(k**2),
-                  declaration=_declaration(program.declaration, plan, sources))
+                  declaration=_declaration(program.declaration, plan))
     notes = {"inner": inner.name, "inner_plan": inner.plan_to_json(inner_plan), "quotient_states": len(codes),
-             "code_dims": [ws.labels[d] for d in dims], "sources": sources, "keys": block.mlp.notes["keys"]}
+             "source": source, "keys": block.mlp.notes["keys"]}
     return out, {**meta, "method": NAME, "positions": options.positions, NAME: notes,
                  "warnings": [f"quotient ({inner.name}): {w}" for w in meta.get("warnings", [])],
                  "layers": [*meta.get("layers", []), block.notes()]}
-
-
-def _declaration(inner: Declaration | None, plan: TransitionPlan, sources: list[str]) -> Declaration | None:
-    """Q's declaration, then the new subspaces' codes (the flag at BOS, the letter's index) and the
-    readout of A's state code in ``tr:state``; None while Q's construction declares none."""
-    if inner is None:
-        return None
-    tracked = (*inner.tracked, FIRST, LETTER, PREV + "first", STATE, *(PREV + s for s in sources))
-    readout = Readout((STATE,), {(int(k),): state for state, k in enumerate(plan.codes)})
-    return Declaration(NAME, tracked, readout, joint=inner.joint, notes=dict(inner.notes))
 
 
 @functools.lru_cache(maxsize=8)

@@ -23,7 +23,10 @@ Classes (:data:`CLASSES`):
   random language of that subregular class (:mod:`compiler.automata.subregular_families`; k from
   the ``states`` range, at most :data:`SUBREGULAR_MAX_K`), its minimal DFA with outputs
   accept/reject; these keep their start state when relabelled (another start would compile
-  another language).
+  another language);
+* ``mealy``: a random complete Mealy machine (:mod:`compiler.automata.mealy_families`: outputs on
+  transitions, 2 to 8 of them), ``mealy-tcp``: the TCP-like server protocol of
+  ``examples/tcp_server.dot`` (its own names and start; ``states`` and ``letters`` unused).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Callable
 from .catalog import build, random_automaton
 from .errors import SpecError
 from .groups import analyse
+from .mealy_families import random_mealy, tcp_server
 from .moore import minimise
 from .spec import Semiautomaton
 from .subregular_families import CLASSES as SUBREGULAR_CLASSES
@@ -70,8 +74,10 @@ def relabel(a: Semiautomaton, rng: random.Random, name: str, keep_start: bool = 
     new_of = {old: new for new, old in enumerate(order)}
     maps = tuple(tuple(new_of[m[old]] for old in order) for m in a.maps)
     outputs = None if a.outputs is None else tuple(a.outputs[old] for old in order)
+    said = None if a.transition_outputs is None else tuple(tuple(row[old] for old in order)
+                                                              for row in a.transition_outputs)
     start = new_of[a.start] if keep_start else rng.randrange(a.n_states)
-    return Semiautomaton(name, tuple(f"s{i}" for i in range(a.n_states)), a.alphabet, maps, start, outputs)
+    return Semiautomaton(name, tuple(f"s{i}" for i in range(a.n_states)), a.alphabet, maps, start, outputs, (), said)
 
 
 def _from_maps(maps: list[tuple[int, ...]]) -> Semiautomaton:
@@ -181,9 +187,14 @@ def _subregular(cls: str) -> Callable[[random.Random, Sizes], Semiautomaton]:
     return generate
 
 
+MEALY_TCP = "mealy-tcp"
+"""The one fixed class: a protocol's machine, kept as written (not relabelled)."""
+
 CLASSES: dict[str, Callable[[random.Random, Sizes], Semiautomaton]] = {
     **{f.__name__: f for f in (group, solvable, aperiodic, definite, local, stack, gridworld, product, arbitrary)},
-    **{SUBREGULAR + c: _subregular(c) for c in SUBREGULAR_CLASSES}}
+    **{SUBREGULAR + c: _subregular(c) for c in SUBREGULAR_CLASSES},
+    "mealy": lambda rng, sizes: random_mealy(rng, _draw(rng, sizes.states), _draw(rng, sizes.letters)),
+    MEALY_TCP: lambda rng, sizes: tcp_server()}
 """The random classes, by their generator's name (``class = "..."`` in a zoo config)."""
 
 
@@ -199,5 +210,8 @@ def random_of_class(kind: str, rng: random.Random, sizes: Sizes, name: str) -> S
     if kind not in CLASSES:
         raise SpecError(f"unknown class {kind!r}; choose one of {list(CLASSES)}")
     check_sizes(sizes)
-    return relabel(CLASSES[kind](rng, sizes), rng, name, keep_start=kind.startswith(SUBREGULAR))
+    a = CLASSES[kind](rng, sizes)
+    if kind == MEALY_TCP:
+        return Semiautomaton(name, a.states, a.alphabet, a.maps, a.start, a.outputs, a.undefined, a.transition_outputs)
+    return relabel(a, rng, name, keep_start=kind.startswith(SUBREGULAR))
 

@@ -35,15 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from constructions.basis import BASES
-from constructions.labels import READOUTS
+from constructions.labels import LABELS, READOUTS
 from verify.policy import SAMPLINGS
 
 from ..automata.errors import InputError
 from ..automata.reading import MiB, parse_json, parse_toml, read_text
-from ..automata.families import CLASSES, MAX_LETTERS, MAX_STATES, Sizes, check_sizes
+from ..automata.families import CLASSES, MAX_LETTERS, MAX_STATES, MEALY_TCP, Sizes, check_sizes
 from ..pipeline import MAX_LEN_LIMIT, methods
 
 REGEX, CATALOG = "regex", "catalog"
+MEALY = ("mealy", MEALY_TCP)
+"""The Mealy classes: their models read the transitions' outputs unless the family sets ``readouts``."""
 KINDS = (*CLASSES, REGEX, CATALOG)
 MAX_MODELS = 100_000
 """Most models one config may name (the sum of its families' counts)."""
@@ -162,7 +164,7 @@ def _family(raw: Any, defaults: dict[str, Any], where: str) -> Family:
         raise InputError(f"{where} ({name}) has class {kind!r}; choose one of {list(KINDS)}")
     if kind == REGEX and "patterns" not in raw or kind == CATALOG and "names" not in raw:
         raise InputError(f"{name}: class {kind} needs {'patterns' if kind == REGEX else 'names'}")
-    opts = {**defaults, **raw}
+    opts = {**defaults, **({"readouts": [LABELS]} if kind in MEALY else {}), **raw}  # a Mealy family: its outputs
     sizes = Sizes(_range(opts.get("states", [2, 6]), f"{name}: states", MAX_STATES),
                   _range(opts.get("letters", [2, 3]), f"{name}: letters", MAX_LETTERS))
     try:

@@ -53,8 +53,9 @@ class Draw:
 
 
 def _labelled(a: Semiautomaton, rng: random.Random) -> Semiautomaton:
-    """``a`` with random output labels (2 to 4 of them) when it has none."""
-    if a.outputs is not None:
+    """``a`` with random output labels (2 to 4 of them) when it has none (a Mealy machine's are its
+    transitions' outputs)."""
+    if a.outputs is not None or a.transition_outputs is not None:
         return a
     n = rng.randint(2, max(2, min(4, a.n_states)))
     return Semiautomaton(a.name, a.states, a.alphabet, a.maps, a.start,

@@ -15,7 +15,7 @@ from compiler.automata.moore import minimise
 from compiler.automata.spec import from_dict
 from compiler.automata.transitions import transition_plan
 from constructions.labels import label_unembedding
-from constructions import registry
+from constructions import registry, transition
 from tests.compiler.automata.test_mealy import random_mealy
 from verify.certify import certify
 from verify.check import verify
@@ -34,11 +34,26 @@ def test_it_applies_where_letters_merge_states_and_refuses_elsewhere():
     assert "same state under every letter" in registry.get("transition").applies(compiler.load_spec("parity")).reason
 
 
+def test_a_near_full_quotient_is_refused_before_any_detection_runs(monkeypatch):
+    """A random 32-state Mealy machine read by its states: one pair of states merges (31 of 32)."""
+    a = from_dict(random_mealy(32, 2, 4, 7))
+    assert transition_plan(a).quotient.n_states == 31
+    c = registry.get("transition")
+    refusal = c.applies(a)
+    assert "keeps 31 of its 32 states" in refusal.reason
+    monkeypatch.setattr(transition, "MAX_QUOTIENT_RATIO", 1.0)  # the rule off: it applies (its estimate would run)
+    assert c.applies(a).quotient.n_states == 31
+
+
 def test_compiled_certified_and_a_broken_lookup_row_is_refused():
     a = _moore(5, 3, 3, 3)
     model = compiler.compile_automaton(a, max_len=16, method="transition")
     assert model.metadata.method == "transition" and model.meta["transition"]["inner"] == "scan"
-    assert certify(model)["certified"] and verify(model, samples=8).exact
+    cert = certify(model)
+    assert cert["certified"] and verify(model, samples=8).exact
+    # the look-back fetches Q's code alone, so the program proof's memory is Q's state (not the
+    # scan's whole map: the prefix's map on every point, the transformation semigroup)
+    assert cert["program"]["memories"] <= transition_plan(a).quotient.n_states
     rng = np.random.default_rng(0)
     toks = torch.from_numpy(rng.integers(0, a.n_symbols, (4, 16)))
     assert model.predict(toks).tolist() == [a.run(r) for r in toks.tolist()]
