@@ -133,9 +133,9 @@ class FactorPlan:
         if len(keys) != len(states) or any(len(x) != 1 + G or not 0 <= x[0] <= len(windows) + bool(tier)
                                            or any(not 0 <= c <= t for c in x[1:]) for x in keys):
             raise SpecError("a factor plan's keys need (window class, a capped count per group)")
-        if any(not 0 <= q < n for q in states) or any(not 0 <= a < s for a in tier) or (tier and k != 2):
+        if any(not 0 <= q < n for q in states) or any(not 0 <= a < s for a in tier) or (tier and k < 2):
             raise SpecError(f"a factor plan's states must lie in 0..{n - 1}, its tier's letters in 0..{s - 1} "
-                            f"(a tier with k = 2)")
+                            f"(a tier with k >= 2)")
         return FactorPlan(k, t, s, n, classes, windows, factors, groups, keys, states, tier)
 
 

@@ -82,19 +82,20 @@ def test_components_of_a_chain_with_a_loop():
     assert len(set(comp.tolist())) == 4
 
 
-@pytest.mark.parametrize("cls, letters", [("tsl", 16), ("tlt", 4), ("tlt", 16)])
-def test_a_tier_is_the_letters_that_move_a_state_and_the_table_is_every_run(cls, letters):
+@pytest.mark.parametrize("cls, k, letters", [("tsl", 2, 16), ("tlt", 2, 4), ("tlt", 2, 16), ("tsl", 3, 4),
+                                             ("tlt", 3, 4), ("tsl", 4, 4)])
+def test_a_tier_is_the_letters_that_move_a_state_and_the_table_is_every_run(cls, k, letters):
     """The detected tier is the generator's, and the plan's table at the features of the projection
     onto it (the start's key before any tier letter) is the state after every word up to 5 letters
     over the tier and one letter off it (4 on 16 letters)."""
     from compiler.automata.subregular_families import draw
     from compiler.automata.tiers import detect_tier, tier
-    language, a = draw(cls, k=2, letters=letters, seed=0, threshold=2, tier=None, factors=None)
+    language, a = draw(cls, k=k, letters=letters, seed=0, threshold=2, tier=None, factors=None)
     assert set(tier(a)) == set(language.tier)
     assert detect(a)[0] is None  # no plain description: the tier is needed
     plan, why = detect_tier(a)
     assert plan is not None, why
-    assert plan.k == 2 and plan.tier == tuple(sorted(language.tier)) and plan.layers == 3
+    assert plan.k == k and plan.tier == tuple(sorted(language.tier)) and plan.layers == 3
     table = dict(zip(plan.keys, plan.states))
     letters_ = sorted(language.tier) + [min(set(range(letters)) - set(language.tier))]
     for n in range(1, 6 if letters < 16 else 5):
