@@ -112,3 +112,31 @@ def test_a_tier_plan_round_trips_and_a_wrong_tier_is_refused():
     assert FactorPlan.from_dict(plan.to_dict()) == plan
     with pytest.raises(SpecError):
         FactorPlan.from_dict({**plan.to_dict(), "tier": [7]})
+
+
+@pytest.mark.parametrize("spec", ["dyck:2,2", "dyck:3,3"])
+def test_a_bounded_stack_is_refused_by_a_witness_not_the_budget(spec):
+    """A balanced block keeps a stack's level (the sampled identity e x f y e z f = e z f y e x f):
+    the refusal names two class words with the same 6-windows, each as often, that reach different
+    states -- checked here from the words alone -- instead of spending the search's budget."""
+    import ast
+    from collections import Counter
+
+    from compiler.automata.factors import _class_maps
+    a = load_spec(spec)
+    plan, why = detect(a)
+    assert plan is None and "equally often" in why and "budget" not in why
+    w1, w2 = (ast.literal_eval(x) for x in why.split("the class words ")[1].split(" end in")[0].split(" and "))
+    maps, _ = _class_maps(a)
+
+    def windows(w: list[int]) -> Counter:
+        x = [0] * 5 + w
+        return Counter(tuple(x[i : i + 6]) for i in range(len(w)))
+    assert windows(w1) == windows(w2) and w1[-5:] == w2[-5:]
+    end = []
+    for w in (w1, w2):
+        q = a.start
+        for c in w:
+            q = int(maps[c - 1, q])
+        end.append(q)
+    assert end[0] != end[1]
