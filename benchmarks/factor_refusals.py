@@ -3,10 +3,11 @@ accept -- beside an earlier revision of the same module, in one process, interle
 is shared: compare ratios, not seconds across runs).
 
 Cases: bounded stacks ``dyck:d,k`` (aperiodic, not locally threshold testable: the refusals the
-planner pays for on every stack), seeded near-stack tables (a stack's table with a few transitions
-changed and some stacks dropped, renumbered: the detector sweep's), and locally (threshold)
-testable languages of the generator (the same plan must come out, as fast).  Per case and
-revision: the median of ``--repeat`` runs, and the outcome (k, t of the plan, or the refusal's
+planner pays for on every stack), the detector sweep's seeded near-stack tables (a stack's table
+with a few transitions changed and some stacks dropped, renumbered;
+tests/constructions/test_detector_sweep.py), and locally (threshold) testable languages of the
+generator (the same plan must come out, as fast).  Per case and revision: the median of
+``--repeat`` runs, and the outcome (k, t of the plan, or the refusal's
 kind: a letter's cycle, a sampled witness, a conflict's words, the budget).
 
     python benchmarks/factor_refusals.py --before ee26c72 --out benchmarks/results/factor_refusals.md
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import random
 import statistics
 import subprocess
 import sys
@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "constructions"))
 
 from _common import emit, finish, header  # noqa: E402
 
@@ -35,6 +36,7 @@ from compiler.automata import factors  # noqa: E402
 from compiler.automata.formats import from_table  # noqa: E402
 from compiler.automata.load import load_spec  # noqa: E402
 from compiler.automata.subregular_families import random_language  # noqa: E402
+from test_detector_sweep import tables  # noqa: E402  (the detector sweep's near-stacks)
 
 STACKS = ["dyck:1,2", "dyck:2,2", "dyck:3,2", "dyck:4,2", "dyck:2,3", "dyck:3,3"]
 LANGUAGES = [("sl", 3, 4, 0), ("sl", 4, 16, 0), ("lt", 3, 4, 0), ("lt", 2, 16, 0), ("ltt", 2, 4, 0)]
@@ -54,43 +56,9 @@ def module_at(rev: str):
     return mod
 
 
-def stack_rows(depth: int, k: int) -> list[list[int]]:
-    """The table of the bounded stack of ``depth`` over ``k`` symbols (pushes, then pops; the sink last)."""
-    stacks, level = [()], [()]
-    for _ in range(depth):
-        level = [s + (b,) for s in level for b in range(k)]
-        stacks += level
-    index, sink = {s: i for i, s in enumerate(stacks)}, len(stacks)
-    rows = [[sink if len(s) == depth else index[s + (b,)] for b in range(k)]
-            + [index[s[:-1]] if s and s[-1] == b else sink for b in range(k)] for s in stacks]
-    return rows + [[sink] * (2 * k)]
-
-
-def near_stack(rng: random.Random) -> tuple[list[list[int]], int]:
-    """A stack's table with 0-3 transitions changed, half the time some stacks dropped (their arrows
-    to the sink), states and letters renumbered; and the start."""
-    rows = stack_rows(rng.randint(1, 3), rng.randint(1, 2))
-    for _ in range(rng.choice([0, 1, 1, 2, 3])):
-        rows[rng.randrange(len(rows))][rng.randrange(len(rows[0]))] = rng.randrange(len(rows))
-    n = len(rows)
-    if n > 2 and rng.random() < 0.5:
-        drop = set(rng.sample(range(1, n - 1), rng.randint(1, max(1, (n - 2) // 2))))
-        keep = [q for q in range(n) if q not in drop]
-        new = {q: i for i, q in enumerate(keep)}
-        rows = [[new.get(x, new[n - 1]) for x in rows[q]] for q in keep]
-        n = len(rows)
-    perm, cols = rng.sample(range(n), n), rng.sample(range(len(rows[0])), len(rows[0]))
-    out: list[list[int]] = [[] for _ in range(n)]
-    for q in range(n):
-        out[perm[q]] = [perm[rows[q][c]] for c in cols]
-    return out, perm[0]
-
-
 def cases(n_near: int, seed: int) -> list[tuple[str, object]]:
     out: list[tuple[str, object]] = [(s, load_spec(s)) for s in STACKS]
-    rng = random.Random(seed)
-    for i in range(n_near):
-        rows, start = near_stack(rng)
+    for i, (rows, start) in enumerate(tables(n_near, seed)):
         out.append((f"near-stack #{i} ({len(rows)} states)", from_table(rows, start=start)))
     out += [(f"{c}:k={k},{n} letters,seed {s}", random_language(c, k=k, letters=n, seed=s)) for c, k, n, s in LANGUAGES]
     return out
@@ -126,7 +94,8 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     before = module_at(args.before)
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                         text=True).stdout.strip()
     lines = [header(f"Factor detection: refusals and acceptances, {args.before} against this tree ({rev})"), "",
              f"`python benchmarks/factor_refusals.py --before {args.before} --near {args.near} --seed {args.seed} "
              f"--repeat {args.repeat}`; each case runs the two revisions back to back (median of {args.repeat}).", "",
