@@ -190,7 +190,7 @@ def _first_mlp(plan: FactorPlan, ws: Workspace) -> MLP:
 
 def first_reads(plan: FactorPlan) -> tuple[str, ...]:
     """What the first lookup reads: the offsets' codes, or a tier's bit, its most recent letter's
-    code and the one before it."""
+    offset-0 code and the offset-j codes of the j-th tier letter before it (j = 1..k-1)."""
     if plan.tier:
         return ("fac:tier", "fac:last0", *(back(j) for j in range(1, plan.k)))
     return tuple(back(j) for j in range(plan.k))
@@ -335,7 +335,8 @@ def precision(plan: FactorPlan, code_: PositionCode, max_len: int, eps: float) -
     """Worst-case rounding margins (> 1 safe; module docstring)."""
     out = {"position_margin": code_.precision_margin(eps)} if positional(plan) else {}
     out["prefix_count_margin"] = STEP_TOLERANCE / (eps * max_len * (max_len + 1))
-    if plan.tier:  # half the recency gap over the rounding of scores up to 1.5 beta (constructions/local.py)
+    if plan.tier:  # half the recency gap over the rounding of scores up to 1.5 beta (constructions/local.py);
+        # a match head's too: gap beta lambda = beta / (2 (T + 1)), scores up to beta (1 + lambda T) < 1.5 beta
         out["recency_margin"] = (1 / (4 * (max_len + 1))) / (4 * eps * 1.5)
     out["margin"] = min(out.values())
     return out
