@@ -37,6 +37,12 @@ count head joins the final MLP in one layer.  The certificate checks exactly thi
 the existing obligation kinds (Fetch, Lookup, Average, Steps, Joint): the first lookup on every
 combination of the offset codes, the final one on the reached keys.
 
+Tiers (compiler/automata/tiers.py; the tier lemma in docs/constructions/locally-testable.md):
+layer 1 fetches the offset codes of the most recent tier letter (Lemma 16); layer 2 those of the
+k - 1 tier letters before it (k = 2: an offset head on layer 1's output; k >= 3: the tier count
+from layer 1, its residue mod k one-hot, and a nearest-value match per offset, Theorem 12) beside
+the first lookup; layer 3 as above.
+
 Float reach: the prefix count's margin STEP_TOLERANCE / (eps T (T + 1)) and the position code's
 (as constructions/local.py); float32 is certified to about T = 1024.
 """
@@ -57,10 +63,10 @@ from compiler.automata.tiers import detect_tier
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
-from .gadgets import (ABSORB, CodeInput, absorb_feature, code_function_mlp, lookup_mlp, offset_head, prefix_mean_head,
-                      recent_flag_head)
-from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Obligations, Readout, Recent, Steps,
-                          Undeclared, offset_keys)
+from .gadgets import (ABSORB, CodeInput, absorb_feature, attention_temperature, code_function_mlp, lookup_mlp,
+                      offset_head, prefix_mean_head, recent_flag_head, residue_mlp, residue_range)
+from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Match, Obligations, Readout, Recent,
+                          Steps, Undeclared, offset_keys)
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Fused, Head, Program, beside, fuse
 from .workspace import Workspace, join
@@ -147,11 +153,16 @@ def first_rows(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
 def _layout(plan: FactorPlan, code_: PositionCode) -> Workspace:
     ws = Workspace()
     ws.add("one"), ws.add("bos")
-    if plan.k > 1:
+    if positional(plan):
         ws.add("pos", code_.labels)
     ws.add(ABSORB)
     if plan.tier:
-        ws.add("pos:recency"), ws.add("fac:tier"), ws.add("fac:last0"), ws.add("fac:last1")
+        ws.add("pos:recency"), ws.add("fac:tier")
+        for j in range(plan.k):
+            ws.add(f"fac:last{j}")
+    if matched(plan):
+        M = modulus(plan)
+        ws.add("pos:index"), ws.add("fac:inc"), ws.add("fac:tcount"), ws.add("fac:tcode", [f"r{r}" for r in range(M)])
     for j in range(plan.k):
         ws.add(code(j))
     for j in range(1, plan.k):
@@ -178,9 +189,9 @@ def _first_mlp(plan: FactorPlan, ws: Workspace) -> MLP:
 
 def first_reads(plan: FactorPlan) -> tuple[str, ...]:
     """What the first lookup reads: the offsets' codes, or a tier's bit, its most recent letter's
-    code and the one before it."""
+    offset-0 code and the offset-j codes of the j-th tier letter before it (j = 1..k-1)."""
     if plan.tier:
-        return ("fac:tier", "fac:last0", back(1))
+        return ("fac:tier", "fac:last0", *(back(j) for j in range(1, plan.k)))
     return tuple(back(j) for j in range(plan.k))
 
 
@@ -214,13 +225,16 @@ def _embeddings(plan: FactorPlan, ws: Workspace, code_: PositionCode, max_len: i
         for f, g in zip(plan.factors, plan.groups):
             W_E[[a for a in range(s) if plan.classes[a] == f[0]], ws[f"fac:flag{g}"][0]] = 1.0
     W_pos = np.zeros((T + 1, d))
-    if plan.k > 1:
+    if positional(plan):
         W_pos[:, list(ws["pos"].dims)] = position_table(code_)
     W_pos[:, ws[ABSORB][0]] = absorb_feature(2 * T, T)
     if plan.tier:
         W_E[list(plan.tier), ws["fac:tier"][0]] = 1.0
         W_E[-1, ws["fac:tier"][0]] = 1.0  # BOS is flagged (Lemma 16): its codes are the pads
         W_pos[:, ws["pos:recency"][0]] = np.arange(T + 1) / (T + 1)
+    if matched(plan):
+        W_E[list(plan.tier), ws["fac:inc"][0]] = 1.0
+        W_pos[1:, ws["pos:index"][0]] = np.arange(1, T + 1)
     return W_E, W_pos
 
 
@@ -229,27 +243,84 @@ def program(plan: FactorPlan, max_len: int, positions: str) -> Program:
     code_ = position_code(positions, max_len)
     ws = _layout(plan, code_)
     W_E, W_pos = _embeddings(plan, ws, code_, max_len)
-    offsets: list[Head] = [offset_head(f"fac.back{j}", ws["pos"], code_, ws["bos"], ws["one"], j, ws[code(j)],
-                                       ws[back(j)], value_range=float(n - 1))
-                           for j, n in enumerate(n_codes(plan)) if j]
     mass = 2 * max_len
     count = prefix_mean_head("fac.count", ws[ABSORB], ws["bos"], _group(ws, "flag", plan), _group(ws, "count", plan),
                              mass=mass, value_scale=float(mass))
     final = Block([count], _final_mlp(plan, ws))
-    blocks = [final] if plan.k == 1 else [Block(offsets, _first_mlp(plan, ws)), final]
-    if plan.tier:
+    if plan.k == 1:
+        blocks = [final]
+    elif matched(plan):
+        blocks = [*_tier_blocks(plan, ws, max_len), final]
+    elif plan.tier:
         blocks = [Block(_recent_heads(plan, ws, max_len)), Block([_tier_back(plan, ws, code_)], _first_mlp(plan, ws)),
                   final]
+    else:
+        offsets = [offset_head(f"fac.back{j}", ws["pos"], code_, ws["bos"], ws["one"], j, ws[code(j)], ws[back(j)],
+                               value_range=float(n - 1)) for j, n in enumerate(n_codes(plan)) if j]
+        blocks = [Block(offsets, _first_mlp(plan, ws)), final]
     W_U = np.zeros((ws.d_model, plan.n_states))
     W_U[list(ws["fac:state"].dims), np.arange(plan.n_states)] = 1.0
     return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states))
 
 
+def _tier_blocks(plan: FactorPlan, ws: Workspace, max_len: int) -> list[Block]:
+    """A tier's layers 1 and 2 at k >= 3 (the tier lemma): the tier count (Lemma 15) beside the
+    recent heads, its residue mod M decoded one-hot (Lemma 10's steps); then a match head per
+    offset j = 1..k-1, then the first lookup."""
+    mass = 2 * max_len
+    tcount = prefix_mean_head("fac.tcount", ws[ABSORB], ws["bos"], ws["fac:inc"], ws["fac:tcount"], mass=mass,
+                              value_scale=float(mass))
+    M = modulus(plan)
+    decode = residue_mlp("fac.tcode", ws["fac:tcount"], residue_range(0, max_len, M), ws["fac:tcode"], np.eye(M),
+                         bos=ws["bos"])
+    return [Block([tcount, *_recent_heads(plan, ws, max_len)], decode),
+            Block([_match_head(plan, ws, j, max_len) for j in range(1, plan.k)], _first_mlp(plan, ws))]
+
+
+def matched(plan: FactorPlan) -> bool:
+    """Whether a tier's letters before the most recent are found by their count (k >= 3)."""
+    return bool(plan.tier) and plan.k > 2
+
+
+def positional(plan: FactorPlan) -> bool:
+    """Whether offset heads read a position code (k > 1, except a tier's matched route)."""
+    return plan.k > 1 and not matched(plan)
+
+
+def modulus(plan: FactorPlan) -> int:
+    """M = k: the tier count is matched modulo M, its residue one-hot (the tier lemma, k >= 3: the
+    counts c_t - j, j < k, have distinct residues and no later count shares one).  The smallest M
+    keeps the program proof's memory small (per residue, the letter at its last visit)."""
+    return plan.k
+
+
 def _recent_heads(plan: FactorPlan, ws: Workspace, max_len: int) -> list[Head]:
-    """A tier's layer 1: the codes (offsets 0 and 1) of the most recent tier letter (Lemma 16)."""
+    """A tier's layer 1: the codes (offsets 0..k-1) of the most recent tier letter (Lemma 16)."""
     return [recent_flag_head(f"fac.last{j}", ws["fac:tier"], ws["pos:recency"], ws["one"], ws[code(j)],
                              ws[f"fac:last{j}"], max_len, value_range=float(n - 1))
-            for j, n in enumerate(n_codes(plan)[:2])]
+            for j, n in enumerate(n_codes(plan))]
+
+
+def _match_head(plan: FactorPlan, ws: Workspace, j: int, max_len: int) -> Head:
+    """A tier's layer 2 (k >= 3): the last position whose tier count is c_t - j mod M (Theorem 12's
+    nearest value, on one-hot residues), else BOS; copies its most recent tier letter's offset-j
+    code into ``back(j)``.  Scores beta ([c_s = c_t - j mod M] + lambda s), BOS's beta / 2 with
+    lambda = 1 / (2 (T + 1)): a match beats BOS, and BOS every mismatch, by at least beta lambda,
+    the latest match every earlier one too."""
+    M = modulus(plan)
+    lam = 1.0 / (2.0 * (max_len + 1))
+    t = attention_temperature(max_len, value_range=float(n_codes(plan)[j] - 1), score_gap=lam,
+                              tolerance=STEP_TOLERANCE / 2)
+    beta = t["beta"]
+    W_Q, W_K = np.zeros((M + 1, M + 2)), np.zeros((M + 2, M + 2))  # rows: residue, one / residue, pos:index, bos
+    W_Q[np.arange(M), (np.arange(M) - j) % M] = beta  # the residue of c_t - j
+    W_K[:M, :M] = np.eye(M)
+    W_Q[M, M], W_K[M, M] = beta * lam, 1.0
+    W_Q[M, M + 1], W_K[M + 1, M + 1] = beta / 2, 1.0
+    notes = {"kind": "nearest-value", "offset": -j, "modulus": M, "lambda": lam, **t}
+    return Head(f"fac.back{j}", W_Q, W_K, np.ones((1, 1)), np.ones((1, 1)), notes,
+                reads={"query": ("fac:tcode", "one"), "key": ("fac:tcode", "pos:index", "bos"),
+                       "value": (f"fac:last{j}",)}, writes=(back(j),))
 
 
 def _tier_back(plan: FactorPlan, ws: Workspace, code_: PositionCode) -> Head:
@@ -261,9 +332,10 @@ def _tier_back(plan: FactorPlan, ws: Workspace, code_: PositionCode) -> Head:
 
 def precision(plan: FactorPlan, code_: PositionCode, max_len: int, eps: float) -> dict[str, float]:
     """Worst-case rounding margins (> 1 safe; module docstring)."""
-    out = {"position_margin": code_.precision_margin(eps)} if plan.k > 1 else {}
+    out = {"position_margin": code_.precision_margin(eps)} if positional(plan) else {}
     out["prefix_count_margin"] = STEP_TOLERANCE / (eps * max_len * (max_len + 1))
-    if plan.tier:  # half the recency gap over the rounding of scores up to 1.5 beta (constructions/local.py)
+    if plan.tier:  # half the recency gap over the rounding of scores up to 1.5 beta (constructions/local.py);
+        # a match head's too: gap beta lambda = beta / (2 (T + 1)), scores up to beta (1 + lambda T) < 1.5 beta
         out["recency_margin"] = (1 / (4 * (max_len + 1))) / (4 * eps * 1.5)
     out["margin"] = min(out.values())
     return out
@@ -288,7 +360,7 @@ def build(automaton: Semiautomaton, plan: FactorPlan, options: BuildOptions) -> 
         warnings.append(f"factors at max_len {options.max_len}: the worst-case rounding bound of this dtype for "
                         f"{', '.join(weak)} exceeds its tolerance (margin {prec['margin']:.2g}); verify before "
                         f"trusting, or use float64")
-    meta = {"method": NAME, "positions": options.positions if plan.k > 1 else None,
+    meta = {"method": NAME, "positions": options.positions if positional(plan) else None,
             "position_precision_margin": prec.get("position_margin"), "warnings": warnings,
             NAME: {"k": plan.k, "threshold": plan.threshold, "windows": len(plan.windows),
                    "factors": len(plan.factors), "groups": plan.n_groups, "keys": len(plan.keys),
@@ -331,6 +403,26 @@ def _first_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
     return {tuple(int(v) for v in combos[i]): values[i] for i in hit}
 
 
+def _first_layers(plan: FactorPlan, T: int, first: Lookup) -> tuple[Layer, ...]:
+    """The layers up to the first lookup: the offset fetches; a tier's recent heads, then at k = 2
+    the fetch of the offset-1 code at t - 1, at k >= 3 the tier count's residue (one-hot mod M,
+    0 at BOS) and a match per offset j = 1..k-1 (the last position whose count is c_t - j mod M)."""
+    if not plan.tier:
+        return (Layer(tuple(Fetch(f"fac.back{j}", offset_keys(T, j), code(j), back(j)) for j in range(1, plan.k)),
+                      first),)
+    recent = tuple(Recent(f"fac.last{j}", "fac:tier", code(j), f"fac:last{j}") for j in range(plan.k))
+    if not matched(plan):
+        return Layer(recent, None), Layer((Fetch("fac.back1", offset_keys(T, 1), "fac:last1", back(1)),), first)
+    M = modulus(plan)
+    table: dict[tuple[int, ...], np.ndarray] = {(c, 0): np.eye(M)[c % M] for c in range(T + 1)}
+    table[(0, 1)] = np.zeros(M)
+    tcount = Average(("fac.tcount",), (1,), (T,), 2 * T, float(2 * T), "fac:inc", "fac:tcount")
+    matches = tuple(Match(f"fac.back{j}", "fac:tcode", "fac:tcode", np.eye(M), (np.arange(M) - j) % M,
+                          f"fac:last{j}", back(j)) for j in range(1, plan.k))
+    return Layer((tcount, *recent), Lookup("fac.tcode", ("fac:tcount", "bos"), "fac:tcode", table)), \
+        Layer(matches, first)
+
+
 def obligations(model, plan: FactorPlan) -> Obligations:
     """What a factors model must run, from the plan alone (module docstring); and, as a claim about
     the program, that the window class and capped counts together are a key the closure reached."""
@@ -338,7 +430,7 @@ def obligations(model, plan: FactorPlan) -> Obligations:
     code_ = position_code(model.meta.get("positions") or "sinusoidal", T)
     ws = _layout(plan, code_)
     W_E, _ = _embeddings(plan, ws, code_, T)
-    fixed = {"one", "bos", "pos", ABSORB, "pos:recency"}
+    fixed = {"one", "bos", "pos", ABSORB, "pos:recency", "pos:index"}
     codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
     G, t = plan.n_groups, plan.threshold
     flags = " + ".join(f"fac:flag{g}" for g in range(G))
@@ -352,14 +444,9 @@ def obligations(model, plan: FactorPlan) -> Obligations:
     if plan.k == 1:
         layers: tuple[Layer, ...] = (Layer((count,), final),)
     else:
-        fetches = tuple(Fetch(f"fac.back{j}", offset_keys(T, j), code(j), back(j)) for j in range(1, plan.k))
         out = " + ".join((["fac:window"] if windowed(plan) else []) + [f"fac:flag{g}" for g in range(G)])
         first = Lookup("fac.first", first_reads(plan), out, _first_table(plan), np.zeros(int(windowed(plan)) + G))
-        layers = (Layer(fetches, first), Layer((count,), final))
-        if plan.tier:
-            recent = tuple(Recent(f"fac.last{j}", "fac:tier", code(j), f"fac:last{j}") for j in range(2))
-            back1 = Fetch("fac.back1", offset_keys(T, 1), "fac:last1", back(1))
-            layers = (Layer(recent, None), Layer((back1,), first), Layer((count,), final))
+        layers = (*_first_layers(plan, T, first), Layer((count,), final))
     eye = np.eye(a.n_states)
     readout = Readout(("fac:state",), {tuple(int(v) for v in eye[q]): q for q in range(a.n_states)})
     joint = (Joint(reads, np.array(sorted(table), dtype=np.float64).reshape(len(table), len(reads))),)

@@ -34,7 +34,10 @@ take their shortest words (a minority state's, a majority state's): candidates a
 window suffix the second lacks and the factors whose capped counts differ that end where a run
 changes strongly connected component; the one leaving fewest conflicts is added.  When nothing
 differs (same window, same capped count of every k-factor) the automaton is not in LTT_{k,t}:
-the two words are the refusal's witness, as are the sampled swaps and pumps of :func:`_refuted`.
+the two words are the refusal's witness, as are the sampled swaps and pumps of :func:`~.factor_witnesses.refuted`
+(random words, then blocks: powers of short words, most of them the powers that keep the most
+states apart -- a balanced block keeps a stack's level, so a stack is refused in tens of
+milliseconds instead of the search's budget).
 Then unneeded factors and windows are dropped and groups merged while the closure stays a
 function.  The rules only propose; every candidate is checked by a closure.
 """
@@ -49,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from .errors import SpecError
+from .factor_witnesses import letter_with_a_cycle, refuted, witness
 from .graphs import strongly_connected
 from .spec import Semiautomaton
 
@@ -133,9 +137,9 @@ class FactorPlan:
         if len(keys) != len(states) or any(len(x) != 1 + G or not 0 <= x[0] <= len(windows) + bool(tier)
                                            or any(not 0 <= c <= t for c in x[1:]) for x in keys):
             raise SpecError("a factor plan's keys need (window class, a capped count per group)")
-        if any(not 0 <= q < n for q in states) or any(not 0 <= a < s for a in tier) or (tier and k != 2):
+        if any(not 0 <= q < n for q in states) or any(not 0 <= a < s for a in tier) or (tier and k < 2):
             raise SpecError(f"a factor plan's states must lie in 0..{n - 1}, its tier's letters in 0..{s - 1} "
-                            f"(a tier with k = 2)")
+                            f"(a tier with k >= 2)")
         return FactorPlan(k, t, s, n, classes, windows, factors, groups, keys, states, tier)
 
 
@@ -470,58 +474,6 @@ def _plan(a: Semiautomaton, s: _Search, classes: tuple[int, ...]) -> FactorPlan:
                       tuple(s.groups), tuple(k for k, _ in rows), tuple(q for _, q in rows))
 
 
-def _letter_with_a_cycle(maps: np.ndarray) -> int | None:
-    """A class whose map has a cycle longer than 1 (a^N a != a^N for N = 2^m >= n), or None: an
-    aperiodic automaton has none, and every locally threshold testable one is aperiodic."""
-    power = maps.copy()
-    for _ in range(max(1, int(maps.shape[1]).bit_length())):
-        power = np.take_along_axis(power, power, axis=1)
-    after = np.take_along_axis(maps, power, axis=1)  # a after a^N
-    bad = np.flatnonzero(np.any(after != power, axis=1))
-    return int(bad[0]) if len(bad) else None
-
-
-SAMPLES = 256
-"""Random word pairs each refutation test (:func:`_refuted`) tries per k and t (a fixed seed:
-detection is deterministic)."""
-
-
-def _run(maps: np.ndarray, q: int, word: list[int]) -> int:
-    for c in word:
-        q = int(maps[c - 1, q])
-    return q
-
-
-def _refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
-    """Two class words with the same last k - 1 letters and the same count of every k-factor
-    (``threshold`` None: exactly, A s B s C s D against A s C s B s D with |s| = k - 1) or the same
-    count capped at ``threshold`` (A s (B s)^(t+1) D against A s (B s)^(t+2) D) that reach different
-    states from q0 -- a proof that no description with this k (and t) exists -- or None."""
-    rng = np.random.default_rng(k * 7 + (threshold or 0))
-    n = maps.shape[0]
-
-    def word(lo: int, hi: int) -> list[int]:
-        return [int(c) for c in rng.integers(1, n + 1, int(rng.integers(lo, hi + 1)))]
-    for i in range(SAMPLES):
-        A, s_, B, C, D = word(0, k + 2), word(k - 1, k - 1), word(0, k + 2), word(0, k + 2), word(0, k + 2)
-        if i % 2:  # every other sample: s one letter repeated, D empty (a letter that changes nothing)
-            s_, D = s_[:1] * (k - 1), []
-        if threshold is None:
-            w1, w2 = A + s_ + B + s_ + C + s_ + D, A + s_ + C + s_ + B + s_ + D
-        else:
-            w1, w2 = A + s_ + (B + s_) * (threshold + 1) + D, A + s_ + (B + s_) * (threshold + 2) + D
-        if _run(maps, q0, w1) != _run(maps, q0, w2):
-            return w1, w2
-    return None
-
-
-def _witness(pair: tuple[list[int], list[int]], k: int, threshold: int | None) -> str:
-    w1, w2 = pair
-    capped = "" if threshold is None else f" (capped at {threshold})"
-    return (f"the class words {w1} and {w2} end in the same {k - 1} letters and hold every {k}-factor equally "
-            f"often{capped}, yet reach different states")
-
-
 def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESHOLD) -> tuple[FactorPlan | None, str]:
     """The factor description with the smallest threshold, searched at k = ``max_k`` (a description
     with factors up to k holds with any larger k; the plan's k is its longest pattern's), or None
@@ -534,20 +486,20 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
     if a.n_states * a.n_symbols > MAX_CELLS:
         return None, f"{name}: its {a.n_states:,} x {a.n_symbols:,} table is over the budget of {MAX_CELLS:,} cells"
     maps, classes = _class_maps(a)
-    cycle = _letter_with_a_cycle(maps)
+    cycle = letter_with_a_cycle(maps)
     if cycle is not None:
         letter = a.alphabet[classes.index(cycle + 1)]
         return None, (f"{name} is not locally threshold testable: no power of the letter {letter!r} is idempotent "
                       f"(a^n != a^(n+1) for every n: a cycle, which no capped count sees)")
     k = max_k
-    pair = _refuted(maps, a.start, k, None)
+    pair = refuted(maps, a.start, k, None)
     if pair is not None:
-        return None, f"{name} is not locally threshold testable with k <= {k}: {_witness(pair, k, None)}"
+        return None, f"{name} is not locally threshold testable with k <= {k}: {witness(pair, k, None)}"
     why = ""
     for t in range(1, max_threshold + 1):
-        pair = _refuted(maps, a.start, k, t)
+        pair = refuted(maps, a.start, k, t)
         if pair is not None:
-            why = _witness(pair, k, t)
+            why = witness(pair, k, t)
             continue
         for merge in (False, True):  # factors in groups of their own, then merged as they go
             try:

@@ -8,19 +8,22 @@ state is the tier automaton's (the same states, the tier's letters only) after t
 When that automaton has a factor description (compiler/automata/factors.py), the state at t
 is F(window and capped factor counts of pi(w_1..w_t)) once a tier letter has occurred, and the
 start q0 before: the plan is that description with its tier and an extra key, the start's
-(window class len(windows) + 1, counts 0).  The construction (constructions/factors.py)
-fetches the most recent tier letters, so only k = 2 (one letter of window) is built.
+(window class len(windows) + 1, counts 0), with k at least 2.  The construction
+(constructions/factors.py) fetches the most recent tier letter and the k - 1 before it: at k = 2
+by an offset head, at k >= 3 by matching the tier count.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .factors import FactorPlan, detect
+from .factors import MAX_K, FactorPlan, detect
 from .spec import Semiautomaton
 
-TIER_K = 2
-"""The factor width a tier's description is searched at (the construction's)."""
+TIER_KS = (4, MAX_K)
+"""The factor widths a tier's description is searched at, in order: k = 4 first (the search's
+candidates grow with k: a strictly 4-local tier on 8 letters that k = 4 finds in 3 s exhausts the
+budget at k = 6), then the widest."""
 
 
 def reachable(a: Semiautomaton) -> np.ndarray:
@@ -45,7 +48,7 @@ def tier(a: Semiautomaton) -> tuple[int, ...]:
 
 
 def detect_tier(a: Semiautomaton) -> tuple[FactorPlan | None, str]:
-    """The tier's factor description at k = 2 (module docstring), or None and why: no letter off
+    """The tier's factor description, k >= 2 (module docstring), or None and why: no letter off
     the tier (the plain case), no tier letter, or the tier automaton's own refusal."""
     name = a.name or "the automaton"
     if a.partial:
@@ -57,7 +60,10 @@ def detect_tier(a: Semiautomaton) -> tuple[FactorPlan | None, str]:
         return None, f"no letter of {name} changes a state (constant)"
     projected = Semiautomaton(name=f"{name} on its tier", states=a.states, start=a.start,
                               alphabet=tuple(a.alphabet[x] for x in letters), maps=tuple(a.maps[x] for x in letters))
-    plan, why = detect(projected, max_k=TIER_K)
+    for max_k in TIER_KS:
+        plan, why = detect(projected, max_k=max_k)
+        if plan is not None:
+            break
     if plan is None:
         return None, f"on its tier of {len(letters)} letters: {why}"
     top = max(plan.classes) + 1  # the letters off the tier: a class no pattern holds
@@ -65,6 +71,6 @@ def detect_tier(a: Semiautomaton) -> tuple[FactorPlan | None, str]:
     for x, c in zip(letters, plan.classes):
         classes[x] = c
     start = (len(plan.windows) + 1,) + (0,) * plan.n_groups
-    return FactorPlan(TIER_K, plan.threshold, a.n_symbols, a.n_states, tuple(classes), plan.windows, plan.factors,
-                      plan.groups, (start, *plan.keys), (a.start, *plan.states), letters), \
+    return FactorPlan(max(2, plan.k), plan.threshold, a.n_symbols, a.n_states, tuple(classes), plan.windows,
+                      plan.factors, plan.groups, (start, *plan.keys), (a.start, *plan.states), letters), \
         f"tier-based ({len(letters)} of {a.n_symbols} letters): {why}"

@@ -4,6 +4,8 @@ is refused by the certificate; label readouts are certified too."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -107,8 +109,55 @@ def test_a_tier_model_wrong_on_one_factor_is_refused():
     assert cert["failure"]["where"] == "layer 2 MLP fac.first"
 
 
-def test_a_tier_with_a_wider_window_is_refused_with_the_tiers_reason():
+@pytest.mark.parametrize("cls, k, max_len", [("tsl", 3, 50), ("tlt", 3, 256), ("tsl", 4, 50)])
+def test_wider_tier_windows_compile_in_three_layers_certified(cls, k, max_len):
+    """k >= 3 on a tier: the tier count's residue mod k, matched (layer 2), fetches the k - 1 tier
+    letters before the most recent one; 3 layers, certified end to end."""
     from compiler.automata.subregular_families import random_language
-    refusal = factors.applies(random_language("tsl", k=3, letters=4, seed=0))
-    assert isinstance(refusal, factors.Refusal)
-    assert "on its tier of 2 letters" in refusal.reason and "k <= 2" in refusal.reason
+    a = random_language(cls, k=k, letters=4, seed=0)
+    model = compile_automaton(a, max_len=max_len, method=factors.NAME)
+    plan = factors.applies(a)
+    assert plan.k == k and factors.matched(plan) and len(model.blocks) == 3
+    cert = certify(model)
+    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    tokens = np.random.default_rng(1).integers(0, 4, (8, 40))
+    assert not factors.CONSTRUCTION.invariants(model, plan, tokens).failures
+
+
+def _tier3():
+    from compiler.automata.subregular_families import random_language
+    return random_language("tsl", k=3, letters=4, seed=0)
+
+
+def test_a_match_head_looking_one_tier_letter_too_far_back_is_refused():
+    """Soundness (weights): head fac.back1's query for one residue r looks for r - 2 instead of r - 1
+    (wrong only where the tier count is r mod 3): the certificate names that head."""
+    model = compile_automaton(_tier3(), max_len=50, method=factors.NAME)
+    assert certify(model)["certified"] is True
+    head = model.blocks[1].attn
+    M = 3
+    q = model.subspace("fac:tcode")
+    h = next(i for i, n in enumerate(model.meta["layers"][1]["heads"]) if n["offset"] == -1)  # fac.back1
+    with torch.no_grad():
+        row = head.W_Q[h, q[1]].clone()  # the query of residue 1 (looks for residue 0)
+        head.W_Q[h, q[1]] = head.W_Q[h, q[(1 + M - 1) % M]]  # now it looks for residue 2 = 1 - 2 mod 3
+        assert not torch.equal(row, head.W_Q[h, q[1]])
+    cert = certify(model)
+    assert cert["certified"] is False
+    assert "fac.back1" in cert["failure"]["where"], cert["failure"]
+
+
+def test_a_tier_plan_declaring_a_wrong_state_is_refused_with_a_separating_input(monkeypatch):
+    """Soundness (declaration): the plan's final table sends its last key to a wrong state; weights
+    and obligations follow the plan, so the weights are proved, and the program proof refuses,
+    naming an input on which the declared program and the automaton differ."""
+    a = _tier3()
+    plan = factors.applies(a)
+    wrong = next(q for q in range(a.n_states) if q != plan.states[-1])
+    bad = dataclasses.replace(plan, states=(*plan.states[:-1], wrong))
+    monkeypatch.setattr(factors, "find", lambda automaton: (bad, "corrupted"))
+    model = compile_automaton(a, max_len=50, method=factors.NAME)
+    cert = certify(model)
+    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("reason")
+    word = cert["failure"]["detail"].split("on the input '")[1].split("'")[0].split()
+    assert model.simulate([word])[0][-1] != a.states[a.run([a.alphabet.index(x) for x in word])[-1]]

@@ -103,19 +103,20 @@ def test_components_of_a_chain_with_a_loop():
     assert len(set(comp.tolist())) == 4
 
 
-@pytest.mark.parametrize("cls, letters", [("tsl", 16), ("tlt", 4), ("tlt", 16)])
-def test_a_tier_is_the_letters_that_move_a_state_and_the_table_is_every_run(cls, letters):
+@pytest.mark.parametrize("cls, k, letters", [("tsl", 2, 16), ("tlt", 2, 4), ("tlt", 2, 16), ("tsl", 3, 4),
+                                             ("tlt", 3, 4), ("tsl", 4, 4)])
+def test_a_tier_is_the_letters_that_move_a_state_and_the_table_is_every_run(cls, k, letters):
     """The detected tier is the generator's, and the plan's table at the features of the projection
     onto it (the start's key before any tier letter) is the state after every word up to 5 letters
     over the tier and one letter off it (4 on 16 letters)."""
     from compiler.automata.subregular_families import draw
     from compiler.automata.tiers import detect_tier, tier
-    language, a = draw(cls, k=2, letters=letters, seed=0, threshold=2, tier=None, factors=None)
+    language, a = draw(cls, k=k, letters=letters, seed=0, threshold=2, tier=None, factors=None)
     assert set(tier(a)) == set(language.tier)
     assert detect(a)[0] is None  # no plain description: the tier is needed
     plan, why = detect_tier(a)
     assert plan is not None, why
-    assert plan.k == 2 and plan.tier == tuple(sorted(language.tier)) and plan.layers == 3
+    assert plan.k == k and plan.tier == tuple(sorted(language.tier)) and plan.layers == 3
     table = dict(zip(plan.keys, plan.states))
     letters_ = sorted(language.tier) + [min(set(range(letters)) - set(language.tier))]
     for n in range(1, 6 if letters < 16 else 5):
@@ -132,3 +133,31 @@ def test_a_tier_plan_round_trips_and_a_wrong_tier_is_refused():
     assert FactorPlan.from_dict(plan.to_dict()) == plan
     with pytest.raises(SpecError):
         FactorPlan.from_dict({**plan.to_dict(), "tier": [7]})
+
+
+@pytest.mark.parametrize("spec", ["dyck:2,2", "dyck:3,3"])
+def test_a_bounded_stack_is_refused_by_a_witness_not_the_budget(spec):
+    """A balanced block keeps a stack's level (the sampled identity e x f y e z f = e z f y e x f):
+    the refusal names two class words with the same 6-windows, each as often, that reach different
+    states -- checked here from the words alone -- instead of spending the search's budget."""
+    import ast
+    from collections import Counter
+
+    from compiler.automata.factors import _class_maps
+    a = load_spec(spec)
+    plan, why = detect(a)
+    assert plan is None and "equally often" in why and "budget" not in why
+    w1, w2 = (ast.literal_eval(x) for x in why.split("the class words ")[1].split(" end in")[0].split(" and "))
+    maps, _ = _class_maps(a)
+
+    def windows(w: list[int]) -> Counter:
+        x = [0] * 5 + w
+        return Counter(tuple(x[i : i + 6]) for i in range(len(w)))
+    assert windows(w1) == windows(w2) and w1[-5:] == w2[-5:]
+    end = []
+    for w in (w1, w2):
+        q = a.start
+        for c in w:
+            q = int(maps[c - 1, q])
+        end.append(q)
+    assert end[0] != end[1]
