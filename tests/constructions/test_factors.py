@@ -121,7 +121,7 @@ def test_wider_tier_windows_compile_in_three_layers_certified(cls, k, max_len):
     cert = certify(model)
     assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
     tokens = np.random.default_rng(1).integers(0, 4, (8, 40))
-    assert not factors.CONSTRUCTION.invariants(model, plan, tokens).failures
+    assert not invariants(model, tokens).failures
 
 
 def _tier3():
