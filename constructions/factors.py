@@ -33,9 +33,16 @@ suffices that the network computes omega_t and the capped counts exactly and eva
   of F (one unit per key the closure reached); the unembedding reads the one-hot (margin 1).
 
 With k = 1 the factors are single letter classes: their flags are token features (W_E) and the
-count head joins the final MLP in one layer.  The certificate checks exactly this program with
-the existing obligation kinds (Fetch, Lookup, Average, Steps, Joint): the first lookup on every
-combination of the offset codes, the final one on the reached keys.
+count head joins the final MLP in one layer.
+
+One declaration.  The gadgets state what they run (offset heads ``Fetch``, recent heads
+``Recent``, the counts ``Average``, the caps and the final lookup ``Lookup`` -- the caps read
+every count up to max_len, the final lookup 0 off its keys); the first lookup states its table on
+every combination of the offset codes (:func:`first_table`; none beyond :data:`MAX_FIRST_KEYS`,
+and the certificate says so), a tier's match heads ``Match``; :func:`program` states the rest
+where it writes W_E and W_U: the tracked subspaces, the one-hot readout and the claim that the
+final lookup's inputs are a key the closure reached.  The certificate reads that declaration
+(``declared_obligations``).
 
 Tiers (compiler/automata/tiers.py; the tier lemma in docs/constructions/locally-testable.md):
 layer 1 fetches the offset codes of the most recent tier letter (Lemma 16); layer 2 those of the
@@ -49,7 +56,7 @@ Float reach: the prefix count's margin STEP_TOLERANCE / (eps T (T + 1)) and the 
 
 from __future__ import annotations
 
-import itertools
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -62,21 +69,23 @@ from compiler.automata.tiers import detect_tier
 
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, rebuild
+from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
 from .gadgets import (ABSORB, CodeInput, absorb_feature, attention_temperature, code_function_mlp, lookup_mlp,
                       offset_head, prefix_mean_head, recent_flag_head, residue_mlp, residue_range)
-from .obligations import (Average, Embedding, Fetch, Joint, Layer, Lookup, Match, Obligations, Readout, Recent,
-                          Steps, Undeclared, offset_keys)
+from .obligations import Lookup, Match, keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
-from .program import MLP, Block, Fused, Head, Program, beside, fuse
+from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse
 from .workspace import Workspace, join
 
 NAME = "locally-testable"
 
+UNTRACKED = ("one", "bos", "pos", ABSORB, "pos:recency", "pos:index")
+"""The constant and position features (W_pos): every other subspace's code is tracked from W_E."""
+
 MAX_FIRST_KEYS = 1 << 21
 """Most code combinations of the first lookup (the product of the offsets' code counts) its
-obligations list (the certificate checks each, within its own budget of the same size); beyond,
-the model is built but not certified yet."""
+obligation lists (the certificate checks each, within its own budget of the same size); beyond,
+the lookup declares none: the model is built but not certified yet, and says why."""
 
 
 def code(j: int) -> str:
@@ -184,7 +193,28 @@ def _first_mlp(plan: FactorPlan, ws: Workspace) -> MLP:
     """Layer 1's lookup (module docstring): offset codes -> window class and factor flags."""
     ins = [CodeInput(ws[name], n) for name, n in zip(first_reads(plan), radix(plan))]
     out = join("fac:first", ([ws["fac:window"]] if windowed(plan) else []) + [_group(ws, "flag", plan)])
-    return lookup_mlp("fac.first", ins, out, first_rows(plan))
+    mlp = lookup_mlp("fac.first", ins, out, first_rows(plan))
+    total = int(np.prod(radix(plan)))
+    if total > MAX_FIRST_KEYS:  # no obligation: certify says why (Block.layer reads the note)
+        return replace(mlp, notes={**mlp.notes, "undeclared": f"the first lookup reads {total:,} combinations of "
+                                   f"offset codes, over the {MAX_FIRST_KEYS:,} the certificate checks"})
+    return replace(mlp, obligation=Lookup("fac.first", first_reads(plan), " + ".join(out.names), first_table(plan),
+                                          np.zeros(len(out))))
+
+
+def first_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
+    """The first lookup's obligation (Lemma 11 with suffix keys): on every combination of the
+    inputs' codes the sum of the rows whose key it starts with, its zero rows left to the default
+    (0: no unit fires).  A key fixes the leading inputs, so in mixed radix (the first input most
+    significant) the combinations it starts form one contiguous run."""
+    sizes = radix(plan)
+    values = np.zeros((int(np.prod(sizes)), int(windowed(plan)) + plan.n_groups))
+    for key, row in first_rows(plan).items():
+        run = int(np.prod(sizes[len(key):]))
+        at = int(np.ravel_multi_index(key, sizes[: len(key)])) * run if key else 0
+        values[at : at + run] += row
+    hit = np.flatnonzero(np.any(values != 0, axis=1))
+    return {tuple(int(v) for v in key): values[i] for i, key in zip(hit, np.array(np.unravel_index(hit, sizes)).T)}
 
 
 def first_reads(plan: FactorPlan) -> tuple[str, ...]:
@@ -196,19 +226,22 @@ def first_reads(plan: FactorPlan) -> tuple[str, ...]:
 
 
 def final_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
-    """The final lookup: (window class, capped counts) -> the state's one-hot, on the keys reached."""
+    """The final lookup: (window class, capped counts) -> the state's one-hot, on the keys reached
+    (in key order)."""
     eye = np.eye(plan.n_states)
-    return {(key if windowed(plan) else key[1:]): eye[q] for key, q in zip(plan.keys, plan.states)}
+    table = {(key if windowed(plan) else key[1:]): eye[q] for key, q in zip(plan.keys, plan.states)}
+    return {key: table[key] for key in sorted(table)}
 
 
-def _final_mlp(plan: FactorPlan, ws: Workspace) -> Fused:
-    """The caps side by side, fused with the final lookup (module docstring)."""
+def _final_mlp(plan: FactorPlan, ws: Workspace, max_len: int) -> Fused:
+    """The caps side by side (each count read up to max_len), fused with the final lookup (0 off
+    its keys; module docstring)."""
     t, G = plan.threshold, plan.n_groups
-    caps = [code_function_mlp(f"fac.cap{g}", CodeInput(ws[f"fac:count{g}"], t + 1), ws[f"fac:capped{g}"],
-                              np.arange(t + 1, dtype=np.float64)[:, None]) for g in range(G)]
+    caps = [code_function_mlp(f"fac.cap{g}", CodeInput(ws[f"fac:count{g}"], t + 1, reach=max_len),
+                              ws[f"fac:capped{g}"], np.arange(t + 1, dtype=np.float64)[:, None]) for g in range(G)]
     ins = ([CodeInput(ws["fac:window"], len(plan.windows) + 1 + bool(plan.tier))] if windowed(plan) else []) + \
         [CodeInput(ws[f"fac:capped{g}"], t + 1) for g in range(G)]
-    lookup = lookup_mlp("fac.lookup", ins, ws["fac:state"], final_table(plan))
+    lookup = lookup_mlp("fac.lookup", ins, ws["fac:state"], final_table(plan), total=True)
     return fuse(beside(caps, "fac.caps", ws), lookup, "fac.final", fresh=tuple(f"fac:capped{g}" for g in range(G)),
                 carry_outputs=True)
 
@@ -239,14 +272,17 @@ def _embeddings(plan: FactorPlan, ws: Workspace, code_: PositionCode, max_len: i
 
 
 def program(plan: FactorPlan, max_len: int, positions: str) -> Program:
-    """The program (weights in float64); it does not depend on the start (the plan does)."""
+    """The program (weights in float64; it does not depend on the start, the plan does) and its
+    declaration: every subspace but the constant and position features tracked from W_E, the
+    state's one-hot read out, and the claim that the window class and capped counts together are
+    a key the closure reached (the final lookup's)."""
     code_ = position_code(positions, max_len)
     ws = _layout(plan, code_)
     W_E, W_pos = _embeddings(plan, ws, code_, max_len)
     mass = 2 * max_len
     count = prefix_mean_head("fac.count", ws[ABSORB], ws["bos"], _group(ws, "flag", plan), _group(ws, "count", plan),
-                             mass=mass, value_scale=float(mass))
-    final = Block([count], _final_mlp(plan, ws))
+                             mass=mass, value_scale=float(mass), max_len=max_len)
+    final = Block([count], _final_mlp(plan, ws, max_len))
     if plan.k == 1:
         blocks = [final]
     elif matched(plan):
@@ -260,7 +296,11 @@ def program(plan: FactorPlan, max_len: int, positions: str) -> Program:
         blocks = [Block(offsets, _first_mlp(plan, ws)), final]
     W_U = np.zeros((ws.d_model, plan.n_states))
     W_U[list(ws["fac:state"].dims), np.arange(plan.n_states)] = 1.0
-    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states))
+    lookup = final.mlp.second if isinstance(final.mlp, Fused) else None
+    assert lookup is not None and isinstance(lookup.obligation, Lookup)
+    declared = Declaration(NAME, tuple(n for n in ws.subspaces if n not in UNTRACKED),
+                           one_hot_readout("fac:state", plan.n_states), joint=(keys_reached(lookup.obligation),))
+    return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states), declaration=declared)
 
 
 def _tier_blocks(plan: FactorPlan, ws: Workspace, max_len: int) -> list[Block]:
@@ -269,12 +309,21 @@ def _tier_blocks(plan: FactorPlan, ws: Workspace, max_len: int) -> list[Block]:
     offset j = 1..k-1, then the first lookup."""
     mass = 2 * max_len
     tcount = prefix_mean_head("fac.tcount", ws[ABSORB], ws["bos"], ws["fac:inc"], ws["fac:tcount"], mass=mass,
-                              value_scale=float(mass))
+                              value_scale=float(mass), max_len=max_len)
+    return [Block([tcount, *_recent_heads(plan, ws, max_len)], _tier_code(plan, ws, max_len)),
+            Block([_match_head(plan, ws, j, max_len) for j in range(1, plan.k)], _first_mlp(plan, ws))]
+
+
+def _tier_code(plan: FactorPlan, ws: Workspace, max_len: int) -> MLP:
+    """A tier's layer 1 MLP (k >= 3): the tier count's residue mod M one-hot (gadgets.residue_mlp),
+    0 at BOS.  Obligation: a :class:`Lookup` over (count, BOS flag) -- the count c = 0..max_len
+    off BOS to e_(c mod M), BOS to 0 (the gadget's Modular states no BOS)."""
     M = modulus(plan)
     decode = residue_mlp("fac.tcode", ws["fac:tcount"], residue_range(0, max_len, M), ws["fac:tcode"], np.eye(M),
                          bos=ws["bos"])
-    return [Block([tcount, *_recent_heads(plan, ws, max_len)], decode),
-            Block([_match_head(plan, ws, j, max_len) for j in range(1, plan.k)], _first_mlp(plan, ws))]
+    table: dict[tuple[int, ...], np.ndarray] = {(c, 0): np.eye(M)[c % M] for c in range(max_len + 1)}
+    table[(0, 1)] = np.zeros(M)
+    return replace(decode, obligation=Lookup("fac.tcode", ("fac:tcount", "bos"), "fac:tcode", table))
 
 
 def matched(plan: FactorPlan) -> bool:
@@ -320,7 +369,9 @@ def _match_head(plan: FactorPlan, ws: Workspace, j: int, max_len: int) -> Head:
     notes = {"kind": "nearest-value", "offset": -j, "modulus": M, "lambda": lam, **t}
     return Head(f"fac.back{j}", W_Q, W_K, np.ones((1, 1)), np.ones((1, 1)), notes,
                 reads={"query": ("fac:tcode", "one"), "key": ("fac:tcode", "pos:index", "bos"),
-                       "value": (f"fac:last{j}",)}, writes=(back(j),))
+                       "value": (f"fac:last{j}",)}, writes=(back(j),),
+                obligation=Match(f"fac.back{j}", "fac:tcode", "fac:tcode", np.eye(M), (np.arange(M) - j) % M,
+                                 f"fac:last{j}", back(j)))
 
 
 def _tier_back(plan: FactorPlan, ws: Workspace, code_: PositionCode) -> Head:
@@ -383,77 +434,6 @@ def set_start(model, plan: FactorPlan, start: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# obligations: the program a certificate checks the weights against
-
-
-def _first_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
-    """The first lookup on every combination of offset codes (the sum of the rows whose suffix key
-    matches), its zero rows left to the default; Undeclared beyond :data:`MAX_FIRST_KEYS` combinations."""
-    sizes = radix(plan)
-    total = int(np.prod(sizes))
-    if total > MAX_FIRST_KEYS:
-        raise Undeclared(f"the first lookup reads {total:,} combinations of offset codes, over the "
-                         f"{MAX_FIRST_KEYS:,} the certificate checks: not certified yet")
-    rows = first_rows(plan)
-    combos = np.array(list(itertools.product(*(range(n) for n in sizes))), dtype=np.int64).reshape(total, len(sizes))
-    values = np.zeros((total, len(next(iter(rows.values())))))
-    for key, row in rows.items():
-        values[np.all(combos[:, : len(key)] == np.array(key, dtype=np.int64), axis=1)] += row
-    hit = np.flatnonzero(np.any(values != 0, axis=1))
-    return {tuple(int(v) for v in combos[i]): values[i] for i in hit}
-
-
-def _first_layers(plan: FactorPlan, T: int, first: Lookup) -> tuple[Layer, ...]:
-    """The layers up to the first lookup: the offset fetches; a tier's recent heads, then at k = 2
-    the fetch of the offset-1 code at t - 1, at k >= 3 the tier count's residue (one-hot mod M,
-    0 at BOS) and a match per offset j = 1..k-1 (the last position whose count is c_t - j mod M)."""
-    if not plan.tier:
-        return (Layer(tuple(Fetch(f"fac.back{j}", offset_keys(T, j), code(j), back(j)) for j in range(1, plan.k)),
-                      first),)
-    recent = tuple(Recent(f"fac.last{j}", "fac:tier", code(j), f"fac:last{j}") for j in range(plan.k))
-    if not matched(plan):
-        return Layer(recent, None), Layer((Fetch("fac.back1", offset_keys(T, 1), "fac:last1", back(1)),), first)
-    M = modulus(plan)
-    table: dict[tuple[int, ...], np.ndarray] = {(c, 0): np.eye(M)[c % M] for c in range(T + 1)}
-    table[(0, 1)] = np.zeros(M)
-    tcount = Average(("fac.tcount",), (1,), (T,), 2 * T, float(2 * T), "fac:inc", "fac:tcount")
-    matches = tuple(Match(f"fac.back{j}", "fac:tcode", "fac:tcode", np.eye(M), (np.arange(M) - j) % M,
-                          f"fac:last{j}", back(j)) for j in range(1, plan.k))
-    return Layer((tcount, *recent), Lookup("fac.tcode", ("fac:tcount", "bos"), "fac:tcode", table)), \
-        Layer(matches, first)
-
-
-def obligations(model, plan: FactorPlan) -> Obligations:
-    """What a factors model must run, from the plan alone (module docstring); and, as a claim about
-    the program, that the window class and capped counts together are a key the closure reached."""
-    a, T = model.automaton, model.max_len
-    code_ = position_code(model.meta.get("positions") or "sinusoidal", T)
-    ws = _layout(plan, code_)
-    W_E, _ = _embeddings(plan, ws, code_, T)
-    fixed = {"one", "bos", "pos", ABSORB, "pos:recency", "pos:index"}
-    codes = {n: W_E[:, list(sub.dims)] for n, sub in ws.subspaces.items() if n not in fixed}
-    G, t = plan.n_groups, plan.threshold
-    flags = " + ".join(f"fac:flag{g}" for g in range(G))
-    counts = " + ".join(f"fac:count{g}" for g in range(G))
-    count = Average(("fac.count",), (1,), (T,), 2 * T, float(2 * T), flags, counts)
-    caps = tuple(Lookup(f"fac.cap{g}", (f"fac:count{g}",), f"fac:capped{g}",
-                        {(c,): np.array([float(min(c, t))]) for c in range(T + 1)}) for g in range(G))
-    reads = (("fac:window",) if windowed(plan) else ()) + tuple(f"fac:capped{g}" for g in range(G))
-    table = final_table(plan)
-    final = Steps("fac.final", caps + (Lookup("fac.lookup", reads, "fac:state", table, np.zeros(a.n_states)),))
-    if plan.k == 1:
-        layers: tuple[Layer, ...] = (Layer((count,), final),)
-    else:
-        out = " + ".join((["fac:window"] if windowed(plan) else []) + [f"fac:flag{g}" for g in range(G)])
-        first = Lookup("fac.first", first_reads(plan), out, _first_table(plan), np.zeros(int(windowed(plan)) + G))
-        layers = (*_first_layers(plan, T, first), Layer((count,), final))
-    eye = np.eye(a.n_states)
-    readout = Readout(("fac:state",), {tuple(int(v) for v in eye[q]): q for q in range(a.n_states)})
-    joint = (Joint(reads, np.array(sorted(table), dtype=np.float64).reshape(len(table), len(reads))),)
-    return Obligations(NAME, Embedding(codes), layers, readout, joint=joint)
-
-
-# ---------------------------------------------------------------------------------------
 # the registry entry: the description is the plan
 
 
@@ -494,5 +474,5 @@ def describe(plan: FactorPlan, automaton: Semiautomaton) -> str:
 CONSTRUCTION = Construction(
     name=NAME, theorem="locally threshold testable automata", applies=applies, estimate=estimate, build=build,
     set_start=set_start, plan_to_json=FactorPlan.to_dict, plan_from_json=FactorPlan.from_dict, describe=describe,
-    obligations=obligations,
+    obligations=declared_obligations(build),
 )

@@ -280,12 +280,15 @@ class Block:
     def layer(self) -> ob.Layer:
         """The block's obligations, as its gadgets declared them: one per head (several heads that
         declare one obligation together, a blocked prefix mean, give it once) and the MLP's
-        (``Undeclared`` naming a head or MLP that declares none); the MLP's obligation carries the
-        block MLP's name (one part of :func:`beside` keeps its own otherwise)."""
+        (``Undeclared`` naming a head or MLP that declares none, with the reason its notes give as
+        ``undeclared``); the MLP's obligation carries the block MLP's name (one part of
+        :func:`beside` keeps its own otherwise)."""
         parts = [*self.heads, *([] if self.mlp is None else [self.mlp])]
-        missing = [p.name for p in parts if p.obligation is None]
+        missing = [p for p in parts if p.obligation is None]
         if missing:
-            raise ob.Undeclared(f"{', '.join(missing)} declare no obligation")
+            why = "; ".join(f"{p.name}: {p.notes['undeclared']}" for p in missing if "undeclared" in p.notes)
+            said = f"{', '.join(p.name for p in missing)} declare no obligation"
+            raise ob.Undeclared(f"{said} ({why})" if why else said)
         fetches = {_head_key(h.obligation): h.obligation for h in self.heads}
         mlp = None if self.mlp is None else replace(as_layer_mlp(self.mlp.obligation), mlp=self.mlp.name)
         return ob.Layer(tuple(fetches.values()), mlp)

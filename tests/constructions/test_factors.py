@@ -161,3 +161,35 @@ def test_a_tier_plan_declaring_a_wrong_state_is_refused_with_a_separating_input(
     assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("reason")
     word = cert["failure"]["detail"].split("on the input '")[1].split("'")[0].split()
     assert model.simulate([word])[0][-1] != a.states[a.run([a.alphabet.index(x) for x in word])[-1]]
+
+
+def test_the_declared_program_is_certified_and_a_wrong_first_factor_is_refused(monkeypatch, declared_then_refused,
+                                                                             factor_language):
+    """One declaration: the obligations certified are the program's own (its gadgets' and its
+    :class:`Declaration`), proved against the automaton; one factor of the plan (the forbidden
+    3-factor 1 2 1 of sl3_4) read as another class at its middle letter -- so in the first lookup's
+    weights and its declared table alike -- is refused by the program proof with a separating input."""
+    a = _languages(factor_language)["sl3_4"]
+    good = factors.find
+
+    def bad(automaton):
+        plan, reason = good(automaton)
+        f = plan.factors[0]
+        wrong = next(c for c in sorted(set(plan.classes)) if c != f[1])
+        return dataclasses.replace(plan, factors=((f[0], wrong, *f[2:]), *plan.factors[1:])), reason
+
+    def corrupt():
+        monkeypatch.setattr(factors, "find", bad)
+        return compile_automaton(a, max_len=16, method=factors.NAME)
+    declared_then_refused(compile_automaton(a, max_len=16, method=factors.NAME), factors.build, corrupt)
+
+
+def test_a_first_lookup_over_the_keys_the_certificate_checks_is_built_not_certified(monkeypatch, factor_language):
+    """A first lookup over more code combinations than MAX_FIRST_KEYS declares no obligation: the
+    model is built (and exact) but certify says "not certified", naming the lookup and why."""
+    monkeypatch.setattr(factors, "MAX_FIRST_KEYS", 10)
+    model = compile_automaton(_languages(factor_language)["sl3_4"], max_len=16, method=factors.NAME)
+    cert = certify(model)
+    assert cert["certified"] is False and "not certified" in cert["reason"], cert
+    reason = cert["reason"]
+    assert "fac.first declare no obligation" in reason and "over the 10 the certificate checks" in reason
