@@ -7,7 +7,9 @@ blocks on them; each gadget there states the obligation its weights run."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 from dataclasses import dataclass, replace
 
@@ -470,9 +472,26 @@ def tracked(lay: Layout) -> tuple[str, ...]:
     return (lay.tok.name, *(sub.name for d in lay.subs.values() for sub in d.values()), lay.state.name)
 
 
+_REACHED: dict[str, np.ndarray] = {}
+"""The last few :func:`reachable_configurations` by the cascade's content (a build, and the
+certificate's rebuild of the same plan, search once per process)."""
+REACHED_CACHE = 4
+
+
 def reachable_configurations(cascade: Cascade, start: tuple[int, ...], n_letters: int) -> np.ndarray:
     """Every configuration (component values, in cascade order) some input reaches from
     ``start``: the cascade run as an automaton on configurations."""
+    key = hashlib.sha256(json.dumps([cascade.to_dict(), list(start), n_letters], sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    if key not in _REACHED:
+        if len(_REACHED) >= REACHED_CACHE:
+            _REACHED.pop(next(iter(_REACHED)))
+        _REACHED[key] = _search_configurations(cascade, start, n_letters)
+    return _REACHED[key].copy()
+
+
+def _search_configurations(cascade: Cascade, start: tuple[int, ...], n_letters: int) -> np.ndarray:
+    """:func:`reachable_configurations`, breadth-first."""
     seen = {tuple(start)}
     frontier = list(seen)
     while frontier:
