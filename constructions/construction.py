@@ -110,6 +110,29 @@ def declared_obligations(build: Build) -> Callable[[Any, Any], Any]:
     return obligations
 
 
+def composite(inners: Callable[[], Any], *, name: str, theorem: str, applies: Callable[[Semiautomaton], Any],
+              estimate: Callable[..., Cost], build: Callable[..., tuple[Program, dict[str, Any]]],
+              set_start: Callable[..., None], plan_to_json: Callable[[Any], dict[str, Any]],
+              plan_from_json: Callable[[dict[str, Any]], Any], describe: Callable[[Any, Semiautomaton], str],
+              invariants: Callable[..., InvariantReport] | None = None) -> Construction:
+    """The registry entry of a construction made of others (a product's factors, a transition
+    model's quotient): ``inners()`` (the registry's entries but these) is drawn each time it plans,
+    builds or restarts, and ``estimate``, ``build`` and ``set_start`` take that tuple last; its
+    obligations are its build's declaration (:func:`declared_obligations`)."""
+    def pick() -> tuple[Construction, ...]:
+        return tuple(inners())
+
+    def built(a: Semiautomaton, plan: Any, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
+        return build(a, plan, options, pick())
+
+    return Construction(
+        name=name, theorem=theorem, applies=applies,
+        estimate=lambda plan, max_len, positions: estimate(plan, max_len, positions, pick()), build=built,
+        set_start=lambda model, plan, start: set_start(model, plan, start, pick()), plan_to_json=plan_to_json,
+        plan_from_json=plan_from_json, describe=describe, invariants=invariants,
+        obligations=declared_obligations(built))
+
+
 @dataclass(frozen=True)
 class Refusal:
     """Why a construction does not apply; ``error`` is the exception raised when it was requested."""

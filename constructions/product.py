@@ -59,7 +59,7 @@ from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import count_params
 from .construction import (BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
-                           declared_obligations, rebuild)
+                           composite, rebuild)
 from .labels import one_hot_rows
 from .obligations import Embedding, Joint, Obligations, Readout, prefixed
 from .program import Beside, Block, Declaration, Program, StateCodes, renamed
@@ -393,17 +393,6 @@ def set_start(model, plan: ProductPlan, start: str, factors: tuple[Construction,
 def construction(factors: Callable[[], Sequence[Construction]]) -> Construction:
     """The registry entry, its factors' constructions drawn from ``factors()`` (the registry's
     entries but this one) each time it plans, builds or restarts."""
-    def pick() -> tuple[Construction, ...]:
-        return tuple(factors())
-
-    def built(a: Semiautomaton, plan: ProductPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
-        return build(a, plan, options, pick())
-
-    return Construction(
-        name=NAME, theorem="Hartmanis-Stearns, Lemma 17", applies=applies,
-        estimate=lambda plan, max_len, positions: estimate(plan, max_len, positions, pick()),
-        build=built,
-        set_start=lambda model, plan, start: set_start(model, plan, start, pick()),
-        plan_to_json=ProductPlan.to_dict, plan_from_json=ProductPlan.from_dict, describe=describe,
-        invariants=invariants, obligations=declared_obligations(built),
-    )
+    return composite(factors, name=NAME, theorem="Hartmanis-Stearns, Lemma 17", applies=applies, estimate=estimate,
+                     build=build, set_start=set_start, plan_to_json=ProductPlan.to_dict,
+                     plan_from_json=ProductPlan.from_dict, describe=describe, invariants=invariants)

@@ -43,7 +43,7 @@ from compiler.automata.transitions import TransitionPlan, transition_plan
 from .assemble import program_params
 from .budget import STEP_TOLERANCE
 from .construction import (BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
-                           declared_obligations, rebuild)
+                           composite, rebuild)
 from .gadgets import CodeInput, lookup_mlp, lookup_obligation, offset_head
 from .labels import LabelReadoutError, one_hot_rows, readout_codes
 from .obligations import Readout
@@ -266,17 +266,6 @@ def set_start(model, plan: TransitionPlan, start: str, inners: tuple[Constructio
 
 
 def construction(inners: Callable[[], Sequence[Construction]]) -> Construction:
-    def pick() -> tuple[Construction, ...]:
-        return tuple(inners())
-
-    def built(a: Semiautomaton, plan: TransitionPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
-        return build(a, plan, options, pick())
-
-    return Construction(
-        name=NAME, theorem="one-step quotient and look-back", applies=applies,
-        estimate=lambda plan, max_len, positions: estimate(plan, max_len, positions, pick()),
-        build=built,
-        set_start=lambda model, plan, start: set_start(model, plan, start, pick()),
-        plan_to_json=TransitionPlan.to_dict, plan_from_json=TransitionPlan.from_dict, describe=describe,
-        invariants=invariants, obligations=declared_obligations(built),
-    )
+    return composite(inners, name=NAME, theorem="one-step quotient and look-back", applies=applies, estimate=estimate,
+                     build=build, set_start=set_start, plan_to_json=TransitionPlan.to_dict,
+                     plan_from_json=TransitionPlan.from_dict, describe=describe, invariants=invariants)

@@ -70,16 +70,6 @@ PHASES = ("attention", "MLP")
 # --- the declared program on one sequence --------------------------------------------------------
 
 
-def _leaves(mlp: Any) -> tuple[Any, ...]:
-    """An MLP obligation's steps and parts, flattened (none without an MLP)."""
-    return () if mlp is None else tuple(mlp.leaves())
-
-
-def _writes(mlp: Any) -> tuple[str, ...]:
-    """The subspaces an MLP obligation writes (none without an MLP)."""
-    return () if mlp is None else tuple(mlp.names_written())
-
-
 def _code_index(codes: Any) -> Callable[[Env, str, str], int]:
     """The index of the declared code a name holds (ProgramError for another code)."""
     index = {tuple(round(float(v), 9) for v in row): i for i, row in enumerate(np.asarray(codes))}
@@ -173,7 +163,7 @@ class _MLPs:
     memo: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.special = {id(o): _compose(o) for layer in self.ob.layers for o in _leaves(layer.mlp)
+        self.special = {id(o): _compose(o) for layer in self.ob.layers for o in layer.mlp_leaves()
                         if isinstance(o, Compose)}
 
     def run(self, l: int, env: Env) -> None:
@@ -182,8 +172,8 @@ class _MLPs:
         if mlp is None:
             return
         if l not in self.names:
-            writes = tuple(sorted({_base(p, env) for n in _writes(mlp) for p in n.split(" + ")}))
-            reads = {_base(p, env) for leaf in _leaves(mlp) for p, _ in reads_of(leaf)}
+            writes = tuple(sorted({_base(p, env) for n in mlp.names_written() for p in n.split(" + ")}))
+            reads = {_base(p, env) for leaf in mlp.leaves() for p, _ in reads_of(leaf)}
             self.names[l] = (tuple(sorted(reads | set(writes))), writes)
         names, writes = self.names[l]
         key = (l, tuple(env.get(n) for n in names))
@@ -228,7 +218,7 @@ def run_program(ob: Obligations, row: np.ndarray, positional: dict[str, np.ndarr
 def positional_names(ob: Obligations) -> list[str]:
     """The input-independent subspaces the program reads (position features, ``one``, ``bos``):
     every name read that the embedding does not track."""
-    names = [p for layer in ob.layers for x in (*layer.fetches, *_leaves(layer.mlp)) for p, _ in reads_of(x)]
+    names = [p for layer in ob.layers for x in (*layer.fetches, *layer.mlp_leaves()) for p, _ in reads_of(x)]
     names += [p for n in ob.readout.reads for p in n.split(" + ")]
     return sorted({n.split("[")[0] for n in names if n not in ob.embedding.codes} - set(ob.embedding.codes))
 
@@ -253,7 +243,7 @@ def tolerances(ob: Obligations, notes: Callable[[int, str], dict[str, Any]] | No
         if name in tol and value < tol[name][0]:
             tol[name] = (value, why)
     for l, layer in enumerate(ob.layers):
-        for x in _leaves(layer.mlp):
+        for x in layer.mlp_leaves():
             if isinstance(x, Modular) and x.scale:
                 lower(x.reads, STEP_TOLERANCE / abs(x.scale), f"step units of X = {x.scale:g} x + {x.shift}")
         for f in layer.fetches:
@@ -401,7 +391,7 @@ def _writers(ob: Obligations) -> dict[tuple[int, int, str], str]:
             for part in f.dst.split(" + "):
                 who = ", ".join(f.heads) if isinstance(f, Average) else f.head
                 out[(l, 0, _base(part, ob.embedding.codes))] = f"head {who}"
-        for name in _writes(layer.mlp):
+        for name in (() if layer.mlp is None else layer.mlp.names_written()):
             for part in name.split(" + "):
                 out[(l, 1, _base(part, ob.embedding.codes))] = f"MLP {getattr(layer.mlp, 'mlp', '')}".rstrip()
     return out
@@ -424,12 +414,12 @@ def _mlp_rows(model, ob: Obligations, tally: _Tally, tol: dict[str, tuple[float,
             continue
         written: set[str] = set()
         reads: list[str] = []
-        for leaf in _leaves(layer.mlp):
+        for leaf in layer.mlp_leaves():
             bases = [_base(p, tol) for p, _ in reads_of(leaf)]
             reads += [b for b in bases if b not in written and b in tol and b not in skip]
-            written |= {_base(p, tol) for n in _writes(leaf) for p in n.split(" + ")}
+            written |= {_base(p, tol) for n in leaf.names_written() for p in n.split(" + ")}
         reads = list(dict.fromkeys(reads))
-        scale = {_base(x.reads, tol): abs(x.scale) for x in _leaves(layer.mlp) if isinstance(x, Modular)}
+        scale = {_base(x.reads, tol): abs(x.scale) for x in layer.mlp_leaves() if isinstance(x, Modular)}
         noise = max((tally.worst.get((l, 0, n), _Worst()).dev * scale.get(n, 1.0) for n in reads), default=0.0)
         exact = ((model.metadata.layers or [{}] * (l + 1))[l].get("mlp") or {}).get("exact_input_noise")
         rows.append({"layer": l + 1, "mlp": getattr(layer.mlp, "mlp", "mlp"),

@@ -429,16 +429,13 @@ def composed_steps(m: Model, l: int, ob: Steps, states: list[State], pos_class: 
                                  f"{COMBINATION_BUDGET:,}")
         bases = [lookup_base(m, st, lk, class_fixed[c], where) for lk in lookups]
 
-        def declared(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            return _declared_moves(m, X, first, lookups, bases, (cF, cG), at, where)
-
         X = product_rows([cF.combos(), cG.combos()])
-        want, _, r_before = declared(X)
+        want, _, r_before = _declared_moves(m, X, first, lookups, bases, (cF, cG), at, where)
         rad = np.zeros(len(moved))
         r_in = np.concatenate([cF.radius, cG.radius, np.zeros(len(const))])
         for entries, cols in groups.items():
             Xg = _group_rows(cF, cG, entries, n)
-            want_g, before_g, _ = declared(Xg)
+            want_g, before_g, _ = _declared_moves(m, Xg, first, lookups, bases, (cF, cG), at, where)
             Xc = np.concatenate([Xg, np.tile(class_fixed[c][sorted(const)], (len(Xg), 1))], axis=1)
             inputs, Wg, bg = _restricted(Ws, biases, [moved[k] for k in cols])
             z, err = affine_rows(m, Xc[:, inputs], r_in[inputs], Wg, bg, list(range(len(cols))))
