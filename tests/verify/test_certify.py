@@ -94,10 +94,10 @@ def test_a_head_that_cannot_tell_two_positions_apart_is_refused_naming_them():
 def test_obligations_come_from_the_plan_not_the_weights(rare):
     before = certify(rare)["obligations_sha256"]
     with torch.no_grad():
-        rare.blocks[0].mlp.W_in.mul_(1.01)
+        rare.blocks[0].mlp.W_in.mul_(1.05)
     after = certify(rare)
     with torch.no_grad():
-        rare.blocks[0].mlp.W_in.div_(1.01)
+        rare.blocks[0].mlp.W_in.div_(1.05)
     assert after["obligations_sha256"] == before and after["certified"] is False
     assert after["weights_sha256"] != certify(rare)["weights_sha256"]
 
