@@ -20,6 +20,7 @@ from compiler.cli import main
 from compiler.pipeline import compile_automaton
 from constructions.checkpoint import load, save
 from verify.certify import certify, quantum, snaps
+from verify.certify.certificate import _pairwise_spread
 from verify.check import verify
 
 RARE = "regex:(a|b)*abbabaabab"  # the last 10 letters are one word: 1 in 1,024 windows
@@ -436,3 +437,16 @@ def test_label_readouts_in_the_unembedding_are_certified_against_the_source_labe
     model.meta = {**model.meta, "readout": wrong}
     cert = certify(model)
     assert cert["certified"] is False and cert["failure"]["where"] == "readout labels"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_readout_charges_each_pair_of_logits_the_worst_corner_of_the_codes_box(seed):
+    """The margin rule (``certificate._pairwise_spread``): logit_w - logit_o moves by at most
+    r . |W_w - W_o| over the box of read codes, and some corner of the box reaches it."""
+    rng = np.random.default_rng(seed)
+    W, r = rng.normal(size=(3, 5)), rng.uniform(0, 0.5, size=3)
+    corners = np.array(np.meshgrid(*[[-x, x] for x in r])).reshape(3, -1).T  # every corner of the box
+    for w in range(5):
+        moved = corners @ (W[:, w : w + 1] - W)
+        assert np.allclose(_pairwise_spread(W, r)(w), np.abs(moved).max(0))
+        assert np.all(_pairwise_spread(W, r)(w) <= r @ np.abs(W[:, w : w + 1]) + r @ np.abs(W) + 1e-12)

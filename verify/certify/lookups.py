@@ -81,12 +81,13 @@ def fixed_by_class(m: Model, pos_class: np.ndarray, n: int) -> tuple[set[int], n
 
 
 def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
-            u: float, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
 
-    Returns the clean output [N, k], its coefficients on the input errors [N, k, n] (exact while
-    every unit's sign is fixed) and an independent error bound [N, k] (rounding, and the whole
-    possible deviation of units whose sign the error could flip).
+    Returns the clean output [N, k] and its error bound [N, k]: |A| r for A the output's
+    coefficients on the input errors (exact while every unit's sign is fixed; carried only on the
+    inputs with r > 0, the others' coefficients multiply 0), plus an independent bound (rounding,
+    and the whole possible deviation of units whose sign the error could flip).
 
     Exact integers: a unit whose inputs are exactly known integers, whose weights and bias are
     integers and whose terms' magnitudes sum below 2^p computes its integer exactly (every
@@ -99,13 +100,15 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     the sum errs by at most one ulp of its largest partial sum, 2 u sum|terms|, and the noisy
     product by u |term|: 4 u sum|terms| in all, whatever the number of terms."""
     h = x
-    A = np.broadcast_to(np.eye(x.shape[1]), (x.shape[0], x.shape[1], x.shape[1]))
+    noisy = np.nonzero(r)[0]
+    rn = r[noisy]
+    A = np.broadcast_to(np.eye(x.shape[1])[:, noisy], (x.shape[0], x.shape[1], len(noisy)))
     nu = np.zeros_like(x)
     exact = (r[None, :] == 0) & (np.round(x) == x)
     for i, (W, b) in enumerate(zip(weights, biases)):
         z = h @ W + b
         Az = np.einsum("Nhn,hk->Nkn", A, W)
-        mag = np.abs(h) + np.abs(A) @ r + nu
+        mag = np.abs(h) + np.abs(A) @ rn + nu
         size = mag @ np.abs(W) + np.abs(b)
         integral = np.all(np.round(W) == W, axis=0) & (np.round(b) == b) & (size < 2.0**p)
         inexact_terms = (~exact).astype(np.float64) @ (W != 0).astype(np.float64)
@@ -113,9 +116,9 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         rounding = np.where(one, 4 * u, gamma(np.count_nonzero(W, axis=0) + 1, u)[None]) * size
         exact = (inexact_terms == 0) & integral
         nz = np.where(exact, 0.0, nu @ np.abs(W) + rounding)
+        err = np.abs(Az) @ rn + nz
         if i == len(weights) - 1:
-            return z, Az, nz
-        err = np.abs(Az) @ r + nz
+            return z, err
         on = z > 0
         flip = (err >= np.abs(z)) & ~exact
         eta = np.where(flip, np.maximum(0.0, err - np.abs(z)), 0.0)
@@ -131,11 +134,11 @@ def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray
     """:func:`affine` on every row of ``X`` (in chunks of at most :data:`AFFINE_CHUNK` error
     coefficients): the outputs ``out`` of each row and their error bounds, [rows, len(out)] each."""
     z_out, err_out = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
-    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * len(r)))
+    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * np.count_nonzero(r)))
     for lo in range(0, len(X), step):
         sl = slice(lo, lo + step)
-        z, A, nu = affine(X[sl], r, weights, biases, m.u, m.p)
-        z_out[sl], err_out[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+        z, err = affine(X[sl], r, weights, biases, m.u, m.p)
+        z_out[sl], err_out[sl] = z[:, out], err[:, out]
     return z_out, err_out
 
 
@@ -411,11 +414,10 @@ def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: lis
         Wg = W_next[units[cut]]
         centre, err, mag = (np.empty((len(X), cols)) for _ in range(3))
         exact = np.empty((len(X), cols), dtype=bool)
-        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in layer_w) * len(r)))
+        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in layer_w) * np.count_nonzero(r)))
         for lo_ in range(0, len(X), step):
             sl = slice(lo_, lo_ + step)
-            h, A, nu = affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
-            e = np.abs(A) @ r + nu
+            h, e = affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
             centre[sl], err[sl], mag[sl] = h @ Wg, e @ np.abs(Wg), (np.abs(h) + e) @ np.abs(Wg)
             exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
         keys, inverse = np.unique(sig, axis=0, return_inverse=True)
