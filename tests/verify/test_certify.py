@@ -20,7 +20,8 @@ from compiler.cli import main
 from compiler.pipeline import compile_automaton
 from constructions.checkpoint import load, save
 from verify.certify import certify, quantum, snaps
-from verify.certify.certificate import _pairwise_spread
+from verify.certify.certificate import _spreads
+from verify.certify.state import Code, _merged_slack, product_rows, row_radii
 from verify.check import verify
 
 RARE = "regex:(a|b)*abbabaabab"  # the last 10 letters are one word: 1 in 1,024 windows
@@ -441,12 +442,33 @@ def test_label_readouts_in_the_unembedding_are_certified_against_the_source_labe
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_readout_charges_each_pair_of_logits_the_worst_corner_of_the_codes_box(seed):
-    """The margin rule (``certificate._pairwise_spread``): logit_w - logit_o moves by at most
-    r . |W_w - W_o| over the box of read codes, and some corner of the box reaches it."""
+    """The margin rule (``certificate._spreads``): logit_w - logit_o moves by at most
+    R_i . |W_w - W_o| over row i's box of read codes, and some corner of the box reaches it."""
     rng = np.random.default_rng(seed)
-    W, r = rng.normal(size=(3, 5)), rng.uniform(0, 0.5, size=3)
-    corners = np.array(np.meshgrid(*[[-x, x] for x in r])).reshape(3, -1).T  # every corner of the box
-    for w in range(5):
-        moved = corners @ (W[:, w : w + 1] - W)
-        assert np.allclose(_pairwise_spread(W, r)(w), np.abs(moved).max(0))
-        assert np.all(_pairwise_spread(W, r)(w) <= r @ np.abs(W[:, w : w + 1]) + r @ np.abs(W) + 1e-12)
+    W, R = rng.normal(size=(3, 5)), rng.uniform(0, 0.5, size=(6, 3))
+    want = rng.integers(0, 5, size=6)
+    got = _spreads(W, R, want)
+    for i in range(6):
+        corners = np.array(np.meshgrid(*[[-x, x] for x in R[i]])).reshape(3, -1).T  # every corner of the box
+        moved = corners @ (W[:, want[i] : want[i] + 1] - W)
+        assert np.allclose(got[i], np.abs(moved).max(0))
+        assert np.all(got[i] <= R[i] @ np.abs(W[:, want[i]]) + R[i] @ np.abs(W) + 1e-12)
+
+
+def test_a_lookups_per_row_bounds_survive_merges_and_products():
+    """``Code.of_rows``: each distinct row keeps its largest bound (radius - slack); a merge keeps
+    at least both classes' per-row bounds; ``row_radii`` follows ``product_rows``'s order."""
+    values = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    bound = np.array([[0.1, 0.0], [0.0, 0.3], [0.2, 0.05]])
+    code = Code.of_rows(values, bound)
+    assert np.allclose(code.radius, [0.2, 0.3])
+    assert np.allclose(code.radius[None] - code.row_slack, [[0.0, 0.3], [0.2, 0.05]])  # rows (0, 1), (1, 0)
+    other = Code.of_rows(values, bound[::-1] * 2)
+    merged = _merged_slack(code, other)
+    assert np.all(np.maximum(code.radius, other.radius)[None] - merged
+                  >= np.maximum(code.radius[None] - code.row_slack, other.radius[None] - other.row_slack) - 1e-15)
+    plain = Code.of(np.array([[5.0], [7.0]]), np.array([0.5]))
+    R = row_radii([code, plain])
+    rows = product_rows([code.combos(), plain.combos()])
+    assert R.shape == rows.shape and np.allclose(R[rows[:, 0] == 1, 0], 0.2) and np.allclose(R[:, 2], 0.5)
+    assert np.allclose(R[rows[:, 0] == 0, 1], 0.3) and row_radii([plain]) is None

@@ -19,7 +19,7 @@ from constructions.labels import readout_of
 from constructions.obligations import Compose, Obligations, Undeclared
 
 from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCertifiable, PATHS, SCHEMA, State, Model,
-                    arrays, embedding_states, get_code, merge, product_rows, gamma)
+                    arrays, embedding_states, get_code, merge, product_rows, gamma, row_radii)
 from .lookups import fixed_by_class, jointly, phases
 from .compose import closure_of
 from .checkers import Run, check_layer
@@ -33,19 +33,28 @@ NOT_END_TO_END = ("weights proved against the declared program; program not prov
 """The verdict when the weights run the declared program but no rule proves that program is the automaton."""
 
 
-def _pairwise_spread(W: np.ndarray, r: np.ndarray):
-    """``spread(w)[o]``: the most logit_w - logit_o can move while each read dim stays within its
-    radius ``r`` of its code: r . |W[:, w] - W[:, o]| (the difference is linear in the residual, so
-    the box's worst corner bounds it).  Charging each logit r . |W[:, j]| alone -- the triangle
-    inequality's looser bound -- fails scalar codes read by many lines of large slope (a label per
-    run over one code dim) whose neighbouring slopes differ little.  Cached per ``w``."""
-    cache: dict[int, np.ndarray] = {}
+READOUT_SPREAD_BUDGET = 1 << 26
+"""Most multiply-adds the readout spends on per-row radii (rows x read dims x outputs); past it
+each dim's largest radius stands for every row (sound, looser)."""
 
-    def spread(w: int) -> np.ndarray:
-        if w not in cache:
-            cache[w] = r @ np.abs(W[:, w : w + 1] - W)
-        return cache[w]
-    return spread
+
+def _spreads(W: np.ndarray, R: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """[rows, outputs]: the most logit_want - logit_o can move while each read dim stays within
+    its radius ``R`` [rows, dims] of the row's code: R . |W[:, want] - W[:, o]| (the difference is
+    linear in the residual, so the box's worst corner bounds it).  Charging each logit R . |W[:, j]|
+    alone -- the triangle inequality's looser bound -- fails scalar codes read by many lines of
+    large slope (a label per run over one code dim) whose neighbouring slopes differ little."""
+    if R.size * W.shape[1] > READOUT_SPREAD_BUDGET or np.all(R == R[:1]):
+        R = np.broadcast_to(R.max(0) if len(R) else np.zeros(W.shape[0]), R.shape)
+        uniform = True
+    else:
+        uniform = False
+    out = np.empty((len(R), W.shape[1]))
+    for w in np.unique(want):
+        rows = np.nonzero(want == w)[0]
+        diff = np.abs(W[:, w : w + 1] - W)
+        out[rows] = R[0] @ diff if uniform else R[rows] @ diff
+    return out
 
 
 def _readout(m: Model, ob: Obligations, states: list[State], pos_class: np.ndarray,
@@ -65,35 +74,37 @@ def _readout(m: Model, ob: Obligations, states: list[State], pos_class: np.ndarr
     const_l = sorted(const)
     worst = math.inf
     for c in sorted(set(pos_class[1:].tolist())):
-        st = states[c]
-        codes = [get_code(st, name) for name in ob.readout.reads]
-        parts, radii = [c.combos() for c in codes], [c.radius for c in codes]
+        codes = [get_code(states[c], name) for name in ob.readout.reads]
+        parts = [code.combos() for code in codes]
         X = product_rows(parts)
         if len(X) > COMBINATION_BUDGET:
             raise NotCertifiable(f"readout: {len(X):,} final codes, over the budget {COMBINATION_BUDGET:,}")
         at = np.cumsum([0] + [p_.shape[1] for p_ in parts])
-        X = X[jointly(m, ob.joint, {n: X[:, at[i] : at[i + 1]] for i, n in enumerate(ob.readout.reads)}, written,
-                       len(X))]
-        r = np.concatenate(radii)
+        keep = jointly(m, ob.joint, {n: X[:, at[i] : at[i + 1]] for i, n in enumerate(ob.readout.reads)}, written,
+                       len(X))
+        R = row_radii(codes)
+        R = np.broadcast_to(np.concatenate([code.radius for code in codes]), X.shape) if R is None else R
+        X, R = X[keep], R[keep]
+        keys = [tuple(int(round(v)) for v in row) for row in X]
+        missing = next((key for key in keys if key not in ob.readout.table), None)
+        if missing is not None:
+            raise CertificateFailure("readout", f"the final code {missing} is not in the readout's table")
+        want = np.array([ob.readout.table[key] for key in keys], dtype=np.int64)
         fixed = class_fixed[c][const_l]
         logits = X @ W_U[reads] + fixed @ W_U[const_l] + b_U
-        mag = (np.abs(X) + r) @ np.abs(W_U[reads]) + np.abs(fixed) @ np.abs(W_U[const_l]) + np.abs(b_U)
+        mag = (np.abs(X) + R) @ np.abs(W_U[reads]) + np.abs(fixed) @ np.abs(W_U[const_l]) + np.abs(b_U)
         rounding = gamma(np.count_nonzero(W_U, axis=0) + 1, m.u) * mag
-        spread = _pairwise_spread(W_U[reads], r)
-        for i, row in enumerate(X):
-            key = tuple(int(round(v)) for v in row)
-            if key not in ob.readout.table:
-                raise CertificateFailure("readout", f"the final code {key} is not in the readout's table")
-            want = ob.readout.table[key]
-            gap = logits[i, want] - logits[i] - spread(want) - rounding[i, want] - rounding[i]
-            gap[want] = math.inf
-            margin = float(gap.min())
-            if margin <= 0:
-                o = int(gap.argmin())
-                raise CertificateFailure("readout", f"on the final code {key} output {o} may beat output {want} by "
-                                         f"{-margin:.3g} after the error bound (logits {logits[i, want]:.6g} and "
-                                         f"{logits[i, o]:.6g}, error {spread(want)[o] + rounding[i, want] + rounding[i, o]:.3g})")
-            worst = min(worst, margin)
+        err = _spreads(W_U[reads], R, want) + rounding + rounding[np.arange(len(X)), want][:, None]
+        gap = logits[np.arange(len(X)), want][:, None] - logits - err
+        gap[np.arange(len(X)), want] = math.inf
+        if len(X) == 0:
+            continue
+        i, o = np.unravel_index(int(gap.argmin()), gap.shape)
+        if gap[i, o] <= 0:
+            raise CertificateFailure("readout", f"on the final code {keys[i]} output {o} may beat output {want[i]} "
+                                     f"by {-gap[i, o]:.3g} after the error bound (logits {logits[i, want[i]]:.6g} "
+                                     f"and {logits[i, o]:.6g}, error {err[i, o]:.3g})")
+        worst = min(worst, float(gap[i, o]))
     report["readout"] = {"min_margin": float(worst)}
 
 

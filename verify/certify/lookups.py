@@ -534,7 +534,8 @@ def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_cl
         at = 0
         for i, name in enumerate(writes):
             k = len(m.dims(name))
-            put_code(st, name, Code.of(want[:, at : at + k] * (name not in cleared) + base[i], rad[at : at + k]))
+            value = want[:, at : at + k] * (name not in cleared) + base[i]
+            put_code(st, name, Code.of_rows(value, bound[:, at : at + k]) if len(bound) else Code.of(value, rad[at : at + k]))
             at += k
         new_states.append(st)
     report["mlp"] = {"name": ob.mlp, "kind": "steps" if isinstance(ob, Steps) else "lookup", "max_error": worst}

@@ -91,11 +91,28 @@ class Code:
     sum_of: tuple[str, float, np.ndarray, np.ndarray] | None = None
     """(src, f, lo, hi): f times this clean code less src's clean code at the same position lies
     in [lo, hi] per dim -- a prefix sum that includes its own position's term (:class:`Average`)."""
+    row_slack: np.ndarray | None = None
+    """[rows of ``joint``, dims] >= 0: where the joint code is that row, each dim is within
+    ``radius - row_slack`` of it (a lookup's one-hot output errs only on the dims its key writes).
+    A slack, not a per-row radius, so that error added to the whole subspace later (the radius
+    grows, the slack stays) keeps the per-row bound sound; codes built afresh carry none."""
 
     @staticmethod
     def of(joint: np.ndarray, radius: np.ndarray) -> Code:
         joint = np.unique(np.asarray(joint, dtype=np.float64).reshape(len(joint), -1), axis=0)
         return Code([np.unique(joint[:, i]) for i in range(joint.shape[1])], joint, np.asarray(radius, float))
+
+    @staticmethod
+    def of_rows(values: np.ndarray, bound: np.ndarray) -> Code:
+        """The code of the rows ``values`` [N, dims], each within ``bound`` [N, dims] of its row: the
+        radius is the largest bound, the slack what each distinct row's largest bound leaves of it."""
+        values = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        joint, inverse = np.unique(values, axis=0, return_inverse=True)
+        per_row = np.zeros(joint.shape)
+        np.maximum.at(per_row, inverse.reshape(-1), bound)
+        radius = per_row.max(0)
+        return Code([np.unique(joint[:, i]) for i in range(joint.shape[1])], joint, radius,
+                    row_slack=radius[None] - per_row)
 
     def combos(self) -> np.ndarray:
         """Every code vector (the joint set, or the product of the per-dim sets)."""
@@ -154,7 +171,8 @@ def put_code(st: State, name: str, code: Code) -> None:
                 st[other] = replace(c, sum_of=None)
         k = len(st[part].per_dim) if part in st else len(code.per_dim) - at
         joint = None if code.joint is None else np.unique(code.joint[:, at : at + k], axis=0)
-        st[part] = Code(code.per_dim[at : at + k], joint, code.radius[at : at + k])
+        slack = code.row_slack if len(parts) == 1 else None  # one part: its joint rows are the code's
+        st[part] = Code(code.per_dim[at : at + k], joint, code.radius[at : at + k], row_slack=slack)
         at += k
     if len(parts) > 1 and code.joint is not None:
         st[name] = Code(list(code.per_dim), code.joint, code.radius.copy())
@@ -166,6 +184,26 @@ def first_positions(pos_class: np.ndarray, n: int) -> np.ndarray:
     seen, where = np.unique(pos_class, return_index=True)
     first[seen] = where
     return first
+
+
+def _merged_slack(a: Code, b: Code) -> np.ndarray | None:
+    """The slack of two classes' codes merged (equal joint sets, so equal rows): the merged radius
+    less the larger of the two per-row bounds; none where either keeps none."""
+    if a.row_slack is None or b.row_slack is None:
+        return None
+    r = np.maximum(a.radius, b.radius)
+    return r[None] - np.maximum(a.radius[None] - a.row_slack, b.radius[None] - b.row_slack)
+
+
+def row_radii(codes: list[Code]) -> np.ndarray | None:
+    """Per row of ``product_rows([c.combos() for c in codes])``, each dim's radius: a code's per-row
+    bound where it keeps a slack, else its radius; None when none keeps one."""
+    if all(c.row_slack is None for c in codes):
+        return None
+    idx = product_rows([np.arange(c.size(), dtype=np.float64)[:, None] for c in codes]).astype(np.int64)
+    cols = [np.broadcast_to(c.radius, (len(idx), len(c.radius))) if c.row_slack is None
+            else (c.radius[None] - c.row_slack)[idx[:, j]] for j, c in enumerate(codes)]
+    return np.concatenate(cols, axis=1)
 
 
 def merge(states: list[State], pos_class: np.ndarray,
@@ -182,6 +220,7 @@ def merge(states: list[State], pos_class: np.ndarray,
         if k in index:
             tgt = merged[index[k]]
             for name in st:
+                tgt[name].row_slack = _merged_slack(tgt[name], st[name])
                 tgt[name].radius = np.maximum(tgt[name].radius, st[name].radius)
         else:
             index[k] = len(merged)
