@@ -76,7 +76,7 @@ def test_the_cli_prints_outputs_and_refuses_a_malformed_edge(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n, k, o", [(2, 2, 2), (8, 4, 4), (16, 8, 8), (32, 8, 4), (64, 16, 4)])
+@pytest.mark.parametrize("n, k, o", [(2, 2, 2), (8, 4, 4), (16, 8, 8), (32, 8, 4), (32, 8, 16), (64, 16, 4), (64, 16, 32)])
 def test_random_mealy_machines_compile_exact_and_certified(n, k, o):
     """The sweep (the default suite runs the small machines above)."""
     for max_len in (64, 256):

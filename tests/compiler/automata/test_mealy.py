@@ -154,3 +154,43 @@ def test_aalpy_mealy_objects_and_their_dot_files(tmp_path):
                 word = [rng.choice("abc") for _ in range(8)]
                 m.reset_to_initial()
                 assert mealy_outputs(a, a.symbol_ids(word)) == [m.step(x) for x in word]
+
+
+def _as_dot(spec: dict, form: str) -> str:
+    """``spec`` written as a Mealy DOT file: ``quoted`` "in/out" labels (the Automata Wiki's),
+    ``html`` <in<br />out> labels, or ``merged`` inputs that share a target and output on one
+    edge (LearnLib's), with the ``__start0`` edge."""
+    lines = ["digraph g {", '__start0 [label="" shape="none"];']
+    for q, row in spec["transitions"].items():
+        groups: dict[tuple[str, str], list[str]] = {}
+        for a, t in row.items():
+            groups.setdefault((t, spec["transition_outputs"][q][a]), []).append(a)
+        for (t, out), letters in groups.items():
+            pairs = [(" | ".join(letters), out)] if form == "merged" else [(a, out) for a in letters]
+            for a, o in pairs:
+                label = f'"{a}/{o}"' if form == "quoted" else f"<{a}<br />{o}>"
+                lines.append(f"{q} -> {t} [label={label}];")
+    lines += [f"__start0 -> {spec['states'][0]};", "}"]
+    return "\n".join(lines)
+
+
+def test_a_64_state_machine_reads_the_same_from_json_every_dot_form_and_aalpy():
+    """The issue's largest size (64 states, 16 inputs, 32 outputs) in every input form: the same
+    outputs on random words (the compile sweep, ``-m slow``, compiles it from JSON)."""
+    pytest.importorskip("pydot")
+    automata = pytest.importorskip("aalpy.automata")
+    spec = random_mealy(64, 16, 32, 64)
+    states = {q: automata.MealyState(q) for q in spec["states"]}
+    for q, row in spec["transitions"].items():
+        for a, t in row.items():
+            states[q].transitions[a] = states[t]
+            states[q].output_fun[a] = spec["transition_outputs"][q][a]
+    learned = automata.MealyMachine(states[spec["states"][0]], list(states.values()))
+    want = from_dict(spec)
+    rng = random.Random(0)
+    words = [[rng.choice(spec["alphabet"]) for _ in range(64)] for _ in range(20)]
+    for source in (*(dot_to_dict(_as_dot(spec, form)) for form in ("quoted", "html", "merged")), learned):
+        a = load_spec(source)
+        assert (a.n_states, len(a.alphabet)) == (64, 16)
+        for w in words:
+            assert mealy_outputs(a, a.symbol_ids(w)) == mealy_outputs(want, want.symbol_ids(w))
