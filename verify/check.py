@@ -392,7 +392,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                        _forward_text(model, use_chunked))
     return VerificationResult(
         exact=tally.n_errors == 0 and not (invariants and invariants.failures), automaton=a.name, method=construction.name,
-        max_len=T, dtype=model.config["dtype"], seed=seed,
+        max_len=T, dtype=model.config.dtype, seed=seed,
         seeds={"random_sequences": seed, **(construction.family_seeds(seed) if inp.own and construction.family_seeds
                                             else {})},
         checked=checked,

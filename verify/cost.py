@@ -32,12 +32,12 @@ def forward_flops(model, T: int) -> float:
     projections, the causal scores and weighted sums (position t reads t+1 keys), the MLP; then
     the unembedding.  Softmax, ReLU and additions are not counted."""
     c = model.config
-    d, e, P = c["d_model"], c["d_head"], T + 1
-    flops = 2.0 * P * d * c["n_out"]
-    for b in c["blocks"]:
-        H = b["n_heads"]
+    d, e, P = c.d_model, c.d_head, T + 1
+    flops = 2.0 * P * d * c.n_out
+    for b in c.blocks:
+        H = b.n_heads
         flops += 2.0 * P * 4 * d * H * e + 2.0 * 2 * H * e * P * (P + 1) / 2
-        sizes = [d, *b["mlp_hidden"], d] if b["mlp_hidden"] else []
+        sizes = [d, *b.mlp_hidden, d] if b.mlp_hidden else []
         flops += sum(2.0 * P * x * y for x, y in zip(sizes, sizes[1:]))
     return flops
 
@@ -46,8 +46,8 @@ def batch_rows(model, T: int) -> int:
     """Sequences of length T per batch: bounded by memory (:data:`BATCH_ELEMENTS`; on the
     explicit attention path also :data:`SCORE_BUDGET`) and by work (:data:`BATCH_FLOPS`)."""
     c = model.config
-    H = max(b["n_heads"] for b in c["blocks"]) if c["blocks"] else 1
-    per_position = 4 * c["d_model"] + 4 * H * c["d_head"] + c["n_out"]
+    H = c.n_heads or 1
+    per_position = 4 * c.d_model + 4 * H * c.d_head + c.n_out
     rows = min(BATCH_ELEMENTS // ((T + 1) * per_position), int(BATCH_FLOPS // max(forward_flops(model, T), 1.0)))
     if not model.fused:
         rows = min(rows, SCORE_BUDGET // (H * (T + 1) ** 2))
@@ -170,7 +170,7 @@ def certify_scores(model) -> float:
     """(head, query, key) scores the certifier bounds: every head of every layer at every query
     position against every key position, BOS included ((T+1)^2 per head)."""
     P = model.max_len + 1
-    return float(sum(b["n_heads"] for b in model.config["blocks"])) * P * P
+    return float(sum(b.n_heads for b in model.config.blocks)) * P * P
 
 
 def refuse_hopeless_certificate(model, budget: float = CERTIFY_TIME_BUDGET, rate: float | None = None) -> None:

@@ -61,7 +61,7 @@ def certificate(model, with_obligations: bool = False) -> dict[str, Any]:
     """``certify(model)``, or for a rotated model the refusal (``supported: False``, :data:`ROTATED`)."""
     if basis_of(model.meta) is not None:
         return {"schema": SCHEMA, "method": model.meta.get("method"), "max_len": model.max_len,
-                "dtype": model.config["dtype"], "certified": False, "supported": False, "reason": ROTATED}
+                "dtype": model.config.dtype, "certified": False, "supported": False, "reason": ROTATED}
     return certify(model, with_obligations)
 
 

@@ -100,7 +100,7 @@ def stored_certificate(model) -> tuple[dict | None, str]:
         return None, "none stored (run `shortcut certify`)"
     if verification_status(model) != VERIFIED:  # the summary's digests cover the weights, the header and itself
         return None, "stored, but the model changed since; run `shortcut certify`"
-    own = {"max_len": model.max_len, "dtype": model.config["dtype"], "weights_sha256": weights_sha256(model)}
+    own = {"max_len": model.max_len, "dtype": model.config.dtype, "weights_sha256": weights_sha256(model)}
     differ = [k for k, v in own.items() if type(cert.get(k)) is not type(v) or cert.get(k) != v]
     if differ:
         return None, f"the stored one disagrees with this model ({', '.join(differ)}): ignored; run `shortcut certify`"

@@ -89,7 +89,7 @@ def test_nnsight_imported_first_shadows_nothing_and_traces_the_default_model(tmp
             pattern = traced.blocks[1].attn.hook_pattern.output.save()
             hidden = traced.blocks[1].mlp.hook_post[0].output.save()
             logits = traced.output.save()
-        assert pattern.shape == (1, model.config["blocks"][1]["n_heads"], 10, 10), pattern.shape
+        assert pattern.shape == (1, model.config.blocks[1].n_heads, 10, 10), pattern.shape
         assert torch.allclose(pattern.sum(-1), torch.ones(1)), "a pattern row does not sum to 1"
         assert hidden.shape[:2] == (1, 10) and hidden.ge(0).all()
         assert torch.equal(logits.argmax(-1), ours.argmax(-1))

@@ -148,7 +148,7 @@ def test_worlds_compile_to_two_layers_and_verify(name):
 def test_size_estimate_is_exact_and_budget_is_enforced():
     for name in ("grid:9", "grid2d:3,4"):
         m = compiler.compile_automaton(name, max_len=100)
-        a, d = m.automaton, m.config["d_model"]
+        a, d = m.automaton, m.config.d_model
         est = gridworld.estimated_params(detect(a)[0], 100)
         assert est + (a.n_symbols + 1) * d + (d + 1) * a.n_states == m.info()["n_params"]
     with pytest.raises(compiler.ShortcutError, match="budget"):

@@ -53,7 +53,7 @@ def test_a_model_wrong_on_one_key_is_refused():
     W = getattr(mlp, mlp.weight_name(mlp.n_hidden))
     cols = torch.as_tensor(model.subspace("pw:state"))
     with torch.no_grad():
-        out = W.T if W.shape[-1] != model.config["d_model"] else W  # [units, d_model]
+        out = W.T if W.shape[-1] != model.config.d_model else W  # [units, d_model]
         unit = int(torch.nonzero(out[:, cols].abs().sum(1))[-1])
         q = int(torch.argmax(out[unit, cols]))
         out[unit, cols[q]], out[unit, cols[(q + 1) % len(cols)]] = 0.0, 1.0

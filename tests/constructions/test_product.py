@@ -163,7 +163,7 @@ def test_labels_of_a_product_are_read_from_its_factors_one_hots() -> None:
     r = labels.meta["readout"]
     assert labels.meta["method"] == "product" and r["states"] == "original"
     assert r["notes"]["lookup"] == "halfspaces" and r["notes"]["reader"] == "unembedding"
-    assert labels.config["blocks"] == states.config["blocks"]
+    assert labels.config.blocks == states.config.blocks
     assert sum(p.numel() for p in labels.parameters()) < sum(p.numel() for p in states.parameters())
     assert verify(labels, **QUICK).exact
 

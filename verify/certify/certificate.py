@@ -143,7 +143,7 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     certificate file ``shortcut certify -o`` writes does."""
     start = time.perf_counter()
     out: dict[str, Any] = {"schema": SCHEMA, "method": model.meta.get("method"), "max_len": model.max_len,
-                           "dtype": model.config["dtype"], "paths": PATHS, "assumptions": ASSUMPTIONS,
+                           "dtype": model.config.dtype, "paths": PATHS, "assumptions": ASSUMPTIONS,
                            "weights_sha256": weights_sha256(model)}
     try:
         if model.W_E.dtype == torch.float64:
