@@ -107,13 +107,13 @@ def main() -> None:
             for spec in paper_suite():
                 model = _model(spec, T, method)
                 cert = certify(model)
-                total += cert["seconds"]
-                n_ok += cert["certified"]
-                program = cert.get("program") or {}
+                total += cert.seconds
+                n_ok += cert.certified
+                program = cert.program or {}
                 in_program += program.get("seconds", 0.0)
-                why = (f"{cert['readout']['min_margin']:.4g}" if cert["certified"] else cert["reason"][:90])
-                emit(lines, f"| `{spec}` | {model.meta['method']} | {len(model.blocks)} | {cert['certified']} | "
-                            f"{cert['seconds']:.2f} | {program.get('seconds', 0.0):.3f} ({program.get('pairs', '-')}) "
+                why = (f"{cert.readout['min_margin']:.4g}" if cert.certified else cert.reason[:90])
+                emit(lines, f"| `{spec}` | {model.meta['method']} | {len(model.blocks)} | {cert.certified} | "
+                            f"{cert.seconds:.2f} | {program.get('seconds', 0.0):.3f} ({program.get('pairs', '-')}) "
                             f"| {why} |")
             emit(lines, f"\n{n_ok} of 19 certified end to end; checker time {total:.1f} s in all, of which the "
                         f"program proof (the program against the automaton) {in_program:.2f} s.")
@@ -239,8 +239,8 @@ def _each_rows(lines: list[str]) -> None:
         for T in (256, 1024):
             model = compile_automaton(a, max_len=T, method=method, readout="states" if labels is None else "labels")
             cert = certify(model)
-            why = f"{cert['readout']['min_margin']:.4g}" if cert["certified"] else cert["reason"][:90]
-            emit(lines, f"| {name} | {model.meta['method']} | {T} | {cert['certified']} | {cert['seconds']:.2f} | "
+            why = f"{cert.readout['min_margin']:.4g}" if cert.certified else cert.reason[:90]
+            emit(lines, f"| {name} | {model.meta['method']} | {T} | {cert.certified} | {cert.seconds:.2f} | "
                         f"{why} |")
 
 
@@ -281,10 +281,10 @@ def _label_rows(lines: list[str]) -> None:
         model = compile_automaton(a, max_len=T, readout="labels")
         r = model.meta["readout"]
         cert = certify(model)
-        n_ok += cert["certified"]
-        why = f"{cert['readout']['min_margin']:.4g}" if cert["certified"] else cert["reason"][:90]
+        n_ok += cert.certified
+        why = f"{cert.readout['min_margin']:.4g}" if cert.certified else cert.reason[:90]
         emit(lines, f"| {desc} | {T} | {model.meta['method']} | {r.get('form')} | "
-                    f"{(r.get('notes') or {}).get('placed') or '-'} | {cert['certified']} | {cert['seconds']:.2f} | "
+                    f"{(r.get('notes') or {}).get('placed') or '-'} | {cert.certified} | {cert.seconds:.2f} | "
                     f"{why} |")
     emit(lines, f"\n{n_ok} of {len(cases)} certified.")
 

@@ -69,6 +69,7 @@ from constructions.checkpoint import check_header, header_intact
 from constructions.construction import Construction, InvariantReport
 from constructions.labels import readout_of
 
+from .certify.record import Certificate
 from .chunked import forward_chunked, positional_layers
 from . import recurrent
 from .cost import Clock, Rate, batch_rows
@@ -104,7 +105,7 @@ class VerificationResult:
     counterexample: Counterexample | None = None
     notes: list[str] = field(default_factory=list)
     seeds: dict[str, int] = field(default_factory=dict)
-    certificate: dict[str, Any] | None = None  # verify/certify/'s, when the caller ran it
+    certificate: Certificate | None = None  # verify/certify/'s, when the caller ran it
 
     @property
     def accuracy(self) -> float:
@@ -119,6 +120,7 @@ class VerificationResult:
         """JSON-able: every field, the invariants in their JSON form (``{}`` when not run)."""
         d = asdict(self)
         d["invariants"] = {} if self.invariants is None else self.invariants.to_json()
+        d["certificate"] = None if self.certificate is None else self.certificate.to_json()
         d["accuracy"] = self.accuracy
         return d
 

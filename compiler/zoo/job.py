@@ -110,9 +110,9 @@ def _not_exact(result) -> dict[str, str] | None:
     or the failed invariant."""
     if result.exact:
         return None
-    cert = result.certificate or {}
-    if cert.get("supported", True) and cert.get("certified") is False:
-        return {"kind": "certificate_failed", "message": " ".join(str(cert.get("reason")).split())}
+    cert = result.certificate
+    if cert is not None and cert.failed:
+        return {"kind": "certificate_failed", "message": " ".join(str(cert.reason).split())}
     ce = result.counterexample
     if ce is not None:
         return {"kind": "counterexample", "message": f"{ce.check}: {' '.join(ce.input)} at position {ce.position}: "

@@ -156,7 +156,7 @@ def test_one_hidden_layer_lookup_verifies_certifies_and_keeps_its_shape_from_ano
     assert model.meta["lookback"]["beta"] > deep.meta["lookback"]["beta"]
     res = verify(model, **CHECK)
     assert res.exact, res.counterexample
-    assert certify(model)["certified"]
+    assert certify(model).certified
     other = compiler.with_start(model, a.states[-1])
     assert other.config == model.config and other.meta["one_hidden_layer"]
     assert verify(other, **CHECK).exact
