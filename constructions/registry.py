@@ -25,6 +25,7 @@ from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import Semiautomaton
 
 from .construction import Construction, Cost, Refusal
+from .model import CompiledTransformer
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
 
@@ -108,7 +109,7 @@ def get(name: str) -> Construction:
     raise ShortcutError(f"unknown construction {name!r}; the known ones are {names()}")
 
 
-def plan_of(model) -> tuple[Construction, Any]:
+def plan_of(model: CompiledTransformer) -> tuple[Construction, Any]:
     """A compiled model's construction and the plan its checkpoint carries (``meta["plan"]``),
     checked against the checkpoint's own spec where that is cheap: a plan that carries an
     automaton (the Krohn-Rhodes cascade) must carry the spec's, so no report draws or names

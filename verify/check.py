@@ -68,6 +68,7 @@ from constructions.basis import basis_of
 from constructions.checkpoint import check_header, header_intact
 from constructions.construction import Construction, InvariantReport
 from constructions.labels import readout_of
+from constructions.model import CompiledTransformer
 
 from .certify.record import Certificate
 from .chunked import forward_chunked, positional_layers
@@ -323,7 +324,7 @@ def _references(tally: Tally, checks: list[_Check]) -> list[np.ndarray]:
     return out
 
 
-def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+def verify(model: CompiledTransformer, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
            exhaustive_budget: int = DEFAULT_EXHAUSTIVE_BUDGET, families: bool = True,
            family_limit: int | None = None, layerwise: bool = True, forward: str = "auto",
            progress: Callable[[str, int, int], None] | None = None, time_budget: float | None = None,
