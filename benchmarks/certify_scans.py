@@ -54,8 +54,8 @@ compiled = time.perf_counter() - t
 t = time.perf_counter()
 cert = certify(model)
 print(json.dumps({"states": a.n_states, "layers": len(model.blocks), "compile_s": compiled,
-                  "certify_s": time.perf_counter() - t, "certified": cert.get("certified"),
-                  "reason": cert.get("reason") or (cert.get("failure") or {}).get("message")}))
+                  "certify_s": time.perf_counter() - t, "certified": cert.certified,
+                  "reason": cert.reason or (cert.failure or {}).get("message")}))
 """
 
 

@@ -77,14 +77,14 @@ def row(spec: str, T: int) -> str:
     layers, blocks = len(model.blocks), export.config["n_layers"]
     ours = sum(p.numel() for p in model.parameters())
     theirs = sum(v.numel() for v in export.state_dict.values())
-    hidden = max((len(b["mlp_hidden"]) for b in model.config["blocks"]), default=0)
+    hidden = max((len(b.mlp_hidden) for b in model.config.blocks), default=0)
     nonzero = sum(int((v != 0).sum()) for v in export.state_dict.values()) / sum(int((p != 0).sum())
                                                                                  for p in model.parameters())
     within = blocks <= BOUND * layers and theirs <= BOUND * ours
     method_text = f"{model.meta['method']}{' (one hidden layer)' * flat}"
     return (f"| `{name}` | {method_text} | {layers} | {hidden} | {blocks} | {blocks / layers:.1f} | "
             f"{ours:,} | {theirs:,} | {theirs / ours:.2f} | {export.config['n_heads']} | "
-            f"{model.config['d_model']} → {export.config['d_model']} | {nonzero:.2f} | {'yes' if within else 'no'} |")
+            f"{model.config.d_model} → {export.config['d_model']} | {nonzero:.2f} | {'yes' if within else 'no'} |")
 
 
 def main(argv: list[str] | None = None) -> str:

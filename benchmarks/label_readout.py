@@ -93,15 +93,15 @@ def main(argv: list[str] | None = None) -> int:
         s = compiler.compile_automaton(a, max_len=args.max_len)
         m = compiler.compile_automaton(a, max_len=args.max_len, readout="labels")
         r = m.meta["readout"]
-        rows[name] = [m.meta["method"], len(m.config["blocks"]), _params(m)]
+        rows[name] = [m.meta["method"], len(m.config.blocks), _params(m)]
         r.setdefault("states", "quotient")
         other = [v for v in r.get("variants", []) if v["states"] != r["states"]]
         other_text = (f"{other[0]['states']}: {other[0]['method']}, {other[0]['layers']}, {other[0]['params']:,}"
                       if other else "refused")
         exact = verify(m, samples=args.samples, exhaustive_budget=4096, family_limit=8).exact
         lines.append(f"| {name} | {r['states_before']} → {r['states_after']} | {s.meta['method']}, "
-                     f"{len(s.config['blocks'])}, {_params(s):,} | {r['states']}: {m.meta['method']}, "
-                     f"{len(m.config['blocks'])}, {_params(m):,}, {r['form']} | {other_text} | "
+                     f"{len(s.config.blocks)}, {_params(s):,} | {r['states']}: {m.meta['method']}, "
+                     f"{len(m.config.blocks)}, {_params(m):,}, {r['form']} | {other_text} | "
                      f"{_params(m) / _params(s):.3f} | {exact} |" +
                      (f" {before[name][0]}, {before[name][1]}, {before[name][2]:,} |" if name in before else
                       " - |" if before else ""))

@@ -59,12 +59,12 @@ def row(n: int, k: int, o: int, max_len: int, samples: int) -> str:
     m = r["mealy"]
     params = sum(p.numel() for p in model.parameters())
     cert = certify(model)
-    ok = "yes" if cert["certified"] else f"no ({cert.get('reason', '')[:60]})"
+    ok = "yes" if cert.certified else f"no ({(cert.reason or '')[:60]})"
     exact = verify(model, samples=samples, exhaustive_budget=2000).exact
     return (f"| {n} | {k} | {o} | {max_len} | {m['states_after']} | {m['transitions'] + 1} -> {r['states_after']} | "
             f"{model.metadata.method} on the {'minimal ' if r['states'] == 'quotient' else ''}Moore machine "
             f"| {len(model.blocks)} | {params:,} | {_candidate(model, 'scan')} | {_candidate(model, 'transition')} | "
-            f"{compile_s:.1f} | {ok}, {cert['seconds']:.1f} s | {'exact' if exact else 'NOT EXACT'} |")
+            f"{compile_s:.1f} | {ok}, {cert.seconds:.1f} s | {'exact' if exact else 'NOT EXACT'} |")
 
 
 def main() -> None:

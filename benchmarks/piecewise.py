@@ -42,7 +42,7 @@ out = {"states": len(a.states), "method": m.meta["method"], "layers": len(m.bloc
        "k": plan.k if plan else None, "chains": len(plan.chains) if plan else None,
        "keys": len(plan.keys) if plan else None}
 if plan is not None and len(plan.keys) <= int(sys.argv[6]):
-    c = certify(m); out["certified"] = c["certified"]; out["certify_s"] = c["seconds"]; out["reason"] = c.get("reason")
+    c = certify(m); out["certified"] = c.certified; out["certify_s"] = c.seconds; out["reason"] = c.reason
 print("RESULT " + json.dumps(out))
 """
 

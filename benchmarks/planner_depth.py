@@ -87,7 +87,7 @@ def planned(a, T: int, verify: bool) -> dict:
                 continue
             program, meta = c.build(a, c.applies(a), BuildOptions(T))
             m = assemble(program, max_len=T, dtype=torch.float32, meta=meta)
-            built[c.name] = {"layers": len(m.config["blocks"]), "params": sum(p.numel() for p in m.parameters())}
+            built[c.name] = {"layers": len(m.config.blocks), "params": sum(p.numel() for p in m.parameters())}
         out["built"] = built
     return out
 

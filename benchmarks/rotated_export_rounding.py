@@ -44,15 +44,15 @@ def model_rows(lines: list[str]) -> None:
     eps = torch.finfo(torch.float32).eps
     for name in MODELS:
         plain = compiler.compile_automaton(name, max_len=T)
-        tokens = torch.randint(0, plain.config["n_symbols"], (3, T), generator=torch.Generator().manual_seed(1))
+        tokens = torch.randint(0, plain.config.n_symbols, (3, T), generator=torch.Generator().manual_seed(1))
         for basis, model in (("standard", plain), ("orthogonal", rotate(plain, 9))):
             c, x = model.config, to_transformer_lens(model).config
             with torch.no_grad():
                 ours = model.run_with_cache(tokens)[0]
                 theirs = to_transformer_bridge(model)(bos_tokens(tokens, model.bos_id))[:, 1:]
             diff = float((ours - theirs).abs().max())
-            ours_shape = (f"{len(c['blocks'])} / {c['d_model']} / {[b['n_heads'] for b in c['blocks']]} / "
-                          f"{[list(b['mlp_hidden']) for b in c['blocks']]}")
+            ours_shape = (f"{len(c.blocks)} / {c.d_model} / {[b.n_heads for b in c.blocks]} / "
+                          f"{[list(b.mlp_hidden) for b in c.blocks]}")
             emit(lines, f"| {name} | {basis} | {ours_shape} | {x['n_layers']} / {x['d_model']} / {x['n_heads']} / "
                         f"{x['d_mlp']} | {diff:.2e} | {diff / (eps * float(ours.abs().max())):.2f} |")
 

@@ -45,8 +45,8 @@ def measure(spec, label: str, T: int, verify_it: bool, samples: int, budget: int
     meta = model.meta["scan"]
     layer = sum(p.numel() for p in model.blocks[0].parameters())
     row = {"label": label, "T": T, "states": model.automaton.n_states, "m": meta["n_points"],
-           "layers": len(model.blocks), "d_model": model.config["d_model"],
-           "hidden": model.config["blocks"][0]["mlp_hidden"], "layer_params": layer,
+           "layers": len(model.blocks), "d_model": model.config.d_model,
+           "hidden": list(model.config.blocks[0].mlp_hidden), "layer_params": layer,
            "largest_layer_params": max(sum(p.numel() for p in b.parameters()) for b in model.blocks),
            "params": sum(p.numel() for p in model.parameters()), "compile_s": compile_s}
     if verify_it:

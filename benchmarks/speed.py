@@ -122,7 +122,7 @@ def row(name: str, method: str, T: int, B: int, device: str, ref_gflops: float, 
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     flops = forward_flops(model, T) * B
     cells = {}
-    H = max(b["n_heads"] for b in model.config["blocks"])
+    H = max(b.n_heads for b in model.config.blocks)
     for path in ("fused", "explicit"):
         if path == "explicit" and B * H * (T + 1) ** 2 * 4 * 2 > explicit_limit * 2**30:
             cells[path] = None  # scores and pattern of one layer over the limit

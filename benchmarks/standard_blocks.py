@@ -101,7 +101,7 @@ def row(spec: str, T: int) -> str:
     t0 = time.perf_counter()
     cert = certify(standard)
     cert_s = time.perf_counter() - t0
-    certified = "yes" if cert["certified"] else f"no: {cert.get('reason', '')[:90]}"
+    certified = "yes" if cert.certified else f"no: {(cert.reason or '')[:90]}"
     export = to_transformer_lens(standard)
     exported = sum(v.numel() for v in export.state_dict.values())
     return (f"| {paper} | `{name}` | {left} | {standard.meta['method']} | {blocks} | {params:,} | {_how(standard)} | "

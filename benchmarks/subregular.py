@@ -93,8 +93,8 @@ def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_para
                    params=info["n_params"], stage="certify")
         _say(rec)
         cert = certify(model)
-        rec.update(certify_s=cert.get("seconds"), certified=bool(cert["certified"]), stage="done",
-                   status="certified" if cert["certified"] else f"not certified: {cert.get('reason', '')}",
+        rec.update(certify_s=cert.seconds, certified=bool(cert.certified), stage="done",
+                   status="certified" if cert.certified else f"not certified: {(cert.reason or '')}",
                    peak_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
         _say(rec)
 

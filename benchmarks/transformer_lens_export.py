@@ -70,7 +70,7 @@ def row(name: str, T: int, n_inputs: int, method: str = "auto", batch: int = BAT
     c = export.config
     fused_text = "True" if same_fused else f"False (max {worst_fused:.1e})"
     return (f"| `{name}` | {model.meta['method']} | {len(model.blocks)} | {c['n_layers']} | "
-            f"{model.config['d_model']} → {c['d_model']} | {c['n_heads']} | {c['d_mlp']} | {same_explicit} | "
+            f"{model.config.d_model} → {c['d_model']} | {c['n_heads']} | {c['d_mlp']} | {same_explicit} | "
             f"{fused_text} | {agree} | {time.perf_counter() - t0:.1f} |")
 
 

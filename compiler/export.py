@@ -116,12 +116,12 @@ def _config(flat: CompiledTransformer, n_heads: int, d_mlp: int) -> dict[str, An
     a = flat.automaton
     return {
         "model_name": f"shortcut-{a.name}-{flat.meta.get('method', 'model')}",
-        "n_layers": len(flat.blocks), "d_model": c["d_model"], "d_head": c["d_head"], "n_heads": n_heads,
-        "d_mlp": d_mlp, "d_vocab": c["n_symbols"] + 1, "d_vocab_out": c["n_out"], "n_ctx": c["max_len"] + 1,
+        "n_layers": len(flat.blocks), "d_model": c.d_model, "d_head": c.d_head, "n_heads": n_heads,
+        "d_mlp": d_mlp, "d_vocab": c.n_symbols + 1, "d_vocab_out": c.n_out, "n_ctx": c.max_len + 1,
         "act_fn": "relu", "normalization_type": None, "positional_embedding_type": "standard",
         "attention_dir": "causal", "attn_only": False, "use_attn_scale": True, "attn_scale": ATTN_SCALE,
         "original_architecture": None, "tokenizer_name": None, "default_prepend_bos": True,
-        "dtype": c["dtype"],
+        "dtype": c.dtype,
     }
 
 
@@ -144,9 +144,9 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
                          f"{clash[0]!r} ({BOS!r} and {UNK!r} are reserved): rename the letter in the spec and recompile")
     flat = unfold(model)
     c = flat.config
-    d, e = c["d_model"], c["d_head"]
-    n_heads = max(b["n_heads"] for b in c["blocks"])
-    d_mlp = max([h for b in c["blocks"] for h in b["mlp_hidden"]] + [1])
+    d, e = c.d_model, c.d_head
+    n_heads = c.n_heads
+    d_mlp = max([h for b in c.blocks for h in b.mlp_hidden] + [1])
     sd: dict[str, torch.Tensor] = {"embed.W_E": flat.W_E.detach().clone(),
                                    "pos_embed.W_pos": flat.W_pos.detach().clone()}
     dtype = flat.W_E.dtype

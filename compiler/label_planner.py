@@ -140,7 +140,7 @@ def _variant(states: str, source: Semiautomaton, a: Semiautomaton, d: Decision, 
                "reachable": m.reachable, "states_after": m.states_after, "form": notes["form"],
                "notes": notes, "source": source.to_dict()}
     model = assemble_model(a, d, program, meta, options.method, options.max_len, options.dtype, readout)
-    return _LabelVariant(states, a, model, len(model.config["blocks"]), sum(p.numel() for p in model.parameters()))
+    return _LabelVariant(states, a, model, len(model.config.blocks), sum(p.numel() for p in model.parameters()))
 
 
 def _finished(best: _LabelVariant, why: str, variants: list[_LabelVariant],

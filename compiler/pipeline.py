@@ -168,7 +168,7 @@ def _assembled(a: Semiautomaton, d: Decision, program: Any, meta: dict[str, Any]
     return model
 
 
-def require_intact_header(model) -> tuple[Construction, Any]:
+def require_intact_header(model: CompiledTransformer) -> tuple[Construction, Any]:
     """The model's construction and decoded plan, provided its header (config, spec, method,
     plan) still has the digest written at compile time; CheckpointError (bad input) when it
     was edited since -- verdicts and start changes are only meaningful for what was compiled."""
@@ -179,7 +179,7 @@ def require_intact_header(model) -> tuple[Construction, Any]:
     return c, p
 
 
-def set_start(model, start: str) -> None:
+def set_start(model: CompiledTransformer, start: str) -> None:
     """Point a compiled model at another start state, in place (through its construction
     and the plan its checkpoint carries; each keeps q0 in one place)."""
     c, p = require_intact_header(model)
@@ -198,7 +198,7 @@ def set_start(model, start: str) -> None:
         stamp_header(model)
 
 
-def with_start(model, start: str):
+def with_start(model: CompiledTransformer, start: str):
     """The same model read out from another start state (a copy)."""
     other = copy.deepcopy(model)
     set_start(other, start)

@@ -20,7 +20,6 @@ import torch
 from constructions import registry
 from constructions.assemble import assemble, shape_config
 from constructions.budget import MAX_PARAMS
-from constructions.checkpoint import config_params
 from constructions.construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Refusal
 from constructions.model import CompiledTransformer
 from constructions.program import Program
@@ -121,12 +120,12 @@ def standard_shape(program: Program, meta: dict[str, Any], max_len: int) -> dict
     that many blocks."""
     config = shape_config(program.workspace, program.blocks, n_symbols=program.W_E.shape[0] - 1,
                           n_out=program.W_U.shape[1], max_len=max_len)
-    deep = [{"layer": l, "mlp": b.mlp.name, "hidden_layers": len(cb["mlp_hidden"])}
-            for l, (b, cb) in enumerate(zip(program.blocks, config["blocks"]))
-            if b.mlp is not None and len(cb["mlp_hidden"]) > 1]
+    deep = [{"layer": l, "mlp": b.mlp.name, "hidden_layers": len(cb.mlp_hidden)}
+            for l, (b, cb) in enumerate(zip(program.blocks, config.blocks))
+            if b.mlp is not None and len(cb.mlp_hidden) > 1]
     unfolded = unfolded_config(config)
     return {"name": STANDARD, "one_hidden_layer": bool(meta.get(ONE_HIDDEN_LAYER)), "unfolded": deep,
-            "blocks": len(unfolded["blocks"]), "params": config_params(unfolded)}
+            "blocks": len(unfolded.blocks), "params": unfolded.n_params()}
 
 
 def _standard_cost(automaton: Semiautomaton, c: Construction, plan: Any, options: BuildOptions,
@@ -416,7 +415,7 @@ def promise_meta(spec: dict[str, Any]) -> dict[str, Any] | None:
 def check_estimate(cand: Candidate, model: CompiledTransformer) -> None:
     """The registry contract: a construction's estimate is the built model's exact depth and
     parameter count (the planner compares constructions by it); anything else is a bug."""
-    built = (len(model.config["blocks"]), sum(p.numel() for p in model.parameters()))
+    built = (len(model.config.blocks), sum(p.numel() for p in model.parameters()))
     if built != (cand.layers, cand.params):
         raise AssertionError(f"{cand.name}'s estimate ({cand.layers} layers, {cand.params} parameters) differs from "
                              f"the model it built ({built[0]} layers, {built[1]} parameters); estimates must be exact")

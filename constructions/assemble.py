@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .checkpoint import config_params
+from .config import BlockShape, ModelConfig
 from .model import CompiledTransformer
 from .program import MLP, Beside, Block, Dense, Fused, Head, Program
 from .workspace import Workspace
@@ -60,28 +60,30 @@ def layout_of(program: Program, mlps: list[Dense | None] | None = None) -> dict[
 
 
 def shape_config(ws: Workspace, blocks: list[Block], *, n_symbols: int, n_out: int, max_len: int,
-                 mlps: list[Dense | None] | None = None) -> dict[str, Any]:
-    """The sizes of the model that :func:`assemble` makes of these blocks (its config, less
-    format and dtype): ``d_model`` (the workspace's width), ``d_head`` (the widest head's
-    query/key or value width; every head of a layer is zero-padded to it), per block its
-    head count and MLP hidden widths (of the MLPs embedded into the residual width; ``mlps``:
-    those embeddings, when already made).  Needs no embedding, position or unembedding weight,
-    so a construction can count its parameters before it builds them (:func:`count_params`)."""
+                 mlps: list[Dense | None] | None = None, dtype: str = "float64") -> ModelConfig:
+    """The config of the model that :func:`assemble` makes of these blocks at ``dtype`` (the
+    program's own float64 where only its sizes matter): ``d_model`` (the workspace's width),
+    ``d_head`` (the widest head's query/key or value width; every head of a layer is zero-padded
+    to it), per block its head count and MLP hidden widths (of the MLPs embedded into the
+    residual width; ``mlps``: those embeddings, when already made).  Needs no embedding,
+    position or unembedding weight, so a construction can count its parameters before it
+    builds them (:func:`count_params`)."""
     if mlps is None:
         widths = [[] if b.mlp is None else (b.mlp if isinstance(b.mlp, MLP) else b.mlp.embed(ws)).hidden_sizes
                   for b in blocks]
     else:
         widths = [[] if m is None else m.hidden_sizes for m in mlps]
     d_head = max([max(h.W_Q.shape[1], h.W_V.shape[1]) for b in blocks for h in b.heads], default=1)
-    return {"d_model": ws.d_model, "d_head": d_head, "n_symbols": n_symbols, "max_len": max_len, "n_out": n_out,
-            "blocks": [{"n_heads": max(len(b.heads), 1), "mlp_hidden": w} for b, w in zip(blocks, widths)]}
+    return ModelConfig(d_model=ws.d_model, d_head=d_head, n_symbols=n_symbols, max_len=max_len, n_out=n_out,
+                       blocks=tuple(BlockShape(max(len(b.heads), 1), tuple(w)) for b, w in zip(blocks, widths)),
+                       dtype=dtype)
 
 
 def count_params(ws: Workspace, blocks: list[Block], *, n_symbols: int, n_out: int, max_len: int) -> int:
     """The exact number of parameters :func:`assemble` will give a program with this workspace
     and these blocks (over ``n_symbols`` letters, ``n_out`` states, positions 0..``max_len``):
     what a construction's ``estimate`` returns (constructions/construction.py, ``Cost``)."""
-    return config_params(shape_config(ws, blocks, n_symbols=n_symbols, n_out=n_out, max_len=max_len))
+    return shape_config(ws, blocks, n_symbols=n_symbols, n_out=n_out, max_len=max_len).n_params()
 
 
 def program_params(program: Program) -> int:
@@ -100,10 +102,9 @@ def assemble(program: Program, *, max_len: int, dtype: torch.dtype, meta: dict[s
     d = ws.d_model
     heads = [[h.embed(ws) for h in b.heads] for b in program.blocks]
     mlps = [b.mlp.embed(ws) if b.mlp is not None else None for b in program.blocks]
-    config = {"format": "shortcut-transformer", "dtype": str(dtype).removeprefix("torch."),
-              **shape_config(ws, program.blocks, n_symbols=program.W_E.shape[0] - 1, n_out=program.W_U.shape[1],
-                             max_len=max_len, mlps=mlps)}
-    d_head = config["d_head"]
+    config = shape_config(ws, program.blocks, n_symbols=program.W_E.shape[0] - 1, n_out=program.W_U.shape[1],
+                          max_len=max_len, mlps=mlps, dtype=str(dtype).removeprefix("torch."))
+    d_head = config.d_head
     meta = {**meta, "residual_labels": list(ws.labels),
             "subspaces": {name: list(sub.dims) for name, sub in ws.subspaces.items()},
             "layout": layout_of(program, mlps)}

@@ -63,7 +63,7 @@ def basis_matrix(model) -> np.ndarray | None:
     b = basis_of(model.meta)
     if b is None:
         return None
-    return random_orthogonal(model.config["d_model"], basis_rngs(int(b["seed"]))[0])
+    return random_orthogonal(model.config.d_model, basis_rngs(int(b["seed"]))[0])
 
 
 def standard_residual(model, x: torch.Tensor) -> torch.Tensor:

@@ -33,6 +33,7 @@ from safetensors import safe_open
 from compiler.automata.atomic import write_atomic
 from compiler.automata.errors import CheckpointError, ShortcutError
 
+from .config import BlockShape, ModelConfig
 from .labels import check_readout
 from .model import CompiledTransformer
 
@@ -77,7 +78,7 @@ def save(model: CompiledTransformer, path: "str | Path") -> None:
     metadata = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "config": _canonical(model.config),
+        "config": _canonical(model.config.to_json()),
         "meta": _canonical(model.meta),
     }
     write_atomic(path, serialize(model.state_dict(), metadata))
@@ -107,8 +108,7 @@ def load(path: "str | Path") -> CompiledTransformer:
         meta = json.loads(metadata["meta"])
         if not isinstance(config, dict) or not isinstance(meta, dict):
             raise CheckpointError("its config and meta must be JSON objects")
-        _check_config(config, tensors)
-        model = CompiledTransformer(config, meta)
+        model = CompiledTransformer(_check_config(config, tensors), meta)
         model.load_state_dict(tensors, strict=True)
         check_header(model)
     except Exception as e:  # RecursionError and MemoryError included: a crafted header is still bad input
@@ -127,19 +127,8 @@ read into it, so a crafted config of 150,000 empty blocks would take gigabytes. 
 models have tens.)"""
 
 
-def config_params(config: dict[str, Any]) -> int:
-    """The number of parameters the config's shapes imply (``CompiledTransformer``'s layout)."""
-    d, n_out = config["d_model"], config["n_out"]
-    n = (config["n_symbols"] + 1 + config["max_len"] + 1) * d + d * n_out + n_out
-    for b in config["blocks"]:
-        n += 4 * b["n_heads"] * config["d_head"] * d
-        sizes = [d, *b["mlp_hidden"], d] if b["mlp_hidden"] else []
-        n += sum(x * y + y for x, y in zip(sizes, sizes[1:]))
-    return n
-
-
-def _check_config(config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-    """Before allocating anything: the config's sizes are non-negative integers, at most
+def _check_config(config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> ModelConfig:
+    """The stored config, checked before anything is allocated: its sizes are non-negative integers, at most
     :data:`MAX_BLOCKS` blocks, each with a head (so each holds at least 4 d_model d_head of the
     file's parameters: the file's size bounds the blocks, heads and widths), its dtype is one we
     write, and its shapes account for exactly the parameters the file holds."""
@@ -161,9 +150,11 @@ def _check_config(config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> N
     dtype = _DTYPES[config["dtype"]]
     if any(t.dtype != dtype for t in tensors.values()):
         raise CheckpointError(f"its tensors are not all {config['dtype']}, as its config says")
-    held, implied = sum(t.numel() for t in tensors.values()), config_params(config)
+    typed = ModelConfig.from_json(config)
+    held, implied = sum(t.numel() for t in tensors.values()), typed.n_params()
     if held != implied:
         raise CheckpointError(f"its config implies {implied} parameters but the file holds {held}")
+    return typed
 
 
 def check_header(model: CompiledTransformer) -> None:
@@ -175,16 +166,16 @@ def check_header(model: CompiledTransformer) -> None:
         a = model.automaton
     except ShortcutError as e:
         raise CheckpointError(f"its spec is invalid: {e}") from None
-    if c["n_symbols"] != a.n_symbols:
-        raise CheckpointError(f"its spec has {a.n_symbols} symbols but the embedding is for {c['n_symbols']}")
+    if c.n_symbols != a.n_symbols:
+        raise CheckpointError(f"its spec has {a.n_symbols} symbols but the embedding is for {c.n_symbols}")
     try:
-        check_readout(meta, a.n_states, c["n_out"])
+        check_readout(meta, a.n_states, c.n_out)
     except ShortcutError as e:
         raise CheckpointError(str(e)) from None
     if not isinstance(meta.get("method"), str):
         raise CheckpointError("its metadata names no construction (no 'method' string)")
     check_layout(meta, c)
-    d = c["d_model"]
+    d = c.d_model
     layout = meta.get("layout", {})
     for where, subspaces in (("subspaces", meta.get("subspaces", {})),
                              ("layout", layout.get("subspaces", {}) if isinstance(layout, dict) else None)):
@@ -200,12 +191,12 @@ def _names(x: Any) -> bool:
     return isinstance(x, list) and all(isinstance(n, str) for n in x)
 
 
-def _layout_block_ok(block: Any, layer: int, config_block: dict[str, Any]) -> bool:
+def _layout_block_ok(block: Any, layer: int, config_block: BlockShape) -> bool:
     """One ``meta["layout"]["blocks"]`` entry has the shape :func:`constructions.assemble.layout_of`
     writes and agrees with the config's block (heads within its count, the MLP's hidden widths)."""
     if not isinstance(block, dict) or block.get("layer") != layer or not isinstance(block.get("heads"), list):
         return False
-    if len(block["heads"]) > config_block["n_heads"] or "mlp" not in block:
+    if len(block["heads"]) > config_block.n_heads or "mlp" not in block:
         return False
     for h in block["heads"]:
         reads = h.get("reads") if isinstance(h, dict) else None
@@ -214,16 +205,16 @@ def _layout_block_ok(block: Any, layer: int, config_block: dict[str, Any]) -> bo
             return False
     m = block["mlp"]
     if m is None:
-        return not config_block["mlp_hidden"]
-    return (isinstance(m, dict) and isinstance(m.get("name"), str) and m.get("hidden") == config_block["mlp_hidden"]
+        return not config_block.mlp_hidden
+    return (isinstance(m, dict) and isinstance(m.get("name"), str) and m.get("hidden") == list(config_block.mlp_hidden)
             and _names(m.get("reads")) and _names(m.get("writes")))
 
 
-def check_layout(meta: dict[str, Any], config: dict[str, Any]) -> None:
+def check_layout(meta: dict[str, Any], config: ModelConfig) -> None:
     """The per-block metadata has the shape the tool writes, one entry per block of the config
     (the layout's blocks, the construction notes ``meta["layers"]``) and ``residual_labels``
     names every residual dim: a crafted header is refused here, not met as a TypeError later."""
-    blocks = config["blocks"]
+    blocks = config.blocks
     layout = meta.get("layout")
     if layout is not None:
         lb = layout.get("blocks") if isinstance(layout, dict) else None
@@ -237,8 +228,8 @@ def check_layout(meta: dict[str, Any], config: dict[str, Any]) -> None:
                                   and all(isinstance(n, dict) for n in notes)):
         raise CheckpointError(f"its construction notes ('layers') must be {len(blocks)} objects, one per block")
     labels = meta.get("residual_labels")
-    if labels is not None and not (_names(labels) and len(labels) == config["d_model"]):
-        raise CheckpointError(f"its residual_labels must be {config['d_model']} strings, one per residual dim")
+    if labels is not None and not (_names(labels) and len(labels) == config.d_model):
+        raise CheckpointError(f"its residual_labels must be {config.d_model} strings, one per residual dim")
 
 
 def _digest(parts: Any) -> str:
@@ -265,7 +256,7 @@ def header_sha256(model: CompiledTransformer) -> str:
     metadata (spec, method, plan, layout, construction notes, ...) but :data:`UNHASHED`
     (canonical JSON)."""
     meta = {k: v for k, v in model.meta.items() if k not in UNHASHED}
-    return _digest({"config": model.config, "meta": meta})
+    return _digest({"config": model.config.to_json(), "meta": meta})
 
 
 def header_intact(model: CompiledTransformer) -> bool | None:

@@ -71,8 +71,8 @@ def _mlp(mlp: dict[str, Any] | None, notes: Any) -> dict[str, Any] | None:
 def residual_meanings(model: CompiledTransformer) -> list[dict[str, Any]]:
     """For each residual dim (standard basis): its subspace and its label."""
     owner = {d: name for name, dims in model.metadata.subspaces.items() for d in dims}
-    labels = model.metadata.residual_labels or [""] * model.config["d_model"]
-    return [{"dim": d, "subspace": owner.get(d), "label": labels[d]} for d in range(model.config["d_model"])]
+    labels = model.metadata.residual_labels or [""] * model.config.d_model
+    return [{"dim": d, "subspace": owner.get(d), "label": labels[d]} for d in range(model.config.d_model)]
 
 
 def circuit(model: CompiledTransformer) -> dict[str, Any]:
@@ -105,7 +105,7 @@ def _readout_reads(model: CompiledTransformer) -> list[str]:
 def sample_inputs(model: CompiledTransformer, n: int, seed: int) -> np.ndarray:
     """``n`` random inputs at full max_len (token ids), drawn from ``seed``."""
     rng = np.random.default_rng(seed)
-    return rng.integers(0, model.config["n_symbols"], size=(n, model.max_len), dtype=np.int64)
+    return rng.integers(0, model.config.n_symbols, size=(n, model.max_len), dtype=np.int64)
 
 
 @torch.no_grad()

@@ -77,6 +77,7 @@ from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, declared_obligations, rebuild
 from .gadgets import (ABSORB, CodeInput, absorb_feature, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance,
                       lookup_mlp, offset_head, prefix_mean_head, recent_flag_head)
+from .model import CompiledTransformer
 from .obligations import keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Declaration, Head, Program
@@ -316,7 +317,7 @@ def build(automaton: Semiautomaton, plan: LocalPlan, options: BuildOptions) -> t
     return prog, meta
 
 
-def set_start(model, plan: LocalPlan, start: str) -> None:
+def set_start(model: CompiledTransformer, plan: LocalPlan, start: str) -> None:
     """Rebuild ``model`` for start state ``start`` from the carried plan (its tables for that
     start) and copy the weights in, in place; no shape changes (module docstring)."""
     rebuild(model, build, plan, start)

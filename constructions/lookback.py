@@ -70,6 +70,7 @@ from .construction import (ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, R
                            rebuild)
 from .gadgets import (STEP_TOLERANCE, CodeInput, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance, lookup_mlp,
                       offset_head)
+from .model import CompiledTransformer
 from .obligations import Readout
 from .positions import position_code, position_table
 from .program import MLP, Block, Declaration, Head, Program
@@ -235,7 +236,7 @@ def _check_budget(plan: LookbackPlan, max_len: int, positions: str, max_params: 
     return sizes
 
 
-def set_start(model, plan: LookbackPlan, start: str) -> None:
+def set_start(model: CompiledTransformer, plan: LookbackPlan, start: str) -> None:
     """Rebuild ``model`` for start state ``start`` and copy the weights in (in place).  With
     m = 0 only the lookup rows of keys with a before-start entry change; the plan (the
     window table) does not depend on the start (for a partial automaton it is recomputed from the

@@ -42,6 +42,7 @@ from compiler.automata.errors import InputError
 from compiler.automata.spec import from_dict
 
 from .basis import basis_of, standard_residual
+from .config import ModelConfig
 from .labels import output_names, readout_summary
 from .layers import Block, Blocks, HookPoint
 from .metadata import ModelMeta
@@ -93,7 +94,7 @@ def input_independent_dims(model: "CompiledTransformer", before_last_mlp: bool =
     embeds the same value there and no block writes them.  ``before_last_mlp``: writes of the
     last block's MLP do not count (the dims are input-independent wherever a head or an MLP reads
     them; only the unembedding reads after that MLP)."""
-    d = model.config["d_model"]
+    d = model.config.d_model
     W_E = model.W_E.detach()
     same = (W_E[:-1] == W_E[:1]).all(0) if W_E.shape[0] > 1 else torch.ones(d, dtype=torch.bool, device=W_E.device)
     written = torch.zeros(d, dtype=torch.bool, device=W_E.device)
@@ -127,21 +128,21 @@ class CompiledTransformer(nn.Module):
     residual labels, readout description and margins (all JSON-able).
     """
 
-    def __init__(self, config: dict[str, Any], meta: dict[str, Any]) -> None:
+    def __init__(self, config: ModelConfig, meta: dict[str, Any]) -> None:
         super().__init__()
         self.config = config
         self.meta = meta
-        dtype = getattr(torch, config["dtype"])
-        d = config["d_model"]
-        self.W_E = nn.Parameter(torch.zeros(config["n_symbols"] + 1, d, dtype=dtype))
-        self.W_pos = nn.Parameter(torch.zeros(config["max_len"] + 1, d, dtype=dtype))
+        dtype = getattr(torch, config.dtype)
+        d = config.d_model
+        self.W_E = nn.Parameter(torch.zeros(config.n_symbols + 1, d, dtype=dtype))
+        self.W_pos = nn.Parameter(torch.zeros(config.max_len + 1, d, dtype=dtype))
         self.hook_embed = HookPoint()
         self.hook_pos_embed = HookPoint()
         self.blocks = Blocks(
-            Block(d, b["n_heads"], config["d_head"], b["mlp_hidden"], dtype) for b in config["blocks"]
+            Block(d, b.n_heads, config.d_head, list(b.mlp_hidden), dtype) for b in config.blocks
         )
-        self.W_U = nn.Parameter(torch.zeros(d, config["n_out"], dtype=dtype))
-        self.b_U = nn.Parameter(torch.zeros(config["n_out"], dtype=dtype))
+        self.W_U = nn.Parameter(torch.zeros(d, config.n_out, dtype=dtype))
+        self.b_U = nn.Parameter(torch.zeros(config.n_out, dtype=dtype))
         self.hook_resid_final = HookPoint()
         self._automaton = None
         self._domain = None
@@ -187,11 +188,11 @@ class CompiledTransformer(nn.Module):
 
     @property
     def max_len(self) -> int:
-        return self.config["max_len"]
+        return self.config.max_len
 
     @property
     def bos_id(self) -> int:
-        return self.config["n_symbols"]
+        return self.config.n_symbols
 
     @property
     def device(self) -> torch.device:
@@ -293,9 +294,9 @@ class CompiledTransformer(nn.Module):
         if key not in cache:
             raise KeyError(f"the cache has no {key!r}; fill it with model.run_with_cache(tokens)")
         x = cache[key]
-        if x.shape[-1] != self.config["d_model"]:
+        if x.shape[-1] != self.config.d_model:
             raise KeyError(f"{key!r} is not a residual-stream hook (last dim {x.shape[-1]}, "
-                           f"d_model {self.config['d_model']})")
+                           f"d_model {self.config.d_model})")
         if basis_of(self.meta) is not None:
             return standard_residual(self, x)[..., dims].to(x.dtype)
         return x[..., dims]
@@ -379,17 +380,17 @@ class CompiledTransformer(nn.Module):
         a = self.automaton
         return {
             "method": m.method,
-            "max_len": c["max_len"],
-            "dtype": c["dtype"],
-            "n_layers": len(c["blocks"]),
+            "max_len": c.max_len,
+            "dtype": c.dtype,
+            "n_layers": len(c.blocks),
             "shape": shape.get("name", "default") if isinstance(shape := self.meta.get("shape"), dict) else "default",
-            "d_model": c["d_model"],
-            "n_heads": max((b["n_heads"] for b in c["blocks"]), default=0),
-            "d_head": c["d_head"],
-            "d_mlp": max((max(b["mlp_hidden"], default=0) for b in c["blocks"]), default=0),
-            "mlp_hidden_layers": max((len(b["mlp_hidden"]) for b in c["blocks"]), default=0),
-            "mlp_hidden_by_layer": [list(b["mlp_hidden"]) for b in c["blocks"]],
-            "heads_by_layer": [b["n_heads"] for b in c["blocks"]],
+            "d_model": c.d_model,
+            "n_heads": c.n_heads,
+            "d_head": c.d_head,
+            "d_mlp": max((max(b.mlp_hidden, default=0) for b in c.blocks), default=0),
+            "mlp_hidden_layers": max((len(b.mlp_hidden) for b in c.blocks), default=0),
+            "mlp_hidden_by_layer": [list(b.mlp_hidden) for b in c.blocks],
+            "heads_by_layer": [b.n_heads for b in c.blocks],
             "n_params": sum(p.numel() for p in self.parameters()),
             "automaton": a.name,
             "n_states": a.n_states,

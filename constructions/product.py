@@ -61,6 +61,7 @@ from .assemble import count_params
 from .construction import (BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
                            composite, rebuild)
 from .labels import one_hot_rows
+from .model import CompiledTransformer
 from .obligations import Embedding, Joint, Obligations, Readout, prefixed
 from .program import Beside, Block, Declaration, Program, StateCodes, renamed
 from .workspace import beside
@@ -354,7 +355,7 @@ def describe(plan: ProductPlan, automaton: Semiautomaton) -> str:
             f"cheapest construction at this max_len (meta['{NAME}']['factors'] names them)")
 
 
-def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> InvariantReport:
+def invariants(model: CompiledTransformer, plan: ProductPlan, tokens: np.ndarray) -> InvariantReport:
     """Each factor's state read by its own unembedding from its dims after the last layer, against
     the quotient's reference state: argmax and logit margin at every position."""
     info = model.metadata.sections[NAME]
@@ -380,7 +381,7 @@ def invariants(model, plan: ProductPlan, tokens: np.ndarray) -> InvariantReport:
                            measured={"factors": worst})
 
 
-def set_start(model, plan: ProductPlan, start: str, factors: tuple[Construction, ...]) -> None:
+def set_start(model: CompiledTransformer, plan: ProductPlan, start: str, factors: tuple[Construction, ...]) -> None:
     """Rebuild for another start (the partitions do not depend on it; the quotients' starts do,
     :func:`restarted`) and copy the weights in; InputError when the rebuilt model has another shape."""
     check_start(model.automaton, start)

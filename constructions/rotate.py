@@ -27,8 +27,8 @@ def rotate(model: CompiledTransformer, seed: int, heads: bool = True) -> Compile
         raise ShortcutError("this model is already in a rotated basis; rotate the standard-basis model instead")
     out = copy.deepcopy(model)
     residual_rng, head_rng = basis_rngs(seed)
-    Q = random_orthogonal(model.config["d_model"], residual_rng)
-    d_head = model.config["d_head"]
+    Q = random_orthogonal(model.config.d_model, residual_rng)
+    d_head = model.config.d_head
     with torch.no_grad():
         _transform(out, Q, lambda: random_orthogonal(d_head, head_rng) if heads else None)
     out.set_meta({**out.meta, "basis": {"kind": ORTHOGONAL, "seed": seed, "heads": heads}})

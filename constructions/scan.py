@@ -50,6 +50,7 @@ from compiler.automata.spec import Semiautomaton
 
 from .construction import BuildOptions, Construction, Cost, check_start, declared_obligations
 from .gadgets import compose_mlp, offset_head
+from .model import CompiledTransformer
 from .obligations import Obligations, Readout
 from .positions import position_code, position_table
 from .program import Block, Declaration, Program
@@ -222,7 +223,7 @@ def head_target(layer: int, rows: torch.Tensor) -> tuple[torch.Tensor, str]:
     return torch.clamp(rows - 2**layer, min=0), f"t - {2**layer} or BOS"
 
 
-def set_start(model, rep: Representation, start: str) -> None:
+def set_start(model: CompiledTransformer, rep: Representation, start: str) -> None:
     """Point ``model``'s unembedding at start state ``start`` (in place).
 
     Position t holds delta(., sigma_1..sigma_t) for every state at once, so only the
@@ -246,7 +247,7 @@ def readout_table(rep: Representation, start: int, result: str) -> Readout:
     return Readout((result,), {tuple(int(v) for v in p): int(s[start]) for p, s in rep.elements})
 
 
-def obligations(model, rep: Representation) -> Obligations:
+def obligations(model: CompiledTransformer, rep: Representation) -> Obligations:
     """The declared program (:func:`declared_obligations`); for a checkpoint written before the last
     layer composed into the fetched map (no ``into`` in its notes, :func:`result_of`), the program
     such a build declared: the last composition into ``scan:map``, read out there."""

@@ -39,11 +39,12 @@ The cost: ``sum(max(k, 1))`` blocks instead of ``L`` and a wider residual.
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 
+from .config import BlockShape, ModelConfig
 from .model import CompiledTransformer
 
 SCRATCH = ("unfold:a", "unfold:b")
@@ -80,11 +81,11 @@ def stage_width(hidden: list[int], stage: int, clears: bool = True) -> int:
     return hidden[0] if stage == 0 else hidden[stage] + (_carried(hidden, stage) if clears else 0)
 
 
-def clearing_stages(model: CompiledTransformer | dict[str, Any]) -> set[tuple[int, int]]:
+def clearing_stages(model: CompiledTransformer | ModelConfig) -> set[tuple[int, int]]:
     """The (layer, stage) pairs, stage >= 1, whose stage clears its scratch region: those whose
     region a later stage (of this MLP or a later block's) writes again.  The last use of each
     region keeps its value: no weight after it reads the region.  ``model``: a model or its config."""
-    uses = [(l, j) for l, b in enumerate(_blocks(model)) for j in range(1, len(b["mlp_hidden"]))]
+    uses = [(l, j) for l, b in enumerate(_blocks(model)) for j in range(1, len(b.mlp_hidden))]
     last = {_region(j): (l, j) for l, j in uses}
     return {u for u in uses if last[_region(u[1])] != u}
 
@@ -102,42 +103,42 @@ def _hidden(block) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(m.weight(i), m.bias(i)) for i in range(m.n_hidden + 1)]
 
 
-def _blocks(model: CompiledTransformer | dict[str, Any]) -> list[dict[str, Any]]:
-    """The block list of a model's config (or of a config)."""
-    return (model if isinstance(model, dict) else model.config)["blocks"]
+def _blocks(model: CompiledTransformer | ModelConfig) -> tuple[BlockShape, ...]:
+    """The block shapes of a model's config (or of a config)."""
+    return (model if isinstance(model, ModelConfig) else model.config).blocks
 
 
-def origins(model: CompiledTransformer | dict[str, Any]) -> list[Origin]:
+def origins(model: CompiledTransformer | ModelConfig) -> list[Origin]:
     """The unfolded blocks' origins, in order (what :func:`unfold` builds); ``model``: a model or its config."""
     out: list[Origin] = []
     for l, b in enumerate(_blocks(model)):
-        k = len(b["mlp_hidden"])
+        k = len(b.mlp_hidden)
         out.extend(Origin(l, j, k) for j in range(max(k, 1)))
     return out
 
 
-def scratch_widths(model: CompiledTransformer | dict[str, Any]) -> tuple[int, int]:
+def scratch_widths(model: CompiledTransformer | ModelConfig) -> tuple[int, int]:
     """Widths of the two scratch regions: the widest thing each must carry (``model``: a model or its config)."""
     widths = [0, 0]
     for b in _blocks(model):
-        hidden = list(b["mlp_hidden"])
+        hidden = list(b.mlp_hidden)
         for j in range(1, len(hidden)):
             widths[_region(j)] = max(widths[_region(j)], _carried(hidden, j))
     return widths[0], widths[1]
 
 
-def unfolded_config(config: dict[str, Any]) -> dict[str, Any]:
+def unfolded_config(config: ModelConfig) -> ModelConfig:
     """The config of :func:`unfold`'s model, from the original's config alone (its blocks, sizes and
     parameter count known before any weight: the standard shape's exact cost)."""
     blocks = []
     clears = clearing_stages(config)
     for o in origins(config):
-        b = config["blocks"][o.layer]
-        hidden = b["mlp_hidden"]
-        n_heads = b["n_heads"] if o.stage == 0 else 1
-        mlp = [stage_width(list(hidden), o.stage, (o.layer, o.stage) in clears)] if hidden else []
-        blocks.append({"n_heads": n_heads, "mlp_hidden": mlp})
-    return {**config, "d_model": config["d_model"] + sum(scratch_widths(config)), "blocks": blocks}
+        b = config.blocks[o.layer]
+        hidden = b.mlp_hidden
+        n_heads = b.n_heads if o.stage == 0 else 1
+        mlp = (stage_width(list(hidden), o.stage, (o.layer, o.stage) in clears),) if hidden else ()
+        blocks.append(BlockShape(n_heads, mlp))
+    return replace(config, d_model=config.d_model + sum(scratch_widths(config)), blocks=tuple(blocks))
 
 
 def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: list[Origin],
@@ -220,7 +221,7 @@ def unfold(model: CompiledTransformer) -> CompiledTransformer:
     """``model`` with every MLP of k > 1 hidden layers unfolded into k one-hidden-layer blocks
     (see the module docstring); same dtype, same logits bit for bit on the same attention path.
     ``meta["unfolded"]["blocks"]`` lists each new block's :class:`Origin`."""
-    d = model.config["d_model"]
+    d = model.config.d_model
     widths = scratch_widths(model)
     starts = (d, d + widths[0])
     where = origins(model)

@@ -59,7 +59,7 @@ def main() -> None:
     print(f"model {row['id']}: {row['method']}, {row['layers']} layers, {len(spec['states'])} states, "
           f"verified by {row['verification']['how']}")
     k = head["intended_key"]["offset"]
-    tokens = torch.randint(0, model.config["n_symbols"], (4, model.max_len), generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(0, model.config.n_symbols, (4, model.max_len), generator=torch.Generator().manual_seed(0))
     _, cache = model.run_with_cache(tokens)
     pattern = cache[f"blocks.{layer}.attn.hook_pattern"][:, head["index"]]  # [batch, query, key]
     intended = torch.tensor([max(t - k, 0) for t in range(model.max_len + 1)])

@@ -79,7 +79,7 @@ def _perturbation_sweep(model, errors: Callable[[Any], int], seed: int = 0, roun
             noise = torch.from_numpy(rng.standard_normal(len(idx))).to(flat.dtype)
             flat[idx] += float(scale) * (flat.abs().max() + 1) * noise
         cert = certify(model)
-        if cert["certified"] or cert.get("weights_proved"):  # the weights proved (a gridworld's program is not yet)
+        if cert.certified or cert.weights_proved:  # the weights proved (a gridworld's program is not yet)
             outcomes["certified"] += 1
             assert errors(model) == 0, f"certified but wrong: {name}[{idx.tolist()}] scale {scale:.2g}"
         else:
@@ -188,13 +188,13 @@ def _declared_then_refused(model, build: Callable, corrupt: Callable[[], Any]) -
     from verify.certify import certify
 
     cert = certify(model)
-    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
     program, _ = build(model.automaton, registry.plan_of(model)[1], BuildOptions.of_model(model))
-    assert cert["obligations_sha256"] == program.obligations().digest()
+    assert cert.obligations_sha256 == program.obligations().digest()
     wrong = corrupt()
     cert = certify(wrong)
-    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
-    word = cert["failure"]["detail"].split("'")[1].split()
+    assert cert.certified is False and cert.failure["where"] == "program", cert.failure
+    word = cert.failure["detail"].split("'")[1].split()
     a = wrong.automaton
     assert wrong.simulate([word])[0] != [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]
     return " ".join(word)

@@ -4,7 +4,8 @@ writes old or new, never torn -- for checkpoints, reports and exports.
 The default tests fork the writer from one Python process that has loaded torch and the
 models once (a fork per trial costs milliseconds, a fresh interpreter seconds); each child
 runs the library call the CLI makes (``save``, ``write_report``, ``save_transformer_lens``) and
-is killed as soon as its temporary file appears or after a short random delay.  The slow
+is killed once it has stalled before a rename (every other trial: those kills land mid-write by
+construction, not by timing) or after a short random delay.  The slow
 tests run the real ``shortcut`` commands in fresh processes, 20 trials each."""
 
 from __future__ import annotations
@@ -49,14 +50,26 @@ print("ready", flush=True)
 real_replace = os.replace
 for line in sys.stdin:
     trial, stall = map(int, line.split())
+    stalled_r, stalled_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        if stall >= 0:  # hang before the stall-th rename: the kill lands mid-write, deterministically
+        os.close(stalled_r)
+        if stall >= 0:  # hang before the stall-th rename, once it says so: the kill lands mid-write
             calls = iter(range(1 << 30))
-            os.replace = lambda *a: (next(calls) == stall and __import__("time").sleep(3600), real_replace(*a))
+
+            def replace(*a):
+                if next(calls) == stall:
+                    os.write(stalled_w, b"s")
+                    __import__("time").sleep(3600)
+                real_replace(*a)
+            os.replace = replace
         variants[trial % len(variants)]()
         os._exit(0)
+    os.close(stalled_w)
     print(pid, flush=True)
+    if stall >= 0:  # "stalled" when the writer hangs before its rename, "finished" if it never did
+        print("stalled" if os.read(stalled_r, 1) else "finished", flush=True)
+    os.close(stalled_r)
     os.waitpid(pid, 0)
     print("done", flush=True)
 """
@@ -70,17 +83,9 @@ def temp_files(directory: Path) -> list[Path]:
     return [p for p in directory.iterdir() if p.name.startswith(".") and p.name.endswith(TEMP_SUFFIX)]
 
 
-STALL_WAIT_S = 60.0
-"""How long an even trial waits for the stalled writer's temporary file (it appears within
-milliseconds; the bound only keeps a broken writer from hanging the test)."""
-
-
-def kill_when_writing(pid: int, directory: Path, rng: random.Random, trial: int, window: float) -> None:
-    """SIGKILL ``pid``: on even trials (whose writer stalls before a rename, :data:`SERVER`) once
-    its temporary file appears, on odd ones after a random delay in [0, ``window``]."""
-    deadline = time.monotonic() + (STALL_WAIT_S if trial % 2 == 0 else rng.uniform(0, window))
-    while time.monotonic() < deadline and not (trial % 2 == 0 and temp_files(directory)):
-        time.sleep(0.0005)
+def kill_after(pid: int, delay: float) -> None:
+    """SIGKILL ``pid`` after ``delay`` seconds (0: now)."""
+    time.sleep(delay)
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:  # it finished first: a complete write, still a trial
@@ -94,11 +99,12 @@ def torn_files(outputs: list[Path], versions: list[dict[str, bytes | None]]) -> 
 
 
 def run_trials(kind: str, sources: list[Path], target: Path, outputs: list[Path], seed: int) -> tuple[int, int]:
-    """Kill the forked writer ``TRIALS`` times; (torn trials, trials killed mid-write: a temporary
-    file was left behind).  The two complete versions are written first, un-killed.  On even
-    trials the writer stalls before its k-th rename (k cycling over the outputs), so those kills
-    land mid-write whatever the machine's load: at least ``TRIALS // 2`` of them, every time;
-    the odd trials' random kills add whatever else they hit."""
+    """Kill the forked writer ``TRIALS`` times; (torn trials, stalled trials killed mid-write: a
+    temporary file was left behind).  The two complete versions are written first, un-killed.
+    On even trials the writer stalls before its k-th rename (k cycling over the outputs) and
+    says so, and only then is it killed, so each of those ``TRIALS // 2`` kills lands mid-write
+    whatever the machine's load (the count does not depend on timing); the odd trials' kills
+    after a random delay hit whatever they hit and are only checked for torn files."""
     server = subprocess.Popen([sys.executable, "-c", SERVER, kind, str(target), *map(str, sources)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
     try:
@@ -109,8 +115,11 @@ def run_trials(kind: str, sources: list[Path], target: Path, outputs: list[Path]
             server.stdin.write(f"{i} {stall}\n")
             server.stdin.flush()
             pid, t = int(server.stdout.readline()), time.monotonic()
-            if window is not None:
-                kill_when_writing(pid, outputs[0].parent, rng, i, window)
+            if stall >= 0:
+                assert server.stdout.readline().strip() == "stalled"  # it hangs before a rename
+                kill_after(pid, 0.0)
+            elif window is not None:
+                kill_after(pid, rng.uniform(0, window))
             assert server.stdout.readline().strip() == "done"
             return time.monotonic() - t
 
@@ -125,7 +134,7 @@ def run_trials(kind: str, sources: list[Path], target: Path, outputs: list[Path]
             trial(i, window)
             torn += bool(torn_files(outputs, versions))
             leftovers = temp_files(outputs[0].parent)
-            landed += bool(leftovers)
+            landed += i % 2 == 0 and bool(leftovers)  # the stalled trials: each must have landed
             for p in leftovers:
                 p.unlink()
         return torn, landed
@@ -171,21 +180,21 @@ def test_a_killed_checkpoint_write_leaves_the_old_file_or_the_new(checkpoints, t
     target = tmp_path / "X.safetensors"
     torn, landed = run_trials("checkpoint", checkpoints, target, [target], seed=1)
     assert torn == 0, f"{torn}/{TRIALS} torn checkpoints"
-    assert landed >= TRIALS // 2  # the kills did land while writing
+    assert landed == TRIALS // 2  # every stalled writer was killed mid-write
 
 
 def test_a_killed_report_write_leaves_each_file_old_or_new(checkpoints, tmp_path):
     outputs = [tmp_path / name for name in ("report.json", "report.md", "report.html")]
     torn, landed = run_trials("report", checkpoints[1:], tmp_path, outputs, seed=2)
     assert torn == 0, f"{torn}/{TRIALS} trials left a torn report file"
-    assert landed >= TRIALS // 2
+    assert landed == TRIALS // 2
 
 
 def test_a_killed_export_leaves_each_file_old_or_new(checkpoints, tmp_path):
     outputs = [tmp_path / name for name in ("model.safetensors", "config.json", "map.json")]
     torn, landed = run_trials("export", checkpoints, tmp_path, outputs, seed=3)
     assert torn == 0, f"{torn}/{TRIALS} trials left a torn export file"
-    assert landed >= TRIALS // 2
+    assert landed == TRIALS // 2
 
 
 # --- the real commands, fresh processes (slow) ----------------------------------------------------

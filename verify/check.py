@@ -68,7 +68,9 @@ from constructions.basis import basis_of
 from constructions.checkpoint import check_header, header_intact
 from constructions.construction import Construction, InvariantReport
 from constructions.labels import readout_of
+from constructions.model import CompiledTransformer
 
+from .certify.record import Certificate
 from .chunked import forward_chunked, positional_layers
 from . import recurrent
 from .cost import Clock, Rate, batch_rows
@@ -104,7 +106,7 @@ class VerificationResult:
     counterexample: Counterexample | None = None
     notes: list[str] = field(default_factory=list)
     seeds: dict[str, int] = field(default_factory=dict)
-    certificate: dict[str, Any] | None = None  # verify/certify/'s, when the caller ran it
+    certificate: Certificate | None = None  # verify/certify/'s, when the caller ran it
 
     @property
     def accuracy(self) -> float:
@@ -119,6 +121,7 @@ class VerificationResult:
         """JSON-able: every field, the invariants in their JSON form (``{}`` when not run)."""
         d = asdict(self)
         d["invariants"] = {} if self.invariants is None else self.invariants.to_json()
+        d["certificate"] = None if self.certificate is None else self.certificate.to_json()
         d["accuracy"] = self.accuracy
         return d
 
@@ -321,7 +324,7 @@ def _references(tally: Tally, checks: list[_Check]) -> list[np.ndarray]:
     return out
 
 
-def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+def verify(model: CompiledTransformer, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
            exhaustive_budget: int = DEFAULT_EXHAUSTIVE_BUDGET, families: bool = True,
            family_limit: int | None = None, layerwise: bool = True, forward: str = "auto",
            progress: Callable[[str, int, int], None] | None = None, time_budget: float | None = None,
@@ -392,7 +395,7 @@ def verify(model, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                        _forward_text(model, use_chunked))
     return VerificationResult(
         exact=tally.n_errors == 0 and not (invariants and invariants.failures), automaton=a.name, method=construction.name,
-        max_len=T, dtype=model.config["dtype"], seed=seed,
+        max_len=T, dtype=model.config.dtype, seed=seed,
         seeds={"random_sequences": seed, **(construction.family_seeds(seed) if inp.own and construction.family_seeds
                                             else {})},
         checked=checked,

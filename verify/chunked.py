@@ -26,7 +26,7 @@ from typing import Callable
 
 import torch
 
-from constructions.model import input_independent_dims, positional_layers
+from constructions.model import CompiledTransformer, input_independent_dims, positional_layers
 
 __all__ = ["Observer", "forward_chunked", "input_independent_dims", "positional_layers"]
 
@@ -43,7 +43,7 @@ def _live(W_a: torch.Tensor, W_b: torch.Tensor) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
-def forward_chunked(model, tokens: torch.Tensor, chunk: int = 1024, shared_pattern: bool = True,
+def forward_chunked(model: CompiledTransformer, tokens: torch.Tensor, chunk: int = 1024, shared_pattern: bool = True,
                     observe: Observer | None = None) -> torch.Tensor:
     """Logits [B, T, n_out], as ``model(tokens)``, with attention computed ``chunk`` query rows at a time.
 
@@ -82,7 +82,7 @@ def forward_chunked(model, tokens: torch.Tensor, chunk: int = 1024, shared_patte
                     observe(l, h, i, j, scores, pattern)
             out += z @ a.W_O[h][vo_live[h]]
         x = block.hook_resid_mid(x + block.hook_attn_out(out))
-        if block.mlp is not None:
+        if block.mlp is not None and block.hook_mlp_out is not None:  # both or neither
             x = x + block.hook_mlp_out(block.mlp(x))
         x = block.hook_resid_post(x)
     x = model.hook_resid_final(x)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from compiler.automata.errors import BudgetError, ShortcutError
+from constructions.model import CompiledTransformer
 
 BATCH_ELEMENTS = 1 << 25
 """Largest batch * (T+1) * (the per-position width the forward holds: residual, attention
@@ -26,28 +27,28 @@ SCORE_BUDGET = 1 << 26
 """Largest batch * heads * T^2 when the model runs its explicit attention path (``model.fused`` off)."""
 
 
-def forward_flops(model, T: int) -> float:
+def forward_flops(model: CompiledTransformer, T: int) -> float:
     """Matrix-product FLOPs (2 per multiply-add) of one forward pass over one sequence of length
     T, BOS included, as the dense weights compute it: per block the query/key/value and output
     projections, the causal scores and weighted sums (position t reads t+1 keys), the MLP; then
     the unembedding.  Softmax, ReLU and additions are not counted."""
     c = model.config
-    d, e, P = c["d_model"], c["d_head"], T + 1
-    flops = 2.0 * P * d * c["n_out"]
-    for b in c["blocks"]:
-        H = b["n_heads"]
+    d, e, P = c.d_model, c.d_head, T + 1
+    flops = 2.0 * P * d * c.n_out
+    for b in c.blocks:
+        H = b.n_heads
         flops += 2.0 * P * 4 * d * H * e + 2.0 * 2 * H * e * P * (P + 1) / 2
-        sizes = [d, *b["mlp_hidden"], d] if b["mlp_hidden"] else []
+        sizes = [d, *b.mlp_hidden, d] if b.mlp_hidden else []
         flops += sum(2.0 * P * x * y for x, y in zip(sizes, sizes[1:]))
     return flops
 
 
-def batch_rows(model, T: int) -> int:
+def batch_rows(model: CompiledTransformer, T: int) -> int:
     """Sequences of length T per batch: bounded by memory (:data:`BATCH_ELEMENTS`; on the
     explicit attention path also :data:`SCORE_BUDGET`) and by work (:data:`BATCH_FLOPS`)."""
     c = model.config
-    H = max(b["n_heads"] for b in c["blocks"]) if c["blocks"] else 1
-    per_position = 4 * c["d_model"] + 4 * H * c["d_head"] + c["n_out"]
+    H = c.n_heads or 1
+    per_position = 4 * c.d_model + 4 * H * c.d_head + c.n_out
     rows = min(BATCH_ELEMENTS // ((T + 1) * per_position), int(BATCH_FLOPS // max(forward_flops(model, T), 1.0)))
     if not model.fused:
         rows = min(rows, SCORE_BUDGET // (H * (T + 1) ** 2))
@@ -78,13 +79,13 @@ class Rate:
         self.flops, self.seconds = 0.0, 0.0
 
     @contextmanager
-    def measure(self, model, shape: tuple[int, int]) -> Iterator[None]:
+    def measure(self, model: CompiledTransformer, shape: tuple[int, int]) -> Iterator[None]:
         start = time.perf_counter()
         yield
         self.seconds += time.perf_counter() - start
         self.flops += shape[0] * forward_flops(model, shape[1])
 
-    def refuse_beyond(self, model, length: int, budget: float) -> None:
+    def refuse_beyond(self, model: CompiledTransformer, length: int, budget: float) -> None:
         """ShortcutError when one sequence of ``length`` would take over ``budget`` seconds at the
         rate measured so far (nothing is refused before a first batch has been timed)."""
         if self.flops <= 0 or self.seconds <= 0:
@@ -166,14 +167,15 @@ def score_pass_rate(seconds: float = 0.05) -> float:
     return rows * cols / max(best, 1e-9)
 
 
-def certify_scores(model) -> float:
+def certify_scores(model: CompiledTransformer) -> float:
     """(head, query, key) scores the certifier bounds: every head of every layer at every query
     position against every key position, BOS included ((T+1)^2 per head)."""
     P = model.max_len + 1
-    return float(sum(b["n_heads"] for b in model.config["blocks"])) * P * P
+    return float(sum(b.n_heads for b in model.config.blocks)) * P * P
 
 
-def refuse_hopeless_certificate(model, budget: float = CERTIFY_TIME_BUDGET, rate: float | None = None) -> None:
+def refuse_hopeless_certificate(model: CompiledTransformer, budget: float = CERTIFY_TIME_BUDGET,
+                                rate: float | None = None) -> None:
     """BudgetError, before certifying, when :func:`certify_scores` at :func:`score_pass_rate` (a
     rate the certifier does not reach) already needs more than ``budget`` seconds."""
     scores = certify_scores(model)

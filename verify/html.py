@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from constructions import registry
+from constructions.model import CompiledTransformer
 
 from . import svg
 from .certify import certificate_text, lead_verdict
@@ -69,7 +70,7 @@ def _table(header: list[str] | None, rows: list[list[Any]]) -> str:
     return "".join(out) + "</table>"
 
 
-def sample_tokens(report: dict[str, Any], model) -> np.ndarray:
+def sample_tokens(report: dict[str, Any], model: CompiledTransformer) -> np.ndarray:
     """The sample input: the counterexample when there is a short one, else one that exercises
     the construction -- the first input of its own first family (a legal walk for a stack), or a
     seeded random word -- of :func:`sample_length`."""
@@ -86,13 +87,13 @@ def sample_tokens(report: dict[str, Any], model) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, a.n_symbols, (1, T))
 
 
-def sample_length(model) -> int:
+def sample_length(model: CompiledTransformer) -> int:
     """Long enough for the deepest layer's offset (a scan's layer l looks 2^(l-1) back), at least
     :data:`SAMPLE_LEN`, at most 4 x that and max_len."""
     return min(model.max_len, 4 * SAMPLE_LEN, max(SAMPLE_LEN, 2 ** max(len(model.blocks) - 1, 0) + 1))
 
 
-def plan_diagram(model) -> tuple[str, str] | None:
+def plan_diagram(model: CompiledTransformer) -> tuple[str, str] | None:
     """(title, DOT source) of the diagram the model's construction draws of the plan its
     checkpoint carries (Krohn-Rhodes: the cascade); None when it draws none."""
     c, plan = registry.plan_of(model)
@@ -295,7 +296,7 @@ def _candidates_section(model) -> str:
                                                          "why (not)"], rows)
 
 
-def report_html(report: dict[str, Any], model) -> str:
+def report_html(report: dict[str, Any], model: CompiledTransformer) -> str:
     """The HTML page for ``report`` (a :func:`verify.report.report_dict`) of ``model``."""
     c = report["checked"]
     exact = report["exact"]

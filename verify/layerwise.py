@@ -52,6 +52,7 @@ from compiler.automata.promise import legal_mask
 from constructions.budget import STEP_TOLERANCE
 from constructions.construction import InvariantReport
 from constructions.margins import target_margins
+from constructions.model import CompiledTransformer
 from constructions.obligations import AnyFlag, Average, Compose, Fetch, Latest, Match, Modular, Obligations, Recent
 
 from .certify.certificate import obligations_of
@@ -497,7 +498,7 @@ def _cached(model, tokens: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarra
     return resid, attn, cache["blocks.0.hook_resid_pre"][0].double().numpy()  # type: ignore[return-value]
 
 
-def invariants(model, tokens: np.ndarray) -> InvariantReport:
+def invariants(model: CompiledTransformer, tokens: np.ndarray) -> InvariantReport:
     """The generic layer-wise check of ``model`` on ``tokens`` [B, T] (the module docstring): every
     tracked subspace against the declared program after each layer's heads and MLP, each head's
     margins at its key, each MLP's input noise, and the program's readout against the automaton."""
@@ -545,7 +546,7 @@ def invariants(model, tokens: np.ndarray) -> InvariantReport:
          "program_readout_errors": tally.readout_errors})
 
 
-def declared_codes(model, tokens: np.ndarray) -> dict[str, np.ndarray]:
+def declared_codes(model: CompiledTransformer, tokens: np.ndarray) -> dict[str, np.ndarray]:
     """The codes the declared program holds after its last layer on ``tokens`` [B, T]: per tracked
     subspace [B, T + 1, dims] (position 0 is BOS) -- what the model's residual must hold there."""
     ob = obligations_of(model)

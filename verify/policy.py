@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from constructions.basis import basis_of
+from constructions.model import CompiledTransformer
 
-from .certify import SCHEMA, certify
+from .certify import SCHEMA, Certificate, certify
 from .check import VerificationResult, verify
 
 @dataclass(frozen=True)
@@ -57,29 +58,29 @@ ROTATED = ("the certificate covers standard-basis models only (it checks 0/1 cop
            "dims); this model's residual is in a rotated basis, so it is verified by sampling")
 
 
-def certificate(model, with_obligations: bool = False) -> dict[str, Any]:
+def certificate(model: CompiledTransformer, with_obligations: bool = False) -> Certificate:
     """``certify(model)``, or for a rotated model the refusal (``supported: False``, :data:`ROTATED`)."""
     if basis_of(model.meta) is not None:
-        return {"schema": SCHEMA, "method": model.meta.get("method"), "max_len": model.max_len,
-                "dtype": model.config["dtype"], "certified": False, "supported": False, "reason": ROTATED}
+        return Certificate(schema=SCHEMA, method=model.meta.get("method"), max_len=model.max_len,
+                           dtype=model.config.dtype, certified=False, supported=False, reason=ROTATED)
     return certify(model, with_obligations)
 
 
-def certificate_failed(cert: dict | None) -> bool:
+def certificate_failed(cert: Certificate | None) -> bool:
     """A certificate that was attempted for a supported construction and did not hold: the
     model may be wrong on some input, so the verdict is 'not exact' (exit 1)."""
-    return cert is not None and not cert["certified"] and cert.get("supported", True)
+    return cert is not None and cert.failed
 
 
-def sampling_for(cert: dict | None, sampling: Sampling = VERIFY_SAMPLING) -> Sampling:
+def sampling_for(cert: Certificate | None, sampling: Sampling = VERIFY_SAMPLING) -> Sampling:
     """The sampled check that goes with ``cert``: a cross-check (no larger than ``sampling``)
     after a proof, else ``sampling``."""
-    if cert is not None and cert["certified"]:
+    if cert is not None and cert.certified:
         return CROSS_CHECK.at_most(sampling)
     return sampling
 
 
-def check(model, *, seed: int = 0, prove: bool = True, sampling: Sampling = VERIFY_SAMPLING,
+def check(model: CompiledTransformer, *, seed: int = 0, prove: bool = True, sampling: Sampling = VERIFY_SAMPLING,
           progress: Callable[[str, int, int], None] | None = None) -> VerificationResult:
     """The certificate (when ``prove``) and the sampled check it calls for (``sampling``, or the
     cross-check after a proof); the result carries the certificate, and ``exact`` only when

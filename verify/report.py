@@ -11,6 +11,7 @@ from typing import Any
 from compiler.automata.atomic import write_atomic
 from compiler.automata.version import __version__
 from constructions.checkpoint import header_sha256, summary_intact, weights_sha256
+from constructions.model import CompiledTransformer
 
 from .certify import certificate_summary, certificate_text, lead_verdict
 from .check import VerificationResult
@@ -59,7 +60,7 @@ def margin_summary(margins: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def report_dict(result: VerificationResult, model, checkpoint: "str | Path | None" = None) -> dict[str, Any]:
+def report_dict(result: VerificationResult, model: CompiledTransformer, checkpoint: "str | Path | None" = None) -> dict[str, Any]:
     """The JSON report: tool version, automaton hash, checkpoint hash, what was checked, results."""
     d = result.to_dict()
     return _finite({
@@ -85,7 +86,7 @@ def _sig(x: Any, digits: int = 6) -> Any:
     return x
 
 
-def verification_summary(result: VerificationResult, model=None) -> dict[str, Any]:
+def verification_summary(result: VerificationResult, model: CompiledTransformer | None = None) -> dict[str, Any]:
     """What ``compile --verify`` stores in ``meta["verification"]``: deterministic given the
     seed (no timestamps, floats rounded to 6 significant digits).  Given the ``model`` that
     was verified, the summary is bound to it: ``weights_sha256`` and ``header_sha256``
@@ -133,7 +134,7 @@ DIGESTS_NOTE = ("these sha256 digests detect accidental change, not tampering: a
 """What the digests are worth, said wherever a verdict rests on them (``info``, docs/cli.md)."""
 
 
-def verification_status(model) -> str | None:
+def verification_status(model: CompiledTransformer) -> str | None:
     """Whether the stored verification still describes ``model``: :data:`VERIFIED` when the
     summary's own digest and the weights and header digests it was bound to all match,
     :data:`CHANGED` (naming what changed: the summary, the weights, the header) when one does
@@ -297,7 +298,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(result: VerificationResult, model, out_dir: "str | Path",
+def write_report(result: VerificationResult, model: CompiledTransformer, out_dir: "str | Path",
                  checkpoint: "str | Path | None" = None, html: bool = True) -> dict[str, Any]:
     """Write report.json, report.md and (``html``) report.html into ``out_dir``, each atomically (a
     kill leaves each file old or new, never torn); return the JSON dict."""

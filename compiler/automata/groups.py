@@ -33,8 +33,10 @@ the coset bijection -- is checked here on explicit element sets (we never
 trust ``PermutationGroup.is_normal``, which can be wrong in sympy 1.14
 when a cached abelian flag is set).  sympy (1.14) does the heavy lifting where enumeration is
 out of the question -- the order and solvability of a group past the budget,
-for the error message -- and recomputes order and derived series as an
-independent check wherever its Schreier–Sims is cheap (small degrees).
+for the error message -- and only there, so a decomposition within the budget
+never imports it (half a second per process); its Schreier–Sims recomputes
+order and derived series as an independent check in the tests
+(``tests/compiler/automata/test_groups.py``).
 """
 
 from __future__ import annotations
@@ -50,11 +52,6 @@ from .perms import GroupError, Perm, identity, inverse, is_even, is_identity, mu
 
 DEFAULT_GROUP_BUDGET = 50_000
 """Largest group whose elements are enumerated (a holonomy group, or a permutation automaton's group)."""
-
-SYMPY_CHECK_DEGREE = 64
-"""Up to this degree sympy recomputes the order and the derived series as an independent check
-(beyond it -- regular representations of big groups -- Schreier–Sims costs more than the
-explicit computation it would check)."""
 
 KNOWN_PERFECT = {60: "A5", 168: "PSL(2,7)", 360: "A6", 504: "PSL(2,8)", 660: "PSL(2,11)",
                  1092: "PSL(2,13)", 2448: "PSL(2,17)", 2520: "A7"}
@@ -149,8 +146,8 @@ def sympy_group(generators: Sequence[Perm], degree: int) -> Any:
     """sympy's ``PermutationGroup`` on ``generators`` (the identity of ``degree`` when there are none).
 
     sympy is imported here, on first use, and nowhere else: importing it costs about half a second,
-    and only the group analysis of a decomposition (and a permutation group past the enumeration
-    budget) needs it -- loading, running and certifying a checkpoint never do.
+    and only a permutation group past the enumeration budget needs it (its order and solvability,
+    for the refusal) -- compiling within the budget, loading, running and certifying never do.
     """
     from sympy.combinatorics import Permutation, PermutationGroup  # noqa: PLC0415 - see the docstring
 
@@ -368,10 +365,6 @@ def analyse(generators: Iterable[Perm], degree: int, budget: int = DEFAULT_GROUP
         terms.append(de)
     series_orders = tuple(len(t) for t in terms)
     solvable = series_orders[-1] == 1
-    if degree <= SYMPY_CHECK_DEGREE:  # an independent check where sympy is cheap
-        G = sympy_group(kept, degree)
-        if int(G.order()) != order or tuple(int(N.order()) for N in G.derived_series()) != series_orders:
-            raise GroupError("sympy disagrees with the explicit derived series")
     all_even = all(is_even(g) for g in gens)
     if not solvable:
         name = _name(order, moved, False, (), series_orders[-1], all_even, elements, kept)

@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Sequence
 
 from constructions.checkpoint import load, weights_sha256
+from constructions.model import CompiledTransformer
 from verify.certify import certificate_text
 from verify.report import CHANGED, DIGESTS_NOTE, UNSEALED, VERIFIED, summary_line, verification_status
 from verify.text import json_text
@@ -89,7 +90,7 @@ def _verification_line(model, summary: dict | None) -> str:
     return f"verification: {line}\nintegrity: {DIGESTS_NOTE}"
 
 
-def stored_certificate(model) -> tuple[dict | None, str]:
+def stored_certificate(model: CompiledTransformer) -> tuple[dict | None, str]:
     """The certificate stored in the verification summary, when it may be shown (the summary's
     digests match and the certificate names this model's max_len, dtype and weights digest), and
     one line saying what ``info`` knows of it: a certificate that disagrees with the model is not
@@ -100,7 +101,7 @@ def stored_certificate(model) -> tuple[dict | None, str]:
         return None, "none stored (run `shortcut certify`)"
     if verification_status(model) != VERIFIED:  # the summary's digests cover the weights, the header and itself
         return None, "stored, but the model changed since; run `shortcut certify`"
-    own = {"max_len": model.max_len, "dtype": model.config["dtype"], "weights_sha256": weights_sha256(model)}
+    own = {"max_len": model.max_len, "dtype": model.config.dtype, "weights_sha256": weights_sha256(model)}
     differ = [k for k, v in own.items() if type(cert.get(k)) is not type(v) or cert.get(k) != v]
     if differ:
         return None, f"the stored one disagrees with this model ({', '.join(differ)}): ignored; run `shortcut certify`"

@@ -26,7 +26,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     paths: list = []
     write_output(out, "output directory", lambda: paths.extend(save_transformer_lens(export, out)))
     c = export.config
-    scratch = c["d_model"] - model.config["d_model"]
+    scratch = c["d_model"] - model.config.d_model
     print(f"exported {model.automaton.name} ({model.metadata.method}) for TransformerLens: {c['n_layers']} blocks "
           f"from {len(model.blocks)} layers, d_model {c['d_model']} ({scratch} scratch), {c['n_heads']} heads, "
           f"d_mlp {c['d_mlp']} -> {', '.join(str(p) for p in paths)}")

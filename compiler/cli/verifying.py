@@ -8,8 +8,8 @@ import sys
 
 from constructions.checkpoint import load
 from constructions.model import resolve_device
-from verify.certify import certificate_text, recheck
-from verify.check import verify
+from verify.certify import Certificate, certificate_text, recheck
+from verify.check import VerificationResult, verify
 from verify.cost import CERTIFY_TIME_BUDGET, refuse_hopeless_certificate
 from verify.policy import VERIFY_SAMPLING, certificate, certificate_failed, sampling_for
 from verify.progress import Progress
@@ -46,7 +46,8 @@ def progress(budget: float | None = None) -> Progress:
     return Progress(sys.stderr, budget=budget)
 
 
-def verdict_line(name: str, result, checked: dict, max_len: int | None = None, cert: dict | None = None) -> str:
+def verdict_line(name: str, result: VerificationResult, checked: dict, max_len: int | None = None,
+                 cert: Certificate | None = None) -> str:
     """``verify``'s one-line verdict: exact (proved by ``cert``, or every input up to ``max_len``
     checked), no error found in the samples, or what failed (counterexample position, invariant)."""
     what = (f"{result.n_positions} positions (exhaustive to length {checked['exhaustive_length']}, "
@@ -54,9 +55,9 @@ def verdict_line(name: str, result, checked: dict, max_len: int | None = None, c
             f"{sum(checked['adversarial_families'].values())} adversarial"
             + (f"; cut by the {checked['time_budget_s']:g} s time budget" if checked.get("cut_by_time_budget") else "")
             + ")")
-    if result.exact and isinstance(cert, dict) and cert.get("certified") is True:  # the verdict that holds leads
+    if result.exact and cert is not None and cert.certified:  # the verdict that holds leads
         return f"{name}: certified exact — the sampled cross-check found 0 errors in {what}"
-    if result.exact and proved_or_exhaustive(cert, checked["exhaustive_length"], max_len):
+    if result.exact and proved_or_exhaustive(None, checked["exhaustive_length"], max_len):
         return f"{name}: exact — 0 errors in {what}"
     if result.exact:
         return f"{name}: {SAMPLED} — 0 errors in {what}"
@@ -126,15 +127,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
         cert = (certificate(model, with_obligations=output is not None) if stored is None
                 else recheck(model, stored, with_obligations=output is not None))
     if output is not None:
-        write_output(output, "certificate", lambda: write_atomic(output, json_text(cert, indent=1) + "\n"))
+        write_output(output, "certificate", lambda: write_atomic(output, json_text(cert.to_json(), indent=1) + "\n"))
     if args.json:
-        say(json_text({k: v for k, v in cert.items() if k != "obligations"}))
+        say(json_text({k: v for k, v in cert.to_json().items() if k != "obligations"}))
     else:
         say(f"{model.automaton.name}: {certificate_text(cert)}")
         if args.check is not None:
-            say("certificate check: " + ("matches: the same weights and obligations, proved again" if cert["matches"]
-                                           else f"does NOT match ({', '.join(cert['mismatch']) or 'not proved'})"))
-    ok = cert["certified"] and (args.check is None or cert["matches"])
+            say("certificate check: " + ("matches: the same weights and obligations, proved again" if cert.matches
+                                           else f"does NOT match ({', '.join(cert.mismatch or []) or 'not proved'})"))
+    ok = cert.certified and (args.check is None or cert.matches is True)
     return EXIT_OK if ok else EXIT_NOT_EXACT
 
 

@@ -110,9 +110,9 @@ def _not_exact(result) -> dict[str, str] | None:
     or the failed invariant."""
     if result.exact:
         return None
-    cert = result.certificate or {}
-    if cert.get("supported", True) and cert.get("certified") is False:
-        return {"kind": "certificate_failed", "message": " ".join(str(cert.get("reason")).split())}
+    cert = result.certificate
+    if cert is not None and cert.failed:
+        return {"kind": "certificate_failed", "message": " ".join(str(cert.reason).split())}
     ce = result.counterexample
     if ce is not None:
         return {"kind": "counterexample", "message": f"{ce.check}: {' '.join(ce.input)} at position {ce.position}: "
@@ -142,9 +142,9 @@ def _build(job: Job, d: Draw, out: Path, clock: dict[str, float]) -> dict[str, A
     return {"status": "ok" if result.exact else "not_exact", "error": _not_exact(result),
             "method": model.meta["method"],
             "basis": basis_of(model.meta) or {"kind": "standard"},
-            "layers": len(c["blocks"]), "d_model": c["d_model"], "d_head": c["d_head"],
-            "heads_by_layer": [b["n_heads"] for b in c["blocks"]],
-            "mlp_hidden_by_layer": [list(b["mlp_hidden"]) for b in c["blocks"]],
+            "layers": len(c.blocks), "d_model": c.d_model, "d_head": c.d_head,
+            "heads_by_layer": [b.n_heads for b in c.blocks],
+            "mlp_hidden_by_layer": [list(b.mlp_hidden) for b in c.blocks],
             "params": sum(p.numel() for p in model.parameters()), "weights_sha256": weights_sha256(model),
             "files": paths, "sha256": {k: sha256_file(out / p) for k, p in paths.items()},
             "verification": _verification(model.meta["verification"])}

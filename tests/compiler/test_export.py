@@ -42,7 +42,7 @@ def test_state_dict_layout_and_a_plain_forward_give_the_same_logits(name, method
     c = ex.config
     L, d, H, e, m = c["n_layers"], c["d_model"], c["n_heads"], c["d_head"], c["d_mlp"]
     assert L == len(origins(model)) and ex.blocks == [vars(o) for o in origins(model)]
-    assert (c["d_vocab"], c["d_vocab_out"], c["n_ctx"]) == (model.bos_id + 1, model.config["n_out"], T + 1)
+    assert (c["d_vocab"], c["d_vocab_out"], c["n_ctx"]) == (model.bos_id + 1, model.config.n_out, T + 1)
     assert c["normalization_type"] is None and c["act_fn"] == "relu" and c["attn_scale"] == ATTN_SCALE
     shapes = {"embed.W_E": (c["d_vocab"], d), "pos_embed.W_pos": (T + 1, d), "unembed.W_U": (d, c["d_vocab_out"]),
               "unembed.b_U": (c["d_vocab_out"],)}
@@ -112,7 +112,7 @@ def test_one_hidden_layer_models_export_block_for_block_within_twice_our_paramet
                  "--no-verify"]) == 0
     model = compiler.load(path)
     ex = to_transformer_lens(model)
-    assert ex.config["n_layers"] == len(model.blocks) and ex.config["d_model"] == model.config["d_model"]
+    assert ex.config["n_layers"] == len(model.blocks) and ex.config["d_model"] == model.config.d_model
     assert sum(v.numel() for v in ex.state_dict.values()) <= 2 * sum(p.numel() for p in model.parameters())
     tokens = torch.randint(0, model.bos_id, (64, T), generator=torch.Generator().manual_seed(0))
     with torch.no_grad(), model.explicit_attention():

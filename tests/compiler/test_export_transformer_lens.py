@@ -17,6 +17,7 @@ from compiler.cli import main  # noqa: E402
 from compiler.export import (bos_tokens, load_transformer_bridge, read_map, read_subspace, to_transformer_bridge,  # noqa: E402
                              save_transformer_lens, to_transformer_lens)
 from constructions import registry  # noqa: E402
+from constructions.config import ModelConfig  # noqa: E402
 from constructions.model import CompiledTransformer  # noqa: E402
 from constructions.unfold import origins, scratch_widths  # noqa: E402
 from verify.check import adversarial_families  # noqa: E402
@@ -49,18 +50,18 @@ def test_bridge_logits_patterns_and_residuals_are_bitwise_ours(name, method):
         theirs, tcache = bridge.run_with_cache(bos_tokens(tokens, model.bos_id))
     assert torch.equal(ours, theirs[:, 1:])
     assert torch.equal(ours.argmax(-1), theirs[:, 1:].argmax(-1))
-    d = model.config["d_model"]
+    d = model.config.d_model
     for i, o in enumerate(origins(model)):
         resid = tcache[f"blocks.{i}.hook_resid_pre"]
         if o.stage == 0:  # our block o.layer's input; its attention, head by head
             assert torch.equal(resid[..., :d], cache[f"blocks.{o.layer}.hook_resid_pre"])
             if o.stages > 1:  # the scratch region it writes is clear (only a region's last use keeps its value)
                 assert not resid[..., d:d + scratch_widths(model)[0]].any()
-            H = model.config["blocks"][o.layer]["n_heads"]
+            H = model.config.blocks[o.layer].n_heads
             assert torch.equal(tcache[f"blocks.{i}.attn.hook_pattern"][:, :H],
                                cache[f"blocks.{o.layer}.attn.hook_pattern"])
         else:  # the unfolded stage's first units are our MLP's hidden layer o.stage
-            h = model.config["blocks"][o.layer]["mlp_hidden"][o.stage]
+            h = model.config.blocks[o.layer].mlp_hidden[o.stage]
             assert torch.equal(tcache[f"blocks.{i}.mlp.hook_post"][..., :h],
                                cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"])
     final = tcache[f"blocks.{len(origins(model)) - 1}.hook_resid_post"]
@@ -74,7 +75,7 @@ def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_count
               "max_len": 20, "n_out": 4, "blocks": [
                   {"n_heads": 2, "mlp_hidden": []}, {"n_heads": 1, "mlp_hidden": [5]},
                   {"n_heads": 3, "mlp_hidden": [4, 6, 3, 7]}, {"n_heads": 1, "mlp_hidden": [9, 2]}]}
-    model = CompiledTransformer(config, {"automaton": a.to_dict(), "method": "toy"})
+    model = CompiledTransformer(ModelConfig.from_json(config), {"automaton": a.to_dict(), "method": "toy"})
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in model.parameters():

@@ -34,6 +34,7 @@ from compiler.automata.load import load_spec
 from compiler.automata.errors import ShortcutError
 from compiler.cli import main
 from compiler.cli.status import still_working
+from constructions.config import BlockShape, ModelConfig
 from constructions.checkpoint import header_sha256, save, stamp_header, weights_sha256
 from verify.cost import certify_scores, refuse_hopeless_certificate
 
@@ -326,7 +327,7 @@ def test_a_cycle_and_reset_past_the_table_budget_is_refused_before_its_group_is_
 def test_a_hopeless_certificate_is_refused_from_its_scores():
     class Model:  # what the estimate reads: 17 layers of one head, as parity's at max_len 100,000
         automaton = load_spec("parity")
-        config = {"blocks": [{"n_heads": 1}] * 17}
+        config = ModelConfig(d_model=2, d_head=1, n_symbols=2, max_len=100_000, n_out=2, blocks=(BlockShape(1),) * 17)
         max_len = 100_000
     assert certify_scores(Model) == 17 * 100_001 ** 2
     with pytest.raises(BudgetError, match="at least 17,000 s .* over the certification time budget of 300 s"):

@@ -111,7 +111,7 @@ def test_multi_axis_readout_keeps_the_construction_with_a_label_lookup() -> None
     states = compiler.compile_automaton(a, max_len=32)
     m = compiler.compile_automaton(a, max_len=32, readout="labels")
     assert m.info()["method"] == states.info()["method"] == "gridworld"
-    assert len(m.config["blocks"]) == len(states.config["blocks"]) == 2
+    assert len(m.config.blocks) == len(states.config.blocks) == 2
     assert m.meta["readout"]["form"].startswith("exact lookup")
     assert _params(m) <= _last_resort_params(m, 32)
     result = verify(m, **QUICK)
@@ -138,7 +138,7 @@ def test_label_readout_keeps_the_chosen_construction_and_layers(spec, label, loo
     states = compiler.compile_automaton(a, max_len=16)
     m = compiler.compile_automaton(a, max_len=16, readout="labels")
     assert m.info()["method"] == states.info()["method"]
-    assert len(m.config["blocks"]) == len(states.config["blocks"])
+    assert len(m.config.blocks) == len(states.config.blocks)
     assert m.meta["readout"]["form"].startswith("exact lookup") == lookup
     assert _params(m) <= _last_resort_params(m, 16)
     assert verify(m, **QUICK).exact
@@ -251,7 +251,7 @@ def test_labels_that_need_a_lookup_take_the_automaton_as_given(spec, label) -> N
     states, labels = _both(a)
     r = labels.meta["readout"]
     assert labels.info()["method"] == states.info()["method"]
-    assert len(labels.config["blocks"]) == len(states.config["blocks"])
+    assert len(labels.config.blocks) == len(states.config.blocks)
     assert r["states"] == "original" or r["states_after"] == r["states_before"]  # grid:6: the same machine
     assert r["state_label"] == [r["labels"].index(label(s)) for s in labels.automaton.states]
     assert labels.info()["readout"]["states"] == r["states"]
@@ -284,7 +284,7 @@ def test_labels_over_several_code_dims_are_cut_off_by_halfspaces_within_the_stat
     states, labels = _both(labelled(spec, label))
     assert labels.meta["readout"]["notes"]["lookup"] == "halfspace lookup"
     assert _params(labels) < _params(states)
-    assert len(labels.config["blocks"]) == len(states.config["blocks"])
+    assert len(labels.config.blocks) == len(states.config.blocks)
     assert verify(labels, **QUICK).exact
 
 
@@ -301,7 +301,7 @@ def test_random_labels_of_a_permutation_scan_are_within_the_state_model(spec, n_
     states, labels = _both(dataclasses.replace(a, outputs=tuple(labels_of)))
     notes = labels.meta["readout"]["notes"]
     assert notes["placed"] == "after the last MLP" and notes["code_dims"][0].startswith("scan:prev")
-    assert labels.config["blocks"][-1]["mlp_hidden"][0] == states.config["blocks"][-1]["mlp_hidden"][0]
+    assert labels.config.blocks[-1].mlp_hidden[0] == states.config.blocks[-1].mlp_hidden[0]
     assert _params(labels) < _params(states)
     assert verify(labels, **QUICK).exact
 
@@ -384,7 +384,7 @@ def test_random_labellings_once_larger_are_within_the_state_model(spec, method, 
     r = labels.meta["readout"]
     assert states.meta["method"] == labels.meta["method"] == method
     assert (r["form"], r["notes"]["lookup"]) == (form, lookup)
-    assert len(labels.config["blocks"]) == len(states.config["blocks"])
+    assert len(labels.config.blocks) == len(states.config.blocks)
     assert _params(labels) < _params(states)
     assert verify(labels, **QUICK).exact
 
@@ -398,8 +398,8 @@ def test_labels_cut_off_by_halfspaces_are_scored_in_the_unembedding(max_len) -> 
     states, labels = _both(load_spec(_PRODUCT_3), max_len)
     notes = labels.meta["readout"]["notes"]
     assert notes["lookup"] == "halfspaces" and notes["reader"] == "unembedding"
-    assert labels.config["blocks"] == states.config["blocks"]
-    assert _params(labels) == _params(states) - (states.config["n_out"] - 2) * (labels.config["d_model"] + 1)
+    assert labels.config.blocks == states.config.blocks
+    assert _params(labels) == _params(states) - (states.config.n_out - 2) * (labels.config.d_model + 1)
     W_U = labels.W_U.detach().numpy()
     assert set(np.flatnonzero(np.any(W_U != 0, axis=1))) <= set(notes["code_dim_indices"])
     assert np.array_equal(W_U, np.round(W_U))
@@ -418,6 +418,6 @@ def test_a_lookup_that_narrows_the_last_layer_beats_halfspaces_in_the_unembeddin
     form (the state model less one column) and is kept; exact."""
     states, labels = _both(labelled(spec, label))
     assert labels.meta["readout"]["notes"]["lookup"] == "halfspace lookup"
-    halfspaces = _params(states) - (states.config["n_out"] - 2) * (states.config["d_model"] + 1)
+    halfspaces = _params(states) - (states.config.n_out - 2) * (states.config.d_model + 1)
     assert _params(labels) < halfspaces
     assert verify(labels, **QUICK).exact

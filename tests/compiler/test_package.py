@@ -42,15 +42,15 @@ def test_import_compiler_loads_neither_numpy_sympy_nor_torch():
     assert r.stdout.split("\n")[:2] == ["[]", "True"]
 
 
-def test_running_and_certifying_a_checkpoint_never_import_sympy(tmp_path):
-    """sympy (half a second per process) serves only the decomposer's group analysis."""
+def test_compiling_running_and_certifying_never_import_sympy(tmp_path):
+    """sympy (half a second per process) serves only a group past the enumeration budget."""
     path = tmp_path / "q.safetensors"
     r = _python(f"""
         import contextlib, io, sys
         from compiler.cli import main
         with contextlib.redirect_stdout(io.StringIO()):
             assert main(["compile", "quaternion", "--max-len", "8", "-o", {str(path)!r}]) == 0
-        assert "sympy" in sys.modules  # the decomposition analysed the group
+        assert "constructions.krohn_rhodes" in sys.modules and "sympy" not in sys.modules  # the survey decomposed
     """)
     assert r.returncode == 0, r.stderr
     for command in (["info", str(path)], ["certify", str(path)], ["run", str(path), "--input", "i j"]):
@@ -89,7 +89,7 @@ def test_nnsight_imported_first_shadows_nothing_and_traces_the_default_model(tmp
             pattern = traced.blocks[1].attn.hook_pattern.output.save()
             hidden = traced.blocks[1].mlp.hook_post[0].output.save()
             logits = traced.output.save()
-        assert pattern.shape == (1, model.config["blocks"][1]["n_heads"], 10, 10), pattern.shape
+        assert pattern.shape == (1, model.config.blocks[1].n_heads, 10, 10), pattern.shape
         assert torch.allclose(pattern.sum(-1), torch.ones(1)), "a pattern row does not sum to 1"
         assert hidden.shape[:2] == (1, 10) and hidden.ge(0).all()
         assert torch.equal(logits.argmax(-1), ours.argmax(-1))

@@ -24,7 +24,7 @@ def _example_automata() -> list:
 
 
 def _one_hidden_layer(model) -> bool:
-    return all(len(b["mlp_hidden"]) <= 1 for b in model.config["blocks"])
+    return all(len(b.mlp_hidden) <= 1 for b in model.config.blocks)
 
 
 @pytest.mark.slow

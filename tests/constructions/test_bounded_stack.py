@@ -158,9 +158,9 @@ def test_the_declared_program_is_certified_and_a_wrong_detector_claim_is_refused
     a = load_spec(spec, promise="legal" if "legal" in spec else None)
     model = compiler.compile_automaton(a, max_len=16, method=stack.NAME)
     cert = certify(model)
-    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
     _, plan = registry.plan_of(model)
-    assert cert["obligations_sha256"] == stack.build(a, plan, BuildOptions.of_model(model))[0].obligations().digest()
+    assert cert.obligations_sha256 == stack.build(a, plan, BuildOptions.of_model(model))[0].obligations().digest()
 
     good = stack.detect_any
 
@@ -173,7 +173,7 @@ def test_the_declared_program_is_certified_and_a_wrong_detector_claim_is_refused
     monkeypatch.setattr(stack, "detect_any", wrong)
     broken = compiler.compile_automaton(a, max_len=16, method=stack.NAME)
     cert = certify(broken)
-    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
-    word = cert["failure"]["detail"].split("'")[1].split()
+    assert cert.certified is False and cert.failure["where"] == "program", cert.failure
+    word = cert.failure["detail"].split("'")[1].split()
     want = [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]
     assert broken.simulate([word])[0] != want

@@ -35,7 +35,7 @@ def test_offset_heads_attend_where_their_intended_key_says(nth_last):
 
 def test_every_residual_dim_has_a_meaning_and_the_readout_reads_the_state(nth_last):
     c = circuit(nth_last)
-    assert [r["dim"] for r in c["residual"]] == list(range(nth_last.config["d_model"]))
+    assert [r["dim"] for r in c["residual"]] == list(range(nth_last.config.d_model))
     assert all(r["subspace"] in c["subspaces"] for r in c["residual"])
     assert c["readout"]["reads"] == ["loc:state"]
     assert c["readout"]["outputs"] == list(nth_last.automaton.states)

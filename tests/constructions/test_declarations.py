@@ -128,7 +128,7 @@ def test_a_krohn_rhodes_model_is_certified_against_the_program_its_gadgets_decla
     model = compile_automaton("grid:4", max_len=8, method="krohn-rhodes")
     program, _ = krohn_rhodes.build(model.automaton, decompose(model.automaton), BuildOptions.of_model(model))
     cert = certify(model)
-    assert cert["certified"] is True and cert["obligations_sha256"] == program.obligations().digest(), cert
+    assert cert.certified is True and cert.obligations_sha256 == program.obligations().digest(), cert
 
 
 @pytest.mark.parametrize("name", ["grid:4", "grid:9", "grid2d:3,4"])

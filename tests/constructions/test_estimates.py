@@ -68,7 +68,7 @@ def _plans(i: int) -> dict:
 def _built(c, a, plan, T: int, positions: str) -> tuple[int, int]:
     program, meta = c.build(a, plan, BuildOptions(T, positions=positions))
     model = assemble(program, max_len=T, dtype=torch.float32, meta=meta)
-    return len(model.config["blocks"]), sum(p.numel() for p in model.parameters())
+    return len(model.config.blocks), sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize("i,T,positions", CASES, ids=[f"{AUTOMATA[i].name}-{T}-{p}" for i, T, p in CASES])

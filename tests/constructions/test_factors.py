@@ -35,20 +35,20 @@ def test_auto_takes_factors_at_the_class_depth_certified(name, layers, max_len, 
     mine = next(c for c in model.meta["candidates"] if c["name"] == factors.NAME)
     assert mine["fits"] and mine["layers"] == layers
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert cert.certified is True, cert.reason
 
 
 @pytest.mark.parametrize("max_len", [50, 256])
 def test_the_factors_model_itself_is_certified(max_len, factor_language):
     model = compile_automaton(_languages(factor_language)["ltt2"], max_len=max_len, method=factors.NAME)
-    assert certify(model)["certified"] is True
+    assert certify(model).certified is True
 
 
 def test_label_readouts_are_certified(factor_language):
     a = _languages(factor_language)["sl3_4"]
     model = compile_automaton(a, max_len=50, readout="labels")
     assert len(model.blocks) <= 2
-    assert certify(model)["certified"] is True
+    assert certify(model).certified is True
 
 
 def test_a_first_lookup_wrong_on_one_factor_is_refused(factor_language):
@@ -56,15 +56,15 @@ def test_a_first_lookup_wrong_on_one_factor_is_refused(factor_language):
     the certificate names the first lookup."""
     a = _languages(factor_language)["sl3_4"]
     model = compile_automaton(a, max_len=50, method=factors.NAME)
-    assert certify(model)["certified"] is True
+    assert certify(model).certified is True
     W_out = model.blocks[0].mlp.W_out  # [key units, d_model]
     flag = model.subspace("fac:flag0")[0]
     with torch.no_grad():
         unit = int(torch.nonzero(W_out[:, flag]).reshape(-1)[0])  # the unit of one forbidden factor
         W_out[unit, flag] = 0.0
     cert = certify(model)
-    assert cert["certified"] is False
-    assert cert["failure"]["where"] == "layer 1 MLP fac.first" and "code combination (" in cert["failure"]["detail"]
+    assert cert.certified is False
+    assert cert.failure["where"] == "layer 1 MLP fac.first" and "code combination (" in cert.failure["detail"]
 
 
 def test_the_estimate_is_the_built_model(factor_language):
@@ -90,7 +90,7 @@ def test_tier_based_languages_compile_with_auto_in_three_layers_certified(cls, l
     assert model.meta["method"] == factors.NAME and len(model.blocks) == 3
     assert 0 < model.meta[factors.NAME]["tier"] < letters
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert cert.certified is True, cert.reason
     tokens = np.random.default_rng(0).integers(0, letters, (8, 40))
     report = invariants(model, tokens)  # the generic check of the declared program
     assert not report.failures, report.failures
@@ -105,8 +105,8 @@ def test_a_tier_model_wrong_on_one_factor_is_refused():
         unit = int(torch.nonzero(W_out[:, flag]).reshape(-1)[0])
         W_out[unit, flag] = 0.0
     cert = certify(model)
-    assert cert["certified"] is False
-    assert cert["failure"]["where"] == "layer 2 MLP fac.first"
+    assert cert.certified is False
+    assert cert.failure["where"] == "layer 2 MLP fac.first"
 
 
 @pytest.mark.parametrize("cls, k, max_len", [("tsl", 3, 50), ("tlt", 3, 256), ("tsl", 4, 50)])
@@ -119,7 +119,7 @@ def test_wider_tier_windows_compile_in_three_layers_certified(cls, k, max_len):
     plan = factors.applies(a)
     assert plan.k == k and factors.matched(plan) and len(model.blocks) == 3
     cert = certify(model)
-    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
     tokens = np.random.default_rng(1).integers(0, 4, (8, 40))
     assert not invariants(model, tokens).failures
 
@@ -133,7 +133,7 @@ def test_a_match_head_looking_one_tier_letter_too_far_back_is_refused():
     """Soundness (weights): head fac.back1's query for one residue r looks for r - 2 instead of r - 1
     (wrong only where the tier count is r mod 3): the certificate names that head."""
     model = compile_automaton(_tier3(), max_len=50, method=factors.NAME)
-    assert certify(model)["certified"] is True
+    assert certify(model).certified is True
     head = model.blocks[1].attn
     M = 3
     q = model.subspace("fac:tcode")
@@ -143,8 +143,8 @@ def test_a_match_head_looking_one_tier_letter_too_far_back_is_refused():
         head.W_Q[h, q[1]] = head.W_Q[h, q[(1 + M - 1) % M]]  # now it looks for residue 2 = 1 - 2 mod 3
         assert not torch.equal(row, head.W_Q[h, q[1]])
     cert = certify(model)
-    assert cert["certified"] is False
-    assert "fac.back1" in cert["failure"]["where"], cert["failure"]
+    assert cert.certified is False
+    assert "fac.back1" in cert.failure["where"], cert.failure
 
 
 def test_a_tier_plan_declaring_a_wrong_state_is_refused_with_a_separating_input(monkeypatch):
@@ -158,8 +158,8 @@ def test_a_tier_plan_declaring_a_wrong_state_is_refused_with_a_separating_input(
     monkeypatch.setattr(factors, "find", lambda automaton: (bad, "corrupted"))
     model = compile_automaton(a, max_len=50, method=factors.NAME)
     cert = certify(model)
-    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("reason")
-    word = cert["failure"]["detail"].split("on the input '")[1].split("'")[0].split()
+    assert cert.certified is False and cert.failure["where"] == "program", cert.reason
+    word = cert.failure["detail"].split("on the input '")[1].split("'")[0].split()
     assert model.simulate([word])[0][-1] != a.states[a.run([a.alphabet.index(x) for x in word])[-1]]
 
 
@@ -190,6 +190,6 @@ def test_a_first_lookup_over_the_keys_the_certificate_checks_is_built_not_certif
     monkeypatch.setattr(factors, "MAX_FIRST_KEYS", 10)
     model = compile_automaton(_languages(factor_language)["sl3_4"], max_len=16, method=factors.NAME)
     cert = certify(model)
-    assert cert["certified"] is False and "not certified" in cert["reason"], cert
-    reason = cert["reason"]
+    assert cert.certified is False and "not certified" in cert.reason, cert
+    reason = cert.reason
     assert "fac.first declare no obligation" in reason and "over the 10 the certificate checks" in reason

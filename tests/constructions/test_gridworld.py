@@ -148,7 +148,7 @@ def test_worlds_compile_to_two_layers_and_verify(name):
 def test_size_estimate_is_exact_and_budget_is_enforced():
     for name in ("grid:9", "grid2d:3,4"):
         m = compiler.compile_automaton(name, max_len=100)
-        a, d = m.automaton, m.config["d_model"]
+        a, d = m.automaton, m.config.d_model
         est = gridworld.estimated_params(detect(a)[0], 100)
         assert est + (a.n_symbols + 1) * d + (d + 1) * a.n_states == m.info()["n_params"]
     with pytest.raises(compiler.ShortcutError, match="budget"):
@@ -359,7 +359,7 @@ def test_forced_blocks_are_exact_certified_and_estimated_exactly(gridworld_block
     assert all(h["worst_score_spread"] < 1e-4 for h in prefix)  # equal scores on each block's own keys
     from verify.certify import certify
     cert = certify(model)
-    assert cert["certified"] is True or cert["weights_proved"] is True, cert.get("reason")  # the program: if covered
+    assert cert.certified is True or cert.weights_proved is True, cert.reason  # the program: if covered
     other = compiler.with_start(model, model.automaton.states[-1])
     toks = torch.randint(0, model.automaton.n_symbols, (4, 24))
     a = other.automaton
@@ -429,5 +429,5 @@ def test_a_gridworld_factor_declares_inside_a_product():
     model = compiler.compile_automaton(load_spec(spec), max_len=16, method="product")
     assert [f["method"] for f in model.meta["product"]["factors"]] == ["local", "gridworld"]
     cert = certify(model, with_obligations=True)
-    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
-    assert "f2.gw0:rec[0]" in cert["obligations"]["embedding"]
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
+    assert "f2.gw0:rec[0]" in cert.obligations["embedding"]

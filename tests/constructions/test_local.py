@@ -135,7 +135,7 @@ def test_one_hidden_layer_lookups_verify_certify_and_keep_their_shape_from_every
     """``one_hidden_layer``: a one-layer model's final lookup in one hidden layer, unless it reads the
     saturating event count (blocks:1); a two-layer model (adder:2) builds as without the option."""
     model = compiler.compile_automaton(name, max_len=32, method="local", one_hidden_layer=True)
-    assert [len(b["mlp_hidden"]) for b in model.config["blocks"]] == hidden and model.meta["one_hidden_layer"]
+    assert [len(b.mlp_hidden) for b in model.config.blocks] == hidden and model.meta["one_hidden_layer"]
     flat = {k for k in model.meta["local"]["precision"] if k.startswith("flat_")}
     assert flat == ({"flat_final_margin"} if hidden == [1] else set())
     assert all(model.meta["local"]["precision"][k] > 1 for k in flat)
@@ -143,7 +143,7 @@ def test_one_hidden_layer_lookups_verify_certify_and_keep_their_shape_from_every
         default = compiler.compile_automaton(name, max_len=32, method="local")
         assert all(torch.equal(v, default.state_dict()[k]) for k, v in model.state_dict().items())
     assert verify(model, **CHECK).exact
-    assert certify(model)["certified"]
+    assert certify(model).certified
     shapes = {k: v.shape for k, v in model.state_dict().items()}
     for q0 in model.automaton.states:
         other = compiler.with_start(model, q0)

@@ -131,7 +131,7 @@ def test_plan_round_trip_and_bad_plans():
 def test_compiles_to_one_layer_and_verifies(make, k):
     a = make()
     model = compiler.compile_automaton(a, max_len=64, method="lookback")
-    assert len(model.blocks) == 1 and model.config["blocks"][0]["n_heads"] == k
+    assert len(model.blocks) == 1 and model.config.blocks[0].n_heads == k
     assert model.meta["lookback"]["k"] == k
     plan = lookback.CONSTRUCTION.applies(a)
     assert lookback.estimate(plan, 64).params == model.info()["n_params"]  # the estimate is exact
@@ -149,14 +149,14 @@ def test_one_hidden_layer_lookup_verifies_certifies_and_keeps_its_shape_from_ano
     a = make()
     deep = compiler.compile_automaton(a, max_len=64, method="lookback")
     model = compiler.compile_automaton(a, max_len=64, method="lookback", one_hidden_layer=True)
-    assert [b["mlp_hidden"] for b in deep.config["blocks"]][0] != [b["mlp_hidden"] for b in model.config["blocks"]][0]
-    assert len(model.config["blocks"][0]["mlp_hidden"]) == 1 and model.meta["one_hidden_layer"]
+    assert [b.mlp_hidden for b in deep.config.blocks][0] != [b.mlp_hidden for b in model.config.blocks][0]
+    assert len(model.config.blocks[0].mlp_hidden) == 1 and model.meta["one_hidden_layer"]
     assert model.meta["layers"][0]["mlp"]["kind"] == "flat lookup"
     # the heads copy within the flat lookup's tolerance: a sharper softmax than the deep lookup's
     assert model.meta["lookback"]["beta"] > deep.meta["lookback"]["beta"]
     res = verify(model, **CHECK)
     assert res.exact, res.counterexample
-    assert certify(model)["certified"]
+    assert certify(model).certified
     other = compiler.with_start(model, a.states[-1])
     assert other.config == model.config and other.meta["one_hidden_layer"]
     assert verify(other, **CHECK).exact

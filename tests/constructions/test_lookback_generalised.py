@@ -121,7 +121,7 @@ def test_generalised_plan_round_trip_and_bad_plans():
 def test_auto_compiles_to_one_exact_layer_at_256(spec, alphabet, m, k):
     model = compiler.compile_automaton(load(spec, alphabet), max_len=256)
     assert model.meta["method"] == "lookback" and len(model.blocks) == 1
-    assert model.config["blocks"][0]["n_heads"] == m + k
+    assert model.config.blocks[0].n_heads == m + k
     assert model.meta["lookback"]["m"] == m and model.meta["lookback"]["k"] == k
     assert not model.meta["warnings"]
     plan = registry.plan_of(model)[1]
@@ -185,5 +185,5 @@ def test_first_letter_only_needs_no_back_heads():
     """``a(a|b)*``: the first letter decides (m = 1, k = 0): one absolute head, no skip flag."""
     model = compiler.compile_automaton(load("regex:a(a|b)*", "a,b"), max_len=64, method="lookback")
     assert (model.meta["lookback"]["m"], model.meta["lookback"]["k"]) == (1, 0)
-    assert model.config["blocks"][0]["n_heads"] == 1 and "lb:early" not in model.meta["subspaces"]
+    assert model.config.blocks[0].n_heads == 1 and "lb:early" not in model.meta["subspaces"]
     assert verify(model, **CHECK).exact

@@ -26,14 +26,14 @@ def tokens(model):
 
 def expected_hook_names(model) -> list[str]:
     names = ["hook_embed", "hook_pos_embed"]
-    for l, b in enumerate(model.config["blocks"]):
+    for l, b in enumerate(model.config.blocks):
         names += [f"blocks.{l}.hook_resid_pre"]
         names += [f"blocks.{l}.attn.{h}" for h in ("hook_q", "hook_k", "hook_v", "hook_attn_scores",
                                                    "hook_pattern", "hook_z")]
         names += [f"blocks.{l}.hook_attn_out", f"blocks.{l}.hook_resid_mid"]
-        if b["mlp_hidden"]:
-            names += [f"blocks.{l}.mlp.hook_pre.{i}" for i in range(len(b["mlp_hidden"]))]
-            names += [f"blocks.{l}.mlp.hook_post.{i}" for i in range(len(b["mlp_hidden"]))]
+        if b.mlp_hidden:
+            names += [f"blocks.{l}.mlp.hook_pre.{i}" for i in range(len(b.mlp_hidden))]
+            names += [f"blocks.{l}.mlp.hook_post.{i}" for i in range(len(b.mlp_hidden))]
             names += [f"blocks.{l}.hook_mlp_out"]
         names += [f"blocks.{l}.hook_resid_post"]
     return names + ["hook_resid_final"]
@@ -50,14 +50,14 @@ def test_every_hook_point_exists_as_a_module(model):
 def test_cache_holds_every_hook_with_its_shape(model, tokens):
     logits, cache = model.run_with_cache(tokens)
     assert set(cache) == set(expected_hook_names(model))
-    B, T1, d = tokens.shape[0], tokens.shape[1] + 1, model.config["d_model"]
-    for l, b in enumerate(model.config["blocks"]):
-        H, e = b["n_heads"], model.config["d_head"]
+    B, T1, d = tokens.shape[0], tokens.shape[1] + 1, model.config.d_model
+    for l, b in enumerate(model.config.blocks):
+        H, e = b.n_heads, model.config.d_head
         assert cache[f"blocks.{l}.attn.hook_q"].shape == (B, T1, H, e)
         assert cache[f"blocks.{l}.attn.hook_z"].shape == (B, T1, H, e)
         assert cache[f"blocks.{l}.attn.hook_pattern"].shape == (B, H, T1, T1)
         assert cache[f"blocks.{l}.hook_resid_mid"].shape == (B, T1, d)
-        for i, width in enumerate(b["mlp_hidden"]):
+        for i, width in enumerate(b.mlp_hidden):
             assert cache[f"blocks.{l}.mlp.hook_post.{i}"].shape == (B, T1, width)
             assert torch.equal(cache[f"blocks.{l}.mlp.hook_post.{i}"],
                                torch.relu(cache[f"blocks.{l}.mlp.hook_pre.{i}"]))
@@ -143,7 +143,7 @@ def test_read_errors_name_the_problem(model, tokens):
     with pytest.raises(KeyError, match="out of range"):
         model.read(cache, name, len(model.blocks) + 1)
     pattern = "blocks.0.attn.hook_pattern"  # [..., T+1, T+1]: told apart by width unless T+1 = d_model
-    if cache[pattern].shape[-1] != model.config["d_model"]:
+    if cache[pattern].shape[-1] != model.config.d_model:
         with pytest.raises(KeyError, match="not a residual-stream hook"):
             model.read(cache, name, pattern)
     with pytest.raises(KeyError, match="cache has no 'hook_resid_final'"):
@@ -158,13 +158,13 @@ def test_layout_covers_every_subspace_and_block(model):
         assert sub["labels"] == [model.meta["residual_labels"][d] for d in sub["dims"]]
     assert [b["layer"] for b in layout["blocks"]] == list(range(len(model.blocks)))
     known = set(layout["subspaces"])
-    for b, cfg in zip(layout["blocks"], model.config["blocks"]):
-        assert 1 <= len(b["heads"]) <= cfg["n_heads"]
+    for b, cfg in zip(layout["blocks"], model.config.blocks):
+        assert 1 <= len(b["heads"]) <= cfg.n_heads
         for h in b["heads"]:
             assert set(h["reads"]) == {"query", "key", "value"}
             assert h["writes"] and set(h["writes"]) <= known
             assert all(set(names) <= known for names in h["reads"].values())
-        assert b["mlp"]["hidden"] == cfg["mlp_hidden"]
+        assert b["mlp"]["hidden"] == list(cfg.mlp_hidden)
         assert b["mlp"]["reads"] and b["mlp"]["writes"] and set(b["mlp"]["reads"] + b["mlp"]["writes"]) <= known
 
 

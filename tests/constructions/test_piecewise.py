@@ -34,32 +34,32 @@ def test_at_most_k_layers_exact_and_certified(cls, k, letters, seed, max_len):
     assert len(model.blocks) <= k
     assert verify(model, samples=8, seed=0).exact
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert cert.certified is True, cert.reason
 
 
 def test_labels_read_acceptance_and_are_certified():
     model = _compiled("sp", 3, 4, 1, 64, method="piecewise", readout="labels")
     assert len(model.blocks) <= 3
     assert verify(model, samples=8, seed=0).exact
-    assert certify(model)["certified"] is True
+    assert certify(model).certified is True
 
 
 def test_a_model_wrong_on_one_key_is_refused():
     """Send one final-lookup key unit to another state: wrong exactly on the inputs whose progress
     is that key; the certificate names the last MLP."""
     model = _compiled("pt", 3, 4, 2, 50, method="piecewise")
-    assert certify(model)["certified"]
+    assert certify(model).certified
     mlp = model.blocks[-1].mlp
     W = getattr(mlp, mlp.weight_name(mlp.n_hidden))
     cols = torch.as_tensor(model.subspace("pw:state"))
     with torch.no_grad():
-        out = W.T if W.shape[-1] != model.config["d_model"] else W  # [units, d_model]
+        out = W.T if W.shape[-1] != model.config.d_model else W  # [units, d_model]
         unit = int(torch.nonzero(out[:, cols].abs().sum(1))[-1])
         q = int(torch.argmax(out[unit, cols]))
         out[unit, cols[q]], out[unit, cols[(q + 1) % len(cols)]] = 0.0, 1.0
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is True
-    assert "pw.mlp" in cert["failure"]["where"]
+    assert cert.certified is False and cert.supported is True
+    assert "pw.mlp" in cert.failure["where"]
 
 
 def test_outside_the_class_is_refused_by_name():
@@ -97,7 +97,7 @@ def test_sweep_at_most_k_layers_certified_at_50_and_256(cls, k, letters):
             assert verify(model, samples=16, seed=0).exact
             continue
         cert = certify(model)
-        assert cert["certified"] is True, cert.get("reason")
+        assert cert.certified is True, cert.reason
 
 
 def test_the_declared_program_is_certified_and_a_wrong_key_state_is_refused(monkeypatch, declared_then_refused):

@@ -163,7 +163,7 @@ def test_labels_of_a_product_are_read_from_its_factors_one_hots() -> None:
     r = labels.meta["readout"]
     assert labels.meta["method"] == "product" and r["states"] == "original"
     assert r["notes"]["lookup"] == "halfspaces" and r["notes"]["reader"] == "unembedding"
-    assert labels.config["blocks"] == states.config["blocks"]
+    assert labels.config.blocks == states.config.blocks
     assert sum(p.numel() for p in labels.parameters()) < sum(p.numel() for p in states.parameters())
     assert verify(labels, **QUICK).exact
 
@@ -198,11 +198,11 @@ def test_a_product_of_declared_factors_is_certified_end_to_end_and_a_factor_tabl
     model = compiler.compile_automaton(a, max_len=16, method="product")
     assert [f["method"] for f in model.meta["product"]["factors"]] == ["lookback", "scan"]
     cert = certify(model)
-    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
     c, plan = registry.plan_of(model)
     declared = c.build(a, plan, BuildOptions.of_model(model))[0].obligations()
-    assert cert["obligations_sha256"] == declared.digest()
-    assert [layer["mlp"]["kind"] for layer in cert["layers"]][0] == "beside"
+    assert cert.obligations_sha256 == declared.digest()
+    assert [layer["mlp"]["kind"] for layer in cert.layers][0] == "beside"
 
     good = lookback.table
 
@@ -214,6 +214,6 @@ def test_a_product_of_declared_factors_is_certified_end_to_end_and_a_factor_tabl
     monkeypatch.setattr(lookback, "table", bad)
     broken = compiler.compile_automaton(a, max_len=16, method="product")
     cert = certify(broken)
-    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
-    word = cert["failure"]["detail"].split("'")[1].split()
+    assert cert.certified is False and cert.failure["where"] == "program", cert.failure
+    word = cert.failure["detail"].split("'")[1].split()
     assert _separates(broken, word)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -68,6 +70,20 @@ def test_literal_finder_finds_a_stray_literal(tmp_path):
     p.write_text('NAME = "scan"\nx = Construction(name="scan")\nif method == "gridworld":\n    pass\n'
                  'y = f"scan{x}"\nz = {"scan": 1}\n')
     assert _method_literals(p, {"scan", "gridworld"}) == [3, 6]
+
+
+def test_names_read_from_the_sources_are_the_modules_own_and_get_imports_one_construction():
+    import importlib
+
+    for entry, c in zip(registry._ENTRIES, registry.entries()):
+        assert isinstance(entry, str) and importlib.import_module(entry).NAME == c.name
+    code = ("import sys; from constructions import registry; registry.names(); c = registry.get('krohn-rhodes'); "
+            "print(c.name, sorted(m for m in sys.modules if m.split('.')[-1] in "
+            "('lookback', 'gridworld', 'bounded_stack', 'krohn_rhodes', 'factors', 'piecewise', 'local', 'product', "
+            "'transition', 'scan') and m.startswith('constructions.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert out.split() == ["krohn-rhodes", "['constructions.krohn_rhodes']"]
 
 
 # --- one module + one registry line ------------------------------------------------------------

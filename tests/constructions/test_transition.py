@@ -50,10 +50,10 @@ def test_compiled_certified_and_a_broken_lookup_row_is_refused():
     model = compiler.compile_automaton(a, max_len=16, method="transition")
     assert model.metadata.method == "transition" and model.meta["transition"]["inner"] == "scan"
     cert = certify(model)
-    assert cert["certified"] and verify(model, samples=8).exact
+    assert cert.certified and verify(model, samples=8).exact
     # the look-back fetches Q's code alone, so the program proof's memory is Q's state (not the
     # scan's whole map: the prefix's map on every point, the transformation semigroup)
-    assert cert["program"]["memories"] <= transition_plan(a).quotient.n_states
+    assert cert.program["memories"] <= transition_plan(a).quotient.n_states
     rng = np.random.default_rng(0)
     toks = torch.from_numpy(rng.integers(0, a.n_symbols, (4, 16)))
     assert model.predict(toks).tolist() == [a.run(r) for r in toks.tolist()]
@@ -63,14 +63,14 @@ def test_compiled_certified_and_a_broken_lookup_row_is_refused():
     with torch.no_grad():
         W[unit, col] += 1.0
     cert = certify(model)
-    assert not cert["certified"] and "tr.lookup" in cert["reason"]
+    assert not cert.certified and "tr.lookup" in cert.reason
     assert not verify(model, samples=8).exact
 
 
 def test_labels_and_another_start():
     a = _moore(4, 2, 2, 3)
     labels = compiler.compile_automaton(a, max_len=32, method="transition", readout="labels")
-    assert certify(labels)["certified"] and verify(labels, samples=8).exact
+    assert certify(labels).certified and verify(labels, samples=8).exact
     states = compiler.compile_automaton(a, max_len=32, method="transition")
     with pytest.raises(InputError, match="compile the spec again with that start"):  # its lookup's keys change
         compiler.with_start(states, a.states[1])
@@ -106,9 +106,9 @@ def test_the_declared_program_is_certified_and_a_wrong_step_entry_is_refused(mon
     a = _moore(5, 3, 3, 3)
     model = compiler.compile_automaton(a, max_len=16, method="transition")
     cert = certify(model)
-    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
     c, plan = registry.plan_of(model)
-    assert cert["obligations_sha256"] == c.build(a, plan, BuildOptions.of_model(model))[0].obligations().digest()
+    assert cert.obligations_sha256 == c.build(a, plan, BuildOptions.of_model(model))[0].obligations().digest()
 
     good = transition._entries
 
@@ -120,6 +120,6 @@ def test_the_declared_program_is_certified_and_a_wrong_step_entry_is_refused(mon
     monkeypatch.setattr(transition, "_entries", wrong)
     broken = compiler.compile_automaton(a, max_len=16, method="transition")
     cert = certify(broken)
-    assert cert["certified"] is False and cert["failure"]["where"] == "program", cert.get("failure")
-    word = cert["failure"]["detail"].split("'")[1].split()
+    assert cert.certified is False and cert.failure["where"] == "program", cert.failure
+    word = cert.failure["detail"].split("'")[1].split()
     assert broken.simulate([word])[0] != [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]

@@ -11,6 +11,7 @@ import torch
 import compiler
 from compiler.automata.catalog import build
 from compiler.automata.spec import Semiautomaton
+from constructions.config import ModelConfig
 from constructions.model import CompiledTransformer
 from constructions.unfold import SCRATCH, Origin, carries_activations, clearing_stages, origins, scratch_widths, unfold
 from verify.check import adversarial_families
@@ -40,7 +41,7 @@ def _tokens(n_symbols: int, T: int) -> torch.Tensor:
 def _assert_same_logits(model: CompiledTransformer, tokens: torch.Tensor) -> CompiledTransformer:
     """Unfold ``model`` and check bitwise-equal logits on both attention paths."""
     flat = unfold(model)
-    assert all(len(b["mlp_hidden"]) <= 1 for b in flat.config["blocks"])
+    assert all(len(b.mlp_hidden) <= 1 for b in flat.config.blocks)
     with torch.no_grad():
         for fused in (True, False):
             model.fused = flat.fused = fused
@@ -53,13 +54,13 @@ def _assert_same_logits(model: CompiledTransformer, tokens: torch.Tensor) -> Com
 def test_unfolded_logits_are_bitwise_equal(name, method):
     model = compiler.compile_automaton(_spec(name), max_len=T, method=method)
     flat = _assert_same_logits(model, _tokens(model.automaton.n_symbols, T))
-    depths = [len(b["mlp_hidden"]) for b in model.config["blocks"]]
+    depths = [len(b.mlp_hidden) for b in model.config.blocks]
     assert len(flat.blocks) == sum(max(k, 1) for k in depths)
     assert [Origin(**o) for o in flat.meta["unfolded"]["blocks"]] == origins(model)
     # the model's own dims keep their names; scratch dims are named too
-    d = model.config["d_model"]
+    d = model.config.d_model
     assert flat.meta["residual_labels"][:d] == model.meta["residual_labels"]
-    assert len(flat.meta["residual_labels"]) == flat.config["d_model"] == d + sum(scratch_widths(model))
+    assert len(flat.meta["residual_labels"]) == flat.config.d_model == d + sum(scratch_widths(model))
     assert len(flat.meta["layout"]["blocks"]) == len(flat.blocks)
 
 
@@ -69,7 +70,7 @@ def _integer_model(blocks: list[dict], d_model: int = 12, seed: int = 0) -> Comp
     any summation order gives the same bits and only the rewrite's structure is tested."""
     config = {"format": "shortcut-transformer", "dtype": "float32", "d_model": d_model, "d_head": 3,
               "n_symbols": 3, "max_len": 20, "n_out": 4, "blocks": blocks}
-    model = CompiledTransformer(config, {})
+    model = CompiledTransformer(ModelConfig.from_json(config), {})
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -95,7 +96,7 @@ def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_count
     with torch.no_grad():
         logits = model(tokens)
         assert logits.abs().min() > 0 and logits.abs().max() < 2 ** 24  # nonzero, exact integers in float32
-    assert [(b["n_heads"], b["mlp_hidden"]) for b in flat.config["blocks"]] == [
+    assert [(b.n_heads, list(b.mlp_hidden)) for b in flat.config.blocks] == [
         (2, []), (1, [5]), (3, [4]), (1, [10]), (1, [3]), (1, [10]), (1, [9]), (1, [2])]
     # region a (odd boundaries) is written again after (2, 1) and (2, 3), so those stages clear
     # it; (2, 2) is region b's last use and (3, 1) region a's: no clearing units there
@@ -112,9 +113,9 @@ def test_scratch_is_written_exactly_and_cleared_before_each_reuse():
     tokens = _tokens(model.automaton.n_symbols, T)
     _, cache = model.run_with_cache(tokens)
     _, fcache = flat.run_with_cache(tokens)
-    d = model.config["d_model"]
+    d = model.config.d_model
     scratch = [i for n in SCRATCH for i in flat.meta["subspaces"].get(n, [])]
-    assert scratch == list(range(d, flat.config["d_model"]))
+    assert scratch == list(range(d, flat.config.d_model))
     # 4 hidden layers then 2: boundaries a, b, a, then a; b's only use is not cleared
     assert clearing_stages(model) == {(0, 1), (0, 3)}
     region_b = flat.meta["subspaces"][SCRATCH[1]]
@@ -126,7 +127,7 @@ def test_scratch_is_written_exactly_and_cleared_before_each_reuse():
             assert resid[..., region_b].any() == (o.layer == 1)  # b keeps its value after its last use
             assert torch.equal(fcache[f"blocks.{i}.attn.hook_pattern"], cache[f"blocks.{o.layer}.attn.hook_pattern"])
         else:  # stage j's first units are the original hidden layer j
-            h = model.config["blocks"][o.layer]["mlp_hidden"][o.stage]
+            h = model.config.blocks[o.layer].mlp_hidden[o.stage]
             assert torch.equal(fcache[f"blocks.{i}.mlp.hook_post.0"][..., :h],
                                cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"])
             assert not fcache[f"blocks.{i}.hook_attn_out"].any()

@@ -47,28 +47,28 @@ def rare():
 def test_scan_and_lookback_models_are_certified(spec, method, max_len):
     model = _compile(spec, max_len, method)
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
-    assert cert["method"] in ("scan", "lookback") and cert["max_len"] == max_len
-    assert cert["readout"]["min_margin"] > 0
-    assert all(h["min_score_gap"] > 0 for layer in cert["layers"] for h in layer["heads"])
+    assert cert.certified is True, cert.reason
+    assert cert.method in ("scan", "lookback") and cert.max_len == max_len
+    assert cert.readout["min_margin"] > 0
+    assert all(h["min_score_gap"] > 0 for layer in cert.layers for h in layer["heads"])
 
 
 def test_a_model_wrong_on_one_rare_suffix_is_refused_at_the_readout(rare):
     """The issue's example, smaller: lower the final state's bias by its margin + 1/2, so the
     model is wrong exactly on inputs ending in the word, right elsewhere."""
-    assert certify(rare)["certified"]
+    assert certify(rare).certified
     final = rare.automaton.run([0 if c == "a" else 1 for c in "abbabaabab"])[-1]
     with torch.no_grad():
         rare.b_U[final] -= 1.5
     cert = certify(rare)
-    assert cert["certified"] is False and cert["supported"] is True
-    assert cert["failure"]["where"] == "readout" and f"({final},)" in cert["failure"]["detail"]
+    assert cert.certified is False and cert.supported is True
+    assert cert.failure["where"] == "readout" and f"({final},)" in cert.failure["detail"]
     # sampling alone (4 random sequences, exhaustive to length 6, one sequence per family) says "exact"
     # for most seeds (7 of seeds 0..11 here), the certificate for none
     assert verify(rare, samples=4, seed=0, exhaustive_budget=64, family_limit=1).exact
     with torch.no_grad():
         rare.b_U[final] += 1.5
-    assert certify(rare)["certified"]
+    assert certify(rare).certified
 
 
 def test_a_wrong_lookup_entry_for_one_key_is_refused_naming_the_key():
@@ -78,9 +78,9 @@ def test_a_wrong_lookup_entry_for_one_key_is_refused_naming_the_key():
     with torch.no_grad():
         W_out[row] = -W_out[row]
     cert = certify(model)
-    assert cert["certified"] is False
-    assert cert["failure"]["where"] == "layer 1 MLP lb.lookup"
-    assert "code combination (" in cert["failure"]["detail"]
+    assert cert.certified is False
+    assert cert.failure["where"] == "layer 1 MLP lb.lookup"
+    assert "code combination (" in cert.failure["detail"]
 
 
 def test_a_head_that_cannot_tell_two_positions_apart_is_refused_naming_them():
@@ -89,19 +89,19 @@ def test_a_head_that_cannot_tell_two_positions_apart_is_refused_naming_them():
     with torch.no_grad():  # position 40 now looks like 46: the offset-4 head at t = 50 cannot choose
         model.W_pos[40, pos] = model.W_pos[46, pos]
     cert = certify(model)
-    assert cert["certified"] is False
-    assert "head scan" in cert["failure"]["where"] and "key" in cert["failure"]["detail"]
+    assert cert.certified is False
+    assert "head scan" in cert.failure["where"] and "key" in cert.failure["detail"]
 
 
 def test_obligations_come_from_the_plan_not_the_weights(rare):
-    before = certify(rare)["obligations_sha256"]
+    before = certify(rare).obligations_sha256
     with torch.no_grad():
         rare.blocks[0].mlp.W_in.mul_(1.05)
     after = certify(rare)
     with torch.no_grad():
         rare.blocks[0].mlp.W_in.div_(1.05)
-    assert after["obligations_sha256"] == before and after["certified"] is False
-    assert after["weights_sha256"] != certify(rare)["weights_sha256"]
+    assert after.obligations_sha256 == before and after.certified is False
+    assert after.weights_sha256 != certify(rare).weights_sha256
 
 
 def test_what_is_not_certified_says_so():
@@ -109,8 +109,8 @@ def test_what_is_not_certified_says_so():
     unsupported, with the reason, never certified by fallback."""
     model = compile_automaton(load_spec("parity"), max_len=32, method="scan", dtype=torch.float64)
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is False
-    assert "float64" in cert["reason"] and "not certified" in cert["reason"]
+    assert cert.certified is False and cert.supported is False
+    assert "float64" in cert.reason and "not certified" in cert.reason
 
 
 def test_a_label_lookup_fused_after_the_scans_composition_is_certified_and_a_wrong_output_refused():
@@ -123,9 +123,9 @@ def test_a_label_lookup_fused_after_the_scans_composition_is_certified_and_a_wro
     notes = model.meta["readout"]["notes"]
     assert notes["placed"] == "after the last MLP"
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
-    assert cert["layers"][-1]["mlp"]["kind"] == "compose, then steps"
-    name = cert["layers"][-1]["mlp"]["name"]
+    assert cert.certified is True, cert.reason
+    assert cert.layers[-1]["mlp"]["kind"] == "compose, then steps"
+    name = cert.layers[-1]["mlp"]["name"]
     index = [sub["dims"][sub["labels"].index(notes["label_dim"])] for sub in model.layout()["subspaces"].values()
              if notes["label_dim"] in sub["labels"]][0]
     mlp = model.blocks[-1].mlp
@@ -134,13 +134,13 @@ def test_a_label_lookup_fused_after_the_scans_composition_is_certified_and_a_wro
         mlp.W_out[:, index] *= 0.4  # every label index but 0 read as a smaller one
     assert not verify(model, samples=64, seed=0, exhaustive_budget=10_000).exact
     cert = certify(model)
-    assert cert["certified"] is False and cert["failure"]["where"] == f"layer {len(model.blocks)} MLP {name}"
+    assert cert.certified is False and cert.failure["where"] == f"layer {len(model.blocks)} MLP {name}"
     model.load_state_dict(state)
     with torch.no_grad():
         mlp.b_in[0] += 0.6  # one unit of the composition moves its threshold: a composed image is off
     assert verify(model, samples=64, seed=0, exhaustive_budget=10_000).n_errors > 0
     cert = certify(model)
-    assert cert["certified"] is False and cert["failure"]["where"] == f"layer {len(model.blocks)} MLP {name}"
+    assert cert.certified is False and cert.failure["where"] == f"layer {len(model.blocks)} MLP {name}"
 
 
 @pytest.mark.parametrize("spec, max_len", [
@@ -150,8 +150,8 @@ def test_a_label_lookup_fused_after_the_scans_composition_is_certified_and_a_wro
 ])
 def test_krohn_rhodes_reset_units_are_certified(spec, max_len):
     cert = certify(_compile(spec, max_len, "krohn-rhodes"))
-    assert cert["certified"] is True, cert.get("reason")
-    heads = [h for layer in cert["layers"] for h in layer.get("heads", []) if h["name"].endswith(".recent")]
+    assert cert.certified is True, cert.reason
+    heads = [h for layer in cert.layers for h in layer.get("heads", []) if h["name"].endswith(".recent")]
     assert heads and all(h["max_leaked_mass"] < 0.01 and h["min_score_gap"] > 0 for h in heads)
 
 
@@ -166,7 +166,7 @@ def test_local_models_are_certified(spec, max_len, layers):
     model = _compile(spec, max_len, "local")
     assert len(model.blocks) == layers
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert cert.certified is True, cert.reason
 
 
 def _a5_times_parity() -> dict:
@@ -187,20 +187,20 @@ def test_product_models_are_certified(spec, max_len, methods):
     model = compile_automaton(a, max_len=max_len, method="product")
     assert [f["method"] for f in model.meta["product"]["factors"]] == methods
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
-    kinds = [layer["mlp"]["kind"] for layer in cert["layers"] if "mlp" in layer]
+    assert cert.certified is True, cert.reason
+    kinds = [layer["mlp"]["kind"] for layer in cert.layers if "mlp" in layer]
     assert "beside" in kinds or len(model.blocks) == 1
 
 
 def test_a_product_whose_scan_factor_is_broken_is_refused_naming_its_part():
     model = compile_automaton(from_dict(_a5_times_parity()), max_len=64, method="product")
-    assert certify(model)["certified"] is True
+    assert certify(model).certified is True
     layer = next(i for i, b in enumerate(model.blocks) if b.mlp is not None and i > 0)
     with torch.no_grad():  # one hidden unit of the scan factor's composition, nudged
         model.blocks[layer].mlp.b_in[0] += 0.3
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is True
-    assert " MLP f2.scan" in cert["failure"]["where"]  # the scan factor's part (here, or where its error lands)
+    assert cert.certified is False and cert.supported is True
+    assert " MLP f2.scan" in cert.failure["where"]  # the scan factor's part (here, or where its error lands)
 
 
 def test_a_reset_head_that_favours_one_old_position_is_refused_naming_it():
@@ -212,9 +212,9 @@ def test_a_reset_head_that_favours_one_old_position_is_refused_naming_it():
     with torch.no_grad():
         model.W_pos[200, recency] += 1 / 3
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is True
-    assert cert["failure"]["where"] == "layer 1 head h1.reset.recent"
-    assert "key 200 may score as high" in cert["failure"]["detail"]
+    assert cert.certified is False and cert.supported is True
+    assert cert.failure["where"] == "layer 1 head h1.reset.recent"
+    assert "key 200 may score as high" in cert.failure["detail"]
     word = ["r"] * 199 + ["w1", "w0"] + ["r"] * 20  # positions 200 (w1) and 201 (w0), BOS at 0
     a = model.automaton
     assert a.states[a.run([a.symbol_index[x] for x in word])[-1]] == "0"  # the reference: w0 wrote 0 last
@@ -229,9 +229,9 @@ def test_a_reset_head_that_favours_one_old_position_is_refused_naming_it():
 ])
 def test_krohn_rhodes_counter_cascades_are_certified(spec, max_len):
     cert = certify(_compile(spec, max_len, "krohn-rhodes"))
-    assert cert["certified"] is True, cert.get("reason")
-    assert cert["readout"]["min_margin"] > 0.5
-    assert any(h["max_weight_deviation"] < 1e-5 for layer in cert["layers"] for h in layer.get("heads", []))
+    assert cert.certified is True, cert.reason
+    assert cert.readout["min_margin"] > 0.5
+    assert any(h["max_weight_deviation"] < 1e-5 for layer in cert.layers for h in layer.get("heads", []))
 
 
 def test_a_tracked_code_every_letter_writes_alike_is_counted_once():
@@ -244,7 +244,7 @@ def test_a_tracked_code_every_letter_writes_alike_is_counted_once():
                             "s2": {"a0": "s0", "a1": "s2"}, "s3": {"a0": "s2", "a1": "s0"}}}
     model = compile_automaton(from_dict(spec), max_len=64, method="krohn-rhodes")
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert cert.certified is True, cert.reason
     assert verify(model, samples=8, seed=0).n_errors == 0
 
 
@@ -254,15 +254,15 @@ def test_a_counter_decode_wrong_only_for_large_prefix_sums_is_refused():
     the largest increment).  The certificate names the MLP and a code combination there."""
     from constructions.krohn_rhodes import counter_residue
     model = _compile("cyclic:5", 256, "krohn-rhodes")
-    assert certify(model)["certified"] is True
+    assert certify(model).certified is True
     res = counter_residue(5, 256)
     top = (4 * 256) // res.modulus  # the highest step threshold some input reaches
     with torch.no_grad():
         model.blocks[0].mlp.b_in[top - 1] -= 4 * res.modulus  # slope 4: the threshold moves by M
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is True
-    assert cert["failure"]["where"] == "layer 1 MLP block1.mlp"
-    mean = float(cert["failure"]["detail"].split("(")[1].split(",")[0])
+    assert cert.certified is False and cert.supported is True
+    assert cert.failure["where"] == "layer 1 MLP block1.mlp"
+    mean = float(cert.failure["detail"].split("(")[1].split(",")[0])
     assert mean * 2 * 256 >= (top - 1) * res.modulus  # mass 2T: the sum that breaks is a large one
 
 
@@ -273,8 +273,8 @@ def test_a_prefix_sum_too_noisy_to_decode_is_refused_before_enumerating():
     model = _compile("cyclic:8", 4096, "krohn-rhodes")
     assert model.meta["warnings"]
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is True
-    assert cert["failure"]["where"].endswith(".count") and ">= 1/2" in cert["failure"]["detail"]
+    assert cert.certified is False and cert.supported is True
+    assert cert.failure["where"].endswith(".count") and ">= 1/2" in cert.failure["detail"]
 
 
 def test_the_platform_keeps_the_softmax_assumptions():
@@ -414,8 +414,8 @@ def test_a_label_lookup_beside_the_last_mlp_is_certified_and_a_wrong_entry_refus
     notes = model.meta["readout"]["notes"]
     assert notes["placed"] == "beside the last MLP" and notes["keys"] == 1
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
-    parts = cert["layers"][-1]["mlp"]["parts"]
+    assert cert.certified is True, cert.reason
+    parts = cert.layers[-1]["mlp"]["parts"]
     assert [p["name"] for p in parts][-1] == "labels.lookup" and len(parts) == 2
     index = [sub["dims"][sub["labels"].index(notes["label_dim"])] for sub in model.layout()["subspaces"].values()
              if notes["label_dim"] in sub["labels"]][0]
@@ -426,18 +426,18 @@ def test_a_label_lookup_beside_the_last_mlp_is_certified_and_a_wrong_entry_refus
         model.blocks[-1].mlp.W_out[:, index] *= 0.4
     assert int(model(balanced)[0, -1].argmax()) != accept  # the model is wrong now
     cert = certify(model)
-    assert cert["certified"] is False and "labels.lookup" in cert["failure"]["where"], cert.get("reason")
+    assert cert.certified is False and "labels.lookup" in cert.failure["where"], cert.reason
 
 
 def test_label_readouts_in_the_unembedding_are_certified_against_the_source_labels():
     model = _compile("regex:(a|b)*abbab(a|b)*", 32, "scan", readout="labels")
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert cert.certified is True, cert.reason
     wrong = dict(model.meta["readout"])
     wrong["state_label"] = [1 - x for x in wrong["state_label"]]  # every state read out as the other label
     model.meta = {**model.meta, "readout": wrong}
     cert = certify(model)
-    assert cert["certified"] is False and cert["failure"]["where"] == "readout labels"
+    assert cert.certified is False and cert.failure["where"] == "readout labels"
 
 
 @pytest.mark.parametrize("seed", range(4))

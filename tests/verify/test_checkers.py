@@ -39,7 +39,7 @@ def _with(monkeypatch, change):
 
 
 def test_the_lookback_model_is_certified_with_its_own_kinds(lookback):
-    assert certify(lookback)["certified"] is True
+    assert certify(lookback).certified is True
 
 
 def test_an_mlp_kind_without_a_weight_check_is_refused_by_name(monkeypatch, lookback):
@@ -49,15 +49,15 @@ def test_an_mlp_kind_without_a_weight_check_is_refused_by_name(monkeypatch, look
         return dataclasses.replace(ob, layers=(dataclasses.replace(layer, mlp=mlp),))
     _with(monkeypatch, renamed)
     cert = certify(lookback)
-    assert cert["certified"] is False and cert["supported"] is False
-    assert "the obligation kind 'new-lookup' has no weight check" in cert["reason"], cert["reason"]
-    assert "new-lookup" in cert["program"]["not_covered"]  # nor has it a semantics
+    assert cert.certified is False and cert.supported is False
+    assert "the obligation kind 'new-lookup' has no weight check" in cert.reason, cert.reason
+    assert "new-lookup" in cert.program["not_covered"]  # nor has it a semantics
 
 
 def test_a_known_kind_taken_out_of_the_table_is_refused_not_passed(monkeypatch, lookback):
     monkeypatch.delitem(CHECKS, Lookup)
     cert = certify(lookback)
-    assert cert["certified"] is False and "the obligation kind 'lookup' has no weight check" in cert["reason"]
+    assert cert.certified is False and "the obligation kind 'lookup' has no weight check" in cert.reason
 
 
 def test_a_head_kind_without_a_weight_check_is_refused_by_name(monkeypatch, lookback):
@@ -67,7 +67,7 @@ def test_a_head_kind_without_a_weight_check_is_refused_by_name(monkeypatch, look
         return dataclasses.replace(ob, layers=(dataclasses.replace(layer, fetches=heads),))
     _with(monkeypatch, renamed)
     cert = certify(lookback)
-    assert cert["certified"] is False and "the obligation kind 'new-fetch' has no weight check" in cert["reason"]
+    assert cert.certified is False and "the obligation kind 'new-fetch' has no weight check" in cert.reason
 
 
 def test_the_semantics_names_an_mlp_kind_it_has_no_rule_for():
@@ -83,4 +83,4 @@ def test_a_step_kind_without_a_weight_check_is_refused_by_name(monkeypatch, look
         return dataclasses.replace(ob, layers=(dataclasses.replace(layer, mlp=Steps(layer.mlp.mlp, (new,))),))
     _with(monkeypatch, stepped)
     cert = certify(lookback)
-    assert cert["certified"] is False and "the step kind 'new-lookup' has no weight check" in cert["reason"]
+    assert cert.certified is False and "the step kind 'new-lookup' has no weight check" in cert.reason

@@ -31,11 +31,11 @@ def _stack(spec: str, max_len: int, readout: str = "states"):
 ])
 def test_bounded_stacks_are_certified_and_the_promise_is_recorded(spec, max_len):
     cert = certify(_stack(spec, max_len))
-    assert cert["certified"] is True, cert.get("reason")
+    assert cert.certified is True, cert.reason
     legal = spec.startswith("dyck-legal")
-    assert ("promise" in cert) is legal  # the legal variant holds on legal inputs only, and says so
+    assert (cert.promise is not None) is legal  # the legal variant holds on legal inputs only, and says so
     assert ("every legal input" in certificate_text(cert)) is legal
-    heads = [h["name"] for layer in cert["layers"] for h in layer.get("heads", [])]
+    heads = [h["name"] for layer in cert.layers for h in layer.get("heads", [])]
     assert "st.open1" in heads and ("st.any" in heads) is not legal
 
 
@@ -45,7 +45,7 @@ def test_a_start_stack_is_certified(start):
     sink (BOS carries the error flag)."""
     model = with_start(_stack("dyck:3,2", 32), start)
     cert = certify(model)
-    assert cert["certified"] is True, cert.get("reason")
+    assert cert.certified is True, cert.reason
 
 
 def test_a_level_head_that_takes_one_old_push_for_a_recent_one_is_refused_naming_it():
@@ -56,9 +56,9 @@ def test_a_level_head_that_takes_one_old_push_for_a_recent_one_is_refused_naming
     with torch.no_grad():
         model.W_pos[30, model.subspace("pos:index")] += 5
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is True
-    assert cert["failure"]["where"].startswith("layer 2 head st.open")
-    assert "key 30 may score as high" in cert["failure"]["detail"]
+    assert cert.certified is False and cert.supported is True
+    assert cert.failure["where"].startswith("layer 2 head st.open")
+    assert "key 30 may score as high" in cert.failure["detail"]
     a = model.automaton
     word = ["(", ")"] * 14 + ["(", "[", "]", "("]  # level 2 pushed at 30 ([) and again at 32 (()
     assert a.states[a.run([a.symbol_index[x] for x in word])[-1]] != model.simulate([word])[0][-1]
@@ -70,9 +70,9 @@ def test_a_wrong_stack_entry_for_one_level_and_symbol_is_refused_naming_the_look
     with torch.no_grad():
         model.blocks[1].mlp.W_out[4 * 2 - 1] *= -1
     cert = certify(model)
-    assert cert["certified"] is False
-    assert cert["failure"]["where"] == "layer 2 MLP st.stack"
-    assert "code combination (" in cert["failure"]["detail"]
+    assert cert.certified is False
+    assert cert.failure["where"] == "layer 2 MLP st.stack"
+    assert "code combination (" in cert.failure["detail"]
 
 
 def test_an_error_head_too_cold_to_see_one_flag_is_refused_naming_it():
@@ -82,16 +82,16 @@ def test_an_error_head_too_cold_to_see_one_flag_is_refused_naming_it():
     with torch.no_grad():
         model.blocks[2].attn.W_Q /= 40
     cert = certify(model)
-    assert cert["certified"] is False
-    assert cert["failure"]["where"] in ("layer 3 head st.any", "layer 3 MLP st.error")
+    assert cert.certified is False
+    assert cert.failure["where"] in ("layer 3 head st.any", "layer 3 MLP st.error")
 
 
 def test_the_depth_decode_and_its_promise_claim():
     """Under the promise the depth decode is checked on 0..D only; the sink variant on every
     depth -T..T, the residue gadget's exact output past the first error included."""
     legal, sink = certify(_stack("dyck-legal:2,2", 32)), certify(_stack("dyck:2,2", 32))
-    assert legal["certified"] and sink["certified"]
-    assert legal["obligations_sha256"] != sink["obligations_sha256"]
+    assert legal.certified and sink.certified
+    assert legal.obligations_sha256 != sink.obligations_sha256
 
 
 SWEEP = [("dyck:2,1", 10, "states"), ("dyck:2,2", 6, "states"), ("dyck-legal:2,2", 12, "states"),

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from verify.certify import SCHEMA, Certificate
 from verify.policy import COMPILE_SAMPLING, CROSS_CHECK, VERIFY_SAMPLING, Sampling, sampling_for
 
 
 def test_a_proved_model_gets_the_cross_check_without_the_layerwise_samples():
-    proved = {"certified": True}
+    proved = Certificate(SCHEMA, "scan", 8, "float32", certified=True)
     got = sampling_for(proved, VERIFY_SAMPLING)
     assert got == CROSS_CHECK and got.layerwise is False
     smaller = sampling_for(proved, replace(COMPILE_SAMPLING, samples=3))  # never more than the caller asked
@@ -17,7 +18,8 @@ def test_a_proved_model_gets_the_cross_check_without_the_layerwise_samples():
 
 
 def test_an_unproved_model_gets_the_full_sampling_with_its_invariants():
-    for cert in (None, {"certified": False, "supported": False}, {"certified": False}):
+    for cert in (None, Certificate(SCHEMA, "scan", 8, "float32", certified=False, supported=False),
+                 Certificate(SCHEMA, "scan", 8, "float32", certified=False)):
         got = sampling_for(cert, VERIFY_SAMPLING)
         assert got == VERIFY_SAMPLING and got.layerwise is True  # verify's default: invariants on
 

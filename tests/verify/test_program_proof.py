@@ -22,7 +22,7 @@ from constructions import gridworld, krohn_rhodes, lookback
 from constructions.checkpoint import load, save, stamp_header
 from constructions.obligations import Joint, Readout
 from verify.certify import certificate as certificate_module
-from verify.certify import certify
+from verify.certify import Certificate, certify
 from verify.certify.certificate import obligations_of
 from verify.certify.program import prove
 
@@ -34,11 +34,11 @@ def _separates(model, word: str) -> bool:
     return model.simulate([word.split()])[0] != states
 
 
-def _refused_at(cert: dict) -> str:
+def _refused_at(cert: Certificate) -> str:
     """The separating input a program refusal names."""
-    assert cert["certified"] is False and cert["supported"] is True, cert.get("reason")
-    assert cert["failure"]["where"] == "program", cert["failure"]
-    return cert["failure"]["detail"].split("'")[1]
+    assert cert.certified is False and cert.supported is True, cert.reason
+    assert cert.failure["where"] == "program", cert.failure
+    return cert.failure["detail"].split("'")[1]
 
 
 def test_a_lookback_window_mapped_to_the_next_state_is_refused_naming_a_shortest_input(monkeypatch):
@@ -121,7 +121,7 @@ def _proved_then_refused_swapped(monkeypatch, model) -> str:
     """Certify ``model`` end to end, swap the readouts of its start and a state one letter away
     (weights and obligations alike), and return the separating input the refusal names."""
     cert = certify(model)
-    assert cert["certified"] is True and cert["program"]["proved"] is True, cert.get("reason")
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
     a = model.automaton
     q1 = a.start
     q2 = next(a.maps[x][q1] for x in range(a.n_symbols) if a.maps[x][q1] != q1)
@@ -183,9 +183,9 @@ def test_a_gridworld_beyond_the_recency_budget_is_weights_proved_and_named_not_c
     search would not end in time, so the verdict names the heads and never says "certified exact"."""
     model = compile_automaton("grid:4", max_len=128, method="gridworld")
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is False and cert["weights_proved"] is True
-    assert cert["reason"].startswith("weights proved against the declared program; program not proved against "
-                                     "the automaton (the recency heads gw0.find"), cert["reason"]
+    assert cert.certified is False and cert.supported is False and cert.weights_proved is True
+    assert cert.reason.startswith("weights proved against the declared program; program not proved against "
+                                     "the automaton (the recency heads gw0.find"), cert.reason
     from verify.certify import certificate_text
     assert "certified exact" not in certificate_text(cert)
 
@@ -205,7 +205,7 @@ def test_a_gridworld_start_rule_shifted_in_weights_and_obligations_is_refused(mo
             layer, mlp=dataclasses.replace(layer.mlp, races=shifted))))
     monkeypatch.setattr(certificate_module, "obligations_of", bad)
     cert = certify(model)
-    assert cert["failure"]["where"] == "program" and "on the input" in cert["failure"]["detail"]
+    assert cert.failure["where"] == "program" and "on the input" in cert.failure["detail"]
 
 
 def test_the_program_proof_is_fast_on_long_inputs():
@@ -223,7 +223,7 @@ def test_a_partial_automaton_is_proved_on_legal_inputs_and_says_so():
             "transitions": {"a": {"x": "b"}, "b": {"x": "a", "y": "b"}}}
     model = compile_automaton(spec, max_len=16, promise="legal", method="krohn-rhodes")
     cert = certify(model)
-    assert cert["certified"] is True and cert["program"]["inputs"] == "legal"
+    assert cert.certified is True and cert.program["inputs"] == "legal"
     from verify.certify import certificate_text
     assert certificate_text(cert).startswith("certified exact on every legal input")
 

@@ -17,16 +17,16 @@ import torch
 
 from compiler.automata.load import load_spec
 from compiler.pipeline import compile_automaton
-from verify.certify import certify
+from verify.certify import Certificate, certify
 from verify.check import verify
 from verify.certify.recency import _pair_vertices
 
 
-def weights_hold(cert: dict) -> bool:
+def weights_hold(cert: Certificate) -> bool:
     """The weights are proved to run the declared program: a gridworld's program itself is not
     proved against the automaton yet (its races compare positions), so its certificate says
     "weights proved" and not "certified exact"."""
-    return cert["certified"] is True or cert.get("weights_proved") is True
+    return cert.certified is True or cert.weights_proved is True
 
 
 def _compile(spec, max_len: int):
@@ -50,12 +50,12 @@ def grid4():
                                            ("grid:2", 32)])
 def test_gridworld_models_are_certified(spec, max_len):
     cert = certify(_compile(spec, max_len))
-    assert weights_hold(cert), cert.get("reason")
-    heads = cert["layers"][1]["heads"]
+    assert weights_hold(cert), cert.reason
+    heads = cert.layers[1]["heads"]
     assert heads and all(h["min_score_gap"] > 0 and h["max_leaked_mass"] < 1e-6 for h in heads)
     assert all(h["copy_error"]["floor"] < 1e-3 for h in heads)
-    assert cert["layers"][1]["mlp"]["kind"] == "races" and cert["layers"][1]["mlp"]["max_error"] < 0.5
-    assert cert["readout"]["min_margin"] > 0.5
+    assert cert.layers[1]["mlp"]["kind"] == "races" and cert.layers[1]["mlp"]["max_error"] < 0.5
+    assert cert.readout["min_margin"] > 0.5
 
 
 def test_a_key_that_scores_like_an_old_position_is_refused_naming_the_head(grid4):
@@ -66,9 +66,9 @@ def test_a_key_that_scores_like_an_old_position_is_refused_naming_the_head(grid4
         grid4.W_pos[9, pos] = 1.0
     try:
         cert = certify(grid4)
-        assert cert["certified"] is False and cert["supported"] is True
-        assert cert["failure"]["where"].startswith("layer 2 head gw0.find")
-        assert "when 9 is the most recent match" in cert["failure"]["detail"]
+        assert cert.certified is False and cert.supported is True
+        assert cert.failure["where"].startswith("layer 2 head gw0.find")
+        assert "when 9 is the most recent match" in cert.failure["detail"]
         assert _wrong_somewhere(grid4) > 0
     finally:
         with torch.no_grad():
@@ -84,8 +84,8 @@ def test_a_boundary_unit_wrong_for_the_closest_last_visits_is_refused_naming_the
         b[1] -= 4.0 * (S + 1)
     try:
         cert = certify(grid4)
-        assert cert["failure"]["where"] == "layer 2 MLP gw.boundary"
-        assert "race gw0:rec[1] vs gw0:rec[4]" in cert["failure"]["detail"] and "on gt" in cert["failure"]["detail"]
+        assert cert.failure["where"] == "layer 2 MLP gw.boundary"
+        assert "race gw0:rec[1] vs gw0:rec[4]" in cert.failure["detail"] and "on gt" in cert.failure["detail"]
         assert _wrong_somewhere(grid4) > 0
     finally:
         with torch.no_grad():
@@ -107,13 +107,13 @@ def test_a_label_lookup_fused_after_the_races_is_certified_and_a_wrong_boundary_
     model = _walls("grid:4", 10)
     assert model.meta["readout"]["notes"]["placed"] == "after the last MLP"
     cert = certify(model)
-    assert weights_hold(cert), cert.get("reason")
-    assert cert["layers"][-1]["mlp"]["kind"] == "races, then steps"
+    assert weights_hold(cert), cert.reason
+    assert cert.layers[-1]["mlp"]["kind"] == "races, then steps"
     state = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
         model.blocks[1].mlp.b_in[1] -= 4.0 * (3 + 1)
     cert = certify(model)
-    assert cert["certified"] is False and cert["failure"]["where"] == "layer 2 MLP gw.boundary+labels.lookup"
+    assert cert.certified is False and cert.failure["where"] == "layer 2 MLP gw.boundary+labels.lookup"
     assert _wrong_somewhere(model) > 0
     model.load_state_dict(state)
     notes = model.meta["readout"]["notes"]
@@ -122,7 +122,7 @@ def test_a_label_lookup_fused_after_the_races_is_certified_and_a_wrong_boundary_
     with torch.no_grad():
         model.blocks[1].mlp.W_out[:, index] *= 0.4
     cert = certify(model)
-    assert cert["certified"] is False and cert["failure"]["where"] == "layer 2 MLP gw.boundary+labels.lookup"
+    assert cert.certified is False and cert.failure["where"] == "layer 2 MLP gw.boundary+labels.lookup"
     assert _wrong_somewhere(model) > 0
 
 
@@ -133,8 +133,8 @@ def test_a_start_rule_shifted_at_one_level_is_refused_naming_the_level(grid4):
         b[5] += 4.0
     try:
         cert = certify(grid4)
-        assert cert["failure"]["where"] == "layer 2 MLP gw.boundary"
-        assert "both 0 at gw0:z, gw0:start = [3, 0]" in cert["failure"]["detail"]
+        assert cert.failure["where"] == "layer 2 MLP gw.boundary"
+        assert "both 0 at gw0:z, gw0:start = [3, 0]" in cert.failure["detail"]
         assert _wrong_somewhere(grid4) > 0
     finally:
         with torch.no_grad():
@@ -154,8 +154,8 @@ def test_a_block_whose_weight_is_off_at_the_last_position_is_refused(gridworld_b
     with torch.no_grad():
         model.W_pos[12, col] = math.log(8 / 1.1 - 4)  # BOS's weight e^a / (e^a + 4) leaves 1.1/8 per key
     cert = certify(model)
-    assert cert["certified"] is False and cert["supported"] is True
-    assert cert["failure"]["where"] == "layer 1 MLP gw.residue" and "gw0:z" in cert["failure"]["detail"]
+    assert cert.certified is False and cert.supported is True
+    assert cert.failure["where"] == "layer 1 MLP gw.residue" and "gw0:z" in cert.failure["detail"]
     assert _wrong_somewhere(model) > 0
 
 
@@ -165,7 +165,7 @@ def test_a_block_head_that_copies_more_than_its_moves_is_refused_naming_it(gridw
     with torch.no_grad():
         model.blocks[0].attn.W_V[1] *= 1.1
     cert = certify(model)
-    assert cert["certified"] is False and cert["failure"]["where"] == "layer 1 head gw.prefix.1"
+    assert cert.certified is False and cert.failure["where"] == "layer 1 head gw.prefix.1"
     assert _wrong_somewhere(model) > 0
 
 
@@ -175,12 +175,12 @@ def test_grid9_at_4096_is_certified_and_refused_with_one_block_head_broken():
     model = _compile("grid:9", 4096)
     assert model.meta["gridworld"]["prefix_blocks"]["count"] == 11
     cert = certify(model)
-    assert weights_hold(cert), cert.get("reason")
-    assert [h["name"] for h in cert["layers"][0]["heads"]] == [f"gw.prefix.{h}" for h in range(11)]
+    assert weights_hold(cert), cert.reason
+    assert [h["name"] for h in cert.layers[0]["heads"]] == [f"gw.prefix.{h}" for h in range(11)]
     with torch.no_grad():
         model.blocks[0].attn.W_Q[5].mul_(0.5)  # head 5: keys outside its block lose beta / 2 only
     cert = certify(model)
-    assert cert["certified"] is False and cert["failure"]["where"] == "layer 1 MLP gw.residue"
+    assert cert.certified is False and cert.failure["where"] == "layer 1 MLP gw.residue"
 
 
 def test_a_partial_world_with_walls_illegal_is_certified_as_a_gridworld():
@@ -202,8 +202,8 @@ def test_a_product_with_a_gridworld_factor_is_certified():
     model = compile_automaton(load_spec(spec), max_len=32, method="product")
     assert [f["method"] for f in model.meta["product"]["factors"]] == ["krohn-rhodes", "gridworld"]
     cert = certify(model)
-    assert weights_hold(cert), cert.get("reason")
-    kinds = [mlp["kind"] for layer in cert["layers"] for mlp in [layer["mlp"], *layer["mlp"].get("parts", [])]]
+    assert weights_hold(cert), cert.reason
+    kinds = [mlp["kind"] for layer in cert.layers for mlp in [layer["mlp"], *layer["mlp"].get("parts", [])]]
     assert "races" in kinds and "beside" in kinds
 
 

@@ -14,8 +14,8 @@ def test_an_unfolded_cascade_is_certified_through_its_folded_model():
     model = compiler.compile_automaton("cyclic:3", max_len=24, method="krohn-rhodes", shape="standard")
     assert len(model.blocks) == 6  # one 6-hidden-layer MLP unfolded
     cert = certify(model)
-    assert cert["certified"], cert.get("reason")
-    assert cert["unfolded"]["layers"] == 1
+    assert cert.certified, cert.reason
+    assert cert.unfolded["layers"] == 1
 
 
 def test_one_changed_scratch_weight_is_refused():
@@ -28,8 +28,8 @@ def test_one_changed_scratch_weight_is_refused():
         col = int(torch.nonzero(w[row]).flatten()[0])
         w[row, col] *= 1.0 + 2.0**-10
     cert = certify(model)
-    assert not cert["certified"]
-    assert cert["failure"]["where"] == "unfolded"
+    assert not cert.certified
+    assert cert.failure["where"] == "unfolded"
 
 
 def test_verify_skips_the_layerwise_invariants_of_an_unfolded_model_and_checks_every_position():

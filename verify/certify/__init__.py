@@ -52,11 +52,13 @@ Modules: :mod:`.state` (the abstract state, the tensors as arrays, the float lem
 :mod:`.heads` (positional, most-recent-flag and averaging heads), :mod:`.lookups` (lookup and step
 MLPs), :mod:`.compose` (side-by-side MLPs and the scan's composition), :mod:`.recency` and :mod:`.after_races`
 (recency heads, races, and lookups fused after them), :mod:`.checkers` (each MLP kind's rule, in one
-table, and a layer's check), :mod:`.labels` (a label model's obligations), :mod:`.certificate` (the readout, ``certify`` and stored certificates).
+table, and a layer's check), :mod:`.labels` (a label model's obligations), :mod:`.certificate` (the readout, ``certify`` and stored certificates),
+:mod:`.record` (the :class:`Certificate` it returns, and its JSON).
 """
 
 from .certificate import certificate_summary, certificate_text, certify, lead_verdict, obligations_of, recheck
+from .record import Certificate
 from .state import ASSUMPTIONS, PATHS, PRECISION, SCHEMA, CertificateFailure, NotCertifiable, gamma, quantum, snaps
 
-__all__ = ["ASSUMPTIONS", "PATHS", "PRECISION", "SCHEMA", "CertificateFailure", "NotCertifiable", "certificate_summary",
+__all__ = ["ASSUMPTIONS", "PATHS", "PRECISION", "SCHEMA", "Certificate", "CertificateFailure", "NotCertifiable", "certificate_summary",
            "certificate_text", "certify", "gamma", "lead_verdict", "obligations_of", "quantum", "recheck", "snaps"]

@@ -16,6 +16,7 @@ from compiler.automata.spec import Semiautomaton, from_dict
 from constructions import registry
 from constructions.checkpoint import weights_sha256
 from constructions.labels import readout_of
+from constructions.model import CompiledTransformer
 from constructions.obligations import Compose, Obligations, Undeclared
 
 from .state import (ASSUMPTIONS, COMBINATION_BUDGET, CertificateFailure, NotCertifiable, PATHS, SCHEMA, State, Model,
@@ -25,6 +26,7 @@ from .compose import closure_of
 from .checkers import Run, check_layer
 from .labels import relabelled
 from .program import prove as prove_program
+from .record import Certificate
 from .unfolded import UNFOLDED, folded
 
 
@@ -111,7 +113,7 @@ def _readout(m: Model, ob: Obligations, states: list[State], pos_class: np.ndarr
 # --- the certificate ---------------------------------------------------------------------------
 
 
-def obligations_of(model) -> Obligations:
+def obligations_of(model: CompiledTransformer) -> Obligations:
     """The obligations of a compiled model's construction (NotCertifiable when it declares none);
     for a label model, its readout must put the largest logit on each state's label."""
     construction, plan = registry.plan_of(model)
@@ -162,7 +164,7 @@ def _state_labels(compiled: Semiautomaton, readout: dict[str, Any]) -> list[int]
     return state_label
 
 
-def certify(model, with_obligations: bool = False) -> dict[str, Any]:
+def certify(model: CompiledTransformer, with_obligations: bool = False) -> Certificate:
     """Prove ``model`` exact on every input up to its max_len, or say precisely why not.
 
     Returns the certificate (``certified`` True) or a refusal (``certified`` False with
@@ -170,40 +172,41 @@ def certify(model, with_obligations: bool = False) -> dict[str, Any]:
     ``with_obligations``: include the obligations themselves (their canonical JSON), as the
     certificate file ``shortcut certify -o`` writes does."""
     start = time.perf_counter()
-    out: dict[str, Any] = {"schema": SCHEMA, "method": model.meta.get("method"), "max_len": model.max_len,
-                           "dtype": model.config["dtype"], "paths": PATHS, "assumptions": ASSUMPTIONS,
-                           "weights_sha256": weights_sha256(model)}
+    out = Certificate(schema=SCHEMA, method=model.meta.get("method"), max_len=model.max_len, dtype=model.config.dtype,
+                      paths=PATHS, assumptions=ASSUMPTIONS, weights_sha256=weights_sha256(model))
     try:
         if model.W_E.dtype == torch.float64:
             raise NotCertifiable("float64 models are not certified yet (the checker's own arithmetic is float64, "
                                  "so it cannot bound their rounding); compile with --dtype float32")
         if UNFOLDED in model.meta:  # a standard-shape model: certified through the model it unfolds
             model = folded(model)
-            out[UNFOLDED] = {"layers": len(model.blocks), "note": "the unfolding of this model, tensor for tensor "
-                             "(verify/certify/unfolded.py); the certificate below is the folded model's"}
+            out.unfolded = {"layers": len(model.blocks), "note": "the unfolding of this model, tensor for tensor "
+                            "(verify/certify/unfolded.py); the certificate below is the folded model's"}
         ob = obligations_of(model)
-        out["obligations_sha256"] = ob.digest()
+        out.obligations_sha256 = ob.digest()
         if ob.promise is not None:
-            out["promise"] = ob.promise.text
+            out.promise = ob.promise.text
         if with_obligations:
-            out["obligations"] = ob.to_json()
-        out["program"] = prove_program(model, ob)  # the program against the automaton (a failure names an input)
-        if out["program"].get("inputs") == "legal" and "promise" not in out:  # the automaton says nothing elsewhere
-            out["promise"] = "legal inputs only (the automaton is partial: no other input has a state)"
-        out["layers"] = _run(model, ob)  # the weights against the program
-        out["readout"] = out["layers"].pop()["readout"]
-        out["certified"] = bool(out["program"]["proved"])
-        if not out["certified"]:
-            out.update(supported=False, weights_proved=True, reason=NOT_END_TO_END.format(out["program"]["not_covered"]))
+            out.obligations = ob.to_json()
+        program = out.program = prove_program(model, ob)  # the program against the automaton (a failure names an input)
+        if program.get("inputs") == "legal" and out.promise is None:  # the automaton says nothing elsewhere
+            out.promise = "legal inputs only (the automaton is partial: no other input has a state)"
+        layers = out.layers = _run(model, ob)  # the weights against the program
+        out.readout = layers.pop()["readout"]
+        out.certified = bool(program["proved"])
+        if not out.certified:
+            out.supported, out.weights_proved = False, True
+            out.reason = NOT_END_TO_END.format(program["not_covered"])
     except NotCertifiable as e:
-        out.update(certified=False, supported=False, reason=str(e))
+        out.certified, out.supported, out.reason = False, False, str(e)
     except CertificateFailure as e:
-        out.update(certified=False, supported=True, failure={"where": e.where, "detail": e.detail}, reason=str(e))
-    out["seconds"] = round(time.perf_counter() - start, 3)
+        out.certified, out.supported = False, True
+        out.failure, out.reason = {"where": e.where, "detail": e.detail}, str(e)
+    out.seconds = round(time.perf_counter() - start, 3)
     return out
 
 
-def _run(model, ob: Obligations) -> list[dict[str, Any]]:
+def _run(model: CompiledTransformer, ob: Obligations) -> list[dict[str, Any]]:
     """The weights against the declared program: layer by layer, each kind by its rule
     (:mod:`.checkers`), then the readout; one report per layer and the readout's last."""
     if ob.promise is not None:  # on legal inputs only: the promise's claims restrict the value sets
@@ -237,24 +240,28 @@ def _run(model, ob: Obligations) -> list[dict[str, Any]]:
 # --- stored certificates ---------------------------------------------------------------------
 
 
-def certificate_summary(cert: dict[str, Any]) -> dict[str, Any]:
+def certificate_summary(certificate: Certificate) -> dict[str, Any]:
     """The part of a certificate a checkpoint stores (``meta["verification"]["certificate"]``):
     the verdict, what it is bound to (weights, obligations, max_len, dtype), the margins."""
     keep = ("schema", "certified", "supported", "reason", "failure", "method", "max_len", "dtype", "paths",
             "weights_sha256", "obligations_sha256", "promise", "readout", "weights_proved")  # no timing: checkpoints stay deterministic
+    cert = certificate.to_json()
     out = {k: cert[k] for k in keep if k in cert}
-    if isinstance(cert.get("program"), dict):  # the program proof's verdict and size, without its time
-        out["program"] = {k: v for k, v in cert["program"].items() if k != "seconds"}
-    if "layers" in cert:
-        out["max_radius"] = max((max(layer["radius"].values(), default=0.0) for layer in cert["layers"]), default=0.0)
-        heads = [h for layer in cert["layers"] for h in layer.get("heads", [])]
+    if certificate.program is not None:  # the program proof's verdict and size, without its time
+        out["program"] = {k: v for k, v in certificate.program.items() if k != "seconds"}
+    if certificate.layers is not None:
+        layers = certificate.layers
+        out["max_radius"] = max((max(layer["radius"].values(), default=0.0) for layer in layers), default=0.0)
+        heads = [h for layer in layers for h in layer.get("heads", [])]
         out["max_leaked_mass"] = max((h["max_leaked_mass"] for h in heads), default=None)
         out["min_score_gap"] = min((h["min_score_gap"] for h in heads if h["min_score_gap"] is not None), default=None)
     return out
 
 
-def certificate_text(cert: dict[str, Any] | None) -> str:
-    """One line: certified (with the smallest readout margin and the time), or why not."""
+def certificate_text(certificate: Certificate | dict[str, Any] | None) -> str:
+    """One line: certified (with the smallest readout margin and the time), or why not; of a
+    certificate or the JSON of one or of its stored summary (a report's, a checkpoint's)."""
+    cert = certificate.to_json() if isinstance(certificate, Certificate) else certificate
     if not isinstance(cert, dict):
         return "not certified (no certificate)"
     if cert.get("certified") is True and not isinstance(cert.get("program"), dict):
@@ -284,14 +291,15 @@ def lead_verdict(exact: bool, cert: dict[str, Any] | None, exhaustive: bool) -> 
     return "EXACT" if exhaustive else "NO ERROR FOUND (sampled, not proved exact)"
 
 
-def recheck(model, stored: dict[str, Any], with_obligations: bool = False) -> dict[str, Any]:
+def recheck(model: CompiledTransformer, stored: dict[str, Any], with_obligations: bool = False) -> Certificate:
     """Re-run the checker on ``model`` and compare with a stored certificate: the same weights,
     obligations, max_len and dtype (equal values of equal JSON types: ``1`` is not ``true``, ``16.0``
     not ``16``), and a passing proof.  Returns the new certificate with
     ``matches`` (bool) and ``mismatch`` (what differs, if anything)."""
     new = certify(model, with_obligations)
+    fresh = new.to_json()
     differ = [k for k in ("weights_sha256", "obligations_sha256", "max_len", "dtype", "certified")
-              if type(stored.get(k)) is not type(new.get(k)) or stored.get(k) != new.get(k)]  # typed: 1 is not true
-    new["matches"] = not differ and new.get("certified") is True
-    new["mismatch"] = differ
+              if type(stored.get(k)) is not type(fresh.get(k)) or stored.get(k) != fresh.get(k)]  # typed: 1 is not true
+    new.matches = not differ and new.certified is True
+    new.mismatch = differ
     return new

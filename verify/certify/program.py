@@ -43,6 +43,7 @@ import numpy as np
 from compiler.automata.moore import reachable_states
 from compiler.automata.spec import Semiautomaton, from_dict
 from constructions.labels import readout_of
+from constructions.model import CompiledTransformer
 from constructions.obligations import Compose, Fetch, Layer, Match, Obligations, Races, offset_keys
 
 from .latch import Claims, latch
@@ -360,7 +361,7 @@ class Truth:
     what: str
 
 
-def truth_of(model) -> Truth:
+def truth_of(model: CompiledTransformer) -> Truth:
     """The spec in the checkpoint: the compiled automaton's states, or for a label model the
     labels' source automaton's outputs (the readout's label indices)."""
     labels = readout_of(model.meta)
@@ -463,7 +464,7 @@ def _fixed_values(model) -> Callable[[str], np.ndarray | None]:
     return values
 
 
-def prove(model, ob: Obligations) -> dict[str, Any]:
+def prove(model: CompiledTransformer, ob: Obligations) -> dict[str, Any]:
     """The program proof of ``model``'s obligations ``ob`` against the spec in its checkpoint:
     ``{"proved": True, ...}``, or ``{"proved": False, "not_covered": NAME}`` where a kind (or a
     use of one) has no rule yet; CertificateFailure (where ``program``) names a shortest input on

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from compiler.automata.errors import ShortcutError
-from constructions.model import input_independent_dims
+from constructions.model import CompiledTransformer, input_independent_dims
 from constructions.obligations import Obligations, Recent
 
 
@@ -266,7 +266,7 @@ def dims_of(subspaces: dict[str, list[int]], name: str) -> list[int]:
     raise CertificateFailure("obligations", f"names a subspace {name!r} the model's layout does not have")
 
 
-def arrays(model) -> Model:
+def arrays(model: CompiledTransformer) -> Model:
     dtype = model.W_E.dtype
     p = PRECISION[dtype]
     u = 2.0**-p + 2.0**-52  # the model's unit roundoff, plus float64's for the checker's own sums

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
@@ -108,6 +109,22 @@ def test_solvable_groups(gens, degree, order, derived_length, name):
         # invariant factors: each modulus divides the next one... in reverse (largest first)
         assert all(b % a == 0 for a, b in zip(lvl.moduli[1:], lvl.moduli))
     assert G.check_coordinates(gs, gs.elements) == order * order
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_explicit_series_agrees_with_sympys_schreier_sims(seed):
+    """The independent check the analysis leaves to the tests (sympy costs half a second to
+    import): order and derived series of random permutation groups, solvable or not."""
+    from sympy.combinatorics import Permutation, PermutationGroup
+
+    rng = random.Random(seed)
+    degree = rng.randint(3, 7)
+    gens = [tuple(rng.sample(range(degree), degree)) for _ in range(rng.randint(1, 3))]
+    gs = G.analyse(gens, degree)
+    ref = PermutationGroup([Permutation(list(g)) for g in gens])
+    assert gs.order == int(ref.order())
+    assert gs.series_orders == tuple(int(N.order()) for N in ref.derived_series())
+    assert gs.solvable == ref.is_solvable
 
 
 def test_s4_factors_are_c2_c3_then_klein():
