@@ -66,8 +66,9 @@ takes 3. The gridworld keeps its default build, unfolded: its decode of z mod M 
 writes sinusoidal codes (not integers), which a staircase's sum of many terms would round, and
 its races take two more layers."""
 
-OTHER_NOTE = ("\n\nThe trained depths are the paper's, trained at T = 100. What the rows say and what the rest "
-              "needs: standard_blocks.md (T = 100).")
+OTHER_NOTE = ("\n\nThe trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks "
+              "(ceil(log2 T)), so A5 is above its trained 7 here and S4's cascade (7) beats the scan. What the rows "
+              "say and what the rest needs: standard_blocks.md (T = 100).")
 
 
 def _how(model) -> str:
