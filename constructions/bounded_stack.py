@@ -102,13 +102,15 @@ from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Re
 from .gadgets import (
     ABSORB,
     CodeInput,
+    Ramp,
+    Stair,
     absorb_feature,
     flat_lookup_mlp,
     prefix_mean_head,
     residue_hidden,
     residue_mlp,
+    staircase_mlp,
 )
-from .gadgets.staircase import Ramp, Stair, staircase_mlp
 from .obligations import AnyFlag, Joint, Latest, Lookup, Promise, Readout, Threshold
 from .program import MLP, Block, Declaration, Head, Program, StateCodes
 from .workspace import Workspace, join

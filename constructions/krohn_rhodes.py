@@ -82,6 +82,7 @@ from .krohn_rhodes_layout import (
 from .gadgets import (
     CodeInput,
     OneHotInput,
+    Ramp,
     Residue,
     lookup_mlp,
     offset_head,
@@ -92,9 +93,9 @@ from .gadgets import (
     residue_mlp,
     residue_range,
     round_mlp,
+    staircase_margin,
 )
 from .gadgets.lookups import lookup_obligation
-from .gadgets.staircase import Ramp, staircase_margin
 from .krohn_rhodes_flat import counter_high, flat_mlp, flat_refusal
 from .obligations import Beside, Lookup, Readout, Steps
 from .positions import KINDS

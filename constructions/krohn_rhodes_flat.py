@@ -10,7 +10,7 @@ writes -- the decoded codes, the next block's increments, the readout -- and sta
 obligation, so the certificate checks the same program.  A cascade is built so only when every
 component is a counter and no view is evaluated in the network (:func:`flat_refusal`); otherwise
 the default build is used and unfolded.  A table of two or more counters decoded in the same
-block is a :class:`Joint` lookup in a third hidden layer (its one-hots read off the exact second
+block is a :class:`StairLookup` in a third hidden layer (its one-hots read off the exact second
 layer): 3 blocks for that level."""
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import numpy as np
 
 from compiler.automata.cascade import Cascade
 
-from .gadgets import CodeInput, OneHotInput
-from .gadgets.staircase import Joint, Ramp, Stair, staircase_mlp
+from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
 from .krohn_rhodes_layout import Layout, Schedule, TablePlan, input_update
 from .program import MLP
 from .workspace import Subspace
@@ -102,8 +101,8 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
 
 
 def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, str], int], lay: Layout,
-           sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool) -> Joint:
-    """A table of several counters decoded in this block: a :class:`Joint` lookup reading their code
+           sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool) -> StairLookup:
+    """A table of several counters decoded in this block: a :class:`StairLookup` lookup reading their code
     stairs (``new``, or the value before the update), the stale keys' and the letter's gates."""
     reads = []
     for k in plan.keys:
@@ -119,7 +118,7 @@ def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, s
         row = row_of(act)
         if np.any(row):
             table[tuple(vals) + ((letter,) if letter_keyed else ())] = row
-    return Joint(out, tuple(reads), table)
+    return StairLookup(out, tuple(reads), table)
 
 
 def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
@@ -159,6 +158,7 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     used = sorted({i for st in stairs for i in st.gates} | {i for j in joints for k, i in j.reads if k == "gate"})
     renumber = {old: new for new, old in enumerate(used)}
     stairs = [Stair(st.out, st.ramp, tuple(renumber[i] for i in st.gates), st.values) for st in stairs]
-    joints = [Joint(j.out, tuple((k, renumber[i] if k == "gate" else i) for k, i in j.reads), j.table) for j in joints]
+    joints = [StairLookup(j.out, tuple((k, renumber[i] if k == "gate" else i) for k, i in j.reads), j.table)
+              for j in joints]
     return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, obligation,
                          {"counters": sorted(fresh)}, tuple(joints))

@@ -44,7 +44,7 @@ class Stair:
 
 
 @dataclass(frozen=True)
-class Joint:
+class StairLookup:
     """A lookup (Lemma 11) after the stairs, for a table of several ramps' codes: ``out`` gets
     ``table[key]`` (0 for a key not in it), the key's codes read from ``reads``: ``("stair", k)``
     the code stair k writes (one dim), ``("gate", i)`` gate i's code (a one-hot's hot dim)."""
@@ -55,7 +55,7 @@ class Joint:
 
 
 def staircase_mlp(name: str, ramps: list[Ramp], gates: list[CodeInput | OneHotInput], stairs: list[Stair],
-                  obligation=None, notes: dict | None = None, joints: tuple[Joint, ...] = ()) -> MLP:
+                  obligation=None, notes: dict | None = None, joints: tuple[StairLookup, ...] = ()) -> MLP:
     """Every :class:`Stair` exactly, in two hidden layers (Lemma 10's steps at every threshold of
     X, gated as Lemma 11's lookup units):
 
@@ -75,7 +75,7 @@ def staircase_mlp(name: str, ramps: list[Ramp], gates: list[CodeInput | OneHotIn
 
     With ``joints`` (tables of several ramps, which one gated staircase cannot read: its units are
     per combination of every threshold), a third hidden layer (:func:`_joint_layer`): the stairs'
-    codes carried (relu(c) = c for codes >= 0) and one AND unit per key of each :class:`Joint`,
+    codes carried (relu(c) = c for codes >= 0) and one AND unit per key of each :class:`StairLookup`,
     relu(2 sum_i 1[code_i = key_i] - (2m - 1)), its one-hots read off the exact second layer."""
     s = RAMP_SLOPE
     used_gates = [g for g in gates if (g.n_values > 1 if isinstance(g, CodeInput) else len(g.sub))]
@@ -147,7 +147,7 @@ def _one_hot(st: Stair, units: dict[tuple, int], width: int, v: int) -> np.ndarr
 
 
 def _joint_layer(Ws: list[np.ndarray], bs: list[np.ndarray], gates: list, match: list, stairs: list[Stair],
-                 units: dict[tuple, int], joints: tuple[Joint, ...]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+                 units: dict[tuple, int], joints: tuple[StairLookup, ...]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """:func:`staircase_mlp`'s third hidden layer: second-layer one-hot units of the gates the
     joints read, the stairs' codes carried, one AND unit per joint key; the output."""
     W1, W2, W3 = Ws

@@ -12,8 +12,8 @@ import torch
 import compiler
 from compiler.automata.catalog import build
 from compiler.pipeline import set_start
-from constructions.gadgets import CodeInput, OneHotInput
-from constructions.gadgets.staircase import RAMP_SLOPE, Joint, Ramp, Stair, staircase_mlp
+from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
+from constructions.gadgets.staircase import RAMP_SLOPE
 from constructions.workspace import Workspace
 from verify.certify import certify
 from verify.check import verify
@@ -29,7 +29,7 @@ def _decoder():
     stairs = [Stair(new, 0, (), {(): (X % 3)[:, None].astype(float)}),
               Stair(old, 0, (1,), {(k,): ((X - k) % 3)[:, None].astype(float) for k in range(3)}),
               Stair(state, 0, (0,), {(a,): np.eye(3)[(X + a) % 3] for a in range(3)})]
-    joint = Joint(both, (("stair", 0), ("gate", 0)), {(v, a): np.array([1.0 + v + 3 * a]) for v in range(3)
+    joint = StairLookup(both, (("stair", 0), ("gate", 0)), {(v, a): np.array([1.0 + v + 3 * a]) for v in range(3)
                                                        for a in range(3) if (v, a) != (2, 2)})
     gates = [OneHotInput(tok), CodeInput(inc, 3)]
     return staircase_mlp("t", [Ramp(mean, 10.0, 1, 20)], gates, stairs, joints=(joint,))
