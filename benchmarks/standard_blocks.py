@@ -39,31 +39,36 @@ EVERY_CONSTRUCTION = ["symmetric:5@scan", "quaternion@krohn-rhodes", "grid:9@gri
 
 NOTE = """
 
-What the rows say. In standard blocks 8 of the 19 paper rows are at or below the trained depth
-(C4, C6, C8, Q8, A4, S4, A5, S5), against 19 of 19 in attention layers. The scan's compose MLP has
-one hidden layer, so the scan is ⌈log2 T⌉ = 7 standard blocks as it is 7 layers, and in this shape
-it beats the cascades of D6 ... S4 (2-3 attention layers, 13-20 standard blocks). The cyclic
-groups stay with the cascade: one counter whose MLP has 6 hidden layers (`residue_mlp`'s exact
-decode of the prefix sum, 4, then the view and readout), 6 blocks, one fewer than the scan; C2,
-C3, C5, C7, C2², C2³ train in fewer. Dyck (bounded-stack: `st.depth`, a 4-hidden-layer residue
-decode, and `st.stack`, 2) and the gridworlds (`gw.residue` 4, `gw.boundary` 2) take 6 blocks
-where SGD takes 2. Every standard model of the 19 is certified but the gridworlds', whose default
-models are not either (the program proof's recency search, docs/certificates.md); an unfolded
-model is certified through the model it unfolds. The TransformerLens export of a standard model
-has as many blocks; its parameters are 1.01-1.03x ours where nothing was unfolded (scans, flat
-lookback and local), but 1.1-3.5x for unfolded models: TransformerLens has one MLP width and one
-head count, so every block is padded to the widest stage (the issue's 1.25x holds only for the former).
+What the rows say. In standard blocks 16 of the 19 paper rows are at or below the trained depth
+(8 before the staircases), against 19 of 19 in attention layers. A cascade of counters is built
+with each block's MLP as one staircase (`gadgets/staircase.py`: ramps at every threshold of the
+prefix sum, then units gated by the exact letter and codes, exactly 0 or 1, with the next lookups
+fused in), so a level is 2 standard blocks, 3 where a table reads two counters of that level (a
+joint lookup in a third hidden layer): the cyclic groups take 2 (was 6; C6 and C2² as a product
+of two cyclic factors side by side, same blocks, fewer parameters), C2³ 3, D6 4, D8, Q8 and A4 5,
+S4 7 (a tie with the scan, which has fewer parameters). The legal Dyck stack takes 2, as SGD's:
+its depths are 0..D, so its decode is one hidden layer of threshold pairs (the one-layer lookup of
+x + (D + 1) bos) whose rounding stays far inside the last-push heads' precision, and its stack
+levels, read by the readout alone, one layer of step pairs. Every standard model of the 19 is
+certified but the gridworlds' (the program proof's recency search, as in the default shape).
+The price is width: O(n T) units per counter, carried in scratch residual dims once unfolded,
+so the parameters grow (C8: 2.2M at T = 100, 54M at 512; the default's 8.6k). TransformerLens
+pads every block to the widest (1.0x for the two-block cyclic models, up to 3.5x for cascades).
 
-What the rest needs: the decodes that cost depth (`residue_mlp`: clipped ramps, exact 0/1 steps,
-the residue, an exact one-hot; `round_mlp`: 2) exist because later heads and lookups are proved
-against exact codes (a most-recent-flag head compares flags at 1/(4(T+1))). One hidden layer can
-decode X mod M as a staircase over every value of X (threshold pairs, width O(T) per counter, as
-`flat_lookup_mlp` reads a mixed-radix code), but its output is exact only up to the dot product's
-rounding (about T·s·u), so either the consumers' obligations take a radius or the decode moves
-into the next block's MLP where no head reads it; measured per construction, not done here."""
+What is still above the trained depth, and why: D8 (5 against 3), Grid4 and Grid9 (6 against 2).
+One hidden layer reading a prefix sum X is piecewise linear in X with units active on half-lines,
+so an exact staircase of R = (n - 1)(T + 1) steps has active units summing to about s R^2, and
+its float32 dot product's worst-case error (gamma_R u s R^2) exceeds 1/2 beyond R ~ 100, while
+the next attention needs its values within 1/(4T); one attention layer gives the MLP no coarse,
+exact information about X to gate with. So the exact clip takes a second hidden layer, 2 blocks
+per level is the floor of this approach, and D8's first level (two counters read together)
+takes 3. The gridworld keeps its default build, unfolded: its decode of z mod M over -T..T
+writes sinusoidal codes (not integers), which a staircase's sum of many terms would round, and
+its races take two more layers."""
 
-OTHER_NOTE = ("\n\nThe trained depths are the paper's, trained at T = 100. What the rows say and what the rest "
-              "needs: standard_blocks.md (T = 100).")
+OTHER_NOTE = ("\n\nThe trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks "
+              "(ceil(log2 T)), so A5 is above its trained 7 here and S4's cascade (7) beats the scan. What the rows "
+              "say and what the rest needs: standard_blocks.md (T = 100).")
 
 
 def _how(model) -> str:

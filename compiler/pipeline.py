@@ -114,7 +114,8 @@ def compile_automaton(automaton: Any, *, max_len: int, method: str = "auto", dty
     (the output of the transition each letter takes), else states.  ``basis="orthogonal"``: the model is then
     expressed in the random orthogonal basis drawn from ``basis_seed`` (:func:`constructions.rotate.rotate`).
     ``one_hidden_layer``: MLPs with one hidden layer where the chosen construction can (lookback;
-    :class:`constructions.construction.BuildOptions`), for tools with one per block (docs/interop.md).
+    as few as it can for krohn-rhodes and bounded-stack; :class:`constructions.construction.BuildOptions`),
+    for tools with one per block (docs/interop.md).
     ``shape="standard"``: every block one attention sublayer and one MLP with exactly one hidden layer
     (:data:`compiler.planner.SHAPES`; costed and chosen in standard blocks, ``meta["shape"]``)."""
     a = load_spec(automaton, complete=complete, promise=promise)

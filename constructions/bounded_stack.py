@@ -98,13 +98,18 @@ from .budget import MAX_PARAMS, STEP_TOLERANCE
 from .bounded_stack_layout import (GAP, MATCH, constants, depth_residue, layout, open_name, prefix_blocks,
                                    start_columns, start_name, token_rows)
 from .krohn_rhodes_layout import CounterBlocks, block_heads, block_positions
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations
+from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations
 from .gadgets import (
     ABSORB,
+    CodeInput,
+    Ramp,
+    Stair,
     absorb_feature,
+    flat_lookup_mlp,
     prefix_mean_head,
     residue_hidden,
     residue_mlp,
+    staircase_mlp,
 )
 from .obligations import AnyFlag, Joint, Latest, Lookup, Promise, Readout, Threshold
 from .program import MLP, Block, Declaration, Head, Program, StateCodes
@@ -165,8 +170,10 @@ def _any_head(c: dict[str, float]) -> Head:
                 obligation=AnyFlag("st.any", "st:out + st:mismatch + st:starterr", "st:any"))
 
 
-def _depth_mlp(ws: Workspace, plan: BoundedStack, max_len: int, d0: int) -> MLP:
-    """MLP 1: x_t -> one-hot over 0..D and the out-of-range flag (gadgets.residue_mlp, M = D + 2).
+def _depth_mlp(ws: Workspace, plan: BoundedStack, max_len: int, d0: int, flat: bool = False) -> MLP:
+    """MLP 1: x_t -> one-hot over 0..D and the out-of-range flag (gadgets.residue_mlp, M = D + 2; ``flat``:
+    the same rows from a staircase over every depth it can be, gadgets.staircase, 2 hidden layers; a
+    legal stack's depths 0..D in one, gadgets.flat_lookup_mlp over x + (D + 1) bos).
 
     Obligation: a :class:`Lookup` of the gadget's exact output (:func:`_decoded`) at every depth x_t
     can be -- d0 - max_len .. d0 + max_len (past the first error only a clean code matters), a
@@ -177,10 +184,19 @@ def _depth_mlp(ws: Workspace, plan: BoundedStack, max_len: int, d0: int) -> MLP:
     table[np.arange(D + 1), np.arange(D + 1)] = 1.0
     table[D + 1:, D + 1] = 1.0  # residues D+1 .. M-1: x = D + 1 or x = -1
     out = join("st.depth.out", [ws["st:level"], ws["st:out"]])
-    mlp = residue_mlp("st.depth", ws["st:depth"], res, out, table, bos=ws["bos"])
     depths = range(0, D + 1) if plan.legal else range(d0 - max_len, d0 + max_len + 1)
-    return replace(mlp, obligation=Lookup("st.depth", ("st:depth", "bos"), "st:level + st:out",
-                                          {(x, 0): _decoded(plan, x) for x in depths}, np.zeros(D + 2)))
+    declared = Lookup("st.depth", ("st:depth", "bos"), "st:level + st:out",
+                      {(x, 0): _decoded(plan, x) for x in depths}, np.zeros(D + 2))
+    if flat and plan.legal:  # depths 0..D: one hidden layer of threshold pairs over x + (D + 1) bos
+        flat_mlp = flat_lookup_mlp("st.depth", [CodeInput(ws["st:depth"], D + 1), CodeInput(ws["bos"], 2)], out,
+                                   {(x, 0): _decoded(plan, x) for x in depths})
+        return replace(flat_mlp, obligation=declared)
+    if flat:  # every depth's row at its own threshold (2 hidden layers), gated off at BOS
+        F = np.stack([_decoded(plan, x) for x in depths])
+        return staircase_mlp("st.depth", [Ramp(ws["st:depth"], 1.0, -depths[0], len(depths) - 1)],
+                             [CodeInput(ws["bos"], 2)], [Stair(out, 0, (0,), {(0,): F})], declared)
+    mlp = residue_mlp("st.depth", ws["st:depth"], res, out, table, bos=ws["bos"])
+    return replace(mlp, obligation=declared)
 
 
 def _decoded(plan: BoundedStack, x: int) -> np.ndarray:
@@ -198,9 +214,10 @@ def _decoded(plan: BoundedStack, x: int) -> np.ndarray:
     return out
 
 
-def _stack_mlp(plan: BoundedStack) -> MLP:
+def _stack_mlp(plan: BoundedStack, flat: bool = False) -> MLP:
     """MLP 2: the stack levels below x_t, and the mismatch flag of (*) (2 hidden layers, exact steps;
-    a legal stack: the levels alone); its obligation, a :class:`Lookup` of :func:`_stack_table`.
+    a legal stack: the levels alone, and with ``flat`` in one hidden layer of step pairs, exact up to
+    their rounding: only the readout reads them); its obligation, a :class:`Lookup` of :func:`_stack_table`.
 
     Each unit is relu(1 - relu(s (2 - y) - 1)) for a sum y of exact bits and one head
     output within STEP_TOLERANCE / 2 of a bit: exactly [y >= 2]."""
@@ -225,17 +242,24 @@ def _stack_mlp(plan: BoundedStack) -> MLP:
             w = D * k + u  # mismatch (j, a = b): y = level_{j-1} + pop[a] - open_j[a]
             W1[lvl(j - 1), w], W1[pop(b), w], W1[opn(j, b), w] = -s, -s, s
             b1[w] = 2 * s - 1.0
-    W2, b2 = -np.eye(H), np.ones(H)
     n_out = D * k + (0 if legal else 1)
-    W3 = np.zeros((H, n_out))  # columns: st:stack, st:mismatch
-    W3[np.arange(D * k), np.arange(D * k)] = 1.0
-    W3[D * k:, D * k:] = 1.0
     notes = {"kind": "stack-levels", "depth": D, "symbols": k, "slope": s, "input_tolerance": STEP_TOLERANCE / 2,
              "hidden": [H, H]}
     reads = ("st:level", *[open_name(j) for j in range(1, D + 1)]) + (() if legal else ("st:pop",))
     writes = ("st:stack",) if legal else ("st:stack", "st:mismatch")
+    declared = Lookup("st.stack", reads, " + ".join(writes), _stack_table(plan))
+    if flat and legal:  # [y >= 2] = relu(s(y - 2) + 2) - relu(s(y - 2) + 1), gadgets.step_units' pair
+        W1p = np.concatenate([-W1, -W1], axis=1)
+        b1p = np.concatenate([-b1 + 1.0, -b1])
+        W2p = np.concatenate([np.eye(H), -np.eye(H)])
+        return MLP("st.stack", [W1p, W2p], [b1p, np.zeros(n_out)], {**notes, "hidden": [2 * H]}, reads=reads,
+                   writes=writes, obligation=declared)
+    W2, b2 = -np.eye(H), np.ones(H)
+    W3 = np.zeros((H, n_out))  # columns: st:stack, st:mismatch
+    W3[np.arange(D * k), np.arange(D * k)] = 1.0
+    W3[D * k:, D * k:] = 1.0
     return MLP("st.stack", [W1, W2, W3], [b1, b2, np.zeros(n_out)], notes, reads=reads, writes=writes,
-               obligation=Lookup("st.stack", reads, " + ".join(writes), _stack_table(plan)))
+               obligation=declared)
 
 
 def _level_codes(plan: BoundedStack) -> list[tuple[int, ...]]:
@@ -349,8 +373,9 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
 
     c = constants(plan, max_len)
     d0 = int(W_E[0, ws["st:depth"][0]])
-    block1 = Block(_prefix_heads(ws, split, max_len), _depth_mlp(ws, plan, max_len, d0))
-    block2 = Block([_level_head(plan, j, c) for j in range(1, D + 1)], _stack_mlp(plan))
+    flat = options.one_hidden_layer
+    block1 = Block(_prefix_heads(ws, split, max_len), _depth_mlp(ws, plan, max_len, d0, flat))
+    block2 = Block([_level_head(plan, j, c) for j in range(1, D + 1)], _stack_mlp(plan, flat))
     blocks = [block1, block2] if plan.legal else [block1, block2, Block([_any_head(c)], _error_mlp())]
     W_U, b_U = readout(plan, ws)
 
@@ -368,6 +393,7 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
         NAME: {**plan.to_dict(), "absorb": mass, "prefix_blocks": [split.count, split.length], "constants": c,
                "precision": prec, "model_sizes": sizes},
         "layers": [b.notes() for b in blocks],
+        **({ONE_HIDDEN_LAYER: True} if flat else {}),
     }
     return Program(ws, W_E, W_pos, blocks, W_U, b_U, state_codes=state_codes(plan, ws),
                    declaration=declaration(plan, ws, len(automaton.undefined))), meta

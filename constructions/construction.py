@@ -51,7 +51,9 @@ class BuildOptions:
     max_params: the parameter budget a build refuses beyond (``BudgetError``).
     one_hidden_layer: build each MLP with one hidden layer where the construction can (lookback's
         lookup as :func:`gadgets.flat_lookup_mlp`), so that a tool with one hidden layer per block
-        (TransformerLens, docs/interop.md) takes the model without unfolding; ``meta`` records it.
+        (TransformerLens, docs/interop.md) takes the model without unfolding, and as few as it can
+        elsewhere (krohn-rhodes counters and a bounded stack's depth as :func:`gadgets.staircase_mlp`,
+        two; a legal stack's MLPs one each): the standard shape's build; ``meta`` records it.
         Every other construction builds as without it."""
 
     max_len: int

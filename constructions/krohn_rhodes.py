@@ -65,7 +65,7 @@ from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import count_params
 from .budget import STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
+from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
 from .krohn_rhodes_layout import (
     Layout,
     Schedule,
@@ -82,6 +82,7 @@ from .krohn_rhodes_layout import (
 from .gadgets import (
     CodeInput,
     OneHotInput,
+    Ramp,
     Residue,
     lookup_mlp,
     offset_head,
@@ -92,8 +93,10 @@ from .gadgets import (
     residue_mlp,
     residue_range,
     round_mlp,
+    staircase_margin,
 )
 from .gadgets.lookups import lookup_obligation
+from .krohn_rhodes_flat import counter_high, flat_mlp, flat_refusal
 from .obligations import Beside, Lookup, Readout, Steps
 from .positions import KINDS
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse, fused_obligation, obligation_name
@@ -226,9 +229,12 @@ def _zero_elsewhere(name: str, ins: list[CodeInput], out: Subspace, table: dict)
                    obligation=lookup_obligation(name, ins, out, table, total=True))
 
 
-def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int) -> list[Block]:
+def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
+          flat: bool = False) -> list[Block]:
     """The blocks.  Each MLP = [decode this block's components | round fetched old values],
-    then one stage per nesting depth of in-network views, then [next block's inputs | readout]."""
+    then one stage per nesting depth of in-network views, then [next block's inputs | readout];
+    ``flat``: the same MLP as one staircase of two hidden layers (:mod:`.krohn_rhodes_flat`, which
+    states the default MLP's obligation)."""
     views = {v.name: v for v in cascade.views}
     sizes = _sizes(cascade)
     L = sched.n_blocks
@@ -243,7 +249,10 @@ def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], 
             stages.append([_view_mlp(views[v], "old", sizes, lay) for v in old_here if sched.old_stage[v] == k]
                           + [_view_mlp(views[v], "new", sizes, lay) for v in new_here if sched.new_stage[v] == k])
         stages.append(_lookups(b, cascade, sched, lay))
-        blocks.append(Block(heads, _stack(stages, f"block{b}.mlp", lay.ws)))
+        mlp = _stack(stages, f"block{b}.mlp", lay.ws)
+        if flat and mlp is not None:
+            mlp = flat_mlp(b, cascade, sched, lay, init, max_len, lay.blocks.mass, mlp.obligation)
+        blocks.append(Block(heads, mlp))
     return blocks
 
 
@@ -291,7 +300,8 @@ def _readout_mlp(plan: TablePlan, sizes: dict[str, int], lay: Layout) -> MLP:
 # precision and build
 
 
-def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps: float) -> dict[str, float]:
+def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps: float,
+              flat: bool = False) -> dict[str, float]:
     """How far the dtype's rounding (machine epsilon ``eps``) stays inside each tolerance
     (margins > 1 are safe; worst-case bounds, the measured errors are far smaller).
 
@@ -299,7 +309,8 @@ def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps:
       position blocks of length L: rounding ~eps (n - 1) (s L (L + 1) + (s - 1) T) plus
       the out-of-block leak (:func:`prefix_sum_bounds`; s = 1: eps (n - 1) T (T + 1)),
       against STEP_TOLERANCE; ``prefix_leak_margin`` (blocks only): the leak alone;
-      the decode's ramps (:func:`gadgets.residue_margin`, terms up to 4 (n - 1)(T + 1));
+      the decode's ramps (:func:`gadgets.residue_margin`, terms up to 4 (n - 1)(T + 1); ``flat``:
+      the staircase's, :func:`gadgets.staircase.staircase_margin`);
     * most-recent-flag heads: scores beta (flag + recency/2) <= 1.5 beta separate the
       latest flag by beta / (2 (T + 1)); margin = half that gap over 4 eps * 1.5 beta;
     * offset-1 heads: the position code's own margin (:meth:`PositionCode.precision_margin`).
@@ -312,7 +323,10 @@ def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps:
         out["prefix_sum_margin"] = STEP_TOLERANCE / (rounding + leak + 1e-300)
         if lay.blocks.count > 1:
             out["prefix_leak_margin"] = STEP_TOLERANCE / (leak + 1e-300)
-        out["residue_margin"] = min(residue_margin(counter_residue(n, T), eps) for n in counters)
+        if flat:
+            out["residue_margin"] = staircase_margin([Ramp(lay.one, 1.0, 0, counter_high(n, T)) for n in counters], eps)
+        else:
+            out["residue_margin"] = min(residue_margin(counter_residue(n, T), eps) for n in counters)
     if any(c.kind == "reset" for c in cascade.components):
         out["recency_margin"] = (1.0 / (4 * (T + 1))) / (4 * eps * 1.5)
     if lay.code is not None:
@@ -388,14 +402,15 @@ def build(automaton: Semiautomaton, cascade: Cascade, options: BuildOptions) -> 
     init = dict(zip((c.name for c in comps), cascade.encode(automaton.start)))
     sched = schedule(cascade)
     _check_positions(automaton, sched, positions)
+    flat = options.one_hidden_layer and flat_refusal(cascade, sched) is None
     lay = allocate(automaton, cascade, sched, T, positions)
     W_E, W_pos = embedding(automaton, cascade, sched, lay, init, T)
-    blocks = embed(cascade, sched, lay, init, T)
+    blocks = embed(cascade, sched, lay, init, T, flat)
     W_U = np.zeros((lay.ws.d_model, automaton.n_states))
     W_U[list(lay.state.dims), np.arange(automaton.n_states)] = 1.0
-    prec = precision(cascade, sched, lay, T, eps)
+    prec = precision(cascade, sched, lay, T, eps, flat)
     warnings = _warnings(prec, T)
-    meta = _meta(cascade, sched, lay, blocks, prec, warnings)
+    meta = _meta(cascade, sched, lay, blocks, prec, warnings) | ({ONE_HIDDEN_LAYER: True} if flat else {})
     declared = Declaration(NAME, tracked(lay), readout_table(lay), joint=configurations(
         cascade, lay, tuple(init[c.name] for c in comps), automaton.n_symbols))
     return Program(lay.ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states), declaration=declared), meta

@@ -58,7 +58,7 @@ from compiler.automata.simulate import simulate
 from compiler.automata.spec import Semiautomaton, from_dict
 
 from .assemble import count_params
-from .construction import (BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
+from .construction import (ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
                            composite, rebuild)
 from .labels import one_hot_rows
 from .model import CompiledTransformer
@@ -330,6 +330,7 @@ def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
                      for w in m.get("warnings", [])],
         NAME: {"partitions": [list(p) for p in ch.pair.partitions], "factors": notes},
         "layers": [b.notes() for b in blocks],
+        **({ONE_HIDDEN_LAYER: True} if any(m.get(ONE_HIDDEN_LAYER) for _, m in built) else {}),
     }
     return Program(ws, W_E, W_pos, blocks, W_U, b_U, notes={NAME: True},
                    state_codes=_state_codes(programs, ch.pair, at),

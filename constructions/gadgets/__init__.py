@@ -1,6 +1,7 @@
-"""Reusable gadgets: small heads and MLPs over named subspaces, in four modules: attention
+"""Reusable gadgets: small heads and MLPs over named subspaces, in five modules: attention
 (:mod:`.heads`), exact units and composition (:mod:`.compose`), residues and rounding
-(:mod:`.residues`) and lookups (:mod:`.lookups`).  Import them from here.
+(:mod:`.residues`), lookups (:mod:`.lookups`) and staircases (:mod:`.staircase`).  Import them
+from here.
 
 * :func:`offset_head` -- select the position t - offset (Theorem 10's look-back),
   BOS winning when that position does not exist.
@@ -13,6 +14,9 @@
 * :func:`residue_mlp` with :func:`residue_range` and :func:`residue_margin` -- an exact
   table of x mod M for an integer x read off such a prefix sum, coarse steps then a
   one-hot over the M residues (width O(range / M + M), O(sqrt(range)) for M ~ sqrt(range)).
+* :func:`staircase_mlp` with :class:`Ramp`, :class:`Stair` and :class:`StairLookup` -- such a
+  prefix sum decoded at every threshold and gated by exact codes, the lookups after it fused in:
+  two hidden layers (three with a lookup of several sums), width O(range): wide instead of deep.
 
 Every gadget takes only the :class:`Subspace` s it reads and writes and constants
 (never ``d_model`` or raw residual dims), declares them in ``reads``/``writes``
@@ -47,10 +51,12 @@ from .lookups import (
     separation,
 )
 from .residues import Residue, residue_hidden, residue_margin, residue_mlp, residue_range, round_mlp
+from .staircase import Ramp, Stair, StairLookup, staircase_margin, staircase_mlp
 
-__all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "PositionBlock", "Residue", "absorb_feature",
+__all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "PositionBlock", "Ramp", "Residue", "Stair",
+           "StairLookup", "absorb_feature",
            "attention_temperature", "carry_units", "code_function_mlp", "compose_mlp", "compose_slope",
            "flat_lookup_margin", "flat_lookup_mlp", "flat_lookup_tolerance", "halfspace_lookup_mlp",
            "interpolated_code_function_mlp", "lookup_mlp", "lookup_obligation", "offset_head", "onehot_bias",
            "prefix_mean_head", "recent_flag_head", "residue_hidden", "residue_margin", "residue_mlp", "residue_range",
-           "round_mlp", "separation", "step_units"]
+           "round_mlp", "separation", "staircase_margin", "staircase_mlp", "step_units"]

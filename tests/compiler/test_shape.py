@@ -47,18 +47,19 @@ def test_every_construction_compiles_in_standard_blocks_at_its_estimated_size(na
 
 
 def test_auto_takes_the_fewest_standard_blocks():
-    """Q8: the cascade has 2 attention layers but 13 standard blocks; the scan 7 and 7."""
+    """Q8: the cascade has 2 attention layers and, its blocks' MLPs built as staircases, 5 standard blocks
+    (3 for the level whose table reads its two counters, 2 for the next); the scan 7 and 7."""
     default = candidates("quaternion", max_len=100)
     standard = candidates("quaternion", max_len=100, shape="standard")
     by = lambda r: {c["name"]: c["layers"] for c in r["candidates"] if c["fits"]}  # noqa: E731
     assert default["chosen"] == "krohn-rhodes" and by(default)["krohn-rhodes"] == 2
-    assert standard["chosen"] == "scan" and by(standard) == {"krohn-rhodes": 13, "scan": 7}
+    assert standard["chosen"] == "krohn-rhodes" and by(standard) == {"krohn-rhodes": 5, "scan": 7}
     assert "standard blocks" in standard["why"]
 
 
 def test_a_standard_model_records_its_shape_through_a_checkpoint(tmp_path, capsys):
     model = compiler.compile_automaton("cyclic:3", max_len=16, method="krohn-rhodes", shape="standard")
-    assert model.meta["shape"]["unfolded"] == [{"layer": 0, "mlp": "block1.mlp", "hidden_layers": 6}]
+    assert model.meta["shape"]["unfolded"] == [{"layer": 0, "mlp": "block1.mlp", "hidden_layers": 2}]
     assert "unfolded" in model.meta and _one_hidden_layer(model)
     save(model, tmp_path / "m.safetensors")
     again = load(tmp_path / "m.safetensors")
@@ -88,7 +89,7 @@ def test_bad_shapes_and_label_readouts_are_refused():
 def test_the_cli_plans_and_compiles_the_standard_shape(tmp_path, capsys):
     assert main(["plan", "quaternion", "--max-len", "100", "--shape", "standard"]) == 0
     out = capsys.readouterr().out
-    assert "standard shape" in out and "blocks" in out and "chosen: scan" in out
+    assert "standard shape" in out and "blocks" in out and "chosen: krohn-rhodes" in out
     path = tmp_path / "q.safetensors"
     assert main(["compile", "nth-last:3", "--max-len", "32", "--shape", "standard", "-o", str(path)]) == 0
     assert "standard shape" in capsys.readouterr().out

@@ -177,3 +177,28 @@ def test_the_declared_program_is_certified_and_a_wrong_detector_claim_is_refused
     word = cert.failure["detail"].split("'")[1].split()
     want = [a.states[q] for q in a.run([a.alphabet.index(x) for x in word])]
     assert broken.simulate([word])[0] != want
+
+
+def test_standard_shape_legal_stack_is_two_blocks_certified_and_a_broken_step_is_refused():
+    """``one_hidden_layer``: a legal stack's depth decode is one hidden layer of threshold pairs over
+    x + (D + 1) bos and its stack levels one of step pairs -- two standard blocks, as SGD's; the
+    certificate proves it, and refuses it when one stack unit's pair no longer steps at y = 2."""
+    from verify.certify import certify
+    model = compiler.compile_automaton(load_spec("dyck-legal:4,2"), max_len=48, shape="standard")
+    assert model.meta["method"] == "bounded-stack" and len(model.blocks) == 2 and model.meta["one_hidden_layer"]
+    assert all(len(b.mlp_hidden) == 1 for b in model.config.blocks)
+    assert certify(model).certified is True
+    H = model.blocks[1].mlp.W_in.shape[1] // 2
+    with torch.no_grad():  # stack unit 0's upper ramp shifted by one step: [y >= 2] becomes [y >= 3]
+        model.blocks[1].mlp.b_in[0] -= 4.0
+        model.blocks[1].mlp.b_in[H] -= 4.0
+    cert = certify(model)
+    assert cert.certified is False and "st.stack" in cert.failure["where"]
+
+
+def test_standard_shape_stack_with_errors_decodes_its_depth_in_two_hidden_layers():
+    from verify.certify import certify
+    model = compiler.compile_automaton(load_spec("dyck:2,2"), max_len=24, method="bounded-stack", shape="standard")
+    assert len(model.blocks) == 6 and model.meta["shape"]["unfolded"][0] == {"layer": 0, "mlp": "st.depth",
+                                                                               "hidden_layers": 2}
+    assert certify(model).certified is True

@@ -80,6 +80,21 @@ def fixed_by_class(m: Model, pos_class: np.ndarray, n: int) -> tuple[set[int], n
     return {d for d in m.fixed_dims if same[d]}, m.fixed[first]
 
 
+BLAS_ABOVE = 1 << 27
+"""Multiply-adds above which an error-coefficient product goes through BLAS (a wide staircase's
+layers), not einsum (whose loops are the faster for the small products of most MLPs, and a
+threaded BLAS stalls on a busy machine)."""
+
+
+def _propagate(A: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """The error coefficients [N, h, n] through a layer's weights [h, k]: [N, k, n]."""
+    N, h, n = A.shape
+    if N * h * n * W.shape[1] <= BLAS_ABOVE:
+        return np.einsum("Nhn,hk->Nkn", A, W)
+    flat = np.ascontiguousarray(A.transpose(0, 2, 1)).reshape(N * n, h)
+    return (flat @ W).reshape(N, n, W.shape[1]).transpose(0, 2, 1)
+
+
 def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
             u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
@@ -107,7 +122,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     exact = (r[None, :] == 0) & (np.round(x) == x)
     for i, (W, b) in enumerate(zip(weights, biases)):
         z = h @ W + b
-        Az = np.einsum("Nhn,hk->Nkn", A, W)
+        Az = _propagate(A, W)
         mag = np.abs(h) + np.abs(A) @ rn + nu
         size = mag @ np.abs(W) + np.abs(b)
         integral = np.all(np.round(W) == W, axis=0) & (np.round(b) == b) & (size < 2.0**p)

@@ -1,0 +1,164 @@
+"""Theorem 11's blocks with MLPs of two hidden layers (the standard shape's build,
+``one_hidden_layer``): each block's counter decodes and the lookups after them fused into one
+:func:`gadgets.staircase_mlp`, so a cascade of L counter levels unfolds into 2L standard blocks
+(a cyclic group into 2) instead of 6-7 per level.
+
+The staircase reads the block's prefix sums X (every threshold of X: width O(n T) per counter)
+and, as exact gates, the letter, the codes of components decoded in earlier blocks and a
+counter's increment (for its value before the update); it writes what the default block's MLP
+writes -- the decoded codes, the next block's increments, the readout -- and states the same
+obligation, so the certificate checks the same program.  A cascade is built so only when every
+component is a counter and no view is evaluated in the network (:func:`flat_refusal`); otherwise
+the default build is used and unfolded.  A table of two or more counters decoded in the same
+block is a :class:`StairLookup` in a third hidden layer (its one-hots read off the exact second
+layer): 3 blocks for that level."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
+
+from compiler.automata.cascade import Cascade
+
+from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
+from .krohn_rhodes_layout import Layout, Schedule, TablePlan, input_update
+from .program import MLP
+from .workspace import Subspace
+
+
+def counter_high(n: int, max_len: int) -> int:
+    """The largest prefix sum of a mod-n counter: the initial value plus t <= T increments < n."""
+    return (n - 1) * (max_len + 1)
+
+
+def flat_refusal(cascade: Cascade, sched: Schedule) -> str | None:
+    """Why the cascade's blocks cannot be built as staircases (None: they can)."""
+    if any(c.kind != "counter" for c in cascade.components):
+        return "a reset component (its most-recent fetch is rounded in two hidden layers of its own)"
+    if sched.old_views or sched.new_views:
+        return "views evaluated in the network"
+    return None
+
+
+class _Gates:
+    """The exact gate inputs of one staircase, each once (by subspace and index)."""
+
+    def __init__(self, tok: Subspace) -> None:
+        self.inputs: list[CodeInput | OneHotInput] = [OneHotInput(tok)]
+
+    def code(self, sub: Subspace, n: int) -> int:
+        for i, g in enumerate(self.inputs):
+            if isinstance(g, CodeInput) and g.sub.name == sub.name:
+                return i
+        self.inputs.append(CodeInput(sub, n))
+        return len(self.inputs) - 1
+
+
+def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gates) -> list[Stair]:
+    """A counter's decode (Lemma 15): ``new`` = X mod n, ``old`` = (X - increment) mod n."""
+    X, n = np.arange(high + 1), c.size
+    stairs = [Stair(d["new"], ramp, (), {(): (X % n)[:, None].astype(np.float64)})]
+    if "old" in d:
+        inc = gates.code(d["inc"], n)
+        stairs.append(Stair(d["old"], ramp, (inc,), {(k,): ((X - k) % n)[:, None].astype(np.float64)
+                                                      for k in range(n)}))
+    return stairs
+
+
+def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
+                 lay: Layout, sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool) -> Stair:
+    """One lookup (Lemma 11) as a stair: gated by the letter and the stale keys' codes; a key decoded
+    in this block (at most one) read off its ramp, before the update through its increment's gate."""
+    keys = plan.keys
+    at = next((i for i, k in enumerate(keys) if k in fresh), None)
+    gate_of = {}
+    for i, k in enumerate(keys):
+        if i != at:
+            gate_of[i] = gates.code(lay.subs[k]["new"] if new else lay.value(k), sizes[k])
+    g_idx = [gate_of[i] for i in sorted(gate_of)] + ([0] if letter_keyed else [])
+    old = False if at is None else not new and "old" in lay.subs[keys[at]]
+    if old and at is not None:
+        g_idx.append(gates.code(lay.subs[keys[at]]["inc"], sizes[keys[at]]))
+    values: dict[tuple[int, ...], np.ndarray] = {}
+    for (vals, letter), act in plan.rows.items():
+        row = row_of(act)
+        if not np.any(row):
+            continue
+        g = tuple(v for i, v in enumerate(vals) if i != at) + ((letter,) if letter_keyed else ())
+        if at is None:
+            values[g] = row[None]
+            continue
+        ramp, high, _ = fresh[keys[at]]
+        n = sizes[keys[at]]
+        X = np.arange(high + 1)
+        for dk in range(n) if old else (0,):
+            gk = g + ((dk,) if old else ())
+            F = values.setdefault(gk, np.zeros((high + 1, len(out))))
+            F[(X - dk) % n == vals[at]] = row
+    return Stair(out, None if at is None else fresh[keys[at]][0], tuple(g_idx), values)
+
+
+def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, str], int], lay: Layout,
+           sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool) -> StairLookup:
+    """A table of several counters decoded in this block: a :class:`StairLookup` lookup reading their code
+    stairs (``new``, or the value before the update), the stale keys' and the letter's gates."""
+    reads = []
+    for k in plan.keys:
+        role = "new" if new or "old" not in lay.subs[k] else "old"
+        if (k, role) in code_stair:
+            reads.append(("stair", code_stair[(k, role)]))
+        else:
+            reads.append(("gate", gates.code(lay.subs[k]["new"] if new else lay.value(k), sizes[k])))
+    if letter_keyed:
+        reads.append(("gate", 0))
+    table = {}
+    for (vals, letter), act in plan.rows.items():
+        row = row_of(act)
+        if np.any(row):
+            table[tuple(vals) + ((letter,) if letter_keyed else ())] = row
+    return StairLookup(out, tuple(reads), table)
+
+
+def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
+             mass: int, obligation) -> MLP:
+    """Block b's MLP as one staircase: its counters' decodes, then the next block's input tables (and
+    the readout in the last block), stating ``obligation`` (the default block's)."""
+    sizes = {c.name: c.size for c in cascade.components}
+    gates = _Gates(lay.tok)
+    ramps: list[Ramp] = []
+    fresh: dict[str, tuple[int, int, Subspace]] = {}
+    stairs: list[Stair] = []
+    code_stair: dict[tuple[str, str], int] = {}
+    for c in cascade.components:
+        if sched.block_of[c.name] == b:
+            d, high = lay.subs[c.name], counter_high(c.size, max_len)
+            fresh[c.name] = (len(ramps), high, d["mean"])
+            ramps.append(Ramp(d["mean"], float(mass), init[c.name], high))
+            for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates)):
+                code_stair[(c.name, role)] = len(stairs)
+                stairs.append(st)
+    tables: list[tuple[TablePlan, Subspace, Callable[[Any], np.ndarray], bool, bool]] = [
+        (sched.inputs[c.name], lay.input_out(c), partial(input_update, c), True, False)
+        for c in cascade.components if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1]
+    if b == sched.n_blocks:
+        eye = np.eye(len(lay.state))
+        tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
+    joints = []
+    for plan, out, row_of, keyed, new in tables:
+        if sum(k in fresh for k in plan.keys) > 1:
+            joint = _joint(plan, out, row_of, code_stair, lay, sizes, gates, keyed, new)
+            if joint.table:
+                joints.append(joint)
+            continue
+        st = _table_stair(plan, out, row_of, fresh, lay, sizes, gates, keyed, new)
+        if st.values:
+            stairs.append(st)
+    used = sorted({i for st in stairs for i in st.gates} | {i for j in joints for k, i in j.reads if k == "gate"})
+    renumber = {old: new for new, old in enumerate(used)}
+    stairs = [Stair(st.out, st.ramp, tuple(renumber[i] for i in st.gates), st.values) for st in stairs]
+    joints = [StairLookup(j.out, tuple((k, renumber[i] if k == "gate" else i) for k, i in j.reads), j.table)
+              for j in joints]
+    return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, obligation,
+                         {"counters": sorted(fresh)}, tuple(joints))

@@ -1,0 +1,102 @@
+"""The staircase (gadgets/staircase.py) and Theorem 11's blocks built with it (krohn_rhodes_flat.py):
+exact on every threshold and gate within the input tolerance, the standard shape's cyclic groups in
+2 blocks and cascades in 2 per level (3 for a level whose table reads two of its counters),
+certified; a ramp broken at one value of the prefix sum is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+from compiler.automata.catalog import build
+from compiler.pipeline import set_start
+from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
+from constructions.gadgets.staircase import RAMP_SLOPE
+from constructions.workspace import Workspace
+from verify.certify import certify
+from verify.check import verify
+
+
+def _decoder():
+    """X = 10 mean + 1 in 0..20 mod 3 (new), (X - inc) mod 3 (old, gated by inc), a state one-hot of
+    (X + letter) mod 3 (gated by the letter), and a joint lookup of (new, letter)."""
+    ws = Workspace()
+    mean, tok, inc = ws.add("mean"), ws.add("tok", ["a", "b", "c"]), ws.add("inc")
+    new, old, state, both = ws.add("new"), ws.add("old"), ws.add("state", ["q0", "q1", "q2"]), ws.add("both")
+    X = np.arange(21)
+    stairs = [Stair(new, 0, (), {(): (X % 3)[:, None].astype(float)}),
+              Stair(old, 0, (1,), {(k,): ((X - k) % 3)[:, None].astype(float) for k in range(3)}),
+              Stair(state, 0, (0,), {(a,): np.eye(3)[(X + a) % 3] for a in range(3)})]
+    joint = StairLookup(both, (("stair", 0), ("gate", 0)), {(v, a): np.array([1.0 + v + 3 * a]) for v in range(3)
+                                                       for a in range(3) if (v, a) != (2, 2)})
+    gates = [OneHotInput(tok), CodeInput(inc, 3)]
+    return staircase_mlp("t", [Ramp(mean, 10.0, 1, 20)], gates, stairs, joints=(joint,))
+
+
+def test_staircase_is_exact_at_every_threshold_and_gate_within_its_tolerance():
+    mlp = _decoder()
+    assert len(mlp.hidden_sizes) == 3 and mlp.hidden_sizes[0] == 20 + 2 * 2 + 3
+    rng = np.random.default_rng(0)
+    for X in range(21):
+        for a in range(3):
+            for k in range(3):
+                for noise in (-0.249, 0.0, 0.249, rng.uniform(-0.249, 0.249)):
+                    out = mlp(np.concatenate([[(X - 1 + noise) / 10.0], np.eye(3)[a], [k]]))
+                    v = X % 3
+                    both = 0.0 if (v, a) == (2, 2) else 1.0 + v + 3 * a
+                    want = np.concatenate([[v, (X - k) % 3], np.eye(3)[(X + a) % 3], [both]])
+                    assert np.array_equal(out, want), (X, a, k, noise)
+    # a letter gate that is all zero (BOS) matches no gated unit: only the ungated code is written
+    out = mlp(np.concatenate([[0.4], np.zeros(3), [0.0]]))
+    assert out[0] == 5 % 3 and np.all(out[2:] == 0)
+
+
+def test_ramps_are_off_below_and_past_the_clip_above_their_tolerance():
+    """relu(s(X - j) + s(1 - tau)): 0 at X = j - 1 + tau, 2 at X = j - tau (s = 4 at a quarter)."""
+    assert RAMP_SLOPE == 4.0
+    assert RAMP_SLOPE * (-0.75) + RAMP_SLOPE * 0.75 == 0 and RAMP_SLOPE * (-0.25) + RAMP_SLOPE * 0.75 == 2
+
+
+@pytest.mark.parametrize("name, blocks", [("cyclic:3", 2), ("dihedral:3", 4), ("quaternion", 5)])
+def test_standard_shape_cascades_in_two_blocks_per_level_certified(name, blocks):
+    """C_n: one level (2 blocks); D6: two levels of one counter (4); Q8: a level whose table reads its
+    two counters (a joint lookup, 3) then one (2)."""
+    model = compiler.compile_automaton(build(name), max_len=16, method="krohn-rhodes", shape="standard")
+    assert model.meta["one_hidden_layer"]
+    assert model.meta["shape"]["blocks"] == blocks == len(model.blocks)
+    assert all(len(b.mlp_hidden) == 1 for b in model.config.blocks)
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
+
+
+def test_auto_takes_two_standard_blocks_for_a_cyclic_group_and_they_run_exactly():
+    model = compiler.compile_automaton(build("cyclic:5"), max_len=40, shape="standard")
+    assert model.meta["method"] == "krohn-rhodes" and len(model.blocks) == 2
+    assert verify(model, samples=16, seed=0).exact
+
+
+def test_default_build_keeps_the_residue_decode():
+    """Without ``one_hidden_layer`` the counter is decoded as before: coarse then fine steps."""
+    model = compiler.compile_automaton(build("cyclic:3"), max_len=24, method="krohn-rhodes")
+    assert "one_hidden_layer" not in model.meta and len(model.config.blocks[0].mlp_hidden) == 6
+
+
+def test_a_ramp_that_misses_one_prefix_sum_is_refused():
+    """Ramp j = 20 lowered by its offset stays off at X = 20 (on from X = 21): the decode is wrong on
+    the inputs whose prefix sum is exactly 20 and right elsewhere; the certificate names the MLP."""
+    model = compiler.compile_automaton(build("cyclic:3"), max_len=24, method="krohn-rhodes", one_hidden_layer=True)
+    assert certify(model).certified is True
+    j = 20  # ramp j (unit j - 1) turns on at X = j, X the prefix sum with the initial value
+    with torch.no_grad():
+        model.blocks[0].mlp.b_in[j - 1] -= RAMP_SLOPE * 0.75
+    cert = certify(model)
+    assert cert.certified is False
+    assert cert.failure["where"] == "layer 1 MLP block1.mlp" and "code combination" in cert.failure["detail"]
+
+
+def test_set_start_rebuilds_the_staircase():
+    model = compiler.compile_automaton(build("cyclic:3"), max_len=16, method="krohn-rhodes", one_hidden_layer=True)
+    set_start(model, model.automaton.states[1])
+    assert model.meta["one_hidden_layer"] and certify(model).certified is True
