@@ -23,8 +23,8 @@ extremes over a set of codes once per set (:func:`_class_rows`).  The radii ente
 class afterwards, through bounds that hold for every code (:func:`_group_sums`: a unit's input
 noise nu = |w_x| r_x + |w_g| r_g adds nu (1 + gamma) to its error exactly, so to the magnitude; to
 the rounding noise gamma nu, and nu (1 + gamma) more only where nu (1 + gamma) may reach the unit's
-slack |z| - err, where its sign could flip).  So a class costs O(n^2) per output, the layer
-O(n^3) array elements, not O(n^4)."""
+slack |z| - err, where its sign could flip).  So a class costs O(n^2) array elements per
+output, O(n^3) in all, not O(n^4); the tables O(n^3) once per model."""
 
 from __future__ import annotations
 
