@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 
 import numpy as np
 import pytest
 import torch
 
+from compiler.automata.catalog import random_automaton
 from compiler.automata.load import load_spec
 from compiler.automata.spec import from_dict
 from compiler.cli import main
 from compiler.pipeline import compile_automaton
 from constructions.checkpoint import load, save
+from constructions.gadgets.compose import compose_slope
 from verify.certify import certify, quantum, snaps
 from verify.certify.certificate import _spreads
 from verify.certify.state import Code, _merged_slack, product_rows, row_radii
@@ -111,6 +114,40 @@ def test_what_is_not_certified_says_so():
     cert = certify(model)
     assert cert.certified is False and cert.supported is False
     assert "float64" in cert.reason and "not certified" in cert.reason
+
+
+def test_a_composition_wrong_on_one_pair_of_codes_is_refused_naming_the_point():
+    """A scan of 8 states: one unit of a composition, v[q, 7] = relu(F[7] + c + M (G[q] - 8)), gets
+    c + 3/4 more bias, so the composed map at point q is off by 3/4 exactly when the fetched map
+    sends q to 7 and the map keeps 7 there (one pair of codes (g(q), f(g(q))) of 64); every other
+    pair is unchanged.  In layer 3 such pairs occur: inputs show errors, and ``certify`` refuses,
+    naming the point and the fetched code.  In layer 1 (letters' maps only) none does: the same
+    change is certified, and the model is indeed still exact there."""
+    a = random_automaton(random.Random(3), 8, 2)
+    model = compile_automaton(a, max_len=32, method="scan")
+    F, G = model.subspace("scan:map"), model.subspace("scan:prev")
+    M, c = compose_slope(len(F))
+    q = 1
+
+    def v_unit(layer: int) -> int:
+        W, b = model.blocks[layer].mlp.W_in, model.blocks[layer].mlp.b_in
+        return next(h for h in range(W.shape[1])
+                    if W[G[q], h] == M and W[F[7], h] == 1 and b[h] == c - M * 8)
+
+    for layer, wrong in ((2, True), (0, False)):
+        h = v_unit(layer)
+        with torch.no_grad():
+            model.blocks[layer].mlp.b_in[h] += c + 0.75
+        cert = certify(model)
+        report = verify(model, samples=4, seed=0, exhaustive_budget=4096)
+        with torch.no_grad():
+            model.blocks[layer].mlp.b_in[h] -= c + 0.75
+        assert cert.certified is (not wrong), cert.reason
+        assert (report.n_errors > 0) is wrong
+        if wrong:
+            assert cert.supported is True and cert.failure["where"] == f"layer {layer + 1} MLP scan{layer + 1}.compose"
+            assert cert.failure["detail"].startswith(f"scan:map[{q}] may be off by 0.75")
+            assert f"sends point {q} to 7" in cert.failure["detail"]
 
 
 def test_a_label_lookup_fused_after_the_scans_composition_is_certified_and_a_wrong_output_refused():

@@ -31,8 +31,9 @@ Rules (each a lemma the checker applies to the tensors):
 * MLP, :class:`~constructions.obligations.Compose`: per output point q and value g of the
   fetched code, every hidden unit reads g and at most one other dim, so the deviation from
   the declared f(g(q)) and the error's coefficients are sums of one-variable terms; their
-  extremes over every map are sums of per-term extremes (m^4 small checks, not one per pair
-  of maps).
+  extremes over every map are sums of per-term extremes, each group of units tabulated once
+  for the model (its weights recur in every output and layer), the radii added per output
+  (:mod:`.composition`).
 * Readout: for every final code the declared output's logit, less its error bound, beats
   every other logit plus its bound.
 
@@ -50,7 +51,7 @@ combination) and the bound that does not hold; nothing falls back to sampling.
 
 Modules: :mod:`.state` (the abstract state, the tensors as arrays, the float lemmas),
 :mod:`.heads` (positional, most-recent-flag and averaging heads), :mod:`.lookups` (lookup and step
-MLPs), :mod:`.compose` (side-by-side MLPs and the scan's composition), :mod:`.recency` and :mod:`.after_races`
+MLPs), :mod:`.compose` (side-by-side MLPs, lookups after a composition), :mod:`.composition` (the scan's composition), :mod:`.recency` and :mod:`.after_races`
 (recency heads, races, and lookups fused after them), :mod:`.checkers` (each MLP kind's rule, in one
 table, and a layer's check), :mod:`.labels` (a label model's obligations), :mod:`.certificate` (the readout, ``certify`` and stored certificates),
 :mod:`.record` (the :class:`Certificate` it returns, and its JSON).

@@ -5,7 +5,7 @@ table lacks is refused by name (NotCertifiable), never passed."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -13,7 +13,8 @@ import numpy as np
 from constructions.obligations import Beside, Compose, Joint, Kind, Layer, Lookup, Races, Steps, Threshold
 
 from .after_races import races_then_steps
-from .compose import beside_parts, compose_mlp, composed_steps
+from .compose import beside_parts, composed_steps
+from .composition import compose_mlp
 from .heads import check_heads
 from .latest import any_layer, is_any_layer
 from .lookups import MLPWeights, lookup_mlp, mlp_weights
@@ -24,12 +25,14 @@ from .state import CertificateFailure, Model, NotCertifiable, State
 @dataclass
 class Run:
     """What the rules share over a model's layers: the model, the program's claims, the subspaces
-    written by the end of the layer being checked, and each scan's closure of maps."""
+    written by the end of the layer being checked, each scan's closure of maps, and the
+    composition MLPs' group tables (the same weights in every layer of a scan)."""
 
     m: Model
     joint: tuple[Joint, ...]
     written: set[str]
     closures: dict[str, np.ndarray | None]
+    tables: dict[tuple, np.ndarray] = field(default_factory=dict)
 
 
 Rule = Callable[[Run, int, Layer, Any, list[State], np.ndarray, dict[str, Any], MLPWeights | None],
@@ -63,8 +66,8 @@ def _steps(run: Run, l: int, layer: Layer, o: Steps, states: list[State], pos_cl
 
 def _compose(run: Run, l: int, layer: Layer, o: Compose, states: list[State], pos_class: np.ndarray,
              report: dict[str, Any], sub: MLPWeights | None) -> tuple[list[State], np.ndarray]:
-    """Theorem 10's composition (:func:`.compose.compose_mlp`)."""
-    return compose_mlp(run.m, l, o, states, pos_class, run.closures.get(o.maps), report, sub), pos_class
+    """Theorem 10's composition (:func:`.composition.compose_mlp`)."""
+    return compose_mlp(run.m, l, o, states, pos_class, run.closures.get(o.maps), report, sub, run.tables), pos_class
 
 
 def _races(run: Run, l: int, layer: Layer, o: Races, states: list[State], pos_class: np.ndarray,

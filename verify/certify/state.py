@@ -47,14 +47,18 @@ class NotCertifiable(ShortcutError):
 
 def quantum(values: np.ndarray) -> float:
     """The largest power of two dividing every value (inf when all are 0)."""
-    v = np.abs(np.asarray(values, dtype=np.float64)).ravel()
-    v = v[(v != 0) & np.isfinite(v)]
-    if not len(v):
-        return math.inf
-    mant, exp = np.frexp(v)  # v = mant 2^exp, mant in [1/2, 1): an integer of 53 bits times 2^(exp - 53)
+    return float(quanta(values).min(initial=math.inf))
+
+
+def quanta(values: np.ndarray) -> np.ndarray:
+    """Elementwise, the largest power of two dividing each value (inf for 0 and non-finite
+    values): :func:`quantum` of a set is the least of its elements'."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    ok = (v != 0) & np.isfinite(v)
+    mant, exp = np.frexp(np.where(ok, v, 1.0))  # v = mant 2^exp, mant in [1/2, 1): an integer of 53 bits times 2^(exp - 53)
     ints = (mant * 2.0**53).astype(np.int64)
     low = ints & -ints  # the lowest set bit
-    return float(np.min(np.ldexp(low.astype(np.float64), exp - 53)))
+    return np.where(ok, np.ldexp(low.astype(np.float64), exp - 53), math.inf)
 
 
 def snaps(noise: np.ndarray, magnitude: np.ndarray, delta: float, p: int) -> np.ndarray:
@@ -68,6 +72,28 @@ def snaps(noise: np.ndarray, magnitude: np.ndarray, delta: float, p: int) -> np.
     if not delta or math.isinf(delta):
         return np.zeros(np.shape(noise), dtype=bool) if not delta else np.ones(np.shape(noise), dtype=bool)
     return (np.asarray(noise) < 2.0 ** -(p + 1) * delta) & (np.asarray(magnitude) < 2.0**p * delta)
+
+
+def unique_rows(rows: np.ndarray) -> np.ndarray:
+    """``np.unique(rows, axis=0)`` of a float array [N, k]: its distinct rows in lexicographic
+    order.  Fast where that is cheap to get otherwise: rows already strictly increasing are
+    returned as they are (the array itself: joint sets are never written in place), and rows of integers in 0..65535 are sorted once as byte strings (one
+    byte, or two big-endian, per entry: the byte order is then the order of the values)."""
+    a = np.asarray(rows, dtype=np.float64)
+    if a.ndim != 2 or len(a) < 2 or a.shape[1] == 0:
+        return np.unique(a, axis=0)
+    step = a[1:] != a[:-1]
+    first = step.argmax(1)
+    at = np.arange(len(a) - 1)
+    if np.all(step[at, first]) and np.all(a[1:][at, first] > a[:-1][at, first]):
+        return a
+    top = a.max()
+    if a.min() >= 0 and top < 65536 and np.all(a == np.round(a)):
+        t = np.dtype(np.uint8) if top < 256 else np.dtype(">u2")
+        b = np.ascontiguousarray(a.astype(t))
+        out = np.unique(b.view(np.dtype((np.void, t.itemsize * a.shape[1]))).reshape(-1))
+        return out.view(t).reshape(len(out), -1).astype(np.float64)
+    return np.unique(a, axis=0)
 
 
 def gamma(n: int | np.ndarray, u: float) -> np.ndarray:
@@ -99,7 +125,7 @@ class Code:
 
     @staticmethod
     def of(joint: np.ndarray, radius: np.ndarray) -> Code:
-        joint = np.unique(np.asarray(joint, dtype=np.float64).reshape(len(joint), -1), axis=0)
+        joint = unique_rows(np.asarray(joint, dtype=np.float64).reshape(len(joint), -1))
         return Code([np.unique(joint[:, i]) for i in range(joint.shape[1])], joint, np.asarray(radius, float))
 
     @staticmethod
@@ -123,9 +149,15 @@ class Code:
     def size(self) -> int:
         return len(self.joint) if self.joint is not None else math.prod(len(v) for v in self.per_dim)
 
-    def key(self) -> tuple:
-        """What identifies the value sets (not the radius): classes with equal keys merge."""
-        joint = None if self.joint is None else self.joint.tobytes()
+    def key(self, read: dict[int, bytes] | None = None) -> tuple:
+        """What identifies the value sets (not the radius): classes with equal keys merge.
+        ``read``: the joint sets' bytes already read, by array (while those arrays live: one merge
+        reads a set many classes share once)."""
+        joint = None if self.joint is None else (read or {}).get(id(self.joint))
+        if joint is None and self.joint is not None:
+            joint = self.joint.tobytes()
+            if read is not None:
+                read[id(self.joint)] = joint
         rel = None if self.sum_of is None else (self.sum_of[0], self.sum_of[1], self.sum_of[2].tobytes(),
                                                 self.sum_of[3].tobytes())
         return (joint, tuple(v.tobytes() for v in self.per_dim), rel)
@@ -170,8 +202,8 @@ def put_code(st: State, name: str, code: Code) -> None:
             if c.sum_of is not None and c.sum_of[0] == part:
                 st[other] = replace(c, sum_of=None)
         k = len(st[part].per_dim) if part in st else len(code.per_dim) - at
-        joint = None if code.joint is None else np.unique(code.joint[:, at : at + k], axis=0)
-        slack = code.row_slack if len(parts) == 1 else None  # one part: its joint rows are the code's
+        joint = None if code.joint is None else unique_rows(code.joint[:, at : at + k])
+        slack = code.row_slack if len(parts) == 1 else None  # one part: its joint rows are the code's (sorted)
         st[part] = Code(code.per_dim[at : at + k], joint, code.radius[at : at + k], row_slack=slack)
         at += k
     if len(parts) > 1 and code.joint is not None:
@@ -214,9 +246,10 @@ def merge(states: list[State], pos_class: np.ndarray,
     merged: list[State] = []
     new_id = np.zeros(len(states), dtype=np.int64)
     first = first_positions(pos_class, len(states))
+    read: dict[int, bytes] = {}
     for c, st in enumerate(states):
         k = (c == 0, 0 if phase is None else int(phase[first[c]]),
-             tuple((name, st[name].key()) for name in sorted(st)))  # BOS stays apart
+             tuple((name, st[name].key(read)) for name in sorted(st)))  # BOS stays apart
         if k in index:
             tgt = merged[index[k]]
             for name in st:
