@@ -5,8 +5,8 @@ The heads' own semantics (:func:`.semantics._recency`) keeps the order of the la
 all M key codes, which grows about factorially with M.  The races read far less of it.
 
 **Setting** (checked on the obligations, no construction code read).  A group of
-position-copying :class:`~constructions.obligations.Match` heads shares its key subspace (also
-their query) and its M >= 3 codes; one permutation sigma of the codes, an M-cycle, makes every
+position-copying :class:`~constructions.obligations.Match` heads of one layer shares its key
+subspace (also their query) and its M >= 3 codes; one permutation sigma of the codes, an M-cycle, makes every
 head's match map a power sigma^rho (rho in 0..M-1); label the codes 0..M-1 along sigma.  Only
 races read the heads (never as a level), each head in one race, each dst written by its head
 alone, and the two heads of a race have distinct nonzero rho.  The search then checks, at every
@@ -204,11 +204,11 @@ def _head(w: Walk, f: Match, role: Role | None) -> Head:
 def walk_heads(ob: Obligations, ctx: Context) -> dict[int, Head]:
     """The semantics (by the obligation's id) of every position-copying nearest-value head whose
     group meets the lemmas' setting; the other groups keep the order of last visits."""
-    groups: dict[tuple[str, tuple[tuple[float, ...], ...]], list[Match]] = {}
-    for layer in ob.layers:
+    groups: dict[tuple[int, str, tuple[tuple[float, ...], ...]], list[Match]] = {}
+    for l, layer in enumerate(ob.layers):  # one layer: every head of a group reads the same key codes
         for f in layer.fetches:
             if isinstance(f, Match) and ctx.increasing(f.src):
-                groups.setdefault((f.key, tuple(_exact(r) for r in np.asarray(f.codes))), []).append(f)
+                groups.setdefault((l, f.key, tuple(_exact(r) for r in np.asarray(f.codes))), []).append(f)
     races = [r for layer in ob.layers for o in layer.mlp_leaves() if isinstance(o, Races) for r in o.races]
     out: dict[int, Head] = {}
     for heads in groups.values():
