@@ -55,9 +55,9 @@ from .walk import walk_heads
 NODE_BUDGET = 50_000
 """Largest number of (automaton state, program memory) pairs the search explores."""
 RECENCY_CODES = 8
-"""Largest number of key codes the recency heads keep ranks for, over all their keys together:
-their memory is an order of last visits, which grows about factorially with the codes (a
-gridworld's residues mod M: M = 8 for grid:4 up to T = 64, 1,470 pairs; M = 16 beyond)."""
+"""Largest number of key codes the recency heads outside the walk's lemmas (:mod:`.walk`) keep
+ranks for, over all their keys together: their memory is an order of last visits, which grows
+about factorially with the codes."""
 
 
 @dataclass(frozen=True)
