@@ -183,8 +183,10 @@ def _value(w: Walk, m: Any, role: Role | None) -> float:
     """What a head writes for its race: 0 (never visited), 2 (the more recent) or 1 -- a race
     compares these as it compares the real copies (the aliasing lemma)."""
     _, ext, bits = m
-    if role is None or role[0] == "now":
-        return 2.0 if role is not None and role[1] else 1.0 if role is not None else 0.0
+    if role is None:  # a head no race reads
+        return 0.0
+    if role[0] == "now":
+        return 2.0 if role[1] else 1.0
     if role[0] == "same":  # unvisited exactly when no offset in the visited interval has the residue
         return 1.0 if ext == WIDE or any((d - role[1]) % w.M == 0 for d in range(-ext[0], ext[1] + 1)) else 0.0
     _, (a, b), lower = role
