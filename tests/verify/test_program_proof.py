@@ -178,16 +178,48 @@ def test_a_false_joint_claim_is_refused():
         prove(model, bad)
 
 
-def test_a_gridworld_beyond_the_recency_budget_is_weights_proved_and_named_not_covered():
-    """A gridworld whose recency heads keep an order over 16 residues (grid:4 from T = 128): the
-    search would not end in time, so the verdict names the heads and never says "certified exact"."""
-    model = compile_automaton("grid:4", max_len=128, method="gridworld")
+@pytest.mark.parametrize("spec", ["grid:4", "grid:9"])
+def test_a_gridworld_with_sixteen_residues_is_certified_end_to_end(spec):
+    """The paper's Grid4 and Grid9 at T = 100, residues mod 16: the walk's lemmas
+    (verify/certify/walk.py) keep a memory that does not grow with the residues."""
+    model = compile_automaton(spec, max_len=100, method="gridworld")
+    assert model.meta["gridworld"]["axes"][0]["modulus"] == 16
     cert = certify(model)
-    assert cert.certified is False and cert.supported is False and cert.weights_proved is True
-    assert cert.reason.startswith("weights proved against the declared program; program not proved against "
-                                     "the automaton (the recency heads gw0.find"), cert.reason
-    from verify.certify import certificate_text
-    assert "certified exact" not in certificate_text(cert)
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
+    assert cert.program["pairs"] < 1000
+
+
+def test_recency_heads_outside_the_walk_lemma_beyond_the_budget_are_named_not_covered():
+    """One head's match map no longer a power of the codes' cycle (two entries swapped): the walk's
+    lemmas do not apply, and the order of last visits over 16 codes is beyond the search's budget,
+    so the proof names the heads and never says "proved"."""
+    model = compile_automaton("grid:4", max_len=128, method="gridworld")
+    ob = obligations_of(model)
+    layer = ob.layers[1]
+    f = layer.fetches[0]
+    match = np.asarray(f.match).copy()
+    match[[0, 1]] = match[[1, 0]]
+    fetches = (dataclasses.replace(f, match=match), *layer.fetches[1:])
+    bad = dataclasses.replace(ob, layers=(ob.layers[0], dataclasses.replace(layer, fetches=fetches)))
+    out = prove(model, bad)
+    assert out["proved"] is False and out["not_covered"].startswith("the recency heads gw0.find"), out
+
+
+def test_a_grid9_declaration_with_a_move_reversed_is_refused_beyond_the_order_budget(monkeypatch):
+    """grid:9 at T = 100 (16 residues, under the walk's lemmas): the detected world reverses one
+    letter's move, in weights and declaration alike; the proof names an input the model gets wrong."""
+    good = gridworld.detect
+
+    def bad(automaton):
+        world, reason = good(automaton)
+        s = next(i for i, mv in enumerate(world.moves) if mv is not None)
+        moves = list(world.moves)
+        moves[s] = (moves[s][0], -moves[s][1])
+        return dataclasses.replace(world, moves=tuple(moves)), reason
+    monkeypatch.setattr(gridworld, "detect", bad)
+    model = compile_automaton("grid:9", max_len=100, method="gridworld")
+    word = _refused_at(certify(model))
+    assert _separates(model, word)
 
 
 def test_a_gridworld_start_rule_shifted_in_weights_and_obligations_is_refused(monkeypatch):

@@ -50,13 +50,14 @@ from .latch import Claims, latch
 from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
                         read, reads_of, run_mlp)
 from .state import CertificateFailure, arrays
+from .walk import walk_heads
 
 NODE_BUDGET = 50_000
 """Largest number of (automaton state, program memory) pairs the search explores."""
 RECENCY_CODES = 8
-"""Largest number of key codes the recency heads keep ranks for, over all their keys together:
-their memory is an order of last visits, which grows about factorially with the codes (a
-gridworld's residues mod M: M = 8 for grid:4 up to T = 64, 1,470 pairs; M = 16 beyond)."""
+"""Largest number of key codes the recency heads outside the walk's lemmas (:mod:`.walk`) keep
+ranks for, over all their keys together: their memory is an order of last visits, which grows
+about factorially with the codes."""
 
 
 @dataclass(frozen=True)
@@ -251,11 +252,12 @@ def _context(ob: Obligations, readers: Callable[[str], list[Any]], positional: d
                    width=lambda n: sum(codes(p).shape[1] for p in n.split(" + ")), increasing=increasing)
 
 
-def _check_races(ob: Obligations, ctx: Context) -> None:
+def _check_races(ob: Obligations, ctx: Context, walks: dict[int, Head]) -> None:
     """A race compares two recencies as ranks: both must come from position-copying heads with
-    the same key and codes (whose ranks then agree), each into a destination 0 in every row."""
+    the same key and codes (whose ranks then agree), each into a destination 0 in every row.  The
+    heads under the walk's lemmas (``walks``, :mod:`.walk`) keep no order, so no budget."""
     heads = {f.dst: f for layer in ob.layers for f in layer.fetches if isinstance(f, Match) and ctx.increasing(f.src)}
-    groups = {(f.key, _exact_rows(f.codes)) for f in heads.values()}
+    groups = {(f.key, _exact_rows(f.codes)) for f in heads.values() if id(f) not in walks}
     if sum(len(codes) for _, codes in groups) > RECENCY_CODES:
         raise NotCovered(f"the recency heads {', '.join(sorted(f.head for f in heads.values())[:2])}..: an order "
                          f"of last visits over {sum(len(c) for _, c in groups)} key codes (the search keeps at most "
@@ -290,8 +292,9 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
     if any(type(f) not in HEADS for layer in ob.layers for f in layer.fetches):
         raise NotCovered(f"the head kinds {sorted({type(f).__name__ for layer in ob.layers for f in layer.fetches})}")
     ctx = _context(ob, readers, positional)
-    _check_races(ob, ctx)
-    heads = [[None if id(f) in scan_heads else HEADS[type(f)](f, T, ctx) for f in layer.fetches]
+    walks = walk_heads(ob, ctx)
+    _check_races(ob, ctx, walks)
+    heads = [[None if id(f) in scan_heads else walks.get(id(f)) or HEADS[type(f)](f, T, ctx) for f in layer.fetches]
              for layer in ob.layers]
     # a position copied by a recency head enters as a rank, not as its value: no clock for it
     clocked = sorted(n for n in positional if not all(isinstance(r, Match) and r.src == n for r in readers(n)))
