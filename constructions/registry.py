@@ -15,7 +15,8 @@ from typing import Any, Iterator
 from compiler.automata.errors import ShortcutError
 from compiler.automata.spec import Semiautomaton
 
-from . import bounded_stack, factors, gridworld, krohn_rhodes, local, lookback, piecewise, product, scan, transition
+from . import (bounded_stack, factors, gridworld, krohn_rhodes, local, lookback, piecewise, product, scan, starfree,
+               transition)
 from .construction import Construction, Cost, Refusal
 
 __all__ = ["Construction", "Cost", "Refusal", "entries", "get", "names", "plan_of", "registered"]
@@ -28,6 +29,7 @@ _ENTRIES: list[Construction[Any]] = [
     factors.CONSTRUCTION,  # locally (threshold) testable: the last k - 1 letters, capped factor counts, 2 layers
     piecewise.CONSTRUCTION,  # piecewise testable: one prefix-count layer per run of the relevant subsequences, <= k
     local.CONSTRUCTION,  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
+    starfree.CONSTRUCTION,  # aperiodic: a since program (latest-reset and yesterday levels), one layer per level
     product.construction(lambda: [c for c in _ENTRIES if c.name not in (product.NAME, transition.NAME)]),  # parallel
     # decomposition by SP partitions: two quotients side by side, each by its cheapest construction among the others
     transition.construction(lambda: [c for c in _ENTRIES if c.name not in (product.NAME, transition.NAME)]),  # the
