@@ -49,6 +49,10 @@ MAX_TRIES = 48
 """Most conflicting pairs one layer's greedy search tries to separate (each try is a union-find
 pass over every group): the search's cost bound."""
 
+MAX_WORK = 2_500_000
+"""Most elementary steps (union-find merges, parent entries copied, walk steps) one detection may
+take: the bound on its cost, whatever the automaton (past it the refusal names the budget)."""
+
 BOS = 0
 """Every knowledge code's value at BOS (and a yesterday feature's at t = 1)."""
 
@@ -139,8 +143,8 @@ class _Layer:
 class _Program:
     """The since program under construction, stepped beside the automaton."""
 
-    def __init__(self, a: Semiautomaton, classes: list[int], reps: list[int]):
-        self.a, self.classes, self.reps = a, classes, reps
+    def __init__(self, a: Semiautomaton, classes: list[int], reps: list[int], work: _Work):
+        self.a, self.classes, self.reps, self.work = a, classes, reps, work
         self.layers: list[_Layer] = []
 
     def initial(self) -> Config:
@@ -172,6 +176,7 @@ class _Program:
         order, todo, edges = [c0], deque([c0]), []
         while todo:
             c = todo.popleft()
+            self.work.add(len(self.reps) * (len(self.layers) + 1))
             for letter in self.reps:
                 d = self.step(c, letter)
                 if d not in seen:
@@ -184,6 +189,22 @@ class _Program:
         return order, edges
 
 
+class _Budget(Exception):
+    """The detection's work passed :data:`MAX_WORK`."""
+
+
+class _Work:
+    """A counter of elementary steps against :data:`MAX_WORK`."""
+
+    def __init__(self) -> None:
+        self.done = 0
+
+    def add(self, n: int) -> None:
+        self.done += n
+        if self.done > MAX_WORK:
+            raise _Budget
+
+
 def _find(parent: list[int], x: int) -> int:
     while parent[x] != x:
         parent[x] = parent[parent[x]]
@@ -191,14 +212,16 @@ def _find(parent: list[int], x: int) -> int:
     return x
 
 
-def _merged(pairs: list[tuple[int, int]], parent: list[int]) -> list[int]:
-    """A copy of the union-find ``parent`` with every pair merged."""
-    out = parent[:]
+def _merged(pairs: list[tuple[int, int]], parent: list[int], work: _Work) -> tuple[list[int], int]:
+    """A copy of the union-find ``parent`` with every pair merged, and how many merges joined two blocks."""
+    work.add(len(parent) // 8 + len(pairs))
+    out, joined = parent[:], 0
     for x, y in pairs:
         fx, fy = _find(out, x), _find(out, y)
         if fx != fy:
             out[fx] = fy
-    return out
+            joined += 1
+    return out, joined
 
 
 def _blocks(parent: list[int]) -> list[int]:
@@ -223,15 +246,16 @@ def _groups(order: list[Config], edges: list[tuple[int, int]]) -> dict[Any, list
     return groups
 
 
-def _separate(n: int, cons: list[tuple[Any, list, list]], p: int, r: int) -> tuple[list[int], set] | None:
+def _separate(n: int, cons: list[tuple[Any, list, list]], p: int, r: int,
+              work: _Work) -> tuple[list[int], set] | None:
     """A valid partition keeping configurations p and r apart, greedily, and the groups chosen as
     resets; None when the greedy choice merges them."""
     parent, resets = list(range(n)), set()
     for g, reset, ident in cons:
-        pr, pi = _merged(reset, parent), _merged(ident, parent)
+        (pr, jr), (pi, ji) = _merged(reset, parent, work), _merged(ident, parent, work)
         ok_r, ok_i = _find(pr, p) != _find(pr, r), _find(pi, p) != _find(pi, r)
         if ok_r and ok_i:
-            ok_r = len(set(_blocks(pr))) >= len(set(_blocks(pi)))
+            ok_r = jr <= ji
             ok_i = not ok_r
         if ok_r:
             parent = pr
@@ -243,8 +267,8 @@ def _separate(n: int, cons: list[tuple[Any, list, list]], p: int, r: int) -> tup
     return _blocks(parent), resets
 
 
-def reset_features(order: list[Config], edges: list[tuple[int, int]],
-                   targets: list[tuple[int, int]]) -> list[tuple[list[int], dict[Any, int]]]:
+def reset_features(order: list[Config], edges: list[tuple[int, int]], targets: list[tuple[int, int]],
+                   work: _Work) -> list[tuple[list[int], dict[Any, int]]]:
     """Valid partitions (each with its flag table: group code -> colour) separating as many of the
     ``targets`` as the greedy search can, then pruned to those whose meet separates as many."""
     n = len(order)
@@ -263,7 +287,7 @@ def reset_features(order: list[Config], edges: list[tuple[int, int]],
         if any(pi[p] != pi[r] for pi, _ in found):
             continue
         tries += 1
-        got = _separate(n, cons, p, r)
+        got = _separate(n, cons, p, r, work)
         if got is None:
             continue
         pi, chosen = got
@@ -302,13 +326,15 @@ def letter_classes(a: Semiautomaton) -> tuple[list[int], list[int]]:
 
 def cycling_letter(a: Semiautomaton) -> tuple[int, int] | None:
     """A letter and a state on a cycle of length >= 2 of that letter's map (the map is not aperiodic:
-    no since program, no star-free language), or None."""
+    no since program, no star-free language), or None.  m^N with N >= n (by squaring) sends every
+    state onto its cycle; the map is aperiodic iff m fixes every such image."""
     n = len(a.states)
     for x, m in enumerate(a.maps):
-        for q in range(n):
-            p = q
-            for _ in range(n):
-                p = m[p]
+        power, steps = list(m), 1
+        while steps < n:
+            power = [power[p] for p in power]
+            steps *= 2
+        for p in set(power):
             if m[p] != p:
                 return x, p
     return None
@@ -364,14 +390,22 @@ def detect(a: Semiautomaton) -> tuple[StarFreePlan | None, str]:
     if cyc is not None:
         return None, (f"letter {a.alphabet[cyc[0]]!r} moves state {a.states[cyc[1]]!r} round a cycle of length >= 2: "
                       f"not aperiodic (no star-free language)")
+    try:
+        return _search(a)
+    except _Budget:
+        return None, f"the since program's search needs more than {MAX_WORK:,} steps (budget)"
+
+
+def _search(a: Semiautomaton) -> tuple[StarFreePlan | None, str]:
+    """:func:`detect`'s layer-by-layer search (raises :class:`_Budget` past :data:`MAX_WORK`)."""
     classes, reps = letter_classes(a)
-    prog = _Program(a, classes, reps)
+    prog = _Program(a, classes, reps, _Work())
     walked = prog.walk()
     for _ in range(MAX_LAYERS):
         if walked is None:
             break
         order, edges = walked[0], walked[1]
-        features = reset_features(order, edges, conflicts(order))
+        features = reset_features(order, edges, conflicts(order), prog.work)
         resets = [flags for _, flags in features]
         inits = [pi[0] for pi, _ in features]
         got = _tabulate(prog, _Layer(resets, inits, False))
