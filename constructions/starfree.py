@@ -161,8 +161,9 @@ def _embeddings(plan: StarFreePlan, ws: Workspace, code: PositionCode, max_len: 
 
 def program(plan: StarFreePlan, max_len: int, positions: str = "sinusoidal") -> Program:
     """The program (weights in float64) and its declaration: every subspace but the constant and
-    position features tracked from W_E, the state's one-hot read out, and the claim that the last
-    lookup's inputs are a key the start reaches."""
+    position features tracked from W_E, the state's one-hot read out, and the claims that every
+    lookup's inputs are a key the start reaches (the walk's keys: the program proof checks them, and
+    the weights are checked on those keys alone)."""
     code = position_code(positions, max_len)
     ws = _layout(plan, code)
     W_E, W_pos = _embeddings(plan, ws, code, max_len)
@@ -170,10 +171,10 @@ def program(plan: StarFreePlan, max_len: int, positions: str = "sinusoidal") -> 
     W_U = np.zeros((ws.d_model, plan.n_states))
     W_U[list(ws["sf:state"].dims), np.arange(plan.n_states)] = 1.0
     tracked = tuple(n for n in ws.subspaces if n not in UNTRACKED)
-    final = blocks[-1].mlp
-    assert isinstance(final, MLP)
+    lookups = [b.mlp for b in blocks]
+    assert all(isinstance(m, MLP) for m in lookups)
     declared = Declaration(NAME, tracked, one_hot_readout("sf:state", plan.n_states),
-                           joint=(keys_reached(final.obligation),))
+                           joint=tuple(keys_reached(m.obligation) for m in lookups if isinstance(m, MLP)))
     return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states), declaration=declared)
 
 
