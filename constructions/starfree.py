@@ -53,7 +53,7 @@ from compiler.automata.starfree import StarFreePlan, detect
 
 from .assemble import program_params
 from .budget import MAX_PARAMS
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
+from .construction import BuildOptions, Construction, Cost, Refusal, declared_obligations, rebuild_detected
 from .gadgets import CodeInput, lookup_mlp, offset_head, recent_flag_head
 from .obligations import keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
@@ -223,14 +223,7 @@ def build(automaton: Semiautomaton, plan: StarFreePlan, options: BuildOptions) -
 def set_start(model, plan: StarFreePlan, start: str) -> None:
     """Detect again from ``start`` (the plan depends on the start) and rebuild in place; a plan of
     another shape is refused (recompile with that start instead)."""
-    q = check_start(model.automaton, start)
-    a = model.automaton
-    moved = Semiautomaton(a.name, a.states, a.alphabet, a.maps, q, a.outputs, a.undefined)
-    new = applies(moved)
-    if isinstance(new, Refusal):
-        raise InputError(f"starfree from start {start!r}: {new.reason}")
-    rebuild(model, build, new, start, meta={"plan": new.to_dict()},
-            same_shape=f"the star-free plan from start {start!r} has another shape; compile with that start instead")
+    rebuild_detected(model, start, applies, build, NAME)
 
 
 # ---------------------------------------------------------------------------------------
