@@ -114,6 +114,26 @@ def summary(records: list[dict]) -> list[str]:
             f"(both apply: {len(both)}) it is shallower on {shallower}, deeper on {deeper}; auto takes it on {taken}."]
 
 
+def paper_rows(T: int) -> list[str]:
+    """The paper's 19 automata and the example specs: auto's plan, the shallowest plan without the
+    since program, and the since program's (auto is never deeper than before: it takes the fewest layers)."""
+    import glob
+
+    from compiler.automata.catalog import paper_suite
+    from compiler.pipeline import candidates
+
+    names = [n.replace("dyck:", "dyck-legal:") for n in paper_suite()]
+    names += sorted(glob.glob("examples/*.json") + glob.glob("examples/*.dot") + glob.glob("examples/*/*.dot"))
+    lines = ["| automaton | auto (layers) | shallowest without starfree | since program |", "|---|---|---|---|"]
+    for name in names:
+        p = candidates(name, max_len=T)
+        c = {x["name"]: x for x in p["candidates"]}
+        old = min((x["layers"], x["params"], x["name"]) for x in p["candidates"] if x["fits"] and x["name"] != SINCE)
+        lines.append(f"| {name} | {p['chosen']} {c[p['chosen']]['layers']} | {old[2]} {old[0]} | {_cell(c[SINCE])} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", default="2,3,4,5,6")
@@ -123,8 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--paper", action="store_true", help="the paper's 19 automata and the examples instead")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.paper:
+        t0 = time.perf_counter()
+        lines = [header("The paper's automata and the examples with the since program registered"),
+                 f"\n`python benchmarks/starfree.py --paper --max-len {args.max_len}`\n", *paper_rows(args.max_len)]
+        print(finish(lines, t0, args.out))
+        return 0
     if args.worker:
         k, letters, seed, T = (int(x) for x in args.worker.split(":"))
         measure(k, letters, seed, T)
