@@ -36,7 +36,7 @@ from typing import Any
 
 from .spec import Semiautomaton
 
-MAX_LAYERS = 8
+MAX_LAYERS = 6
 """Most since layers a plan may have."""
 
 MAX_CONFIGS = 50_000
@@ -49,7 +49,7 @@ MAX_TRIES = 48
 """Most conflicting pairs one layer's greedy search tries to separate (each try is a union-find
 pass over every group): the search's cost bound."""
 
-MAX_WORK = 2_500_000
+MAX_WORK = 1_200_000
 """Most elementary steps (union-find merges, parent entries copied, walk steps) one detection may
 take: the bound on its cost, whatever the automaton (past it the refusal names the budget)."""
 
@@ -176,7 +176,7 @@ class _Program:
         order, todo, edges = [c0], deque([c0]), []
         while todo:
             c = todo.popleft()
-            self.work.add(len(self.reps) * (len(self.layers) + 1))
+            self.work.add(4 * len(self.reps) * (len(self.layers) + 1))  # a step costs about four merges
             for letter in self.reps:
                 d = self.step(c, letter)
                 if d not in seen:
@@ -272,6 +272,7 @@ def reset_features(order: list[Config], edges: list[tuple[int, int]], targets: l
     """Valid partitions (each with its flag table: group code -> colour) separating as many of the
     ``targets`` as the greedy search can, then pruned to those whose meet separates as many."""
     n = len(order)
+    work.add(len(edges) + len(targets))
     groups = _groups(order, edges)
     cons = []
     for g, steps in groups.items():
@@ -297,13 +298,14 @@ def reset_features(order: list[Config], edges: list[tuple[int, int]], targets: l
             if len(colours) == 1 and (g in chosen or any(pi[c] != pi[d] for c, d in steps)):
                 flags[g] = colours.pop()
         found.append((pi, flags))
-    return _prune(found, targets)
+    return _prune(found, targets, work)
 
 
-def _prune(found: list[tuple[list[int], dict[Any, int]]],
-           targets: list[tuple[int, int]]) -> list[tuple[list[int], dict[Any, int]]]:
+def _prune(found: list[tuple[list[int], dict[Any, int]]], targets: list[tuple[int, int]],
+           work: _Work) -> list[tuple[list[int], dict[Any, int]]]:
     """Drop a feature (last first) when the others still separate every target it helps with."""
     def separated(fs: list) -> int:
+        work.add(len(targets) * max(1, len(fs)))
         return sum(any(pi[p] != pi[r] for pi, _ in fs) for p, r in targets)
     keep, full = list(found), separated(found)
     for f in reversed(found):
