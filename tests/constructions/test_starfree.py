@@ -24,7 +24,7 @@ def _compiled(k: int, letters: int, seed: int, max_len: int, **kw):
     return compile_automaton(random_language("sf", k=k, letters=letters, seed=seed), max_len=max_len, **kw)
 
 
-@pytest.mark.parametrize("k,letters,seed", [(2, 4, 0), (2, 64, 0), (3, 4, 0)])
+@pytest.mark.parametrize("k,letters,seed", [(2, 4, 0), (2, 64, 0), (3, 4, 0), (4, 4, 0)])
 def test_exact_and_certified(k, letters, seed):
     model = _compiled(k, letters, seed, 50, method="starfree")
     assert len(model.blocks) <= k
