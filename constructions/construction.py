@@ -101,6 +101,20 @@ def rebuild(model: CompiledTransformer, build: Build, plan: Any, start: str, *,
     model.set_meta(new.meta)
 
 
+def rebuild_detected(model: CompiledTransformer, start: str, applies: Callable[[Semiautomaton], Any],
+                     build: Build, name: str) -> None:
+    """:func:`rebuild` for a plan that depends on the start: detect again (``applies``) on the
+    automaton from ``start`` and rebuild in place; a refusal, or a plan of another shape, is an
+    InputError naming ``name`` (recompile with that start instead)."""
+    q = check_start(model.automaton, start)
+    a = model.automaton
+    new = applies(Semiautomaton(a.name, a.states, a.alphabet, a.maps, q, a.outputs, a.undefined))
+    if isinstance(new, Refusal):
+        raise InputError(f"{name} from start {start!r}: {new.reason}")
+    rebuild(model, build, new, start, meta={"plan": new.to_dict()},
+            same_shape=f"the {name} plan from start {start!r} has another shape; compile with that start instead")
+
+
 def declared_obligations(build: Build) -> Callable[[Any, Any], Any]:
     """A construction's ``obligations`` read off its own program (one declaration: each gadget
     states its obligation where it makes its weights, :meth:`Program.obligations`): ``build`` runs

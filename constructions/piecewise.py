@@ -57,7 +57,7 @@ from compiler.automata.spec import Semiautomaton
 
 from .assemble import program_params
 from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
+from .construction import BuildOptions, Construction, Cost, Refusal, declared_obligations, rebuild_detected
 from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, prefix_mean_head
 from .obligations import keys_reached, one_hot_readout
 from .program import MLP, Block, Declaration, Fused, Program, beside, fuse
@@ -228,14 +228,7 @@ def build(automaton: Semiautomaton, plan: PiecewisePlan, options: BuildOptions) 
 def set_start(model, plan: PiecewisePlan, start: str) -> None:
     """Detect again from ``start`` (the plan depends on the start) and rebuild in place; a plan
     of another shape is refused (recompile with that start instead)."""
-    q = check_start(model.automaton, start)
-    a = model.automaton
-    moved = Semiautomaton(a.name, a.states, a.alphabet, a.maps, q, a.outputs, a.undefined)
-    new = applies(moved)
-    if isinstance(new, Refusal):
-        raise InputError(f"piecewise from start {start!r}: {new.reason}")
-    rebuild(model, build, new, start, meta={"plan": new.to_dict()},
-            same_shape=f"the piecewise plan from start {start!r} has another shape; compile with that start instead")
+    rebuild_detected(model, start, applies, build, NAME)
 
 
 # ---------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ _ENTRIES: list[str | Construction[Any]] = [
     "constructions.factors",  # locally (threshold) testable: the last k - 1 letters, capped factor counts, 2 layers
     "constructions.piecewise",  # piecewise testable: one prefix-count layer per run of the relevant subsequences, <= k
     "constructions.local",  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
+    "constructions.starfree",  # aperiodic: a since program (latest-reset and yesterday levels), one layer per level
     "constructions.product",  # parallel decomposition by SP partitions: two quotients side by side, each by its
     # cheapest construction among the others
     "constructions.transition",  # the state from a one-step quotient's previous state and the letter: the quotient,

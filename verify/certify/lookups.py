@@ -258,7 +258,29 @@ Keep = Callable[[dict[str, np.ndarray], int], np.ndarray]
 """Which rows of declared values (name -> [N, dims]) the program can produce (:func:`jointly`)."""
 
 SPLIT_ABOVE = 20_000
-"""Code combinations above which an MLP is checked group by group (:func:`_split`)."""
+"""Code combinations above which an MLP is checked group by group (:func:`_split`)..."""
+
+def _member(rows: np.ndarray, combos: np.ndarray) -> np.ndarray:
+    """Which ``rows`` are one of ``combos`` (rows of the same width)."""
+    both = np.concatenate([combos, rows])
+    _, inverse = np.unique(both, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return np.isin(inverse[len(combos):], inverse[: len(combos)])
+
+
+def _claimed_rows(m: Model, claim: Joint, names: list[str], sets: list[Code], read: set[str]) -> np.ndarray:
+    """The combinations a :class:`Joint` claim naming every code read allows (its rows projected on
+    the reads, each within its code set), times the other inputs' codes: rows over ``names``."""
+    at = np.cumsum([0] + [len(m.dims(n)) for n in claim.names])
+    where = {n: list(range(at[i], at[i + 1])) for i, n in enumerate(claim.names)}
+    rows = np.asarray(claim.rows, dtype=np.float64)
+    ok = np.ones(len(rows), dtype=bool)
+    for n, s_ in zip(names, sets):
+        if n in read:
+            ok &= _member(rows[:, where[n]], s_.combos())
+    cols = [c for n in names if n in read for c in where[n]]
+    claimed = np.unique(rows[ok][:, cols], axis=0)
+    return product_rows([claimed, *(s_.combos() for n, s_ in zip(names, sets) if n not in read)])
 
 
 class Partition:
@@ -455,13 +477,15 @@ def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: lis
 
 def _joint(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
            const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
-           out: list[int], where: str, keep: Keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Every combination of the codes an MLP reads (the product of their sets) through the whole
-    network with affine error forms; the declared result of each."""
-    n = math.prod(s.size() for s in sets)
+           out: list[int], where: str, keep: Keep,
+           X: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Every combination of the codes an MLP reads (the product of their sets, or ``X``: the rows a
+    claim allows) through the whole network with affine error forms; the declared result of each."""
+    n = math.prod(s.size() for s in sets) if X is None else len(X)
     if n > COMBINATION_BUDGET:
         raise NotCertifiable(f"{where}: {n:,} code combinations, over the budget {COMBINATION_BUDGET:,}")
-    X = product_rows([s.combos() for s in sets])
+    if X is None:
+        X = product_rows([s.combos() for s in sets])
     X = X[feasible(X, names, sets, [len(s.radius) for s in sets])]
     values, at = {}, 0
     for name, s_ in zip(names, sets):
@@ -475,6 +499,19 @@ def _joint(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[
     want = np.concatenate([values[name] for name in writes], axis=1)
     z_all, err_all = affine_rows(m, Xc, r, Ws, biases, out)
     return X, want, z_all, err_all, names
+
+
+def _put_written(m: Model, st: State, writes: list[str], cleared: set[str], base: list[np.ndarray],
+                 want: np.ndarray, bound: np.ndarray) -> None:
+    """Each written subspace's code after the MLP: the declared values (on a cleared scratch, its
+    old code) with each distinct row's own bound (:meth:`Code.of_rows`)."""
+    at = 0
+    for i, name in enumerate(writes):
+        k = len(m.dims(name))
+        value = want[:, at : at + k] * (name not in cleared) + base[i]
+        put_code(st, name, Code.of_rows(value, bound[:, at : at + k]) if len(bound) else
+                 Code.of(value, np.zeros(k)))
+        at += k
 
 
 def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
@@ -522,10 +559,13 @@ def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_cl
         split = None
         def keep(values: dict[str, np.ndarray], n: int, bos: bool = c == 0) -> np.ndarray:
             return np.ones(n, dtype=bool) if bos else jointly(m, joint, values, written, n)
-        if math.prod(s.size() for s in sets) > SPLIT_ABOVE:
+        read = {n for n in inputs_names if n not in writes}
+        claim = next((j for j in joint if c and read <= set(j.names) <= written), None)  # (BOS: every code)
+        X = _claimed_rows(m, claim, inputs_names, sets, read) if claim is not None else None
+        if X is None and math.prod(s.size() for s in sets) > SPLIT_ABOVE:
             split = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where, keep)
         if split is None:
-            split = _joint(m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out, where, keep)
+            split = _joint(m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out, where, keep, X)
         desc, want, z, err, desc_names = split
         # the old values (0, or a cleared scratch's code, which the MLP's declared output cancels) are
         # within their radius, which adds; adding them rounds by at most u |sum| and at most the
@@ -546,12 +586,7 @@ def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_cl
         rad = bound.max(0) if len(bound) else np.zeros(len(out))
         worst = max(worst, float(rad.max()) if len(rad) else 0.0)
         st = {n: code for n, code in st.items() if n not in positional}
-        at = 0
-        for i, name in enumerate(writes):
-            k = len(m.dims(name))
-            value = want[:, at : at + k] * (name not in cleared) + base[i]
-            put_code(st, name, Code.of_rows(value, bound[:, at : at + k]) if len(bound) else Code.of(value, rad[at : at + k]))
-            at += k
+        _put_written(m, st, writes, cleared, base, want, bound)
         new_states.append(st)
     report["mlp"] = {"name": ob.mlp, "kind": "steps" if isinstance(ob, Steps) else "lookup", "max_error": worst}
     return new_states
