@@ -357,8 +357,8 @@ def _threshold(m: Any, l: int, th: Threshold, x: float, r: float, want: float,
     weights, biases = mlp or mlp_weights(m, l, th.mlp)
     src, dst = m.dims(th.src), m.dims(th.dst)
     check_io(m, l, th.mlp, weights, biases, src, dst, set())
-    z, A, nu = affine(np.array([[x]]), np.array([r]), [weights[0][src], *weights[1:]], biases, m.u, m.p)
-    bound = float((np.abs(z[0, dst] - want) + np.abs(A[0][dst]) @ np.array([r]) + nu[0, dst]).max())
+    z, e, nu = affine(np.array([[x]]), np.array([r]), [weights[0][src], *weights[1:]], biases, m.u, m.p)
+    bound = float((np.abs(z[0, dst] - want) + e[0, dst] + nu[0, dst]).max())
     if bound >= 0.5:
         raise CertificateFailure(where, f"on inputs within {r:.3g} of {x:.3g} the output may be {bound:.3g} "
                                       f"away from {want:g}, not within half the gap 1")

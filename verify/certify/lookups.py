@@ -80,13 +80,33 @@ def fixed_by_class(m: Model, pos_class: np.ndarray, n: int) -> tuple[set[int], n
     return {d for d in m.fixed_dims if same[d]}, m.fixed[first]
 
 
+def _times(A: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """The error coefficients' product A @ W ([N, inputs, units] x [units, k]), each entry's sum
+    taken over its nonzero terms in ascending unit order.  Where each input reaches few units (a
+    lookup's first layer, a stage reading a hull through an identity layer) the terms are
+    gathered per input; a term left out is an exact zero, which adds nothing to a float sum."""
+    support = np.any(A != 0, axis=0)  # [inputs, units]
+    if 8 * int(support.sum()) > support.size:
+        return np.einsum("Nnh,hk->Nnk", A, W)
+    out = np.zeros((A.shape[0], A.shape[1], W.shape[1]))
+    for n in np.flatnonzero(support.any(1)):
+        hs = np.flatnonzero(support[n])
+        acc = A[:, n, hs[0], None] * W[hs[0]]
+        for h in hs[1:]:
+            acc = acc + A[:, n, h, None] * W[h]
+        out[:, n] = acc
+    return out
+
+
 def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
             u: float, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
 
-    Returns the clean output [N, k], its coefficients on the input errors [N, k, n] (exact while
-    every unit's sign is fixed) and an independent error bound [N, k] (rounding, and the whole
-    possible deviation of units whose sign the error could flip).
+    Returns the clean output [N, k], the bound its error coefficients give on the input errors'
+    part [N, k] (sum_n |A[k, n]| r[n], with A exact while every unit's sign is fixed) and an
+    independent error bound [N, k] (rounding, and the whole possible deviation of units whose sign
+    the error could flip).  Only the inputs with an error (r > 0) get coefficients, kept as
+    [N, inputs, units] so each layer's update is one matrix product.
 
     Exact integers: a unit whose inputs are exactly known integers, whose weights and bias are
     integers and whose terms' magnitudes sum below 2^p computes its integer exactly (every
@@ -99,13 +119,16 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     the sum errs by at most one ulp of its largest partial sum, 2 u sum|terms|, and the noisy
     product by u |term|: 4 u sum|terms| in all, whatever the number of terms."""
     h = x
-    A = np.broadcast_to(np.eye(x.shape[1]), (x.shape[0], x.shape[1], x.shape[1]))
+    live = np.flatnonzero(r)
+    rl = r[live]
+    A = np.zeros((x.shape[0], len(live), x.shape[1]))
+    A[:, np.arange(len(live)), live] = 1.0
     nu = np.zeros_like(x)
     exact = (r[None, :] == 0) & (np.round(x) == x)
     for i, (W, b) in enumerate(zip(weights, biases)):
         z = h @ W + b
-        Az = np.einsum("Nhn,hk->Nkn", A, W)
-        mag = np.abs(h) + np.abs(A) @ r + nu
+        Az = _times(A, W)
+        mag = np.abs(h) + np.matmul(rl, np.abs(A)) + nu
         size = mag @ np.abs(W) + np.abs(b)
         integral = np.all(np.round(W) == W, axis=0) & (np.round(b) == b) & (size < 2.0**p)
         inexact_terms = (~exact).astype(np.float64) @ (W != 0).astype(np.float64)
@@ -113,15 +136,16 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         rounding = np.where(one, 4 * u, gamma(np.count_nonzero(W, axis=0) + 1, u)[None]) * size
         exact = (inexact_terms == 0) & integral
         nz = np.where(exact, 0.0, nu @ np.abs(W) + rounding)
+        ein = np.matmul(rl, np.abs(Az))
         if i == len(weights) - 1:
-            return z, Az, nz
-        err = np.abs(Az) @ r + nz
+            return z, ein, nz
+        err = ein + nz
         on = z > 0
         flip = (err >= np.abs(z)) & ~exact
         eta = np.where(flip, np.maximum(0.0, err - np.abs(z)), 0.0)
         exact = exact | (~on & ~flip)  # a unit surely off is exactly 0
         h = np.maximum(z, 0.0)
-        A = Az * on[:, :, None]
+        A = Az * on[:, None, :]
         nu = nz * on + eta
     raise AssertionError("unreachable")
 
@@ -134,8 +158,8 @@ def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray
     step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * len(r)))
     for lo in range(0, len(X), step):
         sl = slice(lo, lo + step)
-        z, A, nu = affine(X[sl], r, weights, biases, m.u, m.p)
-        z_out[sl], err_out[sl] = z[:, out], (np.abs(A) @ r + nu)[:, out]
+        z, e, nu = affine(X[sl], r, weights, biases, m.u, m.p)
+        z_out[sl], err_out[sl] = z[:, out], (e + nu)[:, out]
     return z_out, err_out
 
 
@@ -414,8 +438,8 @@ def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: lis
         step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in layer_w) * len(r)))
         for lo_ in range(0, len(X), step):
             sl = slice(lo_, lo_ + step)
-            h, A, nu = affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
-            e = np.abs(A) @ r + nu
+            h, e, nu = affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
+            e = e + nu
             centre[sl], err[sl], mag[sl] = h @ Wg, e @ np.abs(Wg), (np.abs(h) + e) @ np.abs(Wg)
             exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
         keys, inverse = np.unique(sig, axis=0, return_inverse=True)
