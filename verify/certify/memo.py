@@ -1,6 +1,6 @@
-"""A cache of the program proof's MLP steps (:mod:`.program`): a step is a function of the codes
-it reads, so the search runs it once per combination of those codes, not once per (memory,
-letter) pair.
+"""A cache of the program proof's steps (:mod:`.program`): an MLP step is a function of the codes
+it reads, and a head's step of its memory, the codes it reads and min(t, its stable position), so
+the search runs each once per combination of those, not once per (memory, letter) pair.
 
 Soundness: the key is the code of every residual entry the MLP's obligations name (read or
 written: an addition reads the destination's old code) and the far marks; on a miss the step
@@ -18,7 +18,11 @@ from typing import Any
 
 from constructions.obligations import Kind
 
-from .semantics import FAR, Env, Special, _parts, run_mlp
+from .semantics import FAR, Env, Head, Special, _parts, run_mlp
+
+TRIAL = 2000
+"""Calls after which a head whose cache hit fewer than half of them runs uncached (its memory is
+the large part of the key: a nearest-value head's codes per key code)."""
 
 
 _ABSENT = object()
@@ -78,3 +82,35 @@ class StepCache:
                 key = (id(o), names, tuple(env.get(n) for n in names))
             got = self.done[key] = tuple((n, dict.__getitem__(rec, n)) for n in names if n in dict.keys(rec))
         env.update(got)
+
+
+class HeadCache:
+    """Per head: the entries its obligation names, and (memory, what it adds) for each key."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, tuple[str, ...]] = {}
+        self.done: dict[Any, tuple[Any, Any]] = {}
+        self.calls: dict[int, list[int]] = {}
+
+    def step(self, f: Kind, h: Head, memory: Any, env: Env, t: int) -> tuple[Any, Any]:
+        """``h.step(memory, env, t)`` for head obligation ``f``, cached by its memory, the codes of
+        the entries ``f`` names and min(t, ``h.stable``) (the step is the same from ``h.stable`` on)."""
+        calls = self.calls.setdefault(id(f), [0, 0])
+        if calls[0] >= TRIAL and 2 * calls[1] < calls[0]:
+            return h.step(memory, env, t)
+        calls[0] += 1
+        names = self.names.get(id(f))
+        if names is None:
+            names = self.names[id(f)] = entries(f)
+        key = (id(f), names, memory, tuple(env.get(n) for n in names), min(t, h.stable))
+        got = self.done.get(key)
+        if got is not None:
+            calls[1] += 1
+            return got
+        rec = _Recording(env)
+        got = h.step(memory, rec, t)
+        if not rec.seen <= set(names):  # a name the declaration does not list: key on it from now on
+            names = self.names[id(f)] = tuple(sorted(rec.seen | set(names)))
+            key = (id(f), names, memory, tuple(env.get(n) for n in names), min(t, h.stable))
+        self.done[key] = got
+        return got

@@ -46,7 +46,7 @@ from constructions.labels import readout_of
 from constructions.obligations import Compose, Fetch, Layer, Match, Obligations, Races, offset_keys
 
 from .latch import Claims, latch
-from .memo import StepCache
+from .memo import HeadCache, StepCache
 from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
                         read, reads_of, run_mlp)
 from .state import CertificateFailure, arrays
@@ -149,6 +149,7 @@ class Program:
     start: Any = ()
     latch: tuple[int, int] | None = None
     memo: StepCache = field(default_factory=StepCache)
+    head_memo: HeadCache = field(default_factory=HeadCache)
     """The MLP steps' cache (:mod:`.memo`); a layer whose MLP holds a scan's composition runs uncached."""
 
     def env(self, row: int, t: int) -> Env:
@@ -336,7 +337,7 @@ def step(program: Program, memory: Any, letter: int, t: int) -> tuple[Any, Env]:
             if h is None:
                 after[f.dst] = OPAQUE
                 continue
-            mem, value = h.step(memory[k], env, t)
+            mem, value = program.head_memo.step(f, h, memory[k], env, t)
             new.append(mem)
             k += 1
             add(after, h.dst, value)
