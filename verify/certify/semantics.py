@@ -85,6 +85,10 @@ def read(env: Env, name: str) -> Code:
 
 def add(env: Env, name: str, value: Code) -> None:
     """Add ``value`` into ``name``'s dims (in place)."""
+    old = env.get(name)
+    if type(old) is tuple and len(old) == len(value) and " + " not in name:  # one entry, as wide as the value
+        env[name] = tuple(o + v for o, v in zip(old, value))
+        return
     at = 0
     for base, i in _parts(name):
         if i is not None and f"{base}[{i}]" in env:  # an embedded name such as ``rec[0]``
