@@ -200,6 +200,29 @@ def table(records: list[dict], before: dict) -> list[str]:
     return lines
 
 
+def _depth(r: dict) -> int | None:
+    """The class depth of a row's language (None where no constant is claimed)."""
+    b = BOUND[r["class"]]
+    return r["k"] if b == "k" else (int(b) if b.isdigit() else None)
+
+
+def summary(records: list[dict]) -> list[str]:
+    """Per class: rows, rows at or below the class depth, certified, and compiled and certified within
+    60 s (wall clock, and CPU seconds where recorded)."""
+    lines = ["\n| class | rows | at class depth | certified | compile + certify < 60 s | < 60 CPU s |",
+             "|---|---|---|---|---|---|"]
+    for cls in CLASSES:
+        rows = [r for r in records if r["class"] == cls]
+        if not rows:
+            continue
+        deep = sum(1 for r in rows if r.get("layers") is not None and (d := _depth(r)) is not None and r["layers"] <= d)
+        cert = [r for r in rows if r.get("certified")]
+        fast = sum(1 for r in cert if r["compile_s"] + r["certify_s"] < 60)
+        cpu = sum(1 for r in cert if r.get("cpu_s") is not None and r["cpu_s"] < 60)
+        lines.append(f"| {cls} | {len(rows)} | {deep} | {len(cert)} | {fast} | {cpu} |")
+    return lines
+
+
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
@@ -250,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [header("The subregular hierarchy: auto on random languages of each class"),
              f"\n`python benchmarks/subregular.py {' '.join(argv if argv is not None else sys.argv[1:])}` "
              f"(labels readout: acceptance at every position; each language in its own process, "
-             f"{args.timeout:.0f} s at most).", *table(records, before)]
+             f"{args.timeout:.0f} s at most).", *summary(records), *table(records, before)]
     print(finish(lines, t0, args.out))
     return 0
 
