@@ -209,7 +209,7 @@ def _depth(r: dict) -> int | None:
 def summary(records: list[dict]) -> list[str]:
     """Per class: rows, rows at or below the class depth, certified, and compiled and certified within
     60 s (wall clock, and CPU seconds where recorded)."""
-    lines = ["\n| class | rows | at class depth | certified | compile + certify < 60 s | < 60 CPU s |",
+    lines = ["\n| class | rows | compiled at class depth | certified | compile + certify < 60 s | < 60 CPU s |",
              "|---|---|---|---|---|---|"]
     for cls in CLASSES:
         rows = [r for r in records if r["class"] == cls]
