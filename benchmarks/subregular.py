@@ -86,13 +86,14 @@ def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_para
     for T, rec in recs.items():
         if rec["stage"] == "done":
             continue
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         model = compile_automaton(a, max_len=T, readout="labels")
         info = model.info()
         rec.update(compile_s=time.perf_counter() - t, method=info["method"], layers=info["n_layers"],
                    params=info["n_params"], stage="certify")
         _say(rec)
         cert = certify(model)
+        rec.update(cpu_s=time.process_time() - c)  # compile + certify, CPU seconds: load-independent
         rec.update(certify_s=cert.seconds, certified=bool(cert.certified), stage="done",
                    status="certified" if cert.certified else f"not certified: {(cert.reason or '')}",
                    peak_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
@@ -183,8 +184,8 @@ def table(records: list[dict], before: dict) -> list[str]:
             continue
         lines += [f"\n## {TITLE[cls]}: class depth {BOUND[cls]}\n",
                   "| k | letters | seed | states | T | auto | layers | params | plan s | compile s | certify s | "
-                  "peak GB | exact |" + (" before (auto, layers, params) |" if before else ""),
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if before else "")]
+                  "cpu s | peak GB | exact |" + (" before (auto, layers, params) |" if before else ""),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if before else "")]
         for r in rows:
             exact = "certified" if r.get("certified") else r["status"][:110].replace("|", "\\|")
             method = r.get("method", r.get("planned", "-"))
@@ -193,8 +194,32 @@ def table(records: list[dict], before: dict) -> list[str]:
             lines.append(f"| {r['k']} | {r['letters']} | {r['seed']} | {_num(r.get('states'))} | {r['T']} | {method} | "
                          f"{_num(layers)} | {_num(params)} | {_num(r.get('plan_s'), '{:.2f}')} | "
                          f"{_num(r.get('compile_s'), '{:.2f}')} | {_num(r.get('certify_s'), '{:.2f}')} | "
+                         f"{_num(r.get('cpu_s'), '{:.1f}')} | "
                          f"{_num(r.get('peak_gb'), '{:.2f}')} | {exact} |"
                          + (f" {_before_cell(before, r)} |" if before else ""))
+    return lines
+
+
+def _depth(r: dict) -> int | None:
+    """The class depth of a row's language (None where no constant is claimed)."""
+    b = BOUND[r["class"]]
+    return r["k"] if b == "k" else (int(b) if b.isdigit() else None)
+
+
+def summary(records: list[dict]) -> list[str]:
+    """Per class: rows, rows at or below the class depth, certified, and compiled and certified within
+    60 s (wall clock, and CPU seconds where recorded)."""
+    lines = ["\n| class | rows | compiled at class depth | certified | compile + certify < 60 s | < 60 CPU s |",
+             "|---|---|---|---|---|---|"]
+    for cls in CLASSES:
+        rows = [r for r in records if r["class"] == cls]
+        if not rows:
+            continue
+        deep = sum(1 for r in rows if r.get("layers") is not None and (d := _depth(r)) is not None and r["layers"] <= d)
+        cert = [r for r in rows if r.get("certified")]
+        fast = sum(1 for r in cert if r["compile_s"] + r["certify_s"] < 60)
+        cpu = sum(1 for r in cert if r.get("cpu_s") is not None and r["cpu_s"] < 60)
+        lines.append(f"| {cls} | {len(rows)} | {deep} | {len(cert)} | {fast} | {cpu} |")
     return lines
 
 
@@ -248,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [header("The subregular hierarchy: auto on random languages of each class"),
              f"\n`python benchmarks/subregular.py {' '.join(argv if argv is not None else sys.argv[1:])}` "
              f"(labels readout: acceptance at every position; each language in its own process, "
-             f"{args.timeout:.0f} s at most).", *table(records, before)]
+             f"{args.timeout:.0f} s at most).", *summary(records), *table(records, before)]
     print(finish(lines, t0, args.out))
     return 0
 

@@ -18,7 +18,7 @@ from compiler.automata.load import load_spec
 from compiler.automata.subregular_families import random_language
 from compiler.cli import main
 from compiler.pipeline import compile_automaton
-from constructions import gridworld, krohn_rhodes, lookback
+from constructions import factors, gridworld, krohn_rhodes, lookback
 from constructions.checkpoint import load, save, stamp_header
 from constructions.obligations import Joint, Readout
 from verify.certify import certificate as certificate_module
@@ -295,4 +295,28 @@ def test_a_krohn_rhodes_input_table_entry_changed_is_refused(monkeypatch, spec):
     monkeypatch.setattr(krohn_rhodes, "schedule", bad)
     model = compile_automaton(spec, max_len=8, method="krohn-rhodes")
     word = _refused_at(certify(model))
+    assert _separates(model, word)
+
+
+def test_a_letter_coded_as_another_class_is_refused_though_the_automaton_cannot_tell_it_apart(monkeypatch):
+    """The search steps one letter per class of letters with equal token rows and equal automaton
+    columns.  One letter the automaton cannot tell from a lower one (the same column) is coded as a
+    letter of another class, in the weights and the obligations alike: its token row then differs,
+    so it is searched on its own, and the proof names an input holding it."""
+    spec = random_language("sl", k=2, letters=16, seed=0)
+    cols = [(tuple(spec.maps[x]), tuple(spec.defined[x])) for x in range(spec.n_symbols)]
+    x = next(x for x in range(spec.n_symbols) if cols[x] in cols[:x])
+    good = compile_automaton(spec, max_len=12, method="locally-testable")
+    cert = certify(good)
+    assert cert.certified and cert.program["letters"] == len(set(cols)) < spec.n_symbols
+    codes = factors.letter_codes
+
+    def bad(plan):
+        out = codes(plan)
+        out[x] = next(out[z] for z in range(spec.n_symbols) if cols[z] != cols[x] and not np.array_equal(out[z], out[x]))
+        return out
+    monkeypatch.setattr(factors, "letter_codes", bad)
+    model = compile_automaton(spec, max_len=12, method="locally-testable")
+    word = _refused_at(certify(model))
+    assert spec.alphabet[x] in word.split()
     assert _separates(model, word)

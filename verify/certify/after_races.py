@@ -23,7 +23,8 @@ import numpy as np
 from constructions.obligations import Lookup, Races, Steps
 
 from .compose import lookup_base, put_all, settled
-from .lookups import check_io, fixed_by_class, run_declared, mlp_weights, affine_rows
+from .affine import affine_rows
+from .lookups import check_io, fixed_by_class, run_declared, mlp_weights
 from .recency import check_race, unit_groups, copy_error
 from .state import COMBINATION_BUDGET, CertificateFailure, NotCertifiable, State, Model, get_code, gamma
 

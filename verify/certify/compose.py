@@ -12,7 +12,8 @@ from constructions.obligations import Beside, Compose, Kind, Lookup, Steps
 
 from .state import (COMBINATION_BUDGET, CertificateFailure, Code, JOINT_BUDGET, NotCertifiable, State, Model, get_code,
                     half_gaps, product_rows, put_code)
-from .lookups import Partition, affine_rows, check_io, fixed_by_class, mlp_weights, run_declared
+from .affine import affine_rows
+from .lookups import Partition, check_io, fixed_by_class, mlp_weights, run_declared
 
 
 def _part_io(m: Model, part: Kind) -> tuple[set[int], set[int]]:

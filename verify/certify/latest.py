@@ -39,7 +39,8 @@ import numpy as np
 
 from constructions.obligations import AnyFlag, Latest, Layer, Threshold
 
-from .lookups import affine, check_io, mlp_weights
+from .affine import affine
+from .lookups import check_io, mlp_weights
 from .scores import read_dims, score_factors, recency_gaps
 from .state import CertificateFailure, Code, get_code, put_code, gamma
 

@@ -12,8 +12,9 @@ import numpy as np
 
 from constructions.obligations import Joint, Lookup, Modular, Round, Steps
 
+from .affine import affine, affine_rows
 from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, Model,
-                    first_positions, get_code, half_gaps, product_rows, put_code, gamma)
+                    first_positions, gamma, get_code, half_gaps, product_rows, put_code)
 from .scores import feasible
 
 
@@ -78,83 +79,6 @@ def fixed_by_class(m: Model, pos_class: np.ndarray, n: int) -> tuple[set[int], n
     first = first_positions(pos_class, n)
     same = np.all(m.fixed == m.fixed[first[pos_class]], axis=0)
     return {d for d in m.fixed_dims if same[d]}, m.fixed[first]
-
-
-BLAS_ABOVE = 1 << 27
-"""Multiply-adds above which an error-coefficient product goes through BLAS (a wide staircase's
-layers), not einsum (whose loops are the faster for the small products of most MLPs, and a
-threaded BLAS stalls on a busy machine)."""
-
-
-def _propagate(A: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """The error coefficients [N, h, n] through a layer's weights [h, k]: [N, k, n]."""
-    N, h, n = A.shape
-    if N * h * n * W.shape[1] <= BLAS_ABOVE:
-        return np.einsum("Nhn,hk->Nkn", A, W)
-    flat = np.ascontiguousarray(A.transpose(0, 2, 1)).reshape(N * n, h)
-    return (flat @ W).reshape(N, n, W.shape[1]).transpose(0, 2, 1)
-
-
-def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
-            u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
-
-    Returns the clean output [N, k] and its error bound [N, k]: |A| r for A the output's
-    coefficients on the input errors (exact while every unit's sign is fixed; carried only on the
-    inputs with r > 0, the others' coefficients multiply 0), plus an independent bound (rounding,
-    and the whole possible deviation of units whose sign the error could flip).
-
-    Exact integers: a unit whose inputs are exactly known integers, whose weights and bias are
-    integers and whose terms' magnitudes sum below 2^p computes its integer exactly (every
-    partial sum is representable), so it adds no rounding, and a ReLU at its kink (0 exactly)
-    flips nothing; a unit surely off is exactly 0 whatever its inputs' errors -- so the step
-    units and one-hots of a lookup are exact once the steps before them have saturated.  With
-    one noisy term among such integers, the partial sums that hold it are that term plus an
-    integer: adding an integer is exact unless the sum reaches a binade it never reached, which
-    rounds it to that binade's grid (half an ulp, and the grid only coarsens), so in any order
-    the sum errs by at most one ulp of its largest partial sum, 2 u sum|terms|, and the noisy
-    product by u |term|: 4 u sum|terms| in all, whatever the number of terms."""
-    h = x
-    noisy = np.nonzero(r)[0]
-    rn = r[noisy]
-    A = np.broadcast_to(np.eye(x.shape[1])[:, noisy], (x.shape[0], x.shape[1], len(noisy)))
-    nu = np.zeros_like(x)
-    exact = (r[None, :] == 0) & (np.round(x) == x)
-    for i, (W, b) in enumerate(zip(weights, biases)):
-        z = h @ W + b
-        Az = _propagate(A, W)
-        mag = np.abs(h) + np.abs(A) @ rn + nu
-        size = mag @ np.abs(W) + np.abs(b)
-        integral = np.all(np.round(W) == W, axis=0) & (np.round(b) == b) & (size < 2.0**p)
-        inexact_terms = (~exact).astype(np.float64) @ (W != 0).astype(np.float64)
-        one = (inexact_terms == 1) & integral  # one noisy term among integers: 4 u, not gamma_n
-        rounding = np.where(one, 4 * u, gamma(np.count_nonzero(W, axis=0) + 1, u)[None]) * size
-        exact = (inexact_terms == 0) & integral
-        nz = np.where(exact, 0.0, nu @ np.abs(W) + rounding)
-        err = np.abs(Az) @ rn + nz
-        if i == len(weights) - 1:
-            return z, err
-        on = z > 0
-        flip = (err >= np.abs(z)) & ~exact
-        eta = np.where(flip, np.maximum(0.0, err - np.abs(z)), 0.0)
-        exact = exact | (~on & ~flip)  # a unit surely off is exactly 0
-        h = np.maximum(z, 0.0)
-        A = Az * on[:, :, None]
-        nu = nz * on + eta
-    raise AssertionError("unreachable")
-
-
-def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
-                out: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`affine` on every row of ``X`` (in chunks of at most :data:`AFFINE_CHUNK` error
-    coefficients): the outputs ``out`` of each row and their error bounds, [rows, len(out)] each."""
-    z_out, err_out = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
-    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * np.count_nonzero(r)))
-    for lo in range(0, len(X), step):
-        sl = slice(lo, lo + step)
-        z, err = affine(X[sl], r, weights, biases, m.u, m.p)
-        z_out[sl], err_out[sl] = z[:, out], err[:, out]
-    return z_out, err_out
 
 
 def _round(st: Round, values: dict[str, np.ndarray], where: str) -> None:

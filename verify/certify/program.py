@@ -47,6 +47,7 @@ from constructions.model import CompiledTransformer
 from constructions.obligations import Compose, Fetch, Layer, Match, Obligations, Races, offset_keys
 
 from .latch import Claims, latch
+from .memo import HeadCache, StepCache
 from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
                         read, reads_of, run_mlp)
 from .state import CertificateFailure, arrays
@@ -149,6 +150,9 @@ class Program:
     rows: list[Env] = field(default_factory=list)  # the embedding's codes per token row
     start: Any = ()
     latch: tuple[int, int] | None = None
+    memo: StepCache = field(default_factory=StepCache)
+    head_memo: HeadCache = field(default_factory=HeadCache)
+    """The MLP steps' cache (:mod:`.memo`); a layer whose MLP holds a scan's composition runs uncached."""
 
     def env(self, row: int, t: int) -> Env:
         """The residual's codes at position ``t`` holding token ``row`` (the last row: BOS): the
@@ -337,13 +341,16 @@ def step(program: Program, memory: Any, letter: int, t: int) -> tuple[Any, Env]:
             if h is None:
                 after[f.dst] = OPAQUE
                 continue
-            mem, value = h.step(memory[k], env, t)
+            mem, value = program.head_memo.step(f, h, memory[k], env, t)
             new.append(mem)
             k += 1
             add(after, h.dst, value)
             mark_far(after, h.dst, value)
         if layer.mlp is not None:
-            run_mlp(layer.mlp, after, program.special)
+            if any(id(o) in program.special for o in layer.mlp_leaves()):
+                run_mlp(layer.mlp, after, program.special)
+            else:
+                program.memo.run(layer.mlp, after, program.special)
         for cols, rows, names in program.claims[l]:
             have = read(after, names)
             if tuple(have[c_] for c_ in cols) not in rows:
@@ -407,11 +414,29 @@ def _outcome(program: Program, cache: dict[Any, Any], memory: Any, x: int, t: in
     return cache[key]
 
 
+def letter_classes(ob: Obligations, a: Semiautomaton) -> list[int]:
+    """One letter (the first) of each class of letters that neither the program nor the automaton
+    tells apart: the same codes in every embedded subspace (the step reads a letter only through
+    its token row, a scan's letter maps included) and the same column of the automaton (its map
+    and where it is defined).  Two such letters lead every (state, memory) pair to the same pair
+    with the same readout, so searching one of them covers both."""
+    rows = [np.asarray(ob.embedding.codes[n], dtype=np.float64) for n in sorted(ob.embedding.codes)]
+    if any(len(r) != a.n_symbols + 1 for r in rows):
+        raise NotCovered(f"an embedding of other than {a.n_symbols} letters and BOS")
+    seen: dict[Any, int] = {}
+    for x in range(a.n_symbols):
+        key = (b"".join(r[x].tobytes() for r in rows), tuple(a.maps[x]), tuple(a.defined[x]))
+        seen.setdefault(key, x)
+    return sorted(seen.values())
+
+
 def search(program: Program, truth: Truth) -> dict[str, Any]:
     """Breadth-first over (automaton state, memory, t while t < stable): at every position of every
     input of length <= max_len (legal input, for a partial automaton) the readout must be the
-    automaton's; the first input that fails is a shortest one (CertificateFailure names it)."""
+    automaton's; the first input that fails is a shortest one (CertificateFailure names it).  One
+    letter of each :func:`letter_classes` class is searched."""
     a = truth.automaton
+    letters = letter_classes(program.ob, a)
     start = (a.start, program.start, None)
     parents: dict[Any, Any] = {start: None}
     frontier: list[Any] = [start]
@@ -421,7 +446,7 @@ def search(program: Program, truth: Truth) -> dict[str, Any]:
         tt, nxt = program.clock(t), []  # type: ignore[var-annotated]
         for node in frontier:
             q, memory, _ = node
-            for x in range(a.n_symbols):
+            for x in letters:
                 if not a.defined[x][q]:
                     continue
                 try:
@@ -448,7 +473,7 @@ def search(program: Program, truth: Truth) -> dict[str, Any]:
         if not frontier:
             break
     return {"proved": True, "pairs": len(parents) - 1, "memories": len(memories),
-            "inputs": "legal" if a.partial else "every"}
+            "inputs": "legal" if a.partial else "every", "letters": len(letters)}
 
 
 def _fixed_values(model) -> Callable[[str], np.ndarray | None]:

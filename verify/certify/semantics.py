@@ -85,6 +85,10 @@ def read(env: Env, name: str) -> Code:
 
 def add(env: Env, name: str, value: Code) -> None:
     """Add ``value`` into ``name``'s dims (in place)."""
+    old = env.get(name)
+    if type(old) is tuple and len(old) == len(value) and " + " not in name:  # one entry, as wide as the value
+        env[name] = tuple(o + v for o, v in zip(old, value))
+        return
     at = 0
     for base, i in _parts(name):
         if i is not None and f"{base}[{i}]" in env:  # an embedded name such as ``rec[0]``
@@ -210,11 +214,16 @@ def _code_of(f: Match) -> tuple[int, Callable[[Env, str], int]]:
     """A nearest-value head's number of codes, and the index of the code a name holds (a code
     outside the declared ones is a failure of the program)."""
     index = {c: i for i, c in enumerate(_exact(c) for c in np.asarray(f.codes))}
+    seen: dict[Code, int] = {}  # each code as read, once rounded
 
     def at(e: Env, name: str) -> int:
-        c = _exact(read(e, name))
+        raw = read(e, name)
+        if raw in seen:
+            return seen[raw]
+        c = _exact(raw)
         if c not in index:
             raise ProgramError(f"head {f.head}: {name} holds {c}, none of its declared codes")
+        seen[raw] = index[c]
         return index[c]
     return len(index), at
 

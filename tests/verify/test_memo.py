@@ -1,0 +1,46 @@
+"""The program proof's step caches (verify/certify/memo.py): a cached result is reused only where
+every residual entry its run touched agrees."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from constructions.obligations import Lookup, Recent
+from verify.certify.memo import HeadCache, StepCache
+from verify.certify.semantics import Head
+
+
+def test_a_lookup_is_run_once_per_combination_of_the_codes_it_names():
+    o = Lookup("m", ("a",), "out", {(0,): np.array([5.0]), (1,): np.array([7.0])})
+    cache = StepCache()
+    outs = []
+    for a in (0, 1, 0, 1, 0):
+        env = {"a": (float(a),), "out": (0.0,), "b": (3.0,)}
+        cache.run(o, env, {})
+        outs.append(env["out"])
+    assert outs == [(5.0,), (7.0,), (5.0,), (7.0,), (5.0,)]
+    assert len(cache.done) == 2
+
+
+def test_a_step_reading_an_entry_its_obligation_does_not_name_is_keyed_on_it():
+    """A step whose semantics read ``x`` (not named by its obligation): two residuals that differ
+    only there must not share a cached result."""
+    o = Lookup("m", ("a",), "out", {(0,): np.array([1.0])})
+
+    def reads_x(env):
+        env["out"] = (env["out"][0] + env["x"][0],)
+    cache = StepCache()
+    got = []
+    for x in (1.0, 2.0, 1.0):
+        env = {"a": (0.0,), "out": (0.0,), "x": (x,)}
+        cache.run(o, env, {id(o): reads_x})
+        got.append(env["out"][0])
+    assert got == [1.0, 2.0, 1.0]
+
+
+def test_a_head_reading_an_undeclared_entry_is_keyed_on_it():
+    f = Recent("h", "flag", "src", "dst")
+    h = Head("dst", 0, lambda e: 0, lambda e: (0.0,), lambda m, e, t: (m, (e["y"][0],)))
+    cache = HeadCache()
+    got = [cache.step(f, h, 0, {"flag": (1.0,), "src": (0.0,), "y": (y,)}, 5)[1] for y in (1.0, 2.0, 1.0)]
+    assert got == [(1.0,), (2.0,), (1.0,)]

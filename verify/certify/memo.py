@@ -1,0 +1,116 @@
+"""A cache of the program proof's steps (:mod:`.program`): an MLP step is a function of the codes
+it reads, and a head's step of its memory, the codes it reads and min(t, its stable position), so
+the search runs each once per combination of those, not once per (memory, letter) pair.
+
+Soundness: the key is the code of every residual entry the MLP's obligations name (read or
+written: an addition reads the destination's old code) and the far marks; on a miss the step
+runs on an environment that records every entry it touches, and a step that touches an entry
+outside its key (a composite name such as ``a + b`` looked up whole, an entry it changes) adds
+that entry to the MLP's key from then on (a longer key never matches a shorter one), so every
+cached result was computed from codes equal, on every entry its run touched, to the ones it is
+used for.  A hit writes back exactly the entries the run left, so the residual after a hit equals
+the residual after running the step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constructions.obligations import Kind
+
+from .semantics import FAR, Env, Head, Special, _parts, run_mlp
+
+TRIAL = 2000
+"""Calls after which a head whose cache hit fewer than half of them runs uncached (its memory is
+the large part of the key: a nearest-value head's codes per key code)."""
+
+
+_ABSENT = object()
+
+
+class _Recording(dict):  # type: ignore[type-arg]
+    """An environment that records the names read."""
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self.seen: set[str] = set()
+
+    def __getitem__(self, k: str) -> Any:
+        self.seen.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k: str, default: Any = None) -> Any:
+        self.seen.add(k)
+        return super().get(k, default)
+
+    def __contains__(self, k: object) -> bool:
+        self.seen.add(str(k))
+        return super().__contains__(k)
+
+
+def entries(o: Kind) -> tuple[str, ...]:
+    """The residual entries obligation ``o`` names (read or written) under every key the
+    semantics may look them up by (``a + b[1]``, ``a``, ``b``, ``b[1]``), and the far marks."""
+    keys = {FAR}
+    for n in (*o.names_read(), *o.names_written()):
+        keys.add(n)  # as a whole (an entry of that name is read first, where there is one)
+        for base, i in _parts(n):
+            keys |= {base, f"{base}[{i}]"} if i is not None else {base}
+    return tuple(sorted(keys))
+
+
+class StepCache:
+    """Per MLP obligation: its entries, and the entries it leaves for each key."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, tuple[str, ...]] = {}
+        self.done: dict[Any, tuple[tuple[str, Any], ...]] = {}
+
+    def run(self, o: Kind, env: Env, special: Special) -> None:
+        """``run_mlp(o, env, special)``, cached by the codes of the entries ``o`` names."""
+        names = self.names.get(id(o))
+        if names is None:
+            names = self.names[id(o)] = entries(o)
+        key = (id(o), names, tuple(env.get(n) for n in names))
+        got = self.done.get(key)
+        if got is None:
+            rec = _Recording(env)
+            run_mlp(o, rec, special)
+            touched = rec.seen | {n for n in set(rec) | set(env) if dict.get(rec, n, _ABSENT) != env.get(n, _ABSENT)}
+            if not touched <= set(names):  # a name the declaration does not list: key on it from now on
+                names = self.names[id(o)] = tuple(sorted(touched | set(names)))
+                key = (id(o), names, tuple(env.get(n) for n in names))
+            got = self.done[key] = tuple((n, dict.__getitem__(rec, n)) for n in names if n in dict.keys(rec))
+        env.update(got)
+
+
+class HeadCache:
+    """Per head: the entries its obligation names, and (memory, what it adds) for each key."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, tuple[str, ...]] = {}
+        self.done: dict[Any, tuple[Any, Any]] = {}
+        self.calls: dict[int, list[int]] = {}
+
+    def step(self, f: Kind, h: Head, memory: Any, env: Env, t: int) -> tuple[Any, Any]:
+        """``h.step(memory, env, t)`` for head obligation ``f``, cached by its memory, the codes of
+        the entries ``f`` names and min(t, ``h.stable``) (the step is the same from ``h.stable`` on)."""
+        calls = self.calls.setdefault(id(f), [0, 0])
+        if calls[0] >= TRIAL and 2 * calls[1] < calls[0]:
+            return h.step(memory, env, t)
+        calls[0] += 1
+        names = self.names.get(id(f))
+        if names is None:
+            names = self.names[id(f)] = entries(f)
+        key = (id(f), names, memory, tuple(env.get(n) for n in names), min(t, h.stable))
+        got = self.done.get(key)
+        if got is not None:
+            calls[1] += 1
+            return got
+        rec = _Recording(env)
+        got = h.step(memory, rec, t)
+        if not rec.seen <= set(names):  # a name the declaration does not list: key on it from now on
+            names = self.names[id(f)] = tuple(sorted(rec.seen | set(names)))
+            key = (id(f), names, memory, tuple(env.get(n) for n in names), min(t, h.stable))
+        self.done[key] = got
+        return got
