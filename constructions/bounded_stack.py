@@ -114,6 +114,7 @@ from .gadgets import (
 from .obligations import AnyFlag, Joint, Latest, Lookup, Promise, Readout, Threshold
 from .program import MLP, Block, Declaration, Head, Program, StateCodes
 from .workspace import Workspace, join
+from .model import CompiledTransformer
 
 
 
@@ -418,7 +419,7 @@ def state_codes(plan: BoundedStack, ws) -> StateCodes:
     return StateCodes(dims, codes, ws["st:error"][0], sink)
 
 
-def set_start(model, plan: BoundedStack, start: str) -> None:
+def set_start(model: CompiledTransformer, plan: BoundedStack, start: str) -> None:
     """Point ``model`` at start state ``start`` (in place): s0 lives in the ``st:depth`` column of
     every embedding row and in BOS's ``st:start{j}`` / ``st:starterr`` entries, nowhere else."""
     q0 = check_start(model.automaton, start)

@@ -76,6 +76,7 @@ from .obligations import Lookup, Match, keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse
 from .workspace import Workspace, join
+from .model import CompiledTransformer
 
 NAME = "locally-testable"
 
@@ -421,7 +422,7 @@ def build(automaton: Semiautomaton, plan: FactorPlan, options: BuildOptions) -> 
     return prog, meta
 
 
-def set_start(model, plan: FactorPlan, start: str) -> None:
+def set_start(model: CompiledTransformer, plan: FactorPlan, start: str) -> None:
     """Detect again from ``start`` and rebuild in place; InputError when the description's shape changes."""
     check_start(model.automaton, start)
     other = from_dict({**model.metadata.automaton, "start": start})

@@ -101,6 +101,7 @@ from .obligations import Lookup, Match, Race, Races, Readout
 from .positions import PositionCode
 from .program import MLP, Block, Declaration, Head, Program, beside
 from .workspace import Workspace, join
+from .model import CompiledTransformer
 
 NAME = "gridworld"
 
@@ -492,7 +493,7 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
     return Program(ws, W_E, W_pos, [block1, block2], W_U, b_U, declaration=declaration(world, plans)), meta
 
 
-def set_start(model, world: BoxWorld, start: str) -> None:
+def set_start(model: CompiledTransformer, world: BoxWorld, start: str) -> None:
     """Point ``model`` at start state ``start`` (in place): q0's coordinates live in the
     ``gw{a}:start`` column of every embedding row and nowhere else."""
     coords = world.coords[check_start(model.automaton, start)]

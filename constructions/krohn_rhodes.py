@@ -101,6 +101,7 @@ from .obligations import Beside, Lookup, Readout, Steps
 from .positions import KINDS
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse, fused_obligation, obligation_name
 from .workspace import Subspace, Workspace, join
+from .model import CompiledTransformer
 
 NAME = "krohn-rhodes"
 
@@ -422,7 +423,7 @@ def readout_table(lay: Layout) -> Readout:
     return Readout((lay.state.name,), {tuple(eye[q].tolist()): q for q in range(len(lay.state))})
 
 
-def set_start(model, cascade: Cascade, start: str) -> None:
+def set_start(model: CompiledTransformer, cascade: Cascade, start: str) -> None:
     """Rebuild ``model`` for start state ``start`` from its cascade and copy the weights in (in place).
 
     The start state lives in the initial values (BOS's targets, the counters' offsets);

@@ -62,6 +62,7 @@ from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, prefix_mean_
 from .obligations import keys_reached, one_hot_readout
 from .program import MLP, Block, Declaration, Fused, Program, beside, fuse
 from .workspace import Workspace, join
+from .model import CompiledTransformer
 
 NAME = "piecewise"
 
@@ -225,7 +226,7 @@ def build(automaton: Semiautomaton, plan: PiecewisePlan, options: BuildOptions) 
     return prog, meta
 
 
-def set_start(model, plan: PiecewisePlan, start: str) -> None:
+def set_start(model: CompiledTransformer, plan: PiecewisePlan, start: str) -> None:
     """Detect again from ``start`` (the plan depends on the start) and rebuild in place; a plan
     of another shape is refused (recompile with that start instead)."""
     rebuild_detected(model, start, applies, build, NAME)

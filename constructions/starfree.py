@@ -59,6 +59,7 @@ from .obligations import keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Declaration, Head, Program
 from .workspace import Workspace, join
+from .model import CompiledTransformer
 
 NAME = "starfree"
 UNTRACKED = ("one", "bos", "pos", "pos:recency")
@@ -220,7 +221,7 @@ def build(automaton: Semiautomaton, plan: StarFreePlan, options: BuildOptions) -
     return prog, meta
 
 
-def set_start(model, plan: StarFreePlan, start: str) -> None:
+def set_start(model: CompiledTransformer, plan: StarFreePlan, start: str) -> None:
     """Detect again from ``start`` (the plan depends on the start) and rebuild in place; a plan of
     another shape is refused (recompile with that start instead)."""
     rebuild_detected(model, start, applies, build, NAME)

@@ -50,6 +50,7 @@ from .obligations import Readout
 from .positions import position_code, position_table
 from .program import Block, Declaration, Head, Program
 from .workspace import Subspace, Workspace
+from .model import CompiledTransformer
 
 NAME = "transition"
 PREV, PREV_FIRST = "tr:prev", "tr:prev.first"
@@ -245,7 +246,7 @@ def describe(plan: TransitionPlan, automaton: Semiautomaton) -> str:
             f"cheapest construction, then one look-back head and a lookup (meta['{NAME}']['inner'] names it)")
 
 
-def invariants(model, plan: TransitionPlan, tokens: np.ndarray) -> InvariantReport:
+def invariants(model: CompiledTransformer, plan: TransitionPlan, tokens: np.ndarray) -> InvariantReport:
     """A's state code in ``tr:state`` after the last layer, against the reference: nearest code."""
     with torch.no_grad():
         _, cache = model.run_with_cache(torch.from_numpy(tokens))
@@ -257,7 +258,7 @@ def invariants(model, plan: TransitionPlan, tokens: np.ndarray) -> InvariantRepo
                            measured={"max_code_error": err})
 
 
-def set_start(model, plan: TransitionPlan, start: str, inners: tuple[Construction, ...]) -> None:
+def set_start(model: CompiledTransformer, plan: TransitionPlan, start: str, inners: tuple[Construction, ...]) -> None:
     check_start(model.automaton, start)
     new = transition_plan(from_dict({**model.metadata.automaton, "start": start}))
     assert new is not None  # one-step equality does not depend on the start
