@@ -193,16 +193,25 @@ def choose(plan_json: str, max_len: int, positions: str,
            inners: tuple[Construction, ...]) -> tuple[Construction, Any, int, int]:
     """Q's construction among ``inners`` (fewest layers, then parameters of the wrapped program,
     built: its lookup depends on Q's codes) and the wrapped program's layers and parameters;
-    BudgetError when none builds within its budget."""
+    BudgetError when none builds within its budget.  Candidates are built in the order of their
+    estimates (exact in layers), and none whose estimate is already deeper than the best built
+    (a krohn-rhodes cascade's build searches its reachable configurations: minutes on a deep one)."""
     plan = TransitionPlan.from_dict(json.loads(plan_json))
     q = plan.quotient
-    best = None
+    estimated = []
     for c in inners:
         p = c.applies(q)
         if isinstance(p, Refusal):
             continue
         try:
-            c.estimate(p, max_len, positions)
+            estimated.append((c.estimate(p, max_len, positions), c, p))
+        except ShortcutError:
+            continue
+    best = None
+    for cost, c, p in sorted(estimated, key=lambda e: (e[0].layers, e[0].params)):
+        if best is not None and cost.layers + 1 > best[2]:  # deeper than the best built: never the pick
+            break
+        try:
             prog, _ = _wrapped(_stand_in(plan), plan, c, p, BuildOptions(max_len, positions=positions))
         except ShortcutError:
             continue
