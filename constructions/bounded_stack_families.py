@@ -18,9 +18,14 @@ letter under the promise.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from compiler.automata.stack_detect import POP, PUSH, BoundedStack
+
+if TYPE_CHECKING:  # annotations only: this module does not import torch
+    from .model import CompiledTransformer
 
 FAMILY_SEED_OFFSET = 13
 """The stack families draw from ``seed + FAMILY_SEED_OFFSET``."""
@@ -121,7 +126,7 @@ def error_at_end(plan: BoundedStack, stack: tuple[int, ...] | None, T: int,
     return out
 
 
-def families(model, plan: BoundedStack, T: int, seed: int = 0) -> dict[str, np.ndarray]:
+def families(model: CompiledTransformer, plan: BoundedStack, T: int, seed: int = 0) -> dict[str, np.ndarray]:
     """``in-bounds``, ``deep-cycles`` and ``error-at-end`` inputs of length T."""
     a = model.automaton
     stack = plan.stacks[a.start]

@@ -8,11 +8,14 @@ the layer-wise check (``verify/layerwise.py``) on one of each.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from compiler.automata.gridworld_detect import BoxWorld
+
+if TYPE_CHECKING:  # annotations only: this module does not import torch
+    from .model import CompiledTransformer
 
 FAMILY_SEED_OFFSET = 12
 """The gridworld families draw from ``seed + FAMILY_SEED_OFFSET``."""
@@ -27,7 +30,7 @@ def _axis_symbols(moves: Sequence[Any], n_axes: int) -> list[dict[int, int]]:
     return out
 
 
-def families(model, world: BoxWorld, T: int, seed: int = 0) -> dict[str, np.ndarray]:
+def families(model: CompiledTransformer, world: BoxWorld, T: int, seed: int = 0) -> dict[str, np.ndarray]:
     """``wall-pinned`` and ``wall-free`` walks of length T for a gridworld model."""
     a = model.automaton
     sizes, coords, moves = world.sizes, world.coords, world.moves

@@ -9,9 +9,14 @@ verifier adds them to its adversarial families and runs the layer-wise check
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from compiler.automata.local import LocalPlan, Windows, window_key, windows
+
+if TYPE_CHECKING:  # annotations only: this module does not import torch
+    from .model import CompiledTransformer
 
 FAMILY_SEED_OFFSET = 14
 """The local families draw from ``seed + FAMILY_SEED_OFFSET``."""
@@ -84,7 +89,7 @@ def _walk(win: Windows, hit: np.ndarray, T: int, rng: np.random.Generator, want:
     return np.array(seq, dtype=np.int64)
 
 
-def families(model, plan: LocalPlan, T: int, seed: int = 0) -> dict[str, np.ndarray]:
+def families(model: CompiledTransformer, plan: LocalPlan, T: int, seed: int = 0) -> dict[str, np.ndarray]:
     """``local-quiet`` (no anchor, no event for as long as possible), ``local-ends`` (anchors or
     events at the first and last positions, none in between where possible) and
     ``local-events`` (hits as often as possible) walks of length T."""
