@@ -79,6 +79,14 @@ def check_start(automaton: Semiautomaton, start: str) -> int:
     return automaton.state_index[start]
 
 
+def check_plan_start(automaton: Semiautomaton, plan_start: int, what: str) -> None:
+    """InputError when a plan detected from state ``plan_start`` (its tables depend on the start:
+    a piecewise or star-free plan) is built for ``automaton`` from another start."""
+    if plan_start != automaton.start:
+        raise InputError(f"this {what} plan was detected from state {automaton.states[plan_start]!r}, not "
+                         f"{automaton.states[automaton.start]!r}")
+
+
 Build = Callable[[Semiautomaton, Any, BuildOptions], tuple[Program, dict[str, Any]]]
 """``build(automaton, plan, options) -> (Program, meta)``: every construction's build."""
 

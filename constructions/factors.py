@@ -61,17 +61,17 @@ from typing import Any
 
 import numpy as np
 
-from compiler.automata.errors import BudgetError, InputError
+from compiler.automata.errors import InputError
 from compiler.automata.factors import FactorPlan, detect
 from compiler.automata.load import from_dict
 from compiler.automata.spec import Semiautomaton
 from compiler.automata.tiers import detect_tier
 
 from .assemble import program_params
-from .budget import MAX_PARAMS, STEP_TOLERANCE
+from .budget import MAX_PARAMS, STEP_TOLERANCE, check_params
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
 from .gadgets import (ABSORB, CodeInput, absorb_feature, attention_temperature, code_function_mlp, lookup_mlp,
-                      offset_head, prefix_mean_head, recent_flag_head, residue_mlp, residue_range)
+                      offset_head, prefix_mean_head, recency_margin, recent_flag_head, residue_mlp, residue_range)
 from .obligations import Lookup, Match, keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse
@@ -388,17 +388,14 @@ def precision(plan: FactorPlan, code_: PositionCode, max_len: int, eps: float) -
     out["prefix_count_margin"] = STEP_TOLERANCE / (eps * max_len * (max_len + 1))
     if plan.tier:  # half the recency gap over the rounding of scores up to 1.5 beta (constructions/local.py);
         # a match head's too: gap beta lambda = beta / (2 (T + 1)), scores up to beta (1 + lambda T) < 1.5 beta
-        out["recency_margin"] = (1 / (4 * (max_len + 1))) / (4 * eps * 1.5)
+        out["recency_margin"] = recency_margin(max_len, eps)
     out["margin"] = min(out.values())
     return out
 
 
 def _check_plan(plan: FactorPlan, max_len: int, params: int, max_params: int) -> None:
-    if params > max_params:
-        raise BudgetError(f"a factors model with k = {plan.k}, {len(plan.factors)} factors and {len(plan.keys):,} "
-                          f"final keys at max_len {max_len} would have {params:,} parameters, over the budget of "
-                          f"{max_params:,}")
-
+    check_params(params, max_params, f"a factors model with k = {plan.k}, {len(plan.factors)} factors and "
+                 f"{len(plan.keys):,} final keys at max_len {max_len}")
 
 def build(automaton: Semiautomaton, plan: FactorPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The program and its metadata (the plan holds the start's tables)."""

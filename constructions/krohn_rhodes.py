@@ -87,6 +87,7 @@ from .gadgets import (
     lookup_mlp,
     offset_head,
     prefix_mean_head,
+    recency_margin,
     recent_flag_head,
     residue_hidden,
     residue_margin,
@@ -329,7 +330,7 @@ def precision(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, eps:
         else:
             out["residue_margin"] = min(residue_margin(counter_residue(n, T), eps) for n in counters)
     if any(c.kind == "reset" for c in cascade.components):
-        out["recency_margin"] = (1.0 / (4 * (T + 1))) / (4 * eps * 1.5)
+        out["recency_margin"] = recency_margin(T, eps)
     if lay.code is not None:
         out["position_margin"] = lay.code.precision_margin(eps)
     out["margin"] = min(out.values(), default=math.inf)

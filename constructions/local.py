@@ -67,16 +67,15 @@ from typing import Any
 
 import numpy as np
 
-from compiler.automata.errors import BudgetError
 from compiler.automata.local import MAX_PERIOD, MAX_WINDOW, LocalPlan, detect
 from compiler.automata.spec import Semiautomaton
 
 from . import local_families as checks
 from .assemble import program_params
-from .budget import MAX_PARAMS, STEP_TOLERANCE
+from .budget import MAX_PARAMS, STEP_TOLERANCE, check_params
 from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, declared_obligations, rebuild
 from .gadgets import (ABSORB, CodeInput, absorb_feature, flat_lookup_margin, flat_lookup_mlp, flat_lookup_tolerance,
-                      lookup_mlp, offset_head, prefix_mean_head, recent_flag_head)
+                      lookup_mlp, offset_head, prefix_mean_head, recency_margin, recent_flag_head)
 from .model import CompiledTransformer
 from .obligations import keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
@@ -257,7 +256,7 @@ def precision(plan: LocalPlan, code: PositionCode, max_len: int, eps: float, fla
     if plan.bound:
         out["prefix_count_margin"] = STEP_TOLERANCE / (eps * T * (T + 1))
     if plan.n_classes:
-        out["recency_margin"] = (1.0 / (4 * (T + 1))) / (4 * eps * 1.5)
+        out["recency_margin"] = recency_margin(T, eps)
     if out:
         out["margin"] = min(out.values())
     return out
@@ -283,11 +282,8 @@ def program(plan: LocalPlan, start: int, max_len: int, positions: str, flat: boo
 
 
 def _check_budget(params: int, plan: LocalPlan, max_len: int, max_params: int) -> None:
-    if params > max_params:
-        raise BudgetError(f"a local model with k = {plan.k}, period {plan.period} and {len(plan.final_keys):,} final "
-                          f"keys at max_len {max_len} would have {params:,} parameters, over the budget of "
-                          f"{max_params:,}")
-
+    check_params(params, max_params, f"a local model with k = {plan.k}, period {plan.period} and "
+                 f"{len(plan.final_keys):,} final keys at max_len {max_len}")
 
 def build(automaton: Semiautomaton, plan: LocalPlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The program for ``automaton`` (its start state picks the tables) and its metadata."""

@@ -51,13 +51,13 @@ from typing import Any
 
 import numpy as np
 
-from compiler.automata.errors import BudgetError, InputError
 from compiler.automata.piecewise import PiecewisePlan, detect
 from compiler.automata.spec import Semiautomaton
 
 from .assemble import program_params
-from .budget import MAX_PARAMS, STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, declared_obligations, rebuild_detected
+from .budget import MAX_PARAMS, STEP_TOLERANCE, check_params
+from .construction import (BuildOptions, Construction, Cost, Refusal, check_plan_start, declared_obligations,
+                           rebuild_detected)
 from .gadgets import ABSORB, CodeInput, absorb_feature, lookup_mlp, prefix_mean_head
 from .obligations import keys_reached, one_hot_readout
 from .program import MLP, Block, Declaration, Fused, Program, beside, fuse
@@ -200,16 +200,12 @@ def precision(max_len: int, eps: float) -> dict[str, float]:
 
 
 def _check_budget(params: int, plan: PiecewisePlan, max_len: int, max_params: int) -> None:
-    if params > max_params:
-        raise BudgetError(f"a piecewise model with {len(plan.chains)} chains and {len(plan.keys):,} final keys at "
-                          f"max_len {max_len} would have {params:,} parameters, over the budget of {max_params:,}")
-
+    check_params(params, max_params, f"a piecewise model with {len(plan.chains)} chains and {len(plan.keys):,} "
+                 f"final keys at max_len {max_len}")
 
 def build(automaton: Semiautomaton, plan: PiecewisePlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The program for ``automaton`` and its metadata (the plan is for the automaton's start)."""
-    if plan.start != automaton.start:
-        raise InputError(f"this piecewise plan was detected from state {automaton.states[plan.start]!r}, not "
-                         f"{automaton.states[automaton.start]!r}")
+    check_plan_start(automaton, plan.start, "piecewise")
     prog = program(plan, options.max_len)
     params = program_params(prog)
     _check_budget(params, plan, options.max_len, options.max_params)

@@ -47,14 +47,14 @@ from typing import Any
 
 import numpy as np
 
-from compiler.automata.errors import BudgetError, InputError
 from compiler.automata.spec import Semiautomaton
 from compiler.automata.starfree import StarFreePlan, detect
 
 from .assemble import program_params
-from .budget import MAX_PARAMS
-from .construction import BuildOptions, Construction, Cost, Refusal, declared_obligations, rebuild_detected
-from .gadgets import CodeInput, lookup_mlp, offset_head, recent_flag_head
+from .budget import MAX_PARAMS, check_params
+from .construction import (BuildOptions, Construction, Cost, Refusal, check_plan_start, declared_obligations,
+                           rebuild_detected)
+from .gadgets import CodeInput, lookup_mlp, offset_head, recency_margin, recent_flag_head
 from .obligations import keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Declaration, Head, Program
@@ -186,24 +186,19 @@ def precision(plan: StarFreePlan, code: PositionCode, max_len: int, eps: float) 
     if _uses_positions(plan):
         out["position_margin"] = code.precision_margin(eps)
     if any(layer.resets for layer in plan.layers):
-        out["recency_margin"] = (1.0 / (4 * (max_len + 1))) / (4 * eps * 1.5)
+        out["recency_margin"] = recency_margin(max_len, eps)
     if out:
         out["margin"] = min(out.values())
     return out
 
 
 def _check_budget(params: int, plan: StarFreePlan, max_len: int, max_params: int) -> None:
-    if params > max_params:
-        raise BudgetError(f"a star-free model with {plan.depth} layers and {sum(len(x.keys) for x in plan.layers):,} "
-                          f"lookup keys at max_len {max_len} would have {params:,} parameters, over the budget of "
-                          f"{max_params:,}")
-
+    check_params(params, max_params, f"a star-free model with {plan.depth} layers and "
+                 f"{sum(len(x.keys) for x in plan.layers):,} lookup keys at max_len {max_len}")
 
 def build(automaton: Semiautomaton, plan: StarFreePlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The program for ``automaton`` and its metadata (the plan is for the automaton's start)."""
-    if plan.start != automaton.start:
-        raise InputError(f"this star-free plan was detected from state {automaton.states[plan.start]!r}, not "
-                         f"{automaton.states[automaton.start]!r}")
+    check_plan_start(automaton, plan.start, "star-free")
     prog = program(plan, options.max_len, options.positions)
     params = program_params(prog)
     _check_budget(params, plan, options.max_len, options.max_params)

@@ -35,6 +35,7 @@ from .heads import (
     attention_temperature,
     offset_head,
     prefix_mean_head,
+    recency_margin,
     recent_flag_head,
 )
 from .lookups import (
@@ -58,5 +59,6 @@ __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "PositionBloc
            "attention_temperature", "carry_units", "code_function_mlp", "compose_mlp", "compose_slope",
            "flat_lookup_margin", "flat_lookup_mlp", "flat_lookup_tolerance", "halfspace_lookup_mlp",
            "interpolated_code_function_mlp", "lookup_mlp", "lookup_obligation", "offset_head", "onehot_bias",
-           "prefix_mean_head", "recent_flag_head", "residue_hidden", "residue_margin", "residue_mlp", "residue_range",
+           "prefix_mean_head", "recency_margin", "recent_flag_head", "residue_hidden", "residue_margin", "residue_mlp",
+           "residue_range",
            "round_mlp", "separation", "staircase_margin", "staircase_mlp", "step_units"]

@@ -174,6 +174,14 @@ def prefix_mean_head(name: str, absorb: Subspace, bos: Subspace, src: Subspace, 
                        "value": src.names}, writes=dst.names, obligation=declared)
 
 
+def recency_margin(max_len: int, eps: float) -> float:
+    """How many times over the float rounding of a :func:`recent_flag_head`'s scores (up to
+    1.5 beta, relative rounding ``eps`` each) half its recency gap beta / (2 (T + 1)) is; a
+    most-recent-match head's gap and scores are the same.  Beta cancels: the margin depends on
+    max_len and the dtype alone."""
+    return (1.0 / (4 * (max_len + 1))) / (4 * eps * 1.5)
+
+
 def recent_flag_head(name: str, flag: Subspace, recency: Subspace, one: Subspace, src: Subspace,
                      dst: Subspace, max_len: int, value_range: float,
                      tolerance: float = STEP_TOLERANCE / 2) -> Head:
