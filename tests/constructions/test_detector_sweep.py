@@ -8,10 +8,10 @@ import pytest
 
 from compiler.automata.formats import from_table
 from compiler.automata.stack_detect import detect
-from constructions import bounded_stack, factors, krohn_rhodes, local, piecewise, registry, transition
+from constructions import bounded_stack, factors, krohn_rhodes, local, piecewise, registry, starfree, transition
 from constructions.construction import Refusal
 
-SLOW_DETECTORS = {krohn_rhodes.NAME, local.NAME, piecewise.NAME, transition.NAME, factors.NAME}
+SLOW_DETECTORS = {krohn_rhodes.NAME, local.NAME, piecewise.NAME, transition.NAME, factors.NAME, starfree.NAME}
 """Tens to hundreds of milliseconds a table (the factor search: 0.27 s on average over the first 200
 of these near-stacks at load 6, most refused by a sampled witness; one still spends its budget,
 16 s): the default sweep gives them every ``EVERY``-th table only."""

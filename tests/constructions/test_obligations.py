@@ -72,6 +72,7 @@ MODELS = {  # name: (spec, method, max_len, readout); together every constructio
     "product-grid": (_c3_times_grid4, "product", 16, "states"),
     "product-scan": (_a5_times_parity, "product", 8, "states"),
     "transition": (_moore, "transition", 16, "states"),
+    "starfree": (lambda: random_language("sf", k=2, letters=4, seed=0), "starfree", 16, "states"),  # recent, fetch
 }
 
 
