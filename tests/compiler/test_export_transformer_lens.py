@@ -104,7 +104,7 @@ def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_count
 EVERY_CONSTRUCTION = [("symmetric:5", "scan"), ("quaternion", "krohn-rhodes"), ("grid:9", "gridworld"),
                       ("nth-last:3", "lookback"), ("dyck:2,2", "bounded-stack"), ("adder:2", "local"),
                       ("cyclic-product:2,2", "product"), ("regex:(a|b)*ab(a|b)*", "locally-testable"),
-                      ("blocks:4", "piecewise"), ("nth-last:3", "transition")]
+                      ("blocks:4", "piecewise"), ("nth-last:3", "transition"), ("flipflop", "starfree")]
 
 
 def test_every_construction_is_covered():
