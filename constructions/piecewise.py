@@ -205,7 +205,7 @@ def _check_budget(params: int, plan: PiecewisePlan, max_len: int, max_params: in
 
 def build(automaton: Semiautomaton, plan: PiecewisePlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The program for ``automaton`` and its metadata (the plan is for the automaton's start)."""
-    check_plan_start(automaton, plan.start, "piecewise")
+    check_plan_start(automaton, plan.start, NAME)
     prog = program(plan, options.max_len)
     params = program_params(prog)
     _check_budget(params, plan, options.max_len, options.max_params)

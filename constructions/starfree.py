@@ -198,7 +198,7 @@ def _check_budget(params: int, plan: StarFreePlan, max_len: int, max_params: int
 
 def build(automaton: Semiautomaton, plan: StarFreePlan, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
     """The program for ``automaton`` and its metadata (the plan is for the automaton's start)."""
-    check_plan_start(automaton, plan.start, "star-free")
+    check_plan_start(automaton, plan.start, NAME)
     prog = program(plan, options.max_len, options.positions)
     params = program_params(prog)
     _check_budget(params, plan, options.max_len, options.max_params)
