@@ -50,7 +50,7 @@ S4 7 (a tie with the scan, which has fewer parameters). The legal Dyck stack tak
 its depths are 0..D, so its decode is one hidden layer of threshold pairs (the one-layer lookup of
 x + (D + 1) bos) whose rounding stays far inside the last-push heads' precision, and its stack
 levels, read by the readout alone, one layer of step pairs. Every standard model of the 19 is
-certified but the gridworlds' (the program proof's recency search, as in the default shape).
+certified end to end (the gridworlds' through the walk lemma, `verify/certify/walk.py`).
 The price is width: O(n T) units per counter, carried in scratch residual dims once unfolded,
 so the parameters grow (C8: 2.2M at T = 100, 54M at 512; the default's 8.6k). TransformerLens
 pads every block to the widest (1.0x for the two-block cyclic models, up to 3.5x for cascades).
