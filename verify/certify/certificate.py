@@ -87,6 +87,8 @@ def _readout(m: Model, ob: Obligations, states: list[State], pos_class: np.ndarr
         R = row_radii(codes)
         R = np.broadcast_to(np.concatenate([code.radius for code in codes]), X.shape) if R is None else R
         X, R = X[keep], R[keep]
+        if len(X) == 0:
+            continue
         keys = [tuple(int(round(v)) for v in row) for row in X]
         missing = next((key for key in keys if key not in ob.readout.table), None)
         if missing is not None:
@@ -99,8 +101,6 @@ def _readout(m: Model, ob: Obligations, states: list[State], pos_class: np.ndarr
         err = _spreads(W_U[reads], R, want) + rounding + rounding[np.arange(len(X)), want][:, None]
         gap = logits[np.arange(len(X)), want][:, None] - logits - err
         gap[np.arange(len(X)), want] = math.inf
-        if len(X) == 0:
-            continue
         i, o = np.unravel_index(int(gap.argmin()), gap.shape)
         if gap[i, o] <= 0:
             raise CertificateFailure("readout", f"on the final code {keys[i]} output {o} may beat output {want[i]} "
