@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from compiler.automata.cascade import Cascade, Component
+from compiler.automata.cascade_reach import reachable
 from compiler.automata.errors import BudgetError
 from compiler.automata.spec import Semiautomaton
 
@@ -486,24 +487,8 @@ def reachable_configurations(cascade: Cascade, start: tuple[int, ...], n_letters
     if key not in _REACHED:
         if len(_REACHED) >= REACHED_CACHE:
             _REACHED.pop(next(iter(_REACHED)))
-        _REACHED[key] = _search_configurations(cascade, start, n_letters)
+        _REACHED[key] = reachable(cascade, start, n_letters).astype(np.float64)
     return _REACHED[key].copy()
-
-
-def _search_configurations(cascade: Cascade, start: tuple[int, ...], n_letters: int) -> np.ndarray:
-    """:func:`reachable_configurations`, breadth-first."""
-    seen = {tuple(start)}
-    frontier = list(seen)
-    while frontier:
-        nxt = []
-        for config in frontier:
-            for letter in range(n_letters):
-                after = tuple(cascade.step(config, letter))
-                if after not in seen:
-                    seen.add(after)
-                    nxt.append(after)
-        frontier = nxt
-    return np.array(sorted(seen), dtype=np.float64).reshape(len(seen), len(cascade.components))
 
 
 def configurations(cascade: Cascade, lay: Layout, start: tuple[int, ...], n_letters: int) -> tuple[Joint, ...]:
