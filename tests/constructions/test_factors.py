@@ -210,3 +210,23 @@ def test_the_first_lookup_declares_its_keys_and_is_checked_unit_by_unit(factor_l
     assert first["kind"] == "suffix-lookup" and len(first["rows"]) == len(factors.first_rows(plan))
     assert cert.layers[0]["mlp"]["kind"] == "suffix lookup"
     assert 0 < cert.layers[0]["mlp"]["key units"] <= len(factors.first_rows(plan))  # per class: the keys it can meet
+
+
+def test_tlt6_on_64_letters_is_certified_and_a_rare_key_unit_on_off_its_key_is_refused():
+    """The issue's TLT_6 on 64 letters (seed 0): certified end to end (its first lookup reads 40,320
+    code combinations, checked by its 32 key units; the program proof under the residue lemmas).
+    Then the key unit of its one 6-factor (the rarest key: tier bit and six tier letters) gets its
+    bias raised by 2, so it fires where one of its codes differs: refused by the key-unit check."""
+    from compiler.automata.subregular_families import random_language
+    model = compile_automaton(random_language("tlt", k=6, letters=64, seed=0), max_len=50, method=factors.NAME)
+    cert = certify(model)
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
+    assert cert.layers[1]["mlp"]["kind"] == "suffix lookup"
+    mlp = model.blocks[1].mlp
+    flag = model.subspace("fac:flag0")[0]
+    with torch.no_grad():
+        unit = int(torch.nonzero(mlp.W_out[:, flag]).reshape(-1)[0])
+        mlp.b_hid1[unit] += 2.0
+    cert = certify(model)
+    assert cert.certified is False and cert.failure["where"] == "layer 2 MLP fac.first"
+    assert f"second-layer unit {unit} may be on off its key" in cert.failure["detail"], cert.failure
