@@ -37,9 +37,10 @@ count head joins the final MLP in one layer.
 
 One declaration.  The gadgets state what they run (offset heads ``Fetch``, recent heads
 ``Recent``, the counts ``Average``, the caps and the final lookup ``Lookup`` -- the caps read
-every count up to max_len, the final lookup 0 off its keys); the first lookup states its table on
-every combination of the offset codes (:func:`first_table`; none beyond :data:`MAX_FIRST_KEYS`,
-and the certificate says so), a tier's match heads ``Match``; :func:`program` states the rest
+every count up to max_len, the final lookup 0 off its keys); the first lookup states its keys
+and rows (``SuffixLookup``: a combination gets the sum of the rows of the keys it starts with;
+the certificate checks it unit by unit, never on the product of the offsets' codes), a tier's
+match heads ``Match``; :func:`program` states the rest
 where it writes W_E and W_U: the tracked subspaces, the one-hot readout and the claim that the
 final lookup's inputs are a key the closure reached.  The certificate reads that declaration
 (``declared_obligations``).
@@ -72,7 +73,7 @@ from .budget import MAX_PARAMS, STEP_TOLERANCE, check_params
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
 from .gadgets import (ABSORB, CodeInput, absorb_feature, attention_temperature, code_function_mlp, lookup_mlp,
                       offset_head, prefix_mean_head, recency_margin, recent_flag_head, residue_mlp, residue_range)
-from .obligations import Lookup, Match, keys_reached, one_hot_readout
+from .obligations import Lookup, Match, SuffixLookup, keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse
 from .workspace import Workspace, join
@@ -82,12 +83,6 @@ NAME = "locally-testable"
 
 UNTRACKED = ("one", "bos", "pos", ABSORB, "pos:recency", "pos:index")
 """The constant and position features (W_pos): every other subspace's code is tracked from W_E."""
-
-MAX_FIRST_KEYS = 1 << 21
-"""Most code combinations of the first lookup (the product of the offsets' code counts) its
-obligation lists (the certificate checks each, within its own budget of the same size); beyond,
-the lookup declares none: the model is built but not certified yet, and says why."""
-
 
 def code(j: int) -> str:
     """The offset code of offset j (the token's, written by W_E)."""
@@ -191,31 +186,14 @@ def _group(ws: Workspace, kind: str, plan: FactorPlan):
 
 
 def _first_mlp(plan: FactorPlan, ws: Workspace) -> MLP:
-    """Layer 1's lookup (module docstring): offset codes -> window class and factor flags."""
+    """Layer 1's lookup (module docstring): offset codes -> window class and factor flags.  Its
+    obligation is the keys themselves (:class:`SuffixLookup`: a combination gets the sum of the
+    rows of the keys it starts with), never the product of the offsets' codes."""
     ins = [CodeInput(ws[name], n) for name, n in zip(first_reads(plan), radix(plan))]
     out = join("fac:first", ([ws["fac:window"]] if windowed(plan) else []) + [_group(ws, "flag", plan)])
-    mlp = lookup_mlp("fac.first", ins, out, first_rows(plan))
-    total = int(np.prod(radix(plan)))
-    if total > MAX_FIRST_KEYS:  # no obligation: certify says why (Block.layer reads the note)
-        return replace(mlp, notes={**mlp.notes, "undeclared": f"the first lookup reads {total:,} combinations of "
-                                   f"offset codes, over the {MAX_FIRST_KEYS:,} the certificate checks"})
-    return replace(mlp, obligation=Lookup("fac.first", first_reads(plan), " + ".join(out.names), first_table(plan),
-                                          np.zeros(len(out))))
-
-
-def first_table(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
-    """The first lookup's obligation (Lemma 11 with suffix keys): on every combination of the
-    inputs' codes the sum of the rows whose key it starts with, its zero rows left to the default
-    (0: no unit fires).  A key fixes the leading inputs, so in mixed radix (the first input most
-    significant) the combinations it starts form one contiguous run."""
-    sizes = radix(plan)
-    values = np.zeros((int(np.prod(sizes)), int(windowed(plan)) + plan.n_groups))
-    for key, row in first_rows(plan).items():
-        run = int(np.prod(sizes[len(key):]))
-        at = int(np.ravel_multi_index(key, sizes[: len(key)])) * run if key else 0
-        values[at : at + run] += row
-    hit = np.flatnonzero(np.any(values != 0, axis=1))
-    return {tuple(int(v) for v in key): values[i] for i, key in zip(hit, np.array(np.unravel_index(hit, sizes)).T)}
+    rows = first_rows(plan)
+    return replace(lookup_mlp("fac.first", ins, out, rows),
+                   obligation=SuffixLookup("fac.first", first_reads(plan), " + ".join(out.names), rows))
 
 
 def first_reads(plan: FactorPlan) -> tuple[str, ...]:

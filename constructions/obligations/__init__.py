@@ -11,7 +11,8 @@ contributes only *obligations* -- the discrete program its weights are meant to 
   heads of a prefix sum (Lemma 15), :class:`Match` for a head that finds the most recent key
   holding the code its query looks for (Theorem 12's nearest value), and one MLP obligation --
   :class:`Compose` (the composition of transition maps, Theorem 10's Lemma 14 role),
-  :class:`Lookup` (a finite function of integer codes, Lemma 11), :class:`Steps` (several such
+  :class:`Lookup` (a finite function of integer codes, Lemma 11), :class:`SuffixLookup` (one
+  given by keys on leading codes whose rows add up, never listing the combinations), :class:`Steps` (several such
   functions, :class:`Modular` decodes and :class:`Round` clean-ups, one after another, fused into
   one MLP) or :class:`Races` (counts of comparisons between two recencies, Theorem 12's boundary
   count);
@@ -42,9 +43,9 @@ from .declared import (Embedding, Joint, Layer, Obligations, Promise, Readout, U
                        one_hot_readout, prefixed)
 from .heads import AnyFlag, Average, Fetch, HeadKind, Latest, Match, Recent, absolute_keys, offset_keys
 from .kind import KINDS, Container, Kind, Part, kind_from_json
-from .mlps import Beside, Compose, Lookup, MLPKind, Modular, Race, Races, Round, Steps, Threshold
+from .mlps import Beside, Compose, Lookup, MLPKind, Modular, Race, Races, Round, Steps, SuffixLookup, Threshold
 
 __all__ = ["AnyFlag", "Average", "Beside", "Compose", "Container", "Embedding", "Fetch", "HeadKind", "Joint", "KINDS",
            "Kind", "Latest", "Layer", "Lookup", "MLPKind", "Match", "Modular", "Obligations", "Part", "Promise", "Race",
-           "Races", "Readout", "Recent", "Round", "Steps", "Threshold", "Undeclared", "absolute_keys", "kind_from_json",
-           "keys_reached", "offset_keys", "one_hot_readout", "prefixed"]
+           "Races", "Readout", "Recent", "Round", "Steps", "SuffixLookup", "Threshold", "Undeclared", "absolute_keys",
+           "kind_from_json", "keys_reached", "offset_keys", "one_hot_readout", "prefixed"]

@@ -48,6 +48,33 @@ class Lookup(Kind):
 
 @registered
 @dataclass(frozen=True)
+class SuffixLookup(Kind):
+    """MLP ``mlp`` adds into ``out`` (0 before) the sum of ``rows[key]`` over every key the integer
+    codes of ``reads`` (every dim of each, in order) start with -- a key fixes the leading codes
+    only, so the keys a combination starts with form a chain (Lemma 11 with suffix keys: a
+    window's patterns, their values telescoping, each a unit on its last letters); no key
+    started: 0.  Unlike :class:`Lookup` it never lists the combinations, only the keys."""
+
+    kind = "suffix-lookup"
+    LABELS, READS, WRITES, CODECS = ("mlp",), ("reads",), ("out",), {"reads": TUPLE, "rows": TABLE}
+
+    mlp: str
+    reads: tuple[str, ...]
+    out: str
+    rows: dict[tuple[int, ...], np.ndarray]
+
+    def value(self, codes: tuple[int, ...], width: int) -> np.ndarray:
+        """The code written for the combination ``codes``: the rows of every key it starts with, summed."""
+        total = np.zeros(width)
+        for n in range(len(codes) + 1):
+            row = self.rows.get(codes[:n])
+            if row is not None:
+                total = total + np.asarray(row, dtype=np.float64).reshape(-1)
+        return total
+
+
+@registered
+@dataclass(frozen=True)
 class Modular(Kind):
     """An MLP step ``name``: X = ``scale`` * (the code of ``reads``, one dim) + ``shift`` is an
     integer; ``out`` gets ``table[X mod p]`` (p = len(table)) and, with ``minus`` (a dim holding an
@@ -156,8 +183,8 @@ class Beside(Container):
     LABELS, INNER, CODECS = ("mlp",), ("parts",), {"parts": KIND_TUPLE}
 
     mlp: str
-    parts: tuple[Compose | Lookup | Steps | Races | Threshold, ...]
+    parts: tuple[Compose | Lookup | SuffixLookup | Steps | Races | Threshold, ...]
 
 
-MLPKind = Compose | Lookup | Steps | Beside | Races | Threshold
+MLPKind = Compose | Lookup | SuffixLookup | Steps | Beside | Races | Threshold
 """Every kind a layer's MLP obligation may be (:class:`Modular` and :class:`Round` are steps)."""

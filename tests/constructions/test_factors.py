@@ -64,7 +64,21 @@ def test_a_first_lookup_wrong_on_one_factor_is_refused(factor_language):
         W_out[unit, flag] = 0.0
     cert = certify(model)
     assert cert.certified is False
-    assert cert.failure["where"] == "layer 1 MLP fac.first" and "code combination (" in cert.failure["detail"]
+    assert cert.failure["where"] == "layer 1 MLP fac.first" and "whose longest key is (" in cert.failure["detail"]
+
+
+def test_a_key_unit_that_fires_off_its_key_is_refused(factor_language):
+    """Soundness of the unit-by-unit rule: raise the bias of one forbidden factor's key unit by 2,
+    so it fires where one of its three codes differs (a rare window): the key-unit check refuses it."""
+    model = compile_automaton(_languages(factor_language)["sl3_4"], max_len=50, method=factors.NAME)
+    mlp = model.blocks[0].mlp
+    flag = model.subspace("fac:flag0")[0]
+    with torch.no_grad():
+        unit = int(torch.nonzero(mlp.W_out[:, flag]).reshape(-1)[0])
+        mlp.b_hid1[unit] += 2.0
+    cert = certify(model)
+    assert cert.certified is False and cert.failure["where"] == "layer 1 MLP fac.first"
+    assert f"second-layer unit {unit} may be on off its key" in cert.failure["detail"], cert.failure
 
 
 def test_the_estimate_is_the_built_model(factor_language):
@@ -184,12 +198,35 @@ def test_the_declared_program_is_certified_and_a_wrong_first_factor_is_refused(m
     declared_then_refused(compile_automaton(a, max_len=16, method=factors.NAME), factors.build, corrupt)
 
 
-def test_a_first_lookup_over_the_keys_the_certificate_checks_is_built_not_certified(monkeypatch, factor_language):
-    """A first lookup over more code combinations than MAX_FIRST_KEYS declares no obligation: the
-    model is built (and exact) but certify says "not certified", naming the lookup and why."""
-    monkeypatch.setattr(factors, "MAX_FIRST_KEYS", 10)
-    model = compile_automaton(_languages(factor_language)["sl3_4"], max_len=16, method=factors.NAME)
+def test_the_first_lookup_declares_its_keys_and_is_checked_unit_by_unit(factor_language):
+    """The first lookup's obligation is its keys and rows (a SuffixLookup), never the product of
+    the offsets' codes; the certificate checks it by its key units (verify/certify/suffix.py)."""
+    a = _languages(factor_language)["lt4_16"]
+    plan = factors.applies(a)
+    model = compile_automaton(a, max_len=16, method=factors.NAME)
+    cert = certify(model, with_obligations=True)
+    assert cert.certified is True, cert.reason
+    first = cert.obligations["layers"][0]["mlp"]
+    assert first["kind"] == "suffix-lookup" and len(first["rows"]) == len(factors.first_rows(plan))
+    assert cert.layers[0]["mlp"]["kind"] == "suffix lookup"
+    assert 0 < cert.layers[0]["mlp"]["key units"] <= len(factors.first_rows(plan))  # per class: the keys it can meet
+
+
+def test_tlt6_on_64_letters_is_certified_and_a_rare_key_unit_on_off_its_key_is_refused():
+    """The issue's TLT_6 on 64 letters (seed 0): certified end to end (its first lookup reads 40,320
+    code combinations, checked by its 32 key units; the program proof under the residue lemmas).
+    Then the key unit of its one 6-factor (the rarest key: tier bit and six tier letters) gets its
+    bias raised by 2, so it fires where one of its codes differs: refused by the key-unit check."""
+    from compiler.automata.subregular_families import random_language
+    model = compile_automaton(random_language("tlt", k=6, letters=64, seed=0), max_len=50, method=factors.NAME)
     cert = certify(model)
-    assert cert.certified is False and "not certified" in cert.reason, cert
-    reason = cert.reason
-    assert "fac.first declare no obligation" in reason and "over the 10 the certificate checks" in reason
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
+    assert cert.layers[1]["mlp"]["kind"] == "suffix lookup"
+    mlp = model.blocks[1].mlp
+    flag = model.subspace("fac:flag0")[0]
+    with torch.no_grad():
+        unit = int(torch.nonzero(mlp.W_out[:, flag]).reshape(-1)[0])
+        mlp.b_hid1[unit] += 2.0
+    cert = certify(model)
+    assert cert.certified is False and cert.failure["where"] == "layer 2 MLP fac.first"
+    assert f"second-layer unit {unit} may be on off its key" in cert.failure["detail"], cert.failure

@@ -118,7 +118,7 @@ def test_the_models_cover_every_registered_construction_and_every_kind(obligatio
     assert {method for _, method, _, _ in MODELS.values()} == set(registry.names())
     assert set().union(*(_kinds(ob) for ob in obligations.values())) == set(KINDS)
     assert sorted(KINDS) == ["any-flag", "average", "beside", "compose", "fetch", "latest", "lookup", "match",
-                             "modular", "races", "recent", "round", "steps", "threshold"]
+                             "modular", "races", "recent", "round", "steps", "suffix-lookup", "threshold"]
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -28,6 +28,9 @@ Rules (each a lemma the checker applies to the tensors):
   a linear form in the inputs' errors while its activation is fixed, so a pair of step units
   cancels exactly as in exact arithmetic; a unit whose sign the error could flip adds its
   whole possible deviation as fresh noise -- and the result must be the table's code.
+* MLP, :class:`~constructions.obligations.SuffixLookup` (:mod:`.suffix`): never on the product
+  of the codes read -- each input's terms on each of its codes, each second-layer unit exactly 0
+  off its key (the key units lemma), then one case per longest key node of the trie.
 * MLP, :class:`~constructions.obligations.Compose`: per output point q and value g of the
   fetched code, every hidden unit reads g and at most one other dim, so the deviation from
   the declared f(g(q)) and the error's coefficients are sums of one-variable terms; their

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from constructions.obligations import Beside, Compose, Joint, Kind, Layer, Lookup, Races, Steps, Threshold
+from constructions.obligations import Beside, Compose, Joint, Kind, Layer, Lookup, Races, Steps, SuffixLookup, Threshold
 
 from .after_races import races_then_steps
 from .compose import beside_parts, composed_steps
@@ -20,6 +20,7 @@ from .latest import any_layer, is_any_layer
 from .lookups import MLPWeights, lookup_mlp, mlp_weights
 from .recency import races_mlp
 from .state import CertificateFailure, Model, NotCertifiable, State
+from .suffix import suffix_lookup_mlp
 
 
 @dataclass
@@ -46,6 +47,12 @@ def _lookup(run: Run, l: int, layer: Layer, o: Lookup | Steps, states: list[Stat
             report: dict[str, Any], sub: MLPWeights | None) -> tuple[list[State], np.ndarray]:
     """Lemma 11's lookups, one step after another (:func:`.lookups.lookup_mlp`)."""
     return lookup_mlp(run.m, l, o, states, pos_class, report, run.joint, run.written, sub), pos_class
+
+
+def _suffix(run: Run, l: int, layer: Layer, o: SuffixLookup, states: list[State], pos_class: np.ndarray,
+            report: dict[str, Any], sub: MLPWeights | None) -> tuple[list[State], np.ndarray]:
+    """Lemma 11 with suffix keys, unit by unit (:func:`.suffix.suffix_lookup_mlp`)."""
+    return suffix_lookup_mlp(run.m, l, o, states, pos_class, report, run.joint, run.written, sub), pos_class
 
 
 AFTER: dict[type, Callable[..., list[State]]] = {Compose: composed_steps, Races: races_then_steps}
@@ -102,8 +109,8 @@ def _beside(run: Run, l: int, layer: Layer, o: Beside, states: list[State], pos_
     return states, pos_class
 
 
-CHECKS: dict[type, Rule] = {Lookup: _lookup, Steps: _steps, Compose: _compose, Races: _races, Threshold: _threshold,
-                            Beside: _beside}
+CHECKS: dict[type, Rule] = {Lookup: _lookup, SuffixLookup: _suffix, Steps: _steps, Compose: _compose, Races: _races,
+                            Threshold: _threshold, Beside: _beside}
 """Each MLP obligation kind's weight check (a kind is added here, with its rule)."""
 
 

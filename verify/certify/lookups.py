@@ -425,7 +425,7 @@ def _joint(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[
     return X, want, z_all, err_all, names
 
 
-def _put_written(m: Model, st: State, writes: list[str], cleared: set[str], base: list[np.ndarray],
+def put_written(m: Model, st: State, writes: list[str], cleared: set[str], base: list[np.ndarray],
                  want: np.ndarray, bound: np.ndarray) -> None:
     """Each written subspace's code after the MLP: the declared values (on a cleared scratch, its
     old code) with each distinct row's own bound (:meth:`Code.of_rows`)."""
@@ -436,6 +436,28 @@ def _put_written(m: Model, st: State, writes: list[str], cleared: set[str], base
         put_code(st, name, Code.of_rows(value, bound[:, at : at + k]) if len(bound) else
                  Code.of(value, np.zeros(k)))
         at += k
+
+
+def settled(m: Model, st: State, where: str, writes: list[str], cleared: set[str], out: list[int], want: np.ndarray,
+            z: np.ndarray, err: np.ndarray, describe: Callable[[int], str]) -> np.ndarray:
+    """Each case's error bound [cases, out dims] once the MLP's output is added to what the written
+    subspaces held (CertificateFailure, naming ``describe(case)``, where a bound reaches half the
+    gap between the declared codes).  The old values (0, or a cleared scratch's code, which the
+    MLP's declared output cancels) are within their radius, which adds; adding them rounds by at
+    most u |sum| and at most the smaller operand (round to nearest), so by at most their radius."""
+    old_r = np.concatenate([get_code(st, name).radius for name in writes])
+    bound = np.abs(z - want) + err + old_r
+    bound = bound + np.minimum(m.u * (np.abs(want) + bound), old_r)
+    gap = half_gaps(want)
+    gap[[i for i, d in enumerate(out) if any(d in m.dims(nm) for nm in cleared)]] = np.inf  # 0 up to the radius
+    bad = np.argwhere(bound >= gap)
+    if len(bad):
+        i, k = bad[0]
+        name = next(nm for nm in writes if out[k] in m.dims(nm))
+        raise CertificateFailure(where, f"on {describe(int(i))} output dim {out[k]} ({name}) is {z[i, k]:.6g} (error "
+                                 f"bound {bound[i, k]:.3g}), not within half the gap {2 * gap[k]:.3g} of the "
+                                 f"declared {want[i, k]:g}")
+    return bound
 
 
 def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
@@ -491,26 +513,13 @@ def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_cl
         if split is None:
             split = _joint(m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out, where, keep, X)
         desc, want, z, err, desc_names = split
-        # the old values (0, or a cleared scratch's code, which the MLP's declared output cancels) are
-        # within their radius, which adds; adding them rounds by at most u |sum| and at most the
-        # smaller operand (round to nearest), so by at most their radius
-        old_r = np.concatenate([get_code(st, name).radius for name in writes])
-        bound = np.abs(z - want) + err + old_r
-        bound = bound + np.minimum(m.u * (np.abs(want) + bound), old_r)
-        gap = half_gaps(want)
-        gap[[i for i, d in enumerate(out) if any(d in m.dims(nm) for nm in cleared)]] = np.inf  # 0 up to the radius
-        bad = np.argwhere(bound >= gap)
-        if len(bad):
-            i, k = bad[0]
-            key = tuple(float(v) if v != round(v) else int(v) for v in desc[i])
-            name = next(nm for nm in writes if out[k] in m.dims(nm))
-            raise CertificateFailure(where, f"on the code combination {key} of {', '.join(desc_names)} output dim "
-                                     f"{out[k]} ({name}) is {z[i, k]:.6g} (error bound {bound[i, k]:.3g}), not "
-                                     f"within half the gap {2 * gap[k]:.3g} of the declared {want[i, k]:g}")
+        bound = settled(m, st, where, writes, cleared, out, want, z, err, lambda i: (
+            f"the code combination {tuple(float(v) if v != round(v) else int(v) for v in desc[i])} of "
+            f"{', '.join(desc_names)}"))
         rad = bound.max(0) if len(bound) else np.zeros(len(out))
         worst = max(worst, float(rad.max()) if len(rad) else 0.0)
         st = {n: code for n, code in st.items() if n not in positional}
-        _put_written(m, st, writes, cleared, base, want, bound)
+        put_written(m, st, writes, cleared, base, want, bound)
         new_states.append(st)
     report["mlp"] = {"name": ob.mlp, "kind": "steps" if isinstance(ob, Steps) else "lookup", "max_error": worst}
     return new_states

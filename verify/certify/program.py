@@ -51,6 +51,7 @@ from .memo import HeadCache, StepCache
 from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
                         read, reads_of, run_mlp)
 from .state import CertificateFailure, arrays
+from .residues import canonical_memory, live_heads, residue_groups
 from .walk import walk_heads
 
 NODE_BUDGET = 50_000
@@ -153,6 +154,8 @@ class Program:
     memo: StepCache = field(default_factory=StepCache)
     head_memo: HeadCache = field(default_factory=HeadCache)
     """The MLP steps' cache (:mod:`.memo`); a layer whose MLP holds a scan's composition runs uncached."""
+    canonical: Callable[[Any], Any] | None = None
+    """One memory of each class whose readouts agree on every continuation (:func:`.residues.canonical_memory`)."""
 
     def env(self, row: int, t: int) -> Env:
         """The residual's codes at position ``t`` holding token ``row`` (the last row: BOS): the
@@ -298,12 +301,16 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
     ctx = _context(ob, readers, positional)
     walks = walk_heads(ob, ctx)
     _check_races(ob, ctx, walks)
+    groups = residue_groups(ob, ctx)
+    walks.update(live_heads(groups))
     heads = [[None if id(f) in scan_heads else walks.get(id(f)) or HEADS[type(f)](f, T, ctx) for f in layer.fetches]
              for layer in ob.layers]
     # a position copied by a recency head enters as a rank, not as its value: no clock for it
     clocked = sorted(n for n in positional if not all(isinstance(r, Match) and r.src == n for r in readers(n)))
     stable = max([1] + [h.stable for layer in heads for h in layer if h is not None])
     program = Program(ob, T, chains, heads, stable, [], positional, _clock(stable, [positional[n] for n in clocked], T))
+    program.canonical = canonical_memory(ob, ctx, groups, [f for layer, hs in zip(ob.layers, heads)
+                                                   for f, h in zip(layer.fetches, hs) if h is not None])
     for chain in chains:
         for c in chain.composes:
             program.special[id(c)] = _compose_rule(program, chain, c)
@@ -407,6 +414,8 @@ def _outcome(program: Program, cache: dict[Any, Any], memory: Any, x: int, t: in
     key = (memory, x, tt)
     if key not in cache:
         new, env = step(program, memory, x, t)
+        if program.canonical is not None:
+            new = program.canonical(new)
         code = integers(read(env, " + ".join(program.ob.readout.reads)), "the readout")
         if program.latch is not None and new[program.latch[0]]:
             new = SETTLED

@@ -36,7 +36,8 @@ from typing import Any, Callable
 import numpy as np
 
 from constructions.obligations import (AnyFlag, Average, Beside, Compose, Fetch, Kind, Latest, Lookup, Match,
-                                       Modular, Races, Recent, Round, Steps, Threshold, absolute_keys, offset_keys)
+                                       Modular, Races, Recent, Round, Steps, SuffixLookup, Threshold, absolute_keys,
+                                       offset_keys)
 
 Code = tuple[float, ...]
 Env = dict[str, Any]
@@ -302,7 +303,7 @@ def _period(o: Lookup, name: str, ctx: Context) -> tuple[int, int, int] | None:
     return None
 
 
-def _sum_mode(f: Average, name: str, ctx: Context) -> tuple[Any, ...]:
+def sum_mode(f: Average, name: str, ctx: Context) -> tuple[Any, ...]:
     """How one dim of a sum is kept: ("mod", P) when only decodes X = k sum + c (k an integer)
     read it; ("far", P, C, lo, hi) when only such decodes, lookups P-periodic in it (keys lo..hi)
     and races' level tests do -- exact while |sum| < C, its residue mod P beyond (a race's level
@@ -371,13 +372,13 @@ def _cap_mode(f: Average, name: str, ctx: Context, T: int) -> tuple[Any, ...] | 
 
 def _average(f: Average, T: int, ctx: Context) -> Head:
     """Lemma 15: scale/mass times the sum of the source over the heads' keys up to t, kept per
-    dim as :func:`_sum_mode` says (a counter's residue; a gridworld's level, exact near 0)."""
+    dim as :func:`sum_mode` says (a counter's residue; a gridworld's level, exact near 0)."""
     firsts, lasts = np.asarray(f.first), np.asarray(f.last)
     mult = [int(np.sum((firsts <= t) & (t <= lasts))) for t in range(T + 1)]
     changes = [t for t in range(1, T + 1) if mult[t] != mult[T]]
     stable = (max(changes) + 1) if changes else 1
     names = [base if i is None else f"{base}[{i}]" for base, i in _parts(f.dst)]
-    modes = [_sum_mode(f, n, ctx) for n in names]
+    modes = [sum_mode(f, n, ctx) for n in names]
     modes = [(_cap_mode(f, n, ctx, T) or m) if m == ("exact",) else m for n, m in zip(names, modes)]
 
     def start(e: Env) -> Any:
@@ -437,6 +438,18 @@ def _lookup(o: Lookup, env: Env, special: Special) -> None:
     add(env, o.out, tuple(float(v) for v in np.asarray(value).ravel()))
 
 
+def _suffix_lookup(o: SuffixLookup, env: Env, special: Special) -> None:
+    """Lemma 11 with suffix keys: ``out`` += the rows of every key the codes read start with.  A code
+    a memory forgot (NaN, :mod:`.residues`'s matches lemma) is accepted only where no key reads it:
+    the keys the codes start with are then the same whatever it was."""
+    raw = read(env, " + ".join(o.reads))
+    p = next((i for i, v in enumerate(raw) if v != v), len(raw))  # a code the memory forgot (NaN: residues.py)
+    key = integers(raw[:p], f"the reads of {o.mlp}")
+    if p < len(raw) and any(len(k) > p and k[:p] == key for k in o.rows):
+        raise NotCovered(f"MLP {o.mlp}: a code the program's memory forgot decides its key")
+    add(env, o.out, tuple(float(v) for v in o.value(key, len(read(env, o.out)))))
+
+
 def _modular(o: Modular, env: Env, special: Special) -> None:
     """A counter's decode: X = scale x + shift; out += table[X mod p] (and minus_out the one of X - D)."""
     (x,) = read(env, o.reads)
@@ -494,7 +507,8 @@ def _compose(o: Compose, env: Env, special: Special) -> None:
 
 
 MLPS: dict[type, Callable[[Any, Env, Special], None]] = {
-    Lookup: _lookup, Modular: _modular, Round: _round, Threshold: _threshold, Steps: _steps, Beside: _beside,
+    Lookup: _lookup, SuffixLookup: _suffix_lookup, Modular: _modular, Round: _round, Threshold: _threshold,
+    Steps: _steps, Beside: _beside,
     Races: _races, Compose: _compose}
 """Each MLP kind's semantics (a kind is added here, with its rule)."""
 

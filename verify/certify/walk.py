@@ -67,7 +67,7 @@ def _exact(row: Any) -> tuple[float, ...]:
     return tuple(round(float(v), 9) for v in row)
 
 
-def _steps_of(ob: Obligations, key: str, index: dict[tuple[float, ...], int]) -> list[list[int]]:
+def key_steps(ob: Obligations, key: str, index: dict[tuple[float, ...], int]) -> list[list[int]]:
     """Candidate steps of the key along its codes: for a lookup writing the key, the map from the
     code at one table key to the code at the next value of one coordinate (where consistent)."""
     out = []
@@ -85,7 +85,7 @@ def _steps_of(ob: Obligations, key: str, index: dict[tuple[float, ...], int]) ->
     return out
 
 
-def _cycle(steps: list[list[int]], maps: list[list[int]], M: int) -> tuple[list[int], list[int]] | None:
+def cycle_of(steps: list[list[int]], maps: list[list[int]], M: int) -> tuple[list[int], list[int]] | None:
     """An M-cycle sigma of which every map is a power, tried among the key's candidate ``steps``
     first, then among the maps and their inverses: (labels of the codes along sigma, each map's
     rho).  Which sigma is only a choice: the search checks that the key moves along it."""
@@ -119,7 +119,7 @@ def _group(ob: Obligations, heads: list[Match], races: list[Race], ctx: Context)
     index = {_exact(codes[c]): c for c in range(M)}
     if M < 3 or len(index) != M or any(sorted(m) != list(range(M)) for m in maps):
         return {}
-    found = _cycle(_steps_of(ob, heads[0].key, index), maps, M)
+    found = cycle_of(key_steps(ob, heads[0].key, index), maps, M)
     if found is None or any(f.query != f.key for f in heads):
         return {}
     label, rhos = found
@@ -216,3 +216,4 @@ def walk_heads(ob: Obligations, ctx: Context) -> dict[int, Head]:
     for heads in groups.values():
         out.update(_group(ob, heads, races, ctx))
     return out
+
