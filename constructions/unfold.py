@@ -20,7 +20,9 @@ block ``l`` has an MLP with hidden widths ``h_0 .. h_{k-1}`` into ``k`` blocks:
   written as ``-h_{j-1}`` (activations are >= 0), and ``v + (-v) = 0`` in floating point.
   A region's last use is not cleared (:func:`clearing_stages`): nothing reads scratch but the
   next stage, so what it keeps there is never read (every later weight on it is 0) and costs
-  no clearing units.
+  no clearing units.  Carried activations may be cleared by any stage from their reader up to the
+  region's next writer (:func:`clearing_places`: the narrowest such stage, so the widest stage --
+  what TransformerLens pads every block to -- grows least); a pre-activation by its reader.
 
 Blocks with zero or one hidden layer stay one block.  Two scratch regions alternate
 (``unfold:a`` for odd stages, ``unfold:b`` for even ones), each as wide as the widest
@@ -74,20 +76,70 @@ def _carried(hidden: list[int], j: int) -> int:
     return hidden[j - 1] if carries_activations(hidden)[j - 1] else hidden[j]
 
 
-def stage_width(hidden: list[int], stage: int, clears: bool = True) -> int:
-    """Units of unfolded stage ``stage``: hidden layer 0 at stage 0; after that hidden layer
-    ``stage`` and, when it ``clears`` its region, as many clearing units as the region carries
-    (module docstring)."""
-    return hidden[0] if stage == 0 else hidden[stage] + (_carried(hidden, stage) if clears else 0)
-
-
 def clearing_stages(model: CompiledTransformer | ModelConfig) -> set[tuple[int, int]]:
-    """The (layer, stage) pairs, stage >= 1, whose stage clears its scratch region: those whose
-    region a later stage (of this MLP or a later block's) writes again.  The last use of each
-    region keeps its value: no weight after it reads the region.  ``model``: a model or its config."""
+    """The (layer, stage) pairs, stage >= 1, whose scratch region (the one the stage reads) is
+    cleared after it: those whose region a later stage (of this MLP or a later block's) writes
+    again (by the stage :func:`clearing_places` names).  The last use of each region keeps its
+    value: no weight after it reads the region.  ``model``: a model or its config."""
     uses = [(l, j) for l, b in enumerate(_blocks(model)) for j in range(1, len(b.mlp_hidden))]
     last = {_region(j): (l, j) for l, j in uses}
     return {u for u in uses if last[_region(u[1])] != u}
+
+
+def _writes(hidden: tuple[int, ...], stage: int) -> int | None:
+    """The scratch region unfolded stage ``stage`` of an MLP with hidden widths ``hidden`` writes
+    (the next boundary's), None at its last stage."""
+    return _region(stage + 1) if stage + 1 < len(hidden) else None
+
+
+def clearing_places(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], tuple[int, int]]:
+    """For each (layer, stage) of :func:`clearing_stages`: the unfolded stage (layer, stage) whose
+    extra units clear the region it read.  A carried pre-activation is cleared by its reader
+    (fused with its units: -ReLU(z) + ReLU(-z) = -z); carried activations (>= 0) by c units
+    ReLU(h) written as -h in any stage with an MLP from the reader up to the region's next writer,
+    the narrowest so far (pre-activation clearings counted first; the earliest on a tie)."""
+    blocks = _blocks(model)
+    order = [(o.layer, o.stage) for o in origins(model)]
+    width = {(l, j): (len(blocks[l].mlp_hidden) and blocks[l].mlp_hidden[j]) for l, j in order}
+    todo = sorted(clearing_stages(model))
+    places: dict[tuple[int, int], tuple[int, int]] = {}
+    for l, j in todo:
+        if not carries_activations(list(blocks[l].mlp_hidden))[j - 1]:
+            places[(l, j)] = (l, j)
+            width[(l, j)] += _carried(list(blocks[l].mlp_hidden), j)
+    for l, j in todo:
+        if (l, j) in places:
+            continue
+        options = []
+        for at in order[order.index((l, j)):]:
+            if at != (l, j) and _writes(blocks[at[0]].mlp_hidden, at[1]) == _region(j):
+                break
+            if blocks[at[0]].mlp_hidden:
+                options.append(at)
+        places[(l, j)] = min(options, key=lambda at: (width[at], order.index(at)))
+        width[places[(l, j)]] += _carried(list(blocks[l].mlp_hidden), j)
+    return places
+
+
+def _stage_widths(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], int]:
+    """Units of every unfolded stage (layer, stage) with an MLP: its hidden layer, then the
+    clearing units :func:`clearing_places` puts there (module docstring)."""
+    blocks = _blocks(model)
+    width = {(o.layer, o.stage): blocks[o.layer].mlp_hidden[o.stage] for o in origins(model)
+             if blocks[o.layer].mlp_hidden}
+    for (l, j), at in clearing_places(model).items():
+        width[at] += _carried(list(blocks[l].mlp_hidden), j)
+    return width
+
+
+def _foreign(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """Per unfolded stage, the (layer, stage) pairs whose activations it clears though it did not
+    read them (:func:`clearing_places`), in order."""
+    out: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for read, at in sorted(clearing_places(model).items()):
+        if at != read:
+            out.setdefault(at, []).append(read)
+    return out
 
 
 def _region(stage: int) -> int:
@@ -131,12 +183,11 @@ def unfolded_config(config: ModelConfig) -> ModelConfig:
     """The config of :func:`unfold`'s model, from the original's config alone (its blocks, sizes and
     parameter count known before any weight: the standard shape's exact cost)."""
     blocks = []
-    clears = clearing_stages(config)
+    widths = _stage_widths(config)
     for o in origins(config):
         b = config.blocks[o.layer]
-        hidden = b.mlp_hidden
         n_heads = b.n_heads if o.stage == 0 else 1
-        mlp = (stage_width(list(hidden), o.stage, (o.layer, o.stage) in clears),) if hidden else ()
+        mlp = (widths[(o.layer, o.stage)],) if b.mlp_hidden else ()
         blocks.append(BlockShape(n_heads, mlp))
     return replace(config, d_model=config.d_model + sum(scratch_widths(config)), blocks=tuple(blocks))
 
@@ -152,6 +203,7 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
     meta["subspaces"] = {**meta.get("subspaces", {}), **names}
     layout = meta.get("layout")
     if layout is not None:
+        stage_widths, foreign = _stage_widths(model), _foreign(model)
         old = layout["blocks"]
         layout["subspaces"].update({n: {"dims": names[n], "labels": labels[n]} for n in names})
         layout["blocks"] = []
@@ -163,8 +215,9 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
                 dst = (list(mlp["writes"]) if last else [SCRATCH[_region(o.stage + 1)]])
                 if (o.layer, o.stage) in clears:
                     dst = dst + [SCRATCH[_region(o.stage)]]
-                width = stage_width(list(mlp["hidden"]), o.stage, (o.layer, o.stage) in clears)
-                mlp = {"name": f"{mlp['name']}.stage{o.stage}", "hidden": [width],
+                cleared = [SCRATCH[_region(j)] for _, j in foreign.get((o.layer, o.stage), [])]
+                src, dst = src + [r for r in cleared if r not in src], dst + [r for r in cleared if r not in dst]
+                mlp = {"name": f"{mlp['name']}.stage{o.stage}", "hidden": [stage_widths[(o.layer, o.stage)]],
                        "reads": src, "writes": dst}
             layout["blocks"].append({"layer": i, "heads": old[o.layer]["heads"] if o.stage == 0 else [],
                                      "mlp": mlp})
@@ -175,18 +228,31 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
     return meta
 
 
+def _clear(m, regions: list[tuple[int, int]], at: int) -> None:
+    """Units ``at``.. of the MLP ``m`` clearing carried activations (>= 0) in the scratch dims
+    ``start .. start + c`` of each (start, c) of ``regions``: ReLU(h) = h written as -h."""
+    for start, c in regions:
+        dims = torch.arange(start, start + c)
+        eye = torch.eye(c, dtype=m.W_in.dtype)
+        m.W_in[dims, at:at + c] = eye
+        m.W_out[at:at + c, dims] = -eye
+        at += c
+
+
 def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, d: int,
-                starts: tuple[int, int], clears: bool) -> None:
+                starts: tuple[int, int], clears: bool, foreign: list[tuple[int, int]]) -> None:
     """Set the one-hidden-layer MLP ``m`` of unfolded stage ``stage`` of an MLP whose (weights,
     biases) are ``layers`` (module docstring): its hidden layer first, then (``clears``) the
-    clearing units."""
+    clearing units of the region it reads, then those of the (start, c) scratch ranges ``foreign``
+    (:func:`clearing_places`)."""
     k = len(layers) - 1
     hidden = [w.shape[1] for w, _ in layers[:-1]]
     carry = carries_activations(hidden)
     h = hidden[stage]
+    at = h
     if stage == 0:
         m.W_in[:d] = layers[0][0]
-        m.b_in.copy_(layers[0][1])
+        m.b_in[:h] = layers[0][1]
     else:
         c = _carried(hidden, stage)
         own = torch.arange(starts[_region(stage)], starts[_region(stage)] + c)
@@ -195,14 +261,16 @@ def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, 
             m.W_in[own, :h] = layers[stage][0]
             m.b_in[:h] = layers[stage][1]
             if clears:
-                m.W_in[own, h:] = eye
-                m.W_out[h:, own] = -eye
+                m.W_in[own, h:h + c] = eye
+                m.W_out[h:h + c, own] = -eye
         else:  # z_stage carried: ReLU(z) is the layer; -ReLU(z) + ReLU(-z) = -z clears
             m.W_in[own, :h] = eye
             if clears:
-                m.W_in[own, h:] = -eye
+                m.W_in[own, h:h + c] = -eye
                 m.W_out[:h, own] = -eye
-                m.W_out[h:, own] = eye
+                m.W_out[h:h + c, own] = eye
+        at += c if clears else 0
+    _clear(m, foreign, at)
     W, b = layers[stage + 1]  # hidden layer ``stage`` to the next pre-activation (or the output)
     if stage + 1 == k:  # the original output into the model's own dims
         m.W_out[:h, :d] = W
@@ -225,7 +293,9 @@ def unfold(model: CompiledTransformer) -> CompiledTransformer:
     widths = scratch_widths(model)
     starts = (d, d + widths[0])
     where = origins(model)
-    clears = clearing_stages(model)
+    places = clearing_places(model)
+    clears = {read for read, at in places.items() if at == read}
+    foreign = _foreign(model)
     new = CompiledTransformer(unfolded_config(model.config), _meta(model, d, widths, where, clears))
     new.fused = model.fused
     new.W_E[:, :d] = model.W_E
@@ -242,5 +312,7 @@ def unfold(model: CompiledTransformer) -> CompiledTransformer:
         layers = _hidden(old)
         if not layers:
             continue
-        _fill_stage(blk.mlp, layers, o.stage, d, starts, (o.layer, o.stage) in clears)
+        ranges = [(starts[_region(j)], _carried([w.shape[1] for w, _ in _hidden(model.blocks[l])[:-1]], j))
+                  for l, j in foreign.get((o.layer, o.stage), [])]
+        _fill_stage(blk.mlp, layers, o.stage, d, starts, (o.layer, o.stage) in clears, ranges)
     return new

@@ -118,3 +118,26 @@ def test_one_hidden_layer_models_export_block_for_block_within_twice_our_paramet
     with torch.no_grad(), model.explicit_attention():
         theirs = hooked_transformer_forward(ex.state_dict, ex.config, bos_tokens(tokens, model.bos_id))[:, 1:]
         assert torch.equal(model(tokens), theirs)
+
+
+@pytest.mark.parametrize("name", ["dihedral:3", "dyck-legal:4,2", "cyclic:6"])
+def test_a_standard_shape_model_exports_block_for_block_padded_only_to_its_widest_block(name):
+    """``shape="standard"``: no unfolding at export (one exported block per block, the same
+    d_model); every block zero-padded to the most heads and the widest MLP, nothing more (the
+    exported parameters are ours plus exactly that padding and the zero attention biases); and
+    the same logits through a plain forward of the state dict."""
+    model = compiler.compile_automaton(name, max_len=16, shape="standard")
+    ex = to_transformer_lens(model)
+    c, blocks = ex.config, model.config.blocks
+    assert c["n_layers"] == len(blocks) and c["d_model"] == model.config.d_model
+    assert c["n_heads"] == max(b.n_heads for b in blocks) and c["d_mlp"] == max(b.mlp_hidden[0] for b in blocks)
+    assert all(len(b.mlp_hidden) == 1 for b in blocks)
+    d, e, H, m = c["d_model"], c["d_head"], c["n_heads"], c["d_mlp"]
+    padding = sum(4 * (H - b.n_heads) * e * d + (m - b.mlp_hidden[0]) * (2 * d + 1) for b in blocks)
+    biases = len(blocks) * (3 * H * e + d)
+    ours = sum(p.numel() for p in model.parameters())
+    assert sum(v.numel() for v in ex.state_dict.values()) == ours + padding + biases
+    tokens = torch.randint(0, model.bos_id, (64, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), model.explicit_attention():
+        theirs = hooked_transformer_forward(ex.state_dict, c, bos_tokens(tokens, model.bos_id))[:, 1:]
+        assert torch.equal(model(tokens), theirs)

@@ -172,3 +172,27 @@ def test_a_one_hidden_layer_model_exports_block_for_block_and_stays_bitwise_ours
     assert len(tokens) == 1000
     with torch.no_grad(), model.explicit_attention():
         assert torch.equal(bridge(bos_tokens(tokens, model.bos_id))[:, 1:], model(tokens))
+
+
+STANDARD = ["quaternion", "dyck-legal:4,2", "grid:5", "cyclic:6"]
+
+
+@pytest.mark.parametrize("name", STANDARD)
+def test_a_standard_shape_model_is_its_bridge_block_for_block_and_bit_for_bit(name):
+    """``shape="standard"`` (a cascade, the Dyck task, a gridworld, a product): as many bridge
+    blocks as ours, each block's input, attention pattern (our heads) and MLP activations (our
+    units) and the logits ``torch.equal`` to ours."""
+    model = compiler.compile_automaton(name, max_len=T, shape="standard")
+    bridge = to_transformer_bridge(model)
+    assert bridge.cfg.n_layers == len(model.blocks)
+    tokens = _tokens(model.automaton.n_symbols, T)
+    with torch.no_grad():
+        ours, cache = model.run_with_cache(tokens)
+        theirs, tcache = bridge.run_with_cache(bos_tokens(tokens, model.bos_id))
+    assert torch.equal(ours, theirs[:, 1:])
+    for i, (blk, shape) in enumerate(zip(model.blocks, model.config.blocks)):
+        assert torch.equal(tcache[f"blocks.{i}.hook_resid_pre"], cache[f"blocks.{i}.hook_resid_pre"])
+        assert torch.equal(tcache[f"blocks.{i}.attn.hook_pattern"][:, :shape.n_heads],
+                           cache[f"blocks.{i}.attn.hook_pattern"])
+        assert torch.equal(tcache[f"blocks.{i}.mlp.hook_post"][..., :shape.mlp_hidden[0]],
+                           cache[f"blocks.{i}.mlp.hook_post.0"])

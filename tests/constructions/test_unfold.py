@@ -13,7 +13,8 @@ from compiler.automata.catalog import build
 from compiler.automata.spec import Semiautomaton
 from constructions.config import ModelConfig
 from constructions.model import CompiledTransformer
-from constructions.unfold import SCRATCH, Origin, carries_activations, clearing_stages, origins, scratch_widths, unfold
+from constructions.unfold import (SCRATCH, Origin, carries_activations, clearing_places, clearing_stages, origins,
+                                  scratch_widths, unfold)
 from verify.check import adversarial_families
 
 T = 32
@@ -132,3 +133,35 @@ def test_scratch_is_written_exactly_and_cleared_before_each_reuse():
                                cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"])
             assert not fcache[f"blocks.{i}.hook_attn_out"].any()
     assert torch.equal(fcache["hook_resid_final"][..., :d], cache["hook_resid_final"])
+
+
+def test_carried_activations_are_cleared_by_the_narrowest_stage_before_the_next_write():
+    """Region a carries 4 activations from (0, 0) to (0, 1) and is written again by (1, 0): the
+    clearing units go to (0, 2) (2 units wide) instead of the 9-unit reader, so the widest stage
+    (what TransformerLens pads every block to) stays 9; the logits stay bitwise equal and region a
+    is zero again where it is written."""
+    model = _integer_model([{"n_heads": 1, "mlp_hidden": [4, 9, 2]}, {"n_heads": 1, "mlp_hidden": [3, 5]}])
+    assert clearing_stages(model) == {(0, 1)} and clearing_places(model) == {(0, 1): (0, 2)}
+    tokens = torch.randint(0, 3, (50, 20), generator=torch.Generator().manual_seed(1))
+    flat = _assert_same_logits(model, tokens)
+    assert [b.mlp_hidden for b in flat.config.blocks] == [(4,), (9,), (2 + 4,), (3,), (5,)]
+    region_a = flat.meta["subspaces"][SCRATCH[0]]
+    _, cache = flat.run_with_cache(tokens)
+    assert cache["blocks.1.hook_resid_pre"][..., region_a].any()  # the activations (0, 1) reads
+    assert cache["blocks.2.hook_resid_pre"][..., region_a].any()  # still there: (0, 2) clears them
+    assert not cache["blocks.3.hook_resid_pre"][..., region_a].any()
+
+
+def test_a_standard_q8_cascade_clears_its_ramps_in_the_joint_lookups_stage():
+    """The standard-shape Q8 cascade: its first level's ramp activations are cleared beside the
+    narrow joint lookup, not in the wide gated layer that reads them; certified as before."""
+    from verify.certify.certificate import certify
+    from verify.certify.unfolded import folded
+
+    model = compiler.compile_automaton("quaternion", max_len=24, method="krohn-rhodes", shape="standard")
+    assert clearing_places(folded(model)) == {(0, 1): (0, 2)}
+    hidden = [b.mlp_hidden[0] for b in model.config.blocks]
+    assert max(hidden) == folded(model).config.blocks[0].mlp_hidden[1]  # the gated layer, no clearing units
+    joint = model.meta["layout"]["blocks"][2]["mlp"]
+    assert SCRATCH[0] in joint["reads"] and SCRATCH[0] in joint["writes"]
+    assert certify(model).certified
