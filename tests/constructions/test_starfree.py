@@ -33,6 +33,17 @@ def test_exact_and_certified(k, letters, seed):
     assert cert.certified is True, cert.reason
 
 
+@pytest.mark.parametrize("k,letters,seed", [(3, 64, 1), (5, 4, 0)])
+def test_a_language_the_greedy_search_refused_compiles_and_certifies(k, letters, seed):
+    """Aperiodic automata the one-pass greedy search refused: the backtracking beam's program
+    compiles, is exact on sampled inputs, and certifies (the walk's keys checked by the program proof)."""
+    model = _compiled(k, letters, seed, 50, method="starfree")
+    assert model.meta["method"] == "starfree"
+    assert verify(model, samples=8, seed=0).exact
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
+
+
 def test_the_program_is_the_definition_on_every_short_word():
     """The walk's proof, checked against the language's own definition (the formula's semantics),
     on every word up to length 5 over 4 letters: the model's state is accepting exactly there."""
