@@ -21,11 +21,12 @@ is a reset (pi constant on the group's targets: flag the code, colour that block
 (pi(c') = pi(c) on the group: no flag).  Both are equalities, so the finest partition for a choice
 per group is a union-find closure; for each conflicting pair a depth-first search over the choices
 keeps the pair apart (the choice merging fewer blocks first, back to the latest open choice when
-neither does).  Each layer's new code is (the letter class, the set of states the walk finds with
-its key): the knowledge stays as small as what the layer proves about the state.  Every layer is
-tried with and without a yesterday feature, and the search keeps the :data:`BEAM` partial programs
-that leave the fewest pairs of states apart (a layer that leaves as many, with no more codes, is
-dropped): the shallowest program the beam reaches is the plan.
+neither does), and its blocks are merged wherever no state is lost (:func:`_coarsen`).  Each
+layer's new code is (the letter class, the set of states the walk finds with its key): the
+knowledge stays as small as what the layer proves about the state.  Every layer is tried with and
+without a yesterday feature, and the search keeps the :data:`BEAM` partial programs that leave the
+fewest pairs of states apart (a layer that leaves as many, with no more codes, is dropped): the
+shallowest program the beam reaches is the plan.
 
 Refusals name what fails: a letter whose map cycles states (not aperiodic: no since program
 exists), no partial program that a layer improves (the search's limit: an aperiodic automaton may
@@ -351,8 +352,35 @@ def reset_features(order: list[Config], edges: list[tuple[int, int]], targets: l
             colours = {pi[d] for _, d in steps}
             if len(colours) == 1 and (g in chosen or any(pi[c] != pi[d] for c, d in steps)):
                 flags[g] = colours.pop()
-        found.append((pi, flags))
+        found.append(_coarsen(order, pi, flags, work))
     return _prune(found, targets, work)
+
+
+def _coarsen(order: list[Config], pi: list[int], flags: dict[Any, int],
+             work: _Work) -> tuple[list[int], dict[Any, int]]:
+    """The partition with blocks merged, as few colours as a greedy colouring finds: two blocks share a
+    colour when on every top code below they hold configurations of one state, the same.  Any
+    coarsening of a valid partition is valid (equalities stay equalities), and this one tells apart
+    every two configurations with one code below and two states that it did, so every key of the
+    layer finds the same states: the layer's codes do not change, its heads copy smaller values
+    (their error and the next lookup's step units scale with the largest).  BOS's block is colour 0."""
+    sig: dict[int, dict[Any, int]] = {}
+    for c, (q, codes, _) in enumerate(order):
+        s = sig.setdefault(pi[c], {})
+        s[codes[-1]] = q if s.get(codes[-1], q) == q else -1
+    merged: list[dict[Any, int]] = []
+    colour = {}
+    for b in sorted(sig, key=lambda b: (b != pi[0], b)):
+        work.add(1 + len(merged) * len(sig[b]))
+        for i, m in enumerate(merged):
+            if all(q >= 0 and m.get(g, q) == q for g, q in sig[b].items()):
+                m.update(sig[b])
+                colour[b] = i
+                break
+        else:
+            colour[b] = len(merged)
+            merged.append({g: q for g, q in sig[b].items()})
+    return [colour[b] for b in pi], {g: colour[c] for g, c in flags.items()}
 
 
 def _prune(found: list[tuple[list[int], dict[Any, int]]], targets: list[tuple[int, int]],

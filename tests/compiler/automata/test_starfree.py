@@ -1,13 +1,13 @@
 """The since-program search (compiler/automata/starfree.py): the separation backtracks where the
-first choice is a dead end, the search reaches aperiodic automata the one-pass greedy search refused,
-and every refusal names what fails (not aperiodic, or the budget)."""
+first choice is a dead end, a feature's colours merge only where no state is lost, the search
+reaches aperiodic automata the one-pass greedy search refused, and a refusal names the budget."""
 
 from __future__ import annotations
 
 import pytest
 
 from compiler.automata import starfree
-from compiler.automata.starfree import _separate, _Work, detect
+from compiler.automata.starfree import _coarsen, _separate, _Work, detect
 from compiler.automata.subregular_families import random_language
 
 
@@ -27,6 +27,14 @@ def test_without_backtracking_the_dead_end_is_refused(monkeypatch):
     monkeypatch.setattr(starfree, "MAX_BACKTRACK", 0)
     cons = [("A", [(0, 2)], [(1, 3), (3, 4)]), ("B", [(2, 1)], [(0, 1)])]
     assert _separate(5, cons, 0, 1, _Work()) is None
+
+
+def test_the_coarsening_keeps_apart_what_tells_states_apart():
+    """Five configurations (state, (code below,), ()) in five blocks: blocks on other codes, or on one
+    code with one state, share a colour; configurations 1 and 2 (code 1, states 1 and 2) stay apart."""
+    order = [(0, (0,), ()), (1, (1,), ()), (2, (1,), ()), (1, (2,), ()), (1, (1,), ())]
+    pi, flags = _coarsen(order, [0, 1, 2, 3, 4], {1: 1, 2: 3}, _Work())
+    assert pi == [0, 0, 1, 0, 0] and flags == {1: 0, 2: 0}
 
 
 @pytest.mark.parametrize("k,letters,seed,depth", [(3, 64, 1, 4), (5, 4, 0, 3), (4, 64, 1, 4)])
