@@ -62,7 +62,7 @@ BEAM = 4
 MAX_WORK = 8_000_000
 """Most elementary steps (union-find merges and finds, walk steps) one detection may take: the bound
 on its cost, whatever the automaton (past it the refusal names the budget).  The generated sf
-languages of benchmarks/starfree.py need at most 5.3M (about 1 s of CPU)."""
+languages of benchmarks/starfree.py need at most 5.3M; a refusal at the budget takes about 2 CPU s."""
 
 BOS = 0
 """Every knowledge code's value at BOS (and a yesterday feature's at t = 1)."""
