@@ -63,9 +63,11 @@ def test_auto_takes_it_where_the_cascade_is_deeper():
     assert cands["krohn-rhodes"]["layers"] > 2
 
 
-def test_a_wrong_table_entry_is_refused(monkeypatch, declared_then_refused):
+@pytest.mark.parametrize("k,letters,seed", [(2, 4, 0), (3, 64, 1)])
+def test_a_wrong_table_entry_is_refused(monkeypatch, declared_then_refused, k, letters, seed):
     """One key of the last lookup sent to another state in the plan -- so in the weights and the
-    declared table alike -- is refused by the program proof, naming an input the model gets wrong."""
+    declared table alike -- is refused by the program proof, naming an input the model gets wrong
+    (also in a 4-layer program the backtracking search found where the greedy one refused)."""
     good = starfree.detect
 
     def bad(automaton):
@@ -77,8 +79,8 @@ def test_a_wrong_table_entry_is_refused(monkeypatch, declared_then_refused):
 
     def corrupt():
         monkeypatch.setattr(starfree, "detect", bad)
-        return _compiled(2, 4, 0, 24, method="starfree")
-    declared_then_refused(_compiled(2, 4, 0, 24, method="starfree"), starfree.build, corrupt)
+        return _compiled(k, letters, seed, 24, method="starfree")
+    declared_then_refused(_compiled(k, letters, seed, 24, method="starfree"), starfree.build, corrupt)
 
 
 def test_a_wrong_reset_colour_is_refused(monkeypatch):
