@@ -12,25 +12,29 @@ A *since program* of L layers computes, at every position t, a knowledge code S_
 
 The last layer's table is the automaton's state.  Detection (:func:`detect`) runs the program
 beside the automaton -- a breadth-first walk over (state, the program's memory: every feature's
-value and every layer's code) -- and adds layers until every reachable configuration's last code
-names one state.  The walk is the proof: a code that two reachable configurations with different
-states share is a *conflict*.  A layer's reset features come from partitions of the reachable
-configurations: a partition pi is a valid feature when every group of steps (c -> c', grouped by
-c''s code below) is a reset (pi constant on the group's targets: flag the code, colour that
-block) or an identity (pi(c') = pi(c) on the group: no flag).  Both are equalities, so the finest
-partition for a choice per group is a union-find closure; for each conflicting pair a greedy
-choice keeps the pair apart (a reset where that and the identity both do, whichever merges
-fewer).  A yesterday feature is added when the reset features alone do not resolve every
-conflict.  Each layer's new code is (the letter class, the set of states the walk finds with its
-key): the knowledge stays as small as what the layer proves about the state.
+value and every layer's code), a layer's walk the product of the walk below with that layer's
+features -- and adds layers until every reachable configuration's last code names one state.  The
+walk is the proof: a code that two reachable configurations with different states share is a
+*conflict*.  A layer's reset features come from partitions of the reachable configurations: a
+partition pi is a valid feature when every group of steps (c -> c', grouped by c''s code below)
+is a reset (pi constant on the group's targets: flag the code, colour that block) or an identity
+(pi(c') = pi(c) on the group: no flag).  Both are equalities, so the finest partition for a choice
+per group is a union-find closure; for each conflicting pair a depth-first search over the choices
+keeps the pair apart (the choice merging fewer blocks first, back to the latest open choice when
+neither does), and its blocks are merged wherever no state is lost (:func:`_coarsen`).  Each
+layer's new code is (the letter class, the set of states the walk finds with its key): the
+knowledge stays as small as what the layer proves about the state.  Every layer is tried with and
+without a yesterday feature, and the search keeps the :data:`BEAM` partial programs that leave the
+fewest pairs of states apart (a layer that leaves as many, with no more codes, is dropped): the
+shallowest program the beam reaches is the plan.
 
 Refusals name what fails: a letter whose map cycles states (not aperiodic: no since program
-exists), a layer that separates nothing more (the greedy search's limit), or a budget.
+exists), no partial program that a layer improves (the search's limit: an aperiodic automaton may
+still be refused), or a budget -- every search bounded by :data:`MAX_WORK` elementary steps.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,16 +46,27 @@ MAX_LAYERS = 6
 MAX_CONFIGS = 50_000
 """Most (state, program memory) configurations one walk may visit (the program proof's bound too)."""
 
-MAX_HEADS = 16
-"""Most reset features (heads) one layer may keep."""
+MAX_HEADS = 8
+"""Most reset features (heads) one layer may keep (the first after pruning).  Each head is one more
+input of the next lookup, and the certificate's float error bound grows with a lookup's inputs:
+sf k = 6 on 64 letters, seed 0, has a 6-layer program that certifies with 8 heads a layer and is
+refused at float32 with up to 14; the 90 generated sf languages of seeds 0-5 get programs of the same
+depths with 6, 8 or 16."""
 
-MAX_TRIES = 48
-"""Most conflicting pairs one layer's greedy search tries to separate (each try is a union-find
-pass over every group): the search's cost bound."""
+MAX_TRIES = 16
+"""Most conflicting pairs one layer's search tries to separate (each try is a depth-first search
+over every group's choice)."""
 
-MAX_WORK = 1_200_000
-"""Most elementary steps (union-find merges, parent entries copied, walk steps) one detection may
-take: the bound on its cost, whatever the automaton (past it the refusal names the budget)."""
+MAX_BACKTRACK = 16
+"""Most choices one separation may revisit (the depth-first search's bound per conflicting pair)."""
+
+BEAM = 4
+"""Most partial programs the search keeps per depth."""
+
+MAX_WORK = 8_000_000
+"""Most elementary steps (union-find merges and finds, walk steps) one detection may take: the bound
+on its cost, whatever the automaton (past it the refusal names the budget).  The generated sf
+languages of benchmarks/starfree.py need at most 5.3M; a refusal at the budget takes about 2 CPU s."""
 
 BOS = 0
 """Every knowledge code's value at BOS (and a yesterday feature's at t = 1)."""
@@ -140,53 +155,58 @@ class _Layer:
     table: dict[tuple[int, ...], int] | None = None
 
 
-class _Program:
-    """The since program under construction, stepped beside the automaton."""
+Walk = tuple[list[Config], list[tuple[int, int]]]
+"""Every reachable configuration (breadth first from the start, BOS's first) and the steps between them."""
 
-    def __init__(self, a: Semiautomaton, classes: list[int], reps: list[int], work: _Work):
-        self.a, self.classes, self.reps, self.work = a, classes, reps, work
-        self.layers: list[_Layer] = []
 
-    def initial(self) -> Config:
-        feats = tuple(tuple(x.inits) + ((BOS,) if x.yesterday else ()) for x in self.layers)
-        return self.a.start, (BOS,) * (len(self.layers) + 1), feats
+def _letters_walk(a: Semiautomaton, classes: list[int], reps: list[int], work: _Work) -> Walk:
+    """The program of no layers beside the automaton: (state, (the letter's class,), ())."""
+    order: list[Config] = [(a.start, (BOS,), ())]
+    seen, edges, i = {order[0]: 0}, set(), 0
+    while i < len(order):
+        q = order[i][0]
+        work.add(4 * len(reps))
+        for x in reps:
+            d = (a.maps[x][q], (classes[x],), ())
+            j = seen.setdefault(d, len(order))
+            if j == len(order):
+                order.append(d)
+            edges.add((i, j))
+        i += 1
+    return order, sorted(edges)
 
-    def step(self, c: Config, letter: int) -> Config:
-        """Read ``letter``: each layer's reset features see the code below *at t* (after the update),
-        the yesterday feature the code below at t - 1; the code is the layer's table (the raw key
-        while the layer's table is being found)."""
-        q, codes, feats = c
-        new_codes: list[Any] = [self.classes[letter]]
-        new_feats = []
-        for i, layer in enumerate(self.layers):
-            below = new_codes[i]
-            vals = tuple(r.get(below, feats[i][j]) for j, r in enumerate(layer.resets))
-            if layer.yesterday:
-                vals += (codes[i],)
-            new_feats.append(vals)
-            key = (below, *vals)
-            new_codes.append(layer.table.get(key, -1) if layer.table is not None else key)
-        return self.a.maps[letter][q], tuple(new_codes), tuple(new_feats)
 
-    def walk(self) -> tuple[list[Config], list[tuple[int, int]]] | None:
-        """Every reachable configuration (breadth first from the start) and the steps between them;
-        None past :data:`MAX_CONFIGS`."""
-        c0 = self.initial()
-        seen = {c0: 0}
-        order, todo, edges = [c0], deque([c0]), []
-        while todo:
-            c = todo.popleft()
-            self.work.add(4 * len(self.reps) * (len(self.layers) + 1))  # a step costs about four merges
-            for letter in self.reps:
-                d = self.step(c, letter)
-                if d not in seen:
-                    if len(seen) >= MAX_CONFIGS:
-                        return None
-                    seen[d] = len(order)
-                    order.append(d)
-                    todo.append(d)
-                edges.append((seen[c], seen[d]))
-        return order, edges
+def _extend(walk: Walk, layer: _Layer, work: _Work) -> tuple[list[tuple[int, tuple[int, ...]]], list] | None:
+    """The walk of the program with ``layer`` on top, as the product of the walk below with the layer's
+    features: a node (configuration below, the features' values) steps along every step c -> d below,
+    each reset feature taking its colour of d's top code when it flags it (the code below *at t*), the
+    yesterday feature c's top code (the code below at t - 1).  None past :data:`MAX_CONFIGS`."""
+    order, edges = walk
+    after: list[list[int]] = [[] for _ in order]
+    for c, d in edges:
+        after[c].append(d)
+    nodes = [(0, tuple(layer.inits) + ((BOS,) if layer.yesterday else ()))]
+    seen, steps, i = {nodes[0]: 0}, [], 0
+    memo: dict[tuple[tuple[int, ...], int, int], tuple[int, ...]] = {}
+    while i < len(nodes):
+        c, vals = nodes[i]
+        work.add(4 + 4 * len(after[c]))
+        y = order[c][1][-1] if layer.yesterday else BOS
+        for d in after[c]:
+            b = order[d][1][-1]
+            new = memo.get((vals, b, y))
+            if new is None:
+                new = memo[(vals, b, y)] = (tuple(r.get(b, vals[j]) for j, r in enumerate(layer.resets))
+                                             + ((y,) if layer.yesterday else ()))
+            j = seen.get((d, new))
+            if j is None:
+                if len(nodes) >= MAX_CONFIGS:
+                    return None
+                j = seen[(d, new)] = len(nodes)
+                nodes.append((d, new))
+            steps.append((i, j))
+        i += 1
+    return nodes, steps
 
 
 class _Budget(Exception):
@@ -205,28 +225,49 @@ class _Work:
             raise _Budget
 
 
-def _find(parent: list[int], x: int) -> int:
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
+class _Blocks:
+    """A union-find with undo (union by size, no path compression: a find is O(log n)), over the
+    configurations: the partition a feature's choices force."""
 
+    def __init__(self, n: int, work: _Work):
+        self.parent, self.size, self.work = list(range(n)), [1] * n, work
+        self.log: list[int] = []
 
-def _merged(pairs: list[tuple[int, int]], parent: list[int], work: _Work) -> tuple[list[int], int]:
-    """A copy of the union-find ``parent`` with every pair merged, and how many merges joined two blocks."""
-    work.add(len(parent) // 8 + len(pairs))
-    out, joined = parent[:], 0
-    for x, y in pairs:
-        fx, fy = _find(out, x), _find(out, y)
-        if fx != fy:
-            out[fx] = fy
+    def find(self, x: int) -> int:
+        while self.parent[x] != x:
+            x = self.parent[x]
+        return x
+
+    def merge(self, pairs: list[tuple[int, int]], p: int, r: int) -> tuple[bool, int]:
+        """Merge every pair (stopping once p and r merge); whether p and r stay apart, and how many
+        merges joined two blocks."""
+        self.work.add(1 + 2 * len(pairs))
+        parent, size, find = self.parent, self.size, self.find
+        rp, rr, joined = find(p), find(r), 0
+        for x, y in pairs:
+            fx, fy = find(x), find(y)
+            if fx == fy:
+                continue
+            if size[fx] > size[fy]:
+                fx, fy = fy, fx
+            parent[fx], size[fy] = fy, size[fy] + size[fx]
+            self.log.append(fx)
             joined += 1
-    return out, joined
+            rp, rr = (fy if rp == fx else rp), (fy if rr == fx else rr)
+            if rp == rr:
+                return False, joined
+        return True, joined
 
+    def undo(self, mark: int) -> None:
+        """Undo the merges back to ``mark`` (a length of the log)."""
+        while len(self.log) > mark:
+            fx = self.log.pop()
+            fy = self.parent[fx]
+            self.parent[fx], self.size[fy] = fx, self.size[fy] - self.size[fx]
 
-def _blocks(parent: list[int]) -> list[int]:
-    roots: dict[int, int] = {}
-    return [roots.setdefault(_find(parent, x), len(roots)) for x in range(len(parent))]
+    def labels(self) -> list[int]:
+        roots: dict[int, int] = {}
+        return [roots.setdefault(self.find(x), len(roots)) for x in range(len(self.parent))]
 
 
 def conflicts(order: list[Config]) -> list[tuple[int, int]]:
@@ -246,31 +287,49 @@ def _groups(order: list[Config], edges: list[tuple[int, int]]) -> dict[Any, list
     return groups
 
 
+def _options(uf: _Blocks, reset: list, ident: list, p: int, r: int) -> list[bool]:
+    """A group's choices that keep p and r apart (True: reset, False: identity), the one merging
+    fewer blocks first (a reset on a tie)."""
+    mark, opts = len(uf.log), []
+    for is_reset, pairs in ((True, reset), (False, ident)):
+        ok, joined = uf.merge(pairs, p, r)
+        uf.undo(mark)
+        if ok:
+            opts.append((joined, not is_reset))
+    return [not x for _, x in sorted(opts)]
+
+
 def _separate(n: int, cons: list[tuple[Any, list, list]], p: int, r: int,
               work: _Work) -> tuple[list[int], set] | None:
-    """A valid partition keeping configurations p and r apart, greedily, and the groups chosen as
-    resets; None when the greedy choice merges them."""
-    parent, resets = list(range(n)), set()
-    for g, reset, ident in cons:
-        (pr, jr), (pi, ji) = _merged(reset, parent, work), _merged(ident, parent, work)
-        ok_r, ok_i = _find(pr, p) != _find(pr, r), _find(pi, p) != _find(pi, r)
-        if ok_r and ok_i:
-            ok_r = jr <= ji
-            ok_i = not ok_r
-        if ok_r:
-            parent = pr
-            resets.add(g)
-        elif ok_i:
-            parent = pi
-        else:
-            return None
-    return _blocks(parent), resets
+    """A valid partition keeping configurations p and r apart, and the groups chosen as resets; None
+    when none is found.  Depth first over the groups' choices (reset or identity), the one merging
+    fewer blocks first, back to the latest open choice when neither keeps p and r apart, at most
+    :data:`MAX_BACKTRACK` times."""
+    uf, choice = _Blocks(n, work), [False] * len(cons)
+    stack: list[tuple[int, int]] = []  # (group index, log mark) of choices whose other option is open
+    i, backs = 0, 0
+    while i < len(cons):
+        opts = _options(uf, cons[i][1], cons[i][2], p, r)
+        if not opts:
+            if not stack or backs >= MAX_BACKTRACK:
+                return None
+            backs += 1
+            i, mark = stack.pop()
+            uf.undo(mark)
+            opts = [not choice[i]]
+        elif len(opts) == 2:
+            stack.append((i, len(uf.log)))
+        choice[i] = opts[0]
+        uf.merge(cons[i][1] if choice[i] else cons[i][2], p, r)
+        i += 1
+    return uf.labels(), {cons[j][0] for j in range(len(cons)) if choice[j]}
 
 
 def reset_features(order: list[Config], edges: list[tuple[int, int]], targets: list[tuple[int, int]],
                    work: _Work) -> list[tuple[list[int], dict[Any, int]]]:
     """Valid partitions (each with its flag table: group code -> colour) separating as many of the
-    ``targets`` as the greedy search can, then pruned to those whose meet separates as many."""
+    ``targets`` as :func:`_separate` can (at most :data:`MAX_TRIES` tries), then pruned to those whose
+    meet separates as many."""
     n = len(order)
     work.add(len(edges) + len(targets))
     groups = _groups(order, edges)
@@ -297,8 +356,35 @@ def reset_features(order: list[Config], edges: list[tuple[int, int]], targets: l
             colours = {pi[d] for _, d in steps}
             if len(colours) == 1 and (g in chosen or any(pi[c] != pi[d] for c, d in steps)):
                 flags[g] = colours.pop()
-        found.append((pi, flags))
+        found.append(_coarsen(order, pi, flags, work))
     return _prune(found, targets, work)
+
+
+def _coarsen(order: list[Config], pi: list[int], flags: dict[Any, int],
+             work: _Work) -> tuple[list[int], dict[Any, int]]:
+    """The partition with blocks merged, as few colours as a greedy colouring finds: two blocks share a
+    colour when on every top code below they hold configurations of one state, the same.  Any
+    coarsening of a valid partition is valid (equalities stay equalities), and this one tells apart
+    every two configurations with one code below and two states that it did, so every key of the
+    layer finds the same states: the layer's codes do not change, its heads copy smaller values
+    (their error and the next lookup's step units scale with the largest).  BOS's block is colour 0."""
+    sig: dict[int, dict[Any, int]] = {}
+    for c, (q, codes, _) in enumerate(order):
+        s = sig.setdefault(pi[c], {})
+        s[codes[-1]] = q if s.get(codes[-1], q) == q else -1
+    merged: list[dict[Any, int]] = []
+    colour = {}
+    for b in sorted(sig, key=lambda b: (b != pi[0], b)):
+        work.add(1 + len(merged) * len(sig[b]))
+        for i, m in enumerate(merged):
+            if all(q >= 0 and m.get(g, q) == q for g, q in sig[b].items()):
+                m.update(sig[b])
+                colour[b] = i
+                break
+        else:
+            colour[b] = len(merged)
+            merged.append({g: q for g, q in sig[b].items()})
+    return [colour[b] for b in pi], {g: colour[c] for g, c in flags.items()}
 
 
 def _prune(found: list[tuple[list[int], dict[Any, int]]], targets: list[tuple[int, int]],
@@ -342,47 +428,49 @@ def cycling_letter(a: Semiautomaton) -> tuple[int, int] | None:
     return None
 
 
-def _confusable(order: list[Config]) -> set[tuple[int, int]]:
-    """The pairs of states some reachable top code does not tell apart."""
-    seen: dict[Any, set[int]] = {}
+def _knowledge(order: list[Config]) -> dict[int, frozenset[int]]:
+    """Each reachable top code's states (BOS's aside): what the program knows of the state."""
+    seen: dict[int, set[int]] = {}
     for q, codes, _ in order:
         if codes[-1] != BOS:
             seen.setdefault(codes[-1], set()).add(q)
-    return {(p, r) for qs in seen.values() for p in qs for r in qs if p < r}
+    return {c: frozenset(qs) for c, qs in seen.items()}
 
 
-def _tabulate(prog: _Program, layer: _Layer) -> tuple[list[Config], list[tuple[int, int]], bool] | None:
-    """Add ``layer`` and give it its code table: each reachable key's code is (letter class, the states
-    the walk finds with that key), numbered 1.. in order; in a layer whose keys each name one state
-    the code is that state (the last layer).  The walk again, with the table; and whether it is the last."""
-    prog.layers.append(layer)
-    raw = prog.walk()
-    if raw is None:
+def _tabulate(walk: Walk, layer: _Layer, work: _Work) -> tuple[Walk, bool] | None:
+    """The walk with ``layer`` on top, its code table found: each reachable key's code is (letter
+    class, the states the walk finds with that key), numbered 1.. in order; in a layer whose keys
+    each name one state the code is that state (the last layer).  And whether it is the last."""
+    got = _extend(walk, layer, work)
+    if got is None:
         return None
-    found: dict[Any, tuple[int, set[int]]] = {}
-    for q, codes, _ in raw[0]:
-        if codes[-2] != BOS:
-            found.setdefault(codes[-1], (codes[0], set()))[1].add(q)
+    order, (nodes, steps) = walk[0], got
+    found: dict[tuple[int, ...], tuple[int, set[int]]] = {}
+    for c, vals in nodes[1:]:
+        q, codes, _ = order[c]
+        found.setdefault((codes[-1], *vals), (codes[0], set()))[1].add(q)
     last = all(len(s) == 1 for _, s in found.values())
     if last:
         layer.table = {k: next(iter(s)) for k, (_, s) in found.items()}
-        return raw[0], raw[1], True
-    names = {v: i + 1 for i, v in enumerate(sorted({(c, tuple(sorted(s))) for c, s in found.values()}))}
-    layer.table = {k: names[(c, tuple(sorted(s)))] for k, (c, s) in found.items()}
-    walked = prog.walk()
-    return None if walked is None else (walked[0], walked[1], False)
+    else:
+        names = {v: i + 1 for i, v in enumerate(sorted({(c, tuple(sorted(s))) for c, s in found.values()}))}
+        layer.table = {k: names[(c, tuple(sorted(s)))] for k, (c, s) in found.items()}
+    table = layer.table
+    work.add(len(nodes))
+    out = [(order[c][0], order[c][1] + (table[(order[c][1][-1], *vals)] if i else BOS,), order[c][2] + (vals,))
+           for i, (c, vals) in enumerate(nodes)]
+    return (out, steps), last
 
 
-def _freeze(prog: _Program, configurations: int) -> StarFreePlan:
-    a = prog.a
+def _freeze(a: Semiautomaton, classes: list[int], program: list[_Layer], configurations: int) -> StarFreePlan:
     layers = []
-    for layer in prog.layers:
+    for layer in program:
         assert layer.table is not None
         keys = sorted(layer.table)
         colours = tuple(max([layer_init] + list(r.values())) + 1 for r, layer_init in zip(layer.resets, layer.inits))
         layers.append(SinceLayer(tuple(tuple(sorted(r.items())) for r in layer.resets), tuple(layer.inits), colours,
                                  layer.yesterday, tuple(keys), tuple(layer.table[k] for k in keys)))
-    return StarFreePlan(len(a.alphabet), len(a.states), a.start, tuple(prog.classes), tuple(layers), configurations)
+    return StarFreePlan(len(a.alphabet), len(a.states), a.start, tuple(classes), tuple(layers), configurations)
 
 
 def detect(a: Semiautomaton) -> tuple[StarFreePlan | None, str]:
@@ -398,34 +486,56 @@ def detect(a: Semiautomaton) -> tuple[StarFreePlan | None, str]:
         return None, f"the since program's search needs more than {MAX_WORK:,} steps (budget)"
 
 
+@dataclass
+class _Node:
+    """A partial program in the beam: its layers, its walk, its score (:func:`_score`)."""
+
+    layers: list[_Layer]
+    walk: Walk
+    score: tuple[int, int]
+
+
+def _score(order: list[Config]) -> tuple[int, int]:
+    """How much a partial program leaves open (smaller is better): the pairs of states some top code
+    does not tell apart (counted with one bit mask per state, not enumerated), then the number of
+    top codes, negated (more codes keep more of the past for the layers above)."""
+    know = _knowledge(order)
+    confused: dict[int, int] = {}
+    for qs in set(know.values()):
+        mask = sum(1 << q for q in qs)
+        for q in qs:
+            confused[q] = confused.get(q, 0) | mask
+    return sum(m.bit_count() - 1 for m in confused.values()) // 2, -len(know)
+
+
 def _search(a: Semiautomaton) -> tuple[StarFreePlan | None, str]:
-    """:func:`detect`'s layer-by-layer search (raises :class:`_Budget` past :data:`MAX_WORK`)."""
+    """:func:`detect`'s search, layer by layer, keeping the :data:`BEAM` most knowing partial programs
+    (raises :class:`_Budget` past :data:`MAX_WORK`)."""
     classes, reps = letter_classes(a)
-    prog = _Program(a, classes, reps, _Work())
-    walked = prog.walk()
-    for _ in range(MAX_LAYERS):
-        if walked is None:
-            break
-        order, edges = walked[0], walked[1]
-        features = reset_features(order, edges, conflicts(order), prog.work)
-        resets = [flags for _, flags in features]
-        inits = [pi[0] for pi, _ in features]
-        got = _tabulate(prog, _Layer(resets, inits, False))
-        if got is not None and got[2]:
-            return _freeze(prog, len(got[0])), ""
-        prog.layers.pop()
-        got = _tabulate(prog, _Layer(resets, inits, True))
-        if got is None:
-            break
-        if got[2]:
-            return _freeze(prog, len(got[0])), ""
-        if not _confusable(got[0]) < _confusable(order) and len({c[1][-1] for c in got[0]}) <= len(
-                {c[1][-1] for c in order}):
-            pair = sorted(_confusable(got[0]))[0]
+    work = _Work()
+    walked = _letters_walk(a, classes, reps, work)
+    beam, why = [_Node([], walked, _score(walked[0]))], ""
+    for depth in range(MAX_LAYERS):
+        nxt: list[_Node] = []
+        for node in beam:
+            order, edges = node.walk
+            features = reset_features(order, edges, conflicts(order), work)
+            resets, inits = [flags for _, flags in features], [pi[0] for pi, _ in features]
+            for yesterday in (False, True):
+                layer = _Layer(resets, inits, yesterday)
+                got = _tabulate(node.walk, layer, work)
+                if got is None:
+                    why = f"more than {MAX_CONFIGS:,} configurations"
+                elif got[1]:
+                    return _freeze(a, classes, [*node.layers, layer], len(got[0][0])), ""
+                elif _score(got[0][0]) < node.score:
+                    nxt.append(_Node([*node.layers, layer], got[0], _score(got[0][0])))
+        if not nxt:
+            if why:
+                return None, f"the since program's search needs {why} (budget)"
+            pair = sorted(min((s for s in _knowledge(beam[0].walk[0]).values() if len(s) > 1), key=sorted))[:2]
             return None, (f"no since layer tells states {a.states[pair[0]]!r} and {a.states[pair[1]]!r} apart after "
-                          f"{len(prog.layers) - 1} layer(s) (the greedy search of reset features found none)")
-        walked = (got[0], got[1])
-    if walked is None or len(prog.layers) >= MAX_LAYERS:
-        what = f"more than {MAX_CONFIGS:,} configurations" if walked is None else f"more than {MAX_LAYERS} layers"
-        return None, f"the since program's search needs {what} (budget)"
-    return None, "the since program's search stopped"
+                          f"{depth} layer(s) (the search of reset features found none)")
+        nxt.sort(key=lambda n: (n.score, len(n.walk[0])))
+        beam = nxt[:BEAM]
+    return None, f"the since program's search needs more than {MAX_LAYERS} layers (budget)"

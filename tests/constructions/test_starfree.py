@@ -33,6 +33,17 @@ def test_exact_and_certified(k, letters, seed):
     assert cert.certified is True, cert.reason
 
 
+@pytest.mark.parametrize("k,letters,seed", [(3, 64, 1), (5, 4, 0)])
+def test_a_language_the_greedy_search_refused_compiles_and_certifies(k, letters, seed):
+    """Aperiodic automata the one-pass greedy search refused: the backtracking beam's program
+    compiles, is exact on sampled inputs, and certifies (the walk's keys checked by the program proof)."""
+    model = _compiled(k, letters, seed, 50, method="starfree")
+    assert model.meta["method"] == "starfree"
+    assert verify(model, samples=8, seed=0).exact
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
+
+
 def test_the_program_is_the_definition_on_every_short_word():
     """The walk's proof, checked against the language's own definition (the formula's semantics),
     on every word up to length 5 over 4 letters: the model's state is accepting exactly there."""
@@ -52,9 +63,11 @@ def test_auto_takes_it_where_the_cascade_is_deeper():
     assert cands["krohn-rhodes"]["layers"] > 2
 
 
-def test_a_wrong_table_entry_is_refused(monkeypatch, declared_then_refused):
+@pytest.mark.parametrize("k,letters,seed", [(2, 4, 0), (3, 64, 1)])
+def test_a_wrong_table_entry_is_refused(monkeypatch, declared_then_refused, k, letters, seed):
     """One key of the last lookup sent to another state in the plan -- so in the weights and the
-    declared table alike -- is refused by the program proof, naming an input the model gets wrong."""
+    declared table alike -- is refused by the program proof, naming an input the model gets wrong
+    (also in a 4-layer program the backtracking search found where the greedy one refused)."""
     good = starfree.detect
 
     def bad(automaton):
@@ -66,8 +79,8 @@ def test_a_wrong_table_entry_is_refused(monkeypatch, declared_then_refused):
 
     def corrupt():
         monkeypatch.setattr(starfree, "detect", bad)
-        return _compiled(2, 4, 0, 24, method="starfree")
-    declared_then_refused(_compiled(2, 4, 0, 24, method="starfree"), starfree.build, corrupt)
+        return _compiled(k, letters, seed, 24, method="starfree")
+    declared_then_refused(_compiled(k, letters, seed, 24, method="starfree"), starfree.build, corrupt)
 
 
 def test_a_wrong_reset_colour_is_refused(monkeypatch):
