@@ -83,9 +83,10 @@ lower the rows and the share one by one, the pairs only when the last is in; a c
 conflicting rows): each is a try."""
 TRIES = ((False, SHARE), (False, ROWS), (False, PAIRS), (True, ROWS))
 """The searches of one threshold, in order: (``merge``, score)."""
-ROUNDS = (1, 3)
+ROUNDS = (1, 4)
 """Each try's budget in the first round of tries, then in the second (a try that ran out is run
-again with the larger budget), in sixteenths of the detection's: all of it in two rounds."""
+again with the larger budget), in sixteenths of the detection's (the second round's last tries
+get what is left)."""
 
 
 @dataclass(frozen=True)
