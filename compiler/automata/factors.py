@@ -83,6 +83,9 @@ lower the rows and the share one by one, the pairs only when the last is in; a c
 conflicting rows): each is a try."""
 TRIES = ((False, SHARE), (False, ROWS), (False, PAIRS), (True, ROWS))
 """The searches of one threshold, in order: (``merge``, score)."""
+FEW_GROUPS = 8
+"""A description with more groups than this does not end the tries (a score that took a count per
+factor, where another finds a few: its closure and its tables are larger by far)."""
 ROUNDS = (1, 4)
 """Each try's budget in the first round of tries, then in the second (a try that ran out is run
 again with the larger budget), in sixteenths of the detection's (the second round's last tries
@@ -323,16 +326,23 @@ def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
 def _tries(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
            total: int = MAX_WORK) -> tuple[_Search | None, str]:
     """:func:`_search` with each of :data:`TRIES` in turn, in rounds of budgets (:data:`ROUNDS`), all
-    within the detection's (``work`` up to ``total``): the first that ends (a description, or a
-    pair of words nothing tells apart), or TooBig."""
+    within the detection's (``work`` up to ``total``): the first that ends with a pair of words
+    nothing tells apart, or with a description of at most :data:`FEW_GROUPS` groups (else the one
+    with the fewest groups the tries found); TooBig when none ends."""
+    best: _Search | None = None
     for part, (merge, score) in itertools.product(ROUNDS, TRIES):
         if work[0] >= total:
             break
         try:
-            return _search(maps, q0, k, threshold, work, merge, score, min(total, work[0] + total * part // 16))
+            s, reason = _search(maps, q0, k, threshold, work, merge, score, min(total, work[0] + total * part // 16))
         except TooBig:
-            pass
-    raise TooBig
+            continue
+        if s is None or len(set(s.groups)) <= FEW_GROUPS:
+            return s, reason
+        best = s if best is None or len(set(s.groups)) < len(set(best.groups)) else best
+    if best is None:
+        raise TooBig
+    return best, ""
 
 
 def _renumber(groups: list[int]) -> list[int]:
