@@ -223,3 +223,12 @@ def test_a_threshold_is_refuted_on_the_automatons_own_runs():
         x = [0] * 5 + w
         return {f: 1 for f in (tuple(x[i:i + 6]) for i in range(len(w)))}
     assert run(w1) != run(w2) and capped(w1) == capped(w2) and w1[-5:] == w2[-5:]
+
+
+def test_a_description_with_a_count_per_factor_does_not_end_the_tries():
+    """Locally 4-testable on 64 letters (seed 0): one score ends with a count per anchored factor
+    (32 groups, 9.4M parameters); the tries go on and take the description of 2 factors."""
+    from compiler.automata.subregular_families import random_language
+    plan, why = detect(random_language("lt", k=4, letters=64, seed=0))
+    assert plan is not None, why
+    assert plan.layers == 2 and plan.n_groups <= 2 and len(plan.factors) <= 2
