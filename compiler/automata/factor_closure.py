@@ -142,14 +142,24 @@ def confused_share(cl: Closure) -> float:
 
 
 def confused_pairs(cl: Closure) -> int:
-    """How many pairs of states some feature class holds together (rows after the start, :data:`PAIRS`)."""
+    """How many pairs of states some feature class holds together (rows after the start,
+    :data:`PAIRS`): the off-diagonal of A^T A, A the incidence of the classes of two states or more."""
     n = int(cl.q.max()) + 1
     fq = np.unique(cl.feature[1:] * n + cl.q[1:])
     f, q = fq // n, fq % n
-    cut = np.flatnonzero(np.diff(f)) + 1
-    pairs = [q[a:b][i] * n + q[a:b][j] for a, b in zip(np.r_[0, cut], np.r_[cut, len(f)]) if b - a > 1
-             for i, j in [np.triu_indices(b - a, 1)]]
-    return len(np.unique(np.concatenate(pairs))) if pairs else 0
+    _, cls, size = np.unique(f, return_inverse=True, return_counts=True)
+    shared = size[cls] > 1
+    if not shared.any():
+        return 0
+    _, rows = np.unique(cls[shared], return_inverse=True)
+    qs, together = q[shared], np.zeros((n, n), dtype=bool)
+    chunk = max(1, (1 << 22) // n)  # classes per product: A's chunk within 16 MB
+    for lo in range(0, int(rows.max()) + 1, chunk):
+        at = (rows >= lo) & (rows < lo + chunk)
+        A = np.zeros((chunk, n), dtype=np.float32)
+        A[rows[at] - lo, qs[at]] = 1.0
+        together |= (A.T @ A) > 0
+    return int((together.sum() - np.count_nonzero(np.diag(together))) // 2)
 
 
 def conflict(cl: Closure) -> tuple[int, int] | None:
