@@ -49,8 +49,9 @@ def _run(maps: np.ndarray, q: int, word: list[int]) -> int:
 def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
     """Two class words with the same last k - 1 letters and the same count of every k-factor
     (``threshold`` None: exactly, A s B s C s D against A s C s B s D with |s| = k - 1) or the same
-    count capped at ``threshold`` (A s (B s)^(t+1) D against A s (B s)^(t+2) D) that reach different
-    states from q0 -- a proof that no description with this k (and t) exists -- or None."""
+    count capped at ``threshold`` (A s (B s)^t D against A s (B s)^(t+1) D: a factor of a block
+    s B s occurs at least t times in both, the rest equally often) that reach different states
+    from q0 -- a proof that no description with this k (and t) exists -- or None."""
     rng = np.random.default_rng(k * 7 + (threshold or 0))
     n = maps.shape[0]
 
@@ -63,10 +64,44 @@ def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[l
         if threshold is None:
             w1, w2 = A + s_ + B + s_ + C + s_ + D, A + s_ + C + s_ + B + s_ + D
         else:
-            w1, w2 = A + s_ + (B + s_) * (threshold + 1) + D, A + s_ + (B + s_) * (threshold + 2) + D
+            w1, w2 = A + s_ + (B + s_) * threshold + D, A + s_ + (B + s_) * (threshold + 1) + D
         if _run(maps, q0, w1) != _run(maps, q0, w2):
             return w1, w2
-    return _refuted_by_blocks(maps, q0, k, threshold)
+    return _refuted_by_runs(maps, q0, k, threshold) or _refuted_by_blocks(maps, q0, k, threshold)
+
+
+def shortest_words(maps: np.ndarray, q0: int) -> list[list[int]]:
+    """A shortest class word from q0 to each reachable state (breadth first, classes in order)."""
+    words: dict[int, list[int]] = {q0: []}
+    frontier = [q0]
+    while frontier:
+        nxt = []
+        for q in frontier:
+            for c in range(maps.shape[0]):
+                r = int(maps[c, q])
+                if r not in words:
+                    words[r] = words[q] + [c + 1]
+                    nxt.append(r)
+        frontier = nxt
+    return list(words.values())
+
+
+def _refuted_by_runs(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
+    """:func:`refuted`'s threshold test on the automaton's own runs: for w a shortest word to a
+    state (repeated to at least k - 1 letters) and s its last k - 1 letters, s w^t against s w^(t+1)
+    (A and D empty, B s = w): a count that matters is one of a factor the runs read (random blocks
+    rarely hold a given 6-factor of 16 letters)."""
+    if threshold is None:
+        return None
+    pairs = []
+    for w in shortest_words(maps, q0):
+        if w:
+            w = w * -(-(k - 1) // len(w))
+            s = w[len(w) - (k - 1):]
+            pairs.append((s + w * threshold, s + w * (threshold + 1)))
+    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2) if pairs else np.zeros((0, 2))
+    differ = np.flatnonzero(ends[:, 0] != ends[:, 1])
+    return pairs[int(differ[0])] if len(differ) else None
 
 
 def _blocks(maps: np.ndarray, k: int, rng: np.random.Generator) -> list[list[int]]:
@@ -105,7 +140,7 @@ def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None)
     (1..2 letters) and y (0..1) after a short A (0..2); ``threshold`` None: A e x f y e z f against
     A e z f y e x f (the identity of Therien and Weiss for locally threshold testable semigroups,
     powers standing for its idempotents: both words hold the same k-factors, each within e x f,
-    f y e, e z f or a block, and end in f); else A e (x e)^(t+1) against A e (x e)^(t+2).  A stack's
+    f y e, e z f or a block, and end in f); else A e (x e)^t against A e (x e)^(t+1).  A stack's
     refusal: a random s is rarely balanced, so :func:`refuted`'s swaps seldom see the order of a
     push and a pop; a balanced block keeps the stack's level."""
     rng = np.random.default_rng(k * 11 + (threshold or 0) + 1)
@@ -124,7 +159,7 @@ def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None)
         if threshold is None:
             pairs.append((A + e + x + f + y + e + z + f, A + e + z + f + y + e + x + f))
         else:
-            pairs.append((A + e + (x + e) * (threshold + 1), A + e + (x + e) * (threshold + 2)))
+            pairs.append((A + e + (x + e) * threshold, A + e + (x + e) * (threshold + 1)))
     ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2)
     differ = np.flatnonzero(ends[:, 0] != ends[:, 1])
     return pairs[int(differ[0])] if len(differ) else None

@@ -25,33 +25,37 @@ Aho-Corasick machine over P and R (its node: the longest suffix of the padded te
 prefix of a pattern or factor, which determines omega and the factor ending at t), so the
 pair (q_t, node_t, counts_t) evolves deterministically with the letters; the set reached from
 (q0, node_0, 0) over all inputs is finite and computed by a breadth-first search
-(:func:`_closure`).  A description is accepted only when q is a function of (omega, counts)
+(:func:`~.factor_closure.closure_of`).  A description is accepted only when q is a function of (omega, counts)
 on that whole set: then q_t = F(omega_t, counts_t) for every input by induction on t.
 
 **Finding P, R and the groups** (:func:`detect`, at k = :data:`MAX_K`, thresholds 1, 2, ...)
 is conflict driven: while the closure holds two nodes with equal features and different states,
-take their shortest words (a minority state's, a majority state's): candidates are the first's
-window suffix the second lacks and the factors whose capped counts differ that end where a run
-changes strongly connected component; the one leaving fewest conflicts is added.  When nothing
-differs (same window, same capped count of every k-factor) the automaton is not in LTT_{k,t}:
+take their shortest words (a minority state's, a majority state's): candidates are either word's
+window suffix up to where the two differ and -- unless both states lie in one strongly connected
+component, whose states the window tells apart -- the factors whose capped counts differ that end
+where a run enters its last component (else anywhere a run changes component, else the
+shortest); the one that leaves the least confusion is added (a score: :data:`SCORES`; each score
+is a try, in rounds of budgets).  When nothing differs (same window, same capped count of every
+k-factor) the automaton is not in LTT_{k,t}:
 the two words are the refusal's witness, as are the sampled swaps and pumps of :func:`~.factor_witnesses.refuted`
-(random words, then blocks: powers of short words, most of them the powers that keep the most
-states apart -- a balanced block keeps a stack's level, so a stack is refused in tens of
-milliseconds instead of the search's budget).
-Then unneeded factors and windows are dropped and groups merged while the closure stays a
-function.  The rules only propose; every candidate is checked by a closure.
+(random words, the automaton's own runs pumped, then blocks: powers of short words, most of them
+the powers that keep the most states apart -- a balanced block keeps a stack's level, so a stack
+is refused in tens of milliseconds instead of the search's budget).
+Then unneeded factors and windows are dropped, groups merged and factors shortened while the
+closure stays a function.  The rules only propose; every candidate is checked by a closure.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .errors import SpecError
+from .factor_closure import (Closure, TooBig, Tracker, capped_factors, closure_of, conflict, conflicts, confused_pairs,
+                             confused_share, tracker, word_of)
 from .factor_witnesses import letter_with_a_cycle, refuted, witness
 from .graphs import strongly_connected
 from .spec import Semiautomaton
@@ -66,13 +70,26 @@ MAX_CANDIDATES = 12
 """Most factors a refinement weighs (one trial closure each)."""
 MAX_ROUNDS = 400
 """Most refinements (closures) per (k, t)."""
-MAX_NODES = 1 << 19
-"""Largest closure (reachable (state, node, counts)) before giving up."""
-MAX_WORK = 1 << 21
-"""Most closure rows (times letter classes) the closures of one threshold's search may compute
-together (its time budget)."""
+MAX_WORK = 12 << 20
+"""Most closure rows (times letter classes) the closures of one detection may compute together,
+every threshold and try (its time budget: a few seconds)."""
 MAX_CELLS = 1 << 22
 """Largest transition table (letters x states) the search reads."""
+SHARE, ROWS, PAIRS = SCORES = ("share", "rows", "pairs")
+"""How a refinement scores a candidate (:meth:`_Search._left`): the share of closure rows no function
+of the features gets right, the number of conflicting rows, or the number of pairs of states some
+feature leaves together.  No one score finds every description quickly (a sink's forbidden factors
+lower the rows and the share one by one, the pairs only when the last is in; a count copies the
+conflicting rows): each is a try."""
+TRIES = ((False, SHARE), (False, ROWS), (False, PAIRS), (True, ROWS))
+"""The searches of one threshold, in order: (``merge``, score)."""
+FEW_GROUPS = 8
+"""A description with more groups than this does not end the tries (a score that took a count per
+factor, where another finds a few: its closure and its tables are larger by far)."""
+ROUNDS = (1, 4)
+"""Each try's budget in the first round of tries, then in the second (a try that ran out is run
+again with the larger budget), in sixteenths of the detection's (the second round's last tries
+get what is left)."""
 
 
 @dataclass(frozen=True)
@@ -144,157 +161,7 @@ class FactorPlan:
 
 
 # ---------------------------------------------------------------------------------------
-# the tracker: an Aho-Corasick machine over the patterns and factors
-
-
-@dataclass(frozen=True)
-class Tracker:
-    """``step[node, code]``: the next node (codes 0..s, 0 the pad); ``omega[node]``: the window
-    class; ``inc[node, g]``: how many factors of group g end there (the node's suffixes);
-    ``start``: the node after the k - 1 pads."""
-
-    step: np.ndarray
-    omega: np.ndarray
-    inc: np.ndarray
-    start: int
-
-
-def tracker(k: int, n_codes: int, windows: tuple[tuple[int, ...], ...], factors: tuple[tuple[int, ...], ...],
-            groups: tuple[int, ...]) -> Tracker:
-    """The Aho-Corasick machine of the windows and factors over codes 0..n_codes - 1."""
-    prefixes: set[tuple[int, ...]] = {()}
-    for p in (*windows, *factors):
-        prefixes.update(p[:i] for i in range(1, len(p) + 1))
-    nodes = sorted(prefixes, key=lambda p: (len(p), p))
-    index = {p: i for i, p in enumerate(nodes)}
-    step = np.zeros((len(nodes), n_codes), dtype=np.int64)
-    for i, p in enumerate(nodes):
-        for c in range(n_codes):
-            x: tuple[int, ...] = p + (c,)
-            while x not in index:
-                x = x[1:]
-            step[i, c] = index[x]
-    where = {p: i + 1 for i, p in enumerate(windows)}
-    fac = dict(zip(factors, groups))
-    omega = np.array([next((where[p[-j:]] for j in range(min(len(p), k - 1), 0, -1) if p[-j:] in where), 0)
-                      for p in nodes], dtype=np.int64)
-    inc = np.zeros((len(nodes), max(groups, default=-1) + 1), dtype=np.int64)
-    for i, p in enumerate(nodes):
-        for j in range(1, len(p) + 1):
-            if p[-j:] in fac:
-                inc[i, fac[p[-j:]]] += 1
-    node = 0
-    for _ in range(k - 1):
-        node = int(step[node, 0])
-    return Tracker(step, omega, inc, node)
-
-
-class _TooBig(Exception):
-    """A closure or a description outgrew its budget."""
-
-
-@dataclass
-class _Closure:
-    """Every (q, node, counts) reached after the start (row 0: the start itself, t = 0), as arrays,
-    with each row's parent row, letter class and feature code (omega and the counts, one integer)."""
-
-    q: np.ndarray
-    node: np.ndarray
-    counts: np.ndarray  # [N, G]
-    parent: np.ndarray
-    letter: np.ndarray
-    feature: np.ndarray
-
-
-def _closure(maps: np.ndarray, tr: Tracker, q0: int, n_groups: int, threshold: int) -> _Closure:
-    """The breadth-first closure from (q0, start node, 0) over the letter classes (``maps``:
-    [class, state], class c has code c + 1); counts capped at ``threshold``.  The start is its own
-    row (t = 0 reads no key), apart from the same triple reached by a word."""
-    n_cls, n_nodes = maps.shape[0], len(tr.omega)
-    radix = threshold + 1
-    if radix ** n_groups * n_nodes * maps.shape[1] * 2 >= 1 << 62:
-        raise _TooBig
-    inc = tr.inc
-    weights = np.array([radix**g for g in range(n_groups)], dtype=np.int64)
-    span = radix**n_groups
-    q = np.array([q0])
-    node = np.array([tr.start])
-    counts = np.zeros((1, n_groups), dtype=np.int64)
-    seen = np.array([-1], dtype=np.int64)  # the start's code: no word reaches it
-    qs, nodes, cs, parents, letters = [q], [node], [counts], [np.array([-1])], [np.array([-1])]
-    base, total = 0, 1
-    while len(q):
-        nq = maps[:, q].T.reshape(-1)  # [row * n_cls + class]
-        nn = tr.step[np.repeat(node, n_cls), np.tile(np.arange(1, n_cls + 1), len(q))]
-        nc = np.minimum(threshold, np.repeat(counts, n_cls, axis=0) + inc[nn])
-        codes = (nq * n_nodes + nn) * span + nc @ weights
-        order = np.argsort(codes, kind="stable")
-        lead = np.ones(len(order), dtype=bool)
-        lead[1:] = codes[order[1:]] != codes[order[:-1]]
-        first = np.sort(order[lead])  # each new code's first row
-        at = np.minimum(np.searchsorted(seen, codes[first]), len(seen) - 1)
-        fresh = first[seen[at] != codes[first]]
-        if not len(fresh):
-            break
-        seen = np.sort(np.concatenate([seen, codes[fresh]]))
-        total += len(fresh)
-        if total > MAX_NODES:
-            raise _TooBig
-        q, node, counts = nq[fresh], nn[fresh], nc[fresh]
-        qs.append(q)
-        nodes.append(node)
-        cs.append(counts)
-        parents.append(base + fresh // n_cls)
-        letters.append(fresh % n_cls + 1)
-        base += len(qs[-2])
-    node_all, counts_all = np.concatenate(nodes), np.concatenate(cs)
-    return _Closure(np.concatenate(qs), node_all, counts_all, np.concatenate(parents), np.concatenate(letters),
-                    tr.omega[node_all] * span + counts_all @ weights)
-
-
-def _conflicts(cl: _Closure) -> np.ndarray:
-    """Pairs of rows (after the start, [n, 2]) with equal features and different states, adjacent
-    in the order by (feature, state)."""
-    f, q = cl.feature[1:], cl.q[1:]
-    order = np.lexsort((q, f))
-    a, b = order[:-1], order[1:]
-    bad = np.flatnonzero((f[a] == f[b]) & (q[a] != q[b]))
-    return np.stack([a[bad], b[bad]], 1) + 1
-
-
-def _conflict(cl: _Closure) -> tuple[int, int] | None:
-    """A pair of rows with equal features and different states, or None: in the first feature
-    class (by its earliest row) that holds several states, the earliest row of a state other than
-    the class's most common one, then the earliest row of the most common state (the minority's
-    word is the one whose suffix matters)."""
-    pairs = _conflicts(cl)
-    if not len(pairs):
-        return None
-    f = cl.feature[int(pairs[0, 0])]
-    rows = np.flatnonzero(cl.feature == f)
-    rows = rows[rows > 0]
-    states, counts = np.unique(cl.q[rows], return_counts=True)
-    common = states[np.argmax(counts)]
-    return int(rows[cl.q[rows] != common][0]), int(rows[cl.q[rows] == common][0])
-
-
-def _word(cl: _Closure, row: int) -> list[int]:
-    """The (shortest) class codes leading to ``row``."""
-    out = []
-    while cl.parent[row] >= 0:
-        out.append(int(cl.letter[row]))
-        row = int(cl.parent[row])
-    return out[::-1]
-
-
-def _capped_factors(word: list[int], k: int, j: int, threshold: int) -> dict[tuple[int, ...], int]:
-    """Every j-factor ending at a position of ``word`` in its padded text, and its count, capped."""
-    x = [0] * (k - 1) + word
-    return {f: min(c, threshold) for f, c in Counter(tuple(x[i + k - j : i + k]) for i in range(len(word))).items()}
-
-
-# ---------------------------------------------------------------------------------------
-# the search
+# the search (the tracker and its closure: compiler/automata/factor_closure.py)
 
 
 def components(maps: np.ndarray) -> np.ndarray:
@@ -321,7 +188,19 @@ class _Search:
     work: list[int]  # closure rows computed so far, shared by the searches of one detection
     comp: np.ndarray  # the strongly connected component of each state
     merge: bool = False  # whether a new factor may join a group entering the same component
+    score: str = SHARE  # what a candidate is scored by (SCORES, :meth:`_left`)
+    limit: int = MAX_WORK  # the work (``work[0]``) at which this search gives up
     entered: dict[int, int] = field(default_factory=dict)  # per group: the component its first factor entered
+
+    def same_component(self, w1: list[int], w2: list[int]) -> bool:
+        """Whether the runs of ``w1`` and ``w2`` end in one component: its states are reached with the
+        same counts (its cycles saturate them), so their window tells them apart, not a count."""
+        q1, q2 = self.q0, self.q0
+        for c in w1:
+            q1 = int(self.maps[c - 1, q1])
+        for c in w2:
+            q2 = int(self.maps[c - 1, q2])
+        return bool(self.comp[q1] == self.comp[q2])
 
     def crossings(self, word: list[int]) -> list[tuple[int, int]]:
         """The positions (1-based) where the run of ``word`` from q0 enters another component (where
@@ -335,45 +214,52 @@ class _Search:
         return out
 
     def closure(self, factors: list[tuple[int, ...]] | None = None,
-                groups: list[int] | None = None) -> tuple[_Closure, Tracker]:
+                groups: list[int] | None = None) -> tuple[Closure, Tracker]:
         factors = self.factors if factors is None else factors
         groups = self.groups if groups is None else groups
-        if self.work[0] > MAX_WORK:
-            raise _TooBig
+        if self.work[0] > self.limit:
+            raise TooBig
         tr = tracker(self.k, self.maps.shape[0] + 1, tuple(self.windows), tuple(factors), tuple(groups))
-        cl = _closure(self.maps, tr, self.q0, max(groups) + 1 if groups else 0, self.threshold)
+        cl = closure_of(self.maps, tr, self.q0, max(groups) + 1 if groups else 0, self.threshold)
         self.work[0] += len(cl.q) * self.maps.shape[0]
         return cl, tr
 
     def works(self, factors: list[tuple[int, ...]], groups: list[int]) -> bool:
         try:
             cl, tr = self.closure(factors, groups)
-        except _TooBig:
+        except TooBig:
             return False
-        return _conflict(cl) is None
+        return conflict(cl) is None
 
     def refine(self, w1: list[int], w2: list[int]) -> bool:
-        """Add what tells w1 and w2 apart (module docstring): of the candidates -- w1's window's
-        shortest suffix that w2's lacks (w1: the minority state's word), each factor whose capped
-        counts differ and that ends where a run changes component (else the shortest such) -- the one
-        that leaves the fewest conflicts; False when nothing tells them apart."""
+        """Add what tells w1 and w2 apart (module docstring): of the candidates -- either word's window's
+        suffixes up to the shortest the other's lacks (w1: the minority state's word), each factor
+        whose capped counts differ and that ends where a run enters its last component (else where
+        it changes component, else the shortest such; none when both end in one component and a
+        window differs) -- the one that leaves the least confusion (:meth:`_left`); False when
+        nothing tells them apart."""
         k = self.k
         cands: list[tuple[list[tuple[int, ...]], list[tuple[tuple[int, ...], int]]]] = []  # (windows, (factor, group))
         u1, u2 = ([0] * (k - 1) + w1)[len(w1):], ([0] * (k - 1) + w2)[len(w2):]
         if u1 != u2:
             j = next(j for j in range(1, k) if u1[-j:] != u2[-j:])
-            new = [p for p in (tuple(u1[-i:]) for i in range(1, j + 1)) if p not in self.windows]
-            cands.append((new, []))
+            for u in (u1, u2):  # either word's window may be the one that matters (a pad: the start's)
+                new = [p for p in (tuple(u[-i:]) for i in range(1, j + 1)) if p not in self.windows]
+                if new:
+                    cands.append((new, []))
         differ: list[tuple[int, ...]] = []
         for j in range(1, k + 1):
-            c1, c2 = _capped_factors(w1, k, j, self.threshold), _capped_factors(w2, k, j, self.threshold)
+            c1, c2 = capped_factors(w1, k, j, self.threshold), capped_factors(w2, k, j, self.threshold)
             differ += [f for f in sorted(set(c1) | set(c2)) if c1.get(f, 0) != c2.get(f, 0) and f not in self.factors]
         ends = {tuple(([0] * (k - 1) + w)[p - j + k - 1 : p + k - 1]): c for w in (w1, w2)
                 for p, c in self.crossings(w) for j in range(1, k + 1)}  # windows ending where a run changes component
-        at = [f for f in differ if f in ends]
+        last = {tuple(([0] * (k - 1) + w)[p - j + k - 1 : p + k - 1]) for w in (w1, w2)
+                for p, _ in self.crossings(w)[-1:] for j in range(1, k + 1)}  # ... where it enters its last one
+        at = [f for f in differ if f in last] or [f for f in differ if f in ends]
         shortest = [f for f in differ if len(f) == min(map(len, differ))] if differ else []
         fresh = max(self.groups, default=-1) + 1
-        cands += [([], [(f, fresh)]) for f in (at or shortest)[:MAX_CANDIDATES]]
+        if not (cands and self.same_component(w1, w2)):
+            cands += [([], [(f, fresh)]) for f in (at or shortest)[:MAX_CANDIDATES]]
         if not cands:
             return False
         scores = [self._left(c) for c in cands] if len(cands) > 1 else [(0, 0)]
@@ -391,19 +277,20 @@ class _Search:
         self.groups += [g for _, g in factors]
         return True
 
-    def _left(self, cand: tuple[list[tuple[int, ...]], list[tuple[tuple[int, ...], int]]]) -> tuple[int, int]:
-        """How many conflicts are left with ``cand`` added (fewest first, ties to the earlier -- the
-        shorter -- candidate; over budget last)."""
+    def _left(self, cand: tuple[list[tuple[int, ...]], list[tuple[tuple[int, ...], int]]]) -> tuple[int, float]:
+        """How much confusion is left with ``cand`` added, by this search's score (:data:`SCORES`; least
+        first, ties to the earlier -- the shorter -- candidate; over budget last)."""
         windows, factors = cand
         old = self.windows
         self.windows = old + windows
         try:
             cl, _ = self.closure(self.factors + [f for f, _ in factors], self.groups + [g for _, g in factors])
-        except _TooBig:
+        except TooBig:
             return (1, 0)
         finally:
             self.windows = old
-        return (0, len(_conflicts(cl)))
+        return (0, confused_share(cl) if self.score == SHARE else float(confused_pairs(cl)) if self.score == PAIRS
+                else float(len(conflicts(cl))))
 
 
 def _class_maps(a: Semiautomaton) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -417,23 +304,45 @@ def _class_maps(a: Semiautomaton) -> tuple[np.ndarray, tuple[int, ...]]:
 
 
 def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
-            merge: bool = False) -> tuple[_Search | None, str]:
+            merge: bool = False, score: str = SHARE, limit: int = MAX_WORK) -> tuple[_Search | None, str]:
     """The refinement loop for one (k, t): the search with a description that works, or None and why
     (``merge``: a new factor joins a group whose factors enter the same component when that leaves
     no more conflicts -- the closure stays small when many factors do one thing, as forbidden ones)."""
-    s = _Search(maps, q0, k, threshold, [], [], [], work, components(maps), merge)
+    s = _Search(maps, q0, k, threshold, [], [], [], work, components(maps), merge, score, limit)
     for _ in range(MAX_ROUNDS):
         cl, tr = s.closure()
-        pair = _conflict(cl)
+        pair = conflict(cl)
         if pair is None:
             return s, ""
-        w1, w2 = _word(cl, pair[0]), _word(cl, pair[1])
+        w1, w2 = word_of(cl, pair[0]), word_of(cl, pair[1])
         if not s.refine(w1, w2):
             return None, (f"the class words {w1} and {w2} end in the same {k - 1} letters and hold every "
                           f"{k}-factor equally often (capped at {threshold}), yet reach different states")
         if len(s.windows) + len(s.factors) > MAX_PATTERNS:
-            raise _TooBig
-    raise _TooBig
+            raise TooBig
+    raise TooBig
+
+
+def _tries(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
+           total: int = MAX_WORK) -> tuple[_Search | None, str]:
+    """:func:`_search` with each of :data:`TRIES` in turn, in rounds of budgets (:data:`ROUNDS`), all
+    within the detection's (``work`` up to ``total``): the first that ends with a pair of words
+    nothing tells apart, or with a description of at most :data:`FEW_GROUPS` groups (else the one
+    with the fewest groups the tries found); TooBig when none ends."""
+    best: _Search | None = None
+    for part, (merge, score) in itertools.product(ROUNDS, TRIES):
+        if work[0] >= total:
+            break
+        try:
+            s, reason = _search(maps, q0, k, threshold, work, merge, score, min(total, work[0] + total * part // 16))
+        except TooBig:
+            continue
+        if s is None or len(set(s.groups)) <= FEW_GROUPS:
+            return s, reason
+        best = s if best is None or len(set(s.groups)) < len(set(best.groups)) else best
+    if best is None:
+        raise TooBig
+    return best, ""
 
 
 def _renumber(groups: list[int]) -> list[int]:
@@ -444,12 +353,9 @@ def _renumber(groups: list[int]) -> list[int]:
 
 def _simplify(s: _Search) -> None:
     """Drop the factors and windows the closure does not need, then merge groups while it stays a
-    function (module docstring)."""
-    for i in range(len(s.factors) - 1, -1, -1):
-        rest, groups = s.factors[:i] + s.factors[i + 1 :], _renumber(s.groups[:i] + s.groups[i + 1 :])
-        if rest and s.works(rest, groups):
-            s.factors, s.groups = rest, groups
-    s.groups = _renumber(s.groups)
+    function, then drop and shorten factors again (a merged group may hold one factor inside another;
+    module docstring)."""
+    _drop_factors(s)
     for p in sorted(s.windows, key=len, reverse=True):
         if not any(len(o) > len(p) and o[-len(p):] == p for o in s.windows):
             s.windows.remove(p)
@@ -461,6 +367,20 @@ def _simplify(s: _Search) -> None:
             if s.works(s.factors, trial):
                 s.groups = trial
                 break
+    _drop_factors(s)
+
+
+def _drop_factors(s: _Search) -> None:
+    """Drop each factor the closure does not need, then shorten each while it stays a function (the
+    plan's k is its longest factor's)."""
+    for i in range(len(s.factors) - 1, -1, -1):
+        rest, groups = s.factors[:i] + s.factors[i + 1 :], _renumber(s.groups[:i] + s.groups[i + 1 :])
+        if rest and s.works(rest, groups):
+            s.factors, s.groups = rest, groups
+    s.groups = _renumber(s.groups)
+    for i, f in enumerate(s.factors):
+        while len(f) > 1 and f[1:] not in s.factors and s.works(s.factors[:i] + [f[1:]] + s.factors[i + 1 :], s.groups):
+            f = s.factors[i] = f[1:]
 
 
 def _plan(a: Semiautomaton, s: _Search, classes: tuple[int, ...]) -> FactorPlan:
@@ -474,12 +394,13 @@ def _plan(a: Semiautomaton, s: _Search, classes: tuple[int, ...]) -> FactorPlan:
                       tuple(s.groups), tuple(k for k, _ in rows), tuple(q for _, q in rows))
 
 
-def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESHOLD) -> tuple[FactorPlan | None, str]:
+def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESHOLD,
+           budget: int = MAX_WORK) -> tuple[FactorPlan | None, str]:
     """The factor description with the smallest threshold, searched at k = ``max_k`` (a description
     with factors up to k holds with any larger k; the plan's k is its longest pattern's), or None
     and why there is none (module docstring).  Refusals: a letter with a cycle (not aperiodic),
     two words with equal features at ``max_k`` (a proof for every smaller k and threshold), or the
-    search's budget."""
+    search's ``budget`` (closure rows times letter classes, every threshold's tries together)."""
     name = a.name or "the automaton"
     if a.partial:
         return None, f"{name} is partial (factor descriptions are searched on complete automata)"
@@ -495,28 +416,26 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
     pair = refuted(maps, a.start, k, None)
     if pair is not None:
         return None, f"{name} is not locally threshold testable with k <= {k}: {witness(pair, k, None)}"
-    why = ""
+    why, work = "", [0]
     for t in range(1, max_threshold + 1):
         pair = refuted(maps, a.start, k, t)
         if pair is not None:
             why = witness(pair, k, t)
             continue
-        for merge in (False, True):  # factors in groups of their own, then merged as they go
-            try:
-                s, reason = _search(maps, a.start, k, t, [0], merge)  # a budget per try
-                break
-            except _TooBig:
-                why = f"gave up at threshold {t} over the search's budget ({MAX_WORK:,} closure rows, " \
-                      f"{MAX_PATTERNS} patterns)"
-        else:
+        try:
+            s, reason = _tries(maps, a.start, k, t, work, budget)
+        except TooBig:
+            why = f"gave up at threshold {t} over the search's budget ({budget:,} closure rows, " \
+                  f"{MAX_PATTERNS} patterns)"
             continue
         if s is None:
             why = reason
             continue
         if not s.factors:
             return None, f"{name} is definite: its last {k - 1} letters decide the state (no factor counts)"
+        s.limit = s.work[0] + budget * ROUNDS[-1] // 16  # simplifying has a try's budget of its own
         _simplify(s)
-        s.work[0] = 0  # the final closure is the proof: it runs whatever the search spent
+        s.work[0], s.limit = 0, MAX_WORK  # the final closure is the proof: it runs whatever the search spent
         plan = _plan(a, s, classes)
         return plan, (f"locally {'threshold ' * (t > 1)}testable with k = {plan.k}" + (f", t = {t}" if t > 1 else ""))
     return None, f"{name} is not locally threshold testable with k <= {max_k}, t <= {max_threshold}: {why}"

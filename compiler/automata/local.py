@@ -427,9 +427,10 @@ def _try_start(maps: np.ndarray, win: Windows, q0: int, mode: str, bound: int,
     else:
         n_classes, cls, init = 0, np.zeros_like(q), 0
     final: dict[tuple[int, ...], int] = {}
-    for qi, si, li, ci in zip(q.tolist(), s.tolist(), lam.tolist(), cls.tolist()):
-        if si == 0:
-            continue  # BOS: read out by no key
+    L, C = int(lam.max()) + 1, int(cls.max()) + 1  # q is a function of (s, lam, cls): one row per key
+    _, first = np.unique((s * L + lam) * C + cls, return_index=True)
+    first = first[s[first] != 0]  # BOS (s = 0): read out by no key
+    for si, li, ci, qi in zip(s[first].tolist(), lam[first].tolist(), cls[first].tolist(), q[first].tolist()):
         final[window_key(win.states[si], win.period) + ((li,) if event is not None else ())
               + ((ci,) if anchor_id is not None else ())] = qi
     local = []
@@ -477,12 +478,18 @@ def candidates(n_symbols: int, max_k: int = MAX_WINDOW, max_period: int = MAX_PE
     return sorted(pairs, key=lambda kp: ((n_symbols + 1) ** kp[0] * kp[1], kp[0]))
 
 
+def _size(plan: LocalPlan) -> int:
+    """What :func:`detect` compares plans of one depth by: their keys, final and local."""
+    return len(plan.final_keys) + len(plan.local_keys)
+
+
 def detect(a: Semiautomaton, max_k: int = MAX_WINDOW, max_period: int = MAX_PERIOD,
            modes: tuple[str, ...] = MODES) -> tuple[LocalPlan | None, str]:
     """The cheapest local description of ``a`` valid from every start, or None and why there
     is none within the limits: per mode the first (k, p) of :func:`candidates` that works,
     then the fewest layers and the smallest tables among the modes (the search stops at the
-    first one-layer description)."""
+    first one-layer description, and a mode at the first (k, p) whose local keys alone are as many
+    as a description found has keys: candidates come in order of window states)."""
     name = a.name or "the automaton"
     if a.n_states > MAX_STATES:
         return None, f"{name} has {a.n_states} states, over the local search's limit of {MAX_STATES}"
@@ -493,6 +500,8 @@ def detect(a: Semiautomaton, max_k: int = MAX_WINDOW, max_period: int = MAX_PERI
     found: list[tuple[LocalPlan, str]] = []
     for mode in modes:
         for k, p in candidates(a.n_symbols, max_k, max_period):
+            if found and len(windows(k, p, a.n_symbols).states) - 1 >= min(_size(f) for f, _ in found):
+                break  # its local keys alone make it no smaller than a plan found (as deep): nor the rest
             try:
                 plan = _try(a, k, p, mode, levels, cache)
             except _TooBig:
@@ -504,7 +513,7 @@ def detect(a: Semiautomaton, max_k: int = MAX_WINDOW, max_period: int = MAX_PERI
         if found and found[-1][0].layers == 1:
             break
     if found:
-        return min(found, key=lambda f: (f[0].layers, len(f[0].final_keys) + len(f[0].local_keys)))
+        return min(found, key=lambda f: (f[0].layers, _size(f[0])))
     why = (f"no description of the state by the last k <= {max_k} letters, the position mod p <= {max_period}, "
            f"a count of a local event and the latest local anchor is valid from every start state")
     if gave_up:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .factors import MAX_K, FactorPlan, detect
+from .factors import MAX_K, MAX_WORK, FactorPlan, detect
 from .spec import Semiautomaton
 
 TIER_KS = (4, MAX_K)
@@ -60,8 +60,8 @@ def detect_tier(a: Semiautomaton) -> tuple[FactorPlan | None, str]:
         return None, f"no letter of {name} changes a state (constant)"
     projected = Semiautomaton(name=f"{name} on its tier", states=a.states, start=a.start,
                               alphabet=tuple(a.alphabet[x] for x in letters), maps=tuple(a.maps[x] for x in letters))
-    for max_k in TIER_KS:
-        plan, why = detect(projected, max_k=max_k)
+    for max_k in TIER_KS:  # the detection's budget, shared
+        plan, why = detect(projected, max_k=max_k, budget=MAX_WORK // len(TIER_KS))
         if plan is not None:
             break
     if plan is None:

@@ -161,3 +161,74 @@ def test_a_bounded_stack_is_refused_by_a_witness_not_the_budget(spec):
             q = int(maps[c - 1, q])
         end.append(q)
     assert end[0] != end[1]
+
+
+def test_the_tracker_built_by_failure_links_is_the_definition():
+    """Every node's step, window class and factor counts equal the definition's (the longest suffix
+    that is a prefix of a pattern; the longest window it ends with; the factors it ends with), on
+    random patterns with pads."""
+    from compiler.automata.factor_closure import tracker
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        k, n = int(rng.integers(2, 6)), int(rng.integers(1, 5))
+        pats = {tuple(int(c) for c in rng.integers(1, n + 1, int(rng.integers(1, k + 1)))) for _ in range(6)}
+        pats.add((0,) + tuple(int(c) for c in rng.integers(1, n + 1, k - 1)))  # anchored at the start
+        windows = tuple(sorted({p[j:] for p in pats if len(p) < k for j in range(len(p))}))
+        factors = tuple(sorted(pats))
+        groups = tuple(i % 2 for i in range(len(factors)))
+        tr = tracker(k, n + 1, windows, factors, groups)
+        prefixes = sorted({p[:i] for p in (*windows, *factors) for i in range(len(p) + 1)}, key=lambda p: (len(p), p))
+        for i, p in enumerate(prefixes):
+            for c in range(n + 1):
+                x = p + (c,)
+                assert prefixes[tr.step[i, c]] == next(x[j:] for j in range(len(x) + 1) if x[j:] in prefixes)
+            assert tr.omega[i] == next((windows.index(p[j:]) + 1 for j in range(len(p)) if p[j:] in windows), 0)
+            for g in (0, 1):
+                assert tr.inc[i, g] == sum(p[j:] in factors and groups[factors.index(p[j:])] == g
+                                           for j in range(len(p)))
+
+
+def test_anchored_forbidden_factors_are_one_group_at_the_class_width():
+    """Strictly 6-local on 4 letters with two factors anchored at the start (the generator's seed 0):
+    the search finds the forbidden factors, in one group, and windows -- no count of a single letter,
+    which an early conflict between two short words would suggest."""
+    from compiler.automata.subregular_families import draw
+    language, a = draw("sl", k=6, letters=4, seed=0, threshold=2, tier=None, factors=None)
+    plan, why = detect(a)
+    assert plan is not None, why
+    assert (plan.k, plan.threshold, plan.n_groups, plan.layers) == (6, 1, 1, 2)
+    assert len(plan.factors) == len(language.patterns) and min(map(len, plan.factors)) == 6
+
+
+def test_a_threshold_is_refuted_on_the_automatons_own_runs():
+    """A count that tells 1 occurrence from 2 (LTT, t = 2, of a 6-factor on 16 letters): random
+    blocks rarely hold it; the pumped runs s w against s w w do.  The pair is a proof: equal windows
+    and equal counts of every 6-factor capped at 1, different states."""
+    from compiler.automata.factor_witnesses import refuted
+    from compiler.automata.factors import _class_maps
+    from compiler.automata.subregular_families import random_language
+    a = random_language("ltt", k=6, letters=16, seed=0)
+    maps, _ = _class_maps(a)
+    pair = refuted(maps, a.start, 6, 1)
+    assert pair is not None and refuted(maps, a.start, 6, 2) is None
+    w1, w2 = pair
+
+    def run(w):
+        q = a.start
+        for c in w:
+            q = int(maps[c - 1, q])
+        return q
+
+    def capped(w):
+        x = [0] * 5 + w
+        return {f: 1 for f in (tuple(x[i:i + 6]) for i in range(len(w)))}
+    assert run(w1) != run(w2) and capped(w1) == capped(w2) and w1[-5:] == w2[-5:]
+
+
+def test_a_description_with_a_count_per_factor_does_not_end_the_tries():
+    """Locally 4-testable on 64 letters (seed 0): one score ends with a count per anchored factor
+    (32 groups, 9.4M parameters); the tries go on and take the description of 2 factors."""
+    from compiler.automata.subregular_families import random_language
+    plan, why = detect(random_language("lt", k=4, letters=64, seed=0))
+    assert plan is not None, why
+    assert plan.layers == 2 and plan.n_groups <= 2 and len(plan.factors) <= 2
