@@ -53,6 +53,7 @@ from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramEr
 from .state import CertificateFailure, arrays
 from .residues import canonical_memory, live_heads, residue_groups
 from .walk import walk_heads
+from .windows import canonical_windows, window_settings
 
 NODE_BUDGET = 50_000
 """Largest number of (automaton state, program memory) pairs the search explores."""
@@ -309,8 +310,9 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
     clocked = sorted(n for n in positional if not all(isinstance(r, Match) and r.src == n for r in readers(n)))
     stable = max([1] + [h.stable for layer in heads for h in layer if h is not None])
     program = Program(ob, T, chains, heads, stable, [], positional, _clock(stable, [positional[n] for n in clocked], T))
-    program.canonical = canonical_memory(ob, ctx, groups, [f for layer, hs in zip(ob.layers, heads)
-                                                   for f, h in zip(layer.fetches, hs) if h is not None])
+    order = [f for layer, hs in zip(ob.layers, heads) for f, h in zip(layer.fetches, hs) if h is not None]
+    program.canonical = _then(canonical_memory(ob, ctx, groups, order),
+                              canonical_windows(window_settings(ob, ctx, T, order)))
     for chain in chains:
         for c in chain.composes:
             program.special[id(c)] = _compose_rule(program, chain, c)
@@ -331,6 +333,13 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
     program.start = (*starts, *(program.current[c.maps] for c in chains))
     program.latch = latch(ob, heads, program.claims, program.env(-1, 0))
     return program
+
+
+def _then(first: Callable[[Any], Any] | None, second: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+    """Two memory canonicalizations in a row (either may be None: none)."""
+    if first is None or second is None:
+        return first or second
+    return lambda memory: second(first(memory))
 
 
 def step(program: Program, memory: Any, letter: int, t: int) -> tuple[Any, Env]:

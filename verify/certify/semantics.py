@@ -113,9 +113,13 @@ def put(env: Env, name: str, value: Code) -> None:
 
 def integers(code: Code, what: str) -> tuple[int, ...]:
     """``code`` as integers (ProgramError when a value is not one)."""
-    if not all(float(v).is_integer() for v in code):
+    try:
+        out = tuple(map(int, code))
+    except (ValueError, OverflowError):  # NaN, infinity
+        raise ProgramError(f"{what} holds the non-integer code {code}") from None
+    if out != tuple(code):  # an integer equals its float exactly; a fraction does not
         raise ProgramError(f"{what} holds the non-integer code {code}")
-    return tuple(int(v) for v in code)
+    return out
 
 
 # --- heads: a memory per head --------------------------------------------------------------------
