@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -88,7 +89,7 @@ def add(env: Env, name: str, value: Code) -> None:
     """Add ``value`` into ``name``'s dims (in place)."""
     old = env.get(name)
     if type(old) is tuple and len(old) == len(value) and " + " not in name:  # one entry, as wide as the value
-        env[name] = tuple(o + v for o, v in zip(old, value))
+        env[name] = tuple(map(operator.add, old, value))
         return
     at = 0
     for base, i in _parts(name):
@@ -98,7 +99,7 @@ def add(env: Env, name: str, value: Code) -> None:
         if old is OPAQUE or old is None:
             raise NotCovered(f"a write into {base!r}, which holds no code there")
         if i is None:
-            env[base] = tuple(o + v for o, v in zip(old, value[at : at + len(old)]))
+            env[base] = tuple(map(operator.add, old, value[at : at + len(old)]))
             at += len(old)
         else:
             env[base] = (*old[:i], old[i] + value[at], *old[i + 1 :])
