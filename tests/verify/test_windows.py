@@ -14,9 +14,10 @@ from constructions import factors
 from verify.certify import certify
 from verify.certify import program as program_module
 from verify.certify.certificate import obligations_of
-from verify.certify.program import _fixed_values, build, step
-from verify.certify.semantics import read
+from verify.certify.program import _fixed_values, build
 from verify.certify.windows import FORGOTTEN
+
+from tests.verify.test_residues import side_by_side
 
 
 def _model(max_len: int = 12):
@@ -34,24 +35,10 @@ def test_the_lemmas_memory_reads_out_as_the_full_memory():
         mp.setattr(program_module, "window_settings", lambda *args: [])
         full = build(ob, model.max_len, _fixed_values(model))
     assert lemma.canonical is not None and full.canonical is None
-    out = " + ".join(ob.readout.reads)
-    stack, n, forgot, seen, seen_full = [(lemma.start, full.start, 0)], 0, 0, set(), set()
-    while stack:
-        ml, mf, t = stack.pop()
-        if t == 6:
-            continue
-        for x in range(model.automaton.n_symbols):
-            nl, el = step(lemma, ml, x, t + 1)
-            nl = lemma.canonical(nl)
-            nf, ef = step(full, mf, x, t + 1)
-            assert read(el, out) == read(ef, out), (t + 1, x)
-            forgot += any(v == FORGOTTEN for part in nl if isinstance(part, tuple) for v in part)
-            seen.add(nl)
-            seen_full.add(nf)
-            n += 1
-            stack.append((nl, nf, t + 1))
-    assert n == sum(4**i for i in range(1, 7)) and forgot > 0
-    assert len(seen) < len(seen_full) // 2
+    pairs = side_by_side(lemma, full, " + ".join(ob.readout.reads), model.automaton.n_symbols, 6)
+    assert len(pairs) == sum(4**i for i in range(1, 7))
+    assert any(v == FORGOTTEN for nl, _ in pairs for part in nl if isinstance(part, tuple) for v in part)
+    assert len({nl for nl, _ in pairs}) < len({nf for _, nf in pairs}) // 2
 
 
 def test_a_model_wrong_on_one_rare_window_is_refused(monkeypatch):
