@@ -31,24 +31,30 @@ def test_the_lemmas_memory_reads_out_as_the_full_memory():
         mp.setattr(program_module, "residue_groups", lambda ob, ctx: [])
         full = build(ob, model.max_len, _fixed_values(model))
     assert lemma.canonical is not None and full.canonical is None
-    out = " + ".join(ob.readout.reads)
-    stack, n, dead, forgot, seen = [(lemma.start, full.start, 0)], 0, 0, 0, set()
+    pairs = side_by_side(lemma, full, " + ".join(ob.readout.reads), model.automaton.n_symbols, 6)
+    dead = sum(any(v is DEAD for part in nl if isinstance(part, tuple) for v in part) for nl, _ in pairs)
+    forgot = sum(any(v == FORGOTTEN for part in nl if isinstance(part, tuple) for v in part) for nl, _ in pairs)
+    assert len(pairs) == sum(4**i for i in range(1, 7)) and dead > 0 and forgot > 0
+    assert len({nl for nl, _ in pairs}) < len(pairs) // 4
+
+
+def side_by_side(lemma, full, out: str, letters: int, depth: int) -> list:
+    """Every input of length <= ``depth``, run by two builds of one program (under some lemma, and
+    under the heads' own semantics): the readouts ``out`` agree at every position; returns the
+    (lemma's, full) memories after each input."""
+    stack, pairs = [(lemma.start, full.start, 0)], []
     while stack:
         ml, mf, t = stack.pop()
-        if t == 6:
+        if t == depth:
             continue
-        for x in range(model.automaton.n_symbols):
+        for x in range(letters):
             nl, el = step(lemma, ml, x, t + 1)
             nl = lemma.canonical(nl)
             nf, ef = step(full, mf, x, t + 1)
             assert read(el, out) == read(ef, out), (t + 1, x)
-            dead += any(v is DEAD for part in nl if isinstance(part, tuple) for v in part)
-            forgot += any(v == FORGOTTEN for part in nl if isinstance(part, tuple) for v in part)
-            seen.add(nl)
-            n += 1
+            pairs.append((nl, nf))
             stack.append((nl, nf, t + 1))
-    assert n == sum(4**i for i in range(1, 7)) and dead > 0 and forgot > 0
-    assert len(seen) < n // 4
+    return pairs
 
 
 def _head(j: int, M: int = 3):

@@ -71,7 +71,7 @@ class StepCache:
         names = self.names.get(id(o))
         if names is None:
             names = self.names[id(o)] = entries(o)
-        key = (id(o), names, tuple(env.get(n) for n in names))
+        key = (id(o), names, tuple(map(env.get, names)))
         got = self.done.get(key)
         if got is None:
             rec = _Recording(env)
@@ -79,7 +79,7 @@ class StepCache:
             touched = rec.seen | {n for n in set(rec) | set(env) if dict.get(rec, n, _ABSENT) != env.get(n, _ABSENT)}
             if not touched <= set(names):  # a name the declaration does not list: key on it from now on
                 names = self.names[id(o)] = tuple(sorted(touched | set(names)))
-                key = (id(o), names, tuple(env.get(n) for n in names))
+                key = (id(o), names, tuple(map(env.get, names)))
             got = self.done[key] = tuple((n, dict.__getitem__(rec, n)) for n in names if n in dict.keys(rec))
         env.update(got)
 
@@ -102,7 +102,7 @@ class HeadCache:
         names = self.names.get(id(f))
         if names is None:
             names = self.names[id(f)] = entries(f)
-        key = (id(f), names, memory, tuple(env.get(n) for n in names), min(t, h.stable))
+        key = (id(f), names, memory, tuple(map(env.get, names)), min(t, h.stable))
         got = self.done.get(key)
         if got is not None:
             calls[1] += 1
@@ -111,6 +111,6 @@ class HeadCache:
         got = h.step(memory, rec, t)
         if not rec.seen <= set(names):  # a name the declaration does not list: key on it from now on
             names = self.names[id(f)] = tuple(sorted(rec.seen | set(names)))
-            key = (id(f), names, memory, tuple(env.get(n) for n in names), min(t, h.stable))
+            key = (id(f), names, memory, tuple(map(env.get, names)), min(t, h.stable))
         self.done[key] = got
         return got

@@ -53,6 +53,7 @@ from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramEr
 from .state import CertificateFailure, arrays
 from .residues import canonical_memory, live_heads, residue_groups
 from .walk import walk_heads
+from .windows import canonical_windows, window_settings
 
 NODE_BUDGET = 50_000
 """Largest number of (automaton state, program memory) pairs the search explores."""
@@ -154,6 +155,9 @@ class Program:
     memo: StepCache = field(default_factory=StepCache)
     head_memo: HeadCache = field(default_factory=HeadCache)
     """The MLP steps' cache (:mod:`.memo`); a layer whose MLP holds a scan's composition runs uncached."""
+    uncached: dict[int, bool] = field(default_factory=dict)  # per layer: its MLP runs a special rule
+    readouts: dict[Any, Any] = field(default_factory=dict)
+    """What each readout code (as read) says: its table entry, or the code itself."""
     canonical: Callable[[Any], Any] | None = None
     """One memory of each class whose readouts agree on every continuation (:func:`.residues.canonical_memory`)."""
 
@@ -309,8 +313,9 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
     clocked = sorted(n for n in positional if not all(isinstance(r, Match) and r.src == n for r in readers(n)))
     stable = max([1] + [h.stable for layer in heads for h in layer if h is not None])
     program = Program(ob, T, chains, heads, stable, [], positional, _clock(stable, [positional[n] for n in clocked], T))
-    program.canonical = canonical_memory(ob, ctx, groups, [f for layer, hs in zip(ob.layers, heads)
-                                                   for f, h in zip(layer.fetches, hs) if h is not None])
+    order = [f for layer, hs in zip(ob.layers, heads) for f, h in zip(layer.fetches, hs) if h is not None]
+    program.canonical = _then(canonical_memory(ob, ctx, groups, order),
+                              canonical_windows(window_settings(ob, ctx, T, order)))
     for chain in chains:
         for c in chain.composes:
             program.special[id(c)] = _compose_rule(program, chain, c)
@@ -331,6 +336,21 @@ def build(ob: Obligations, T: int, fixed: Callable[[str], np.ndarray | None]) ->
     program.start = (*starts, *(program.current[c.maps] for c in chains))
     program.latch = latch(ob, heads, program.claims, program.env(-1, 0))
     return program
+
+
+def _then(first: Callable[[Any], Any] | None, second: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+    """Two memory canonicalizations in a row (either may be None: none)."""
+    if first is None or second is None:
+        return first or second
+    return lambda memory: second(first(memory))
+
+
+def _special(program: Program, l: int, layer: Layer) -> bool:
+    """Whether layer l's MLP holds a step with a special rule (a scan's composition: run uncached);
+    asked once per layer (the rules are fixed once the program is built)."""
+    if l not in program.uncached:
+        program.uncached[l] = any(id(o) in program.special for o in layer.mlp_leaves())
+    return program.uncached[l]
 
 
 def step(program: Program, memory: Any, letter: int, t: int) -> tuple[Any, Env]:
@@ -354,7 +374,7 @@ def step(program: Program, memory: Any, letter: int, t: int) -> tuple[Any, Env]:
             add(after, h.dst, value)
             mark_far(after, h.dst, value)
         if layer.mlp is not None:
-            if any(id(o) in program.special for o in layer.mlp_leaves()):
+            if _special(program, l, layer):
                 run_mlp(layer.mlp, after, program.special)
             else:
                 program.memo.run(layer.mlp, after, program.special)
@@ -416,10 +436,14 @@ def _outcome(program: Program, cache: dict[Any, Any], memory: Any, x: int, t: in
         new, env = step(program, memory, x, t)
         if program.canonical is not None:
             new = program.canonical(new)
-        code = integers(read(env, " + ".join(program.ob.readout.reads)), "the readout")
+        raw = read(env, " + ".join(program.ob.readout.reads))
+        said = program.readouts.get(raw)
+        if said is None:  # each readout code decoded once (a one-hot over many states is long)
+            code = integers(raw, "the readout")
+            said = program.readouts[raw] = program.ob.readout.table.get(code, code)
         if program.latch is not None and new[program.latch[0]]:
             new = SETTLED
-        cache[key] = (new, program.ob.readout.table.get(code, code))
+        cache[key] = (new, said)
     return cache[key]
 
 

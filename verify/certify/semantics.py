@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -88,7 +89,7 @@ def add(env: Env, name: str, value: Code) -> None:
     """Add ``value`` into ``name``'s dims (in place)."""
     old = env.get(name)
     if type(old) is tuple and len(old) == len(value) and " + " not in name:  # one entry, as wide as the value
-        env[name] = tuple(o + v for o, v in zip(old, value))
+        env[name] = tuple(map(operator.add, old, value))
         return
     at = 0
     for base, i in _parts(name):
@@ -98,7 +99,7 @@ def add(env: Env, name: str, value: Code) -> None:
         if old is OPAQUE or old is None:
             raise NotCovered(f"a write into {base!r}, which holds no code there")
         if i is None:
-            env[base] = tuple(o + v for o, v in zip(old, value[at : at + len(old)]))
+            env[base] = tuple(map(operator.add, old, value[at : at + len(old)]))
             at += len(old)
         else:
             env[base] = (*old[:i], old[i] + value[at], *old[i + 1 :])
@@ -113,9 +114,13 @@ def put(env: Env, name: str, value: Code) -> None:
 
 def integers(code: Code, what: str) -> tuple[int, ...]:
     """``code`` as integers (ProgramError when a value is not one)."""
-    if not all(float(v).is_integer() for v in code):
+    try:
+        out = tuple(map(int, code))
+    except (ValueError, OverflowError):  # NaN, infinity
+        raise ProgramError(f"{what} holds the non-integer code {code}") from None
+    if out != tuple(code):  # an integer equals its float exactly; a fraction does not
         raise ProgramError(f"{what} holds the non-integer code {code}")
-    return tuple(int(v) for v in code)
+    return out
 
 
 # --- heads: a memory per head --------------------------------------------------------------------
