@@ -236,11 +236,11 @@ def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], 
     """The blocks.  Each MLP = [decode this block's components | round fetched old values],
     then one stage per nesting depth of in-network views, then [next block's inputs | readout];
     ``flat``: the same MLP as one staircase of two hidden layers (:mod:`.krohn_rhodes_flat`, which
-    states the default MLP's obligation)."""
+    states the default MLP's obligation less the codes no other block reads)."""
     views = {v.name: v for v in cascade.views}
     sizes = _sizes(cascade)
     L = sched.n_blocks
-    blocks = []
+    blocks: list[Block] = []
     for b in range(1, L + 1):
         heads, first = _attention(b, cascade, sched, lay, init, max_len)
         old_here = [v for v in sched.old_views if sched.view_block[v] == b]
@@ -251,11 +251,19 @@ def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], 
             stages.append([_view_mlp(views[v], "old", sizes, lay) for v in old_here if sched.old_stage[v] == k]
                           + [_view_mlp(views[v], "new", sizes, lay) for v in new_here if sched.new_stage[v] == k])
         stages.append(_lookups(b, cascade, sched, lay))
-        mlp = _stack(stages, f"block{b}.mlp", lay.ws)
-        if flat and mlp is not None:
-            mlp = flat_mlp(b, cascade, sched, lay, init, max_len, lay.blocks.mass, mlp.obligation)
-        blocks.append(Block(heads, mlp))
-    return blocks
+        blocks.append(Block(heads, _stack(stages, f"block{b}.mlp", lay.ws)))
+    if not flat:
+        return blocks
+    reads = [read_by(block) for block in blocks]
+    return [Block(block.heads, None if block.mlp is None else flat_mlp(
+        b, cascade, sched, lay, init, max_len, lay.blocks.mass, block.mlp.obligation,
+        set().union(*(r for i, r in enumerate(reads, 1) if i != b)))) for b, block in enumerate(blocks, 1)]
+
+
+def read_by(block: Block) -> set[str]:
+    """The subspace names a block's heads and MLP read, by their obligations."""
+    parts = [*block.heads, *([] if block.mlp is None else [block.mlp])]
+    return {n for p in parts if p.obligation is not None for n in p.obligation.names_read()}
 
 
 def _sizes(cascade: Cascade) -> dict[str, int]:

@@ -15,6 +15,7 @@ layer): 3 blocks for that level."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable
 
@@ -24,7 +25,8 @@ from compiler.automata.cascade import Cascade
 
 from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
 from .krohn_rhodes_layout import Layout, Schedule, TablePlan, input_update
-from .program import MLP
+from .obligations import Lookup, Modular, Steps
+from .program import MLP, obligation_name
 from .workspace import Subspace
 
 
@@ -56,11 +58,11 @@ class _Gates:
         return len(self.inputs) - 1
 
 
-def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gates) -> list[Stair]:
-    """A counter's decode (Lemma 15): ``new`` = X mod n, ``old`` = (X - increment) mod n."""
+def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gates, old: bool) -> list[Stair]:
+    """A counter's decode (Lemma 15): ``new`` = X mod n and, with ``old``, ``old`` = (X - increment) mod n."""
     X, n = np.arange(high + 1), c.size
     stairs = [Stair(d["new"], ramp, (), {(): (X % n)[:, None].astype(np.float64)})]
-    if "old" in d:
+    if old:
         inc = gates.code(d["inc"], n)
         stairs.append(Stair(d["old"], ramp, (inc,), {(k,): ((X - k) % n)[:, None].astype(np.float64)
                                                       for k in range(n)}))
@@ -121,30 +123,76 @@ def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, s
     return StairLookup(out, tuple(reads), table)
 
 
+def _kept_old(b: int, cascade: Cascade, sched: Schedule, lay: Layout, tables: list,
+              read_elsewhere: set[str] | frozenset[str]) -> set[str]:
+    """Block b's counters whose value before the update the staircase writes: those another block
+    reads (a table of a later level keyed by it) or a joint lookup of this block reads off its
+    code stair.  The other tables read it off the ramp, through the increment's gate, so its
+    ``old`` code is written for nobody and left out (its units are n (T + 1) per counter)."""
+    fresh = {c.name for c in cascade.components if sched.block_of[c.name] == b and "old" in lay.subs[c.name]}
+    joint = {k for plan, _, _, _, new in tables if not new and sum(k in fresh for k in plan.keys) > 1
+             for k in plan.keys if k in fresh}
+    return {k for k in fresh if k in joint or obligation_name(lay.subs[k]["old"]) in read_elsewhere}
+
+
+def _without_old(obligation, dropped: dict[str, tuple[str, str, int]], letter: str):
+    """``obligation`` (the default block's steps) less the ``old`` codes in ``dropped`` (name ->
+    the counter's ``new`` and ``inc`` names, its modulus): each such decode
+    (:class:`~.obligations.Modular`) states its ``new`` code only, and a lookup keyed by the
+    ``old`` code v is keyed by (``new``, ``inc``) instead, at every pair with new - inc = v mod n --
+    the same function, as the staircase computes it (the value before the update off the ramp,
+    through the increment's gate)."""
+    if not dropped or not isinstance(obligation, Steps):
+        return obligation
+    steps = []
+    for st in obligation.steps:
+        if isinstance(st, Modular) and st.minus_out in dropped:
+            st = replace(st, minus=None, minus_out=None)
+        elif isinstance(st, Lookup):
+            for name in [r for r in st.reads if r in dropped]:
+                st = _rekeyed(st, letter, name, *dropped[name])
+        steps.append(st)
+    return replace(obligation, steps=tuple(steps))
+
+
+def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int) -> Lookup:
+    """Lookup ``st`` with its one-dim read ``old`` replaced by the two reads (``new``, ``inc``):
+    key (..., v, ...) becomes every (..., a, d, ...) with (a - d) mod n = v."""
+    i = st.reads.index(old)
+    assert letter not in st.reads[:i], "one-dim codes before the letter: the old code's key position is i"
+    table = {key[:i] + (a, (a - key[i]) % n) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)}
+    return replace(st, reads=st.reads[:i] + (new, inc) + st.reads[i + 1 :], table=table)
+
+
 def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
-             mass: int, obligation) -> MLP:
+             mass: int, obligation, read_elsewhere: set[str] | frozenset[str] = frozenset()) -> MLP:
     """Block b's MLP as one staircase: its counters' decodes, then the next block's input tables (and
-    the readout in the last block), stating ``obligation`` (the default block's)."""
+    the readout in the last block), stating ``obligation`` (the default block's) less the ``old``
+    codes that no other block (``read_elsewhere``: the names they read) nor a joint lookup reads."""
     sizes = {c.name: c.size for c in cascade.components}
     gates = _Gates(lay.tok)
     ramps: list[Ramp] = []
     fresh: dict[str, tuple[int, int, Subspace]] = {}
     stairs: list[Stair] = []
     code_stair: dict[tuple[str, str], int] = {}
-    for c in cascade.components:
-        if sched.block_of[c.name] == b:
-            d, high = lay.subs[c.name], counter_high(c.size, max_len)
-            fresh[c.name] = (len(ramps), high, d["mean"])
-            ramps.append(Ramp(d["mean"], float(mass), init[c.name], high))
-            for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates)):
-                code_stair[(c.name, role)] = len(stairs)
-                stairs.append(st)
     tables: list[tuple[TablePlan, Subspace, Callable[[Any], np.ndarray], bool, bool]] = [
         (sched.inputs[c.name], lay.input_out(c), partial(input_update, c), True, False)
         for c in cascade.components if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1]
     if b == sched.n_blocks:
         eye = np.eye(len(lay.state))
         tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
+    kept = _kept_old(b, cascade, sched, lay, tables, read_elsewhere)
+    dropped: dict[str, tuple[str, str, int]] = {}
+    for c in cascade.components:
+        if sched.block_of[c.name] == b:
+            d, high = lay.subs[c.name], counter_high(c.size, max_len)
+            fresh[c.name] = (len(ramps), high, d["mean"])
+            ramps.append(Ramp(d["mean"], float(mass), init[c.name], high))
+            if "old" in d and c.name not in kept:
+                dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size)
+            for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in kept)):
+                code_stair[(c.name, role)] = len(stairs)
+                stairs.append(st)
     joints = []
     for plan, out, row_of, keyed, new in tables:
         if sum(k in fresh for k in plan.keys) > 1:
@@ -160,5 +208,6 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     stairs = [Stair(st.out, st.ramp, tuple(renumber[i] for i in st.gates), st.values) for st in stairs]
     joints = [StairLookup(j.out, tuple((k, renumber[i] if k == "gate" else i) for k, i in j.reads), j.table)
               for j in joints]
-    return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, obligation,
+    declared = _without_old(obligation, dropped, obligation_name(lay.tok))
+    return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, declared,
                          {"counters": sorted(fresh)}, tuple(joints))
