@@ -97,7 +97,8 @@ from .gadgets import (
     staircase_margin,
 )
 from .gadgets.lookups import lookup_obligation
-from .krohn_rhodes_flat import counter_high, flat_mlp, flat_refusal
+from .krohn_rhodes_flat import (add_one_hots, counter_high, flat_mlp, flat_refusal, one_hot_readout_keys,
+                                one_hot_unembedding)
 from .obligations import Beside, Lookup, Readout, Steps
 from .positions import KINDS
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse, fused_obligation, obligation_name
@@ -414,14 +415,19 @@ def build(automaton: Semiautomaton, cascade: Cascade, options: BuildOptions) -> 
     _check_positions(automaton, sched, positions)
     flat = options.one_hidden_layer and flat_refusal(cascade, sched) is None
     lay = allocate(automaton, cascade, sched, T, positions)
+    hot = one_hot_readout_keys(cascade, sched) if flat else []
+    add_one_hots(lay, hot, _sizes(cascade))
     W_E, W_pos = embedding(automaton, cascade, sched, lay, init, T)
     blocks = embed(cascade, sched, lay, init, T, flat)
     W_U = np.zeros((lay.ws.d_model, automaton.n_states))
     W_U[list(lay.state.dims), np.arange(automaton.n_states)] = 1.0
+    readout = readout_table(lay)
+    if hot:
+        W_U, readout = one_hot_unembedding(lay, sched, automaton.n_states)
     prec = precision(cascade, sched, lay, T, eps, flat)
     warnings = _warnings(prec, T)
     meta = _meta(cascade, sched, lay, blocks, prec, warnings) | ({ONE_HIDDEN_LAYER: True} if flat else {})
-    declared = Declaration(NAME, tracked(lay), readout_table(lay), joint=configurations(
+    declared = Declaration(NAME, tracked(lay), readout, joint=configurations(
         cascade, lay, tuple(init[c.name] for c in comps), automaton.n_symbols))
     return Program(lay.ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states), declaration=declared), meta
 

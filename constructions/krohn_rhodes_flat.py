@@ -7,11 +7,13 @@ The staircase reads the block's prefix sums X (every threshold of X: width O(n T
 and, as exact gates, the letter, the codes of components decoded in earlier blocks and a
 counter's increment (for its value before the update); it writes what the default block's MLP
 writes -- the decoded codes, the next block's increments, the readout -- and states the same
-obligation, so the certificate checks the same program.  A cascade is built so only when every
-component is a counter and no view is evaluated in the network (:func:`flat_refusal`); otherwise
-the default build is used and unfolded.  A table of two or more counters decoded in the same
-block is a :class:`StairLookup` in a third hidden layer (its one-hots read off the exact second
-layer): 3 blocks for that level."""
+obligation, so the certificate checks the same program, less what nobody reads: a counter's value
+before the update that no other block reads as a code (:func:`_without_old`).  A cascade is built
+so only when every component is a counter and no view is evaluated in the network
+(:func:`flat_refusal`); otherwise the default build is used and unfolded.  A table of two or more
+counters decoded in the same block is a :class:`StairLookup` in a third hidden layer (its one-hots
+read off the exact second layer): 3 blocks for that level -- except the readout, whose keys the
+staircase writes as one-hots for the unembedding to sum (:func:`one_hot_readout_keys`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from compiler.automata.cascade import Cascade
 
 from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
 from .krohn_rhodes_layout import Layout, Schedule, TablePlan, input_update
-from .obligations import Lookup, Modular, Steps
+from .obligations import Lookup, Modular, Readout, Steps
 from .program import MLP, obligation_name
 from .workspace import Subspace
 
@@ -42,6 +44,39 @@ def flat_refusal(cascade: Cascade, sched: Schedule) -> str | None:
     if sched.old_views or sched.new_views:
         return "views evaluated in the network"
     return None
+
+
+def one_hot_readout_keys(cascade: Cascade, sched: Schedule) -> list[str]:
+    """The readout's keys when the last block's staircase writes each as a one-hot for the
+    unembedding to sum (``kr:<c>.hot``; empty: the readout is a lookup in the MLP).  Taken where
+    the lookup would read two or more counters decoded in the last block (a joint lookup: a third
+    hidden layer, one more standard block) and every state is read out from one configuration:
+    the state q's logit, the number of keys at q's values, is then the number of keys k, every
+    other state's at most k - 1 (margin 1, the one-hot's)."""
+    plan, L = sched.readout, sched.n_blocks
+    states = list(plan.rows.values())
+    if sum(sched.block_of.get(k) == L for k in plan.keys) < 2 or len(set(states)) < len(states):
+        return []
+    return list(plan.keys)
+
+
+def add_one_hots(lay: Layout, keys: list[str], sizes: dict[str, int]) -> None:
+    """Allocate ``kr:<c>.hot`` (a one-hot of c's updated value) for each readout key."""
+    for k in keys:
+        lay.subs[k]["hot"] = lay.ws.add(f"kr:{k}.hot", sizes[k])
+
+
+def one_hot_unembedding(lay: Layout, sched: Schedule, n_states: int) -> tuple[np.ndarray, Readout]:
+    """W_U summing the keys' one-hots at each state's values, and its readout obligation: the
+    one-hots of a reached configuration read as its state."""
+    W_U = np.zeros((lay.ws.d_model, n_states))
+    table = {}
+    for (vals, _), q in sched.readout.rows.items():
+        hots = [lay.subs[k]["hot"] for k in sched.readout.keys]
+        for sub, v in zip(hots, vals):
+            W_U[sub.dims[v], q] = 1.0
+        table[tuple(int(x) for sub, v in zip(hots, vals) for x in np.eye(len(sub), dtype=np.int64)[v])] = int(q)
+    return W_U, Readout(tuple(obligation_name(lay.subs[k]["hot"]) for k in sched.readout.keys), table)
 
 
 class _Gates:
@@ -100,6 +135,32 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
             F = values.setdefault(gk, np.zeros((high + 1, len(out))))
             F[(X - dk) % n == vals[at]] = row
     return Stair(out, None if at is None else fresh[keys[at]][0], tuple(g_idx), values)
+
+
+def _one_hot_stair(d: dict[str, Subspace], n: int, fresh: tuple[int, int, Subspace] | None, gates: _Gates) -> Stair:
+    """A readout key's one-hot ``hot`` of its updated value: off its ramp (decoded in this block,
+    X mod n) or a lookup of its ``new`` code's gate."""
+    eye = np.eye(n)
+    if fresh is None:
+        return Stair(d["hot"], None, (gates.code(d["new"], n),), {(v,): eye[v][None] for v in range(n)})
+    ramp, high, _ = fresh
+    return Stair(d["hot"], ramp, (), {(): eye[np.arange(high + 1) % n]})
+
+
+def _one_hot_lookup(d: dict[str, Subspace], n: int) -> Lookup:
+    """The obligation of :func:`_one_hot_stair`: ``hot`` = the one-hot of the ``new`` code."""
+    eye = np.eye(n)
+    return Lookup(d["hot"].name, (obligation_name(d["new"]),), obligation_name(d["hot"]),
+                  {(v,): eye[v] for v in range(n)})
+
+
+def _one_hot_steps(obligation, state: str, lookups: list[Lookup]):
+    """``obligation`` (the last block's steps) with its readout lookup into ``state`` replaced by
+    the keys' one-hot lookups (the unembedding sums them: :func:`one_hot_unembedding`)."""
+    assert isinstance(obligation, Steps), "the last block's default MLP is decodes then lookups"
+    steps = [st for st in obligation.steps if not (isinstance(st, Lookup) and st.out == state)]
+    assert len(steps) == len(obligation.steps) - 1, "one readout lookup"
+    return replace(obligation, steps=(*steps, *lookups))
 
 
 def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, str], int], lay: Layout,
@@ -178,7 +239,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     tables: list[tuple[TablePlan, Subspace, Callable[[Any], np.ndarray], bool, bool]] = [
         (sched.inputs[c.name], lay.input_out(c), partial(input_update, c), True, False)
         for c in cascade.components if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1]
-    if b == sched.n_blocks:
+    hot = b == sched.n_blocks and all("hot" in lay.subs[k] for k in sched.readout.keys)
+    if b == sched.n_blocks and not hot:
         eye = np.eye(len(lay.state))
         tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
     kept = _kept_old(b, cascade, sched, lay, tables, read_elsewhere)
@@ -193,6 +255,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
             for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in kept)):
                 code_stair[(c.name, role)] = len(stairs)
                 stairs.append(st)
+    if hot:
+        stairs += [_one_hot_stair(lay.subs[k], sizes[k], fresh.get(k), gates) for k in sched.readout.keys]
     joints = []
     for plan, out, row_of, keyed, new in tables:
         if sum(k in fresh for k in plan.keys) > 1:
@@ -209,5 +273,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     joints = [StairLookup(j.out, tuple((k, renumber[i] if k == "gate" else i) for k, i in j.reads), j.table)
               for j in joints]
     declared = _without_old(obligation, dropped, obligation_name(lay.tok))
+    if hot:
+        declared = _one_hot_steps(declared, obligation_name(lay.state), [
+            _one_hot_lookup(lay.subs[k], sizes[k]) for k in sched.readout.keys])
     return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, declared,
                          {"counters": sorted(fresh)}, tuple(joints))

@@ -131,3 +131,23 @@ def test_a_rekeyed_table_that_is_wrong_at_one_pair_is_refused(monkeypatch):
     cert = certify(model)
     assert cert.certified is False
     assert "block1.mlp" in cert.failure["where"], cert.failure
+
+
+def test_a_readout_of_two_fresh_counters_sums_their_one_hots_in_the_unembedding():
+    """C2³: the last (only) block decodes three counters the readout reads together; the staircase
+    writes each one's one-hot and the unembedding sums them (the state's logit 3, any other's at
+    most 2), so no joint lookup: 2 blocks, not 3, certified; one weight of the sum lowered (the
+    state 0.0.0 then ties with its neighbours where the first counter is 0) is refused."""
+    model = compiler.compile_automaton(build("cyclic-product:2,2,2"), max_len=16, method="krohn-rhodes",
+                                       shape="standard")
+    assert len(model.blocks) == 2 and model.meta["shape"]["blocks"] == 2
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
+    model = compiler.compile_automaton(build("cyclic-product:2,2,2"), max_len=16, method="krohn-rhodes",
+                                       one_hidden_layer=True)  # the staircase itself, not its unfolding
+    assert certify(model).certified is True
+    hot = model.meta["subspaces"]["kr:h1.b0.count0.0.hot"]
+    with torch.no_grad():
+        model.W_U[hot[0], 0] = 0.0
+    cert = certify(model)
+    assert cert.certified is False and "readout" in str(cert.failure), cert.failure
