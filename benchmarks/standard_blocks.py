@@ -48,7 +48,8 @@ level (a joint lookup in a third hidden layer; the readout needs none: the last 
 counter's one-hot and the unembedding sums them): the cyclic groups take 2 (was 6; C6 as a
 product of two cyclic factors side by side, same blocks, fewer parameters), C2² and C2³ 2, D6 4,
 A4 4, D8 and Q8 5, S4 6 (the scan's 7 has fewer parameters). A counter's value before the update
-is decoded only where another block reads it (A4's widest MLP 1,421 -> 1,020 units). The legal
+is decoded only where another block reads it (A4's widest MLP 1,421 -> 1,020 units), and the
+readout of several keys is their one-hots summed (D6's last MLP 609 -> 205 units). The legal
 Dyck stack takes 2, as SGD's:
 its depths are 0..D, so its decode is one hidden layer of threshold pairs (the one-layer lookup of
 x + (D + 1) bos) whose rounding stays far inside the last-push heads' precision, and its stack

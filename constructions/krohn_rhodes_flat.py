@@ -49,13 +49,16 @@ def flat_refusal(cascade: Cascade, sched: Schedule) -> str | None:
 def one_hot_readout_keys(cascade: Cascade, sched: Schedule) -> list[str]:
     """The readout's keys when the last block's staircase writes each as a one-hot for the
     unembedding to sum (``kr:<c>.hot``; empty: the readout is a lookup in the MLP).  Taken where
-    the lookup would read two or more counters decoded in the last block (a joint lookup: a third
-    hidden layer, one more standard block) and every state is read out from one configuration:
-    the state q's logit, the number of keys at q's values, is then the number of keys k, every
-    other state's at most k - 1 (margin 1, the one-hot's)."""
+    the lookup reads a counter decoded in the last block and another key -- a second such counter
+    (a joint lookup: a third hidden layer, one more standard block) or an earlier block's (a stair
+    per code of it: n (T + 1) units, where a fresh key's one-hot shares its ``new`` code's units and
+    a stale key's is n) -- and every state is read out from one configuration: the state q's logit,
+    the number of keys at q's values, is then the number of keys k, every other state's at most
+    k - 1 (margin 1, the one-hot's)."""
     plan, L = sched.readout, sched.n_blocks
     states = list(plan.rows.values())
-    if sum(sched.block_of.get(k) == L for k in plan.keys) < 2 or len(set(states)) < len(states):
+    fresh = sum(sched.block_of.get(k) == L for k in plan.keys)
+    if not fresh or len(plan.keys) < 2 or len(set(states)) < len(states):
         return []
     return list(plan.keys)
 
