@@ -43,17 +43,22 @@ What the rows say. In standard blocks 16 of the 19 paper rows are at or below th
 (8 before the staircases), against 19 of 19 in attention layers. A cascade of counters is built
 with each block's MLP as one staircase (`gadgets/staircase.py`: ramps at every threshold of the
 prefix sum, then units gated by the exact letter and codes, exactly 0 or 1, with the next lookups
-fused in), so a level is 2 standard blocks, 3 where a table reads two counters of that level (a
-joint lookup in a third hidden layer): the cyclic groups take 2 (was 6; C6 and C2² as a product
-of two cyclic factors side by side, same blocks, fewer parameters), C2³ 3, D6 4, D8, Q8 and A4 5,
-S4 7 (a tie with the scan, which has fewer parameters). The legal Dyck stack takes 2, as SGD's:
+fused in), so a level is 2 standard blocks, 3 where an input table reads two counters of that
+level (a joint lookup in a third hidden layer; the readout needs none: the last block writes each
+counter's one-hot and the unembedding sums them): the cyclic groups take 2 (was 6; C6 as a
+product of two cyclic factors side by side, same blocks, fewer parameters), C2² and C2³ 2, D6 4,
+A4 4, D8 and Q8 5, S4 6 (the scan's 7 has fewer parameters). A counter's value before the update
+is decoded only where another block reads it (A4's widest MLP 1,421 -> 1,020 units), and the
+readout of several keys is their one-hots summed (D6's last MLP 609 -> 205 units). The legal
+Dyck stack takes 2, as SGD's:
 its depths are 0..D, so its decode is one hidden layer of threshold pairs (the one-layer lookup of
 x + (D + 1) bos) whose rounding stays far inside the last-push heads' precision, and its stack
 levels, read by the readout alone, one layer of step pairs. Every standard model of the 19 is
 certified end to end (the gridworlds' through the walk lemma, `verify/certify/walk.py`).
 The price is width: O(n T) units per counter, carried in scratch residual dims once unfolded,
 so the parameters grow (C8: 2.2M at T = 100, 54M at 512; the default's 8.6k). TransformerLens
-pads every block to the widest (1.0x for the two-block cyclic models, up to 3.5x for cascades).
+pads every block to the widest (1.0x for the two-block cyclic models and products, up to 2.8x for
+cascades).
 
 What is still above the trained depth, and why: D8 (5 against 3), Grid4 and Grid9 (6 against 2).
 One hidden layer reading a prefix sum X is piecewise linear in X with units active on half-lines,
@@ -61,8 +66,8 @@ so an exact staircase of R = (n - 1)(T + 1) steps has active units summing to ab
 its float32 dot product's worst-case error (gamma_R u s R^2) exceeds 1/2 beyond R ~ 100, while
 the next attention needs its values within 1/(4T); one attention layer gives the MLP no coarse,
 exact information about X to gate with. So the exact clip takes a second hidden layer, 2 blocks
-per level is the floor of this approach, and D8's first level (two counters read together)
-takes 3. The gridworld keeps its default build, unfolded: its decode of z mod M over -T..T
+per level is the floor of this approach, and D8's first level (two counters read together by
+the next level's input table) takes 3. The gridworld keeps its default build, unfolded: its decode of z mod M over -T..T
 writes sinusoidal codes (not integers), which a staircase's sum of many terms would round, and
 its races take two more layers."""
 

@@ -149,7 +149,7 @@ narrower ones (a head's query-key width is its d_head already, or splitting leav
 unchanged), and no unit of a construction's hidden layer can move to another block (each MLP
 reads the scratch its predecessor writes, or the attention just before it); the units clearing
 scratch can, and sit in the narrowest block allowed (D8, Q8: 2.42x before). So "TL params / ours <= 1.25" holds for the
-rows whose blocks are alike (the cyclic groups, the products, the scans, Dyck) and needs the
+rows whose blocks are alike (the cyclic groups, the products, C2³, the scans, Dyck) and needs the
 standard-shape builds of the cascades and the gridworld to balance their blocks (widest MLP /
 mean is the MLP part's ratio); padding our own model to uniform blocks would make the ratio 1
 without making the export any smaller.
@@ -160,10 +160,10 @@ last bits: TransformerLens's `nn.Linear` adds the MLP's bias inside `addmm` (to 
 partial sums), ours after the product (`x @ W + b`), and a contraction over a zero-padded width
 (the padded MLP units in W_out, padded heads in W_O) is blocked differently by the matmul kernel
 (`rotated_export_rounding.md`). The first activation that differs says which: block 0's MLP
-pre-activation (the bias) for C5 and C7, an MLP output (a padded W_out) for D6, D8 and Q8, the
+pre-activation (the bias) for C5, C7 and C8, an MLP output (a padded W_out) for D8, Q8 and S4, the
 attention output (W_O as one `nn.Linear` over heads x d_head, ours an einsum over both) for Dyck and
 the gridworlds. A last-bit difference then grows through the steep ramps and sharp heads: up to
-6e-3 on logits of size 1 for the cyclic groups and cascades, 0.93 on logits up to 64 for Grid9. The
+8e-3 on logits of size 1 for the cyclic groups and cascades, 0.93 on logits up to 64 for Grid9. The
 argmaxes agree on every input. Bit-equality of a rotated model would need the same
 shapes (our blocks as uniform as TransformerLens's, or no padded contraction) and the same
 operations (our MLP through `nn.functional.linear`, our W_O over the concatenated heads): with our

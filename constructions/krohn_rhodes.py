@@ -97,7 +97,8 @@ from .gadgets import (
     staircase_margin,
 )
 from .gadgets.lookups import lookup_obligation
-from .krohn_rhodes_flat import counter_high, flat_mlp, flat_refusal
+from .krohn_rhodes_flat import (add_one_hots, counter_high, flat_mlp, flat_refusal, one_hot_readout_keys,
+                                one_hot_unembedding)
 from .obligations import Beside, Lookup, Readout, Steps
 from .positions import KINDS
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse, fused_obligation, obligation_name
@@ -236,11 +237,11 @@ def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], 
     """The blocks.  Each MLP = [decode this block's components | round fetched old values],
     then one stage per nesting depth of in-network views, then [next block's inputs | readout];
     ``flat``: the same MLP as one staircase of two hidden layers (:mod:`.krohn_rhodes_flat`, which
-    states the default MLP's obligation)."""
+    states the default MLP's obligation less the codes no other block reads)."""
     views = {v.name: v for v in cascade.views}
     sizes = _sizes(cascade)
     L = sched.n_blocks
-    blocks = []
+    blocks: list[Block] = []
     for b in range(1, L + 1):
         heads, first = _attention(b, cascade, sched, lay, init, max_len)
         old_here = [v for v in sched.old_views if sched.view_block[v] == b]
@@ -251,11 +252,19 @@ def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], 
             stages.append([_view_mlp(views[v], "old", sizes, lay) for v in old_here if sched.old_stage[v] == k]
                           + [_view_mlp(views[v], "new", sizes, lay) for v in new_here if sched.new_stage[v] == k])
         stages.append(_lookups(b, cascade, sched, lay))
-        mlp = _stack(stages, f"block{b}.mlp", lay.ws)
-        if flat and mlp is not None:
-            mlp = flat_mlp(b, cascade, sched, lay, init, max_len, lay.blocks.mass, mlp.obligation)
-        blocks.append(Block(heads, mlp))
-    return blocks
+        blocks.append(Block(heads, _stack(stages, f"block{b}.mlp", lay.ws)))
+    if not flat:
+        return blocks
+    reads = [read_by(block) for block in blocks]
+    return [Block(block.heads, None if block.mlp is None else flat_mlp(
+        b, cascade, sched, lay, init, max_len, lay.blocks.mass, block.mlp.obligation,
+        set().union(*(r for i, r in enumerate(reads, 1) if i != b)))) for b, block in enumerate(blocks, 1)]
+
+
+def read_by(block: Block) -> set[str]:
+    """The subspace names a block's heads and MLP read, by their obligations."""
+    parts = [*block.heads, *([] if block.mlp is None else [block.mlp])]
+    return {n for p in parts if p.obligation is not None for n in p.obligation.names_read()}
 
 
 def _sizes(cascade: Cascade) -> dict[str, int]:
@@ -406,14 +415,19 @@ def build(automaton: Semiautomaton, cascade: Cascade, options: BuildOptions) -> 
     _check_positions(automaton, sched, positions)
     flat = options.one_hidden_layer and flat_refusal(cascade, sched) is None
     lay = allocate(automaton, cascade, sched, T, positions)
+    hot = one_hot_readout_keys(cascade, sched) if flat else []
+    add_one_hots(lay, hot, _sizes(cascade))
     W_E, W_pos = embedding(automaton, cascade, sched, lay, init, T)
     blocks = embed(cascade, sched, lay, init, T, flat)
     W_U = np.zeros((lay.ws.d_model, automaton.n_states))
     W_U[list(lay.state.dims), np.arange(automaton.n_states)] = 1.0
+    readout = readout_table(lay)
+    if hot:
+        W_U, readout = one_hot_unembedding(lay, sched, automaton.n_states)
     prec = precision(cascade, sched, lay, T, eps, flat)
     warnings = _warnings(prec, T)
     meta = _meta(cascade, sched, lay, blocks, prec, warnings) | ({ONE_HIDDEN_LAYER: True} if flat else {})
-    declared = Declaration(NAME, tracked(lay), readout_table(lay), joint=configurations(
+    declared = Declaration(NAME, tracked(lay), readout, joint=configurations(
         cascade, lay, tuple(init[c.name] for c in comps), automaton.n_symbols))
     return Program(lay.ws, W_E, W_pos, blocks, W_U, np.zeros(automaton.n_states), declaration=declared), meta
 

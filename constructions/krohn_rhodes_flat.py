@@ -7,14 +7,17 @@ The staircase reads the block's prefix sums X (every threshold of X: width O(n T
 and, as exact gates, the letter, the codes of components decoded in earlier blocks and a
 counter's increment (for its value before the update); it writes what the default block's MLP
 writes -- the decoded codes, the next block's increments, the readout -- and states the same
-obligation, so the certificate checks the same program.  A cascade is built so only when every
-component is a counter and no view is evaluated in the network (:func:`flat_refusal`); otherwise
-the default build is used and unfolded.  A table of two or more counters decoded in the same
-block is a :class:`StairLookup` in a third hidden layer (its one-hots read off the exact second
-layer): 3 blocks for that level."""
+obligation, so the certificate checks the same program, less what nobody reads: a counter's value
+before the update that no other block reads as a code (:func:`_without_old`).  A cascade is built
+so only when every component is a counter and no view is evaluated in the network
+(:func:`flat_refusal`); otherwise the default build is used and unfolded.  A table of two or more
+counters decoded in the same block is a :class:`StairLookup` in a third hidden layer (its one-hots
+read off the exact second layer): 3 blocks for that level -- except the readout, whose keys the
+staircase writes as one-hots for the unembedding to sum (:func:`one_hot_readout_keys`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable
 
@@ -24,7 +27,8 @@ from compiler.automata.cascade import Cascade
 
 from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
 from .krohn_rhodes_layout import Layout, Schedule, TablePlan, input_update
-from .program import MLP
+from .obligations import Lookup, Modular, Readout, Steps
+from .program import MLP, obligation_name
 from .workspace import Subspace
 
 
@@ -42,6 +46,42 @@ def flat_refusal(cascade: Cascade, sched: Schedule) -> str | None:
     return None
 
 
+def one_hot_readout_keys(cascade: Cascade, sched: Schedule) -> list[str]:
+    """The readout's keys when the last block's staircase writes each as a one-hot for the
+    unembedding to sum (``kr:<c>.hot``; empty: the readout is a lookup in the MLP).  Taken where
+    the lookup reads a counter decoded in the last block and another key -- a second such counter
+    (a joint lookup: a third hidden layer, one more standard block) or an earlier block's (a stair
+    per code of it: n (T + 1) units, where a fresh key's one-hot shares its ``new`` code's units and
+    a stale key's is n) -- and every state is read out from one configuration: the state q's logit,
+    the number of keys at q's values, is then the number of keys k, every other state's at most
+    k - 1 (margin 1, the one-hot's)."""
+    plan, L = sched.readout, sched.n_blocks
+    states = list(plan.rows.values())
+    fresh = sum(sched.block_of.get(k) == L for k in plan.keys)
+    if not fresh or len(plan.keys) < 2 or len(set(states)) < len(states):
+        return []
+    return list(plan.keys)
+
+
+def add_one_hots(lay: Layout, keys: list[str], sizes: dict[str, int]) -> None:
+    """Allocate ``kr:<c>.hot`` (a one-hot of c's updated value) for each readout key."""
+    for k in keys:
+        lay.subs[k]["hot"] = lay.ws.add(f"kr:{k}.hot", sizes[k])
+
+
+def one_hot_unembedding(lay: Layout, sched: Schedule, n_states: int) -> tuple[np.ndarray, Readout]:
+    """W_U summing the keys' one-hots at each state's values, and its readout obligation: the
+    one-hots of a reached configuration read as its state."""
+    W_U = np.zeros((lay.ws.d_model, n_states))
+    table = {}
+    for (vals, _), q in sched.readout.rows.items():
+        hots = [lay.subs[k]["hot"] for k in sched.readout.keys]
+        for sub, v in zip(hots, vals):
+            W_U[sub.dims[v], q] = 1.0
+        table[tuple(int(x) for sub, v in zip(hots, vals) for x in np.eye(len(sub), dtype=np.int64)[v])] = int(q)
+    return W_U, Readout(tuple(obligation_name(lay.subs[k]["hot"]) for k in sched.readout.keys), table)
+
+
 class _Gates:
     """The exact gate inputs of one staircase, each once (by subspace and index)."""
 
@@ -56,11 +96,11 @@ class _Gates:
         return len(self.inputs) - 1
 
 
-def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gates) -> list[Stair]:
-    """A counter's decode (Lemma 15): ``new`` = X mod n, ``old`` = (X - increment) mod n."""
+def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gates, old: bool) -> list[Stair]:
+    """A counter's decode (Lemma 15): ``new`` = X mod n and, with ``old``, ``old`` = (X - increment) mod n."""
     X, n = np.arange(high + 1), c.size
     stairs = [Stair(d["new"], ramp, (), {(): (X % n)[:, None].astype(np.float64)})]
-    if "old" in d:
+    if old:
         inc = gates.code(d["inc"], n)
         stairs.append(Stair(d["old"], ramp, (inc,), {(k,): ((X - k) % n)[:, None].astype(np.float64)
                                                       for k in range(n)}))
@@ -100,6 +140,32 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
     return Stair(out, None if at is None else fresh[keys[at]][0], tuple(g_idx), values)
 
 
+def _one_hot_stair(d: dict[str, Subspace], n: int, fresh: tuple[int, int, Subspace] | None, gates: _Gates) -> Stair:
+    """A readout key's one-hot ``hot`` of its updated value: off its ramp (decoded in this block,
+    X mod n) or a lookup of its ``new`` code's gate."""
+    eye = np.eye(n)
+    if fresh is None:
+        return Stair(d["hot"], None, (gates.code(d["new"], n),), {(v,): eye[v][None] for v in range(n)})
+    ramp, high, _ = fresh
+    return Stair(d["hot"], ramp, (), {(): eye[np.arange(high + 1) % n]})
+
+
+def _one_hot_lookup(d: dict[str, Subspace], n: int) -> Lookup:
+    """The obligation of :func:`_one_hot_stair`: ``hot`` = the one-hot of the ``new`` code."""
+    eye = np.eye(n)
+    return Lookup(d["hot"].name, (obligation_name(d["new"]),), obligation_name(d["hot"]),
+                  {(v,): eye[v] for v in range(n)})
+
+
+def _one_hot_steps(obligation, state: str, lookups: list[Lookup]):
+    """``obligation`` (the last block's steps) with its readout lookup into ``state`` replaced by
+    the keys' one-hot lookups (the unembedding sums them: :func:`one_hot_unembedding`)."""
+    assert isinstance(obligation, Steps), "the last block's default MLP is decodes then lookups"
+    steps = [st for st in obligation.steps if not (isinstance(st, Lookup) and st.out == state)]
+    assert len(steps) == len(obligation.steps) - 1, "one readout lookup"
+    return replace(obligation, steps=(*steps, *lookups))
+
+
 def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, str], int], lay: Layout,
            sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool) -> StairLookup:
     """A table of several counters decoded in this block: a :class:`StairLookup` lookup reading their code
@@ -121,30 +187,79 @@ def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, s
     return StairLookup(out, tuple(reads), table)
 
 
+def _kept_old(b: int, cascade: Cascade, sched: Schedule, lay: Layout, tables: list,
+              read_elsewhere: set[str] | frozenset[str]) -> set[str]:
+    """Block b's counters whose value before the update the staircase writes: those another block
+    reads (a table of a later level keyed by it) or a joint lookup of this block reads off its
+    code stair.  The other tables read it off the ramp, through the increment's gate, so its
+    ``old`` code is written for nobody and left out (its units are n (T + 1) per counter)."""
+    fresh = {c.name for c in cascade.components if sched.block_of[c.name] == b and "old" in lay.subs[c.name]}
+    joint = {k for plan, _, _, _, new in tables if not new and sum(k in fresh for k in plan.keys) > 1
+             for k in plan.keys if k in fresh}
+    return {k for k in fresh if k in joint or obligation_name(lay.subs[k]["old"]) in read_elsewhere}
+
+
+def _without_old(obligation, dropped: dict[str, tuple[str, str, int]], letter: str):
+    """``obligation`` (the default block's steps) less the ``old`` codes in ``dropped`` (name ->
+    the counter's ``new`` and ``inc`` names, its modulus): each such decode
+    (:class:`~.obligations.Modular`) states its ``new`` code only, and a lookup keyed by the
+    ``old`` code v is keyed by (``new``, ``inc``) instead, at every pair with new - inc = v mod n --
+    the same function, as the staircase computes it (the value before the update off the ramp,
+    through the increment's gate)."""
+    if not dropped or not isinstance(obligation, Steps):
+        return obligation
+    steps = []
+    for st in obligation.steps:
+        if isinstance(st, Modular) and st.minus_out in dropped:
+            st = replace(st, minus=None, minus_out=None)
+        elif isinstance(st, Lookup):
+            for name in [r for r in st.reads if r in dropped]:
+                st = _rekeyed(st, letter, name, *dropped[name])
+        steps.append(st)
+    return replace(obligation, steps=tuple(steps))
+
+
+def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int) -> Lookup:
+    """Lookup ``st`` with its one-dim read ``old`` replaced by the two reads (``new``, ``inc``):
+    key (..., v, ...) becomes every (..., a, d, ...) with (a - d) mod n = v."""
+    i = st.reads.index(old)
+    assert letter not in st.reads[:i], "one-dim codes before the letter: the old code's key position is i"
+    table = {key[:i] + (a, (a - key[i]) % n) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)}
+    return replace(st, reads=st.reads[:i] + (new, inc) + st.reads[i + 1 :], table=table)
+
+
 def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
-             mass: int, obligation) -> MLP:
+             mass: int, obligation, read_elsewhere: set[str] | frozenset[str] = frozenset()) -> MLP:
     """Block b's MLP as one staircase: its counters' decodes, then the next block's input tables (and
-    the readout in the last block), stating ``obligation`` (the default block's)."""
+    the readout in the last block), stating ``obligation`` (the default block's) less the ``old``
+    codes that no other block (``read_elsewhere``: the names they read) nor a joint lookup reads."""
     sizes = {c.name: c.size for c in cascade.components}
     gates = _Gates(lay.tok)
     ramps: list[Ramp] = []
     fresh: dict[str, tuple[int, int, Subspace]] = {}
     stairs: list[Stair] = []
     code_stair: dict[tuple[str, str], int] = {}
+    tables: list[tuple[TablePlan, Subspace, Callable[[Any], np.ndarray], bool, bool]] = [
+        (sched.inputs[c.name], lay.input_out(c), partial(input_update, c), True, False)
+        for c in cascade.components if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1]
+    hot = b == sched.n_blocks and all("hot" in lay.subs[k] for k in sched.readout.keys)
+    if b == sched.n_blocks and not hot:
+        eye = np.eye(len(lay.state))
+        tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
+    kept = _kept_old(b, cascade, sched, lay, tables, read_elsewhere)
+    dropped: dict[str, tuple[str, str, int]] = {}
     for c in cascade.components:
         if sched.block_of[c.name] == b:
             d, high = lay.subs[c.name], counter_high(c.size, max_len)
             fresh[c.name] = (len(ramps), high, d["mean"])
             ramps.append(Ramp(d["mean"], float(mass), init[c.name], high))
-            for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates)):
+            if "old" in d and c.name not in kept:
+                dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size)
+            for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in kept)):
                 code_stair[(c.name, role)] = len(stairs)
                 stairs.append(st)
-    tables: list[tuple[TablePlan, Subspace, Callable[[Any], np.ndarray], bool, bool]] = [
-        (sched.inputs[c.name], lay.input_out(c), partial(input_update, c), True, False)
-        for c in cascade.components if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1]
-    if b == sched.n_blocks:
-        eye = np.eye(len(lay.state))
-        tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
+    if hot:
+        stairs += [_one_hot_stair(lay.subs[k], sizes[k], fresh.get(k), gates) for k in sched.readout.keys]
     joints = []
     for plan, out, row_of, keyed, new in tables:
         if sum(k in fresh for k in plan.keys) > 1:
@@ -160,5 +275,9 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     stairs = [Stair(st.out, st.ramp, tuple(renumber[i] for i in st.gates), st.values) for st in stairs]
     joints = [StairLookup(j.out, tuple((k, renumber[i] if k == "gate" else i) for k, i in j.reads), j.table)
               for j in joints]
-    return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, obligation,
+    declared = _without_old(obligation, dropped, obligation_name(lay.tok))
+    if hot:
+        declared = _one_hot_steps(declared, obligation_name(lay.state), [
+            _one_hot_lookup(lay.subs[k], sizes[k]) for k in sched.readout.keys])
+    return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, declared,
                          {"counters": sorted(fresh)}, tuple(joints))

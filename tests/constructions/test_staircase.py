@@ -5,6 +5,8 @@ certified; a ramp broken at one value of the prefix sum is refused."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ import torch
 import compiler
 from compiler.automata.catalog import build
 from compiler.pipeline import set_start
+from constructions import krohn_rhodes_flat
 from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
 from constructions.gadgets.staircase import RAMP_SLOPE
 from constructions.workspace import Workspace
@@ -100,3 +103,51 @@ def test_set_start_rebuilds_the_staircase():
     model = compiler.compile_automaton(build("cyclic:3"), max_len=16, method="krohn-rhodes", one_hidden_layer=True)
     set_start(model, model.automaton.states[1])
     assert model.meta["one_hidden_layer"] and certify(model).certified is True
+
+
+def test_a_value_before_the_update_that_no_block_reads_is_not_decoded():
+    """D6's first counter: its ``old`` code is read by no other block (the next level's table reads it
+    off the ramp, through the increment's gate), so the staircase leaves it out -- no weight writes
+    it -- and states the table keyed by (``new``, ``inc``); still certified."""
+    model = compiler.compile_automaton(build("dihedral:3"), max_len=16, method="krohn-rhodes", shape="standard")
+    old = model.meta["subspaces"]["kr:h1.b0.count0.0.old"]
+    assert all(float(b.mlp.W_out.detach()[:, old].abs().sum()) == 0 for b in model.blocks)
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
+
+
+def test_a_rekeyed_table_that_is_wrong_at_one_pair_is_refused(monkeypatch):
+    """The restated lookup binds: declaring one (new, inc) pair's row wrong (the weights still
+    compute the right one) is refused by the weight check."""
+    rekeyed = krohn_rhodes_flat._rekeyed
+
+    def wrong_at_one_pair(*args):
+        st = rekeyed(*args)
+        key = max(k for k in st.table if k[1] == 1)  # inc = 1: the counter moved at t
+        return replace(st, table={**st.table, key: st.table[key] + 1.0})
+
+    monkeypatch.setattr(krohn_rhodes_flat, "_rekeyed", wrong_at_one_pair)
+    model = compiler.compile_automaton(build("dihedral:3"), max_len=16, method="krohn-rhodes", shape="standard")
+    cert = certify(model)
+    assert cert.certified is False
+    assert "block1.mlp" in cert.failure["where"], cert.failure
+
+
+def test_a_readout_of_two_fresh_counters_sums_their_one_hots_in_the_unembedding():
+    """C2³: the last (only) block decodes three counters the readout reads together; the staircase
+    writes each one's one-hot and the unembedding sums them (the state's logit 3, any other's at
+    most 2), so no joint lookup: 2 blocks, not 3, certified; one weight of the sum lowered (the
+    state 0.0.0 then ties with its neighbours where the first counter is 0) is refused."""
+    model = compiler.compile_automaton(build("cyclic-product:2,2,2"), max_len=16, method="krohn-rhodes",
+                                       shape="standard")
+    assert len(model.blocks) == 2 and model.meta["shape"]["blocks"] == 2
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
+    model = compiler.compile_automaton(build("cyclic-product:2,2,2"), max_len=16, method="krohn-rhodes",
+                                       one_hidden_layer=True)  # the staircase itself, not its unfolding
+    assert certify(model).certified is True
+    hot = model.meta["subspaces"]["kr:h1.b0.count0.0.hot"]
+    with torch.no_grad():
+        model.W_U[hot[0], 0] = 0.0
+    cert = certify(model)
+    assert cert.certified is False and "readout" in str(cert.failure), cert.failure
