@@ -251,7 +251,7 @@ def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, 
     h = hidden[stage]
     at = h
     if stage == 0:
-        m.W_in[:d] = layers[0][0]
+        m.W_in[:d, :h] = layers[0][0]
         m.b_in[:h] = layers[0][1]
     else:
         c = _carried(hidden, stage)

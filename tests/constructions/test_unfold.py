@@ -15,6 +15,7 @@ from constructions.config import ModelConfig
 from constructions.model import CompiledTransformer
 from constructions.unfold import (SCRATCH, Origin, carries_activations, clearing_places, clearing_stages, origins,
                                   scratch_widths, unfold)
+from verify.certify.certificate import certify
 from verify.check import adversarial_families
 
 T = 32
@@ -79,7 +80,8 @@ def _integer_model(blocks: list[dict], d_model: int = 12, seed: int = 0) -> Comp
         model.W_E[:, :2] = torch.tensor([1.0, 0.0])
         model.W_pos[:, :2] = torch.stack([torch.zeros(21), torch.arange(21.0)], 1)
         for b in model.blocks:
-            b.attn.W_Q.zero_(); b.attn.W_K.zero_()
+            b.attn.W_Q.zero_()
+            b.attn.W_K.zero_()
             b.attn.W_Q[:, 0, 0] = 1.0
             b.attn.W_K[:, 1, 0] = -1000.0
             b.attn.W_O[..., :2] = 0.0
@@ -165,3 +167,17 @@ def test_a_standard_q8_cascade_clears_its_ramps_in_the_joint_lookups_stage():
     joint = model.meta["layout"]["blocks"][2]["mlp"]
     assert SCRATCH[0] in joint["reads"] and SCRATCH[0] in joint["writes"]
     assert certify(model).certified
+
+
+def test_a_forced_reset_cascade_unfolds_with_clearing_units_in_its_first_stage():
+    """A stage-0 MLP that also holds clearing units (a reset cascade of dyck:4,2 forced to the
+    krohn-rhodes construction) keeps its own hidden layer in its first columns: it compiles in
+    the standard shape with the default shape's logits (it raised a shape error before)."""
+    a = compiler.load_spec("dyck:4,2")
+    model = compiler.compile_automaton(a, max_len=12, method="krohn-rhodes", shape="standard")
+    ref = compiler.compile_automaton(a, max_len=12, method="krohn-rhodes")
+    assert len(model.blocks) > len(ref.blocks)
+    assert all(len(b.mlp_hidden) <= 1 for b in model.config.blocks)
+    tokens = torch.tensor(np.random.default_rng(0).integers(0, len(a.alphabet), (16, 12)))
+    assert torch.equal(model(tokens), ref(tokens))
+    assert certify(model).certified is True
