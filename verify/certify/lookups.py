@@ -276,7 +276,8 @@ def _split(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[
                                   where, keep)
         width = max(float((p[3] - p[2]).max(initial=0.0)) for p in parts)
         n = math.prod(len(p[1]) for p in parts)
-        if best is None or (width > 0, width, n) < (best[0] > 0, best[0], best[1]):
+        if best is None or (n > COMBINATION_BUDGET, width > 0, width, n) < (
+                best[1] > COMBINATION_BUDGET, best[0] > 0, best[0], best[1]):  # a cut within the budget first
             best = (width, n, cut, parts, outside)
         if width == 0 and n <= SPLIT_ABOVE:
             break
@@ -379,7 +380,12 @@ def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: lis
         for lo_ in range(0, len(X), step):
             sl = slice(lo_, lo_ + step)
             h, e = affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
-            centre[sl], err[sl], mag[sl] = h @ Wg, e @ np.abs(Wg), (np.abs(h) + e) @ np.abs(Wg)
+            # the contribution's error with its input-error coefficients carried through Wg (a step
+            # pair's two units cancel there), plus that product's own rounding: never above e @ |Wg|
+            # but for that rounding, so the smaller of the two bounds holds
+            _, e_signed = affine(Xc[sl], r, [*layer_w, Wg], [*layer_b, np.zeros(cols)], m.u, m.p)
+            centre[sl], mag[sl] = h @ Wg, (np.abs(h) + e) @ np.abs(Wg)
+            err[sl] = np.minimum(e @ np.abs(Wg), e_signed)
             exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
         keys, inverse = np.unique(sig, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)

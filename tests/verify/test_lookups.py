@@ -1,0 +1,40 @@
+"""The weight checker's lookup rule on an MLP split into independent parts (stage A): a part's
+contribution to the next layer keeps its input-error coefficients through that layer's weights,
+so the two units of a step pair cancel there (verify/certify/lookups.py)."""
+
+import pytest
+import torch
+
+from compiler import compile_automaton
+from compiler.automata.subregular_families import random_language
+from verify.certify.certificate import certify
+
+
+@pytest.fixture(scope="module")
+def ltt_256():
+    """LTT k = 6 on 4 letters (84 states) at max_len 256: its caps read counts up to 256 (input
+    radius ~0.06), which the part-by-part bound charged twice per step pair (0.515 > 1/2)."""
+    return compile_automaton(random_language("ltt", k=6, letters=4, seed=0), max_len=256, readout="labels")
+
+
+def test_capped_counts_up_to_256_are_certified_through_the_step_pairs_cancellation(ltt_256):
+    cert = certify(ltt_256)
+    assert cert.certified is True, cert.reason
+
+
+def test_a_cap_reading_its_count_one_too_low_is_still_refused(ltt_256):
+    """The same model with the first cap's step units shifted by one count (it caps count - 1):
+    wrong wherever that count is 1 or 2, and refused at the fused caps and final lookup."""
+    mlp = ltt_256.blocks[1].mlp
+    count = ltt_256.meta["subspaces"]["fac:count0"][0]
+    units = torch.nonzero(mlp.W_in[count]).flatten()
+    assert len(units) > 0
+    with torch.no_grad():
+        mlp.b_in[units] -= mlp.W_in[count, units]
+    try:
+        cert = certify(ltt_256)
+        assert cert.certified is False
+        assert "fac.final" in cert.failure["where"]
+    finally:
+        with torch.no_grad():
+            mlp.b_in[units] += mlp.W_in[count, units]
