@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -100,6 +101,11 @@ def measure(cls: str, k: int, letters: int, seed: int, lens: list[int], max_para
         _say(rec)
 
 
+WORKER_ENV = {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
+"""A worker's environment: one BLAS thread unless asked otherwise (a threaded BLAS spins on a busy
+machine, about three times the weight checker's CPU seconds, so CPU columns would not compare)."""
+
+
 def _text(out) -> str:
     return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
 
@@ -112,7 +118,7 @@ def run_row(cls: str, k: int, letters: int, seed: int, lens: list[int], timeout:
            ",".join(map(str, lens)), "--max-params-row", str(max_params_row), *(["--plan-only"] if plan_only else [])]
     t = time.perf_counter()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=WORKER_ENV)
         out, err, failed = p.stdout, p.stderr, (f"failed (exit {p.returncode}, {time.perf_counter() - t:.0f} s)"
                                                 if p.returncode else None)
     except subprocess.TimeoutExpired as e:
