@@ -376,14 +376,14 @@ def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: lis
         Wg = W_next[units[cut]]
         centre, err, mag = (np.empty((len(X), cols)) for _ in range(3))
         exact = np.empty((len(X), cols), dtype=bool)
-        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in layer_w) * np.count_nonzero(r)))
+        # last layer [Wg | I]: the contribution with its input-error coefficients through Wg (a step
+        # pair's units cancel there), and the cut's units; its bound: the smaller with e @ |Wg|
+        last = np.hstack([Wg, np.eye(k)])
+        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in [*layer_w, last]) * np.count_nonzero(r)))
         for lo_ in range(0, len(X), step):
             sl = slice(lo_, lo_ + step)
-            h, e = affine(Xc[sl], r, [*layer_w, np.eye(k)], [*layer_b, np.zeros(k)], m.u, m.p)
-            # the contribution's error with its input-error coefficients carried through Wg (a step
-            # pair's two units cancel there), plus that product's own rounding: never above e @ |Wg|
-            # but for that rounding, so the smaller of the two bounds holds
-            _, e_signed = affine(Xc[sl], r, [*layer_w, Wg], [*layer_b, np.zeros(cols)], m.u, m.p)
+            z, e_all = affine(Xc[sl], r, [*layer_w, last], [*layer_b, np.zeros(cols + k)], m.u, m.p)
+            h, e, e_signed = z[:, cols:], e_all[:, cols:], e_all[:, :cols]
             centre[sl], mag[sl] = h @ Wg, (np.abs(h) + e) @ np.abs(Wg)
             err[sl] = np.minimum(e @ np.abs(Wg), e_signed)
             exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
