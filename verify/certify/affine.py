@@ -4,9 +4,11 @@ weight checker's one evaluation rule for lookups, steps and their parts)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .state import AFFINE_CHUNK, Model, gamma
+from .state import AFFINE_CHUNK, Model, gamma, quanta
 
 
 BLAS_ABOVE = 1 << 27
@@ -55,27 +57,52 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     integer: adding an integer is exact unless the sum reaches a binade it never reached, which
     rounds it to that binade's grid (half an ulp, and the grid only coarsens), so in any order
     the sum errs by at most one ulp of its largest partial sum, 2 u sum|terms|, and the noisy
-    product by u |term|: 4 u sum|terms| in all, whatever the number of terms."""
+    product by u |term|: 4 u sum|terms| in all, whatever the number of terms.
+
+    Exact zeros: a term whose input is exactly 0 (a unit surely off) adds nothing to a float sum,
+    so a sum's gamma counts the other nonzero terms alone.  One rounding: a unit with a single
+    nonzero weight, a power of two 2^j (j >= 0), and an integer bias computes w x + b with an exact
+    product and one rounded addition, in any order (the other terms are exact zeros): it errs by
+    u |w x + b| <= u (|z| + |w| |x - x_clean|) -- relative to the result, not to |w x| + |b|
+    (a step unit's 4 x - 4 c + 2 at a code x near c: u 2, not u 8 x).
+
+    On a grid, not only integers: the rules above are scale-free, so they hold for exact terms
+    that are multiples of a power of two delta (:func:`_grid`: the exact inputs' quantum times
+    the weights', or the bias's) with magnitudes summing below 2^p delta (a composition's
+    half-integer offsets).  Snapped: a value whose clean code c is a float of the dtype and whose
+    error bound is below the distance to c's neighbouring floats (2^(e - 1 - p) for |c| in
+    [2^(e-1), 2^e)) *is* c -- the float it holds can be no other (:func:`_snap`).  Absorbed: a
+    unit whose noisy terms all have clean input 0 and whose clean value is not 0 is exact when
+    those terms (with their roundings) stay below 2^-(p+1) delta -- the float snapping lemma
+    (``state.snaps``) for an MLP unit, the composition gadget's claim (:func:`_absorbed`)."""
+    single = _single_power_of_two(weights, biases, p)
     h = x
     live = np.flatnonzero(r)
     rl = r[live]
     A = np.zeros((x.shape[0], len(live), x.shape[1]))
     A[:, np.arange(len(live)), live] = 1.0
     nu = np.zeros_like(x)
-    exact = (r[None, :] == 0) & (np.round(x) == x)
+    exact = (r[None, :] == 0) & _fits(x, p)
+    A, nu, exact = _snap(h, rl, A, nu, exact, p)
     for i, (W, b) in enumerate(zip(weights, biases)):
         z = h @ W + b
         Az = _times(A, W)
-        mag = np.abs(h) + np.matmul(rl, np.abs(A)) + nu
-        size = mag @ np.abs(W) + np.abs(b)
-        integral = np.all(np.round(W) == W, axis=0) & (np.round(b) == b) & (size < 2.0**p)
-        inexact_terms = (~exact).astype(np.float64) @ (W != 0).astype(np.float64)
+        rho = np.matmul(rl, np.abs(A)) + nu  # each input's error bound
+        size = (np.abs(h) + rho) @ np.abs(W) + np.abs(b)
+        delta = _grid(h, exact, W, b)
+        integral = size < 2.0**p * delta
+        nonzero = (W != 0).astype(np.float64)
+        inexact_terms = (~exact).astype(np.float64) @ nonzero
+        live_terms = (~(exact & (h == 0))).astype(np.float64) @ nonzero  # exact zeros add nothing
         one = (inexact_terms == 1) & integral  # one noisy term among integers: 4 u, not gamma_n
-        rounding = np.where(one, 4 * u, gamma(np.count_nonzero(W, axis=0) + 1, u)[None]) * size
-        exact = (inexact_terms == 0) & integral
-        nz = np.where(exact, 0.0, nu @ np.abs(W) + rounding)
+        rounding = np.where(one, 4 * u, gamma(live_terms + 1, u)) * size
         ein = np.matmul(rl, np.abs(Az))
-        err = ein + nz
+        carried = nu @ np.abs(W)
+        rounding = np.where(single[i][None], np.minimum(rounding, u * (np.abs(z) + ein + carried)), rounding)
+        exact = ((inexact_terms == 0) & integral) | _absorbed(z, h, rho, exact, W, delta, size, live_terms, u, p)
+        Az = Az * ~exact[:, None, :]
+        nz = np.where(exact, 0.0, carried + rounding)
+        err = np.where(exact, 0.0, ein + nz)
         if i == len(weights) - 1:
             return z, err
         on = z > 0
@@ -85,7 +112,65 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         h = np.maximum(z, 0.0)
         A = Az * on[:, None, :]
         nu = nz * on + eta
+        A, nu, exact = _snap(h, rl, A, nu, exact, p)
     raise AssertionError("unreachable")
+
+
+def _fits(v: np.ndarray, p: int) -> np.ndarray:
+    """Which values are floats of p bits (0, or a mantissa of p bits): what a dtype holds exactly."""
+    mant, _ = np.frexp(v)
+    return np.round(mant * 2.0**p) == mant * 2.0**p
+
+
+def _grid(h: np.ndarray, exact: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row and unit, a power of two every exact term is a multiple of (:func:`affine`): the
+    exact inputs' least quantum times the unit's nonzero weights' least, and its bias's
+    (``state.quanta``; inf where every exact term is 0)."""
+    qx = np.where(exact, quanta(h), math.inf).min(1, initial=math.inf)
+    qw = np.where(W != 0, quanta(W), math.inf).min(0, initial=math.inf)
+    with np.errstate(invalid="ignore"):
+        terms = np.where(np.isinf(qx)[:, None] | np.isinf(qw)[None], math.inf, qx[:, None] * qw[None])
+    return np.minimum(terms, quanta(b)[None])
+
+
+def _snap(h: np.ndarray, rl: np.ndarray, A: np.ndarray, nu: np.ndarray, exact: np.ndarray,
+          p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Values that are their clean code (:func:`affine`, snapped): c != 0 a float of p bits
+    (c 2^(p - e) an integer for |c| in [2^(e-1), 2^e)) within an error bound below 2^(e - 1 - p),
+    the distance to c's nearest other float (toward zero at a power of two, else half the
+    spacing or more): no error coefficients, exact where c is on the dyadic grid."""
+    rho = np.matmul(rl, np.abs(A)) + nu
+    _, e = np.frexp(h)
+    snap = (~exact) & (h != 0) & _fits(h, p) & (rho < np.ldexp(1.0, e - 1 - p))
+    if not snap.any():
+        return A, nu, exact
+    return A * ~snap[:, None, :], np.where(snap, 0.0, nu), exact | snap
+
+
+def _absorbed(z: np.ndarray, h: np.ndarray, rho: np.ndarray, exact: np.ndarray, W: np.ndarray, delta: np.ndarray,
+              size: np.ndarray, live_terms: np.ndarray, u: float, p: int) -> np.ndarray:
+    """Units that compute their clean value z exactly though some inputs are noisy (:func:`affine`,
+    absorbed): every noisy input's clean value is 0, so z is the exact terms' sum, a nonzero
+    multiple of ``delta``; their terms' bound (each product and sum rounded: a factor (1 + u) per
+    term) is the noise of ``state.snaps``."""
+    noisy = ~exact
+    clean_zero = (noisy & (h != 0)).astype(np.float64) @ (W != 0).astype(np.float64) == 0
+    small = (np.where(noisy, rho, 0.0) @ np.abs(W)) * (1 + u) ** (live_terms + 2)
+    finite = np.isfinite(delta)
+    snapped = (small < 2.0 ** -(p + 1) * np.where(finite, delta, 0.0)) & (size < 2.0**p * delta)
+    return clean_zero & (z != 0) & finite & snapped
+
+
+def _single_power_of_two(
+weights: list[np.ndarray], biases: list[np.ndarray], p: int) -> list[np.ndarray]:
+    """Per layer, the units that round once (:func:`affine`): one nonzero weight, a power of two
+    2^j with 0 <= j (its product is exact), and an integer bias below 2^p (exact in the dtype)."""
+    out = []
+    for W, b in zip(weights, biases):
+        mant, _ = np.frexp(np.abs(W))
+        ok = (np.count_nonzero(W, axis=0) == 1) & np.all((W == 0) | ((mant == 0.5) & (np.abs(W) >= 1)), axis=0)
+        out.append(ok & (np.round(b) == b) & (np.abs(b) < 2.0**p))
+    return out
 
 
 def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],

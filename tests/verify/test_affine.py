@@ -1,0 +1,105 @@
+"""The weight checker's error forms (verify/certify/affine.py): a step unit rounds once relative to
+its result, a value within its float's spacing is that float, noise on a zero code is rounded off
+by a nonzero exact part -- and each bound still covers what float32 computes where the rule does
+not apply."""
+
+import numpy as np
+import pytest
+
+from verify.certify.affine import affine
+
+P = 24
+U = 2.0**-P + 2.0**-52  # as verify.certify.state.arrays: float32's unit roundoff and the checker's own
+
+
+def _held(x: np.ndarray, r: np.ndarray, noisy: np.ndarray) -> np.ndarray:
+    """``noisy`` as float32 holds it, where that float is within ``r`` of the clean ``x``
+    (what the checker assumes of its inputs), else the clean code (also a float32)."""
+    x32 = noisy.astype(np.float32).astype(np.float64)
+    return np.where(np.abs(x32 - x) <= r, x32, x)
+
+
+def _float32(x: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray]) -> np.ndarray:
+    """The network in float32 (numpy's BLAS: its own order, FMA or not)."""
+    h = x.astype(np.float32)
+    for i, (W, b) in enumerate(zip(weights, biases)):
+        h = h @ W.astype(np.float32) + b.astype(np.float32)
+        if i < len(weights) - 1:
+            h = np.maximum(h, np.float32(0))
+    return h.astype(np.float64)
+
+
+def test_a_step_unit_rounds_once_relative_to_its_result():
+    """4 x - 4 c + 2 at x = c = 22: one rounding of about 2, not of 4 x + |b| = 174."""
+    x, r = np.array([[22.0]]), np.array([1e-6])
+    W, b = [np.array([[4.0, 4.0]])], [np.array([-86.0, -87.0])]
+    z, err = affine(x, r, W, b, U, P)
+    assert z.tolist() == [[2.0, 1.0]]
+    assert np.all(err < 4e-6 + 1e-6)  # the carried 4 r and a rounding of u (|z| + 4 r); was ~4.2e-5
+    r = np.array([1e-5])  # a few floats around 22 (spacing 1.9e-6)
+    z, err = affine(x, r, W, b, U, P)
+    for noise in np.linspace(-1e-5, 1e-5, 41):
+        assert np.all(np.abs(_float32(_held(x, r, x + noise), W, b) - z) <= err)
+
+
+def test_the_one_rounding_is_charged_where_the_sum_leaves_the_products_binade():
+    """4 x + 100 at x = 0.75 held within 1.2e-6: 4 x's low bits fall off at 103 (spacing 7.6e-6),
+    so float32 can land a whole spacing from the clean 103 -- more than the carried 4 r -- and
+    the one rounding u |z| covers it."""
+    x, r = np.array([[0.75]]), np.array([1.2e-6])
+    W, b = [np.array([[4.0]])], [np.array([100.0])]
+    z, err = affine(x, r, W, b, U, P)
+    worst = 0.0
+    for noise in np.linspace(-1.2e-6, 1.2e-6, 201):
+        worst = max(worst, float(np.abs(_float32(_held(x, r, x + noise), W, b) - z).max()))
+    assert worst > 4 * 1.2e-6  # the rounding matters here
+    assert worst <= err[0, 0]
+
+
+def test_a_value_within_its_floats_spacing_is_that_float():
+    """3 held within 1e-8 (< 2^-23, the distance to 3's neighbours) is 3: 0.5 x + 0.25 exact;
+    within 2e-7 it may be another float and the bound says so."""
+    W, b = [np.array([[0.5]])], [np.array([0.25])]
+    z, err = affine(np.array([[3.0]]), np.array([1e-8]), W, b, U, P)
+    assert z.tolist() == [[1.75]] and err.tolist() == [[0.0]]
+    z, err = affine(np.array([[3.0]]), np.array([2e-7]), W, b, U, P)
+    assert err[0, 0] >= 0.5 * 2e-7
+    x32 = np.nextafter(np.float32(3.0), np.float32(4.0))  # a float within 2e-7 of 3
+    assert abs(_float32(np.array([[x32]], dtype=np.float64), W, b)[0, 0] - z[0, 0]) <= err[0, 0]
+
+
+@pytest.mark.parametrize("noise", [1e-12, -3e-12])
+def test_noise_on_a_zero_code_is_rounded_off_by_a_nonzero_exact_part(noise):
+    """40 g + f + 1/2 at g = 0 (noisy), f = 5: the result is 5.5 exactly (a composition's unit)."""
+    W, b = [np.array([[40.0], [1.0]])], [np.array([0.5])]
+    z, err = affine(np.array([[0.0, 5.0]]), np.array([1e-12, 0.0]), W, b, U, P)
+    assert z.tolist() == [[5.5]] and err.tolist() == [[0.0]]
+    assert _float32(np.array([[noise, 5.0]]), W, b).tolist() == [[5.5]]
+
+
+def test_noise_the_exact_part_cannot_absorb_is_bounded():
+    """The same unit with noise 1e-7 on g (40 g = 4e-6, past half the spacing at 5.5), and with
+    a zero exact part: not exact, and the bound covers float32's result."""
+    W, b = [np.array([[40.0], [1.0]])], [np.array([0.5])]
+    z, err = affine(np.array([[0.0, 5.0]]), np.array([1e-7, 0.0]), W, b, U, P)
+    assert err[0, 0] >= 40 * 1e-7
+    assert abs(_float32(np.array([[1e-7, 5.0]]), W, b)[0, 0] - z[0, 0]) <= err[0, 0]
+    z, err = affine(np.array([[0.0, 0.0]]), np.array([1e-12, 0.0]), W, [np.array([0.0])], U, P)
+    assert z.tolist() == [[0.0]] and err[0, 0] >= 40e-12
+
+
+def test_random_dyadic_networks_stay_within_their_bounds():
+    """Random two-layer networks with weights and biases on the grid 2^-2 and integer codes
+    held within radii from 1e-12 to 1e-3 (zero and nonzero codes): float32's result, at noisy
+    inputs drawn within the radii, never leaves the checker's bound."""
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n, h, k = rng.integers(1, 5), rng.integers(1, 7), rng.integers(1, 4)
+        W = [rng.integers(-40, 41, (n, h)) / 4.0, rng.integers(-8, 9, (h, k)) / 2.0]
+        b = [rng.integers(-60, 61, h) / 4.0, rng.integers(-8, 9, k) / 4.0]
+        x = rng.integers(0, 4, (8, n)).astype(np.float64)
+        r = 10.0 ** rng.uniform(-12, -3, n) * (rng.random(n) < 0.8)
+        z, err = affine(x, r, W, b, U, P)
+        for _ in range(20):
+            noisy = _held(x, r, x + rng.uniform(-1, 1, x.shape) * r)
+            assert np.all(np.abs(_float32(noisy, W, b) - z) <= err), trial
