@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 
 import pytest
+import torch
 
 from compiler.automata.errors import ShortcutError
 from compiler.automata.load import load_spec
@@ -127,3 +128,40 @@ def test_start_moves_by_detecting_again():
             assert "starfree" in str(e) or "star-free" in str(e)
             continue
         assert verify(model, samples=4, seed=1).exact
+
+
+@pytest.fixture(scope="module")
+def deep_256():
+    """sf k = 6 on 16 letters at max_len 256: a 5-layer since program whose third layer's heads
+    compare flags the second lookup writes at a precision of 1/(2 * 257)."""
+    return _compiled(6, 16, 0, 256, readout="labels")
+
+
+@pytest.mark.slow
+def test_a_deep_program_certifies_at_256(deep_256):
+    """The second lookup's flags are charged one rounding per step unit (verify/certify/affine.py),
+    about 3e-5, not u (|4 x| + |b|) = 7e-4, a third of the recency gap (sf.step3 was refused)."""
+    assert deep_256.meta["method"] == "starfree"
+    cert = certify(deep_256)
+    assert cert.certified is True, cert.reason
+
+
+@pytest.mark.slow
+def test_a_flag_written_a_little_high_on_one_key_is_refused(deep_256):
+    """One key of the second lookup writes layer 3's first flag as 1.3, within half its gap of 1:
+    that key's positions outscore later flagged ones by up to 0.6 (T + 1) positions, so the head
+    may copy a stale colour -- refused where the heads' copies are read."""
+    mlp = deep_256.blocks[1].mlp
+    flag = deep_256.meta["subspaces"]["sf:flag3.0"][0]
+    W = mlp.weight(mlp.n_hidden)
+    units = torch.nonzero(W[:, flag] == 1).flatten()
+    assert len(units) > 1
+    with torch.no_grad():
+        W[units[-1], flag] = 1.3
+    try:
+        cert = certify(deep_256)
+        assert cert.certified is False
+        assert "layer 3" in cert.failure["where"], cert.reason
+    finally:
+        with torch.no_grad():
+            W[units[-1], flag] = 1.0

@@ -76,6 +76,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     those terms (with their roundings) stay below 2^-(p+1) delta -- the float snapping lemma
     (``state.snaps``) for an MLP unit, the composition gadget's claim (:func:`_absorbed`)."""
     single = _single_power_of_two(weights, biases, p)
+    grids = [_weight_grid(W, b) for W, b in zip(weights, biases)]
     h = x
     live = np.flatnonzero(r)
     rl = r[live]
@@ -83,13 +84,12 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     A[:, np.arange(len(live)), live] = 1.0
     nu = np.zeros_like(x)
     exact = (r[None, :] == 0) & _fits(x, p)
-    A, nu, exact = _snap(h, rl, A, nu, exact, p)
+    A, nu, exact, rho = _snap(h, np.broadcast_to(r, x.shape), A, nu, exact, p)  # rho: each input's error bound
     for i, (W, b) in enumerate(zip(weights, biases)):
         z = h @ W + b
         Az = _times(A, W)
-        rho = np.matmul(rl, np.abs(A)) + nu  # each input's error bound
         size = (np.abs(h) + rho) @ np.abs(W) + np.abs(b)
-        delta = _grid(h, exact, W, b)
+        delta = _grid(h, exact, *grids[i])
         integral = size < 2.0**p * delta
         nonzero = (W != 0).astype(np.float64)
         inexact_terms = (~exact).astype(np.float64) @ nonzero
@@ -112,7 +112,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         h = np.maximum(z, 0.0)
         A = Az * on[:, None, :]
         nu = nz * on + eta
-        A, nu, exact = _snap(h, rl, A, nu, exact, p)
+        A, nu, exact, rho = _snap(h, np.matmul(rl, np.abs(A)) + nu, A, nu, exact, p)
     raise AssertionError("unreachable")
 
 
@@ -122,29 +122,33 @@ def _fits(v: np.ndarray, p: int) -> np.ndarray:
     return np.round(mant * 2.0**p) == mant * 2.0**p
 
 
-def _grid(h: np.ndarray, exact: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _weight_grid(W: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per unit, the least quantum of its nonzero weights and its bias's (``state.quanta``)."""
+    return np.where(W != 0, quanta(W), math.inf).min(0, initial=math.inf), quanta(b)
+
+
+def _grid(h: np.ndarray, exact: np.ndarray, qw: np.ndarray, qb: np.ndarray) -> np.ndarray:
     """Per row and unit, a power of two every exact term is a multiple of (:func:`affine`): the
-    exact inputs' least quantum times the unit's nonzero weights' least, and its bias's
-    (``state.quanta``; inf where every exact term is 0)."""
-    qx = np.where(exact, quanta(h), math.inf).min(1, initial=math.inf)
-    qw = np.where(W != 0, quanta(W), math.inf).min(0, initial=math.inf)
+    exact inputs' least quantum times the unit's weights' ``qw``, and its bias's ``qb`` (inf
+    where every exact term is 0)."""
+    qx = np.where(exact & (h != 0), quanta(h), math.inf).min(1, initial=math.inf)
     with np.errstate(invalid="ignore"):
         terms = np.where(np.isinf(qx)[:, None] | np.isinf(qw)[None], math.inf, qx[:, None] * qw[None])
-    return np.minimum(terms, quanta(b)[None])
+    return np.minimum(terms, qb[None])
 
 
-def _snap(h: np.ndarray, rl: np.ndarray, A: np.ndarray, nu: np.ndarray, exact: np.ndarray,
-          p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _snap(h: np.ndarray, rho: np.ndarray, A: np.ndarray, nu: np.ndarray, exact: np.ndarray,
+          p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Values that are their clean code (:func:`affine`, snapped): c != 0 a float of p bits
-    (c 2^(p - e) an integer for |c| in [2^(e-1), 2^e)) within an error bound below 2^(e - 1 - p),
-    the distance to c's nearest other float (toward zero at a power of two, else half the
-    spacing or more): no error coefficients, exact where c is on the dyadic grid."""
-    rho = np.matmul(rl, np.abs(A)) + nu
-    _, e = np.frexp(h)
-    snap = (~exact) & (h != 0) & _fits(h, p) & (rho < np.ldexp(1.0, e - 1 - p))
+    (c 2^(p - e) an integer for |c| in [2^(e-1), 2^e)) within an error bound ``rho`` below
+    2^(e - 1 - p), the distance to c's nearest other float (toward zero at a power of two):
+    no error coefficients, exact.  Returns A, nu, exact and rho updated."""
+    snap = (~exact) & (rho < np.abs(h) * 2.0**-p)  # (2^(e - 1 - p) <= |c| 2^-p: a cheap first cut)
     if not snap.any():
-        return A, nu, exact
-    return A * ~snap[:, None, :], np.where(snap, 0.0, nu), exact | snap
+        return A, nu, exact, rho
+    _, e = np.frexp(h)
+    snap &= _fits(h, p) & (rho < np.ldexp(1.0, e - 1 - p))
+    return A * ~snap[:, None, :], np.where(snap, 0.0, nu), exact | snap, np.where(snap, 0.0, rho)
 
 
 def _absorbed(z: np.ndarray, h: np.ndarray, rho: np.ndarray, exact: np.ndarray, W: np.ndarray, delta: np.ndarray,

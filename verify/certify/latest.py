@@ -174,7 +174,7 @@ def _sweep(T: int, scores: list[Any], on_match: list[np.ndarray], on_other: list
                 np.logaddexp(later[:t], hi0[t], out=later[:t])
                 np.maximum(best_later[:t], hi0[t], out=best_later[:t])
             keys = np.nonzero(may_pos[surely[t] : t + 1])[0] + surely[t]
-            leak[t] = math.exp(float((np.logaddexp(before[keys], later[keys]) - lo1[keys]).max())) * slack
+            leak[t] = np.exp((np.logaddexp(before[keys], later[keys]) - lo1[keys]).max()) * slack  # inf past float range
             gap = lo1[keys] - np.maximum(best_before[keys], best_later[keys])
             gaps[t] = gap.min()
             if gaps[t] <= 0:
