@@ -119,7 +119,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
 def _fits(v: np.ndarray, p: int) -> np.ndarray:
     """Which values are floats of p bits (0, or a mantissa of p bits): what a dtype holds exactly."""
     mant, _ = np.frexp(v)
-    return np.round(mant * 2.0**p) == mant * 2.0**p
+    return np.isfinite(v) & (np.round(mant * 2.0**p) == mant * 2.0**p)
 
 
 def _weight_grid(W: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
