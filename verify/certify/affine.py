@@ -4,6 +4,8 @@ weight checker's one evaluation rule for lookups, steps and their parts)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .state import AFFINE_CHUNK, Model, gamma
@@ -36,6 +38,56 @@ def _times(A: np.ndarray, W: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class Coefficients:
+    """The output's coefficients on the input errors, A [N, inputs, units].  While each input
+    reaches one unit at most (an input's own unit; a box read through an identity layer), they are
+    kept as that unit (``at``, -1: none) and its coefficient per row (``c`` [N, inputs]): the same
+    numbers without the zeros, whose products and sums :func:`affine` would otherwise run over
+    every (input, unit) pair.  Otherwise ``dense`` holds A."""
+
+    at: np.ndarray
+    c: np.ndarray
+    dense: np.ndarray | None
+    units: int
+
+    @staticmethod
+    def inputs(N: int, live: np.ndarray, units: int) -> "Coefficients":
+        """Input ``live[i]``'s error has coefficient 1 on its own dim."""
+        return Coefficients(live.copy(), np.ones((N, len(live))), None, units)
+
+    @staticmethod
+    def of(dense: np.ndarray) -> "Coefficients":
+        """Coefficients held as the dense array A."""
+        return Coefficients(np.zeros(0, dtype=np.int64), np.zeros((0, 0)), dense, dense.shape[2])
+
+    def times(self, W: np.ndarray) -> "Coefficients":
+        """A @ W (each entry one product while compact, as the dense sum over its one nonzero term)."""
+        if self.dense is not None:
+            return Coefficients.of(_times(self.dense, W))
+        rows = W[np.maximum(self.at, 0)] * (self.at >= 0)[:, None]  # [inputs, k]: the row each input reaches
+        reach = np.count_nonzero(rows, axis=1)
+        if reach.max(initial=0) <= 1:
+            at = np.where(reach == 1, np.argmax(rows != 0, axis=1), -1) if W.shape[1] else np.full(len(rows), -1)
+            c = self.c * rows[np.arange(len(at)), np.maximum(at, 0)] * (at >= 0)
+            return Coefficients(at, c, None, W.shape[1])
+        return Coefficients.of(self.c[:, :, None] * rows[None])
+
+    def weighted(self, rl: np.ndarray) -> np.ndarray:
+        """sum_inputs rl[i] |A[:, i, :]| ([N, units])."""
+        if self.dense is not None:
+            return np.asarray(np.matmul(rl, np.abs(self.dense)))
+        P = np.zeros((len(self.at), self.units))
+        P[np.flatnonzero(self.at >= 0), self.at[self.at >= 0]] = 1.0
+        return np.asarray((np.abs(self.c) * rl) @ P)
+
+    def masked(self, on: np.ndarray) -> "Coefficients":
+        """A with the units off (``on`` [N, units] False) zeroed."""
+        if self.dense is not None:
+            return Coefficients.of(self.dense * on[:, None, :])
+        return Coefficients(self.at, self.c * (on[:, np.maximum(self.at, 0)] & (self.at >= 0)[None]), None, self.units)
+
+
 def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
             u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
@@ -44,7 +96,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     output's coefficients on the input errors (exact while every unit's sign is fixed), plus an
     independent bound (rounding, and the whole possible deviation of units whose sign the error
     could flip).  Only the inputs with an error (r > 0) get coefficients, kept as [N, inputs,
-    units] so each layer's update is one matrix product.
+    units] (:class:`Coefficients`) so each layer's update is one matrix product.
 
     Exact integers: a unit whose inputs are exactly known integers, whose weights and bias are
     integers and whose terms' magnitudes sum below 2^p computes its integer exactly (every
@@ -59,14 +111,13 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     h = x
     live = np.flatnonzero(r)
     rl = r[live]
-    A = np.zeros((x.shape[0], len(live), x.shape[1]))
-    A[:, np.arange(len(live)), live] = 1.0
+    A = Coefficients.inputs(x.shape[0], live, x.shape[1])
     nu = np.zeros_like(x)
     exact = (r[None, :] == 0) & (np.round(x) == x)
     for i, (W, b) in enumerate(zip(weights, biases)):
         z = h @ W + b
-        Az = _times(A, W)
-        mag = np.abs(h) + np.matmul(rl, np.abs(A)) + nu
+        Az = A.times(W)
+        mag = np.abs(h) + A.weighted(rl) + nu
         size = mag @ np.abs(W) + np.abs(b)
         integral = np.all(np.round(W) == W, axis=0) & (np.round(b) == b) & (size < 2.0**p)
         inexact_terms = (~exact).astype(np.float64) @ (W != 0).astype(np.float64)
@@ -74,7 +125,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         rounding = np.where(one, 4 * u, gamma(np.count_nonzero(W, axis=0) + 1, u)[None]) * size
         exact = (inexact_terms == 0) & integral
         nz = np.where(exact, 0.0, nu @ np.abs(W) + rounding)
-        ein = np.matmul(rl, np.abs(Az))
+        ein = Az.weighted(rl)
         err = ein + nz
         if i == len(weights) - 1:
             return z, err
@@ -83,7 +134,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         eta = np.where(flip, np.maximum(0.0, err - np.abs(z)), 0.0)
         exact = exact | (~on & ~flip)  # a unit surely off is exactly 0
         h = np.maximum(z, 0.0)
-        A = Az * on[:, None, :]
+        A = Az.masked(on)
         nu = nz * on + eta
     raise AssertionError("unreachable")
 
