@@ -5,6 +5,7 @@ weight checker's one evaluation rule for lookups, steps and their parts)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +39,56 @@ def _times(A: np.ndarray, W: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class Coefficients:
+    """The output's coefficients on the input errors, A [N, inputs, units].  While each input
+    reaches one unit at most (an input's own unit; a box read through an identity layer), they are
+    kept as that unit (``at``, -1: none) and its coefficient per row (``c`` [N, inputs]): the same
+    numbers without the zeros, whose products and sums :func:`affine` would otherwise run over
+    every (input, unit) pair.  Otherwise ``dense`` holds A."""
+
+    at: np.ndarray
+    c: np.ndarray
+    dense: np.ndarray | None
+    units: int
+
+    @staticmethod
+    def inputs(N: int, live: np.ndarray, units: int) -> "Coefficients":
+        """Input ``live[i]``'s error has coefficient 1 on its own dim."""
+        return Coefficients(live.copy(), np.ones((N, len(live))), None, units)
+
+    @staticmethod
+    def of(dense: np.ndarray) -> "Coefficients":
+        """Coefficients held as the dense array A."""
+        return Coefficients(np.zeros(0, dtype=np.int64), np.zeros((0, 0)), dense, dense.shape[2])
+
+    def times(self, W: np.ndarray) -> "Coefficients":
+        """A @ W (each entry one product while compact, as the dense sum over its one nonzero term)."""
+        if self.dense is not None:
+            return Coefficients.of(_times(self.dense, W))
+        rows = W[np.maximum(self.at, 0)] * (self.at >= 0)[:, None]  # [inputs, k]: the row each input reaches
+        reach = np.count_nonzero(rows, axis=1)
+        if reach.max(initial=0) <= 1:
+            at = np.where(reach == 1, np.argmax(rows != 0, axis=1), -1) if W.shape[1] else np.full(len(rows), -1)
+            c = self.c * rows[np.arange(len(at)), np.maximum(at, 0)] * (at >= 0)
+            return Coefficients(at, c, None, W.shape[1])
+        return Coefficients.of(self.c[:, :, None] * rows[None])
+
+    def weighted(self, rl: np.ndarray) -> np.ndarray:
+        """sum_inputs rl[i] |A[:, i, :]| ([N, units])."""
+        if self.dense is not None:
+            return np.asarray(np.matmul(rl, np.abs(self.dense)))
+        P = np.zeros((len(self.at), self.units))
+        P[np.flatnonzero(self.at >= 0), self.at[self.at >= 0]] = 1.0
+        return np.asarray((np.abs(self.c) * rl) @ P)
+
+    def masked(self, on: np.ndarray) -> "Coefficients":
+        """A with the units off (``on`` [N, units] False) zeroed."""
+        if self.dense is not None:
+            return Coefficients.of(self.dense * on[:, None, :])
+        return Coefficients(self.at, self.c * (on[:, np.maximum(self.at, 0)] & (self.at >= 0)[None]), None, self.units)
+
+
 def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
             u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
@@ -46,7 +97,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     output's coefficients on the input errors (exact while every unit's sign is fixed), plus an
     independent bound (rounding, and the whole possible deviation of units whose sign the error
     could flip).  Only the inputs with an error (r > 0) get coefficients, kept as [N, inputs,
-    units] so each layer's update is one matrix product.
+    units] (:class:`Coefficients`) so each layer's update is one matrix product.
 
     Exact integers: a unit whose inputs are exactly known integers, whose weights and bias are
     integers and whose terms' magnitudes sum below 2^p computes its integer exactly (every
@@ -80,14 +131,13 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     h = x
     live = np.flatnonzero(r)
     rl = r[live]
-    A = np.zeros((x.shape[0], len(live), x.shape[1]))
-    A[:, np.arange(len(live)), live] = 1.0
+    A = Coefficients.inputs(x.shape[0], live, x.shape[1])
     nu = np.zeros_like(x)
     exact = (r[None, :] == 0) & _fits(x, p)
     A, nu, exact, rho = _snap(h, np.broadcast_to(r, x.shape), A, nu, exact, p)  # rho: each input's error bound
     for i, (W, b) in enumerate(zip(weights, biases)):
         z = h @ W + b
-        Az = _times(A, W)
+        Az = A.times(W)
         size = (np.abs(h) + rho) @ np.abs(W) + np.abs(b)
         delta = _grid(h, exact, *grids[i])
         integral = size < 2.0**p * delta
@@ -96,11 +146,11 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         live_terms = (~(exact & (h == 0))).astype(np.float64) @ nonzero  # exact zeros add nothing
         one = (inexact_terms == 1) & integral  # one noisy term among integers: 4 u, not gamma_n
         rounding = np.where(one, 4 * u, gamma(live_terms + 1, u)) * size
-        ein = np.matmul(rl, np.abs(Az))
+        ein = Az.weighted(rl)
         carried = nu @ np.abs(W)
         rounding = np.where(single[i][None], np.minimum(rounding, u * (np.abs(z) + ein + carried)), rounding)
         exact = ((inexact_terms == 0) & integral) | _absorbed(z, h, rho, exact, W, delta, size, live_terms, u, p)
-        Az = Az * ~exact[:, None, :]
+        Az = Az.masked(~exact)
         nz = np.where(exact, 0.0, carried + rounding)
         err = np.where(exact, 0.0, ein + nz)
         if i == len(weights) - 1:
@@ -110,9 +160,9 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         eta = np.where(flip, np.maximum(0.0, err - np.abs(z)), 0.0)
         exact = exact | (~on & ~flip)  # a unit surely off is exactly 0
         h = np.maximum(z, 0.0)
-        A = Az * on[:, None, :]
+        A = Az.masked(on)
         nu = nz * on + eta
-        A, nu, exact, rho = _snap(h, np.matmul(rl, np.abs(A)) + nu, A, nu, exact, p)
+        A, nu, exact, rho = _snap(h, A.weighted(rl) + nu, A, nu, exact, p)
     raise AssertionError("unreachable")
 
 
@@ -137,8 +187,8 @@ def _grid(h: np.ndarray, exact: np.ndarray, qw: np.ndarray, qb: np.ndarray) -> n
     return np.minimum(terms, qb[None])
 
 
-def _snap(h: np.ndarray, rho: np.ndarray, A: np.ndarray, nu: np.ndarray, exact: np.ndarray,
-          p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _snap(h: np.ndarray, rho: np.ndarray, A: Coefficients, nu: np.ndarray, exact: np.ndarray,
+          p: int) -> tuple[Coefficients, np.ndarray, np.ndarray, np.ndarray]:
     """Values that are their clean code (:func:`affine`, snapped): c != 0 a float of p bits
     (c 2^(p - e) an integer for |c| in [2^(e-1), 2^e)) within an error bound ``rho`` below
     2^(e - 1 - p), the distance to c's nearest other float (toward zero at a power of two):
@@ -148,7 +198,7 @@ def _snap(h: np.ndarray, rho: np.ndarray, A: np.ndarray, nu: np.ndarray, exact: 
         return A, nu, exact, rho
     _, e = np.frexp(h)
     snap &= _fits(h, p) & (rho < np.ldexp(1.0, e - 1 - p))
-    return A * ~snap[:, None, :], np.where(snap, 0.0, nu), exact | snap, np.where(snap, 0.0, rho)
+    return A.masked(~snap), np.where(snap, 0.0, nu), exact | snap, np.where(snap, 0.0, rho)
 
 
 def _absorbed(z: np.ndarray, h: np.ndarray, rho: np.ndarray, exact: np.ndarray, W: np.ndarray, delta: np.ndarray,

@@ -443,16 +443,21 @@ def _lookup(o: Lookup, env: Env, special: Special) -> None:
     add(env, o.out, tuple(float(v) for v in np.asarray(value).ravel()))
 
 
-def _suffix_lookup(o: SuffixLookup, env: Env, special: Special) -> None:
-    """Lemma 11 with suffix keys: ``out`` += the rows of every key the codes read start with.  A code
-    a memory forgot (NaN, :mod:`.residues`'s matches lemma) is accepted only where no key reads it:
-    the keys the codes start with are then the same whatever it was."""
-    raw = read(env, " + ".join(o.reads))
+def suffix_value(o: SuffixLookup, raw: Code, width: int) -> Code:
+    """What a suffix lookup adds for the codes ``raw`` it reads: the rows of every key they start
+    with.  A code a memory forgot (NaN, :mod:`.residues`'s matches lemma) is accepted only where no
+    key reads it: the keys the codes start with are then the same whatever it was."""
     p = next((i for i, v in enumerate(raw) if v != v), len(raw))  # a code the memory forgot (NaN: residues.py)
     key = integers(raw[:p], f"the reads of {o.mlp}")
     if p < len(raw) and any(len(k) > p and k[:p] == key for k in o.rows):
         raise NotCovered(f"MLP {o.mlp}: a code the program's memory forgot decides its key")
-    add(env, o.out, tuple(float(v) for v in o.value(key, len(read(env, o.out)))))
+    return tuple(float(v) for v in o.value(key, width))
+
+
+def _suffix_lookup(o: SuffixLookup, env: Env, special: Special) -> None:
+    """Lemma 11 with suffix keys: ``out`` += the rows of every key the codes read start with
+    (:func:`suffix_value`)."""
+    add(env, o.out, suffix_value(o, read(env, " + ".join(o.reads)), len(read(env, o.out))))
 
 
 def _modular(o: Modular, env: Env, special: Special) -> None:
