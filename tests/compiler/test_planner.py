@@ -109,6 +109,33 @@ def test_a_failing_build_falls_through_to_the_next_candidate():
         assert fake_cand.name == "fake" and not fake_cand.fits and "broken on purpose" in fake_cand.refusal
 
 
+def test_auto_skips_an_estimate_whose_floor_is_deeper_and_the_pick_is_the_full_surveys():
+    """krohn-rhodes's floor (its tables' dependency chain) is deeper than the scan's 2 layers on a bounded
+    stack: auto does not estimate it, and picks what the full survey (every estimate) picks."""
+    a = load_spec("dyck:4,2")
+    full, _, _ = pipeline.survey(a, 4)
+    quick, _, errors = pipeline.survey(a, 4, prefer="depth")
+    kr = {c.name: c for c in quick}["krohn-rhodes"]
+    assert errors["krohn-rhodes"] is planner.Skipped and kr.applies and kr.layers is None
+    assert {c.name: c for c in full}["krohn-rhodes"].layers > 2
+    assert planner.ranking(full)[0].name == planner.ranking(quick)[0].name == "scan"
+
+
+def test_a_failing_build_estimates_the_skipped_candidates():
+    """The scan's build fails: the skipped krohn-rhodes is estimated in full and ranked with the rest."""
+    scan = registry.get("scan")
+
+    def broken(*args, **kwargs):
+        raise ShortcutError("broken on purpose")
+
+    fake = replace(scan, name="fake", estimate=lambda rep, T, pos: Cost(1, 1), build=broken)
+    with registry.registered(fake, position=0):
+        d = pipeline.decide(load_spec("dyck:4,2"), "auto", 4)
+    cands = {c.name: c for c in d.candidates}
+    assert d.method == "scan" and cands["krohn-rhodes"].layers is not None and cands["krohn-rhodes"].fits
+    assert not cands["fake"].fits and "broken on purpose" in cands["fake"].refusal
+
+
 def test_a_build_beyond_its_float_reach_falls_through_when_certified():
     """The CLI's default (``allow_inexact=False``): a candidate whose build carries a precision
     warning does not fit, auto takes the next one and says why; forced, or with nothing left,
