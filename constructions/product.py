@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from compiler.automata.errors import BudgetError, ShortcutError, SpecError
-from compiler.automata.factors import shared_budget
+from compiler.automata.shares import shared_budget
 from compiler.automata.partitions import (
     MAX_SEARCH_STATES,
     Partition,
@@ -81,11 +81,11 @@ Moore machine (a random 8-state Mealy machine's transitions) has 8 quotients of 
 132 s of its product estimate in their krohn-rhodes analyses; automata of at most 9 states are
 never cut (8 quotients of at most 8 states)."""
 
-FACTOR_SHARE = 4
-"""A quotient's factor search (``compiler/automata/factors.py``) runs within 1/FACTOR_SHARE of its budget
-(:func:`~compiler.automata.factors.shared_budget`): the product plans up to MAX_QUOTIENTS quotients, and a
-search that runs out of budget (a tier-based language's quotient: 4-8 s each) made it the planner's largest
-cost.  A quotient over it is planned by the other constructions, as over any budget."""
+SEARCH_SHARE = 4
+"""A quotient's detections that honour a share (``compiler/automata/shares.py``: the factor and since-program
+searches) run within 1/SEARCH_SHARE of their budgets: the product plans up to MAX_QUOTIENTS quotients, and
+searches that ran out of budget on them (a tier-based language's quotients: 4-8 s each) were the planner's
+largest cost.  A quotient over it is planned by the other constructions, as over any budget."""
 
 MAX_LEGAL_SEARCH_STATES = 8
 """Largest partial automaton whose decompositions are searched on its legal words
@@ -201,7 +201,7 @@ def _cheapest(a: Semiautomaton, max_len: int, positions: str,
     best: _Best | None = None
     deferred = []
     for i, c in enumerate(factors):
-        with shared_budget(FACTOR_SHARE):
+        with shared_budget(SEARCH_SHARE):
             plan = c.applies(a)
         if isinstance(plan, Refusal):
             continue

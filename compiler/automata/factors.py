@@ -48,10 +48,8 @@ closure stays a function.  The rules only propose; every candidate is checked by
 from __future__ import annotations
 
 import itertools
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +58,7 @@ from .factor_closure import (Closure, TooBig, Tracker, capped_factors, closure_o
                              confused_share, tracker, word_of)
 from .factor_witnesses import letter_with_a_cycle, refuted, witness
 from .graphs import strongly_connected
+from .shares import share, share_text
 from .spec import Semiautomaton
 
 MAX_K = 6
@@ -88,22 +87,6 @@ TRIES = ((False, SHARE), (False, ROWS), (False, PAIRS), (True, ROWS))
 FEW_GROUPS = 8
 """A description with more groups than this does not end the tries (a score that took a count per
 factor, where another finds a few: its closure and its tables are larger by far)."""
-_SHARE: ContextVar[int] = ContextVar("factor_search_share", default=1)
-"""How many detections share one detection's budget here (:func:`shared_budget`)."""
-
-
-@contextmanager
-def shared_budget(parts: int) -> Iterator[None]:
-    """Each detection inside this block searches within 1/``parts`` of its budget (a construction that
-    plans many automata -- the product's quotients -- spends about what ``parts`` of them would on one);
-    one over it refuses as over any budget, naming it."""
-    token = _SHARE.set(max(1, parts))
-    try:
-        yield
-    finally:
-        _SHARE.reset(token)
-
-
 MEMO_ROWS = 1 << 19
 """Most closure rows one detection keeps for reuse (:class:`_Memo`: the tries, thresholds and scores meet the
 same descriptions again; about 40 MB)."""
@@ -465,7 +448,7 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         letter = a.alphabet[classes.index(cycle + 1)]
         return None, (f"{name} is not locally threshold testable: no power of the letter {letter!r} is idempotent "
                       f"(a^n != a^(n+1) for every n: a cycle, which no capped count sees)")
-    k, budget = max_k, budget // _SHARE.get()
+    k, budget = max_k, budget // share()  # a share of it where many automata are planned together
     pair = refuted(maps, a.start, k, None)
     if pair is not None:
         return None, f"{name} is not locally threshold testable with k <= {k}: {witness(pair, k, None)}"
@@ -478,8 +461,7 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         try:
             s, reason = _tries(maps, a.start, k, t, work, budget, memo)
         except TooBig:
-            share = f", 1/{_SHARE.get()} of a detection's: shared" if _SHARE.get() > 1 else ""
-            why = f"gave up at threshold {t} over the search's budget ({budget:,} closure rows{share}, " \
+            why = f"gave up at threshold {t} over the search's budget ({budget:,} closure rows{share_text()}, " \
                   f"{MAX_PATTERNS} patterns)"
             continue
         if s is None:

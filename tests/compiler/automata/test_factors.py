@@ -251,7 +251,7 @@ def test_the_closures_kept_change_no_answer(monkeypatch, cls, k, letters):
 def test_a_shared_budget_refuses_naming_its_share():
     """Inside ``shared_budget(n)`` a search gets 1/n of its budget: one that runs out refuses naming the
     share, never "not in the class"; outside, the same automaton is found."""
-    from compiler.automata.factors import shared_budget
+    from compiler.automata.shares import shared_budget
 
     a = load_spec("parity")  # a letter with a cycle: refused before any search, whatever the share
     with shared_budget(4):
