@@ -77,10 +77,10 @@ def candidates(automaton, *, max_len: int, prefer: str = "depth", positions: str
     out: dict[str, Any] = {"automaton": automaton.name, "max_len": max_len, "prefer": prefer, "max_params": max_params,
                            "shape": shape, "promise": promise_meta(automaton.to_dict())}
     eps = torch.finfo(dtype).eps
-    cands, plans, errors = survey(automaton, max_len, positions, max_params, shape, eps)
+    cands, plans, errors = survey(automaton, max_len, positions, max_params, shape, eps, prefer)
     try:
         d = take_best(automaton, cands, plans, errors, max_len, eps, positions, prefer,
-                      certified=not allow_inexact, shape=shape)
+                      certified=not allow_inexact, shape=shape, max_params=max_params)
     except ShortcutError as e:
         return {**out, "candidates": [asdict(x) for x in cands], "chosen": None, "why": None, "error": str(e)}
     return {**out, "candidates": [asdict(x) for x in d.candidates], "chosen": d.method, "why": d.why, "error": None}

@@ -143,12 +143,12 @@ def _standard_cost(automaton: Semiautomaton, c: Construction, plan: Any, options
 
 
 def _assess(automaton: Semiautomaton, c: Construction, max_len: int, positions: str,
-            max_params: int, shape: str = DEFAULT,
-            eps: float = 2.0**-23) -> tuple[Candidate, Any, type[ShortcutError] | None]:
-    """One construction's candidate: its plan and exact cost (in ``shape``), or why it does not apply
-    or fit (with the error class to raise when it was asked for)."""
+            max_params: int, shape: str = DEFAULT, eps: float = 2.0**-23,
+            plan: Any = None) -> tuple[Candidate, Any, type[ShortcutError] | None]:
+    """One construction's candidate: its plan (``plan``: already analysed) and exact cost (in ``shape``),
+    or why it does not apply or fit (with the error class to raise when it was asked for)."""
     cand = Candidate(c.name, c.theorem)
-    plan = c.applies(automaton)
+    plan = c.applies(automaton) if plan is None else plan
     if isinstance(plan, Refusal):
         cand.refusal = plan.reason
         return cand, None, plan.error
@@ -171,21 +171,78 @@ def _assess(automaton: Semiautomaton, c: Construction, max_len: int, positions: 
     return cand, plan, None
 
 
+class Skipped(ShortcutError):
+    """A candidate ``auto`` did not estimate: the floor of its layers (``Construction.floor``) is deeper
+    than its rule can pick (:func:`survey`); estimated in full when a build fails (:func:`take_best`)."""
+
+
 def survey(automaton: Semiautomaton, max_len: int, positions: str = "sinusoidal", max_params: int = MAX_PARAMS,
-           shape: str = DEFAULT,
-           eps: float = 2.0**-23) -> tuple[list[Candidate], dict[str, Any], dict[str, type[ShortcutError]]]:
+           shape: str = DEFAULT, eps: float = 2.0**-23,
+           prefer: str | None = None) -> tuple[list[Candidate], dict[str, Any], dict[str, type[ShortcutError]]]:
     """Every registered construction, in registry order: its candidate (exact estimate or
     refusal, in ``shape``: the standard shape builds each program to count it), its plan (by name,
-    where it applies) and the error class of each refusal."""
-    cands, plans, errors = [], {}, {}
+    where it applies) and the error class of each refusal.  With ``prefer`` (auto's rule), a construction
+    with a ``floor`` is estimated after the others, and not at all (a :class:`Skipped` refusal) when its
+    floor is deeper than that rule can pick (:func:`_pickable`): the pick is the one a full survey gives."""
+    cands: list[Candidate] = []
+    plans: dict[str, Any] = {}
+    errors: dict[str, type[ShortcutError]] = {}
+    deferred = []
     for c in registry.entries():
-        cand, plan, error = _assess(automaton, c, max_len, positions, max_params, shape, eps)
-        cands.append(cand)
-        if plan is not None:
+        plan = c.applies(automaton) if prefer is not None and c.floor is not None else None
+        if plan is not None and not isinstance(plan, Refusal):
+            deferred.append((len(cands), c, plan))
+            cands.append(Candidate(c.name, c.theorem))
+            continue
+        cand, plan, error = _assess(automaton, c, max_len, positions, max_params, shape, eps, plan)
+        _record(cands, plans, errors, len(cands), cand, plan, error)
+    for i, c, plan in deferred:
+        depth = _pickable(cands, prefer)
+        floor = c.floor(plan) if c.floor is not None else 0
+        if depth is not None and floor > depth:
             plans[c.name] = plan
-        if error is not None:
-            errors[c.name] = error
+            errors[c.name] = Skipped
+            cands[i] = Candidate(c.name, c.theorem, applies=True, refusal=(
+                f"skipped: at least {floor} layers (its floor), and auto ({prefer}) picks among at most {depth}"))
+            continue
+        _record(cands, plans, errors, i, *_assess(automaton, c, max_len, positions, max_params, shape, eps, plan))
     return cands, plans, errors
+
+
+def _record(cands: list[Candidate], plans: dict[str, Any], errors: dict[str, type[ShortcutError]], i: int,
+            cand: Candidate, plan: Any, error: type[ShortcutError] | None) -> None:
+    """Put a construction's candidate at ``i`` (appended at the end), its plan and its error class."""
+    if i == len(cands):
+        cands.append(cand)
+    else:
+        cands[i] = cand
+    if plan is not None:
+        plans[cand.name] = plan
+    if error is not None:
+        errors[cand.name] = error
+
+
+def _pickable(cands: list[Candidate], prefer: str | None) -> int | None:
+    """The most layers a candidate may have and still be ranked first by ``prefer`` (:func:`ranking`)
+    beside those that fit so far: ``depth``, the shallowest's; ``size``, one more (None: no bound yet)."""
+    fits = [c.size[0] for c in cands if c.fits]
+    if prefer is None or not fits:
+        return None
+    return min(fits) + (1 if prefer == "size" else 0)
+
+
+def unskip(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any],
+           errors: dict[str, type[ShortcutError]], max_len: int, positions: str, max_params: int,
+           shape: str = DEFAULT, eps: float = 2.0**-23) -> bool:
+    """Estimate in full, in place, the candidates :func:`survey` skipped (a build that failed may leave
+    one of them first); whether there were any."""
+    skipped = [i for i, c in enumerate(cands) if errors.get(c.name) is Skipped]
+    for i in skipped:
+        name = cands[i].name
+        errors.pop(name)
+        _record(cands, plans, errors, i,
+                *_assess(automaton, registry.get(name), max_len, positions, max_params, shape, eps, plans.pop(name)))
+    return bool(skipped)
 
 
 def ranking(cands: list[Candidate], prefer: str = "depth") -> list[Candidate]:
@@ -231,8 +288,8 @@ def _auto(automaton: Semiautomaton, max_len: int, eps: float, positions: str, pr
     A build that fails (an estimate that missed a budget: a bug, reported in the candidates)
     falls through to the next, and so does, when ``certified``, a build beyond its certified
     float reach (:func:`beyond_reach`).  Nothing fits: an error naming every construction's reason."""
-    cands, plans, errors = survey(automaton, max_len, positions, max_params, shape, eps)
-    return take_best(automaton, cands, plans, errors, max_len, eps, positions, prefer, certified, shape)
+    cands, plans, errors = survey(automaton, max_len, positions, max_params, shape, eps, prefer)
+    return take_best(automaton, cands, plans, errors, max_len, eps, positions, prefer, certified, shape, max_params)
 
 
 def _build(automaton: Semiautomaton, c: Construction, plan: Any, options: BuildOptions,
@@ -242,44 +299,53 @@ def _build(automaton: Semiautomaton, c: Construction, plan: Any, options: BuildO
 
 
 def take_best(automaton: Semiautomaton, cands: list[Candidate], plans: dict[str, Any],
-          errors: dict[str, type[ShortcutError]], max_len: int, eps: float, positions: str, prefer: str,
-          certified: bool = False, shape: str = DEFAULT) -> Decision:
+              errors: dict[str, type[ShortcutError]], max_len: int, eps: float, positions: str, prefer: str,
+              certified: bool = False, shape: str = DEFAULT, max_params: int = MAX_PARAMS) -> Decision:
     """:func:`_auto` after the survey: build the best candidate that fits, or refuse naming every reason.
     Candidates are built in the planner's order until one is taken (at a max_len beyond one
-    construction's reach, building them all costs gigabytes).  With ``certified``, a build whose
-    worst-case rounding bound is beyond its tolerance (its precision warnings) does not fit and
+    construction's reach, building them all costs gigabytes); after a build that fails, those the survey
+    skipped are estimated in full (:func:`unskip`) and ranked with the rest.  With ``certified``, a build
+    whose worst-case rounding bound is beyond its tolerance (its precision warnings) does not fit and
     the next is tried; if none is left, the first such build's :class:`PrecisionError` is raised."""
     ranked = ranking(cands, prefer)
     beyond: PrecisionError | None = None
-    for cand in ranked:
+    while ranked:
+        cand = ranked.pop(0)
         c = registry.get(cand.name)
         try:
             built = _build(automaton, c, plans[c.name], BuildOptions(max_len, eps, positions), shape)
         except ShortcutError as e:
             cand.fits, cand.refusal = False, f"estimated, but the build failed: {e}"
             errors[c.name] = type(e)
-            continue
-        if certified and built[1].get("warnings"):
+        else:
+            if not (certified and built[1].get("warnings")):
+                return _taken(automaton, c, cand, cands, plans, built, max_len, prefer, shape)
             cand.fits, cand.refusal = False, f"beyond its certified float reach: {built[1]['warnings'][0]}"
             errors[c.name] = PrecisionError
             beyond = beyond or PrecisionError(_reach_text(automaton, c, built[1], max_len, eps))
-            continue
-        cand.chosen = True
-        shallowest = min(x.size[0] for x in cands if x.fits)
-        for x in cands:
-            if x.fits and not x.chosen:
-                x.note = _note(x, cand, prefer, shallowest, shape)
-        cand.note = (f"the fewest {_unit(shape)}, then parameters" if prefer == "depth" else
-                     "prefer size: the fewest parameters within one layer of the shallowest")
-        passed = "".join(f"; not {x.name}: {x.refusal or x.note}" for x in cands if not x.chosen)
-        why = (f"auto: {c.name} ({c.theorem}): {c.describe(plans[c.name], automaton)}; "
-               f"{_cost_text(cand, max_len, shape)} ({cand.note}){passed}")
-        return Decision(c, plans[c.name], why, cands, built, shape)
+        if unskip(automaton, cands, plans, errors, max_len, positions, max_params, shape, eps):
+            ranked = ranking(cands, prefer)
     if beyond is not None:
         raise beyond
     reasons = "; ".join(f"{x.name}: {x.refusal}" for x in cands)
     error = BudgetError if BudgetError in errors.values() else ShortcutError
     raise error(f"no construction compiles {automaton.name} at max_len {max_len}: {reasons}")
+
+
+def _taken(automaton: Semiautomaton, c: Construction, cand: Candidate, cands: list[Candidate],
+           plans: dict[str, Any], built: tuple, max_len: int, prefer: str, shape: str) -> Decision:
+    """The decision for ``cand`` (built): every other candidate's note, and auto's why."""
+    cand.chosen = True
+    shallowest = min(x.size[0] for x in cands if x.fits)
+    for x in cands:
+        if x.fits and not x.chosen:
+            x.note = _note(x, cand, prefer, shallowest, shape)
+    cand.note = (f"the fewest {_unit(shape)}, then parameters" if prefer == "depth" else
+                 "prefer size: the fewest parameters within one layer of the shallowest")
+    passed = "".join(f"; not {x.name}: {x.refusal or x.note}" for x in cands if not x.chosen)
+    why = (f"auto: {c.name} ({c.theorem}): {c.describe(plans[c.name], automaton)}; "
+           f"{_cost_text(cand, max_len, shape)} ({cand.note}){passed}")
+    return Decision(c, plans[c.name], why, cands, built, shape)
 
 
 def _requested(automaton: Semiautomaton, c: Construction, max_len: int, positions: str, max_params: int,

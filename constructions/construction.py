@@ -252,6 +252,9 @@ class Construction(Generic[Plan]):
     obligations(model, plan) -> Obligations: the discrete program the model's weights must run
         (constructions/obligations/), which ``verify/certify/`` proves them to run on every
         input up to max_len (optional: a construction without it is not certified yet).
+    floor(plan) -> int: a lower bound on the layers ``estimate`` gives, from the plan alone and cheap
+        beside the estimate (optional): a caller that already holds a shallower candidate skips the
+        estimate (the product's factors, ``constructions/product.py``).
     """
 
     name: str
@@ -269,3 +272,4 @@ class Construction(Generic[Plan]):
     head_target: Callable[[int, Any], tuple[Any, str]] | None = None
     diagram: Callable[[Plan], tuple[str, str]] | None = None
     obligations: Callable[[Any, Plan], Any] | None = None
+    floor: Callable[[Plan], int] | None = None

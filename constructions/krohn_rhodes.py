@@ -73,6 +73,7 @@ from .krohn_rhodes_layout import (
     allocate,
     block_heads,
     configurations,
+    depth_floor,
     embedding,
     input_update,
     prefix_sum_bounds,
@@ -500,4 +501,5 @@ CONSTRUCTION = Construction(
     name=NAME, theorem="Theorem 11", applies=applies, estimate=estimate, build=build, set_start=set_start,
     plan_to_json=Cascade.to_dict, plan_from_json=Cascade.from_dict, describe=describe,
     diagram=lambda cascade: ("Cascade", to_dot(cascade)), obligations=declared_obligations(build),
+    floor=depth_floor,
 )

@@ -237,6 +237,16 @@ def schedule(cascade: Cascade) -> Schedule:
                     _view_stages(views, new_views, {v: L for v in new_views}))
 
 
+def depth_floor(cascade: Cascade) -> int:
+    """A lower bound on :func:`schedule`'s blocks from the tables' dependencies alone (no table laid out):
+    a component runs one block after every component its input table depends on (``ready`` is at least
+    ``block_of``), so the longest chain of such dependencies is at most ``n_blocks``."""
+    block: dict[str, int] = {}
+    for c in cascade.components:  # in level order: what a component reads comes before it
+        block[c.name] = 1 + max((block[n] for n in _base_components(cascade, c.reads)), default=0)
+    return max(block.values(), default=1)
+
+
 def _view_stages(views: dict, names: list[str], block: dict[str, int]) -> dict[str, int]:
     """Nesting depth of each view among those evaluated in the same block (1 = reads no such view)."""
     stage: dict[str, int] = {}

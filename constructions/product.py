@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from compiler.automata.errors import BudgetError, ShortcutError, SpecError
+from compiler.automata.shares import shared_budget
 from compiler.automata.partitions import (
     MAX_SEARCH_STATES,
     Partition,
@@ -79,6 +80,12 @@ about what planning an automaton of its size does (the krohn-rhodes analysis dom
 Moore machine (a random 8-state Mealy machine's transitions) has 8 quotients of 16 states, 131 of
 132 s of its product estimate in their krohn-rhodes analyses; automata of at most 9 states are
 never cut (8 quotients of at most 8 states)."""
+
+SEARCH_SHARE = 4
+"""A quotient's detections that honour a share (``compiler/automata/shares.py``: the factor and since-program
+searches) run within 1/SEARCH_SHARE of their budgets: the product plans up to MAX_QUOTIENTS quotients, and
+searches that ran out of budget on them (a tier-based language's quotients: 4-8 s each) were the planner's
+largest cost.  A quotient over it is planned by the other constructions, as over any budget."""
 
 MAX_LEGAL_SEARCH_STATES = 8
 """Largest partial automaton whose decompositions are searched on its legal words
@@ -187,19 +194,39 @@ def restarted(plan: ProductPlan, automaton: Semiautomaton) -> ProductPlan:
 
 def _cheapest(a: Semiautomaton, max_len: int, positions: str,
               factors: tuple[Construction, ...]) -> tuple[Construction, Any, Cost] | None:
-    """The construction among ``factors`` with the fewest layers, then parameters, for ``a``."""
-    best = None
-    for c in factors:
-        plan = c.applies(a)
+    """The construction among ``factors`` with the fewest layers, then parameters, then the earliest in
+    ``factors``, for ``a``.  Those with a ``floor`` (a lower bound on their layers from the plan) are
+    estimated last, and not at all when the floor is deeper than the best already found: such a one
+    cannot be the cheapest, so the choice is the one estimating every construction gives."""
+    best: _Best | None = None
+    deferred = []
+    for i, c in enumerate(factors):
+        with shared_budget(SEARCH_SHARE):
+            plan = c.applies(a)
         if isinstance(plan, Refusal):
             continue
-        try:
-            cost = c.estimate(plan, max_len, positions)
-        except ShortcutError:
+        if c.floor is not None:
+            deferred.append((i, c, plan))
             continue
-        if best is None or (cost.layers, cost.params) < (best[2].layers, best[2].params):
-            best = (c, plan, cost)
-    return best
+        best = _better(best, i, c, plan, max_len, positions)
+    for i, c, plan in deferred:
+        if best is None or c.floor is None or c.floor(plan) <= best[0][0]:
+            best = _better(best, i, c, plan, max_len, positions)
+    return None if best is None else best[1]
+
+
+_Best = tuple[tuple[int, int, int], tuple[Construction, Any, Cost]]
+"""A quotient's cheapest construction so far: its key (layers, parameters, order) and (construction, plan, cost)."""
+
+
+def _better(best: _Best | None, i: int, c: Construction, plan: Any, max_len: int, positions: str) -> _Best | None:
+    """``best`` or construction ``c`` (the ``i``-th), whichever costs less (layers, parameters, order)."""
+    try:
+        cost = c.estimate(plan, max_len, positions)
+    except ShortcutError:
+        return best
+    key = (cost.layers, cost.params, i)
+    return (key, (c, plan, cost)) if best is None or key < best[0] else best
 
 
 @functools.lru_cache(maxsize=16)

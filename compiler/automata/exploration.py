@@ -9,7 +9,7 @@ from typing import cast
 
 from .errors import BudgetError
 from .groups import Perm
-from .holonomy import DEFAULT_CHAIN_BUDGET, Holonomy
+from .holonomy import DEFAULT_CHAIN_BUDGET, DEFAULT_CHAIN_WORK, Holonomy
 from .subduction import HolonomyError
 
 
@@ -50,11 +50,12 @@ class Exploration:
     inside the block of their chain set.
     """
 
-    def __init__(self, hol: Holonomy, budget: int = DEFAULT_CHAIN_BUDGET):
+    def __init__(self, hol: Holonomy, budget: int = DEFAULT_CHAIN_BUDGET, work: int = DEFAULT_CHAIN_WORK):
         self.hol = hol
-        self.budget = budget
         L = hol.levels
         A = len(hol.maps)
+        self.budget = min(budget, work // max(1, A))  # every prefix is stepped by every letter map
+        self.work = work
         self.parent: list[int] = [-1]
         self.value: list[int] = [-1]
         self.frontier: list[int] = [hol.full]
@@ -129,7 +130,8 @@ class Exploration:
         if c > self.budget:
             raise BudgetError(
                 f"the holonomy cascade has more than {self.budget} reachable coordinate prefixes "
-                f"(chain budget); use the scan construction for this automaton"
+                f"(chain budget, at most {self.work:,} prefixes x letter maps); use the scan construction "
+                f"for this automaton"
             )
         return c
 

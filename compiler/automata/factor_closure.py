@@ -78,12 +78,15 @@ class Closure:
 def closure_of(maps: np.ndarray, tr: Tracker, q0: int, n_groups: int, threshold: int) -> Closure:
     """The breadth-first closure from (q0, start node, 0) over the letter classes (``maps``:
     [class, state], class c has code c + 1); counts capped at ``threshold``.  The start is its own
-    row (t = 0 reads no key), apart from the same triple reached by a word."""
+    row (t = 0 reads no key), apart from the same triple reached by a word.  Each level's new rows
+    are in the order of (parent row, class), the first of equal triples kept."""
     n_cls, n_nodes = maps.shape[0], len(tr.omega)
     radix = threshold + 1
     if radix ** n_groups * n_nodes * maps.shape[1] * 2 >= 1 << 62:
         raise TooBig
-    inc = tr.inc
+    to_q = np.ascontiguousarray(maps.T)  # [state, class]
+    to_node = np.ascontiguousarray(tr.step[:, 1 : n_cls + 1])  # [node, class]
+    inc_next = tr.inc[to_node]  # [node, class, group]: the counts a class adds from a node
     weights = np.array([radix**g for g in range(n_groups)], dtype=np.int64)
     span = radix**n_groups
     q = np.array([q0])
@@ -93,19 +96,26 @@ def closure_of(maps: np.ndarray, tr: Tracker, q0: int, n_groups: int, threshold:
     qs, nodes, cs, parents, letters = [q], [node], [counts], [np.array([-1])], [np.array([-1])]
     base, total = 0, 1
     while len(q):
-        nq = maps[:, q].T.reshape(-1)  # [row * n_cls + class]
-        nn = tr.step[np.repeat(node, n_cls), np.tile(np.arange(1, n_cls + 1), len(q))]
-        nc = np.minimum(threshold, np.repeat(counts, n_cls, axis=0) + inc[nn])
-        codes = (nq * n_nodes + nn) * span + nc @ weights
+        nq = to_q[q].ravel()  # [row * n_cls + class]
+        nn = to_node[node].ravel()
+        nc = counts[:, None, :] + inc_next[node]
+        np.minimum(nc, threshold, out=nc)
+        nc = nc.reshape(len(nq), n_groups)
+        codes = (nq * n_nodes + nn) * span
+        if n_groups:
+            codes += nc @ weights
         order = np.argsort(codes, kind="stable")
-        lead = np.ones(len(order), dtype=bool)
-        lead[1:] = codes[order[1:]] != codes[order[:-1]]
-        first = np.sort(order[lead])  # each new code's first row
-        at = np.minimum(np.searchsorted(seen, codes[first]), len(seen) - 1)
-        fresh = first[seen[at] != codes[first]]
-        if not len(fresh):
+        ordered = codes[order]
+        lead = np.empty(len(order), dtype=bool)  # each code's first row
+        lead[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=lead[1:])
+        first, code = order[lead], ordered[lead]
+        at = np.minimum(np.searchsorted(seen, code), len(seen) - 1)
+        new = seen[at] != code
+        if not new.any():
             break
-        seen = np.sort(np.concatenate([seen, codes[fresh]]))
+        fresh = np.sort(first[new])
+        seen = np.sort(np.concatenate([seen, code[new]]))
         total += len(fresh)
         if total > MAX_NODES:
             raise TooBig
@@ -153,8 +163,9 @@ def confused_pairs(cl: Closure) -> int:
         return 0
     _, rows = np.unique(cls[shared], return_inverse=True)
     qs, together = q[shared], np.zeros((n, n), dtype=bool)
-    chunk = max(1, (1 << 22) // n)  # classes per product: A's chunk within 16 MB
-    for lo in range(0, int(rows.max()) + 1, chunk):
+    top = int(rows.max()) + 1
+    chunk = max(1, min(top, (1 << 22) // n))  # classes per product: A's chunk within 16 MB, no more rows than classes
+    for lo in range(0, top, chunk):
         at = (rows >= lo) & (rows < lo + chunk)
         A = np.zeros((chunk, n), dtype=np.float32)
         A[rows[at] - lo, qs[at]] = 1.0

@@ -58,6 +58,7 @@ from .factor_closure import (Closure, TooBig, Tracker, capped_factors, closure_o
                              confused_share, tracker, word_of)
 from .factor_witnesses import letter_with_a_cycle, refuted, witness
 from .graphs import strongly_connected
+from .shares import share, share_text
 from .spec import Semiautomaton
 
 MAX_K = 6
@@ -86,6 +87,9 @@ TRIES = ((False, SHARE), (False, ROWS), (False, PAIRS), (True, ROWS))
 FEW_GROUPS = 8
 """A description with more groups than this does not end the tries (a score that took a count per
 factor, where another finds a few: its closure and its tables are larger by far)."""
+MEMO_ROWS = 1 << 19
+"""Most closure rows one detection keeps for reuse (:class:`_Memo`: the tries, thresholds and scores meet the
+same descriptions again; about 40 MB)."""
 ROUNDS = (1, 4)
 """Each try's budget in the first round of tries, then in the second (a try that ran out is run
 again with the larger budget), in sixteenths of the detection's (the second round's last tries
@@ -164,6 +168,36 @@ class FactorPlan:
 # the search (the tracker and its closure: compiler/automata/factor_closure.py)
 
 
+@dataclass
+class _Memo:
+    """The closures one detection computed, by description (k, threshold, windows, factors, groups: with the
+    detection's class maps and start, all a closure depends on), None for one over its size; up to
+    :data:`MEMO_ROWS` rows kept.  A closure found here still counts its rows as work, so the search goes
+    exactly as it would computing it again (the same descriptions found, the same budgets run out)."""
+
+    found: dict[tuple, tuple[Closure, Tracker] | None] = field(default_factory=dict)
+    rows: int = 0
+
+    def closure(self, maps: np.ndarray, q0: int, key: tuple) -> tuple[Closure, Tracker]:
+        """The closure of the description ``key`` (computed, or kept); TooBig when it outgrows its size."""
+        if key in self.found:
+            kept = self.found[key]
+            if kept is None:
+                raise TooBig
+            return kept
+        k, threshold, windows, factors, groups = key
+        tr = tracker(k, maps.shape[0] + 1, windows, factors, groups)
+        try:
+            cl = closure_of(maps, tr, q0, max(groups) + 1 if groups else 0, threshold)
+        except TooBig:
+            self.found[key] = None
+            raise
+        if self.rows + len(cl.q) <= MEMO_ROWS:
+            self.found[key] = (cl, tr)
+            self.rows += len(cl.q)
+        return cl, tr
+
+
 def components(maps: np.ndarray) -> np.ndarray:
     """The strongly connected component of every state (numbered in Tarjan's completion order)."""
     n = maps.shape[1]
@@ -190,6 +224,7 @@ class _Search:
     merge: bool = False  # whether a new factor may join a group entering the same component
     score: str = SHARE  # what a candidate is scored by (SCORES, :meth:`_left`)
     limit: int = MAX_WORK  # the work (``work[0]``) at which this search gives up
+    memo: _Memo = field(default_factory=_Memo)  # the closures computed so far, shared like ``work``
     entered: dict[int, int] = field(default_factory=dict)  # per group: the component its first factor entered
 
     def same_component(self, w1: list[int], w2: list[int]) -> bool:
@@ -219,8 +254,8 @@ class _Search:
         groups = self.groups if groups is None else groups
         if self.work[0] > self.limit:
             raise TooBig
-        tr = tracker(self.k, self.maps.shape[0] + 1, tuple(self.windows), tuple(factors), tuple(groups))
-        cl = closure_of(self.maps, tr, self.q0, max(groups) + 1 if groups else 0, self.threshold)
+        cl, tr = self.memo.closure(self.maps, self.q0,
+                                   (self.k, self.threshold, tuple(self.windows), tuple(factors), tuple(groups)))
         self.work[0] += len(cl.q) * self.maps.shape[0]
         return cl, tr
 
@@ -303,12 +338,12 @@ def _class_maps(a: Semiautomaton) -> tuple[np.ndarray, tuple[int, ...]]:
     return maps[np.sort(first)], tuple(int(rank[i]) + 1 for i in inverse.reshape(-1))
 
 
-def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
-            merge: bool = False, score: str = SHARE, limit: int = MAX_WORK) -> tuple[_Search | None, str]:
+def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int], merge: bool = False,
+            score: str = SHARE, limit: int = MAX_WORK, memo: _Memo | None = None) -> tuple[_Search | None, str]:
     """The refinement loop for one (k, t): the search with a description that works, or None and why
     (``merge``: a new factor joins a group whose factors enter the same component when that leaves
     no more conflicts -- the closure stays small when many factors do one thing, as forbidden ones)."""
-    s = _Search(maps, q0, k, threshold, [], [], [], work, components(maps), merge, score, limit)
+    s = _Search(maps, q0, k, threshold, [], [], [], work, components(maps), merge, score, limit, memo or _Memo())
     for _ in range(MAX_ROUNDS):
         cl, tr = s.closure()
         pair = conflict(cl)
@@ -324,7 +359,7 @@ def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
 
 
 def _tries(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
-           total: int = MAX_WORK) -> tuple[_Search | None, str]:
+           total: int = MAX_WORK, memo: _Memo | None = None) -> tuple[_Search | None, str]:
     """:func:`_search` with each of :data:`TRIES` in turn, in rounds of budgets (:data:`ROUNDS`), all
     within the detection's (``work`` up to ``total``): the first that ends with a pair of words
     nothing tells apart, or with a description of at most :data:`FEW_GROUPS` groups (else the one
@@ -334,7 +369,8 @@ def _tries(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
         if work[0] >= total:
             break
         try:
-            s, reason = _search(maps, q0, k, threshold, work, merge, score, min(total, work[0] + total * part // 16))
+            s, reason = _search(maps, q0, k, threshold, work, merge, score, min(total, work[0] + total * part // 16),
+                                memo)
         except TooBig:
             continue
         if s is None or len(set(s.groups)) <= FEW_GROUPS:
@@ -412,20 +448,20 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         letter = a.alphabet[classes.index(cycle + 1)]
         return None, (f"{name} is not locally threshold testable: no power of the letter {letter!r} is idempotent "
                       f"(a^n != a^(n+1) for every n: a cycle, which no capped count sees)")
-    k = max_k
+    k, budget = max_k, budget // share()  # a share of it where many automata are planned together
     pair = refuted(maps, a.start, k, None)
     if pair is not None:
         return None, f"{name} is not locally threshold testable with k <= {k}: {witness(pair, k, None)}"
-    why, work = "", [0]
+    why, work, memo = "", [0], _Memo()
     for t in range(1, max_threshold + 1):
         pair = refuted(maps, a.start, k, t)
         if pair is not None:
             why = witness(pair, k, t)
             continue
         try:
-            s, reason = _tries(maps, a.start, k, t, work, budget)
+            s, reason = _tries(maps, a.start, k, t, work, budget, memo)
         except TooBig:
-            why = f"gave up at threshold {t} over the search's budget ({budget:,} closure rows, " \
+            why = f"gave up at threshold {t} over the search's budget ({budget:,} closure rows{share_text()}, " \
                   f"{MAX_PATTERNS} patterns)"
             continue
         if s is None:

@@ -69,6 +69,12 @@ before that, right after the orbit (a random 10,000-state automaton: 5,500 image
 DEFAULT_CHAIN_BUDGET = 60_000
 """Most reachable holonomy coordinate prefixes (trie nodes) explored."""
 
+DEFAULT_CHAIN_WORK = 300_000
+"""Most prefixes times letter maps the exploration steps (its work: a prefix is stepped by every letter
+map, about 10 us each): on many letters the prefix budget alone took 9-14 s to run out (291 states x 10
+maps, 817 x 64); the largest exploration that ends, on the paper's automata, the examples and the
+subregular benchmark's languages, steps 176,442 (25,206 prefixes x 7 maps)."""
+
 Action = "tuple[int, Perm] | int"
 """A level's input: ``(block index, permutation of that block's tiles)``, or ``int`` v = reset to value v."""
 

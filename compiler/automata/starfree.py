@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .spec import Semiautomaton
+from .shares import share, share_text
 
 MAX_LAYERS = 6
 """Most since layers a plan may have."""
@@ -218,10 +219,11 @@ class _Work:
 
     def __init__(self) -> None:
         self.done = 0
+        self.limit = MAX_WORK // share()  # a share of it where many automata are planned together
 
     def add(self, n: int) -> None:
         self.done += n
-        if self.done > MAX_WORK:
+        if self.done > self.limit:
             raise _Budget
 
 
@@ -483,7 +485,7 @@ def detect(a: Semiautomaton) -> tuple[StarFreePlan | None, str]:
     try:
         return _search(a)
     except _Budget:
-        return None, f"the since program's search needs more than {MAX_WORK:,} steps (budget)"
+        return None, f"the since program's search needs more than {MAX_WORK // share():,} steps (budget{share_text()})"
 
 
 @dataclass

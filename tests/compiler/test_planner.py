@@ -18,7 +18,7 @@ from compiler.automata.load import load_spec
 from compiler.automata.spec import Semiautomaton
 from compiler.cli import main
 from constructions import registry
-from constructions.construction import Cost
+from constructions.construction import Construction, Cost
 
 ONE_STAR = {"name": "one-star", "states": ["ok", "sink"], "alphabet": ["0", "1"],
             "transitions": {"ok": {"0": "sink", "1": "ok"}, "sink": {"0": "sink", "1": "sink"}}}
@@ -95,18 +95,41 @@ def test_refusal_names_every_constructions_reason():
     assert "not definite" in msg and "line or box world" in msg and "over the budget of 100" in msg
 
 
-def test_a_failing_build_falls_through_to_the_next_candidate():
-    scan = registry.get("scan")
-
+def _broken() -> Construction:
+    """A construction that applies wherever the scan does, costs 1 layer and 1 parameter, and never builds."""
     def broken(*args, **kwargs):
         raise ShortcutError("broken on purpose")
 
-    fake = replace(scan, name="fake", estimate=lambda rep, T, pos: Cost(1, 1), build=broken)
-    with registry.registered(fake, position=0):
+    return replace(registry.get("scan"), name="fake", estimate=lambda rep, T, pos: Cost(1, 1), build=broken)
+
+
+def test_a_failing_build_falls_through_to_the_next_candidate():
+    with registry.registered(_broken(), position=0):
         d = pipeline.decide(load_spec("parity"), "auto", 16)
         assert d.method == "krohn-rhodes"  # the next best: 1 layer
         fake_cand = d.candidates[0]
         assert fake_cand.name == "fake" and not fake_cand.fits and "broken on purpose" in fake_cand.refusal
+
+
+def test_auto_skips_an_estimate_whose_floor_is_deeper_and_the_pick_is_the_full_surveys():
+    """krohn-rhodes's floor (its tables' dependency chain) is deeper than the scan's 2 layers on a bounded
+    stack: auto does not estimate it, and picks what the full survey (every estimate) picks."""
+    a = load_spec("dyck:4,2")
+    full, _, _ = pipeline.survey(a, 4)
+    quick, _, errors = pipeline.survey(a, 4, prefer="depth")
+    kr = {c.name: c for c in quick}["krohn-rhodes"]
+    assert errors["krohn-rhodes"] is planner.Skipped and kr.applies and kr.layers is None
+    assert {c.name: c for c in full}["krohn-rhodes"].layers > 2
+    assert planner.ranking(full)[0].name == planner.ranking(quick)[0].name == "scan"
+
+
+def test_a_failing_build_estimates_the_skipped_candidates():
+    """The best's build fails: the skipped krohn-rhodes is estimated in full and ranked with the rest."""
+    with registry.registered(_broken(), position=0):
+        d = pipeline.decide(load_spec("dyck:4,2"), "auto", 4)
+    cands = {c.name: c for c in d.candidates}
+    assert d.method == "scan" and cands["krohn-rhodes"].layers is not None and cands["krohn-rhodes"].fits
+    assert not cands["fake"].fits and "broken on purpose" in cands["fake"].refusal
 
 
 def test_a_build_beyond_its_float_reach_falls_through_when_certified():

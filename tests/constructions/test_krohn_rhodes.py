@@ -262,3 +262,23 @@ def test_counter_decode_grows_like_sqrt_T():
                if p.get("kind") == "residue-code"]
     assert len(decodes) == 3 and all(p["hidden"] == counter_hidden(2, 4096, p["minus_max"] is not None)
                                      for p in decodes)
+
+
+def test_the_depth_floor_is_at_most_the_estimate():
+    """``Construction.floor`` (the tables' dependency chain) never exceeds the layers the estimate counts
+    (the planner skips an estimate on it), on the paper's solvable automata and random ones."""
+    from compiler.automata.load import load_spec
+    from constructions import registry
+    from constructions.construction import Refusal
+
+    kr = registry.get("krohn-rhodes")
+    autos = [load_spec(n) for n in SOLVABLE] + [random_automaton(random.Random(i), 5, 3) for i in range(12)]
+    tight = 0
+    for a in autos:
+        plan = kr.applies(a)
+        if isinstance(plan, Refusal):
+            continue
+        layers = kr.estimate(plan, 32, "sinusoidal").layers
+        assert 1 <= kr.floor(plan) <= layers, a.name
+        tight += kr.floor(plan) == layers
+    assert tight > 0

@@ -229,3 +229,26 @@ def test_a_standard_product_records_that_its_factors_were_built_with_one_hidden_
     model = compiler.compile_automaton(build("cyclic:6"), max_len=24, method="product", shape="standard")
     assert model.meta["one_hidden_layer"] and len(model.blocks) == 2
     assert certify(model).certified is True
+
+
+def test_a_factor_deeper_than_its_floor_allows_is_not_estimated_and_the_choice_is_the_full_ones(monkeypatch):
+    """The product plans each quotient's cheapest construction, estimating those with a floor last and
+    only while the floor is no deeper than the best: the choice equals estimating every construction."""
+    from constructions import product
+
+    a = from_dict(R48)
+    factors = tuple(c for c in registry.entries() if c.name not in ("product", "transition"))
+    plan = registry.get("product").applies(a)
+    calls: list[str] = []
+    for f in (p for pair in plan.pairs for p in pair.factors):
+        fast = product._cheapest(f, 16, "sinusoidal", factors)
+        full = product._cheapest(f, 16, "sinusoidal", tuple(dataclasses.replace(c, floor=None) for c in factors))
+        assert (fast is None) == (full is None)
+        if fast is not None and full is not None:
+            assert (fast[0].name, fast[2]) == (full[0].name, full[2])
+    kr = next(c for c in factors if c.name == "krohn-rhodes")
+    watched = dataclasses.replace(kr, estimate=lambda *x: calls.append("kr") or kr.estimate(*x),
+                                  floor=lambda plan: 99)
+    picked = product._cheapest(plan.pairs[0].factors[0], 16, "sinusoidal",
+                               tuple(watched if c is kr else c for c in factors))
+    assert picked is not None and picked[0].name != "krohn-rhodes" and not calls

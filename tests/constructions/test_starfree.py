@@ -61,7 +61,8 @@ def test_auto_takes_it_where_the_cascade_is_deeper():
     model = _compiled(2, 64, 0, 50, readout="labels")
     assert model.meta["method"] == "starfree" and len(model.blocks) == 2
     cands = {c["name"]: c for c in model.meta["candidates"]}
-    assert cands["krohn-rhodes"]["layers"] > 2
+    kr = cands["krohn-rhodes"]  # deeper, or skipped: its floor is deeper
+    assert (kr["layers"] or 0) > 2 or kr["refusal"].startswith("skipped: at least")
 
 
 @pytest.mark.parametrize("k,letters,seed", [(2, 4, 0), (3, 64, 1)])

@@ -232,3 +232,34 @@ def test_a_description_with_a_count_per_factor_does_not_end_the_tries():
     plan, why = detect(random_language("lt", k=4, letters=64, seed=0))
     assert plan is not None, why
     assert plan.layers == 2 and plan.n_groups <= 2 and len(plan.factors) <= 2
+
+
+@pytest.mark.parametrize("cls,k,letters", [("lt", 4, 4), ("tlt", 4, 16), ("ltt", 2, 4), ("pt", 2, 16)])
+def test_the_closures_kept_change_no_answer(monkeypatch, cls, k, letters):
+    """A detection keeps the closures it computed (``_Memo``) and still counts their rows as work: the
+    plan, or the refusal and its reason, is the one computing every closure again gives."""
+    import compiler.automata.factors as factors
+    from compiler.automata.subregular_families import random_language
+    from compiler.automata.tiers import detect_tier
+
+    a = random_language(cls, k=k, letters=letters, seed=0)
+    kept = detect(a), detect_tier(a)
+    monkeypatch.setattr(factors, "MEMO_ROWS", 0)
+    assert (detect(a), detect_tier(a)) == kept
+
+
+def test_a_shared_budget_refuses_naming_its_share():
+    """Inside ``shared_budget(n)`` a search gets 1/n of its budget: one that runs out refuses naming the
+    share, never "not in the class"; outside, the same automaton is found."""
+    from compiler.automata.shares import shared_budget
+
+    a = load_spec("parity")  # a letter with a cycle: refused before any search, whatever the share
+    with shared_budget(4):
+        assert detect(a)[0] is None
+    from compiler.automata.subregular_families import random_language
+
+    b = random_language("lt", k=4, letters=64, seed=0)
+    assert detect(b)[0] is not None
+    with shared_budget(1 << 20):
+        plan, why = detect(b)
+    assert plan is None and "over the search's budget" in why and "1/1048576 of a detection's: shared" in why

@@ -163,6 +163,9 @@ def test_budgets():
         Holonomy(8, full_transformation_generators(8), image_budget=100)
     with pytest.raises(BudgetError, match="chain budget"):
         Exploration(Holonomy(7, full_transformation_generators(7)), budget=500)
+    hol = Holonomy(7, full_transformation_generators(7))  # the work budget: prefixes x letter maps
+    with pytest.raises(BudgetError, match=f"more than {1500 // len(hol.maps)} reachable .* at most 1,500 prefixes x"):
+        Exploration(hol, work=1500)
 
 
 def test_round_trips_are_identity_for_identity_letter():

@@ -50,3 +50,17 @@ def test_the_budget_is_named(monkeypatch):
     monkeypatch.setattr(starfree, "MAX_WORK", 2_000)
     plan, why = detect(random_language("sf", k=4, letters=64, seed=1))
     assert plan is None and "budget" in why and "2,000 steps" in why
+
+
+def test_a_shared_budget_refuses_naming_its_share():
+    """Inside ``shared_budget(n)`` the since-program search gets 1/n of its steps: over it, a refusal naming
+    the budget and the share, never "not star-free"; outside, the same automaton is found."""
+    from compiler.automata.shares import shared_budget
+    from compiler.automata.starfree import detect
+    from compiler.automata.subregular_families import random_language
+
+    a = random_language("sf", k=3, letters=4, seed=0)
+    assert detect(a)[0] is not None
+    with shared_budget(1 << 30):
+        plan, why = detect(a)
+    assert plan is None and "(budget, 1/1073741824 of a detection's: shared" in why
