@@ -26,7 +26,8 @@ import numpy as np
 from compiler.automata.cascade import Cascade
 
 from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
-from .krohn_rhodes_layout import Layout, Schedule, TablePlan, input_update
+from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Schedule, TablePlan, input_update,
+                                  prefix_sum_bounds)
 from .obligations import Lookup, Modular, Readout, Steps
 from .program import MLP, obligation_name
 from .workspace import Subspace
@@ -108,9 +109,11 @@ def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gat
 
 
 def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
-                 lay: Layout, sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool) -> Stair:
+                 lay: Layout, sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool,
+                 by_letter: dict[str, dict[int, int]]) -> Stair:
     """One lookup (Lemma 11) as a stair: gated by the letter and the stale keys' codes; a key decoded
-    in this block (at most one) read off its ramp, before the update through its increment's gate."""
+    in this block (at most one) read off its ramp, before the update through its increment's gate
+    (or the letter's, when the increment is a function of the letter: ``by_letter``)."""
     keys = plan.keys
     at = next((i for i, k in enumerate(keys) if k in fresh), None)
     gate_of = {}
@@ -119,7 +122,8 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
             gate_of[i] = gates.code(lay.subs[k]["new"] if new else lay.value(k), sizes[k])
     g_idx = [gate_of[i] for i in sorted(gate_of)] + ([0] if letter_keyed else [])
     old = False if at is None else not new and "old" in lay.subs[keys[at]]
-    if old and at is not None:
+    known = by_letter.get(keys[at]) if old and at is not None and letter_keyed else None
+    if old and at is not None and known is None:
         g_idx.append(gates.code(lay.subs[keys[at]]["inc"], sizes[keys[at]]))
     values: dict[tuple[int, ...], np.ndarray] = {}
     for (vals, letter), act in plan.rows.items():
@@ -133,8 +137,8 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
         ramp, high, _ = fresh[keys[at]]
         n = sizes[keys[at]]
         X = np.arange(high + 1)
-        for dk in range(n) if old else (0,):
-            gk = g + ((dk,) if old else ())
+        for dk in (known[letter],) if known is not None else range(n) if old else (0,):
+            gk = g + ((dk,) if old and known is None else ())
             F = values.setdefault(gk, np.zeros((high + 1, len(out))))
             F[(X - dk) % n == vals[at]] = row
     return Stair(out, None if at is None else fresh[keys[at]][0], tuple(g_idx), values)
@@ -187,6 +191,91 @@ def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, s
     return StairLookup(out, tuple(reads), table)
 
 
+WALSH_KEYS = 3
+"""Most mod-2 counters of one block a table may read for :func:`walsh_stairs` (2^k - 1 ramps)."""
+
+
+def walsh_ok(plan: TablePlan, fresh: set[str], sizes: dict[str, int], lay: Layout, max_len: int) -> bool:
+    """Whether a table of k >= 2 counters decoded in this block is read off ramps of their sums
+    (:func:`walsh_stairs`, no third hidden layer): every such counter is mod 2, k <= WALSH_KEYS,
+    and k prefix sums' worst-case float32 errors together stay within PREFIX_TOLERANCE (the
+    tolerance of one counter's, :func:`prefix_sum_bounds`)."""
+    keys = [k for k in plan.keys if k in fresh]
+    if not 2 <= len(keys) <= WALSH_KEYS or any(sizes[k] != 2 for k in keys):
+        return False
+    return len(keys) * sum(prefix_sum_bounds(2, max_len, lay.blocks, CERTIFIED_EPS)) <= PREFIX_TOLERANCE
+
+
+def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
+                 ramps: list[Ramp], sums: dict[tuple[int, ...], int], lay: Layout, sizes: dict[str, int],
+                 gates: _Gates, letter_keyed: bool, new: bool, by_letter: dict[str, dict[int, int]]) -> list[Stair]:
+    """A table (Lemma 11) of k mod-2 counters decoded in this block, gated as :func:`_table_stair`,
+    without their joint one-hot: in the Walsh basis of Z_2^k, f(p) = sum_S c_S (-1)^(sum_S p_i)
+    (c_S = 2^-k sum_p f(p) (-1)^(sum_S p_i), multiples of 2^-k: exact), and sum_S p_i (the values
+    before the update: X_i - d_i, d_i the increment) = Y_S - sum_S d_i mod 2 with Y_S = sum_S X_i,
+    a prefix sum itself (a ramp on the sum of the counters' means, added to ``ramps`` once per S,
+    ``sums``).  So one stair per S, gated by the stale keys, the letter and S's increments (an
+    increment that is a function of the letter, ``by_letter``, is read off the letter's gate): the
+    staircase's two hidden layers, exact (its units are exact 0s and 1s)."""
+    at = [i for i, k in enumerate(plan.keys) if k in fresh]
+    stale = [i for i in range(len(plan.keys)) if i not in at]
+    old = {plan.keys[i]: not new and "old" in lay.subs[plan.keys[i]] for i in at}
+    stale_g = [gates.code(lay.subs[plan.keys[i]]["new"] if new else lay.value(plan.keys[i]), sizes[plan.keys[i]])
+               for i in stale] + ([0] if letter_keyed else [])
+    f: dict[tuple[int, ...], np.ndarray] = {}  # (stale codes, letter) -> [2^k, len(out)] over p
+    for (vals, letter), act in plan.rows.items():
+        g = tuple(vals[i] for i in stale) + ((letter,) if letter_keyed else ())
+        p = sum(vals[i] << j for j, i in enumerate(at))
+        f.setdefault(g, np.zeros((2 ** len(at), len(out))))[p] = row_of(act)
+    stairs = []
+    bits = np.array([[(p >> j) & 1 for j in range(len(at))] for p in range(2 ** len(at))])
+    for S in range(2 ** len(at)):
+        members = [j for j in range(len(at)) if (S >> j) & 1]
+        sign = (-1.0) ** bits[:, members].sum(1)
+        coef = {g: sign @ F / 2 ** len(at) for g, F in f.items()}
+        coef = {g: c for g, c in coef.items() if np.any(c)}
+        if not coef:
+            continue
+        if not members:
+            stairs.append(Stair(out, None, tuple(stale_g), {g: c[None] for g, c in coef.items()}))
+            continue
+        names_ = [plan.keys[at[j]] for j in members]
+        ramp = _sum_ramp(tuple(fresh[k][0] for k in names_), ramps, sums)
+        fixed = [k for k in names_ if old[k] and k in by_letter and letter_keyed]
+        incs = [gates.code(lay.subs[k]["inc"], 2) for k in names_ if old[k] and k not in fixed]
+        Y = np.arange(ramps[ramp].high + 1)
+        values = {}
+        for g, c in coef.items():
+            known = sum(by_letter[k][g[-1]] for k in fixed)
+            for d in np.ndindex(*(2,) * len(incs)):
+                values[g + d] = ((-1.0) ** ((Y + known + sum(d)) % 2))[:, None] * c[None]
+        stairs.append(Stair(out, ramp, tuple(stale_g + incs), values))
+    return stairs
+
+
+def _letter_increments(cascade: Cascade, sched: Schedule) -> dict[str, dict[int, int]]:
+    """Each counter whose increment is a function of the letter alone (its input table reads no
+    component): letter -> increment."""
+    out = {}
+    for c in cascade.components:
+        plan = sched.inputs[c.name]
+        if c.kind == "counter" and not plan.keys:
+            out[c.name] = {letter: int(act) % c.size for ((), letter), act in plan.rows.items()}
+    return out
+
+
+def _sum_ramp(members: tuple[int, ...], ramps: list[Ramp], sums: dict[tuple[int, ...], int]) -> int:
+    """The ramp of the sum of ramps ``members`` (one of them when there is one), added once."""
+    if len(members) == 1:
+        return members[0]
+    if members not in sums:
+        rs = [ramps[i] for i in members]
+        sums[members] = len(ramps)
+        ramps.append(Ramp(rs[0].sub, rs[0].scale, sum(r.shift for r in rs), sum(r.high for r in rs),
+                          tuple((r.sub, r.scale) for r in rs[1:])))
+    return sums[members]
+
+
 def _kept_old(b: int, cascade: Cascade, sched: Schedule, lay: Layout, tables: list,
               read_elsewhere: set[str] | frozenset[str]) -> set[str]:
     """Block b's counters whose value before the update the staircase writes: those another block
@@ -199,13 +288,14 @@ def _kept_old(b: int, cascade: Cascade, sched: Schedule, lay: Layout, tables: li
     return {k for k in fresh if k in joint or obligation_name(lay.subs[k]["old"]) in read_elsewhere}
 
 
-def _without_old(obligation, dropped: dict[str, tuple[str, str, int]], letter: str):
+def _without_old(obligation, dropped: dict[str, tuple[str, str, int, dict[int, int] | None]], letter: str):
     """``obligation`` (the default block's steps) less the ``old`` codes in ``dropped`` (name ->
     the counter's ``new`` and ``inc`` names, its modulus): each such decode
     (:class:`~.obligations.Modular`) states its ``new`` code only, and a lookup keyed by the
     ``old`` code v is keyed by (``new``, ``inc``) instead, at every pair with new - inc = v mod n --
     the same function, as the staircase computes it (the value before the update off the ramp,
-    through the increment's gate)."""
+    through the increment's gate); by ``new`` alone where the increment is a function of the
+    letter (the fourth entry: letter -> increment), read off the letter's gate."""
     if not dropped or not isinstance(obligation, Steps):
         return obligation
     steps = []
@@ -219,11 +309,19 @@ def _without_old(obligation, dropped: dict[str, tuple[str, str, int]], letter: s
     return replace(obligation, steps=tuple(steps))
 
 
-def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int) -> Lookup:
+def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int,
+             by_letter: dict[int, int] | None = None) -> Lookup:
     """Lookup ``st`` with its one-dim read ``old`` replaced by the two reads (``new``, ``inc``):
-    key (..., v, ...) becomes every (..., a, d, ...) with (a - d) mod n = v."""
+    key (..., v, ...) becomes every (..., a, d, ...) with (a - d) mod n = v; with ``by_letter``
+    (the increment d a function of the letter, the last read), by ``new`` alone: every (..., a, ...)
+    with (a - d(letter)) mod n = v."""
     i = st.reads.index(old)
     assert letter not in st.reads[:i], "one-dim codes before the letter: the old code's key position is i"
+    if by_letter is not None and st.reads[-1] == letter:
+        at = len(st.reads) - 1  # the one-dim codes before it: the letter's one-hot starts here
+        table = {key[:i] + (a,) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)
+                 if (a - by_letter[key[at:].index(1)]) % n == key[i]}
+        return replace(st, reads=st.reads[:i] + (new,) + st.reads[i + 1 :], table=table)
     table = {key[:i] + (a, (a - key[i]) % n) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)}
     return replace(st, reads=st.reads[:i] + (new, inc) + st.reads[i + 1 :], table=table)
 
@@ -246,28 +344,36 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     if b == sched.n_blocks and not hot:
         eye = np.eye(len(lay.state))
         tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
-    kept = _kept_old(b, cascade, sched, lay, tables, read_elsewhere)
-    dropped: dict[str, tuple[str, str, int]] = {}
+    here = {c.name for c in cascade.components if sched.block_of[c.name] == b}
+    by_letter = _letter_increments(cascade, sched)
+    walsh = [walsh_ok(t[0], here, sizes, lay, max_len) for t in tables]
+    kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)
+    dropped: dict[str, tuple[str, str, int, dict[int, int] | None]] = {}
     for c in cascade.components:
         if sched.block_of[c.name] == b:
             d, high = lay.subs[c.name], counter_high(c.size, max_len)
             fresh[c.name] = (len(ramps), high, d["mean"])
             ramps.append(Ramp(d["mean"], float(mass), init[c.name], high))
             if "old" in d and c.name not in kept:
-                dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size)
+                dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size,
+                                                      by_letter.get(c.name))
             for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in kept)):
                 code_stair[(c.name, role)] = len(stairs)
                 stairs.append(st)
     if hot:
         stairs += [_one_hot_stair(lay.subs[k], sizes[k], fresh.get(k), gates) for k in sched.readout.keys]
     joints = []
-    for plan, out, row_of, keyed, new in tables:
+    sums: dict[tuple[int, ...], int] = {}
+    for (plan, out, row_of, keyed, new), w in zip(tables, walsh):
+        if w:
+            stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, lay, sizes, gates, keyed, new, by_letter)
+            continue
         if sum(k in fresh for k in plan.keys) > 1:
             joint = _joint(plan, out, row_of, code_stair, lay, sizes, gates, keyed, new)
             if joint.table:
                 joints.append(joint)
             continue
-        st = _table_stair(plan, out, row_of, fresh, lay, sizes, gates, keyed, new)
+        st = _table_stair(plan, out, row_of, fresh, lay, sizes, gates, keyed, new, by_letter)
         if st.values:
             stairs.append(st)
     used = sorted({i for st in stairs for i in st.gates} | {i for j in joints for k, i in j.reads if k == "gate"})

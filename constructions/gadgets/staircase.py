@@ -22,12 +22,19 @@ X <= j - 1 + STEP_TOLERANCE and at least 2 for X >= j - STEP_TOLERANCE (s = 4 at
 @dataclass(frozen=True)
 class Ramp:
     """A scalar X = ``scale`` * (the dim of ``sub``) + ``shift``: an integer in 0..``high`` up to
-    noise below STEP_TOLERANCE (a prefix sum, Lemma 15)."""
+    noise below STEP_TOLERANCE (a prefix sum, Lemma 15); with ``more``, plus ``scale_i`` * (the dim
+    of ``sub_i``) for each pair there (a sum of prefix sums, whose noises add: the caller's bound)."""
 
     sub: Subspace
     scale: float
     shift: int
     high: int
+    more: tuple[tuple[Subspace, float], ...] = ()
+
+    @property
+    def terms(self) -> list[tuple[Subspace, float]]:
+        """Every (subspace, scale) the ramp reads."""
+        return [(self.sub, self.scale), *self.more]
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ def staircase_mlp(name: str, ramps: list[Ramp], gates: list[CodeInput | OneHotIn
     relu(2 sum_i 1[code_i = key_i] - (2m - 1)), its one-hots read off the exact second layer."""
     s = RAMP_SLOPE
     used_gates = [g for g in gates if (g.n_values > 1 if isinstance(g, CodeInput) else len(g.sub))]
-    subs = [r.sub for r in ramps] + [g.sub for g in used_gates]
+    subs = list({s_.name: s_ for s_ in [t for r in ramps for t, _ in r.terms] + [g.sub for g in used_gates]}.values())
     row = _local_rows(subs)
     W1_cols: list[np.ndarray] = []
     b1_parts: list[np.ndarray] = []
@@ -87,7 +94,8 @@ def staircase_mlp(name: str, ramps: list[Ramp], gates: list[CodeInput | OneHotIn
     ramp_at: list[int] = []
     for r in ramps:  # ramp j at unit ramp_at + j - 1
         w = np.zeros((len(row), r.high))
-        w[_local_dims(row, r.sub)[0]] = s * r.scale
+        for sub, scale in r.terms:
+            w[_local_dims(row, sub)[0]] += s * scale
         W1_cols.append(w)
         b1_parts.append(s * (r.shift - np.arange(1, r.high + 1)) + s * (1 - STEP_TOLERANCE))
         ramp_at.append(at)

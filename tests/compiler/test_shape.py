@@ -47,13 +47,14 @@ def test_every_construction_compiles_in_standard_blocks_at_its_estimated_size(na
 
 
 def test_auto_takes_the_fewest_standard_blocks():
-    """Q8: the cascade has 2 attention layers and, its blocks' MLPs built as staircases, 5 standard blocks
-    (3 for the level whose table reads its two counters, 2 for the next); the scan 7 and 7."""
+    """Q8: the cascade has 2 attention layers and, its blocks' MLPs built as staircases, 4 standard blocks
+    (2 per level: the table of the first level's two mod-2 counters read off a ramp of their sum
+    too); the scan 7 and 7."""
     default = candidates("quaternion", max_len=100)
     standard = candidates("quaternion", max_len=100, shape="standard")
     by = lambda r: {c["name"]: c["layers"] for c in r["candidates"] if c["fits"]}  # noqa: E731
     assert default["chosen"] == "krohn-rhodes" and by(default)["krohn-rhodes"] == 2
-    assert standard["chosen"] == "krohn-rhodes" and by(standard) == {"krohn-rhodes": 5, "scan": 7}
+    assert standard["chosen"] == "krohn-rhodes" and by(standard) == {"krohn-rhodes": 4, "scan": 7}
     assert "standard blocks" in standard["why"]
 
 

@@ -36,6 +36,24 @@ def _times(A: np.ndarray, W: np.ndarray) -> np.ndarray:
     return out
 
 
+GRID_BITS = 8
+"""Finest grid 2^-e (e <= GRID_BITS) on which :func:`on_grid` accepts an output's weights."""
+
+
+def on_grid(W: np.ndarray, b: np.ndarray, size: np.ndarray, p: int) -> np.ndarray:
+    """Per column of W (and b): whether a sum of exactly known integers times these weights is
+    computed exactly -- every weight and the bias a multiple of some 2^-e (e <= GRID_BITS) and the
+    terms' magnitudes ``size`` (any leading shape) summing below 2^(p - e): each product and
+    partial sum is then a multiple of 2^-e below 2^(p - e), representable in p bits (integers,
+    e = 0, are the special case).  A Walsh combination's quarter weights (Z_2^2) are one."""
+    ok = np.zeros(size.shape, dtype=bool)
+    for e in range(GRID_BITS + 1):
+        k = 2.0**e
+        fits = np.all(np.round(W * k) == W * k, axis=0) & (np.round(b * k) == b * k)
+        ok |= fits & (size * k < 2.0**p)
+    return ok
+
+
 def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
             u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
@@ -72,7 +90,8 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
         inexact_terms = (~exact).astype(np.float64) @ (W != 0).astype(np.float64)
         one = (inexact_terms == 1) & integral  # one noisy term among integers: 4 u, not gamma_n
         rounding = np.where(one, 4 * u, gamma(np.count_nonzero(W, axis=0) + 1, u)[None]) * size
-        exact = (inexact_terms == 0) & integral
+        last = i == len(weights) - 1  # an output need not be an integer to be exact: a grid
+        exact = (inexact_terms == 0) & (on_grid(W, b, size, p) if last else integral)
         nz = np.where(exact, 0.0, nu @ np.abs(W) + rounding)
         ein = np.matmul(rl, np.abs(Az))
         err = ein + nz
