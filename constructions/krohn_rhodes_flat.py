@@ -25,7 +25,9 @@ import numpy as np
 
 from compiler.automata.cascade import Cascade
 
-from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
+from .gadgets import (CodeInput, OneHotInput, Ramp, Stair, StairLookup, interpolation_error, interpolation_mlp,
+                      staircase_mlp)
+from .budget import STEP_TOLERANCE
 from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Schedule, TablePlan, input_update,
                                   prefix_sum_bounds)
 from .obligations import Lookup, Modular, Readout, Steps
@@ -47,7 +49,7 @@ def flat_refusal(cascade: Cascade, sched: Schedule) -> str | None:
     return None
 
 
-def one_hot_readout_keys(cascade: Cascade, sched: Schedule) -> list[str]:
+def one_hot_readout_keys(cascade: Cascade, sched: Schedule, single: bool = False) -> list[str]:
     """The readout's keys when the last block's staircase writes each as a one-hot for the
     unembedding to sum (``kr:<c>.hot``; empty: the readout is a lookup in the MLP).  Taken where
     the lookup reads a counter decoded in the last block and another key -- a second such counter
@@ -55,11 +57,12 @@ def one_hot_readout_keys(cascade: Cascade, sched: Schedule) -> list[str]:
     per code of it: n (T + 1) units, where a fresh key's one-hot shares its ``new`` code's units and
     a stale key's is n) -- and every state is read out from one configuration: the state q's logit,
     the number of keys at q's values, is then the number of keys k, every other state's at most
-    k - 1 (margin 1, the one-hot's)."""
+    k - 1 (margin 1, the one-hot's).  ``single``: one key too (where the last block's decode is
+    interpolated, :func:`interpolated_readout`, which writes one-hots)."""
     plan, L = sched.readout, sched.n_blocks
     states = list(plan.rows.values())
     fresh = sum(sched.block_of.get(k) == L for k in plan.keys)
-    if not fresh or len(plan.keys) < 2 or len(set(states)) < len(states):
+    if not fresh or len(plan.keys) < (1 if single else 2) or len(set(states)) < len(states):
         return []
     return list(plan.keys)
 
@@ -326,12 +329,80 @@ def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int,
     return replace(st, reads=st.reads[:i] + (new, inc) + st.reads[i + 1 :], table=table)
 
 
+def _decode_values(n: int, high: int) -> tuple[np.ndarray, np.ndarray]:
+    """A mod-n counter's code X mod n ([high + 1, 1]) and its one-hot ([high + 1, n]) at X = 0..high."""
+    X = np.arange(high + 1)
+    return (X % n)[:, None].astype(np.float64), np.eye(n)[X % n]
+
+
+def interpolated_readout(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int) -> list[str]:
+    """The last block's counters when its MLP decodes them in ONE hidden layer
+    (:func:`gadgets.interpolation_mlp`: the code and the one-hot the unembedding sums), else [].
+    Taken where the readout sums one-hots (:func:`one_hot_readout_keys`), the last block decodes
+    only readout keys and keeps no value before the update, and each one-hot's worst-case
+    float32 error -- the interpolation's rounding (:func:`gadgets.interpolation_error`, ~T^3 eps)
+    plus the prefix sum's (times slope 1) -- is at most 1/(4 k) for k such counters: the state's
+    logit is then above k - 1/2 (k hot entries, each within 1/(4 k)... summed with the others'
+    exact ones) and every other state's below it (margin 1 less twice the errors).  An earlier
+    block's keys write their one-hots there (:func:`_early_one_hots`)."""
+    if not sched.readout.keys or not all("hot" in lay.subs[k] for k in sched.readout.keys):
+        return []
+    return interpolable(cascade, sched, lay, max_len)
+
+
+def interpolable(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int) -> list[str]:
+    """:func:`interpolated_readout`'s counters, before the one-hots are allocated."""
+    L, keys = sched.n_blocks, sched.readout.keys
+    last = [c for c in cascade.components if sched.block_of[c.name] == L]
+    if not last or any(c.name not in keys or "old" in lay.subs[c.name] for c in last):
+        return []
+    for c in last:
+        high = counter_high(c.size, max_len)
+        code, hot = _decode_values(c.size, high)
+        noise = sum(prefix_sum_bounds(c.size, max_len, lay.blocks, CERTIFIED_EPS))
+        if interpolation_error(hot, CERTIFIED_EPS) + noise > 1 / (4 * len(last)) or \
+                interpolation_error(code, CERTIFIED_EPS) + (c.size - 1) * noise > STEP_TOLERANCE:
+            return []
+    return [c.name for c in last]
+
+
+def _interpolated_mlp(b: int, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int, mass: int,
+                      obligation, counters: list[str]) -> MLP:
+    """The last block's MLP in one hidden layer (:func:`interpolated_readout`): each counter's code
+    and one-hot interpolated off its prefix sum, stating the default block's decodes with the
+    readout's lookup replaced by the one-hots' (the unembedding sums them)."""
+    parts, lookups = [], []
+    for name in counters:
+        n, d = cascade.component(name).size, lay.subs[name]
+        high = counter_high(n, max_len)
+        code, hot = _decode_values(n, high)
+        parts.append((Ramp(d["mean"], float(mass), init[name], high), [(d["new"], code), (d["hot"], hot)]))
+        lookups.append(_one_hot_lookup(d, n))
+    declared = _one_hot_steps(obligation, obligation_name(lay.state), lookups)
+    return interpolation_mlp(f"block{b}.mlp", parts, declared, {"counters": counters})
+
+
+def _early_one_hots(b: int, sched: Schedule, lay: Layout, sizes: dict[str, int],
+                    fresh: dict[str, tuple[int, int, Subspace]], gates: _Gates, declared) -> tuple[list[Stair], Any]:
+    """With an interpolated readout, the one-hots of the readout keys decoded in block b (< the
+    last) written by its staircase, and their lookups appended to its obligation."""
+    keys = [k for k in sched.readout.keys if k in fresh]
+    if not keys:
+        return [], declared
+    assert isinstance(declared, Steps), "a block's default MLP is decodes then lookups"
+    stairs = [_one_hot_stair(lay.subs[k], sizes[k], fresh[k], gates) for k in keys]
+    return stairs, replace(declared, steps=(*declared.steps, *(_one_hot_lookup(lay.subs[k], sizes[k]) for k in keys)))
+
+
 def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
              mass: int, obligation, read_elsewhere: set[str] | frozenset[str] = frozenset()) -> MLP:
     """Block b's MLP as one staircase: its counters' decodes, then the next block's input tables (and
     the readout in the last block), stating ``obligation`` (the default block's) less the ``old``
     codes that no other block (``read_elsewhere``: the names they read) nor a joint lookup reads."""
     sizes = {c.name: c.size for c in cascade.components}
+    interpolated = interpolated_readout(cascade, sched, lay, max_len)
+    if interpolated and b == sched.n_blocks:
+        return _interpolated_mlp(b, cascade, lay, init, max_len, mass, obligation, interpolated)
     gates = _Gates(lay.tok)
     ramps: list[Ramp] = []
     fresh: dict[str, tuple[int, int, Subspace]] = {}
@@ -385,5 +456,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     if hot:
         declared = _one_hot_steps(declared, obligation_name(lay.state), [
             _one_hot_lookup(lay.subs[k], sizes[k]) for k in sched.readout.keys])
+    elif interpolated:
+        early, declared = _early_one_hots(b, sched, lay, sizes, fresh, gates, declared)
+        stairs += early
     return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, declared,
                          {"counters": sorted(fresh)}, tuple(joints))

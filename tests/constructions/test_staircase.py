@@ -16,7 +16,7 @@ import compiler
 from compiler.automata.catalog import build
 from compiler.pipeline import set_start
 from constructions import krohn_rhodes_flat
-from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
+from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, interpolation_error, staircase_mlp
 from constructions.gadgets.staircase import RAMP_SLOPE
 from constructions.workspace import Workspace
 from verify.certify import certificate, certify
@@ -63,11 +63,13 @@ def test_ramps_are_off_below_and_past_the_clip_above_their_tolerance():
     assert RAMP_SLOPE * (-0.75) + RAMP_SLOPE * 0.75 == 0 and RAMP_SLOPE * (-0.25) + RAMP_SLOPE * 0.75 == 2
 
 
-@pytest.mark.parametrize("name, blocks", [("cyclic:3", 2), ("dihedral:3", 4), ("quaternion", 4), ("dihedral:4", 4)])
-def test_standard_shape_cascades_in_two_blocks_per_level_certified(name, blocks):
-    """C_n: one level (2 blocks); D6: two levels of one counter (4); Q8 and D8: a level whose table
-    reads its two mod-2 counters (ramps of X_a, X_b and X_a + X_b, 2) then one (2)."""
-    model = compiler.compile_automaton(build(name), max_len=16, method="krohn-rhodes", shape="standard")
+@pytest.mark.parametrize("name, T, blocks", [("cyclic:3", 100, 2), ("cyclic:3", 16, 1), ("dihedral:3", 16, 3),
+                                             ("quaternion", 16, 3), ("dihedral:4", 16, 3)])
+def test_standard_shape_cascades_in_two_blocks_per_level_certified(name, T, blocks):
+    """C_n: one level (2 blocks); D6: two levels of one counter; Q8 and D8: a level whose table
+    reads its two mod-2 counters (ramps of X_a, X_b and X_a + X_b, 2) then one -- the last level in
+    1 where its decode's interpolation stays within its float bound (C3 at T = 16, not 100)."""
+    model = compiler.compile_automaton(build(name), max_len=T, method="krohn-rhodes", shape="standard")
     assert model.meta["one_hidden_layer"]
     assert model.meta["shape"]["blocks"] == blocks == len(model.blocks)
     assert all(len(b.mlp_hidden) == 1 for b in model.config.blocks)
@@ -140,11 +142,12 @@ def test_a_rekeyed_table_that_is_wrong_at_one_pair_is_refused(monkeypatch):
 def test_a_readout_of_two_fresh_counters_sums_their_one_hots_in_the_unembedding():
     """C2³: the last (only) block decodes three counters the readout reads together; the staircase
     writes each one's one-hot and the unembedding sums them (the state's logit 3, any other's at
-    most 2), so no joint lookup: 2 blocks, not 3, certified; one weight of the sum lowered (the
-    state 0.0.0 then ties with its neighbours where the first counter is 0) is refused."""
+    most 2), so no joint lookup: one block (its decodes interpolated in one hidden layer), certified;
+    one weight of the sum lowered (the state 0.0.0 then ties with its neighbours where the first
+    counter is 0) is refused."""
     model = compiler.compile_automaton(build("cyclic-product:2,2,2"), max_len=16, method="krohn-rhodes",
                                        shape="standard")
-    assert len(model.blocks) == 2 and model.meta["shape"]["blocks"] == 2
+    assert len(model.blocks) == 1 and model.meta["shape"]["blocks"] == 1
     cert = certify(model)
     assert cert.certified is True, cert.reason
     model = compiler.compile_automaton(build("cyclic-product:2,2,2"), max_len=16, method="krohn-rhodes",
@@ -175,3 +178,22 @@ def test_a_table_of_two_mod2_counters_reads_a_ramp_of_their_sum_and_a_broken_one
     cert = certify(model)
     assert cert.certified is False
     assert cert.failure["where"].startswith("layer 1 MLP block1.mlp"), cert.failure
+
+
+def test_an_interpolated_decode_is_one_hidden_layer_and_one_broken_at_a_rare_sum_is_refused():
+    """C2 in ONE standard block at T = 16: the counter's code and one-hot interpolated off its prefix
+    sum X (units relu(X - j)), certified.  Unit j = T - 1's weight on the one-hot entry that is 0 at
+    X = T raised by 2: only the input of T increments reaches X = T (1 of 2^T), where that entry
+    becomes 2 and outvotes the right one: refused.  At T = 512 the interpolation's float32 bound
+    (~T^3 eps) is past its share of the readout's margin: two blocks, the staircase."""
+    T = 16
+    model = compiler.compile_automaton(build("cyclic:2"), max_len=T, shape="standard")
+    assert model.meta["method"] == "krohn-rhodes" and len(model.blocks) == 1
+    assert model.config.blocks[0].mlp_hidden == (T + 1,)
+    assert certify(model).certified is True
+    hot = model.meta["subspaces"]["kr:h1.b0.count0.0.hot"]
+    with torch.no_grad():
+        model.blocks[0].mlp.W_out[T - 1, hot[(T + 1) % 2]] += 2.0
+    cert = certify(model)
+    assert cert.certified is False and "block1.mlp" in cert.failure["where"], cert.failure
+    assert interpolation_error(np.eye(2)[np.arange(513) % 2], 2.0**-23) > 1
