@@ -341,10 +341,10 @@ def interpolated_readout(cascade: Cascade, sched: Schedule, lay: Layout, max_len
     Taken where the readout sums one-hots (:func:`one_hot_readout_keys`), the last block decodes
     only readout keys and keeps no value before the update, and each one-hot's worst-case
     float32 error -- the interpolation's rounding (:func:`gadgets.interpolation_error`, ~T^3 eps)
-    plus the prefix sum's (times slope 1) -- is at most 1/(4 k) for k such counters: the state's
-    logit is then above k - 1/2 (k hot entries, each within 1/(4 k)... summed with the others'
-    exact ones) and every other state's below it (margin 1 less twice the errors).  An earlier
-    block's keys write their one-hots there (:func:`_early_one_hots`)."""
+    plus the prefix sum's (times slope 1) -- is at most 1/(4 k) for k such counters: the errors
+    move each logit (a sum of one-hot entries, one per key) by at most k / (4 k) = 1/4, so the
+    state's stays above every other's (margin 1, less 1/2).  An earlier block's readout keys write
+    their one-hots in its staircase (:func:`_early_one_hots`)."""
     if not sched.readout.keys or not all("hot" in lay.subs[k] for k in sched.readout.keys):
         return []
     return interpolable(cascade, sched, lay, max_len)
