@@ -67,8 +67,8 @@ beta lambda ~19: a code error e moves a score by ~beta 16 e, so the codes must b
 (slopes up to 2, second differences up to 4 at period 2) has a worst-case float32 error of 1.0
 (`interpolation_error`, measured), and even z's own noise (1e-3) times the slope passes 3e-4; so
 the decode keeps its 4 hidden layers (exact coarse and fine steps, codes read out of a one-hot).
-The races after layer 2 could be one layer of threshold pairs, but with the decode at 4 that
-gives 5, not 2. For a cascade the floor of this approach is 2 blocks per level but the last: one
+The races after layer 2 might be one layer of threshold pairs (not tried): with the decode at 4
+that would give 5, not 2. For a cascade the floor of this approach is 2 blocks per level but the last: one
 hidden layer cannot give the next attention its increments within 1/(4T) (the staircase's
 worst-case error gamma_R u s R^2 passes 1/2 beyond R ~ 100 and one attention layer gives no
 coarse exact information about X to gate with)."""
