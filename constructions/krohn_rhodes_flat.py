@@ -419,6 +419,7 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     by_letter = _letter_increments(cascade, sched)
     walsh = [walsh_ok(t[0], here, sizes, lay, max_len) for t in tables]
     kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)
+    by_letter = {k: d for k, d in by_letter.items() if k not in kept}  # a kept old code is read through inc
     dropped: dict[str, tuple[str, str, int, dict[int, int] | None]] = {}
     for c in cascade.components:
         if sched.block_of[c.name] == b:
