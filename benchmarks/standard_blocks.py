@@ -50,7 +50,7 @@ counters read off one more ramp on the sum of their prefix sums, so that level i
 3 (no joint one-hot). The last level, read only by the readout (whose argmax has margin 1), is
 decoded in ONE hidden layer where its float32 bound allows (`gadgets.interpolation_mlp`: the
 code and one-hot interpolated through the integers, units relu(X - j), worst-case error ~u T^3:
-0.069 for a mod-2 one-hot at T = 100, 0.33 mod 3, 8 at T = 512), the unembedding summing the
+0.067 for a mod-2 one-hot at T = 100, 0.34 mod 3, 8.2 at T = 512), the unembedding summing the
 keys' one-hots. So C2, C2^2 and C2^3 take 1 block, C3..C8 2 (their one-hot's bound is past 1/4),
 D8 and Q8 3 (2 + 1; trained 3 and 7), A4 3, D6 4 (its last level is mod 3), S4 5. All certified
 (D8 15 s, Q8 41-47 s: the Walsh ramp couples the two prefix sums, so the checker enumerates their
