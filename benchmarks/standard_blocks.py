@@ -39,37 +39,39 @@ EVERY_CONSTRUCTION = ["symmetric:5@scan", "quaternion@krohn-rhodes", "grid:9@gri
 
 NOTE = """
 
-What the rows say. In standard blocks 16 of the 19 paper rows are at or below the trained depth
-(8 before the staircases), against 19 of 19 in attention layers. A cascade of counters is built
-with each block's MLP as one staircase (`gadgets/staircase.py`: ramps at every threshold of the
-prefix sum, then units gated by the exact letter and codes, exactly 0 or 1, with the next lookups
-fused in), so a level is 2 standard blocks, 3 where an input table reads two counters of that
-level (a joint lookup in a third hidden layer; the readout needs none: the last block writes each
-counter's one-hot and the unembedding sums them): the cyclic groups take 2 (was 6; C6 as a
-product of two cyclic factors side by side, same blocks, fewer parameters), C2² and C2³ 2, D6 4,
-A4 4, D8 and Q8 5, S4 6 (the scan's 7 has fewer parameters). A counter's value before the update
-is decoded only where another block reads it (A4's widest MLP 1,421 -> 1,020 units), and the
-readout of several keys is their one-hots summed (D6's last MLP 609 -> 205 units). The legal
-Dyck stack takes 2, as SGD's:
-its depths are 0..D, so its decode is one hidden layer of threshold pairs (the one-layer lookup of
-x + (D + 1) bos) whose rounding stays far inside the last-push heads' precision, and its stack
-levels, read by the readout alone, one layer of step pairs. Every standard model of the 19 is
-certified end to end (the gridworlds' through the walk lemma, `verify/certify/walk.py`).
-The price is width: O(n T) units per counter, carried in scratch residual dims once unfolded,
-so the parameters grow (C8: 2.2M at T = 100, 54M at 512; the default's 8.6k). TransformerLens
-pads every block to the widest (1.0x for the two-block cyclic models and products, up to 2.8x for
-cascades).
+What the rows say. In standard blocks 17 of the 19 paper rows are at or below the trained depth
+(8 before the staircases, 16 before the Walsh tables and the interpolated last level), against 19
+of 19 in attention layers. A cascade of counters is built with each block's MLP as one staircase
+(`gadgets/staircase.py`: ramps at every threshold of the prefix sum, then units gated by the exact
+letter and codes, exactly 0 or 1, with the next lookups fused in), so a level is 2 standard
+blocks. A table of two or three mod-2 counters of one level (D8's and Q8's first levels) is read
+in Walsh's basis: f(p) = sum_S c_S (-1)^(sum_S p_i) with quarter weights, the parity of a sum of
+counters read off one more ramp on the sum of their prefix sums, so that level is 2 blocks, not
+3 (no joint one-hot). The last level, read only by the readout (whose argmax has margin 1), is
+decoded in ONE hidden layer where its float32 bound allows (`gadgets.interpolation_mlp`: the
+code and one-hot interpolated through the integers, units relu(X - j), worst-case error ~u T^3:
+0.067 for a mod-2 one-hot at T = 100, 0.34 mod 3, 8.2 at T = 512), the unembedding summing the
+keys' one-hots. So C2, C2^2 and C2^3 take 1 block, C3..C8 2 (their one-hot's bound is past 1/4),
+D8 and Q8 3 (2 + 1; trained 3 and 7), A4 3, D6 4 (its last level is mod 3), S4 5. All certified
+(D8 15 s, Q8 41-47 s: the Walsh ramp couples the two prefix sums, so the checker enumerates their
+pairs). The legal Dyck stack takes 2, as SGD's; the gridworlds 6. The price is width: O(n T)
+units per counter, carried in scratch residual dims once unfolded (C8: 2.2M parameters at T =
+100; the default's 8.6k). TransformerLens pads every block to the widest: 1.0x for the one- and
+two-block models, 1.3-1.6x for D8, Q8, A4, D6, 2.4x for S4.
 
-What is still above the trained depth, and why: D8 (5 against 3), Grid4 and Grid9 (6 against 2).
-One hidden layer reading a prefix sum X is piecewise linear in X with units active on half-lines,
-so an exact staircase of R = (n - 1)(T + 1) steps has active units summing to about s R^2, and
-its float32 dot product's worst-case error (gamma_R u s R^2) exceeds 1/2 beyond R ~ 100, while
-the next attention needs its values within 1/(4T); one attention layer gives the MLP no coarse,
-exact information about X to gate with. So the exact clip takes a second hidden layer, 2 blocks
-per level is the floor of this approach, and D8's first level (two counters read together by
-the next level's input table) takes 3. The gridworld keeps its default build, unfolded: its decode of z mod M over -T..T
-writes sinusoidal codes (not integers), which a staircase's sum of many terms would round, and
-its races take two more layers."""
+What is still above the trained depth, and why: Grid4 and Grid9 (6 against 2). Their first MLP
+decodes z in -T..T into sinusoidal codes of z mod M (M = 16 at T = 100) that layer 2's heads
+match bitwise, scores beta (<code, code> + lambda j) with beta ~1960 and a recency gap of
+beta lambda ~19: a code error e moves a score by ~beta 16 e, so the codes must be right within
+~3e-4. One hidden layer reading z is piecewise linear in z, and the interpolation of those codes
+(slopes up to 2, second differences up to 4 at period 2) has a worst-case float32 error of 1.0
+(`interpolation_error`, measured), and even z's own noise (1e-3) times the slope passes 3e-4; so
+the decode keeps its 4 hidden layers (exact coarse and fine steps, codes read out of a one-hot).
+The races after layer 2 might be one layer of threshold pairs (not tried): with the decode at 4
+that would give 5, not 2. For a cascade the floor of this approach is 2 blocks per level but the last: one
+hidden layer cannot give the next attention its increments within 1/(4T) (the staircase's
+worst-case error gamma_R u s R^2 passes 1/2 beyond R ~ 100 and one attention layer gives no
+coarse exact information about X to gate with)."""
 
 OTHER_NOTE = ("\n\nThe trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks "
               "(ceil(log2 T)), so A5 is above its trained 7 here and S4's cascade (7) beats the scan. What the rows "

@@ -98,8 +98,8 @@ from .gadgets import (
     staircase_margin,
 )
 from .gadgets.lookups import lookup_obligation
-from .krohn_rhodes_flat import (add_one_hots, counter_high, flat_mlp, flat_refusal, one_hot_readout_keys,
-                                one_hot_unembedding)
+from .krohn_rhodes_flat import (add_one_hots, counter_high, flat_mlp, flat_refusal, interpolable,
+                                one_hot_readout_keys, one_hot_unembedding)
 from .obligations import Beside, Lookup, Readout, Steps
 from .positions import KINDS
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse, fused_obligation, obligation_name
@@ -416,7 +416,7 @@ def build(automaton: Semiautomaton, cascade: Cascade, options: BuildOptions) -> 
     _check_positions(automaton, sched, positions)
     flat = options.one_hidden_layer and flat_refusal(cascade, sched) is None
     lay = allocate(automaton, cascade, sched, T, positions)
-    hot = one_hot_readout_keys(cascade, sched) if flat else []
+    hot = one_hot_readout_keys(cascade, sched, bool(interpolable(cascade, sched, lay, T))) if flat else []
     add_one_hots(lay, hot, _sizes(cascade))
     W_E, W_pos = embedding(automaton, cascade, sched, lay, init, T)
     blocks = embed(cascade, sched, lay, init, T, flat)

@@ -25,8 +25,11 @@ import numpy as np
 
 from compiler.automata.cascade import Cascade
 
-from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
-from .krohn_rhodes_layout import Layout, Schedule, TablePlan, input_update
+from .gadgets import (CodeInput, OneHotInput, Ramp, Stair, StairLookup, interpolation_error, interpolation_mlp,
+                      staircase_mlp)
+from .budget import STEP_TOLERANCE
+from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Schedule, TablePlan, input_update,
+                                  prefix_sum_bounds)
 from .obligations import Lookup, Modular, Readout, Steps
 from .program import MLP, obligation_name
 from .workspace import Subspace
@@ -46,7 +49,7 @@ def flat_refusal(cascade: Cascade, sched: Schedule) -> str | None:
     return None
 
 
-def one_hot_readout_keys(cascade: Cascade, sched: Schedule) -> list[str]:
+def one_hot_readout_keys(cascade: Cascade, sched: Schedule, single: bool = False) -> list[str]:
     """The readout's keys when the last block's staircase writes each as a one-hot for the
     unembedding to sum (``kr:<c>.hot``; empty: the readout is a lookup in the MLP).  Taken where
     the lookup reads a counter decoded in the last block and another key -- a second such counter
@@ -54,11 +57,12 @@ def one_hot_readout_keys(cascade: Cascade, sched: Schedule) -> list[str]:
     per code of it: n (T + 1) units, where a fresh key's one-hot shares its ``new`` code's units and
     a stale key's is n) -- and every state is read out from one configuration: the state q's logit,
     the number of keys at q's values, is then the number of keys k, every other state's at most
-    k - 1 (margin 1, the one-hot's)."""
+    k - 1 (margin 1, the one-hot's).  ``single``: one key too (where the last block's decode is
+    interpolated, :func:`interpolated_readout`, which writes one-hots)."""
     plan, L = sched.readout, sched.n_blocks
     states = list(plan.rows.values())
     fresh = sum(sched.block_of.get(k) == L for k in plan.keys)
-    if not fresh or len(plan.keys) < 2 or len(set(states)) < len(states):
+    if not fresh or len(plan.keys) < (1 if single else 2) or len(set(states)) < len(states):
         return []
     return list(plan.keys)
 
@@ -108,9 +112,11 @@ def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gat
 
 
 def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
-                 lay: Layout, sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool) -> Stair:
+                 lay: Layout, sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool,
+                 by_letter: dict[str, dict[int, int]]) -> Stair:
     """One lookup (Lemma 11) as a stair: gated by the letter and the stale keys' codes; a key decoded
-    in this block (at most one) read off its ramp, before the update through its increment's gate."""
+    in this block (at most one) read off its ramp, before the update through its increment's gate
+    (or the letter's, when the increment is a function of the letter: ``by_letter``)."""
     keys = plan.keys
     at = next((i for i, k in enumerate(keys) if k in fresh), None)
     gate_of = {}
@@ -119,7 +125,8 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
             gate_of[i] = gates.code(lay.subs[k]["new"] if new else lay.value(k), sizes[k])
     g_idx = [gate_of[i] for i in sorted(gate_of)] + ([0] if letter_keyed else [])
     old = False if at is None else not new and "old" in lay.subs[keys[at]]
-    if old and at is not None:
+    known = by_letter.get(keys[at]) if old and at is not None and letter_keyed else None
+    if old and at is not None and known is None:
         g_idx.append(gates.code(lay.subs[keys[at]]["inc"], sizes[keys[at]]))
     values: dict[tuple[int, ...], np.ndarray] = {}
     for (vals, letter), act in plan.rows.items():
@@ -133,8 +140,8 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
         ramp, high, _ = fresh[keys[at]]
         n = sizes[keys[at]]
         X = np.arange(high + 1)
-        for dk in range(n) if old else (0,):
-            gk = g + ((dk,) if old else ())
+        for dk in (known[letter],) if known is not None else range(n) if old else (0,):
+            gk = g + ((dk,) if old and known is None else ())
             F = values.setdefault(gk, np.zeros((high + 1, len(out))))
             F[(X - dk) % n == vals[at]] = row
     return Stair(out, None if at is None else fresh[keys[at]][0], tuple(g_idx), values)
@@ -187,6 +194,91 @@ def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, s
     return StairLookup(out, tuple(reads), table)
 
 
+WALSH_KEYS = 3
+"""Most mod-2 counters of one block a table may read for :func:`walsh_stairs` (2^k - 1 ramps)."""
+
+
+def walsh_ok(plan: TablePlan, fresh: set[str], sizes: dict[str, int], lay: Layout, max_len: int) -> bool:
+    """Whether a table of k >= 2 counters decoded in this block is read off ramps of their sums
+    (:func:`walsh_stairs`, no third hidden layer): every such counter is mod 2, k <= WALSH_KEYS,
+    and k prefix sums' worst-case float32 errors together stay within PREFIX_TOLERANCE (the
+    tolerance of one counter's, :func:`prefix_sum_bounds`)."""
+    keys = [k for k in plan.keys if k in fresh]
+    if not 2 <= len(keys) <= WALSH_KEYS or any(sizes[k] != 2 for k in keys):
+        return False
+    return len(keys) * sum(prefix_sum_bounds(2, max_len, lay.blocks, CERTIFIED_EPS)) <= PREFIX_TOLERANCE
+
+
+def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
+                 ramps: list[Ramp], sums: dict[tuple[int, ...], int], lay: Layout, sizes: dict[str, int],
+                 gates: _Gates, letter_keyed: bool, new: bool, by_letter: dict[str, dict[int, int]]) -> list[Stair]:
+    """A table (Lemma 11) of k mod-2 counters decoded in this block, gated as :func:`_table_stair`,
+    without their joint one-hot: in the Walsh basis of Z_2^k, f(p) = sum_S c_S (-1)^(sum_S p_i)
+    (c_S = 2^-k sum_p f(p) (-1)^(sum_S p_i), multiples of 2^-k: exact), and sum_S p_i (the values
+    before the update: X_i - d_i, d_i the increment) = Y_S - sum_S d_i mod 2 with Y_S = sum_S X_i,
+    a prefix sum itself (a ramp on the sum of the counters' means, added to ``ramps`` once per S,
+    ``sums``).  So one stair per S, gated by the stale keys, the letter and S's increments (an
+    increment that is a function of the letter, ``by_letter``, is read off the letter's gate): the
+    staircase's two hidden layers, exact (its units are exact 0s and 1s)."""
+    at = [i for i, k in enumerate(plan.keys) if k in fresh]
+    stale = [i for i in range(len(plan.keys)) if i not in at]
+    old = {plan.keys[i]: not new and "old" in lay.subs[plan.keys[i]] for i in at}
+    stale_g = [gates.code(lay.subs[plan.keys[i]]["new"] if new else lay.value(plan.keys[i]), sizes[plan.keys[i]])
+               for i in stale] + ([0] if letter_keyed else [])
+    f: dict[tuple[int, ...], np.ndarray] = {}  # (stale codes, letter) -> [2^k, len(out)] over p
+    for (vals, letter), act in plan.rows.items():
+        g = tuple(vals[i] for i in stale) + ((letter,) if letter_keyed else ())
+        p = sum(vals[i] << j for j, i in enumerate(at))
+        f.setdefault(g, np.zeros((2 ** len(at), len(out))))[p] = row_of(act)
+    stairs = []
+    bits = np.array([[(p >> j) & 1 for j in range(len(at))] for p in range(2 ** len(at))])
+    for S in range(2 ** len(at)):
+        members = [j for j in range(len(at)) if (S >> j) & 1]
+        sign = (-1.0) ** bits[:, members].sum(1)
+        coef = {g: sign @ F / 2 ** len(at) for g, F in f.items()}
+        coef = {g: c for g, c in coef.items() if np.any(c)}
+        if not coef:
+            continue
+        if not members:
+            stairs.append(Stair(out, None, tuple(stale_g), {g: c[None] for g, c in coef.items()}))
+            continue
+        names_ = [plan.keys[at[j]] for j in members]
+        ramp = _sum_ramp(tuple(fresh[k][0] for k in names_), ramps, sums)
+        fixed = [k for k in names_ if old[k] and k in by_letter and letter_keyed]
+        incs = [gates.code(lay.subs[k]["inc"], 2) for k in names_ if old[k] and k not in fixed]
+        Y = np.arange(ramps[ramp].high + 1)
+        values = {}
+        for g, c in coef.items():
+            known = sum(by_letter[k][g[-1]] for k in fixed)
+            for d in np.ndindex(*(2,) * len(incs)):
+                values[g + d] = ((-1.0) ** ((Y + known + sum(d)) % 2))[:, None] * c[None]
+        stairs.append(Stair(out, ramp, tuple(stale_g + incs), values))
+    return stairs
+
+
+def _letter_increments(cascade: Cascade, sched: Schedule) -> dict[str, dict[int, int]]:
+    """Each counter whose increment is a function of the letter alone (its input table reads no
+    component): letter -> increment."""
+    out = {}
+    for c in cascade.components:
+        plan = sched.inputs[c.name]
+        if c.kind == "counter" and not plan.keys:
+            out[c.name] = {letter: int(act) % c.size for ((), letter), act in plan.rows.items()}
+    return out
+
+
+def _sum_ramp(members: tuple[int, ...], ramps: list[Ramp], sums: dict[tuple[int, ...], int]) -> int:
+    """The ramp of the sum of ramps ``members`` (one of them when there is one), added once."""
+    if len(members) == 1:
+        return members[0]
+    if members not in sums:
+        rs = [ramps[i] for i in members]
+        sums[members] = len(ramps)
+        ramps.append(Ramp(rs[0].sub, rs[0].scale, sum(r.shift for r in rs), sum(r.high for r in rs),
+                          tuple((r.sub, r.scale) for r in rs[1:])))
+    return sums[members]
+
+
 def _kept_old(b: int, cascade: Cascade, sched: Schedule, lay: Layout, tables: list,
               read_elsewhere: set[str] | frozenset[str]) -> set[str]:
     """Block b's counters whose value before the update the staircase writes: those another block
@@ -199,13 +291,14 @@ def _kept_old(b: int, cascade: Cascade, sched: Schedule, lay: Layout, tables: li
     return {k for k in fresh if k in joint or obligation_name(lay.subs[k]["old"]) in read_elsewhere}
 
 
-def _without_old(obligation, dropped: dict[str, tuple[str, str, int]], letter: str):
+def _without_old(obligation, dropped: dict[str, tuple[str, str, int, dict[int, int] | None]], letter: str):
     """``obligation`` (the default block's steps) less the ``old`` codes in ``dropped`` (name ->
     the counter's ``new`` and ``inc`` names, its modulus): each such decode
     (:class:`~.obligations.Modular`) states its ``new`` code only, and a lookup keyed by the
     ``old`` code v is keyed by (``new``, ``inc``) instead, at every pair with new - inc = v mod n --
     the same function, as the staircase computes it (the value before the update off the ramp,
-    through the increment's gate)."""
+    through the increment's gate); by ``new`` alone where the increment is a function of the
+    letter (the fourth entry: letter -> increment), read off the letter's gate."""
     if not dropped or not isinstance(obligation, Steps):
         return obligation
     steps = []
@@ -219,13 +312,86 @@ def _without_old(obligation, dropped: dict[str, tuple[str, str, int]], letter: s
     return replace(obligation, steps=tuple(steps))
 
 
-def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int) -> Lookup:
+def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int,
+             by_letter: dict[int, int] | None = None) -> Lookup:
     """Lookup ``st`` with its one-dim read ``old`` replaced by the two reads (``new``, ``inc``):
-    key (..., v, ...) becomes every (..., a, d, ...) with (a - d) mod n = v."""
+    key (..., v, ...) becomes every (..., a, d, ...) with (a - d) mod n = v; with ``by_letter``
+    (the increment d a function of the letter, the last read), by ``new`` alone: every (..., a, ...)
+    with (a - d(letter)) mod n = v."""
     i = st.reads.index(old)
     assert letter not in st.reads[:i], "one-dim codes before the letter: the old code's key position is i"
+    if by_letter is not None and st.reads[-1] == letter:
+        at = len(st.reads) - 1  # the one-dim codes before it: the letter's one-hot starts here
+        table = {key[:i] + (a,) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)
+                 if (a - by_letter[key[at:].index(1)]) % n == key[i]}
+        return replace(st, reads=st.reads[:i] + (new,) + st.reads[i + 1 :], table=table)
     table = {key[:i] + (a, (a - key[i]) % n) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)}
     return replace(st, reads=st.reads[:i] + (new, inc) + st.reads[i + 1 :], table=table)
+
+
+def _decode_values(n: int, high: int) -> tuple[np.ndarray, np.ndarray]:
+    """A mod-n counter's code X mod n ([high + 1, 1]) and its one-hot ([high + 1, n]) at X = 0..high."""
+    X = np.arange(high + 1)
+    return (X % n)[:, None].astype(np.float64), np.eye(n)[X % n]
+
+
+def interpolated_readout(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int) -> list[str]:
+    """The last block's counters when its MLP decodes them in ONE hidden layer
+    (:func:`gadgets.interpolation_mlp`: the code and the one-hot the unembedding sums), else [].
+    Taken where the readout sums one-hots (:func:`one_hot_readout_keys`), the last block decodes
+    only readout keys and keeps no value before the update, and each one-hot's worst-case
+    float32 error -- the interpolation's rounding (:func:`gadgets.interpolation_error`, ~T^3 eps)
+    plus the prefix sum's (times slope 1) -- is at most 1/(4 k) for k such counters: the errors
+    move each logit (a sum of one-hot entries, one per key) by at most k / (4 k) = 1/4, so the
+    state's stays above every other's (margin 1, less 1/2).  An earlier block's readout keys write
+    their one-hots in its staircase (:func:`_early_one_hots`)."""
+    if not sched.readout.keys or not all("hot" in lay.subs[k] for k in sched.readout.keys):
+        return []
+    return interpolable(cascade, sched, lay, max_len)
+
+
+def interpolable(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int) -> list[str]:
+    """:func:`interpolated_readout`'s counters, before the one-hots are allocated."""
+    L, keys = sched.n_blocks, sched.readout.keys
+    last = [c for c in cascade.components if sched.block_of[c.name] == L]
+    if not last or any(c.name not in keys or "old" in lay.subs[c.name] for c in last):
+        return []
+    for c in last:
+        high = counter_high(c.size, max_len)
+        code, hot = _decode_values(c.size, high)
+        noise = sum(prefix_sum_bounds(c.size, max_len, lay.blocks, CERTIFIED_EPS))
+        if interpolation_error(hot, CERTIFIED_EPS) + noise > 1 / (4 * len(last)) or \
+                interpolation_error(code, CERTIFIED_EPS) + (c.size - 1) * noise > STEP_TOLERANCE:
+            return []
+    return [c.name for c in last]
+
+
+def _interpolated_mlp(b: int, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int, mass: int,
+                      obligation, counters: list[str]) -> MLP:
+    """The last block's MLP in one hidden layer (:func:`interpolated_readout`): each counter's code
+    and one-hot interpolated off its prefix sum, stating the default block's decodes with the
+    readout's lookup replaced by the one-hots' (the unembedding sums them)."""
+    parts, lookups = [], []
+    for name in counters:
+        n, d = cascade.component(name).size, lay.subs[name]
+        high = counter_high(n, max_len)
+        code, hot = _decode_values(n, high)
+        parts.append((Ramp(d["mean"], float(mass), init[name], high), [(d["new"], code), (d["hot"], hot)]))
+        lookups.append(_one_hot_lookup(d, n))
+    declared = _one_hot_steps(obligation, obligation_name(lay.state), lookups)
+    return interpolation_mlp(f"block{b}.mlp", parts, declared, {"counters": counters})
+
+
+def _early_one_hots(b: int, sched: Schedule, lay: Layout, sizes: dict[str, int],
+                    fresh: dict[str, tuple[int, int, Subspace]], gates: _Gates, declared) -> tuple[list[Stair], Any]:
+    """With an interpolated readout, the one-hots of the readout keys decoded in block b (< the
+    last) written by its staircase, and their lookups appended to its obligation."""
+    keys = [k for k in sched.readout.keys if k in fresh]
+    if not keys:
+        return [], declared
+    assert isinstance(declared, Steps), "a block's default MLP is decodes then lookups"
+    stairs = [_one_hot_stair(lay.subs[k], sizes[k], fresh[k], gates) for k in keys]
+    return stairs, replace(declared, steps=(*declared.steps, *(_one_hot_lookup(lay.subs[k], sizes[k]) for k in keys)))
 
 
 def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
@@ -234,6 +400,9 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     the readout in the last block), stating ``obligation`` (the default block's) less the ``old``
     codes that no other block (``read_elsewhere``: the names they read) nor a joint lookup reads."""
     sizes = {c.name: c.size for c in cascade.components}
+    interpolated = interpolated_readout(cascade, sched, lay, max_len)
+    if interpolated and b == sched.n_blocks:
+        return _interpolated_mlp(b, cascade, lay, init, max_len, mass, obligation, interpolated)
     gates = _Gates(lay.tok)
     ramps: list[Ramp] = []
     fresh: dict[str, tuple[int, int, Subspace]] = {}
@@ -246,28 +415,37 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     if b == sched.n_blocks and not hot:
         eye = np.eye(len(lay.state))
         tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
-    kept = _kept_old(b, cascade, sched, lay, tables, read_elsewhere)
-    dropped: dict[str, tuple[str, str, int]] = {}
+    here = {c.name for c in cascade.components if sched.block_of[c.name] == b}
+    by_letter = _letter_increments(cascade, sched)
+    walsh = [walsh_ok(t[0], here, sizes, lay, max_len) for t in tables]
+    kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)
+    by_letter = {k: d for k, d in by_letter.items() if k not in kept}  # a kept old code is read through inc
+    dropped: dict[str, tuple[str, str, int, dict[int, int] | None]] = {}
     for c in cascade.components:
         if sched.block_of[c.name] == b:
             d, high = lay.subs[c.name], counter_high(c.size, max_len)
             fresh[c.name] = (len(ramps), high, d["mean"])
             ramps.append(Ramp(d["mean"], float(mass), init[c.name], high))
             if "old" in d and c.name not in kept:
-                dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size)
+                dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size,
+                                                      by_letter.get(c.name))
             for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in kept)):
                 code_stair[(c.name, role)] = len(stairs)
                 stairs.append(st)
     if hot:
         stairs += [_one_hot_stair(lay.subs[k], sizes[k], fresh.get(k), gates) for k in sched.readout.keys]
     joints = []
-    for plan, out, row_of, keyed, new in tables:
+    sums: dict[tuple[int, ...], int] = {}
+    for (plan, out, row_of, keyed, new), w in zip(tables, walsh):
+        if w:
+            stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, lay, sizes, gates, keyed, new, by_letter)
+            continue
         if sum(k in fresh for k in plan.keys) > 1:
             joint = _joint(plan, out, row_of, code_stair, lay, sizes, gates, keyed, new)
             if joint.table:
                 joints.append(joint)
             continue
-        st = _table_stair(plan, out, row_of, fresh, lay, sizes, gates, keyed, new)
+        st = _table_stair(plan, out, row_of, fresh, lay, sizes, gates, keyed, new, by_letter)
         if st.values:
             stairs.append(st)
     used = sorted({i for st in stairs for i in st.gates} | {i for j in joints for k, i in j.reads if k == "gate"})
@@ -279,5 +457,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     if hot:
         declared = _one_hot_steps(declared, obligation_name(lay.state), [
             _one_hot_lookup(lay.subs[k], sizes[k]) for k in sched.readout.keys])
+    elif interpolated:
+        early, declared = _early_one_hots(b, sched, lay, sizes, fresh, gates, declared)
+        stairs += early
     return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, declared,
                          {"counters": sorted(fresh)}, tuple(joints))

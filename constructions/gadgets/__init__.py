@@ -52,7 +52,8 @@ from .lookups import (
     separation,
 )
 from .residues import Residue, residue_hidden, residue_margin, residue_mlp, residue_range, round_mlp
-from .staircase import Ramp, Stair, StairLookup, staircase_margin, staircase_mlp
+from .staircase import (Ramp, Stair, StairLookup, interpolation_error, interpolation_mlp, staircase_margin,
+                        staircase_mlp)
 
 __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "PositionBlock", "Ramp", "Residue", "Stair",
            "StairLookup", "absorb_feature",
@@ -61,4 +62,5 @@ __all__ = ["ABSORB", "STEP_TOLERANCE", "CodeInput", "OneHotInput", "PositionBloc
            "interpolated_code_function_mlp", "lookup_mlp", "lookup_obligation", "offset_head", "onehot_bias",
            "prefix_mean_head", "recency_margin", "recent_flag_head", "residue_hidden", "residue_margin", "residue_mlp",
            "residue_range",
-           "round_mlp", "separation", "staircase_margin", "staircase_mlp", "step_units"]
+           "interpolation_error", "interpolation_mlp", "round_mlp", "separation", "staircase_margin", "staircase_mlp",
+           "step_units"]

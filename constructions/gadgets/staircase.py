@@ -22,12 +22,19 @@ X <= j - 1 + STEP_TOLERANCE and at least 2 for X >= j - STEP_TOLERANCE (s = 4 at
 @dataclass(frozen=True)
 class Ramp:
     """A scalar X = ``scale`` * (the dim of ``sub``) + ``shift``: an integer in 0..``high`` up to
-    noise below STEP_TOLERANCE (a prefix sum, Lemma 15)."""
+    noise below STEP_TOLERANCE (a prefix sum, Lemma 15); with ``more``, plus ``scale_i`` * (the dim
+    of ``sub_i``) for each pair there (a sum of prefix sums, whose noises add: the caller's bound)."""
 
     sub: Subspace
     scale: float
     shift: int
     high: int
+    more: tuple[tuple[Subspace, float], ...] = ()
+
+    @property
+    def terms(self) -> list[tuple[Subspace, float]]:
+        """Every (subspace, scale) the ramp reads."""
+        return [(self.sub, self.scale), *self.more]
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ def staircase_mlp(name: str, ramps: list[Ramp], gates: list[CodeInput | OneHotIn
     relu(2 sum_i 1[code_i = key_i] - (2m - 1)), its one-hots read off the exact second layer."""
     s = RAMP_SLOPE
     used_gates = [g for g in gates if (g.n_values > 1 if isinstance(g, CodeInput) else len(g.sub))]
-    subs = [r.sub for r in ramps] + [g.sub for g in used_gates]
+    subs = list({s_.name: s_ for s_ in [t for r in ramps for t, _ in r.terms] + [g.sub for g in used_gates]}.values())
     row = _local_rows(subs)
     W1_cols: list[np.ndarray] = []
     b1_parts: list[np.ndarray] = []
@@ -87,7 +94,8 @@ def staircase_mlp(name: str, ramps: list[Ramp], gates: list[CodeInput | OneHotIn
     ramp_at: list[int] = []
     for r in ramps:  # ramp j at unit ramp_at + j - 1
         w = np.zeros((len(row), r.high))
-        w[_local_dims(row, r.sub)[0]] = s * r.scale
+        for sub, scale in r.terms:
+            w[_local_dims(row, sub)[0]] += s * scale
         W1_cols.append(w)
         b1_parts.append(s * (r.shift - np.arange(1, r.high + 1)) + s * (1 - STEP_TOLERANCE))
         ramp_at.append(at)
@@ -226,3 +234,53 @@ def staircase_margin(ramps: list[Ramp], eps: float) -> float:
     to s high, each rounded with relative error up to 2 eps."""
     top = max((r.high for r in ramps), default=0)
     return 1.0 / (2 * eps * 2 * RAMP_SLOPE * max(top, 1))
+
+
+def interpolation_mlp(name: str, parts: list[tuple[Ramp, list[tuple[Subspace, np.ndarray]]]],
+                      obligation=None, notes: dict | None = None) -> MLP:
+    """Functions F of ramps' integers X in ONE hidden layer (per part: a ramp and its outputs, each
+    with values [high + 1, len(out)]): F's piecewise-linear interpolation through the integers,
+    F(0) + sum_j c_j relu(X - j) (j = 0..high - 1; c_0 = F(1) - F(0), then F's second differences):
+    F(X) at every integer X, off by at most the largest slope times X's noise near it.  Its float
+    rounding grows as high^3 (:func:`interpolation_error`: about high active units of size up to
+    high), so a caller takes it only where that bound is small -- a readout, whose argmax has margin."""
+    subs = list({r.sub.name: r.sub for r, _ in parts}.values())
+    row = _local_rows(subs)
+    outs = [o for _, po in parts for o, _ in po]
+    out_rows = _local_rows(outs)
+    W1_cols, b1, W2_rows = [], [], []
+    b2 = np.zeros(len(out_rows))
+    for r, po in parts:
+        assert not r.more, "one counter's prefix sum per part"
+        w = np.zeros((len(row), r.high))
+        w[_local_dims(row, r.sub)[0]] = r.scale
+        W1_cols.append(w)
+        b1.append(r.shift - np.arange(r.high, dtype=np.float64))
+        W2 = np.zeros((r.high, len(out_rows)))
+        for out, F in po:
+            cols = _local_dims(out_rows, out)
+            W2[:, cols] = _interpolation_weights(np.asarray(F, dtype=np.float64).reshape(r.high + 1, len(out)))
+            b2[cols] = np.asarray(F, dtype=np.float64).reshape(r.high + 1, len(out))[0]
+        W2_rows.append(W2)
+    info = {"kind": "interpolation", **(notes or {}), "thresholds": [r.high for r, _ in parts]}
+    return MLP(name, [np.concatenate(W1_cols, axis=1), np.concatenate(W2_rows, axis=0)],
+               [np.concatenate(b1), b2], info, reads=names(*subs), writes=names(*outs), obligation=obligation)
+
+
+def _interpolation_weights(F: np.ndarray) -> np.ndarray:
+    """c_j of :func:`interpolation_mlp` for values F [high + 1, k]: F(1) - F(0), then F(j + 1) - 2 F(j) + F(j - 1)."""
+    slopes = np.diff(F, axis=0)
+    return np.concatenate([slopes[:1], np.diff(slopes, axis=0)], axis=0)
+
+
+def interpolation_error(F: np.ndarray, eps: float) -> float:
+    """A worst-case bound on :func:`interpolation_mlp`'s float rounding for values F [high + 1, k]
+    with machine epsilon ``eps`` (unit roundoff u = eps / 2): the output's sum of high + 1 terms,
+    at most gamma_(high + 1) times sum_j |c_j| (high - j) + |F(0)|, plus each unit's pre-activation
+    (X - j: two terms up to 2 high, rounded twice) times |c_j|."""
+    F = np.asarray(F, dtype=np.float64).reshape(len(F), -1)
+    high, u = len(F) - 1, eps / 2
+    c = np.abs(_interpolation_weights(F))
+    size = (c * (high - np.arange(high))[:, None]).sum(0) + np.abs(F[0])
+    n = high + 1
+    return float(np.max(n * u / (1 - n * u) * size + 2 * u * 2 * high * c.sum(0)))

@@ -47,18 +47,19 @@ def test_every_construction_compiles_in_standard_blocks_at_its_estimated_size(na
 
 
 def test_auto_takes_the_fewest_standard_blocks():
-    """Q8: the cascade has 2 attention layers and, its blocks' MLPs built as staircases, 5 standard blocks
-    (3 for the level whose table reads its two counters, 2 for the next); the scan 7 and 7."""
+    """Q8: the cascade has 2 attention layers and, its blocks' MLPs built as staircases, 3 standard blocks
+    (2 for the first level: the table of its two mod-2 counters read off a ramp of their sum too; 1
+    for the last, its decode interpolated into the one-hots the unembedding sums); the scan 7 and 7."""
     default = candidates("quaternion", max_len=100)
     standard = candidates("quaternion", max_len=100, shape="standard")
     by = lambda r: {c["name"]: c["layers"] for c in r["candidates"] if c["fits"]}  # noqa: E731
     assert default["chosen"] == "krohn-rhodes" and by(default)["krohn-rhodes"] == 2
-    assert standard["chosen"] == "krohn-rhodes" and by(standard) == {"krohn-rhodes": 5, "scan": 7}
+    assert standard["chosen"] == "krohn-rhodes" and by(standard) == {"krohn-rhodes": 3, "scan": 7}
     assert "standard blocks" in standard["why"]
 
 
 def test_a_standard_model_records_its_shape_through_a_checkpoint(tmp_path, capsys):
-    model = compiler.compile_automaton("cyclic:3", max_len=16, method="krohn-rhodes", shape="standard")
+    model = compiler.compile_automaton("cyclic:3", max_len=100, method="krohn-rhodes", shape="standard")
     assert model.meta["shape"]["unfolded"] == [{"layer": 0, "mlp": "block1.mlp", "hidden_layers": 2}]
     assert "unfolded" in model.meta and _one_hidden_layer(model)
     save(model, tmp_path / "m.safetensors")
@@ -69,7 +70,7 @@ def test_a_standard_model_records_its_shape_through_a_checkpoint(tmp_path, capsy
 
 
 def test_an_unfolded_model_keeps_its_start_state():
-    model = compiler.compile_automaton("cyclic:3", max_len=8, method="krohn-rhodes", shape="standard")
+    model = compiler.compile_automaton("cyclic:3", max_len=100, method="krohn-rhodes", shape="standard")
     with pytest.raises(ShortcutError, match="keeps its start state"):
         set_start(model, "1")
 

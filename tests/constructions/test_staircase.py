@@ -1,7 +1,8 @@
 """The staircase (gadgets/staircase.py) and Theorem 11's blocks built with it (krohn_rhodes_flat.py):
 exact on every threshold and gate within the input tolerance, the standard shape's cyclic groups in
-2 blocks and cascades in 2 per level (3 for a level whose table reads two of its counters),
-certified; a ramp broken at one value of the prefix sum is refused."""
+2 blocks and cascades in 2 per level (a table of two mod-2 counters of one level read off ramps
+of their sums, Walsh's basis: no third hidden layer), certified; a ramp broken at one value of the
+prefix sum, or of a sum of two, is refused."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import compiler
 from compiler.automata.catalog import build
 from compiler.pipeline import set_start
 from constructions import krohn_rhodes_flat
-from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
+from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, interpolation_error, staircase_mlp
 from constructions.gadgets.staircase import RAMP_SLOPE
 from constructions.workspace import Workspace
-from verify.certify import certify
+from verify.certify import certificate, certify
 from verify.check import verify
 
 
@@ -62,11 +63,13 @@ def test_ramps_are_off_below_and_past_the_clip_above_their_tolerance():
     assert RAMP_SLOPE * (-0.75) + RAMP_SLOPE * 0.75 == 0 and RAMP_SLOPE * (-0.25) + RAMP_SLOPE * 0.75 == 2
 
 
-@pytest.mark.parametrize("name, blocks", [("cyclic:3", 2), ("dihedral:3", 4), ("quaternion", 5)])
-def test_standard_shape_cascades_in_two_blocks_per_level_certified(name, blocks):
-    """C_n: one level (2 blocks); D6: two levels of one counter (4); Q8: a level whose table reads its
-    two counters (a joint lookup, 3) then one (2)."""
-    model = compiler.compile_automaton(build(name), max_len=16, method="krohn-rhodes", shape="standard")
+@pytest.mark.parametrize("name, T, blocks", [("cyclic:3", 100, 2), ("cyclic:3", 16, 1), ("dihedral:3", 16, 3),
+                                             ("quaternion", 16, 3), ("dihedral:4", 16, 3)])
+def test_standard_shape_cascades_in_two_blocks_per_level_certified(name, T, blocks):
+    """C_n: one level (2 blocks); D6: two levels of one counter; Q8 and D8: a level whose table
+    reads its two mod-2 counters (ramps of X_a, X_b and X_a + X_b, 2) then one -- the last level in
+    1 where its decode's interpolation stays within its float bound (C3 at T = 16, not 100)."""
+    model = compiler.compile_automaton(build(name), max_len=T, method="krohn-rhodes", shape="standard")
     assert model.meta["one_hidden_layer"]
     assert model.meta["shape"]["blocks"] == blocks == len(model.blocks)
     assert all(len(b.mlp_hidden) == 1 for b in model.config.blocks)
@@ -117,16 +120,19 @@ def test_a_value_before_the_update_that_no_block_reads_is_not_decoded():
 
 
 def test_a_rekeyed_table_that_is_wrong_at_one_pair_is_refused(monkeypatch):
-    """The restated lookup binds: declaring one (new, inc) pair's row wrong (the weights still
-    compute the right one) is refused by the weight check."""
+    """The restated lookup binds: declaring one (new, letter) pair's row wrong (the weights still
+    compute the right one; D6's first counter moves by the letter alone, so its value before the
+    update is the new one less the letter's increment) is refused by the weight check (the program
+    proof, which would refuse it first, is left out here)."""
     rekeyed = krohn_rhodes_flat._rekeyed
 
     def wrong_at_one_pair(*args):
         st = rekeyed(*args)
-        key = max(k for k in st.table if k[1] == 1)  # inc = 1: the counter moved at t
+        key = max(st.table)
         return replace(st, table={**st.table, key: st.table[key] + 1.0})
 
     monkeypatch.setattr(krohn_rhodes_flat, "_rekeyed", wrong_at_one_pair)
+    monkeypatch.setattr(certificate, "prove_program", lambda model, ob: {"proved": True})
     model = compiler.compile_automaton(build("dihedral:3"), max_len=16, method="krohn-rhodes", shape="standard")
     cert = certify(model)
     assert cert.certified is False
@@ -136,11 +142,12 @@ def test_a_rekeyed_table_that_is_wrong_at_one_pair_is_refused(monkeypatch):
 def test_a_readout_of_two_fresh_counters_sums_their_one_hots_in_the_unembedding():
     """C2³: the last (only) block decodes three counters the readout reads together; the staircase
     writes each one's one-hot and the unembedding sums them (the state's logit 3, any other's at
-    most 2), so no joint lookup: 2 blocks, not 3, certified; one weight of the sum lowered (the
-    state 0.0.0 then ties with its neighbours where the first counter is 0) is refused."""
+    most 2), so no joint lookup: one block (its decodes interpolated in one hidden layer), certified;
+    one weight of the sum lowered (the state 0.0.0 then ties with its neighbours where the first
+    counter is 0) is refused."""
     model = compiler.compile_automaton(build("cyclic-product:2,2,2"), max_len=16, method="krohn-rhodes",
                                        shape="standard")
-    assert len(model.blocks) == 2 and model.meta["shape"]["blocks"] == 2
+    assert len(model.blocks) == 1 and model.meta["shape"]["blocks"] == 1
     cert = certify(model)
     assert cert.certified is True, cert.reason
     model = compiler.compile_automaton(build("cyclic-product:2,2,2"), max_len=16, method="krohn-rhodes",
@@ -151,3 +158,42 @@ def test_a_readout_of_two_fresh_counters_sums_their_one_hots_in_the_unembedding(
         model.W_U[hot[0], 0] = 0.0
     cert = certify(model)
     assert cert.certified is False and "readout" in str(cert.failure), cert.failure
+
+
+def test_a_table_of_two_mod2_counters_reads_a_ramp_of_their_sum_and_a_broken_one_is_refused():
+    """D8's first level: the second level's increment f(a, b, letter) of two mod-2 counters is
+    c_0 + c_a (-1)^a + c_b (-1)^b + c_ab (-1)^(a + b) (quarter weights), the last off a ramp of
+    X_a + X_b (high 2 (T + 1)): block 1's MLP has two hidden layers, certified.  That ramp's unit j
+    lowered by its offset stays off at X_a + X_b = j, so the increment is wrong only on inputs whose
+    two prefix sums add up to exactly j: refused, at block 1's MLP."""
+    T = 16
+    model = compiler.compile_automaton(build("dihedral:4"), max_len=T, method="krohn-rhodes", one_hidden_layer=True)
+    mlp = model.blocks[0].mlp
+    highs = model.meta["layers"][0]["mlp"]["thresholds"]
+    assert len(model.config.blocks[0].mlp_hidden) == 2 and highs == [T + 1, T + 1, 2 * (T + 1)]
+    assert certify(model).certified is True
+    j = 2 * (T + 1) - 3
+    with torch.no_grad():
+        mlp.b_in[highs[0] + highs[1] + j - 1] -= RAMP_SLOPE * 0.75
+    cert = certify(model)
+    assert cert.certified is False
+    assert cert.failure["where"].startswith("layer 1 MLP block1.mlp"), cert.failure
+
+
+def test_an_interpolated_decode_is_one_hidden_layer_and_one_broken_at_a_rare_sum_is_refused():
+    """C2 in ONE standard block at T = 16: the counter's code and one-hot interpolated off its prefix
+    sum X (units relu(X - j)), certified.  Unit j = T - 1's weight on the one-hot entry that is 0 at
+    X = T raised by 2: only the input of T increments reaches X = T (1 of 2^T), where that entry
+    becomes 2 and outvotes the right one: refused.  At T = 512 the interpolation's float32 bound
+    (~T^3 eps) is past its share of the readout's margin: two blocks, the staircase."""
+    T = 16
+    model = compiler.compile_automaton(build("cyclic:2"), max_len=T, shape="standard")
+    assert model.meta["method"] == "krohn-rhodes" and len(model.blocks) == 1
+    assert model.config.blocks[0].mlp_hidden == (T + 1,)
+    assert certify(model).certified is True
+    hot = model.meta["subspaces"]["kr:h1.b0.count0.0.hot"]
+    with torch.no_grad():
+        model.blocks[0].mlp.W_out[T - 1, hot[(T + 1) % 2]] += 2.0
+    cert = certify(model)
+    assert cert.certified is False and "block1.mlp" in cert.failure["where"], cert.failure
+    assert interpolation_error(np.eye(2)[np.arange(513) % 2], 2.0**-23) > 1

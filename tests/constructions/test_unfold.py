@@ -154,11 +154,17 @@ def test_carried_activations_are_cleared_by_the_narrowest_stage_before_the_next_
     assert not cache["blocks.3.hook_resid_pre"][..., region_a].any()
 
 
-def test_a_standard_q8_cascade_clears_its_ramps_in_the_joint_lookups_stage():
-    """The standard-shape Q8 cascade: its first level's ramp activations are cleared beside the
-    narrow joint lookup, not in the wide gated layer that reads them; certified as before."""
+def test_a_standard_q8_cascade_clears_its_ramps_in_the_joint_lookups_stage(monkeypatch):
+    """The standard-shape Q8 cascade with its first level's table as a joint lookup (a third hidden
+    layer; the build reads it off ramps of sums instead, so that is turned off here): the ramp
+    activations are cleared beside the narrow joint lookup, not in the wide gated layer that reads
+    them; certified as before."""
+    from constructions import krohn_rhodes_flat
     from verify.certify.certificate import certify
     from verify.certify.unfolded import folded
+
+    monkeypatch.setattr(krohn_rhodes_flat, "walsh_ok", lambda *args: False)
+    monkeypatch.setattr(krohn_rhodes_flat, "interpolable", lambda *args: [])  # the last level's staircase too
 
     model = compiler.compile_automaton("quaternion", max_len=24, method="krohn-rhodes", shape="standard")
     assert clearing_places(folded(model)) == {(0, 1): (0, 2)}

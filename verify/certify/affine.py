@@ -177,6 +177,17 @@ def _weight_grid(W: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(W != 0, quanta(W), math.inf).min(0, initial=math.inf), quanta(b)
 
 
+def on_grid(W: np.ndarray, b: np.ndarray, size: np.ndarray, p: int) -> np.ndarray:
+    """Per column of W (and b): whether a sum of exactly known integers times these weights plus
+    the bias is computed exactly -- every term a multiple of the column's least weight or bias
+    quantum delta (:func:`_weight_grid`) and the terms' magnitudes ``size`` (any leading shape)
+    summing below 2^p delta, so every product and partial sum is representable in p bits (the
+    grid rule of :func:`affine` with integer inputs; a Walsh combination's quarter weights are on
+    the grid 1/4)."""
+    qw, qb = _weight_grid(W, b)
+    return size < 2.0**p * np.minimum(qw, qb)
+
+
 def _grid(h: np.ndarray, exact: np.ndarray, qw: np.ndarray, qb: np.ndarray) -> np.ndarray:
     """Per row and unit, a power of two every exact term is a multiple of (:func:`affine`): the
     exact inputs' least quantum times the unit's weights' ``qw``, and its bias's ``qb`` (inf

@@ -12,7 +12,7 @@ import numpy as np
 
 from constructions.obligations import Joint, Lookup, Modular, Round, Steps
 
-from .affine import affine, affine_rows
+from .affine import affine, affine_rows, on_grid
 from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, Model,
                     first_positions, gamma, get_code, half_gaps, product_rows, put_code)
 from .scores import feasible
@@ -296,8 +296,7 @@ def _split(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[
     big = sum(p[4][grid[:, g]] for g, p in enumerate(parts))
     ex = np.logical_and.reduce([p[5][grid[:, g]] for g, p in enumerate(parts)])
     centre, half = (lo + hi) / 2 + b_next, (hi - lo) / 2
-    integral = np.all(np.round(W_next) == W_next, axis=0) & (np.round(b_next) == b_next)
-    exact = ex & integral[None] & (np.round(centre) == centre) & (big + np.abs(b_next) < 2.0**m.p)
+    exact = ex & on_grid(W_next, b_next, big + np.abs(b_next), m.p)  # a unit's pre-activation or an output
     rounding = np.where(exact, 0.0, gamma(np.count_nonzero(W_next, axis=0) + 1, m.u) * (big + np.abs(b_next)))
     values: dict[str, np.ndarray] = {}
     for g, p in enumerate(parts):  # inputs first, then what a group's own steps computed
