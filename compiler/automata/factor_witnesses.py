@@ -46,12 +46,23 @@ def _run(maps: np.ndarray, q: int, word: list[int]) -> int:
     return q
 
 
-def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
+def _differ(ends: np.ndarray, given: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Per pair of end states ([n, 2]): whether they differ -- with ``given`` (label, free: the
+    search's factors.Given), whether their labels differ while their free features agree."""
+    if given is None:
+        return ends[:, 0] != ends[:, 1]
+    label, free = given
+    return (label[ends[:, 0]] != label[ends[:, 1]]) & (free[ends[:, 0]] == free[ends[:, 1]])
+
+
+def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None,
+            given: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]] | None:
     """Two class words with the same last k - 1 letters and the same count of every k-factor
     (``threshold`` None: exactly, A s B s C s D against A s C s B s D with |s| = k - 1) or the same
     count capped at ``threshold`` (A s (B s)^t D against A s (B s)^(t+1) D: a factor of a block
     s B s occurs at least t times in both, the rest equally often) that reach different states
-    from q0 -- a proof that no description with this k (and t) exists -- or None."""
+    from q0 -- a proof that no description with this k (and t) exists -- or None.  ``given``: states
+    whose labels differ and whose free features agree (:func:`_differ`)."""
     rng = np.random.default_rng(k * 7 + (threshold or 0))
     n = maps.shape[0]
 
@@ -65,9 +76,9 @@ def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[l
             w1, w2 = A + s_ + B + s_ + C + s_ + D, A + s_ + C + s_ + B + s_ + D
         else:
             w1, w2 = A + s_ + (B + s_) * threshold + D, A + s_ + (B + s_) * (threshold + 1) + D
-        if _run(maps, q0, w1) != _run(maps, q0, w2):
+        if _differ(np.array([[_run(maps, q0, w1), _run(maps, q0, w2)]]), given)[0]:
             return w1, w2
-    return _refuted_by_runs(maps, q0, k, threshold) or _refuted_by_blocks(maps, q0, k, threshold)
+    return _refuted_by_runs(maps, q0, k, threshold, given) or _refuted_by_blocks(maps, q0, k, threshold, given)
 
 
 def shortest_words(maps: np.ndarray, q0: int) -> list[list[int]]:
@@ -86,7 +97,8 @@ def shortest_words(maps: np.ndarray, q0: int) -> list[list[int]]:
     return list(words.values())
 
 
-def _refuted_by_runs(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
+def _refuted_by_runs(maps: np.ndarray, q0: int, k: int, threshold: int | None,
+                     given: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]] | None:
     """:func:`refuted`'s threshold test on the automaton's own runs: for w a shortest word to a
     state (repeated to at least k - 1 letters) and s its last k - 1 letters, s w^t against s w^(t+1)
     (A and D empty, B s = w): a count that matters is one of a factor the runs read (random blocks
@@ -99,8 +111,8 @@ def _refuted_by_runs(maps: np.ndarray, q0: int, k: int, threshold: int | None) -
             w = w * -(-(k - 1) // len(w))
             s = w[len(w) - (k - 1):]
             pairs.append((s + w * threshold, s + w * (threshold + 1)))
-    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2) if pairs else np.zeros((0, 2))
-    differ = np.flatnonzero(ends[:, 0] != ends[:, 1])
+    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2) if pairs else np.zeros((0, 2), int)
+    differ = np.flatnonzero(_differ(ends, given))
     return pairs[int(differ[0])] if len(differ) else None
 
 
@@ -134,7 +146,8 @@ def _runs(maps: np.ndarray, q0: int, words: list[list[int]]) -> np.ndarray:
     return q
 
 
-def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
+def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None,
+                       given: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]] | None:
     """:func:`refuted` (:data:`BLOCK_SAMPLES` pairs, run together) with blocks e, f (half of them
     :func:`_blocks`', half fresh powers of a random p; |e|, |f| >= k - 1) between short words x, z
     (1..2 letters) and y (0..1) after a short A (0..2); ``threshold`` None: A e x f y e z f against
@@ -161,7 +174,7 @@ def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None)
         else:
             pairs.append((A + e + (x + e) * threshold, A + e + (x + e) * (threshold + 1)))
     ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2)
-    differ = np.flatnonzero(ends[:, 0] != ends[:, 1])
+    differ = np.flatnonzero(_differ(ends, given))
     return pairs[int(differ[0])] if len(differ) else None
 
 
