@@ -99,21 +99,37 @@ def shortest_words(maps: np.ndarray, q0: int) -> list[list[int]]:
 
 def _refuted_by_runs(maps: np.ndarray, q0: int, k: int, threshold: int | None,
                      given: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]] | None:
-    """:func:`refuted`'s threshold test on the automaton's own runs: for w a shortest word to a
-    state (repeated to at least k - 1 letters) and s its last k - 1 letters, s w^t against s w^(t+1)
-    (A and D empty, B s = w): a count that matters is one of a factor the runs read (random blocks
-    rarely hold a given 6-factor of 16 letters)."""
+    """:func:`refuted`'s threshold test on the automaton's own runs (:func:`_run_pairs`)."""
+    return _first_differing(maps, q0, _run_pairs(maps, q0, k, threshold), given)
+
+
+def _first_differing(maps: np.ndarray, q0: int, pairs: list[tuple[list[int], list[int]]],
+                     given: tuple[np.ndarray, np.ndarray] | None) -> tuple[list[int], list[int]] | None:
+    differ = _differing(maps, q0, pairs, given)
+    return pairs[int(differ[0])] if len(differ) else None
+
+
+def _differing(maps: np.ndarray, q0: int, pairs: list[tuple[list[int], list[int]]],
+               given: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """The indices of the pairs whose words reach different states (:func:`_differ`), run together."""
+    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2) if pairs else np.zeros((0, 2), int)
+    return np.flatnonzero(_differ(ends, given))
+
+
+def _run_pairs(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> list[tuple[list[int], list[int]]]:
+    """For w a shortest word to a state (repeated to at least k - 1 letters) and s its last k - 1
+    letters, s w^t against s w^(t+1) (A and D empty, B s = w): a count that matters is one of a
+    factor the runs read (random blocks rarely hold a given 6-factor of 16 letters); none without a
+    threshold."""
     if threshold is None:
-        return None
+        return []
     pairs = []
     for w in shortest_words(maps, q0):
         if w:
             w = w * -(-(k - 1) // len(w))
             s = w[len(w) - (k - 1):]
             pairs.append((s + w * threshold, s + w * (threshold + 1)))
-    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2) if pairs else np.zeros((0, 2), int)
-    differ = np.flatnonzero(_differ(ends, given))
-    return pairs[int(differ[0])] if len(differ) else None
+    return pairs
 
 
 def _blocks(maps: np.ndarray, k: int, rng: np.random.Generator) -> list[list[int]]:
@@ -148,7 +164,22 @@ def _runs(maps: np.ndarray, q0: int, words: list[list[int]]) -> np.ndarray:
 
 def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None,
                        given: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]] | None:
-    """:func:`refuted` (:data:`BLOCK_SAMPLES` pairs, run together) with blocks e, f (half of them
+    """:func:`refuted`'s test on :func:`_block_pairs` (run together)."""
+    return _first_differing(maps, q0, _block_pairs(maps, k, threshold), given)
+
+
+def refuting_pairs(maps: np.ndarray, q0: int, k: int,
+                   given: tuple[np.ndarray, np.ndarray] | None = None) -> list[tuple[list[int], list[int]]]:
+    """Every pair of the blocks' swaps and the runs' and blocks' pumps at threshold 1
+    (:func:`_block_pairs`, :func:`_run_pairs`) that :func:`refuted` would take: two words with the
+    same window and the same set of k-factors reaching different states (or labels, ``given``), all
+    the conflicts those samples see."""
+    pairs = _block_pairs(maps, k, None) + _run_pairs(maps, q0, k, 1) + _block_pairs(maps, k, 1)
+    return [pairs[int(i)] for i in _differing(maps, q0, pairs, given)]
+
+
+def _block_pairs(maps: np.ndarray, k: int, threshold: int | None) -> list[tuple[list[int], list[int]]]:
+    """:data:`BLOCK_SAMPLES` word pairs with blocks e, f (half of them
     :func:`_blocks`', half fresh powers of a random p; |e|, |f| >= k - 1) between short words x, z
     (1..2 letters) and y (0..1) after a short A (0..2); ``threshold`` None: A e x f y e z f against
     A e z f y e x f (the identity of Therien and Weiss for locally threshold testable semigroups,
@@ -173,9 +204,7 @@ def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None,
             pairs.append((A + e + x + f + y + e + z + f, A + e + z + f + y + e + x + f))
         else:
             pairs.append((A + e + (x + e) * threshold, A + e + (x + e) * (threshold + 1)))
-    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2)
-    differ = np.flatnonzero(_differ(ends, given))
-    return pairs[int(differ[0])] if len(differ) else None
+    return pairs
 
 
 def witness(pair: tuple[list[int], list[int]], k: int, threshold: int | None) -> str:

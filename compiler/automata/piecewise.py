@@ -242,7 +242,7 @@ class Budget(Exception):
     """A detection budget ran out (the message names it)."""
 
 
-def _embeds(u: tuple[int, ...], w: list[int]) -> bool:
+def embeds(u: tuple[int, ...], w: list[int]) -> bool:
     it = iter(w)
     return all(any(x == y for y in it) for x in u)
 
@@ -253,34 +253,38 @@ def distinguisher(w: list[int], v: list[int]) -> tuple[int, ...] | None:
     return next(iter(distinguishers(w, v, 1)), None)
 
 
-def distinguishers(w: list[int], v: list[int], most: int) -> list[tuple[int, ...]]:
+def distinguishers(w: list[int], v: list[int], most: int, levels: int = 1) -> list[tuple[int, ...]]:
     """Up to ``most`` of the shortest words (<= MAX_K letters) that are subsequences of exactly one
-    of ``w``, ``v``: level by level over the common subsequences (a shortest one's prefixes are
-    common); [] when there is none."""
+    of ``w``, ``v`` -- of the shortest length where some are, and of the ``levels`` - 1 lengths
+    after it, extending the common subsequences -- level by level over the common subsequences (a
+    shortest one's prefixes are common); [] when there is none."""
     common: list[tuple[int, ...]] = [()]
+    found: list[tuple[int, ...]] = []
     for _ in range(MAX_K):
         nxt: dict[tuple[int, ...], None] = {}
-        found: list[tuple[int, ...]] = []
+        here = len(found)
         for u in common:
             for x in dict.fromkeys(w + v):
                 cand = u + (x,)
                 if cand in nxt:
                     continue
-                in_w, in_v = _embeds(cand, w), _embeds(cand, v)
+                in_w, in_v = embeds(cand, w), embeds(cand, v)
                 if in_w != in_v:
                     found.append(cand)
                     if len(found) >= most:
                         return found
                 elif in_w:
                     nxt[cand] = None
-        if found:
-            return found
+        if len(found) > here:
+            levels -= 1
+            if not levels:
+                return found
         if len(nxt) > MAX_CANDIDATES:
             raise Budget(f"more than {MAX_CANDIDATES:,} common subsequences of one length")
         common = list(nxt)
         if not common:
-            return []
-    return []
+            return found
+    return found
 
 
 def changing(a: Semiautomaton, u: tuple[int, ...]) -> bool:
@@ -303,11 +307,11 @@ def extension(a: Semiautomaton, words: list[tuple[int, ...]], w: list[int], v: l
     found = []
     order = sorted(words, key=lambda x: (-len(x), x)) + [()]
     for u in order if longest else order[::-1]:
-        if len(u) >= MAX_K or _embeds(u, w) != _embeds(u, v):
+        if len(u) >= MAX_K or embeds(u, w) != embeds(u, v):
             continue
         for x in dict.fromkeys(w + v):
             cand = u + (x,)
-            if cand not in words and _embeds(cand, w) != _embeds(cand, v):
+            if cand not in words and embeds(cand, w) != embeds(cand, v):
                 if changing(a, cand):
                     return cand
                 found.append(cand)

@@ -48,17 +48,31 @@ from typing import Any
 import numpy as np
 
 from .errors import SpecError
-from .factor_witnesses import letter_with_a_cycle, refuted
+from .factor_witnesses import letter_with_a_cycle, refuting_pairs
 from .factors import MAX_K, FactorPlan, Given, class_maps, given_description
-from .piecewise import Budget, Run, Trie, distinguishers, extension, runs
+from .factors import MAX_WORK as MAX_FACTOR_WORK
+from .moore import reachable_states
+from .piecewise import (Budget, Run, Trie, confluence_witness, cycle_witness, distinguishers, embeds, extension,
+                        runs)
 from .spec import Semiautomaton
 
 MAX_WORDS = 48
 """Most words the subsequence set S may hold."""
-MAX_PRODUCT = 50_000
+MAX_PRODUCT = 20_000
 """Most states of the automaton run beside the subsequence tracker (A_S)."""
-CANDIDATES = 12
-"""Most distinguishing subsequences weighed per conflict (one product walk each)."""
+MAX_WORK = 2_000_000
+"""Most transitions of the automaton beside its subsequence trackers one detection computes (every
+candidate's and pruning's walk together: seconds)."""
+FACTOR_WORK = MAX_FACTOR_WORK // 4
+"""Each factor search's budget (closure rows times letter classes): a quarter of the factor
+detector's own, since the search may run once per subsequence added."""
+CANDIDATES = 256
+"""Most distinguishing subsequences weighed per conflict."""
+LEVELS = 3
+"""Lengths of distinguishing subsequences weighed per conflict (the shortest and the next ones: a
+pumped conflict differs in short subsequences of repeated letters before the one that matters)."""
+SEEN = 256
+"""Most sampled conflicts a candidate subsequence is scored on."""
 
 
 @dataclass(frozen=True)
@@ -110,15 +124,22 @@ class PiecewiseLocalPlan:
         return PiecewiseLocalPlan(local, chains, keys, states, start)
 
 
-def beside_tracker(a: Semiautomaton, words: list[tuple[int, ...]]) -> tuple[Semiautomaton, np.ndarray, np.ndarray]:
+def beside_tracker(a: Semiautomaton, words: list[tuple[int, ...]],
+                   work: list[int] | None = None) -> tuple[Semiautomaton, np.ndarray, np.ndarray]:
     """A_S: ``a`` run beside the subsequence tracker of ``words`` from (start, {}), breadth first;
     with, per state of A_S, its state of ``a`` (the label) and its tracker set X (bitmask, the free
-    feature).  SpecError past :data:`MAX_PRODUCT` states."""
+    feature).  SpecError past :data:`MAX_PRODUCT` states, or when ``work`` (transitions computed so
+    far, added to) passes :data:`MAX_WORK`."""
     trie = Trie(words)
     index = {(a.start, 0): 0}
     order = [(a.start, 0)]
     rows: list[list[int]] = []
     for q, x in order:  # grows while it is read: breadth first
+        if work is not None:
+            work[0] += a.n_symbols
+            if work[0] > MAX_WORK:
+                raise SpecError(f"the detection's budget ({MAX_WORK:,} transitions of the automaton beside its "
+                                f"subsequence trackers)")
         row = []
         for s, m in enumerate(a.maps):
             nxt = (m[q], trie.step(x, s))
@@ -154,28 +175,37 @@ def _search(a: Semiautomaton) -> tuple[Any, list[tuple[int, ...]], Semiautomaton
     """The alternating search (module docstring): the factor search that works, S, A_S, its labels,
     tracker sets and letter classes; or the reason there is none."""
     words: list[tuple[int, ...]] = []
+    work = [0]
+    stuck: set[tuple[int, ...]] = set()
     while True:
         try:
-            prod, label, free = beside_tracker(a, words)
+            prod, label, free = beside_tracker(a, words, work)
         except SpecError as e:
             return str(e)
         maps, classes = class_maps(prod)
         _, dense = np.unique(free, return_inverse=True)  # the tracker sets X, numbered
         given = Given(label, dense.astype(np.int64))
-        pair = refuted(maps, 0, MAX_K, 1, (given.label, given.free))
-        if pair is None and words != (fewer := _pruned(a, words)):
+        seen = [(_letters(classes, x), _letters(classes, y))
+                for x, y in refuting_pairs(maps, 0, MAX_K, (given.label, given.free))]
+        try:
+            fewer = _pruned(a, words, work, stuck) if not seen else words
+        except SpecError as e:
+            return str(e)
+        if words != fewer:
             words = fewer
             continue
+        pair = min(seen, key=lambda p: len(p[0]) + len(p[1])) if seen else None
         if pair is None:
-            s, reason = given_description(maps, 0, given)
+            s, reason = given_description(maps, 0, given, budget=FACTOR_WORK)
             if s is not None:
                 return s, words, prod, label, free, classes
             if not given.stuck:
                 return reason
-            pair = (given.stuck[0], given.stuck[1])
-        w, v = (_letters(classes, x) for x in pair)
+            pair = (_letters(classes, given.stuck[0]), _letters(classes, given.stuck[1]))
+        w, v = pair
+        proven = given.stuck != []  # the factor search's own conflict: its subsequence is never pruned
         try:
-            u = _best_subsequence(a, words, w, v)
+            u = _best_subsequence(a, words, w, v, seen)
         except (Budget, SpecError) as e:
             return str(e)
         if u is None:
@@ -183,50 +213,45 @@ def _search(a: Semiautomaton) -> tuple[Any, list[tuple[int, ...]], Semiautomaton
                     f"(k <= 6) and the same subsequences (up to length 8), yet reach different states: not "
                     f"piecewise locally testable")
         words = list(dict.fromkeys(words + _prefixes(u)))
+        if proven:
+            stuck.add(u)
         if len(words) > MAX_WORDS:
             return f"more than {MAX_WORDS} relevant subsequences"
 
 
-def confusion(label: np.ndarray, free: np.ndarray) -> float:
-    """The share of A_S's states that no function of the tracker set X gets right (per X, those
-    of a state other than its most common one): how much a subsequence set leaves to the factors."""
-    _, rows = np.unique(free, return_inverse=True)
-    pairs, counts = np.unique(np.stack([rows, label]), axis=1, return_counts=True)
-    best = np.zeros(rows.max() + 1, dtype=np.int64)
-    np.maximum.at(best, pairs[0], counts)
-    return float(1 - best.sum() / len(label))
-
-
-def _best_subsequence(a: Semiautomaton, words: list[tuple[int, ...]], w: list[int],
-                      v: list[int]) -> tuple[int, ...] | None:
+def _best_subsequence(a: Semiautomaton, words: list[tuple[int, ...]], w: list[int], v: list[int],
+                      seen: list[tuple[list[int], list[int]]]) -> tuple[int, ...] | None:
     """What tells ``w`` and ``v`` apart: of the shortest distinguishing subsequences (and the
-    piecewise detector's extension of S), the one whose tracker leaves the least confusion."""
-    cands = list(dict.fromkeys([u for u in (extension(a, words, w, v),) if u] + distinguishers(w, v, CANDIDATES)))
+    piecewise detector's extension of S), the one that tells apart the most of the conflicts the
+    samples ``seen`` (a subsequence that matters is one many conflicts differ in; the others each
+    explain few)."""
+    cands = list(dict.fromkeys([u for u in (extension(a, words, w, v),) if u] +
+                               distinguishers(w, v, CANDIDATES, LEVELS)))
     if len(cands) < 2:
         return cands[0] if cands else None
-    scores = []
-    for u in cands:
-        _, label, free = beside_tracker(a, list(dict.fromkeys(words + _prefixes(u))))
-        scores.append(confusion(label, free))
-    return cands[int(np.argmin(scores))]
+    sample = seen[:SEEN]
+    scores = [(sum(embeds(u, x) != embeds(u, y) for x, y in sample), -len(u)) for u in cands]
+    return cands[max(range(len(cands)), key=lambda i: scores[i])]
 
 
-def _sampled(a: Semiautomaton, words: list[tuple[int, ...]]) -> bool:
-    """Whether the sampled refutations (factor_witnesses.refuted) find no two words with equal
+def _sampled(a: Semiautomaton, words: list[tuple[int, ...]], work: list[int]) -> bool:
+    """Whether the sampled refutations (factor_witnesses.refuting_pairs) find no two words with equal
     factors and tracker sets that reach different states."""
-    prod, label, free = beside_tracker(a, words)
+    prod, label, free = beside_tracker(a, words, work)
     maps, _ = class_maps(prod)
     _, dense = np.unique(free, return_inverse=True)
-    return refuted(maps, 0, MAX_K, 1, (label, dense.astype(np.int64))) is None
+    return not refuting_pairs(maps, 0, MAX_K, (label, dense.astype(np.int64)))
 
 
-def _pruned(a: Semiautomaton, words: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+def _pruned(a: Semiautomaton, words: list[tuple[int, ...]], work: list[int],
+            keep: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
     """S without the leaves (longest first) the sampled refutations do not miss: a conflict's
-    distinguishing subsequence may be one of several, and a later one may make it redundant.  Only
-    a proposal: the factor search's closure is the proof."""
-    for leaf in sorted(_leaves(words), key=lambda w: (-len(w), w)):
+    distinguishing subsequence may be one of several, and a later one may make it redundant; those
+    in ``keep`` (added for the factor search's own conflicts) stay.  Only a proposal: the factor
+    search's closure is the proof."""
+    for leaf in sorted(set(_leaves(words)) - keep, key=lambda w: (-len(w), w)):
         fewer = [w for w in words if w != leaf]
-        if leaf in _leaves(words) and _sampled(a, fewer):
+        if leaf in _leaves(words) and _sampled(a, fewer, work):
             words = fewer
     return words
 
@@ -250,12 +275,19 @@ def detect(a: Semiautomaton) -> tuple[PiecewiseLocalPlan | None, str]:
     if letter_with_a_cycle(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)) is not None:
         return None, ("a letter has a cycle (no power of it is idempotent): not star-free, so not piecewise locally "
                       "testable")
+    states = reachable_states(a)
+    if cycle_witness(a, states) is None and confluence_witness(a, states) is None:
+        return None, ("partially ordered and locally confluent: piecewise testable (Klima and Polak), which the "
+                      "piecewise construction builds")
     found = _search(a)
     if isinstance(found, str):
         return None, found
     s, words, prod, label, free, classes = found
     if not words:
         return None, "the state is a function of the factors alone (locally testable: no subsequence is needed)"
+    if not s.factors:
+        return None, ("no factor's occurrence matters (a window beside subsequences): the factor part needs a factor "
+                      "to count")
     s.given = None  # the raw closure: A_S states, whose tracker sets give the progress
     cl, tr = s.closure()
     chains = sorted(_leaves(words), key=lambda w: (len(w), w))
