@@ -101,13 +101,13 @@ class PiecewiseLocalPlan:
         return max([self.local.layers] + [len(c) for c in self.chains])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"local": self.local.to_dict(), "chains": [[list(r) for r in c] for c in self.chains],
+        return {"factor_part": self.local.to_dict(), "chains": [[list(r) for r in c] for c in self.chains],
                 "keys": [list(x) for x in self.keys], "states": list(self.states), "start": self.start}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> PiecewiseLocalPlan:
         """The plan of :meth:`to_dict`; SpecError when its parts do not fit together."""
-        local = FactorPlan.from_dict(d["local"])
+        local = FactorPlan.from_dict(d["factor_part"])
         chains = tuple(tuple((int(a), int(m)) for a, m in c) for c in d["chains"])
         keys = tuple(tuple(int(v) for v in x) for x in d["keys"])
         states, start = tuple(int(q) for q in d["states"]), int(d["start"])
