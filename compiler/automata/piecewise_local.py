@@ -42,6 +42,7 @@ factor search its own closure budget (factors.MAX_WORK); past one the refusal na
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -268,8 +269,10 @@ def _progress(words: list[tuple[int, ...]], chains: list[tuple[int, ...]], x: in
     return tuple(max([i for i in range(1, len(c) + 1) if x >> index[c[:i]] & 1], default=0) for c in chains)
 
 
+@functools.lru_cache(maxsize=8)
 def detect(a: Semiautomaton) -> tuple[PiecewiseLocalPlan | None, str]:
-    """The plan (module docstring), or None and the failing property."""
+    """The plan (module docstring), or None and the failing property; cached per automaton (the
+    planner asks again at each max_len, and compiling plans again)."""
     if a.partial:
         return None, "the automaton is partial (descriptions are searched on complete automata)"
     if letter_with_a_cycle(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)) is not None:
