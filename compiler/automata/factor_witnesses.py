@@ -9,7 +9,9 @@ description exists, found by sampling.
   words, then (:func:`_refuted_by_blocks`) the identity of Therien and Weiss for locally threshold
   testable semigroups, e x f y e z f = e z f y e x f, with blocks -- powers of short words -- for
   its idempotents, and pumps of blocks.  Both words of a pair hold the same windows, so a pair
-  reaching different states is a proof; the rules only propose.
+  reaching different states is a proof; the rules only propose.  :func:`refuting_pairs` returns
+  every such pair the samples see (the PLT detector's conflicts), and ``given`` (label, free
+  feature per state) compares labels among states of one free feature.
 """
 
 from __future__ import annotations

@@ -43,6 +43,11 @@ the powers that keep the most states apart -- a balanced block keeps a stack's l
 is refused in tens of milliseconds instead of the search's budget).
 Then unneeded factors and windows are dropped, groups merged and factors shortened while the
 closure stays a function.  The rules only propose; every candidate is checked by a closure.
+
+**Given features** (:class:`Given`, :func:`given_description`): the same search on an automaton
+whose states carry a label and a free feature -- the PLT detector's automaton run beside a
+subsequence tracker (compiler/automata/piecewise_local.py) -- makes the label a function of
+(window, counts, free feature) instead of the state a function of (window, counts).
 """
 
 from __future__ import annotations
