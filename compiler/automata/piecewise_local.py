@@ -271,6 +271,57 @@ def _progress(words: list[tuple[int, ...]], chains: list[tuple[int, ...]], x: in
     return tuple(max([i for i in range(1, len(c) + 1) if x >> index[c[:i]] & 1], default=0) for c in chains)
 
 
+IDENTITY_WORDS = 4096
+"""At most this many two-letter words x are tried by :func:`identity_witness` (every letter, then
+pairs of letters in order): a bound on the refutation's work, not on what it can refute."""
+
+
+def _idempotent_power(f: np.ndarray, live: np.ndarray, rounds: int) -> np.ndarray | None:
+    """x^omega for the map ``f`` of x (squared until idempotent on the ``live`` states, a set the
+    maps keep), or None if ``rounds`` squarings do not reach one (a cycle: never star-free)."""
+    for _ in range(rounds):
+        if np.array_equal(f[f][live], f[live]):
+            return f
+        f = f[f]
+    return None
+
+
+def identity_witness(a: Semiautomaton) -> str | None:
+    """A word identity every piecewise locally testable automaton satisfies, failing here, or None.
+
+    Lemma: for K >= k and content(y), content(z) within content(x), the words u x^K y x^K v and
+    u x^K y x^K y x^K v have the same k-factors (a window of k letters cannot span two of the y's:
+    an x^K of length >= k lies between them) and the same subsequences of length <= k (x^K holds
+    every word of length <= K over content(x)), and so do u x^K y x^K z x^K v and
+    u x^K z x^K y x^K v.  So on the reachable states, e y e = e y e y e and e y e z e = e z e y e
+    for e = x^omega (x^K for K past both k and the index).  Checked on every letter and pair of
+    letters x (at most :data:`IDENTITY_WORDS`): a failure refutes the class in a few map
+    compositions -- the gridworld (x = left right, y = left), a counter with a sink -- where the
+    description search would spend its budget."""
+    M = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
+    live = np.asarray(sorted(reachable_states(a)), dtype=np.int64)
+    rounds = max(1, int(a.n_states).bit_length() + 1)
+    xs = [(i,) for i in range(a.n_symbols)] + [(i, j) for i in range(a.n_symbols) for j in range(a.n_symbols) if i != j]
+    for x in xs[:IDENTITY_WORDS]:
+        f = np.arange(a.n_states)
+        for letter in x:
+            f = M[letter][f]
+        e = _idempotent_power(f, live, rounds)
+        if e is None:
+            return f"the word {_show(a, list(x))} has a cycle: not star-free"
+        eye = {y: e[M[y][e]] for y in set(x)}
+        for y, m in eye.items():
+            if not np.array_equal(m[live], m[m][live]):
+                return (f"e y e != e y e y e for e = ({_show(a, list(x))})^omega, y = {_show(a, [y])} (a piecewise "
+                        f"locally testable automaton satisfies it for every y within x's letters)")
+        if len(eye) == 2:
+            (y, my), (z, mz) = sorted(eye.items())
+            if not np.array_equal(mz[my][live], my[mz][live]):
+                return (f"e y e z e != e z e y e for e = ({_show(a, list(x))})^omega, y = {_show(a, [y])}, "
+                        f"z = {_show(a, [z])} (a piecewise locally testable automaton satisfies it)")
+    return None
+
+
 @functools.lru_cache(maxsize=8)
 def detect(a: Semiautomaton) -> tuple[PiecewiseLocalPlan | None, str]:
     """The plan (module docstring), or None and the failing property; cached per automaton (the
@@ -280,6 +331,9 @@ def detect(a: Semiautomaton) -> tuple[PiecewiseLocalPlan | None, str]:
     if letter_with_a_cycle(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)) is not None:
         return None, ("a letter has a cycle (no power of it is idempotent): not star-free, so not piecewise locally "
                       "testable")
+    refuted = identity_witness(a)
+    if refuted is not None:
+        return None, refuted
     states = reachable_states(a)
     if cycle_witness(a, states) is None and confluence_witness(a, states) is None:
         return None, ("partially ordered and locally confluent: piecewise testable (Klima and Polak), which the "

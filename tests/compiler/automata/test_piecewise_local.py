@@ -12,7 +12,8 @@ from compiler.automata.factor_witnesses import refuting_pairs
 from compiler.automata.factors import class_maps
 from compiler.automata.load import load_spec
 from compiler.automata.piecewise import embeds
-from compiler.automata.piecewise_local import PiecewiseLocalPlan, beside_tracker, detect
+from compiler.automata.catalog import build
+from compiler.automata.piecewise_local import PiecewiseLocalPlan, beside_tracker, detect, identity_witness
 from compiler.automata.subregular_families import draw, random_language
 
 
@@ -80,3 +81,22 @@ def test_refuting_pairs_reach_different_labels_with_the_same_free_feature():
                     q = int(maps[c - 1, q])
                 ends.append(q)
             assert label[ends[0]] != label[ends[1]] and dense[ends[0]] == dense[ends[1]]
+
+
+@pytest.mark.parametrize("cls,k,letters,seed", [("plt", 2, 16, 0), ("plt", 4, 4, 1), ("plt", 4, 64, 0), ("lt", 4, 16, 0),
+                                                ("pt", 4, 16, 0), ("sl", 6, 4, 0)])
+def test_the_identities_hold_on_the_classes_they_are_drawn_from(cls, k, letters, seed):
+    """e y e = e y e y e and e y e z e = e z e y e hold on every PLT, LT and PT language drawn (the
+    lemma of identity_witness): the refutation never refuses a member of the class."""
+    assert identity_witness(random_language(cls, k=k, letters=letters, seed=seed)) is None
+
+
+@pytest.mark.parametrize("spec,needle", [("grid:9", "e y e != e y e y e"), ("dyck:4,2", "e y e != e y e y e"),
+                                         ("grid2d:3,4", "e y e z e != e z e y e")])
+def test_a_failing_identity_refutes_in_a_few_compositions(spec, needle):
+    """The gridworld (x = L R, y = L: from cell 3, e L e reaches 2 and e L e L e 1), the bounded
+    stack and the box world fail an identity, and detect refuses them with it."""
+    a = build(spec)
+    assert needle in identity_witness(a)
+    plan, reason = detect(a)
+    assert plan is None and needle in reason
