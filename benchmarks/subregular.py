@@ -1,12 +1,13 @@
 """The subregular hierarchy at its class depth: what ``auto`` compiles for random languages of each class.
 
 For each class of :mod:`compiler.automata.subregular_families` (strictly local, locally
-(threshold) testable, tier-based, strictly piecewise, piecewise testable, modular counting,
-star-free), each k, alphabet size and seed, the script draws the language's minimal DFA, plans it
+(threshold) testable, tier-based, strictly piecewise, piecewise testable, piecewise locally
+testable, modular counting, star-free), each k, alphabet size and seed, the script draws the
+language's minimal DFA, plans it
 (``shortcut plan``: :func:`compiler.pipeline.candidates`), compiles it with ``auto`` and
 ``readout="labels"`` (acceptance at every position) at each max_len, and certifies the model
 (:func:`verify.certify.certify`).  It records the states, the depth the class allows (SL, LT, LTT:
-2; tier-based: 3; SP, PT: k; Z_p: 1; star-free: none known below its temporal depth k), the method
+2; tier-based: 3; SP, PT, PLT: k; Z_p: 1; star-free: none known below its temporal depth k), the method
 chosen, its layers and parameters, the plan / compile / certify seconds, peak memory and whether
 the model is certified exact.  Each language runs in its own process under ``--timeout`` seconds;
 a planner refusal, a plan over ``--max-params-row`` parameters (not compiled: recorded with the
@@ -36,13 +37,19 @@ from compiler.automata.subregular_families import CLASSES, random_language  # no
 
 from _common import finish, header  # noqa: E402
 
-BOUND = {"sl": "2", "lt": "2", "ltt": "2", "tsl": "3", "tlt": "3", "sp": "k", "pt": "k", "zp": "1", "sf": "-"}
+BOUND = {"sl": "2", "lt": "2", "ltt": "2", "tsl": "3", "tlt": "3", "sp": "k", "pt": "k", "plt": "k", "zp": "1",
+         "sf": "-"}
 """The depth each class allows (the issue's table; star-free: its temporal nesting depth k is an
-upper bound for B-RASP, no constant is claimed here)."""
+upper bound for B-RASP, no constant is claimed here).  PLT_k (a Boolean combination of an LT_k and
+a PT_k condition): max(2, k) = k for k >= 2 -- the LT features (2 layers: window heads, then a
+prefix count of factor flags) and the PT features (one prefix-count layer per run of a relevant
+subsequence, <= k) side by side in parallel layers, the joint table read by one lookup fused into
+the last layer's MLP."""
 TITLE = {"sl": "strictly k-local (SL)", "lt": "locally k-testable (LT)",
          "ltt": "locally threshold testable (LTT, t = 2)", "tsl": "tier-based strictly local (TSL, half the letters)",
          "tlt": "tier-based locally testable (TLT)", "sp": "strictly k-piecewise (SP)",
-         "pt": "piecewise k-testable (PT)", "zp": "counting mod p = k (Z_p)",
+         "pt": "piecewise k-testable (PT)",
+         "plt": "piecewise locally k-testable (PLT: LT_k and PT_k combined)", "zp": "counting mod p = k (Z_p)",
          "sf": "star-free (past LTL of temporal depth k)"}
 ROW_PARAMS = 20_000_000
 """Plans above this many parameters are recorded, not compiled (memory on a small machine)."""

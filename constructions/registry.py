@@ -36,6 +36,7 @@ _ENTRIES: list[str | Construction[Any]] = [
     "constructions.krohn_rhodes",  # Theorem 11: solvable automata, depth independent of T
     "constructions.factors",  # locally (threshold) testable: the last k - 1 letters, capped factor counts, 2 layers
     "constructions.piecewise",  # piecewise testable: one prefix-count layer per run of the relevant subsequences, <= k
+    "constructions.piecewise_local",  # piecewise locally testable: the two above side by side, one joint lookup
     "constructions.local",  # local descriptions (window, phase, event count, latest anchor): 1-2 layers, exact estimate
     "constructions.starfree",  # aperiodic: a since program (latest-reset and yesterday levels), one layer per level
     "constructions.product",  # parallel decomposition by SP partitions: two quotients side by side, each by its

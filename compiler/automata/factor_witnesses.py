@@ -9,7 +9,9 @@ description exists, found by sampling.
   words, then (:func:`_refuted_by_blocks`) the identity of Therien and Weiss for locally threshold
   testable semigroups, e x f y e z f = e z f y e x f, with blocks -- powers of short words -- for
   its idempotents, and pumps of blocks.  Both words of a pair hold the same windows, so a pair
-  reaching different states is a proof; the rules only propose.
+  reaching different states is a proof; the rules only propose.  :func:`refuting_pairs` returns
+  every such pair the samples see (the PLT detector's conflicts), and ``given`` (label, free
+  feature per state) compares labels among states of one free feature.
 """
 
 from __future__ import annotations
@@ -46,12 +48,23 @@ def _run(maps: np.ndarray, q: int, word: list[int]) -> int:
     return q
 
 
-def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
+def _differ(ends: np.ndarray, given: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Per pair of end states ([n, 2]): whether they differ -- with ``given`` (label, free: the
+    search's factors.Given), whether their labels differ while their free features agree."""
+    if given is None:
+        return ends[:, 0] != ends[:, 1]
+    label, free = given
+    return (label[ends[:, 0]] != label[ends[:, 1]]) & (free[ends[:, 0]] == free[ends[:, 1]])
+
+
+def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None,
+            given: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]] | None:
     """Two class words with the same last k - 1 letters and the same count of every k-factor
     (``threshold`` None: exactly, A s B s C s D against A s C s B s D with |s| = k - 1) or the same
     count capped at ``threshold`` (A s (B s)^t D against A s (B s)^(t+1) D: a factor of a block
     s B s occurs at least t times in both, the rest equally often) that reach different states
-    from q0 -- a proof that no description with this k (and t) exists -- or None."""
+    from q0 -- a proof that no description with this k (and t) exists -- or None.  ``given``: states
+    whose labels differ and whose free features agree (:func:`_differ`)."""
     rng = np.random.default_rng(k * 7 + (threshold or 0))
     n = maps.shape[0]
 
@@ -65,9 +78,9 @@ def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[l
             w1, w2 = A + s_ + B + s_ + C + s_ + D, A + s_ + C + s_ + B + s_ + D
         else:
             w1, w2 = A + s_ + (B + s_) * threshold + D, A + s_ + (B + s_) * (threshold + 1) + D
-        if _run(maps, q0, w1) != _run(maps, q0, w2):
+        if _differ(np.array([[_run(maps, q0, w1), _run(maps, q0, w2)]]), given)[0]:
             return w1, w2
-    return _refuted_by_runs(maps, q0, k, threshold) or _refuted_by_blocks(maps, q0, k, threshold)
+    return _refuted_by_runs(maps, q0, k, threshold, given) or _refuted_by_blocks(maps, q0, k, threshold, given)
 
 
 def shortest_words(maps: np.ndarray, q0: int) -> list[list[int]]:
@@ -86,22 +99,39 @@ def shortest_words(maps: np.ndarray, q0: int) -> list[list[int]]:
     return list(words.values())
 
 
-def _refuted_by_runs(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
-    """:func:`refuted`'s threshold test on the automaton's own runs: for w a shortest word to a
-    state (repeated to at least k - 1 letters) and s its last k - 1 letters, s w^t against s w^(t+1)
-    (A and D empty, B s = w): a count that matters is one of a factor the runs read (random blocks
-    rarely hold a given 6-factor of 16 letters)."""
+def _refuted_by_runs(maps: np.ndarray, q0: int, k: int, threshold: int | None,
+                     given: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]] | None:
+    """:func:`refuted`'s threshold test on the automaton's own runs (:func:`_run_pairs`)."""
+    return _first_differing(maps, q0, _run_pairs(maps, q0, k, threshold), given)
+
+
+def _first_differing(maps: np.ndarray, q0: int, pairs: list[tuple[list[int], list[int]]],
+                     given: tuple[np.ndarray, np.ndarray] | None) -> tuple[list[int], list[int]] | None:
+    differ = _differing(maps, q0, pairs, given)
+    return pairs[int(differ[0])] if len(differ) else None
+
+
+def _differing(maps: np.ndarray, q0: int, pairs: list[tuple[list[int], list[int]]],
+               given: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """The indices of the pairs whose words reach different states (:func:`_differ`), run together."""
+    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2) if pairs else np.zeros((0, 2), int)
+    return np.flatnonzero(_differ(ends, given))
+
+
+def _run_pairs(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> list[tuple[list[int], list[int]]]:
+    """For w a shortest word to a state (repeated to at least k - 1 letters) and s its last k - 1
+    letters, s w^t against s w^(t+1) (A and D empty, B s = w): a count that matters is one of a
+    factor the runs read (random blocks rarely hold a given 6-factor of 16 letters); none without a
+    threshold."""
     if threshold is None:
-        return None
+        return []
     pairs = []
     for w in shortest_words(maps, q0):
         if w:
             w = w * -(-(k - 1) // len(w))
             s = w[len(w) - (k - 1):]
             pairs.append((s + w * threshold, s + w * (threshold + 1)))
-    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2) if pairs else np.zeros((0, 2))
-    differ = np.flatnonzero(ends[:, 0] != ends[:, 1])
-    return pairs[int(differ[0])] if len(differ) else None
+    return pairs
 
 
 def _blocks(maps: np.ndarray, k: int, rng: np.random.Generator) -> list[list[int]]:
@@ -134,8 +164,24 @@ def _runs(maps: np.ndarray, q0: int, words: list[list[int]]) -> np.ndarray:
     return q
 
 
-def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> tuple[list[int], list[int]] | None:
-    """:func:`refuted` (:data:`BLOCK_SAMPLES` pairs, run together) with blocks e, f (half of them
+def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None,
+                       given: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]] | None:
+    """:func:`refuted`'s test on :func:`_block_pairs` (run together)."""
+    return _first_differing(maps, q0, _block_pairs(maps, k, threshold), given)
+
+
+def refuting_pairs(maps: np.ndarray, q0: int, k: int,
+                   given: tuple[np.ndarray, np.ndarray] | None = None) -> list[tuple[list[int], list[int]]]:
+    """Every pair of the blocks' swaps and the runs' and blocks' pumps at threshold 1
+    (:func:`_block_pairs`, :func:`_run_pairs`) that :func:`refuted` would take: two words with the
+    same window and the same set of k-factors reaching different states (or labels, ``given``), all
+    the conflicts those samples see."""
+    pairs = _block_pairs(maps, k, None) + _run_pairs(maps, q0, k, 1) + _block_pairs(maps, k, 1)
+    return [pairs[int(i)] for i in _differing(maps, q0, pairs, given)]
+
+
+def _block_pairs(maps: np.ndarray, k: int, threshold: int | None) -> list[tuple[list[int], list[int]]]:
+    """:data:`BLOCK_SAMPLES` word pairs with blocks e, f (half of them
     :func:`_blocks`', half fresh powers of a random p; |e|, |f| >= k - 1) between short words x, z
     (1..2 letters) and y (0..1) after a short A (0..2); ``threshold`` None: A e x f y e z f against
     A e z f y e x f (the identity of Therien and Weiss for locally threshold testable semigroups,
@@ -160,9 +206,7 @@ def _refuted_by_blocks(maps: np.ndarray, q0: int, k: int, threshold: int | None)
             pairs.append((A + e + x + f + y + e + z + f, A + e + z + f + y + e + x + f))
         else:
             pairs.append((A + e + (x + e) * threshold, A + e + (x + e) * (threshold + 1)))
-    ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2)
-    differ = np.flatnonzero(ends[:, 0] != ends[:, 1])
-    return pairs[int(differ[0])] if len(differ) else None
+    return pairs
 
 
 def witness(pair: tuple[list[int], list[int]], k: int, threshold: int | None) -> str:

@@ -43,12 +43,17 @@ the powers that keep the most states apart -- a balanced block keeps a stack's l
 is refused in tens of milliseconds instead of the search's budget).
 Then unneeded factors and windows are dropped, groups merged and factors shortened while the
 closure stays a function.  The rules only propose; every candidate is checked by a closure.
+
+**Given features** (:class:`Given`, :func:`given_description`): the same search on an automaton
+whose states carry a label and a free feature -- the PLT detector's automaton run beside a
+subsequence tracker (compiler/automata/piecewise_local.py) -- makes the label a function of
+(window, counts, free feature) instead of the state a function of (window, counts).
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -209,6 +214,24 @@ def components(maps: np.ndarray) -> np.ndarray:
 
 
 @dataclass
+class Given:
+    """What a search's description need not explain (compiler/automata/piecewise_local.py: the
+    automaton run beside a subsequence tracker): per state of the searched maps, ``label`` the state
+    the features must determine and ``free`` a feature given with them.  The closure's rows then
+    hold the label, and its features join ``free``; :func:`_search` leaves in ``stuck`` the class
+    words of a conflict nothing of the search's tells apart."""
+
+    label: np.ndarray
+    free: np.ndarray
+    stuck: list[list[int]] = field(default_factory=list)
+
+    def view(self, cl: Closure) -> Closure:
+        """``cl`` with each row's label for its state and the free feature joined to its features."""
+        span = int(self.free.max()) + 1
+        return replace(cl, q=self.label[cl.q], feature=cl.feature * span + self.free[cl.q])
+
+
+@dataclass
 class _Search:
     """One (k, t) search's state: the automaton's class maps, the start, the patterns found."""
 
@@ -226,6 +249,7 @@ class _Search:
     limit: int = MAX_WORK  # the work (``work[0]``) at which this search gives up
     memo: _Memo = field(default_factory=_Memo)  # the closures computed so far, shared like ``work``
     entered: dict[int, int] = field(default_factory=dict)  # per group: the component its first factor entered
+    given: Given | None = None  # features the description need not explain (Given)
 
     def same_component(self, w1: list[int], w2: list[int]) -> bool:
         """Whether the runs of ``w1`` and ``w2`` end in one component: its states are reached with the
@@ -257,7 +281,7 @@ class _Search:
         cl, tr = self.memo.closure(self.maps, self.q0,
                                    (self.k, self.threshold, tuple(self.windows), tuple(factors), tuple(groups)))
         self.work[0] += len(cl.q) * self.maps.shape[0]
-        return cl, tr
+        return (cl if self.given is None else self.given.view(cl)), tr
 
     def works(self, factors: list[tuple[int, ...]], groups: list[int]) -> bool:
         try:
@@ -328,7 +352,7 @@ class _Search:
                 else float(len(conflicts(cl))))
 
 
-def _class_maps(a: Semiautomaton) -> tuple[np.ndarray, tuple[int, ...]]:
+def class_maps(a: Semiautomaton) -> tuple[np.ndarray, tuple[int, ...]]:
     """The distinct letter maps [class, state] (first occurrence order) and each letter's class code."""
     maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
     _, first, inverse = np.unique(maps, axis=0, return_index=True, return_inverse=True)
@@ -339,11 +363,13 @@ def _class_maps(a: Semiautomaton) -> tuple[np.ndarray, tuple[int, ...]]:
 
 
 def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int], merge: bool = False,
-            score: str = SHARE, limit: int = MAX_WORK, memo: _Memo | None = None) -> tuple[_Search | None, str]:
+            score: str = SHARE, limit: int = MAX_WORK, memo: _Memo | None = None,
+            given: Given | None = None) -> tuple[_Search | None, str]:
     """The refinement loop for one (k, t): the search with a description that works, or None and why
     (``merge``: a new factor joins a group whose factors enter the same component when that leaves
     no more conflicts -- the closure stays small when many factors do one thing, as forbidden ones)."""
-    s = _Search(maps, q0, k, threshold, [], [], [], work, components(maps), merge, score, limit, memo or _Memo())
+    s = _Search(maps, q0, k, threshold, [], [], [], work, components(maps), merge, score, limit, memo or _Memo(),
+                given=given)
     for _ in range(MAX_ROUNDS):
         cl, tr = s.closure()
         pair = conflict(cl)
@@ -351,6 +377,8 @@ def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int], 
             return s, ""
         w1, w2 = word_of(cl, pair[0]), word_of(cl, pair[1])
         if not s.refine(w1, w2):
+            if given is not None:
+                given.stuck[:] = [w1, w2]
             return None, (f"the class words {w1} and {w2} end in the same {k - 1} letters and hold every "
                           f"{k}-factor equally often (capped at {threshold}), yet reach different states")
         if len(s.windows) + len(s.factors) > MAX_PATTERNS:
@@ -359,7 +387,8 @@ def _search(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int], 
 
 
 def _tries(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
-           total: int = MAX_WORK, memo: _Memo | None = None) -> tuple[_Search | None, str]:
+           total: int = MAX_WORK, memo: _Memo | None = None,
+           given: Given | None = None) -> tuple[_Search | None, str]:
     """:func:`_search` with each of :data:`TRIES` in turn, in rounds of budgets (:data:`ROUNDS`), all
     within the detection's (``work`` up to ``total``): the first that ends with a pair of words
     nothing tells apart, or with a description of at most :data:`FEW_GROUPS` groups (else the one
@@ -370,7 +399,7 @@ def _tries(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
             break
         try:
             s, reason = _search(maps, q0, k, threshold, work, merge, score, min(total, work[0] + total * part // 16),
-                                memo)
+                                memo, given)
         except TooBig:
             continue
         if s is None or len(set(s.groups)) <= FEW_GROUPS:
@@ -379,6 +408,25 @@ def _tries(maps: np.ndarray, q0: int, k: int, threshold: int, work: list[int],
     if best is None:
         raise TooBig
     return best, ""
+
+
+def given_description(maps: np.ndarray, q0: int, given: Given, k: int = MAX_K,
+                      budget: int = MAX_WORK) -> tuple[_Search | None, str]:
+    """The search at threshold 1 (which factors occurred) with ``given`` features: the simplified
+    search whose closure makes ``given.label`` a function of (window, counts, ``given.free``), or
+    None and why (``given.stuck`` holds the class words when nothing tells two apart)."""
+    work = [0]
+    given.stuck.clear()
+    try:
+        s, reason = _tries(maps, q0, k, 1, work, budget, given=given)
+    except TooBig:
+        return None, f"the factor search's budget ({budget:,} closure rows, {MAX_PATTERNS} patterns)"
+    if s is None:
+        return None, reason
+    s.limit = s.work[0] + budget * ROUNDS[-1] // 16
+    _simplify(s)
+    s.work[0], s.limit = 0, MAX_WORK
+    return s, ""
 
 
 def _renumber(groups: list[int]) -> list[int]:
@@ -442,7 +490,7 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         return None, f"{name} is partial (factor descriptions are searched on complete automata)"
     if a.n_states * a.n_symbols > MAX_CELLS:
         return None, f"{name}: its {a.n_states:,} x {a.n_symbols:,} table is over the budget of {MAX_CELLS:,} cells"
-    maps, classes = _class_maps(a)
+    maps, classes = class_maps(a)
     cycle = letter_with_a_cycle(maps)
     if cycle is not None:
         letter = a.alphabet[classes.index(cycle + 1)]

@@ -186,7 +186,7 @@ def confluence_witness(a: Semiautomaton, states: list[int]) -> tuple[int, int, i
     return None
 
 
-class _Trie:
+class Trie:
     """The prefix-closed word set S: per node its word, parent and, per letter, the nodes it ends."""
 
     def __init__(self, words: list[tuple[int, ...]]) -> None:
@@ -205,10 +205,10 @@ class _Trie:
         return new
 
 
-def _walk(a: Semiautomaton, trie: _Trie) -> tuple[dict[int, int], tuple[list[int], list[int]] | None]:
+def _walk(a: Semiautomaton, trie: Trie) -> tuple[dict[int, int], tuple[list[int], list[int]] | None]:
     """The product walk from (q0, {}): tracker -> state when it closes, else the two words (letter
     lists) of a conflict.  BudgetError-free: returns a conflict of None words past MAX_PAIRS via
-    :class:`_Budget`."""
+    :class:`Budget`."""
     of: dict[int, int] = {0: a.start}
     parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {(a.start, 0): None}
     todo = deque([(a.start, 0)])
@@ -222,7 +222,7 @@ def _walk(a: Semiautomaton, trie: _Trie) -> tuple[dict[int, int], tuple[list[int
                 continue
             parent[nxt] = (pair, s)
             if len(parent) > MAX_PAIRS:
-                raise _Budget(f"the product of the automaton with the subsequence tracker passes {MAX_PAIRS:,} pairs")
+                raise Budget(f"the product of the automaton with the subsequence tracker passes {MAX_PAIRS:,} pairs")
             other = of.setdefault(nxt[1], nxt[0])
             if other != nxt[0]:
                 return of, (_word(parent, (other, nxt[1])), _word(parent, nxt))
@@ -238,37 +238,53 @@ def _word(parent: dict, pair: tuple[int, int]) -> list[int]:
     return out[::-1]
 
 
-class _Budget(Exception):
+class Budget(Exception):
     """A detection budget ran out (the message names it)."""
 
 
-def _embeds(u: tuple[int, ...], w: list[int]) -> bool:
+def embeds(u: tuple[int, ...], w: list[int]) -> bool:
     it = iter(w)
     return all(any(x == y for y in it) for x in u)
 
 
 def distinguisher(w: list[int], v: list[int]) -> tuple[int, ...] | None:
-    """A shortest word (<= MAX_K letters) that is a subsequence of exactly one of ``w``, ``v``:
-    level by level over the common subsequences (a shortest one's prefixes are common)."""
+    """A shortest word (<= MAX_K letters) that is a subsequence of exactly one of ``w``, ``v``
+    (the first of :func:`distinguishers`)."""
+    return next(iter(distinguishers(w, v, 1)), None)
+
+
+def distinguishers(w: list[int], v: list[int], most: int, levels: int = 1) -> list[tuple[int, ...]]:
+    """Up to ``most`` of the shortest words (<= MAX_K letters) that are subsequences of exactly one
+    of ``w``, ``v`` -- of the shortest length where some are, and of the ``levels`` - 1 lengths
+    after it, extending the common subsequences -- level by level over the common subsequences (a
+    shortest one's prefixes are common); [] when there is none."""
     common: list[tuple[int, ...]] = [()]
+    found: list[tuple[int, ...]] = []
     for _ in range(MAX_K):
         nxt: dict[tuple[int, ...], None] = {}
+        here = len(found)
         for u in common:
             for x in dict.fromkeys(w + v):
                 cand = u + (x,)
                 if cand in nxt:
                     continue
-                in_w, in_v = _embeds(cand, w), _embeds(cand, v)
+                in_w, in_v = embeds(cand, w), embeds(cand, v)
                 if in_w != in_v:
-                    return cand
-                if in_w:
+                    found.append(cand)
+                    if len(found) >= most:
+                        return found
+                elif in_w:
                     nxt[cand] = None
+        if len(found) > here:
+            levels -= 1
+            if not levels:
+                return found
         if len(nxt) > MAX_CANDIDATES:
-            raise _Budget(f"more than {MAX_CANDIDATES:,} common subsequences of one length")
+            raise Budget(f"more than {MAX_CANDIDATES:,} common subsequences of one length")
         common = list(nxt)
         if not common:
-            return None
-    return None
+            return found
+    return found
 
 
 def changing(a: Semiautomaton, u: tuple[int, ...]) -> bool:
@@ -291,11 +307,11 @@ def extension(a: Semiautomaton, words: list[tuple[int, ...]], w: list[int], v: l
     found = []
     order = sorted(words, key=lambda x: (-len(x), x)) + [()]
     for u in order if longest else order[::-1]:
-        if len(u) >= MAX_K or _embeds(u, w) != _embeds(u, v):
+        if len(u) >= MAX_K or embeds(u, w) != embeds(u, v):
             continue
         for x in dict.fromkeys(w + v):
             cand = u + (x,)
-            if cand not in words and _embeds(cand, w) != _embeds(cand, v):
+            if cand not in words and embeds(cand, w) != embeds(cand, v):
                 if changing(a, cand):
                     return cand
                 found.append(cand)
@@ -303,7 +319,7 @@ def extension(a: Semiautomaton, words: list[tuple[int, ...]], w: list[int], v: l
 
 
 def _closes(a: Semiautomaton, words: list[tuple[int, ...]]) -> bool:
-    return _walk(a, _Trie(words))[1] is None
+    return _walk(a, Trie(words))[1] is None
 
 
 def _prefixes(u: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -351,14 +367,14 @@ def sink_words(a: Semiautomaton, states: list[int]) -> list[tuple[int, ...]]:
 def grow(a: Semiautomaton, seed: list[tuple[int, ...]] | None = None, cap: int = MAX_NODES,
          longest: bool = True) -> list[tuple[int, ...]]:
     """The relevant subsequences S grown from ``seed``'s prefixes until the product walk closes
-    (module docstring, step 2; ``longest``: :func:`extension`'s order); :class:`_Budget` past
+    (module docstring, step 2; ``longest``: :func:`extension`'s order); :class:`Budget` past
     ``cap`` words, ValueError (its message names the two words) when no subsequence of length
     <= MAX_K tells a conflict apart."""
     words: list[tuple[int, ...]] = list(dict.fromkeys(p for u in seed or [] for p in _prefixes(u)))
     if len(words) > cap:
-        raise _Budget(f"more than {cap} relevant subsequences")
+        raise Budget(f"more than {cap} relevant subsequences")
     while True:
-        _, conflict = _walk(a, _Trie(words))
+        _, conflict = _walk(a, Trie(words))
         if conflict is None:
             return words
         w, v = conflict
@@ -370,7 +386,7 @@ def grow(a: Semiautomaton, seed: list[tuple[int, ...]] | None = None, cap: int =
                              f"piecewise testable of level <= {MAX_K}")
         words = list(dict.fromkeys(words + _prefixes(u)))
         if len(words) > cap:
-            raise _Budget(f"more than {cap} relevant subsequences")
+            raise Budget(f"more than {cap} relevant subsequences")
 
 
 def prune(a: Semiautomaton, words: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
@@ -395,12 +411,12 @@ def relevant(a: Semiautomaton, states: list[int]) -> list[tuple[int, ...]]:
     if seed and len({p for u in seed for p in _prefixes(u)}) <= MAX_NODES // 2:
         try:
             found.append(grow(a, seed))
-        except (_Budget, ValueError) as e:
+        except (Budget, ValueError) as e:
             errors.append(e)
     for longest in (True, False):
         try:
             found.append(grow(a, None, min(map(len, found), default=MAX_NODES), longest))
-        except (_Budget, ValueError) as e:
+        except (Budget, ValueError) as e:
             errors.append(e)
     if not found:
         raise errors[-1]
@@ -457,7 +473,7 @@ def detect(a: Semiautomaton) -> tuple[PiecewisePlan | None, str]:
         words = relevant(a, states)
     except ValueError as e:
         return None, str(e)
-    except _Budget as e:
+    except Budget as e:
         return None, f"detection budget: {e}"
     chains = sorted(_leaves(words), key=lambda w: (len(w), w))
     table = progress_table(a, chains)

@@ -22,6 +22,14 @@ or the end; a word with ``|⋊w⋉| < k`` has no k-factor):
 * ``sp`` strictly k-piecewise: no forbidden subsequence (a scattered subword of length k) occurs;
 * ``pt`` piecewise k-testable: a random Boolean function of which of a few subsequences of length
   at most k occur (at least one of length k);
+* ``plt`` piecewise locally k-testable: a random Boolean combination of an ``lt`` condition and a
+  ``pt`` condition (each drawn as above, ``factors`` factors and ``factors`` subsequences), so
+  membership is a function of which k-factors occur in ⋊w⋉ and which subsequences of length at
+  most k occur in w.  This is the Boolean closure of LT_k and PT_k, the class where the local and
+  the piecewise branches of the subregular hierarchy meet (Rogers et al. 2013, "Cognitive and
+  sub-regular complexity"; LT after McNaughton and Papert 1971, PT after Simon 1975): w ~ v iff
+  ⋊w⋉ and ⋊v⋉ have the same k-factors and w and v the same subsequences of length <= k, and a
+  PLT_k language is a union of classes of ~;
 * ``zp`` modular counting: the number of letters of a random set, mod p = k, lies in a random
   proper non-empty set of residues;
 * ``sf`` star-free: a random past-time LTL formula of temporal nesting depth k, true at the last
@@ -49,13 +57,13 @@ from .errors import SpecError
 from .moore import minimise, reachable_states
 from .spec import Semiautomaton
 
-CLASSES: tuple[str, ...] = ("sl", "lt", "ltt", "tsl", "tlt", "sp", "pt", "zp", "sf")
+CLASSES: tuple[str, ...] = ("sl", "lt", "ltt", "tsl", "tlt", "sp", "pt", "plt", "zp", "sf")
 """The classes :func:`random_language` draws, by their usual abbreviations."""
 
 START, END = -1, -2
 """The boundary markers ⋊ and ⋉ as pattern symbols (letters are 0 .. n-1)."""
 
-DEFAULT_FACTORS = {"sl": 4, "tsl": 4, "lt": 3, "tlt": 3, "ltt": 3, "sp": 4, "pt": 4}
+DEFAULT_FACTORS = {"sl": 4, "tsl": 4, "lt": 3, "tlt": 3, "ltt": 3, "sp": 4, "pt": 4, "plt": 2}
 """How many factors / subsequences a class draws unless ``factors`` says: small enough that the
 acceptance table stays small, large enough to reach the issue's sizes (``sp`` with k = 6: a few
 hundred states)."""
@@ -165,6 +173,43 @@ class SubsequenceLanguage:
         return tuple(int(j == len(p)) for j, p in zip(state, self.patterns)) in self.accepted
 
 
+# --- piecewise locally testable: LT and PT combined -------------------------------------------
+
+BOTH = tuple((x, y) for x in (False, True) for y in (False, True))
+"""The four truth-value pairs (LT condition, PT condition)."""
+
+COMBINATIONS: tuple[frozenset[tuple[bool, bool]], ...] = tuple(
+    frozenset(p for p, keep in zip(BOTH, bits) if keep) for bits in itertools.product((0, 1), repeat=4)
+    if bits[0:2] != bits[2:4] and bits[0::2] != bits[1::2])
+"""The ten Boolean functions of two arguments that depend on both (as their true pairs): x and y,
+x or y, x xor y, x and not y, ... -- a function of one argument would leave an LT or a PT language."""
+
+
+@dataclass(frozen=True)
+class PiecewiseLocalLanguage:
+    """w in L iff (``local`` accepts w, ``piecewise`` accepts w) is in ``combination``."""
+
+    local: FactorLanguage
+    piecewise: SubsequenceLanguage
+    combination: frozenset[tuple[bool, bool]]
+
+    @property
+    def letters(self) -> int:
+        return self.local.letters
+
+    def accepts(self, word: Sequence[int]) -> bool:
+        return (self.local.accepts(word), self.piecewise.accepts(word)) in self.combination
+
+    def start(self) -> State:
+        return self.local.start(), self.piecewise.start()
+
+    def step(self, state: State, letter: int) -> State:
+        return self.local.step(state[0], letter), self.piecewise.step(state[1], letter)
+
+    def final(self, state: State) -> bool:
+        return (self.local.final(state[0]), self.piecewise.final(state[1])) in self.combination
+
+
 # --- modular counting --------------------------------------------------------------------------
 
 
@@ -268,7 +313,7 @@ class TemporalLanguage:
         return state is not None and state[-1]
 
 
-Language = FactorLanguage | SubsequenceLanguage | ModularLanguage | TemporalLanguage
+Language = FactorLanguage | SubsequenceLanguage | PiecewiseLocalLanguage | ModularLanguage | TemporalLanguage
 
 
 # --- drawing definitions -----------------------------------------------------------------------
@@ -374,6 +419,9 @@ def draw(cls: str, *, k: int, letters: int, seed: int, threshold: int = 2, tier:
             lang = _factor_language(rng, cls, k, letters, m, threshold, width)
         elif cls in ("sp", "pt"):
             lang = _subsequence_language(rng, cls, k, letters, m)
+        elif cls == "plt":
+            lang = PiecewiseLocalLanguage(_factor_language(rng, "lt", k, letters, m, 1, letters),
+                                          _subsequence_language(rng, "pt", k, letters, m), rng.choice(COMBINATIONS))
         elif cls == "zp":
             lang = _modular_language(rng, k, letters)
         else:
@@ -387,11 +435,12 @@ def draw(cls: str, *, k: int, letters: int, seed: int, threshold: int = 2, tier:
 def random_language(cls: str, *, k: int, letters: int, seed: int, threshold: int = 2, tier: int | None = None,
                     factors: int | None = None) -> Semiautomaton:
     """The minimal complete DFA of a random language of class ``cls`` (one of :data:`CLASSES`)
-    with parameter ``k`` (factor / subsequence width, the modulus for ``zp``, the temporal depth
-    for ``sf``) over ``letters`` letters ``a0 ..``; states named ``q0 ..`` breadth first from the
+    with parameter ``k`` (factor / subsequence width -- both for ``plt`` --, the modulus for ``zp``,
+    the temporal depth for ``sf``) over ``letters`` letters ``a0 ..``; states named ``q0 ..`` breadth first from the
     start, outputs ``accept`` / ``reject``.  ``threshold`` is t for ``ltt``; ``tier`` the tier's
     size for ``tsl`` / ``tlt`` (default half the letters); ``factors`` how many factors or
-    subsequences to draw (default :data:`DEFAULT_FACTORS`).  Deterministic per argument tuple."""
+    subsequences to draw (for ``plt``: that many of each; default :data:`DEFAULT_FACTORS`).
+    Deterministic per argument tuple."""
     return draw(cls, k=k, letters=letters, seed=seed, threshold=threshold, tier=tier, factors=factors)[1]
 
 

@@ -50,7 +50,8 @@ def _automata() -> list[Semiautomaton]:
     out += [random_automaton(rng, n, k, name=f"random{n}.{k}.{i}")
             for i, (n, k) in enumerate([(1, 1), (1, 3), (2, 1), (2, 2), (3, 2), (3, 3), (4, 2), (5, 3), (6, 2),
                                         (7, 4), (8, 3), (8, 4)])]
-    out += [random_language("sp", k=2, letters=3, seed=0), random_language("pt", k=2, letters=3, seed=1)]
+    out += [random_language("sp", k=2, letters=3, seed=0), random_language("pt", k=2, letters=3, seed=1),
+            random_language("plt", k=2, letters=4, seed=2)]
     return out
 
 

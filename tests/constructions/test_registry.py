@@ -27,7 +27,7 @@ FAST = {"samples": 2, "exhaustive_budget": 64}
 
 def test_entries_in_preference_order_and_unknown_names_are_clean_errors():
     assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "locally-testable",
-                                "piecewise", "local", "starfree", "product", "transition", "scan"]
+                                "piecewise", "piecewise-local", "local", "starfree", "product", "transition", "scan"]
     assert registry.get("scan").name == "scan" and registry.get("scan").theorem == "Theorem 10"
     with pytest.raises(ShortcutError, match="unknown construction 'nope'"):
         registry.get("nope")
@@ -62,7 +62,8 @@ def test_method_names_appear_only_in_the_registry_entries():
     assert found == {}, f"method-name literals outside the registry entries: {found}"
     declared = {p.name for p in (ROOT / "constructions").glob("*.py") if 'NAME = "' in p.read_text()}
     assert declared == {"scan.py", "gridworld.py", "krohn_rhodes.py", "lookback.py", "bounded_stack.py", "local.py",
-                        "product.py", "factors.py", "transition.py", "piecewise.py", "starfree.py"}
+                        "product.py", "factors.py", "transition.py", "piecewise.py", "starfree.py",
+                        "piecewise_local.py"}
 
 
 def test_literal_finder_finds_a_stray_literal(tmp_path):
@@ -93,7 +94,8 @@ def test_a_new_construction_needs_one_registry_line(tmp_path):
     toy = replace(registry.get("scan"), name="toy-scan", theorem="Theorem 10, renamed")
     with registry.registered(toy):
         assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "locally-testable",
-                                    "piecewise", "local", "starfree", "product", "transition", "toy-scan", "scan"]
+                                    "piecewise", "piecewise-local", "local", "starfree", "product", "transition",
+                                    "toy-scan", "scan"]
         model = compiler.compile_automaton("quaternion", max_len=16, method="toy-scan")
         assert model.meta["method"] == "toy-scan" and model.meta["why"].startswith("requested with --method toy-scan")
         assert verify(model, **FAST).exact
@@ -102,8 +104,8 @@ def test_a_new_construction_needs_one_registry_line(tmp_path):
         assert auto.meta["method"] == "toy-scan"
         cands = auto.meta["candidates"]
         assert [c["name"] for c in cands] == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes",
-                                              "locally-testable", "piecewise", "local", "starfree", "product",
-                                              "transition", "toy-scan", "scan"]
+                                              "locally-testable", "piecewise", "piecewise-local", "local",
+                                              "starfree", "product", "transition", "toy-scan", "scan"]
         assert cands[-1]["fits"] and "ties with toy-scan" in cands[-1]["note"]  # registry order breaks the tie
         other = compiler.with_start(model, "-1")
         a = model.automaton
@@ -122,7 +124,7 @@ def test_registering_a_taken_name_is_refused():
         with registry.registered(registry.get("scan")):
             pass
     assert registry.names() == ["lookback", "gridworld", "bounded-stack", "krohn-rhodes", "locally-testable",
-                                "piecewise", "local", "starfree", "product", "transition", "scan"]
+                                "piecewise", "piecewise-local", "local", "starfree", "product", "transition", "scan"]
 
 
 # --- the plan is carried, never recomputed ---------------------------------------------------------
@@ -214,7 +216,7 @@ def test_cli_method_choices_come_from_the_registry(capsys):
     with pytest.raises(SystemExit):
         main(["compile", "--help"])
     out = capsys.readouterr().out
-    choices = ("{auto,lookback,gridworld,bounded-stack,krohn-rhodes,locally-testable,piecewise,local,starfree,product,"
-               "transition,scan}")
+    choices = ("{auto,lookback,gridworld,bounded-stack,krohn-rhodes,locally-testable,piecewise,piecewise-local,local,"
+               "starfree,product,transition,scan}")
     assert choices in out
     assert json.dumps(registry.names())  # JSON-able names

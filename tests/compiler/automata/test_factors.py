@@ -143,12 +143,12 @@ def test_a_bounded_stack_is_refused_by_a_witness_not_the_budget(spec):
     import ast
     from collections import Counter
 
-    from compiler.automata.factors import _class_maps
+    from compiler.automata.factors import class_maps
     a = load_spec(spec)
     plan, why = detect(a)
     assert plan is None and "equally often" in why and "budget" not in why
     w1, w2 = (ast.literal_eval(x) for x in why.split("the class words ")[1].split(" end in")[0].split(" and "))
-    maps, _ = _class_maps(a)
+    maps, _ = class_maps(a)
 
     def windows(w: list[int]) -> Counter:
         x = [0] * 5 + w
@@ -205,10 +205,10 @@ def test_a_threshold_is_refuted_on_the_automatons_own_runs():
     blocks rarely hold it; the pumped runs s w against s w w do.  The pair is a proof: equal windows
     and equal counts of every 6-factor capped at 1, different states."""
     from compiler.automata.factor_witnesses import refuted
-    from compiler.automata.factors import _class_maps
+    from compiler.automata.factors import class_maps
     from compiler.automata.subregular_families import random_language
     a = random_language("ltt", k=6, letters=16, seed=0)
-    maps, _ = _class_maps(a)
+    maps, _ = class_maps(a)
     pair = refuted(maps, a.start, 6, 1)
     assert pair is not None and refuted(maps, a.start, 6, 2) is None
     w1, w2 = pair

@@ -10,8 +10,8 @@ import pytest
 from compiler.automata.errors import SpecError
 from compiler.automata.moore import minimise
 from compiler.automata.spec import Semiautomaton
-from compiler.automata.subregular_families import (CLASSES, END, START, FactorLanguage, Language, depth, draw,
-                                                   random_language)
+from compiler.automata.subregular_families import (CLASSES, COMBINATIONS, END, START, FactorLanguage, Language,
+                                                   PiecewiseLocalLanguage, depth, draw, random_language)
 
 
 def _disagreement(lang: Language, dfa: Semiautomaton, words: list[tuple[int, ...]]) -> tuple[int, ...] | None:
@@ -98,6 +98,24 @@ def test_star_free_is_aperiodic() -> None:
             for _ in range(n):
                 power = tuple(m[q] for q in power)
             assert power == tuple(m[q] for q in power)
+
+
+def test_plt_combines_an_lt_and_a_pt_condition() -> None:
+    """Each of the ten combinations depends on both conditions, and a drawn PLT language's
+    membership is its combination of its LT part's and its PT part's."""
+    assert len(COMBINATIONS) == 10
+    for comb in COMBINATIONS:
+        assert any(((x, y) in comb) != ((not x, y) in comb) for x in (False, True) for y in (False, True))
+        assert any(((x, y) in comb) != ((x, not y) in comb) for x in (False, True) for y in (False, True))
+    rng = random.Random(1)
+    for seed in range(3):
+        lang, dfa = draw("plt", k=3, letters=4, seed=seed)
+        assert isinstance(lang, PiecewiseLocalLanguage)
+        for _ in range(50):
+            w = tuple(rng.randrange(4) for _ in range(rng.randint(0, 9)))
+            both = (lang.local.accepts(w), lang.piecewise.accepts(w))
+            assert lang.accepts(w) == (both in lang.combination)
+            assert (dfa.outputs[dfa.run(w)[-1] if w else dfa.start] == "accept") == lang.accepts(w)
 
 
 def test_zp_counts_modulo_k() -> None:
