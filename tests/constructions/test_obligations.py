@@ -68,6 +68,7 @@ MODELS = {  # name: (spec, method, max_len, readout); together every constructio
     "local": ("adder:2", "local", 16, "states"),
     "piecewise": (lambda: random_language("sp", k=3, letters=3, seed=0), "piecewise", 16, "states"),
     "locally-testable": (lambda: random_language("sl", k=3, letters=2, seed=0), "locally-testable", 8, "states"),
+    "piecewise-local": (lambda: random_language("plt", k=2, letters=16, seed=0), "piecewise-local", 8, "states"),
     "product": ("cyclic-product:2,3", "product", 16, "states"),
     "product-grid": (_c3_times_grid4, "product", 16, "states"),
     "product-scan": (_a5_times_parity, "product", 8, "states"),
