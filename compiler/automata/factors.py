@@ -76,9 +76,19 @@ MAX_CANDIDATES = 12
 """Most factors a refinement weighs (one trial closure each)."""
 MAX_ROUNDS = 400
 """Most refinements (closures) per (k, t)."""
-MAX_WORK = 12 << 20
-"""Most closure rows (times letter classes) the closures of one detection may compute together,
-every threshold and try (its time budget: a few seconds)."""
+MAX_WORK = 36 << 20
+"""Most work (:func:`closure_work`) the closures of one detection may do together, every threshold
+and try (its time budget: about 3 CPU s, at 8.5e-8 s a unit).  Three times the 12 << 20 closure rows
+it was when a closure cost only its rows: the fixed cost per closure (:data:`CLOSURE_COST`) made the
+searches of small automata -- many closures of a few rows -- run out at a third of that (a tier's
+search on the 17-state TSL_6 language on 16 letters ran out at 1x and 2x, and found its description
+at 3x with the same try as before)."""
+CLOSURE_COST = 1 << 12
+"""The fixed work of computing one closure, in closure rows times letter classes: the tracker and
+one vectorised step per breadth-first level, whatever the rows (``benchmarks/factor_closure_cost.py``:
+a least-squares fit of CPU time over 527 closures of four generated LT/LTT/SL languages, two runs:
+4.2e-4 to 5.2e-4 s per closure and 8.5e-8 to 8.7e-8 s per row x class, i.e. 4,800 to 6,100 units;
+the 817-state LTT language alone about 1,100)."""
 MAX_CELLS = 1 << 22
 """Largest transition table (letters x states) the search reads."""
 SHARE, ROWS, PAIRS = SCORES = ("share", "rows", "pairs")
@@ -173,12 +183,23 @@ class FactorPlan:
 # the search (the tracker and its closure: compiler/automata/factor_closure.py)
 
 
+def closure_work(rows: int, n_classes: int, kept: bool) -> int:
+    """What a closure of ``rows`` rows costs the search's budget (:data:`MAX_WORK`): computed,
+    :data:`CLOSURE_COST` plus its rows times the letter classes (one step per row and class);
+    kept (:class:`_Memo`), its rows: the conflict and score passes read each row once (measured
+    with :data:`CLOSURE_COST`: 1.25 to 1.33 units per row, plus about 1e-4 s a pass that is not
+    counted)."""
+    return rows if kept else CLOSURE_COST + rows * n_classes
+
+
 @dataclass
 class _Memo:
     """The closures one detection computed, by description (k, threshold, windows, factors, groups: with the
     detection's class maps and start, all a closure depends on), None for one over its size; up to
-    :data:`MEMO_ROWS` rows kept.  A closure found here still counts its rows as work, so the search goes
-    exactly as it would computing it again (the same descriptions found, the same budgets run out)."""
+    :data:`MEMO_ROWS` rows kept.  A closure found here counts as the work of reading it
+    (:func:`closure_work`), not of computing it: the tries meet the early descriptions of one another
+    again and again, and a kept closure counted in full spent most of a 64-letter detection's budget
+    on closures it never computed."""
 
     found: dict[tuple, tuple[Closure, Tracker] | None] = field(default_factory=dict)
     rows: int = 0
@@ -242,7 +263,7 @@ class _Search:
     windows: list[tuple[int, ...]]
     factors: list[tuple[int, ...]]
     groups: list[int]
-    work: list[int]  # closure rows computed so far, shared by the searches of one detection
+    work: list[int]  # closure work (closure_work) so far, shared by the searches of one detection
     comp: np.ndarray  # the strongly connected component of each state
     merge: bool = False  # whether a new factor may join a group entering the same component
     score: str = SHARE  # what a candidate is scored by (SCORES, :meth:`_left`)
@@ -278,9 +299,10 @@ class _Search:
         groups = self.groups if groups is None else groups
         if self.work[0] > self.limit:
             raise TooBig
-        cl, tr = self.memo.closure(self.maps, self.q0,
-                                   (self.k, self.threshold, tuple(self.windows), tuple(factors), tuple(groups)))
-        self.work[0] += len(cl.q) * self.maps.shape[0]
+        key = (self.k, self.threshold, tuple(self.windows), tuple(factors), tuple(groups))
+        kept = key in self.memo.found
+        cl, tr = self.memo.closure(self.maps, self.q0, key)
+        self.work[0] += closure_work(len(cl.q), self.maps.shape[0], kept)
         return (cl if self.given is None else self.given.view(cl)), tr
 
     def works(self, factors: list[tuple[int, ...]], groups: list[int]) -> bool:
@@ -420,7 +442,7 @@ def given_description(maps: np.ndarray, q0: int, given: Given, k: int = MAX_K,
     try:
         s, reason = _tries(maps, q0, k, 1, work, budget, given=given)
     except TooBig:
-        return None, f"the factor search's budget ({budget:,} closure rows, {MAX_PATTERNS} patterns)"
+        return None, f"the factor search's budget ({budget:,} work units, {MAX_PATTERNS} patterns)"
     if s is None:
         return None, reason
     s.limit = s.work[0] + budget * ROUNDS[-1] // 16
@@ -484,7 +506,7 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
     with factors up to k holds with any larger k; the plan's k is its longest pattern's), or None
     and why there is none (module docstring).  Refusals: a letter with a cycle (not aperiodic),
     two words with equal features at ``max_k`` (a proof for every smaller k and threshold), or the
-    search's ``budget`` (closure rows times letter classes, every threshold's tries together)."""
+    search's ``budget`` (:func:`closure_work`, every threshold's tries together)."""
     name = a.name or "the automaton"
     if a.partial:
         return None, f"{name} is partial (factor descriptions are searched on complete automata)"
@@ -509,7 +531,7 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         try:
             s, reason = _tries(maps, a.start, k, t, work, budget, memo)
         except TooBig:
-            why = f"gave up at threshold {t} over the search's budget ({budget:,} closure rows{share_text()}, " \
+            why = f"gave up at threshold {t} over the search's budget ({budget:,} work units{share_text()}, " \
                   f"{MAX_PATTERNS} patterns)"
             continue
         if s is None:

@@ -65,7 +65,7 @@ MAX_WORK = 2_000_000
 """Most transitions of the automaton beside its subsequence trackers one detection computes (every
 candidate's and pruning's walk together: seconds)."""
 FACTOR_WORK = MAX_FACTOR_WORK // 4
-"""Each factor search's budget (closure rows times letter classes): a quarter of the factor
+"""Each factor search's budget (work units, ``factors.closure_work``): a quarter of the factor
 detector's own, since the search may run once per subsequence added.  Auto runs this detection on
 every aperiodic automaton, and a non-PLT one (flipflop, memory:3) spends it: seconds.  A sixteenth
 refused PLT_4 on 16 and 64 letters and PLT_6 on 4 (measured), so it stays a quarter."""

@@ -236,8 +236,9 @@ def test_a_description_with_a_count_per_factor_does_not_end_the_tries():
 
 @pytest.mark.parametrize("cls,k,letters", [("lt", 4, 4), ("tlt", 4, 16), ("ltt", 2, 4), ("pt", 2, 16)])
 def test_the_closures_kept_change_no_answer(monkeypatch, cls, k, letters):
-    """A detection keeps the closures it computed (``_Memo``) and still counts their rows as work: the
-    plan, or the refusal and its reason, is the one computing every closure again gives."""
+    """A detection keeps the closures it computed (``_Memo``): on these languages, whose searches stay
+    within the budget either way, the plan, or the refusal and its reason, is the one computing every
+    closure again gives (a kept closure costs less work: ``closure_work``)."""
     import compiler.automata.factors as factors
     from compiler.automata.subregular_families import random_language
     from compiler.automata.tiers import detect_tier
@@ -263,3 +264,22 @@ def test_a_shared_budget_refuses_naming_its_share():
     with shared_budget(1 << 20):
         plan, why = detect(b)
     assert plan is None and "over the search's budget" in why and "1/1048576 of a detection's: shared" in why
+
+
+def test_the_budget_counts_a_fixed_cost_per_closure_computed_and_the_rows_of_one_kept():
+    """``closure_work``: a computed closure costs ``CLOSURE_COST`` plus its rows times the letter classes,
+    the same description met again (kept) its rows only; the 817-state LTT_{4,2} language on 64 letters,
+    whose tries meet the same descriptions again and again, is then found within the budget (counting
+    kept closures in full, it ran out at threshold 2)."""
+    import compiler.automata.factors as factors
+    from compiler.automata.subregular_families import random_language
+
+    maps, _ = factors.class_maps(random_language("lt", k=2, letters=4, seed=0))
+    s = factors._Search(maps, 0, 2, 1, [], [(1,)], [0], [0], components(maps))
+    cl, _ = s.closure()
+    assert s.work[0] == factors.CLOSURE_COST + len(cl.q) * maps.shape[0]
+    s.closure()
+    assert s.work[0] == factors.CLOSURE_COST + len(cl.q) * (maps.shape[0] + 1)
+    plan, why = detect(random_language("ltt", k=4, letters=64, seed=0, factors=5))
+    assert plan is not None, why
+    assert (plan.layers, plan.threshold, plan.n_groups) == (2, 2, 4)
