@@ -37,6 +37,7 @@ import numpy as np
 
 from compiler.automata.piecewise import PiecewisePlan
 from compiler.automata.piecewise_local import PiecewiseLocalPlan, detect
+from compiler.automata.shares import share, share_text
 from compiler.automata.spec import Semiautomaton
 
 from . import factors as lt
@@ -173,7 +174,13 @@ def set_start(model: CompiledTransformer, plan: PiecewiseLocalPlan, start: str) 
 
 
 def applies(automaton: Semiautomaton) -> PiecewiseLocalPlan | Refusal:
-    """The PLT description, or why there is none."""
+    """The PLT description, or why there is none.  Not searched within a shared budget (a product's
+    quotients, ``compiler/automata/shares.py``): its sampled conflicts and tracker products have no
+    share of their own, and on a product's quotients they cost tens of seconds (sf_6/16: 65 of the
+    product's 70 CPU s) for languages that are not a product of a PLT part."""
+    if share() > 1:
+        return Refusal(f"piecewise-local is searched on an automaton planned alone, not on one of several planned "
+                       f"together{share_text()}")
     plan, reason = detect(automaton)
     if plan is None:
         return Refusal(f"piecewise-local needs the state as a function of which k-factors and which subsequences "

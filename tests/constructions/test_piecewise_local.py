@@ -11,9 +11,11 @@ import torch
 
 from compiler.automata.errors import ShortcutError
 from compiler.automata.load import load_spec
+from compiler.automata.shares import shared_budget
 from compiler.automata.subregular_families import random_language
 from compiler.pipeline import compile_automaton
 from constructions import piecewise_local
+from constructions.construction import Refusal
 from verify.certify import certify
 from verify.check import verify
 
@@ -74,3 +76,13 @@ def test_the_declared_program_is_certified_and_a_wrong_key_state_is_refused(monk
         monkeypatch.setattr(piecewise_local, "detect", bad)
         return _compiled(2, 16, 0, 24, method="piecewise-local")
     declared_then_refused(_compiled(2, 16, 0, 24, method="piecewise-local"), piecewise_local.build, corrupt)
+
+
+def test_a_shared_budget_is_refused_by_name_and_the_automaton_alone_is_searched():
+    """Planned among a product's quotients (a shared budget) the detection does not run; alone, the
+    same automaton gets its plan."""
+    a = random_language("plt", k=2, letters=16, seed=0)
+    with shared_budget(4):
+        refused = piecewise_local.applies(a)
+    assert isinstance(refused, Refusal) and "planned together" in refused.reason
+    assert not isinstance(piecewise_local.applies(a), Refusal)
