@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from compiler.automata.subregular_families import random_language
 from compiler.pipeline import compile_automaton
 from constructions import factors
 from verify.certify import certify
@@ -67,15 +68,22 @@ def test_a_first_lookup_wrong_on_one_factor_is_refused(factor_language):
     assert cert.failure["where"] == "layer 1 MLP fac.first" and "whose longest key is (" in cert.failure["detail"]
 
 
-def test_a_key_unit_that_fires_off_its_key_is_refused(factor_language):
-    """Soundness of the unit-by-unit rule: raise the bias of one forbidden factor's key unit by 2,
-    so it fires where one of its three codes differs (a rare window): the key-unit check refuses it."""
-    model = compile_automaton(_languages(factor_language)["sl3_4"], max_len=50, method=factors.NAME)
-    mlp = model.blocks[0].mlp
+def _raise_key_unit(model, block: int) -> int:
+    """Raise the bias of the first key unit writing ``fac:flag0`` in ``block``'s MLP by 2, so it
+    fires where one of its codes differs (a rare window); returns the unit."""
+    mlp = model.blocks[block].mlp
     flag = model.subspace("fac:flag0")[0]
     with torch.no_grad():
         unit = int(torch.nonzero(mlp.W_out[:, flag]).reshape(-1)[0])
         mlp.b_hid1[unit] += 2.0
+    return unit
+
+
+def test_a_key_unit_that_fires_off_its_key_is_refused(factor_language):
+    """Soundness of the unit-by-unit rule: raise the bias of one forbidden factor's key unit by 2,
+    so it fires where one of its three codes differs (a rare window): the key-unit check refuses it."""
+    model = compile_automaton(_languages(factor_language)["sl3_4"], max_len=50, method=factors.NAME)
+    unit = _raise_key_unit(model, 0)
     cert = certify(model)
     assert cert.certified is False and cert.failure["where"] == "layer 1 MLP fac.first"
     assert f"second-layer unit {unit} may be on off its key" in cert.failure["detail"], cert.failure
@@ -92,7 +100,6 @@ def test_the_estimate_is_the_built_model(factor_language):
 
 def _tiered(cls: str, letters: int):
     """A tier-based language of the generator (k = 2, seed 0) that no plain description fits."""
-    from compiler.automata.subregular_families import random_language
     return random_language(cls, k=2, letters=letters, seed=0)
 
 
@@ -129,7 +136,6 @@ def test_a_tier_model_wrong_on_one_factor_is_refused():
 def test_wider_tier_windows_compile_in_three_layers_certified(cls, k, max_len):
     """k >= 3 on a tier: the tier count's residue mod k, matched (layer 2), fetches the k - 1 tier
     letters before the most recent one; 3 layers, certified end to end."""
-    from compiler.automata.subregular_families import random_language
     a = random_language(cls, k=k, letters=4, seed=0)
     model = compile_automaton(a, max_len=max_len, method=factors.NAME)
     plan = factors.applies(a)
@@ -141,7 +147,6 @@ def test_wider_tier_windows_compile_in_three_layers_certified(cls, k, max_len):
 
 
 def _tier3():
-    from compiler.automata.subregular_families import random_language
     return random_language("tsl", k=3, letters=4, seed=0)
 
 
@@ -219,16 +224,11 @@ def test_tlt6_on_64_letters_is_certified_and_a_rare_key_unit_on_off_its_key_is_r
     code combinations, checked by its 32 key units; the program proof under the residue lemmas).
     Then the key unit of its one 6-factor (the rarest key: tier bit and six tier letters) gets its
     bias raised by 2, so it fires where one of its codes differs: refused by the key-unit check."""
-    from compiler.automata.subregular_families import random_language
     model = compile_automaton(random_language("tlt", k=6, letters=64, seed=0), max_len=50, method=factors.NAME)
     cert = certify(model)
     assert cert.certified is True and cert.program["proved"] is True, cert.reason
     assert cert.layers[1]["mlp"]["kind"] == "suffix lookup"
-    mlp = model.blocks[1].mlp
-    flag = model.subspace("fac:flag0")[0]
-    with torch.no_grad():
-        unit = int(torch.nonzero(mlp.W_out[:, flag]).reshape(-1)[0])
-        mlp.b_hid1[unit] += 2.0
+    unit = _raise_key_unit(model, 1)
     cert = certify(model)
     assert cert.certified is False and cert.failure["where"] == "layer 2 MLP fac.first"
     assert f"second-layer unit {unit} may be on off its key" in cert.failure["detail"], cert.failure

@@ -49,14 +49,7 @@ def test_a_model_wrong_on_one_key_is_refused():
     is that key; the certificate names the last MLP."""
     model = _compiled("pt", 3, 4, 2, 50, method="piecewise")
     assert certify(model).certified
-    mlp = model.blocks[-1].mlp
-    W = getattr(mlp, mlp.weight_name(mlp.n_hidden))
-    cols = torch.as_tensor(model.subspace("pw:state"))
-    with torch.no_grad():
-        out = W.T if W.shape[-1] != model.config.d_model else W  # [units, d_model]
-        unit = int(torch.nonzero(out[:, cols].abs().sum(1))[-1])
-        q = int(torch.argmax(out[unit, cols]))
-        out[unit, cols[q]], out[unit, cols[(q + 1) % len(cols)]] = 0.0, 1.0
+    misroute_last_key(model, "pw:state")
     cert = certify(model)
     assert cert.certified is False and cert.supported is True
     assert "pw.mlp" in cert.failure["where"]
@@ -98,6 +91,19 @@ def test_sweep_at_most_k_layers_certified_at_50_and_256(cls, k, letters):
             continue
         cert = certify(model)
         assert cert.certified is True, cert.reason
+
+
+def misroute_last_key(model, subspace: str) -> None:
+    """Send the last MLP's last key unit that writes ``subspace`` (a state one-hot) to the next
+    state instead: one table entry wrong, reached on the inputs of that key only."""
+    mlp = model.blocks[-1].mlp
+    W = getattr(mlp, mlp.weight_name(mlp.n_hidden))
+    cols = torch.as_tensor(model.subspace(subspace))
+    with torch.no_grad():
+        out = W.T if W.shape[-1] != model.config.d_model else W  # [units, d_model]
+        unit = int(torch.nonzero(out[:, cols].abs().sum(1))[-1])
+        q = int(torch.argmax(out[unit, cols]))
+        out[unit, cols[q]], out[unit, cols[(q + 1) % len(cols)]] = 0.0, 1.0
 
 
 def test_the_declared_program_is_certified_and_a_wrong_key_state_is_refused(monkeypatch, declared_then_refused):

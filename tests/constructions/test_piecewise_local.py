@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import torch
 
 from compiler.automata.errors import ShortcutError
 from compiler.automata.load import load_spec
@@ -18,6 +17,8 @@ from constructions import piecewise_local
 from constructions.construction import Refusal
 from verify.certify import certify
 from verify.check import verify
+
+from tests.constructions.test_piecewise import misroute_last_key
 
 
 def _compiled(k: int, letters: int, seed: int, max_len: int, **kw):
@@ -44,14 +45,7 @@ def test_at_most_k_layers_exact_and_certified(k, letters, seed, max_len):
 def test_a_model_wrong_on_one_key_is_refused():
     """Send one joint-lookup key unit to another state: the certificate names the last MLP."""
     model = _compiled(2, 16, 0, 50, method="piecewise-local")
-    mlp = model.blocks[-1].mlp
-    W = getattr(mlp, mlp.weight_name(mlp.n_hidden))
-    cols = torch.as_tensor(model.subspace(piecewise_local.STATE))
-    with torch.no_grad():
-        out = W.T if W.shape[-1] != model.config.d_model else W  # [units, d_model]
-        unit = int(torch.nonzero(out[:, cols].abs().sum(1))[-1])
-        q = int(torch.argmax(out[unit, cols]))
-        out[unit, cols[q]], out[unit, cols[(q + 1) % len(cols)]] = 0.0, 1.0
+    misroute_last_key(model, piecewise_local.STATE)
     cert = certify(model)
     assert cert.certified is False and cert.supported is True
     assert "plt" in cert.failure["where"]
