@@ -13,6 +13,7 @@ import compiler  # noqa: E402
 from compiler.automata.catalog import build  # noqa: E402
 from compiler.automata.errors import InputError  # noqa: E402
 from compiler.automata.spec import Semiautomaton  # noqa: E402
+from compiler.automata.subregular_families import random_language  # noqa: E402
 from compiler.cli import main  # noqa: E402
 from compiler.export import (bos_tokens, load_transformer_bridge, read_map, read_subspace, to_transformer_bridge,  # noqa: E402
                              save_transformer_lens, to_transformer_lens)
@@ -104,14 +105,16 @@ def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_count
 EVERY_CONSTRUCTION = [("symmetric:5", "scan"), ("quaternion", "krohn-rhodes"), ("grid:9", "gridworld"),
                       ("nth-last:3", "lookback"), ("dyck:2,2", "bounded-stack"), ("adder:2", "local"),
                       ("cyclic-product:2,2", "product"), ("regex:(a|b)*ab(a|b)*", "locally-testable"),
-                      ("blocks:4", "piecewise"), ("nth-last:3", "transition"), ("flipflop", "starfree")]
+                      ("blocks:4", "piecewise"), ("nth-last:3", "transition"), ("flipflop", "starfree"),
+                      (random_language("plt", k=2, letters=3, seed=1), "piecewise-local")]  # 8 states, 2 layers
 
 
 def test_every_construction_is_covered():
     assert sorted(m for _, m in EVERY_CONSTRUCTION) == sorted(registry.names())
 
 
-@pytest.mark.parametrize("name,method", EVERY_CONSTRUCTION, ids=[f"{n}-{m}" for n, m in EVERY_CONSTRUCTION])
+@pytest.mark.parametrize("name,method", EVERY_CONSTRUCTION,
+                         ids=[f"{getattr(n, 'name', n)}-{m}" for n, m in EVERY_CONSTRUCTION])
 def test_an_exported_directory_alone_loads_in_one_call_with_its_tokenizer(name, method, tmp_path):
     """``shortcut export`` then :func:`load_transformer_bridge`: logits ``torch.equal`` to ours on
     1,000 inputs (random and adversarial), and strings of symbols go through the tokenizer."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -179,6 +180,10 @@ def _read(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
 
 
 Keep = Callable[[dict[str, np.ndarray], int], np.ndarray]
+Split = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]
+"""(rows describing each checked case, the declared outputs, the network's outputs, their error
+bounds, the names the rows describe): one way of checking an MLP, :func:`_joint` or a cut of
+:func:`_split`."""
 """Which rows of declared values (name -> [N, dims]) the program can produce (:func:`jointly`)."""
 
 SPLIT_ABOVE = 20_000
@@ -251,7 +256,7 @@ def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
 
 def _split(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
            widths: list[int], const_vals: np.ndarray, steps: tuple[Lookup | Modular | Round, ...], writes: list[str],
-           out: list[int], where: str, keep: Keep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]] | None:
+           out: list[int], where: str, keep: Keep) -> list[tuple[float, Callable[[], Split]]] | None:
     """An MLP checked in two stages, or None when it has no independent parts.
 
     Stage A: the first hidden layers fall into independent groups (:func:`_groups`; a counter's
@@ -259,37 +264,48 @@ def _split(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[
     and the declared steps that read only its inputs run with it.  What the rest of the MLP can
     see of a group is its *signature*: the declared values it hands on (the subspaces later steps
     read or the MLP writes).  Its contribution to the next layer, for each signature, is the hull
-    over every input combination with that signature.  Stage B: every combination of the groups'
-    signatures, the next layer's pre-activation the sum of the contributions' intervals, then the
-    remaining layers with affine error forms; the declared result comes from the signatures.  Sound
-    because each input combination of a group lies in its signature's hull, and every combination
-    of signatures is checked.  Returns (rows describing each stage-B combination, the declared
-    outputs, the network's outputs, their error bounds, and the signature names)."""
+    over every input combination with that signature.  Stage B (:func:`_stage_b`): every
+    combination of the groups' signatures, the next layer's pre-activation the sum of the
+    contributions' intervals, then the remaining layers with affine error forms; the declared
+    result comes from the signatures.  Sound because each input combination of a group lies in its
+    signature's hull, and every combination of signatures is checked -- at any cut, so each cut
+    within the combination budget is a way to check the MLP.  Returns them, fewest combinations
+    first, each with its widest contribution hull: a tighter hull can cost many more combinations
+    (PT_6 on 64 letters: 1.4M against a few thousand), so :func:`_first_settled` tries the
+    cheap ones first."""
     row_input: list[int | None] = [i for i, w in enumerate(widths) for _ in range(w)] + [None] * len(const_vals)
     H = len(Ws) - 1
-    best = None
-    for cut in range(H - 1, -1, -1):  # the cut whose signatures pin the next layer down best
+    cuts = []
+    for cut in range(H - 1, -1, -1):
         groups = _groups(Ws[0], row_input, Ws, cut)
         if len(groups) < 2:
             continue
         parts, outside = _stage_a(m, Ws, biases, sets, names, widths, const_vals, steps, writes, cut, groups,
                                   where, keep)
         width = max(float((p[3] - p[2]).max(initial=0.0)) for p in parts)
-        n = math.prod(len(p[1]) for p in parts)
-        if best is None or (n > COMBINATION_BUDGET, width > 0, width, n) < (
-                best[1] > COMBINATION_BUDGET, best[0] > 0, best[0], best[1]):  # a cut within the budget first
-            best = (width, n, cut, parts, outside)
-        if width == 0 and n <= SPLIT_ABOVE:
+        cuts.append((math.prod(len(p[1]) for p in parts), width, cut, parts, outside))
+        if width == 0 and cuts[-1][0] <= SPLIT_ABOVE:
             break
-    if best is None:
+    if not cuts:
         return None
-    _, _, cut, parts, outside = best
+    within = sorted((c for c in cuts if c[0] <= COMBINATION_BUDGET), key=lambda c: (c[0], c[1]))
+    if not within:
+        raise NotCertifiable(f"{where}: {min(c[0] for c in cuts):,} combinations of its parts' signatures, over "
+                             f"the budget {COMBINATION_BUDGET:,}")
+    return [(width, partial(_stage_b, m, Ws, biases, steps, writes, out, where, keep, cut, parts, outside))
+            for _, width, cut, parts, outside in within]
+
+
+def _stage_b(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], steps: tuple[Lookup | Modular | Round, ...],
+             writes: list[str], out: list[int], where: str, keep: Keep, cut: int, parts: list[tuple],
+             outside: list[int]) -> Split:
+    """:func:`_split`'s stage B at hidden layer ``cut``: (rows describing each combination of the
+    parts' signatures, the declared outputs, the network's outputs, their error bounds, and the
+    signature names)."""
+    H = len(Ws) - 1
     W_next, b_next = Ws[cut + 1], biases[cut + 1]
     cols = W_next.shape[1]
     n = math.prod(len(p[1]) for p in parts)
-    if n > COMBINATION_BUDGET:
-        raise NotCertifiable(f"{where}: {n:,} combinations of its parts' signatures, over the budget "
-                             f"{COMBINATION_BUDGET:,}")
     grid = np.array(list(np.ndindex(*[len(p[1]) for p in parts])), dtype=np.int64).reshape(n, len(parts))
     lo = sum(p[2][grid[:, g]] for g, p in enumerate(parts))
     hi = sum(p[3][grid[:, g]] for g, p in enumerate(parts))
@@ -465,6 +481,23 @@ def settled(m: Model, st: State, where: str, writes: list[str], cleared: set[str
     return bound
 
 
+def _first_settled(m: Model, st: State, where: str, writes: list[str], cleared: set[str], out: list[int],
+                   tries: list[tuple[float, Callable[[], Split]]]) -> tuple[np.ndarray, np.ndarray]:
+    """The declared outputs and their error bounds (:func:`settled`) by the first of ``tries``
+    (each a sound way to check the MLP, with its widest hull) whose bounds settle every write;
+    where none does, the failure of the one with the narrowest hull."""
+    failures = []
+    for width, run in tries:
+        desc, want, z, err, desc_names = run()
+        try:
+            return want, settled(m, st, where, writes, cleared, out, want, z, err, lambda i: (
+                f"the code combination {tuple(float(v) if v != round(v) else int(v) for v in desc[i])} of "
+                f"{', '.join(desc_names)}"))
+        except CertificateFailure as failure:
+            failures.append((width, failure))
+    raise min(failures, key=lambda f: f[0])[1]
+
+
 def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_class: np.ndarray, report: dict[str, Any],
             joint: tuple[Joint, ...] = (), written: set[str] | frozenset[str] = frozenset(),
             mlp: MLPWeights | None = None) -> list[State]:
@@ -507,20 +540,17 @@ def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_cl
         sets = [get_code(st, name) for name in inputs_names]
         const_vals = class_fixed[c][sorted(const)]
         widths = [len(s.radius) for s in sets]
-        split = None
+        tries = None
         def keep(values: dict[str, np.ndarray], n: int, bos: bool = c == 0) -> np.ndarray:
             return np.ones(n, dtype=bool) if bos else jointly(m, joint, values, written, n)
         read = {n for n in inputs_names if n not in writes}
         claim = next((j for j in joint if c and read <= set(j.names) <= written), None)  # (BOS: every code)
         X = _claimed_rows(m, claim, inputs_names, sets, read) if claim is not None else None
         if X is None and math.prod(s.size() for s in sets) > SPLIT_ABOVE:
-            split = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where, keep)
-        if split is None:
-            split = _joint(m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out, where, keep, X)
-        desc, want, z, err, desc_names = split
-        bound = settled(m, st, where, writes, cleared, out, want, z, err, lambda i: (
-            f"the code combination {tuple(float(v) if v != round(v) else int(v) for v in desc[i])} of "
-            f"{', '.join(desc_names)}"))
+            tries = _split(m, Ws, biases, sets, inputs_names, widths, const_vals, steps, writes, out, where, keep)
+        tries = tries or [(0.0, partial(_joint, m, Ws, biases, sets, inputs_names, const_vals, steps, writes, out,
+                                        where, keep, X))]
+        want, bound = _first_settled(m, st, where, writes, cleared, out, tries)
         rad = bound.max(0) if len(bound) else np.zeros(len(out))
         worst = max(worst, float(rad.max()) if len(rad) else 0.0)
         st = {n: code for n, code in st.items() if n not in positional}
