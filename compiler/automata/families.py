@@ -19,7 +19,7 @@ Classes (:data:`CLASSES`):
 * ``gridworld``: 1-D and 2-D gridworlds with walls (``grid:n``, ``grid:n,noop``, ``grid2d:w,h``);
 * ``product``: the direct product of two small automata of other classes on one alphabet;
 * ``arbitrary``: :func:`compiler.automata.catalog.random_automaton` (``mixed`` letters);
-* ``subregular-sl``, ``-lt``, ``-ltt``, ``-tsl``, ``-tlt``, ``-sp``, ``-pt``, ``-zp``, ``-sf``: a
+* ``subregular-sl``, ``-lt``, ``-ltt``, ``-tsl``, ``-tlt``, ``-sp``, ``-pt``, ``-plt``, ``-zp``, ``-sf``: a
   random language of that subregular class (:mod:`compiler.automata.subregular_families`; k from
   the ``states`` range, at most :data:`SUBREGULAR_MAX_K`), its minimal DFA with outputs
   accept/reject; these keep their start state when relabelled (another start would compile
