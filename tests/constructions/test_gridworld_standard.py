@@ -10,8 +10,6 @@ the head through that row's own error bound."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -19,22 +17,15 @@ import torch
 import compiler
 from compiler.pipeline import with_start
 from constructions import gridworld, gridworld_standard as standard
+from tests.constructions.test_gridworld import _flipped
+from tests.verify.test_recency import _wrong_somewhere
 from verify.certify import certify
-from verify.check import verify
 
 FLOAT32 = 2.0**-23
 
 
 def _standard(spec: str, max_len: int):
     return compiler.compile_automaton(spec, max_len=max_len, method="gridworld", shape="standard")
-
-
-def _wrong_somewhere(model) -> int:
-    """Errors of the exhaustive check over every input up to max_len."""
-    budget = model.automaton.n_symbols ** (model.max_len + 1)
-    result = verify(model, samples=0, seed=0, exhaustive_budget=budget, family_limit=1)
-    assert result.checked["exhaustive_length"] == model.max_len
-    return result.n_errors
 
 
 @pytest.fixture(scope="module")
@@ -147,10 +138,7 @@ def test_the_declared_program_is_certified_and_a_wrong_plan_is_refused(monkeypat
 
     def flipped(automaton):
         world, reason = good(automaton)
-        s = next(i for i, mv in enumerate(world.moves) if mv is not None)
-        moves = list(world.moves)
-        moves[s] = (moves[s][0], -moves[s][1])
-        return dataclasses.replace(world, moves=tuple(moves)), reason
+        return _flipped(world), reason
 
     def corrupt():
         monkeypatch.setattr(gridworld, "detect", flipped)
