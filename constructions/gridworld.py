@@ -66,6 +66,11 @@ The program is declared once, where the weights are made: each head and MLP stat
 obligation (layer 1 an ``Average`` and per axis a ``Lookup`` on (z, bos); layer 2 a ``Match`` per
 head and one ``Races``) and :func:`declaration` the tracked codes and the readout; the certificate
 reads that declaration (``declared_obligations``).
+
+With ``one_hidden_layer`` (the standard shape's build) :mod:`.gridworld_standard` makes MLP 1 (a
+one-hot of z over every value), the layer-2 heads (one-hot matches) and MLP 2 (the races) with one
+hidden layer each -- two standard blocks -- where its float bound allows; elsewhere the build
+above, and ``meta["gridworld"]["one_hidden_layer_refused"]`` says why.
 """
 
 from __future__ import annotations
