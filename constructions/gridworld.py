@@ -66,6 +66,11 @@ The program is declared once, where the weights are made: each head and MLP stat
 obligation (layer 1 an ``Average`` and per axis a ``Lookup`` on (z, bos); layer 2 a ``Match`` per
 head and one ``Races``) and :func:`declaration` the tracked codes and the readout; the certificate
 reads that declaration (``declared_obligations``).
+
+With ``one_hidden_layer`` (the standard shape's build) :mod:`.gridworld_standard` makes MLP 1 (a
+one-hot of z over every value), the layer-2 heads (one-hot matches) and MLP 2 (the races) with one
+hidden layer each -- two standard blocks -- where its float bound allows; elsewhere the build
+above, and ``meta["gridworld"]["one_hidden_layer_refused"]`` says why.
 """
 
 from __future__ import annotations
@@ -82,8 +87,9 @@ from compiler.automata.gridworld_detect import BoxWorld, detect
 from compiler.automata.spec import Semiautomaton
 
 from . import gridworld_families as checks
+from . import gridworld_standard as standard
 from .budget import STEP_TOLERANCE
-from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations
+from .construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations
 from .gadgets import (
     ABSORB,
     Residue,
@@ -274,7 +280,7 @@ def _nearest_value_head(ws: Workspace, p: AxisPlan, offset: int, c: dict[str, fl
 
 def _rec(p: AxisPlan, offset: int) -> str:
     """The obligations' name of the ``gw{a}:rec`` dim that the head of ``offset`` writes."""
-    return f"gw{p.axis}:rec[{p.offsets.index(offset)}]"
+    return standard.rec_name(p.axis, p.offsets, offset)
 
 
 def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
@@ -312,10 +318,12 @@ def _boundary_mlp(ws: Workspace, p: AxisPlan, c: dict[str, float]) -> MLP:
                obligation=Races(f"gw{p.axis}.boundary", races))
 
 
-def _boundaries(ws: Workspace, plans: list[AxisPlan], consts: list[dict[str, float]]) -> MLP:
+def _boundaries(ws: Workspace, plans: list[AxisPlan], consts: list[dict[str, float]], flat: bool = False) -> MLP:
     """MLP 2 of every axis side by side (Lemma 17), declared as one :class:`Races`: each axis's
-    races read and write that axis's subspaces only, so their union is the sum of the parts."""
-    parts = [_boundary_mlp(ws, p, c) for p, c in zip(plans, consts)]
+    races read and write that axis's subspaces only, so their union is the sum of the parts.
+    ``flat``: each in one hidden layer (gridworld_standard.boundary_mlp)."""
+    parts = [standard.boundary_mlp(p.axis, p.S, p.offsets, c) if flat else _boundary_mlp(ws, p, c)
+             for p, c in zip(plans, consts)]
     mlp = beside(parts, "gw.boundary", ws)
     return replace(mlp, obligation=Races(mlp.name, tuple(r for m in parts for r in m.obligation.races)))
 
@@ -352,13 +360,19 @@ def declaration(world: BoxWorld, plans: list[AxisPlan]) -> Declaration:
 # sizes, precision, build
 
 
-def _sizes(plans: list[AxisPlan], max_len: int) -> dict[str, int]:
+def _sizes(plans: list[AxisPlan], max_len: int, flat: bool = False) -> dict[str, int]:
+    """Widths and the parameter count of the two blocks; ``flat``: the one-hidden-layer build's
+    (gridworld_standard: one-hot codes of M = 2T + 1 dims, MLPs of one hidden layer)."""
     n_rec = sum(2 * p.S for p in plans)
     s = prefix_blocks(max_len).count
-    d = (4 if s == 1 else 3 + 2 * s) + sum(4 + p.code.dim for p in plans) + n_rec
-    d_head = max([p.code.dim + 2 for p in plans] + [len(plans)])
-    h1 = [sum(w) for w in zip(*(residue_hidden(p.residue, bos=True) for p in plans))]
-    h2 = [n_rec, n_rec]
+    M = standard.onehot_size(max_len)
+    code_dim = [M if flat else p.code.dim for p in plans]
+    d = (4 if s == 1 else 3 + 2 * s) + sum(4 + c for c in code_dim) + n_rec
+    d_head = max([c + 2 for c in code_dim] + [len(plans)])
+    if flat:
+        h1, h2 = [2 * (M - 1) * len(plans)], [2 * n_rec]
+    else:
+        h1, h2 = [sum(w) for w in zip(*(residue_hidden(p.residue, bos=True) for p in plans))], [n_rec, n_rec]
     mlp = lambda hs: sum(a * b for a, b in zip([d, *hs], [*hs, d])) + sum(hs) + d  # noqa: E731
     # positional table, two attention blocks (s prefix heads, then n_rec heads, sharing d_head), two MLPs;
     # the embedding and unembedding (|Sigma| + 1 and |Q| columns) come on top
@@ -371,7 +385,7 @@ def estimated_params(world: BoxWorld, max_len: int, positions: str = "sinusoidal
     return _sizes(axis_plans(world, max_len, positions), max_len)["params_estimate"]
 
 
-def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]:
+def precision(plans: list[AxisPlan], max_len: int, eps: float, flat: bool = False) -> dict[str, Any]:
     """How far the dtype's rounding stays inside each tolerance (margins > 1 are safe).
 
     * scores: a layer-2 score sums d_head products of size <= beta (P + 1); the
@@ -385,23 +399,26 @@ def precision(plans: list[AxisPlan], max_len: int, eps: float) -> dict[str, Any]
     * residue ramps: the third hidden layer of MLP 1 sums three terms of size up to
       4 * 2T'; a ramp tolerates 1 (a quarter of a residue step at slope 4):
       :func:`gadgets.residue_margin`.
+    * ``flat`` (gridworld_standard): the scores' margin is lambda / (4 E), E the one-hot codes'
+      score error; there are no residue ramps.
     """
     worst = math.inf
     rows = []
     prefix_bound = sum(prefix_sum_bounds(2, max_len, prefix_blocks(max_len), eps))
     for p in plans:
-        c = constants(p, max_len)
-        score = (c["score_gap"] / 2) / (c["beta"] * score_rounding(p, eps))
+        c = standard.constants(p.S, max_len, eps) if flat else constants(p, max_len)
+        score = c["lambda"] / (4 * c["score_error"]) if flat else \
+            (c["score_gap"] / 2) / (c["beta"] * score_rounding(p, eps))
         prefix = c["z_tolerance"] / (prefix_bound + 1e-300)
-        ramps = residue_margin(p.residue, eps)
+        ramps = math.inf if flat else residue_margin(p.residue, eps)
         rows.append({"axis": p.axis, "score_margin": score, "prefix_sum_margin": prefix, "ramp_margin": ramps})
         worst = min(worst, score, prefix, ramps)
     return {"margin": worst, "axes": rows}
 
 
-def _workspace(plans: list[AxisPlan], blocks: CounterBlocks) -> Workspace:
+def _workspace(plans: list[AxisPlan], blocks: CounterBlocks, max_len: int, flat: bool = False) -> Workspace:
     """The residual layout of the module doc: fixed dims (with several position blocks an absorb
-    column and a one-hot column per block), then per axis its subspaces."""
+    column and a one-hot column per block), then per axis its subspaces (``flat``: one-hot codes)."""
     ws = Workspace()
     ws.add("one"), ws.add("bos")
     ws.add("pos:index")
@@ -412,7 +429,7 @@ def _workspace(plans: list[AxisPlan], blocks: CounterBlocks) -> Workspace:
     for p in plans:
         a = p.axis
         ws.add(f"gw{a}:move"), ws.add(f"gw{a}:start"), ws.add(f"gw{a}:z")
-        ws.add(f"gw{a}:code", p.code.labels)
+        ws.add(f"gw{a}:code", standard.onehot_labels(max_len) if flat else p.code.labels)
         ws.add(f"gw{a}:rec", [f"{o:+d}" for o in p.offsets])
         ws.add(f"gw{a}:state")
     return ws
@@ -432,17 +449,37 @@ def _embedding(automaton: Semiautomaton, world: BoxWorld, ws: Workspace) -> np.n
     return W_E
 
 
+def _layers(ws: Workspace, plans: list[AxisPlan], split: CounterBlocks, max_len: int, eps: float,
+            flat: bool) -> tuple[Block, Block, list[dict[str, float]]]:
+    """The two blocks and each axis's constants: the residue codes, their heads and MLP 2 in two
+    hidden layers, or (``flat``) gridworld_standard's one-hot codes, heads and one-hidden-layer MLPs."""
+    if flat:
+        consts = [standard.constants(p.S, max_len, eps) for p in plans]
+        mlp1 = beside([standard.onehot_mlp(f"gw{p.axis}.onehot", ws, p.axis, max_len) for p in plans], "gw.onehot", ws)
+        heads2 = [standard.onehot_head(ws, p.axis, p.offsets, o, c, max_len) for p, c in zip(plans, consts)
+                  for o in p.offsets]
+    else:
+        consts, codes = [constants(p, max_len) for p in plans], [stored_codes(p, eps) for p in plans]
+        mlp1 = beside([_residue_mlp(ws, p, max_len, k) for p, k in zip(plans, codes)], "gw.residue", ws)
+        heads2 = [_nearest_value_head(ws, p, o, c, k) for p, c, k in zip(plans, consts, codes) for o in p.offsets]
+    block2 = Block(heads2, _boundaries(ws, plans, consts, flat))
+    return Block(_prefix_heads(ws, plans, split, max_len), mlp1), block2, consts
+
+
 def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> tuple[Program, dict[str, Any]]:
-    """The two-layer program for the line/box world ``world`` of ``automaton`` and its metadata."""
+    """The two-layer program for the line/box world ``world`` of ``automaton`` and its metadata
+    (``options.one_hidden_layer``: gridworld_standard's build, where its float bound allows)."""
     max_len, positions, eps = options.max_len, options.positions, options.eps
     plans = axis_plans(world, max_len, positions)
-    sizes = _sizes(plans, max_len)
+    why = standard.refusal(max_len, eps, len(plans), len(world.coords)) if options.one_hidden_layer else None
+    flat = options.one_hidden_layer and why is None
+    sizes = _sizes(plans, max_len, flat)
     if sizes["params_estimate"] > options.max_params:
         raise BudgetError(f"a gridworld model of {automaton.name} at max_len {max_len} would have about "
                           f"{sizes['params_estimate']:,} parameters, over the budget of {options.max_params:,}")
     split = prefix_blocks(max_len)
     mass = max_len + 1 if split.count == 1 else split.mass
-    ws = _workspace(plans, split)
+    ws = _workspace(plans, split, max_len, flat)
     d = ws.d_model
     assert d == sizes["d_model"]
     W_E = _embedding(automaton, world, ws)
@@ -454,14 +491,10 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
     else:
         block_positions(W_pos, split, ws[ABSORB], ws["pos:block"], max_len)
 
-    consts, codes = [constants(p, max_len) for p in plans], [stored_codes(p, eps) for p in plans]
-    block1 = Block(_prefix_heads(ws, plans, split, max_len),
-                   beside([_residue_mlp(ws, p, max_len, k) for p, k in zip(plans, codes)], "gw.residue", ws))
-    heads2 = [_nearest_value_head(ws, p, o, c, k) for p, c, k in zip(plans, consts, codes) for o in p.offsets]
-    block2 = Block(heads2, _boundaries(ws, plans, consts))
+    block1, block2, consts = _layers(ws, plans, split, max_len, eps, flat)
     W_U, b_U = readout(world, ws)
 
-    prec = precision(plans, max_len, eps)
+    prec = precision(plans, max_len, eps, flat)
     warnings = []
     if prec["margin"] < 1:
         what = {"score_margin": "layer-2 attention scores", "prefix_sum_margin": "layer-1 prefix sums",
@@ -475,7 +508,10 @@ def build(automaton: Semiautomaton, world: BoxWorld, options: BuildOptions) -> t
         "method": NAME,
         "positions": positions,
         "warnings": warnings,
+        **({ONE_HIDDEN_LAYER: True} if flat else {}),
         NAME: {
+            **({"standard": standard.meta(max_len, eps, consts)} if flat else {}),
+            **({"one_hidden_layer_refused": why} if why else {}),
             **world.to_dict(),
             "world": world.describe(automaton),
             "absorb": mass,

@@ -33,6 +33,7 @@ def test_one_changed_scratch_weight_is_refused():
 
 
 def test_verify_skips_the_layerwise_invariants_of_an_unfolded_model_and_checks_every_position():
-    model = compiler.compile_automaton("grid:4", max_len=12, method="gridworld", shape="standard")
+    model = compiler.compile_automaton("blocks:4", max_len=12, method="local", shape="standard")
+    assert model.meta["shape"]["unfolded"]  # (a gridworld is two standard blocks as built)
     result = verify(model, samples=2, seed=0, exhaustive_budget=64)
     assert result.exact and result.invariants is not None and result.invariants.skipped == UNFOLDED_NOTE

@@ -76,25 +76,42 @@ def _code_index(codes: np.ndarray, rows: np.ndarray, what: str, where: str) -> n
     return out
 
 
+def _row_radii(codes: np.ndarray, states: list[dict], classes: list[int], name: str, where: str) -> np.ndarray:
+    """Per code of ``codes`` [n, dims], the largest error ``name`` may carry where it holds that code,
+    over ``classes``: a row's own bound (``Code.row_slack``: a lookup's output errs on each dim as
+    that row's inputs make it) where the class keeps one, else the class's radius; 0 for a code no
+    class holds (it is never a query, and never a key of these classes)."""
+    out = np.zeros(codes.shape)
+    for c in classes:
+        code = get_code(states[c], name)
+        rows = code.combos()
+        own = code.radius[None] - code.row_slack if code.row_slack is not None and code.joint is not None else \
+            np.broadcast_to(code.radius, rows.shape)
+        idx = _code_index(codes, rows, name, where)
+        np.maximum.at(out, idx, own)
+    return out
+
+
 def _score_parts(m: Any, Wq: np.ndarray, Wk: np.ndarray, q_rows: list[int], Xq: np.ndarray, rq: np.ndarray,
                  kc_rows: list[int], Yk: np.ndarray, rk: np.ndarray,
                  kf_rows: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Scores q(a) . k(b, s) = C[a, b] + P[a, s] and their error bounds E1[a, b] + E2[a, s].
 
-    q(a) = fl(Xq[a] W_Q) (the query's code and constant dims, code radius ``rq``); the key is
-    fl([Yk[b], fixed(s)] W_K) (code radius ``rk``).  Every error term is linear in |k| and the key's
+    q(a) = fl(Xq[a] W_Q) (the query's code and constant dims, code radius ``rq[a]`` per query
+    code); the key is fl([Yk[b], fixed(s)] W_K) (code radius ``rk[b]`` per key code: a row's own
+    bound, :func:`_row_radii`).  Every error term is linear in |k| and the key's
     error with nonnegative coefficients, and both split into a code part and a positional part
     (|k| <= |kc(b)| + |kf(s)|), so the bound of :func:`certify._score_factors` splits too."""
     u = m.u
     cols = np.nonzero((np.abs(Wq).sum(0) > 0) & (np.abs(Wk).sum(0) > 0))[0]
     q, eq = abs_products(Xq, Wq[q_rows][:, cols], u, m.p)
-    q_code = [i for i, r in enumerate(q_rows) if rq[i] > 0]
-    eq = eq + (rq[q_code] @ np.abs(Wq[q_rows][:, cols][q_code]) if q_code else 0.0) * (1 + u)
+    q_code = [i for i, r in enumerate(q_rows) if np.any(rq[:, i] > 0)]
+    eq = eq + (rq[:, q_code] @ np.abs(Wq[q_rows][:, cols][q_code]) if q_code else 0.0) * (1 + u)
     Kc, Kf = Wk[kc_rows][:, cols], Wk[kf_rows][:, cols]
     n_key = np.count_nonzero(Wk[kc_rows + kf_rows][:, cols], axis=0) + 1
     g_key = gamma(n_key, u)
     kc, kf = Yk @ Kc, m.fixed[:, kf_rows] @ Kf
-    ekc = g_key * ((np.abs(Yk) + rk[None]) @ np.abs(Kc)) + rk @ np.abs(Kc)
+    ekc = g_key * ((np.abs(Yk) + rk) @ np.abs(Kc)) + rk @ np.abs(Kc)
     ekf = g_key * (np.abs(m.fixed[:, kf_rows]) @ np.abs(Kf))
     g = float(gamma(len(cols) + 1, u))
     aq, A = np.abs(q), eq + g * (np.abs(q) + eq)  # coefficient of |k| and of the key's error
@@ -138,14 +155,17 @@ def _match_scores(m: Any, l: int, h: int, f: Match, states: list[dict], pos_clas
             continue
         key_sets.append(_code_index(codes, kcode.combos(), f.key, where))
         query_sets.append(_code_index(codes, get_code(st, f.query).combos(), f.query, where))
-    bos_keys = get_code(states[bos_class], f.key).combos()
+    bos_code = get_code(states[bos_class], f.key)
+    bos_keys = bos_code.combos()
     Yk = np.concatenate([codes, bos_keys])  # key codes: the declared ones, then BOS's own
-    rk = np.max([get_code(st, f.key).radius for st in states], axis=0)
-    rq = np.max([get_code(st, f.query).radius for c, st in enumerate(states) if c != bos_class] or [rk], axis=0)
+    body = [c for c in range(len(states)) if c != bos_class]
+    rk = np.concatenate([_row_radii(codes, states, body, f.key, where), _row_radii(bos_keys, states, [bos_class],
+                                                                                    f.key, where)])
+    rq = _row_radii(codes, states, body, f.query, where)
     const = m.fixed[1 if m.T else 0, q_fixed]
     Xq = np.concatenate([codes, np.tile(const, (n, 1))], axis=1)
-    C, P, E1, E2 = _score_parts(m, Wq, Wk, list(qd) + q_fixed, Xq, np.concatenate([rq, np.zeros(len(q_fixed))]),
-                                list(kd), Yk, rk, k_fixed)
+    C, P, E1, E2 = _score_parts(m, Wq, Wk, list(qd) + q_fixed, Xq, np.concatenate([rq, np.zeros((n, len(q_fixed)))],
+                                                                                axis=1), list(kd), Yk, rk, k_fixed)
     hiC, loC = C + E1, C - E1
     rows = np.arange(n)
     # per class: the best mismatching code's score part, and whether the match can occur
@@ -320,6 +340,29 @@ def _intervals(m: Any, lo: np.ndarray, hi: np.ndarray, integral: np.ndarray, Ws:
     return np.maximum(lo, 0.0), np.maximum(hi, 0.0), integral | off, np.maximum(hi, 0.0)
 
 
+def _affine_cell(region: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], Wp: np.ndarray, Wl: np.ndarray,
+                 cst: np.ndarray, w: np.ndarray, z_lo: np.ndarray, z_hi: np.ndarray, rnd: np.ndarray,
+                 lr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A one-hidden-layer race's contribution on a cell where each unit is surely on or surely off
+    (its pre-activation's bounds ``z_lo``, ``z_hi`` [rows, units], input errors and rounding in):
+    sum over the units on of w_i (pair . Wp_i + levels . Wl_i + cst_i) is affine in the pair and
+    the levels, so its range over the cell is exact at the pair's vertices and the levels' box;
+    the inputs' errors enter once through the combined coefficients (a step pair's two units
+    cancel them), each unit's rounding by |w_i| times its bound.  ``region``: (the pair's
+    vertices, the levels' lower and upper bounds per row, the pair's error bounds).  Returns the
+    contribution's lower and upper bounds per row and which rows have every sign fixed."""
+    V, lv_lo, lv_hi, e_pair = region
+    on, off = z_lo > 0, z_hi <= 0
+    fixed = np.all(on | off, axis=1)
+    c = w[None] * on  # [rows, units]: the output weights of the units on
+    ap, al = c @ Wp.T, c @ Wl.T  # the pair's and the levels' combined coefficients per row
+    pair = V @ ap.T  # [vertices, rows]
+    lv = np.minimum(lv_lo * al, lv_hi * al).sum(1), np.maximum(lv_lo * al, lv_hi * al).sum(1)
+    base = c @ cst
+    err = np.abs(ap) @ e_pair + np.abs(al) @ lr + (np.abs(c) * rnd).sum(1)
+    return pair.min(0) + lv[0] + base - err, pair.max(0) + lv[1] + base + err, fixed
+
+
 def _pair_codes(st: dict, name: str, where: str) -> tuple[np.ndarray, float]:
     """A recency's codes (nonnegative integers) and radius in one class."""
     c = get_code(st, name)
@@ -379,7 +422,7 @@ def check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.n
         mag = np.abs(P).max(0) @ np.abs(Wp) + np.maximum(np.abs(lvl_lo), np.abs(lvl_hi)) @ np.abs(Wl) + \
             np.abs(const) @ np.abs(Wc) + np.abs(b0)
         cells.append((cell, (z_lo - e)[None], (z_hi + e)[None], (mag + e)[None], np.array([held]),
-                      np.zeros((1, 0)), not e_pair.any() and not lr.any()))
+                      np.zeros((1, 0)), not e_pair.any() and not lr.any(), (P, lvl_lo[None], lvl_hi[None], e_pair)))
     if lo1 <= 0 <= hi1 and lo2 <= 0 <= hi2 and 0 in v1 and 0 in v2:  # both never: the levels enumerated
         X = product_rows([v[:, None] for v in lv])
         term = (X.sum(1) >= race.threshold).astype(np.float64)
@@ -387,14 +430,19 @@ def check_race(m: Any, race: Race, st: dict, const: np.ndarray, group: list[np.n
         z = X @ Wl + cst
         e = e_pair @ np.abs(Wp) + lr @ np.abs(Wl)
         mag = np.abs(X) @ np.abs(Wl) + np.abs(const) @ np.abs(Wc) + np.abs(b0)
-        cells.append(("both 0", z - e, z + e, mag + e, term, X, not e_pair.any() and not lr.any()))
+        cells.append(("both 0", z - e, z + e, mag + e, term, X, not e_pair.any() and not lr.any(),
+                      (np.zeros((1, 2)), X, X, e_pair)))
     w = out_col[group[-1]]
     pos, neg = np.maximum(w, 0.0), np.minimum(w, 0.0)
-    for cell, z_lo, z_hi, mag, term, X, exact_in in cells:
+    for cell, z_lo, z_hi, mag, term, X, exact_in, region in cells:
         exact = exact_in & whole0[None] & (mag < 2.0**m.p)
         rnd = np.where(exact, 0.0, g0[None] * mag)
         lo, hi, integral, size = _intervals(m, z_lo - rnd, z_hi + rnd, exact, rest_W, rest_b)
         d_lo, d_hi = lo @ pos + hi @ neg - scale * term, hi @ pos + lo @ neg - scale * term
+        if not rest_W:  # one hidden layer: where every unit's sign is fixed, the race is affine
+            a_lo, a_hi, fixed = _affine_cell(region, Wp, Wl, cst, w, z_lo - rnd, z_hi + rnd, rnd, lr)
+            d_lo = np.where(fixed, np.maximum(d_lo, a_lo - scale * term), d_lo)
+            d_hi = np.where(fixed, np.minimum(d_hi, a_hi - scale * term), d_hi)
         name = lambda i: f"{cell} at {', '.join(race.level)} = {X[i].astype(int).tolist()}" if X.shape[1] else cell
         i, j = int(np.argmin(d_lo)), int(np.argmax(d_hi))
         if d_lo[i] < lo_dev:

@@ -69,7 +69,10 @@ def _exact(row: Any) -> tuple[float, ...]:
 
 def key_steps(ob: Obligations, key: str, index: dict[tuple[float, ...], int]) -> list[list[int]]:
     """Candidate steps of the key along its codes: for a lookup writing the key, the map from the
-    code at one table key to the code at the next value of one coordinate (where consistent)."""
+    code at one table key to the code at the next value of one coordinate (where consistent); a
+    map that walks every code once, from one code with no successor back to the one with no
+    predecessor (a one-hot of every value, not of residues), closed into a cycle -- only a choice
+    of sigma, which the search checks."""
     out = []
     for o in (o for layer in ob.layers for o in layer.mlp_leaves() if isinstance(o, Lookup) and o.out == key):
         table = {k: index.get(_exact(np.asarray(v).ravel())) for k, v in o.table.items()}
@@ -80,6 +83,9 @@ def key_steps(ob: Obligations, key: str, index: dict[tuple[float, ...], int]) ->
                 if c is not None and n is not None and step.setdefault(c, n) != n:
                     break
             else:
+                heads, tails = set(range(len(index))) - set(step), set(range(len(index))) - set(step.values())
+                if len(heads) == 1 and len(tails) == 1:  # a path through every code: closed into a cycle
+                    step[heads.pop()] = tails.pop()
                 if sorted(step) == list(range(len(index))):
                     out.append([step[c] for c in range(len(index))])
     return out
