@@ -61,6 +61,7 @@ from compiler.automata.spec import Semiautomaton, from_dict
 from .assemble import count_params
 from .construction import (ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
                            composite, rebuild)
+from . import gridworld_standard
 from .labels import one_hot_rows
 from .model import CompiledTransformer
 from .obligations import Embedding, Joint, Obligations, Readout, prefixed
@@ -331,6 +332,21 @@ def _declaration(programs: list[Program], pair: Factorisation, automaton: Semiau
                        joint=tuple(j for d in factors for j in d.joint) + (reached,))
 
 
+def _within_proof(built: list[tuple[Program, dict[str, Any]]], ch: Choice, options: BuildOptions,
+                  automaton: Semiautomaton) -> list[tuple[Program, dict[str, Any]]]:
+    """``built``, with the factors built as one-hidden-layer gridworlds rebuilt by default where
+    their one-hot labels, kept jointly by the product's program proof, would exceed its budget
+    (:func:`gridworld_standard.refusal` over all their axes, as a box world's own build checks):
+    the product would be proved in its weights but not against the automaton."""
+    flat = [i for i, (_, m) in enumerate(built) if "standard" in m.get("gridworld", {})]
+    axes = sum(len(built[i][1]["gridworld"]["axes"]) for i in flat)
+    if axes < 2 or gridworld_standard.refusal(options.max_len, options.eps, axes, automaton.n_states) is None:
+        return built
+    default = replace(options, one_hidden_layer=False)
+    return [ch.constructions[i].build(ch.pair.factors[i], ch.plans[i], default) if i in flat else b
+            for i, b in enumerate(built)]
+
+
 def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
           factors: tuple[Construction, ...]) -> tuple[Program, dict[str, Any]]:
     """The two factors' programs (:func:`choose` among ``factors``) side by side, with the sum of
@@ -338,6 +354,7 @@ def build(automaton: Semiautomaton, plan: ProductPlan, options: BuildOptions,
     positions = options.positions
     ch = choose(plan, options.max_len, positions, factors)
     built = [c.build(f, p, options) for c, f, p in zip(ch.constructions, ch.pair.factors, ch.plans)]
+    built = _within_proof(built, ch, options, automaton)
     programs = [b[0] for b in built]
     ws, blocks = _beside(programs)
     W_E = np.concatenate([p.W_E for p in programs], axis=1)

@@ -253,3 +253,13 @@ def test_a_factor_deeper_than_its_floor_allows_is_not_estimated_and_the_choice_i
     picked = product._cheapest(plan.pairs[0].factors[0], 16, "sinusoidal",
                                tuple(watched if c is kr else c for c in factors))
     assert picked is not None and picked[0].name != "krohn-rhodes" and not calls
+
+
+@pytest.mark.parametrize("max_len,flat", [(36, True), (100, False)])
+def test_flat_line_worlds_are_kept_only_while_the_program_proof_can_hold_their_labels(max_len, flat):
+    """grid2d:3,3 as two line worlds: one-hidden-layer factors keep 2T + 1 one-hot labels per axis,
+    jointly 9 x 73^2 = 47,961 at T = 36 (within the proof's 50,000: 2 blocks), 9 x 201^2 at T = 100
+    (rebuilt by default, so unfolded into more blocks, not weight-proved only)."""
+    model = compiler.compile_automaton("grid2d:3,3", max_len=max_len, method="product", shape="standard")
+    assert bool(model.meta.get("one_hidden_layer")) is flat
+    assert (len(model.blocks) == 2) is flat
