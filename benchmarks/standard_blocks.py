@@ -24,6 +24,7 @@ from pathlib import Path
 
 import compiler
 from compiler.automata.catalog import build
+from compiler.automata.subregular_families import CLASSES, random_language
 from compiler.export import to_transformer_lens
 from verify.certify.certificate import certify
 
@@ -33,8 +34,10 @@ from paper_suite import PAPER_NAMES, TRAINED_DEPTH, at_or_below, suite  # noqa: 
 
 EVERY_CONSTRUCTION = ["symmetric:5@scan", "quaternion@krohn-rhodes", "grid:9@gridworld", "nth-last:3@lookback",
                       "dyck:2,2@bounded-stack", "adder:2@local", "memory:3@local", "cyclic-product:2,2@product",
-                      "blocks:4@piecewise", "repeat:2@locally-testable", "adder:2@transition"]
-"""One model per construction (spec@method; the forced method in both shapes)."""
+                      "blocks:4@piecewise", "repeat:2@locally-testable", "adder:2@transition", "repeat:2@starfree",
+                      "plt:k=2,letters=3,seed=1@piecewise-local"]
+"""One model per construction (spec@method; the forced method in both shapes): a catalog name, or a
+generated language ``CLASS:k=K,letters=L,seed=S`` (:func:`automaton`)."""
 
 
 NOTE = """
@@ -86,10 +89,19 @@ def _how(model) -> str:
     return f"{built}; unfolded: {deep}" if deep else built
 
 
+def automaton(name: str):
+    """The catalog automaton ``name``, or for ``CLASS:k=K,letters=L,seed=S`` (CLASS one of the
+    subregular classes, e.g. ``plt``) that generated language (``random_language``)."""
+    cls, _, rest = name.partition(":")
+    if cls in CLASSES and "=" in rest:
+        return random_language(cls, **{k: int(v) for k, v in (a.split("=", 1) for a in rest.split(","))})
+    return build(name)
+
+
 def _compile(name: str, method: str, T: int, shape: str):
     """The model, or the refusal's text."""
     try:
-        return compiler.compile_automaton(build(name), max_len=T, method=method, shape=shape)
+        return compiler.compile_automaton(automaton(name), max_len=T, method=method, shape=shape)
     except compiler.ShortcutError as e:
         return f"refused: {e}"
 
