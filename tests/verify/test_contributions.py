@@ -16,6 +16,7 @@ from compiler.automata.catalog import build
 from constructions.gadgets import OneHotInput, Ramp, Stair, staircase_mlp
 from constructions.gadgets.staircase import RAMP_SLOPE
 from constructions.workspace import Workspace
+from verify.certify import contributions as contributions_module
 from verify.certify import lookups
 from verify.certify.certificate import certify
 from verify.certify.contributions import batches, contributions, direct
@@ -47,9 +48,14 @@ def _rows(mass: float = MASS):
     return X, np.array([0.05 / mass, 0.05 / mass, 0.0, 0.0])
 
 
-def _both(mlp, X, r):
+def _both(mlp, X, r, monkeypatch):
+    """The contribution by classes, row by row, and the rows the classes evaluated."""
     Ws, bs = mlp.weights, mlp.biases
-    return contributions(X, r, Ws[:2], bs[:2], Ws[2], U, P), direct(X, r, Ws[:2], bs[:2], Ws[2], U, P)
+    evaluated: list[int] = []
+    monkeypatch.setattr(contributions_module, "direct", lambda X_, *a: evaluated.append(len(X_)) or direct(X_, *a))
+    new = contributions(X, r, Ws[:2], bs[:2], Ws[2], U, P)
+    monkeypatch.undo()
+    return new, direct(X, r, Ws[:2], bs[:2], Ws[2], U, P), evaluated
 
 
 def _same(new, old):
@@ -59,16 +65,17 @@ def _same(new, old):
     assert np.all(err <= old[1] + 1e-15)
 
 
-def test_classes_of_a_sum_ramp_give_the_row_by_row_contribution_in_O_T_evaluations():
+def test_classes_of_a_sum_ramp_give_the_row_by_row_contribution_in_O_T_evaluations(monkeypatch):
     mlp, (X, r) = _walsh(), _rows()
-    new, old = _both(mlp, X, r)
+    new, old, evaluated = _both(mlp, X, r, monkeypatch)
     _same(new, old)
+    assert len(evaluated) == 4 and sum(evaluated) < len(X) / 4  # 4 batches, O(T) classes each
     assert new[3].all() and np.all(new[1] == 0)  # the staircase's units are exact 0s and 1s
     keys = {len(reads): len(np.unique(key, axis=0)) for reads, _, key in batches(X, r, mlp.weights[:2], P)}
     assert keys[4] <= 2 * (2 * T + 1) < len(X)  # the sum ramp's batch: (x_1 + x_2, letter), not the pairs
 
 
-def test_a_sum_ramp_missing_one_sum_changes_exactly_those_pairs_and_the_classes_see_it():
+def test_a_sum_ramp_missing_one_sum_changes_exactly_those_pairs_and_the_classes_see_it(monkeypatch):
     """The sum ramp's unit j lowered by 3/4 of a step stays off at X_1 + X_2 = j: the classes'
     contribution is still the row-by-row one, and differs from the intact network's on exactly
     the pairs with that sum (T - |j - T| + 1 of (T + 1)^2)."""
@@ -78,18 +85,19 @@ def test_a_sum_ramp_missing_one_sum_changes_exactly_those_pairs_and_the_classes_
     b0 = mlp.biases[0].copy()
     b0[2 * T + j - 1] -= RAMP_SLOPE * 0.75
     mlp.biases[0] = b0
-    new, old = _both(mlp, X, r)
+    new, old, evaluated = _both(mlp, X, r, monkeypatch)
     _same(new, old)
+    assert sum(evaluated) < len(X) / 4
     changed = np.any(new[0] != intact[0], axis=1)
     sums = np.round(MASS * (X[:, 0] + X[:, 1]))
     assert np.array_equal(changed, sums == j) and 0 < changed.sum() < len(X) / 50
 
 
-def test_inputs_off_a_dyadic_grid_are_classed_by_their_own_values():
+def test_inputs_off_a_dyadic_grid_are_classed_by_their_own_values(monkeypatch):
     """Means of X / 24 (not dyadic): x_1 + x_2 may round, so the sum ramp's rows are not merged by
     it -- each pair its own class -- and the result is still the row-by-row one."""
     mlp, (X, r) = _walsh(24.0), _rows(24.0)
-    new, old = _both(mlp, X, r)
+    new, old, _ = _both(mlp, X, r, monkeypatch)
     _same(new, old)
     keys = {len(reads): len(np.unique(key, axis=0)) for reads, _, key in batches(X, r, mlp.weights[:2], P)}
     assert keys[4] == len(X)

@@ -47,12 +47,28 @@ def contributions(X: np.ndarray, r: np.ndarray, layer_w: list[np.ndarray], layer
                   Wg: np.ndarray, u: float, p: int) -> Contribution:
     """The contribution to the next layer (weights ``Wg`` from the last hidden layer) of a network
     with hidden layers ``layer_w``, ``layer_b`` on the rows ``X`` [N, inputs] with input radii
-    ``r``: per batch (:func:`batches`), once per class of rows (:func:`_keys`), summed."""
+    ``r``: per batch (:func:`batches`), once per class of rows (:func:`_keys`), summed -- or row by
+    row (:func:`direct`) where the classes would save nothing (units times rows evaluated, plus the
+    sums)."""
     N, cols = len(X), Wg.shape[1]
+    if N == 0:
+        return direct(X, r, layer_w, layer_b, Wg, u, p)
+    parts = [(reads, units, *_classes(key)) for reads, units, key in batches(X, r, layer_w, p)]
+    width = lambda units: sum(map(len, units)) + len(units[-1]) + cols  # noqa: E731 (units a row runs through)
+    batched = sum(len(first) * width(units) for _, units, first, _ in parts) + N * cols * len(parts)
+    if batched >= N * (sum(w.shape[1] for w in layer_w) + Wg.shape[0] + cols):  # no gain: row by row
+        return direct(X, r, layer_w, layer_b, Wg, u, p)
     out = [np.zeros((N, cols)) for _ in range(3)]
     exact = np.ones((N, cols), dtype=bool)
-    if N == 0:
-        return out[0], out[1], out[2], exact
+    for reads, units, first, inverse in parts:
+        sub_w = [layer_w[0][reads][:, units[0]]] + [layer_w[j][units[j - 1]][:, units[j]]
+                                                    for j in range(1, len(units))]
+        sub_b = [b[units[j]] for j, b in enumerate(layer_b)]
+        part = direct(X[first][:, reads], r[reads], sub_w, sub_b, Wg[units[-1]], u, p)
+        for acc, got in zip(out, part[:3]):
+            acc += got[inverse]
+        exact &= part[3][inverse]
+    return out[0], out[1], out[2], exact
     for reads, units, key in batches(X, r, layer_w, p):
         first, inverse = _classes(key)
         sub_w = [layer_w[0][reads][:, units[0]]] + [layer_w[j][units[j - 1]][:, units[j]]
