@@ -69,16 +69,6 @@ def contributions(X: np.ndarray, r: np.ndarray, layer_w: list[np.ndarray], layer
             acc += got[inverse]
         exact &= part[3][inverse]
     return out[0], out[1], out[2], exact
-    for reads, units, key in batches(X, r, layer_w, p):
-        first, inverse = _classes(key)
-        sub_w = [layer_w[0][reads][:, units[0]]] + [layer_w[j][units[j - 1]][:, units[j]]
-                                                    for j in range(1, len(units))]
-        sub_b = [b[units[j]] for j, b in enumerate(layer_b)]
-        part = direct(X[first][:, reads], r[reads], sub_w, sub_b, Wg[units[-1]], u, p)
-        for acc, got in zip(out, part[:3]):
-            acc += got[inverse]
-        exact &= part[3][inverse]
-    return out[0], out[1], out[2], exact
 
 
 def direct(X: np.ndarray, r: np.ndarray, layer_w: list[np.ndarray], layer_b: list[np.ndarray],
