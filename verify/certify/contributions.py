@@ -141,10 +141,10 @@ def batches(X: np.ndarray, r: np.ndarray, layer_w: list[np.ndarray],
 
 def _keys(X: np.ndarray, r: np.ndarray, reads: np.ndarray, w_all: np.ndarray | None, mixed: bool,
           p: int) -> np.ndarray:
-    """Each row's key for a batch reading inputs ``reads`` (:mod:`the module's <verify.certify.contributions>`
-    rule): the exact inputs' values, then s_1 and s_2 of the noisy ones read through the one
-    column ``w_all`` (over every noisy input), or, where those sums may round, an
-    input may snap or the batch reads several columns (``mixed``), the noisy inputs' own values."""
+    """Each row's key for a batch reading inputs ``reads`` (the module's rule): the exact inputs'
+    values, then s_1 and s_2 of the noisy ones, read through the one column ``w_all`` (over every
+    noisy input); or, where those sums may round, an input may snap or the batch reads several
+    columns (``mixed``), the noisy inputs' own values."""
     exact_in = [i for i in reads if r[i] == 0]
     noisy_in = [i for i in reads if r[i] > 0]
     exact_part = X[:, exact_in]
