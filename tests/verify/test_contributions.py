@@ -19,7 +19,7 @@ from constructions.workspace import Workspace
 from verify.certify import contributions as contributions_module
 from verify.certify import lookups
 from verify.certify.certificate import certify
-from verify.certify.contributions import batches, contributions, direct
+from verify.certify.contributions import batches, by_classes, contributions, direct
 
 T = 24
 MASS = 32.0
@@ -102,6 +102,54 @@ def test_inputs_off_a_dyadic_grid_are_classed_by_their_own_values(monkeypatch):
     keys = {len(reads): len(np.unique(key, axis=0)) for reads, _, key in batches(X, r, mlp.weights[:2], P)}
     assert keys[4] == len(X)
 
+
+def test_random_networks_of_shared_noisy_columns_give_the_row_by_row_result():
+    """Random two-hidden-layer networks whose first-layer units read two or three noisy inputs
+    (codes on the grid 1/8, some 0) through one of two shared columns, none, or (one unit) a third,
+    and a one-hot exactly; second-layer units reading a few of them (so batches of one column,
+    none, and several): by classes, the clean contribution, magnitude and exactness are the row by
+    row ones, and the bound is no tighter than the propagated one allows (>= 0, finite)."""
+    rng = np.random.default_rng(1)
+    for trial in range(30):
+        n, h0, h1, k = int(rng.integers(2, 4)), int(rng.integers(3, 9)), int(rng.integers(2, 7)), 3
+        pool = rng.integers(-8, 9, (3, n)) / 4.0
+        pick = rng.choice([0, 0, 1, 1, -1], h0)
+        pick[0] = 2
+        W0 = np.zeros((n + k, h0))
+        W0[:n] = np.where(pick >= 0, pool[np.maximum(pick, 0)].T, 0.0)
+        W0[n:] = rng.integers(-4, 5, (k, h0)) / 2.0
+        W1 = rng.integers(-4, 5, (h0, h1)) / 2.0 * (rng.random((h0, h1)) < 0.3)
+        Wg = rng.integers(-4, 5, (h1, 2)) / 4.0
+        b = [rng.integers(-16, 17, h0) / 4.0, rng.integers(-4, 5, h1) / 2.0]
+        c = np.arange(0, 5) / 8.0
+        grids = np.meshgrid(*([c] * n), np.arange(k), indexing="ij")
+        X = np.concatenate([np.stack([g.reshape(-1) for g in grids[:n]], 1), np.eye(k)[grids[n].reshape(-1)]], 1)
+        r = np.concatenate([np.full(n, 1e-4), np.zeros(k)])
+        new = by_classes(X, r, [W0, W1], b, Wg, U, P)
+        old = direct(X, r, [W0, W1], b, Wg, U, P)
+        assert np.allclose(new[0], old[0], rtol=0, atol=1e-9) and np.allclose(new[2], old[2], rtol=0, atol=1e-9)
+        assert np.array_equal(new[3], old[3]), trial
+        assert np.all(np.isfinite(new[1]) & (new[1] >= 0)), trial
+
+
+def test_one_shared_column_of_mixed_signs_gives_the_row_by_row_bounds_too():
+    """Every unit reading x_1, x_2, x_3 through w = (1, -1/2, -1/2) (one batch: nothing is split):
+    rows with the same w x but other |w| |x| differ in the size their rounding is charged on, so
+    the key holds both -- classes (x_1, x_2 + x_3, letter) -- and the classes' bounds are the row
+    by row ones, row for row."""
+    W0 = np.array([[1.0, 1.0, 1.0, 0.0], [-0.5, -0.5, -0.5, 0.0], [-0.5, -0.5, -0.5, 0.0], [0.0, 1.0, -2.0, 1.0]])
+    W1 = np.array([[1.0, 0.0], [-1.0, 1.0], [0.0, 2.0], [1.0, 1.0]])
+    b = [np.array([0.25, -1.5, 3.0, 0.5]), np.array([0.5, -0.25])]
+    Wg = np.array([[1.0, -0.5], [0.25, 1.0]])
+    c = np.arange(0, 17) / 4.0
+    x1, x2, x3, a = (g.reshape(-1) for g in np.meshgrid(c, c, c, [0.0, 1.0], indexing="ij"))
+    X, r = np.stack([x1, x2, x3, a], 1), np.array([1e-3, 1e-3, 1e-3, 0.0])
+    keys = [len(np.unique(key, axis=0)) for _, _, key in batches(X, r, [W0, W1], P)]
+    assert keys == [len(np.unique(np.stack([x1, x2 + x3, a], 1), axis=0))] and keys[0] < len(X) / 8
+    new, old = by_classes(X, r, [W0, W1], b, Wg, U, P), direct(X, r, [W0, W1], b, Wg, U, P)
+    assert np.array_equal(new[0], old[0]) and np.array_equal(new[3], old[3])
+    for got, want in (new[1], old[1]), (new[2], old[2]):  # (the radii's float64 sums, to the last bit)
+        assert np.allclose(got, want, rtol=1e-12, atol=0)
 
 @pytest.mark.slow
 def test_q8_whose_sum_ramp_misses_one_sum_is_refused_part_by_part(monkeypatch):

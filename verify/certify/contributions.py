@@ -58,8 +58,18 @@ def contributions(X: np.ndarray, r: np.ndarray, layer_w: list[np.ndarray], layer
     batched = sum(len(first) * width(units) for _, units, first, _ in parts) + N * cols * len(parts)
     if batched >= N * (sum(w.shape[1] for w in layer_w) + Wg.shape[0] + cols):  # no gain: row by row
         return direct(X, r, layer_w, layer_b, Wg, u, p)
-    out = [np.zeros((N, cols)) for _ in range(3)]
-    exact = np.ones((N, cols), dtype=bool)
+    return by_classes(X, r, layer_w, layer_b, Wg, u, p, parts)
+
+
+def by_classes(X: np.ndarray, r: np.ndarray, layer_w: list[np.ndarray], layer_b: list[np.ndarray],
+               Wg: np.ndarray, u: float, p: int, parts: list | None = None) -> Contribution:
+    """:func:`contributions` by classes whatever the cost: per batch (given in ``parts``: its
+    inputs, units, each class's first row and each row's class), the class representatives
+    through :func:`direct`, given to every row of their class and summed over the batches."""
+    if parts is None:
+        parts = [(reads, units, *_classes(key)) for reads, units, key in batches(X, r, layer_w, p)]
+    out = [np.zeros((len(X), Wg.shape[1])) for _ in range(3)]
+    exact = np.ones((len(X), Wg.shape[1]), dtype=bool)
     for reads, units, first, inverse in parts:
         sub_w = [layer_w[0][reads][:, units[0]]] + [layer_w[j][units[j - 1]][:, units[j]]
                                                     for j in range(1, len(units))]
