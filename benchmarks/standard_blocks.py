@@ -24,6 +24,7 @@ from pathlib import Path
 
 import compiler
 from compiler.automata.catalog import build
+from compiler.automata.subregular_families import CLASSES, random_language
 from compiler.export import to_transformer_lens
 from verify.certify.certificate import certify
 
@@ -33,31 +34,33 @@ from paper_suite import PAPER_NAMES, TRAINED_DEPTH, at_or_below, suite  # noqa: 
 
 EVERY_CONSTRUCTION = ["symmetric:5@scan", "quaternion@krohn-rhodes", "grid:9@gridworld", "nth-last:3@lookback",
                       "dyck:2,2@bounded-stack", "adder:2@local", "memory:3@local", "cyclic-product:2,2@product",
-                      "blocks:4@piecewise", "repeat:2@locally-testable", "adder:2@transition"]
-"""One model per construction (spec@method; the forced method in both shapes)."""
+                      "blocks:4@piecewise", "repeat:2@locally-testable", "adder:2@transition", "repeat:2@starfree",
+                      "plt:k=2,letters=3,seed=1@piecewise-local"]
+"""One model per construction (spec@method; the forced method in both shapes): a catalog name, or a
+generated language ``CLASS:k=K,letters=L,seed=S`` (:func:`automaton`)."""
 
 
 NOTE = """
 
-What the rows say. In standard blocks 17 of the 19 paper rows are at or below the trained depth
-(8 before the staircases, 16 before the Walsh tables and the interpolated last level), against 19
-of 19 in attention layers. A cascade of counters is built with each block's MLP as one staircase
+What the rows say. In standard blocks 17 of the 19 paper rows are at or below the trained depth (8
+before the staircases, 16 before the Walsh tables and the interpolated last level), against 19 of 19
+in attention layers. A cascade of counters is built with each block's MLP as one staircase
 (`gadgets/staircase.py`: ramps at every threshold of the prefix sum, then units gated by the exact
-letter and codes, exactly 0 or 1, with the next lookups fused in), so a level is 2 standard
-blocks. A table of two or three mod-2 counters of one level (D8's and Q8's first levels) is read
-in Walsh's basis: f(p) = sum_S c_S (-1)^(sum_S p_i) with quarter weights, the parity of a sum of
-counters read off one more ramp on the sum of their prefix sums, so that level is 2 blocks, not
-3 (no joint one-hot). The last level, read only by the readout (whose argmax has margin 1), is
-decoded in ONE hidden layer where its float32 bound allows (`gadgets.interpolation_mlp`: the
-code and one-hot interpolated through the integers, units relu(X - j), worst-case error ~u T^3:
-0.067 for a mod-2 one-hot at T = 100, 0.34 mod 3, 8.2 at T = 512), the unembedding summing the
-keys' one-hots. So C2, C2^2 and C2^3 take 1 block, C3..C8 2 (their one-hot's bound is past 1/4),
-D8 and Q8 3 (2 + 1; trained 3 and 7), A4 3, D6 4 (its last level is mod 3), S4 5. All certified
-(D8 15 s, Q8 41-47 s: the Walsh ramp couples the two prefix sums, so the checker enumerates their
-pairs). The legal Dyck stack takes 2, as SGD's; the gridworlds 6. The price is width: O(n T)
-units per counter, carried in scratch residual dims once unfolded (C8: 2.2M parameters at T =
-100; the default's 8.6k). TransformerLens pads every block to the widest: 1.0x for the one- and
-two-block models, 1.3-1.6x for D8, Q8, A4, D6, 2.4x for S4.
+letter and codes, exactly 0 or 1, with the next lookups fused in), so a level is 2 standard blocks.
+A table of two or three mod-2 counters of one level (D8's and Q8's first levels) is read in Walsh's
+basis: f(p) = sum_S c_S (-1)^(sum_S p_i) with quarter weights, the parity of a sum of counters read
+off one more ramp on the sum of their prefix sums, so that level is 2 blocks, not 3 (no joint
+one-hot). The last level, read only by the readout (whose argmax has margin 1), is decoded in ONE
+hidden layer where its float32 bound allows (`gadgets.interpolation_mlp`: the code and one-hot
+interpolated through the integers, units relu(X - j), worst-case error ~u T^3: 0.067 for a mod-2
+one-hot at T = 100, 0.34 mod 3, 8.2 at T = 512), the unembedding summing the keys' one-hots. So C2,
+C2^2 and C2^3 take 1 block, C3..C8 2 (their one-hot's bound is past 1/4), D8 and Q8 3 (2 + 1;
+trained 3 and 7), A4 3, D6 4 (its last level is mod 3), S4 5. All certified (the Walsh ramp couples
+the two prefix sums; the checker evaluates its units once per class of rows with the same sum,
+`verify/certify/contributions.py`, not once per pair). The legal Dyck stack takes 2, as SGD's; the
+gridworlds 6. The price is width: O(n T) units per counter, carried in scratch residual dims once
+unfolded (C8: 2.2M parameters at T = 100; the default's 8.6k). TransformerLens pads every block to
+the widest: 1.0x for the one- and two-block models, 1.3-1.6x for D8, Q8, A4, D6, 2.4x for S4.
 
 What is still above the trained depth, and why: Grid4 and Grid9 (6 against 2). Their first MLP
 decodes z in -T..T into sinusoidal codes of z mod M (M = 16 at T = 100) that layer 2's heads
@@ -73,9 +76,15 @@ hidden layer cannot give the next attention its increments within 1/(4T) (the st
 worst-case error gamma_R u s R^2 passes 1/2 beyond R ~ 100 and one attention layer gives no
 coarse exact information about X to gate with)."""
 
-OTHER_NOTE = ("\n\nThe trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks "
-              "(ceil(log2 T)), so A5 is above its trained 7 here and S4's cascade (7) beats the scan. What the rows "
-              "say and what the rest needs: standard_blocks.md (T = 100).")
+OTHER_NOTE = ("\n\n"
+              "The trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks (ceil(log2 "
+              "T)), so A5 is above its trained 7 here. A cascade's last level keeps its two-hidden-layer decode "
+              "(the interpolated one-hidden-layer decode's float32 bound, ~u T^3, is 8.2 for a mod-2 one-hot, past "
+              "its share of the readout's margin), so every level is 2 blocks: D8 4 (trained 3), Q8 and A4 4, S4 6 "
+              "(the scan's 9 above it). The checker reads a Walsh table's ramp of two prefix sums once per class of"
+              " rows with the same sum (`verify/certify/contributions.py`: O(T) classes, not the O(T^2) pairs that "
+              "took D8 2,258 s under load; Q8's run was stopped). What the rows say and what the rest needs: "
+              "standard_blocks.md (T = 100).")
 
 
 def _how(model) -> str:
@@ -86,10 +95,19 @@ def _how(model) -> str:
     return f"{built}; unfolded: {deep}" if deep else built
 
 
+def automaton(name: str):
+    """The catalog automaton ``name``, or for ``CLASS:k=K,letters=L,seed=S`` (CLASS one of the
+    subregular classes, e.g. ``plt``) that generated language (``random_language``)."""
+    cls, _, rest = name.partition(":")
+    if cls in CLASSES and "=" in rest:
+        return random_language(cls, **{k: int(v) for k, v in (a.split("=", 1) for a in rest.split(","))})
+    return build(name)
+
+
 def _compile(name: str, method: str, T: int, shape: str):
     """The model, or the refusal's text."""
     try:
-        return compiler.compile_automaton(build(name), max_len=T, method=method, shape=shape)
+        return compiler.compile_automaton(automaton(name), max_len=T, method=method, shape=shape)
     except compiler.ShortcutError as e:
         return f"refused: {e}"
 
