@@ -13,8 +13,9 @@ import numpy as np
 
 from constructions.obligations import Joint, Lookup, Modular, Round, Steps
 
-from .affine import affine, affine_rows, on_grid
-from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, Model,
+from .affine import affine_rows, on_grid
+from .contributions import contributions
+from .state import (COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, Model,
                     first_positions, gamma, get_code, half_gaps, product_rows, put_code)
 from .scores import feasible
 
@@ -387,21 +388,7 @@ def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: lis
         r = np.concatenate([sets[i].radius for i in idx] + [np.zeros(len(const_vals))])
         layer_w = [Ws[0][rows][:, units[0]]] + [Ws[j][units[j - 1]][:, units[j]] for j in range(1, cut + 1)]
         layer_b = [biases[j][units[j]] for j in range(cut + 1)]
-        k = len(units[cut])
-        Wg = W_next[units[cut]]
-        centre, err, mag = (np.empty((len(X), cols)) for _ in range(3))
-        exact = np.empty((len(X), cols), dtype=bool)
-        # last layer [Wg | I]: the contribution with its input-error coefficients through Wg (a step
-        # pair's units cancel there), and the cut's units; its bound: the smaller with e @ |Wg|
-        last = np.hstack([Wg, np.eye(k)])
-        step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in [*layer_w, last]) * np.count_nonzero(r)))
-        for lo_ in range(0, len(X), step):
-            sl = slice(lo_, lo_ + step)
-            z, e_all = affine(Xc[sl], r, [*layer_w, last], [*layer_b, np.zeros(cols + k)], m.u, m.p)
-            h, e, e_signed = z[:, cols:], e_all[:, cols:], e_all[:, :cols]
-            centre[sl], mag[sl] = h @ Wg, (np.abs(h) + e) @ np.abs(Wg)
-            err[sl] = np.minimum(e @ np.abs(Wg), e_signed)
-            exact[sl] = ((e > 0) | (np.round(h) != h)).astype(np.float64) @ (Wg != 0).astype(np.float64) == 0
+        centre, err, mag, exact = contributions(Xc, r, layer_w, layer_b, W_next[units[cut]], m.u, m.p)
         keys, inverse = np.unique(sig, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         lo = np.full((len(keys), cols), np.inf)
