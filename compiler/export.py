@@ -142,7 +142,7 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
     if clash:
         raise InputError(f"the letter {clash[0]!r} has the name of the exported tokenizer's special token "
                          f"{clash[0]!r} ({BOS!r} and {UNK!r} are reserved): rename the letter in the spec and recompile")
-    flat = unfold(model)
+    flat = unfold(model, balanced=False)  # a standard-shape model's blocks are its own, balanced when it was unfolded
     c = flat.config
     d, e = c.d_model, c.d_head
     n_heads = c.n_heads
