@@ -523,7 +523,7 @@ def _rebuilt(flat: CompiledTransformer, parts: list[_Part]) -> CompiledTransform
     config = replace(flat.config, blocks=tuple(BlockShape(s.n_heads, (len(units),) if s.mlp_hidden else ())
                                                for s, units in zip(flat.config.blocks, order)))
     meta = copy.deepcopy(flat.meta)
-    meta["unfolded"]["units"] = [_runs(units) for units in order]
+    meta.setdefault("unfolded", {})["units"] = [_runs(units) for units in order]
     layout = meta.get("layout")
     if layout is not None:
         old = flat.meta["layout"]["blocks"]

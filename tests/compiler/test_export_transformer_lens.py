@@ -177,14 +177,14 @@ def test_a_one_hidden_layer_model_exports_block_for_block_and_stays_bitwise_ours
         assert torch.equal(bridge(bos_tokens(tokens, model.bos_id))[:, 1:], model(tokens))
 
 
-STANDARD = ["quaternion", "dyck-legal:4,2", "grid:5", "cyclic:6"]
+STANDARD = ["quaternion", "dihedral:4", "dyck-legal:4,2", "grid:5", "cyclic:6"]
 
 
 @pytest.mark.parametrize("name", STANDARD)
 def test_a_standard_shape_model_is_its_bridge_block_for_block_and_bit_for_bit(name):
-    """``shape="standard"`` (a cascade, the Dyck task, a gridworld, a product): as many bridge
-    blocks as ours, each block's input, attention pattern (our heads) and MLP activations (our
-    units) and the logits ``torch.equal`` to ours."""
+    """``shape="standard"`` (cascades, balanced and not, the Dyck task, a gridworld, a product):
+    as many bridge blocks as ours, each block's input, attention pattern (our heads) and MLP
+    activations (our units) and the logits ``torch.equal`` to ours."""
     model = compiler.compile_automaton(name, max_len=T, shape="standard")
     bridge = to_transformer_bridge(model)
     assert bridge.cfg.n_layers == len(model.blocks)
@@ -199,3 +199,16 @@ def test_a_standard_shape_model_is_its_bridge_block_for_block_and_bit_for_bit(na
                            cache[f"blocks.{i}.attn.hook_pattern"])
         assert torch.equal(tcache[f"blocks.{i}.mlp.hook_post"][..., :shape.mlp_hidden[0]],
                            cache[f"blocks.{i}.mlp.hook_post.0"])
+
+
+@pytest.mark.parametrize("name", ["dihedral:4", "quaternion"])
+def test_a_balanced_standard_cascade_exports_within_a_quarter_of_its_parameters(name):
+    """D8 and Q8 in the standard shape: their MLP widths balanced when unfolded (constructions/unfold.py),
+    so TransformerLens's one ``d_mlp`` pads them by under a quarter of our parameters (1.32x and
+    1.60x unbalanced at this T), block for block."""
+    model = compiler.compile_automaton(name, max_len=T, shape="standard")
+    export = to_transformer_lens(model)
+    ours = sum(p.numel() for p in model.parameters())
+    assert export.config["n_layers"] == len(model.blocks) and "units" in model.meta["unfolded"]
+    assert export.config["d_mlp"] == max(b.mlp_hidden[0] for b in model.config.blocks)
+    assert sum(v.numel() for v in export.state_dict.values()) <= 1.25 * ours
