@@ -80,8 +80,9 @@ clearing units but widen the residual by 103 dims (computed from the shapes: wid
 1.14, but ours 403,929 -> 517,744 parameters, +28%, and the export's 591,766 -> 588,032): not taken. S4 -- level 2's increment table is one part of
 609 units (3 gate combinations x 203 thresholds of a mod-3 counter, writing both increments)
 that block 4's head reads: 609 of 1,635 units over 5 blocks, 1.82x. The gridworld rows (and
-adder:2's transition, which contains one) do not move: each MLP's parts are read by the next
-block. dyck:2,2 (3.45 -> 1.84): its depth MLP's second layer has 189 of 201 units with zero
+adder:2's transition, which contains one) do not move: every part's reach is its own block (it
+reads what the block before wrote, the next block reads it), and their padding is mostly heads
+(6 or 16 find heads in one block). dyck:2,2 (3.45 -> 1.84): its depth MLP's second layer has 189 of 201 units with zero
 output weights, whose carried pre-activations (one 202-unit part) stay in block 0.
 TransformerLens 4.x cannot carry per-block widths: its native model builds every block's MLP as
 nn.Linear(d_model, cfg.d_mlp) from one config value."""
