@@ -20,9 +20,11 @@ block ``l`` has an MLP with hidden widths ``h_0 .. h_{k-1}`` into ``k`` blocks:
   written as ``-h_{j-1}`` (activations are >= 0), and ``v + (-v) = 0`` in floating point.
   A region's last use is not cleared (:func:`clearing_stages`): nothing reads scratch but the
   next stage, so what it keeps there is never read (every later weight on it is 0) and costs
-  no clearing units.  Carried activations may be cleared by any stage from their reader up to the
-  region's next writer (:func:`clearing_places`: the narrowest such stage, so the widest stage --
-  what TransformerLens pads every block to -- grows least); a pre-activation by its reader.
+  no clearing units; nor are the dims of a use that no later use writes again (:func:`cleared`:
+  every use writes from the region's first dim).  Carried activations may be cleared by any
+  stage from their reader up to the region's next writer (:func:`clearing_places`: the narrowest
+  such stage, so the widest stage -- what TransformerLens pads every block to -- grows least); a
+  pre-activation by its reader.
 
 Blocks with zero or one hidden layer stay one block.  Two scratch regions alternate
 (``unfold:a`` for odd stages, ``unfold:b`` for even ones), each as wide as the widest
@@ -100,9 +102,22 @@ def clearing_stages(model: CompiledTransformer | ModelConfig) -> set[tuple[int, 
     cleared after it: those whose region a later stage (of this MLP or a later block's) writes
     again (by the stage :func:`clearing_places` names).  The last use of each region keeps its
     value: no weight after it reads the region.  ``model``: a model or its config."""
-    uses = [(l, j) for l, b in enumerate(_blocks(model)) for j in range(1, len(b.mlp_hidden))]
-    last = {_region(j): (l, j) for l, j in uses}
-    return {u for u in uses if last[_region(u[1])] != u}
+    return set(cleared(model))
+
+
+def cleared(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], int]:
+    """For each (layer, stage) of :func:`clearing_stages`: how many of the scratch dims it read are
+    cleared -- those a later use of the region writes again.  Every use writes from the region's
+    first dim, so that is the first min(its carried width, the widest later use's); the dims past
+    them are neither written nor read again and keep their values, as a region's last use does."""
+    blocks = _blocks(model)
+    uses = [(l, j, _carried(list(b.mlp_hidden), j)) for l, b in enumerate(blocks) for j in range(1, len(b.mlp_hidden))]
+    out = {}
+    for k, (l, j, c) in enumerate(uses):
+        later = [c2 for _, j2, c2 in uses[k + 1:] if _region(j2) == _region(j)]
+        if later:
+            out[(l, j)] = min(c, max(later))
+    return out
 
 
 def _writes(hidden: tuple[int, ...], stage: int) -> int | None:
@@ -120,12 +135,13 @@ def clearing_places(model: CompiledTransformer | ModelConfig) -> dict[tuple[int,
     blocks = _blocks(model)
     order = [(o.layer, o.stage) for o in origins(model)]
     width = {(l, j): (len(blocks[l].mlp_hidden) and blocks[l].mlp_hidden[j]) for l, j in order}
-    todo = sorted(clearing_stages(model))
+    need = cleared(model)
+    todo = sorted(need)
     places: dict[tuple[int, int], tuple[int, int]] = {}
     for l, j in todo:
         if not carries_activations(list(blocks[l].mlp_hidden))[j - 1]:
             places[(l, j)] = (l, j)
-            width[(l, j)] += _carried(list(blocks[l].mlp_hidden), j)
+            width[(l, j)] += need[(l, j)]
     for l, j in todo:
         if (l, j) in places:
             continue
@@ -136,7 +152,7 @@ def clearing_places(model: CompiledTransformer | ModelConfig) -> dict[tuple[int,
             if blocks[at[0]].mlp_hidden:
                 options.append(at)
         places[(l, j)] = min(options, key=lambda at: (width[at], order.index(at)))
-        width[places[(l, j)]] += _carried(list(blocks[l].mlp_hidden), j)
+        width[places[(l, j)]] += need[(l, j)]
     return places
 
 
@@ -146,8 +162,9 @@ def _stage_widths(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, i
     blocks = _blocks(model)
     width = {(o.layer, o.stage): blocks[o.layer].mlp_hidden[o.stage] for o in origins(model)
              if blocks[o.layer].mlp_hidden}
-    for (l, j), at in clearing_places(model).items():
-        width[at] += _carried(list(blocks[l].mlp_hidden), j)
+    need = cleared(model)
+    for read, at in clearing_places(model).items():
+        width[at] += need[read]
     return width
 
 
@@ -266,11 +283,11 @@ def _clear(m, regions: list[tuple[int, int]], at: int) -> None:
 
 
 def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, d: int,
-                starts: tuple[int, int], clears: bool, foreign: list[tuple[int, int]]) -> None:
+                starts: tuple[int, int], clears: int, foreign: list[tuple[int, int]]) -> None:
     """Set the one-hidden-layer MLP ``m`` of unfolded stage ``stage`` of an MLP whose (weights,
-    biases) are ``layers`` (module docstring): its hidden layer first, then (``clears``) the
-    clearing units of the region it reads, then those of the (start, c) scratch ranges ``foreign``
-    (:func:`clearing_places`)."""
+    biases) are ``layers`` (module docstring): its hidden layer first, then the units clearing
+    the first ``clears`` dims of the region it reads (:func:`cleared`), then those of the
+    (start, c) scratch ranges ``foreign`` (:func:`clearing_places`)."""
     k = len(layers) - 1
     hidden = [w.shape[1] for w, _ in layers[:-1]]
     carry = carries_activations(hidden)
@@ -282,20 +299,18 @@ def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, 
     else:
         c = _carried(hidden, stage)
         own = torch.arange(starts[_region(stage)], starts[_region(stage)] + c)
-        eye = torch.eye(c, dtype=m.W_in.dtype)
+        gone, eye = own[:clears], torch.eye(clears, dtype=m.W_in.dtype)
         if carry[stage - 1]:  # h_{stage-1} carried: compute the layer, clear with ReLU(h) = h
             m.W_in[own, :h] = layers[stage][0]
             m.b_in[:h] = layers[stage][1]
-            if clears:
-                m.W_in[own, h:h + c] = eye
-                m.W_out[h:h + c, own] = -eye
+            m.W_in[gone, h:h + clears] = eye
+            m.W_out[h:h + clears, gone] = -eye
         else:  # z_stage carried: ReLU(z) is the layer; -ReLU(z) + ReLU(-z) = -z clears
-            m.W_in[own, :h] = eye
-            if clears:
-                m.W_in[own, h:h + c] = -eye
-                m.W_out[:h, own] = -eye
-                m.W_out[h:h + c, own] = eye
-        at += c if clears else 0
+            m.W_in[own, :h] = torch.eye(c, dtype=m.W_in.dtype)
+            m.W_in[gone, h:h + clears] = -eye
+            m.W_out[:clears, gone] = -eye
+            m.W_out[h:h + clears, gone] = eye
+        at += clears
     _clear(m, foreign, at)
     W, b = layers[stage + 1]  # hidden layer ``stage`` to the next pre-activation (or the output)
     if stage + 1 == k:  # the original output into the model's own dims
@@ -321,7 +336,7 @@ def unfold(model: CompiledTransformer, balanced: bool | None = None) -> Compiled
     widths = scratch_widths(model)
     starts = (d, d + widths[0])
     where = origins(model)
-    places = clearing_places(model)
+    places, need = clearing_places(model), cleared(model)
     clears = {read for read, at in places.items() if at == read}
     foreign = _foreign(model)
     new = CompiledTransformer(unfolded_config(model.config), _meta(model, d, widths, where, clears))
@@ -340,9 +355,9 @@ def unfold(model: CompiledTransformer, balanced: bool | None = None) -> Compiled
         layers = _hidden(old)
         if not layers:
             continue
-        ranges = [(starts[_region(j)], _carried([w.shape[1] for w, _ in _hidden(model.blocks[l])[:-1]], j))
-                  for l, j in foreign.get((o.layer, o.stage), [])]
-        _fill_stage(blk.mlp, layers, o.stage, d, starts, (o.layer, o.stage) in clears, ranges)
+        ranges = [(starts[_region(j)], need[(l, j)]) for l, j in foreign.get((o.layer, o.stage), [])]
+        here = (o.layer, o.stage)
+        _fill_stage(blk.mlp, layers, o.stage, d, starts, need[here] if here in clears else 0, ranges)
     if balanced is None:
         balanced = standard_shape(model.meta)
     return balance(new) if balanced else new

@@ -44,7 +44,8 @@ def _tokens(n_symbols: int, T: int) -> torch.Tensor:
 @pytest.mark.parametrize("name,method", CASES, ids=[f"{n}-{m}" for n, m in CASES])
 def test_bridge_logits_patterns_and_residuals_are_bitwise_ours(name, method):
     model = compiler.compile_automaton(name, max_len=T, method=method)
-    bridge = to_transformer_bridge(model)
+    export = to_transformer_lens(model)
+    bridge = to_transformer_bridge(export)
     tokens = _tokens(model.automaton.n_symbols, T)
     with torch.no_grad():
         ours, cache = model.run_with_cache(tokens)  # the explicit attention path, as TransformerLens's
@@ -56,8 +57,10 @@ def test_bridge_logits_patterns_and_residuals_are_bitwise_ours(name, method):
         resid = tcache[f"blocks.{i}.hook_resid_pre"]
         if o.stage == 0:  # our block o.layer's input; its attention, head by head
             assert torch.equal(resid[..., :d], cache[f"blocks.{o.layer}.hook_resid_pre"])
-            if o.stages > 1:  # the scratch region it writes is clear (only a region's last use keeps its value)
-                assert not resid[..., d:d + scratch_widths(model)[0]].any()
+            if o.stages > 1:  # the scratch dims it writes are clear (kept only where no later stage writes)
+                a = slice(d, d + scratch_widths(model)[0])
+                written = (export.state_dict[f"blocks.{i}.mlp.W_out"][:, a] != 0).any(0)
+                assert written.any() and not resid[..., a][..., written].any()
             H = model.config.blocks[o.layer].n_heads
             assert torch.equal(tcache[f"blocks.{i}.attn.hook_pattern"][:, :H],
                                cache[f"blocks.{o.layer}.attn.hook_pattern"])

@@ -13,7 +13,7 @@ from compiler.automata.catalog import build
 from compiler.automata.spec import Semiautomaton
 from constructions.config import ModelConfig
 from constructions.model import CompiledTransformer
-from constructions.unfold import (SCRATCH, Origin, _accesses, _reach, _rebuilt, balance, carries_activations,
+from constructions.unfold import (SCRATCH, Origin, _accesses, _reach, _rebuilt, balance, carries_activations, cleared,
                                   clearing_places, clearing_stages, origins, scratch_widths, unfold)
 from verify.certify.certificate import certify
 from verify.certify.unfolded import folded
@@ -101,10 +101,11 @@ def test_blocks_with_zero_one_and_several_hidden_layers_and_different_head_count
         logits = model(tokens)
         assert logits.abs().min() > 0 and logits.abs().max() < 2 ** 24  # nonzero, exact integers in float32
     assert [(b.n_heads, list(b.mlp_hidden)) for b in flat.config.blocks] == [
-        (2, []), (1, [5]), (3, [4]), (1, [10]), (1, [3]), (1, [10]), (1, [9]), (1, [2])]
+        (2, []), (1, [5]), (3, [4]), (1, [6 + 3]), (1, [3]), (1, [7 + 2]), (1, [9]), (1, [2])]
     # region a (odd boundaries) is written again after (2, 1) and (2, 3), so those stages clear
-    # it; (2, 2) is region b's last use and (3, 1) region a's: no clearing units there
-    assert clearing_stages(model) == {(2, 1), (2, 3)}
+    # it -- the dims a later use writes: 3 of (2, 1)'s 4, 2 of (2, 3)'s 3; (2, 2) is region b's
+    # last use and (3, 1) region a's: no clearing units there
+    assert clearing_stages(model) == {(2, 1), (2, 3)} and cleared(model) == {(2, 1): 3, (2, 3): 2}
     # the narrower crosses each boundary: 4 activations (not 6 pre-activations), 3 pre-activations,
     # 3 activations (not 7); then 2 pre-activations (not 9 activations)
     assert carries_activations([4, 6, 3, 7]) == [True, False, True] and carries_activations([9, 2]) == [False]
@@ -125,9 +126,11 @@ def test_scratch_is_written_exactly_and_cleared_before_each_reuse():
     region_b = flat.meta["subspaces"][SCRATCH[1]]
     for i, o in enumerate(origins(model)):
         resid = fcache[f"blocks.{i}.hook_resid_pre"]
-        if o.stage == 0:  # the same residual as our block o.layer sees; region a is zero before each use
+        if o.stage == 0:  # the same residual as our block o.layer sees; region a is zero where it writes it
             assert torch.equal(resid[..., :d], cache[f"blocks.{o.layer}.hook_resid_pre"])
-            assert not resid[..., flat.meta["subspaces"][SCRATCH[0]]].any()
+            region_a = flat.meta["subspaces"][SCRATCH[0]]
+            written = (flat.blocks[i].mlp.W_out[:, region_a] != 0).any(0)
+            assert written.any() and not resid[..., region_a][..., written].any()
             assert resid[..., region_b].any() == (o.layer == 1)  # b keeps its value after its last use
             assert torch.equal(fcache[f"blocks.{i}.attn.hook_pattern"], cache[f"blocks.{o.layer}.attn.hook_pattern"])
         else:  # stage j's first units are the original hidden layer j
@@ -139,20 +142,37 @@ def test_scratch_is_written_exactly_and_cleared_before_each_reuse():
 
 
 def test_carried_activations_are_cleared_by_the_narrowest_stage_before_the_next_write():
-    """Region a carries 4 activations from (0, 0) to (0, 1) and is written again by (1, 0): the
-    clearing units go to (0, 2) (2 units wide) instead of the 9-unit reader, so the widest stage
-    (what TransformerLens pads every block to) stays 9; the logits stay bitwise equal and region a
-    is zero again where it is written."""
+    """Region a carries 4 activations from (0, 0) to (0, 1) and 3 from (1, 0) to (1, 1): the 3
+    dims (1, 0) writes again are cleared (the fourth is never written or read again), by (0, 2)
+    (2 units wide) instead of the 9-unit reader, so the widest stage (what TransformerLens pads
+    every block to) stays 9; the logits stay bitwise equal and region a is zero again where it is
+    written."""
     model = _integer_model([{"n_heads": 1, "mlp_hidden": [4, 9, 2]}, {"n_heads": 1, "mlp_hidden": [3, 5]}])
-    assert clearing_stages(model) == {(0, 1)} and clearing_places(model) == {(0, 1): (0, 2)}
+    assert clearing_places(model) == {(0, 1): (0, 2)} and cleared(model) == {(0, 1): 3}
     tokens = torch.randint(0, 3, (50, 20), generator=torch.Generator().manual_seed(1))
     flat = _assert_same_logits(model, tokens)
-    assert [b.mlp_hidden for b in flat.config.blocks] == [(4,), (9,), (2 + 4,), (3,), (5,)]
+    assert [b.mlp_hidden for b in flat.config.blocks] == [(4,), (9,), (2 + 3,), (3,), (5,)]
     region_a = flat.meta["subspaces"][SCRATCH[0]]
     _, cache = flat.run_with_cache(tokens)
     assert cache["blocks.1.hook_resid_pre"][..., region_a].any()  # the activations (0, 1) reads
     assert cache["blocks.2.hook_resid_pre"][..., region_a].any()  # still there: (0, 2) clears them
-    assert not cache["blocks.3.hook_resid_pre"][..., region_a].any()
+    assert not cache["blocks.3.hook_resid_pre"][..., region_a[:3]].any()
+    assert cache["blocks.3.hook_resid_pre"][..., region_a[3]].any()  # never written again: kept
+
+
+def test_carried_pre_activations_are_cleared_only_where_the_region_is_written_again():
+    """Region a carries 5 pre-activations from (0, 0) to (0, 1) and 3 from (1, 0) to (1, 1): the
+    reader clears the first 3 (-ReLU(z) + ReLU(-z) = -z: 3 more units, not 5); the other 2 keep
+    their values, which no later weight reads; the logits stay bitwise equal."""
+    model = _integer_model([{"n_heads": 1, "mlp_hidden": [9, 5]}, {"n_heads": 1, "mlp_hidden": [7, 3]}])
+    assert carries_activations([9, 5]) == [False] and cleared(model) == {(0, 1): 3}
+    tokens = torch.randint(0, 3, (50, 20), generator=torch.Generator().manual_seed(1))
+    flat = _assert_same_logits(model, tokens)
+    assert [b.mlp_hidden for b in flat.config.blocks] == [(9,), (5 + 3,), (7,), (3,)]
+    region_a = flat.meta["subspaces"][SCRATCH[0]]
+    _, cache = flat.run_with_cache(tokens)
+    before = cache["blocks.2.hook_resid_pre"][..., region_a]
+    assert not before[..., :3].any() and before[..., 3:].any()
 
 
 def test_a_standard_q8_cascade_clears_its_ramps_in_the_joint_lookups_stage(monkeypatch):
