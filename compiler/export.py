@@ -3,7 +3,9 @@
 TransformerLens blocks have one MLP hidden layer and one head count and MLP width for every
 layer, so the model is first unfolded (``constructions/unfold.py``: a k-hidden-layer MLP
 becomes k blocks, exactly), then heads and MLP widths are zero-padded to the largest (zero
-heads and units add exact zeros).  The state dict uses the classic ``HookedTransformer``
+heads and units add exact zeros).  A standard-shape model is exported as it is, block for block:
+its MLP widths were balanced when it was unfolded (``constructions.unfold.balance``), so the
+padding is what no move of its units could remove.  The state dict uses the classic ``HookedTransformer``
 keys (``embed.W_E``, ``pos_embed.W_pos``, ``blocks.{i}.attn.W_Q`` ..., ``unembed.W_U``);
 TransformerLens 4.x loads it into a native ``TransformerBridge`` through
 ``convert_tl_checkpoint`` (:func:`to_transformer_bridge`), 3.x into ``HookedTransformer``
@@ -142,7 +144,7 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
     if clash:
         raise InputError(f"the letter {clash[0]!r} has the name of the exported tokenizer's special token "
                          f"{clash[0]!r} ({BOS!r} and {UNK!r} are reserved): rename the letter in the spec and recompile")
-    flat = unfold(model)
+    flat = unfold(model, balanced=False)  # a standard-shape model's blocks are its own, balanced when it was unfolded
     c = flat.config
     d, e = c.d_model, c.d_head
     n_heads = c.n_heads

@@ -20,9 +20,11 @@ block ``l`` has an MLP with hidden widths ``h_0 .. h_{k-1}`` into ``k`` blocks:
   written as ``-h_{j-1}`` (activations are >= 0), and ``v + (-v) = 0`` in floating point.
   A region's last use is not cleared (:func:`clearing_stages`): nothing reads scratch but the
   next stage, so what it keeps there is never read (every later weight on it is 0) and costs
-  no clearing units.  Carried activations may be cleared by any stage from their reader up to the
-  region's next writer (:func:`clearing_places`: the narrowest such stage, so the widest stage --
-  what TransformerLens pads every block to -- grows least); a pre-activation by its reader.
+  no clearing units; nor are the dims of a use that no later use writes again (:func:`cleared`:
+  every use writes from the region's first dim).  Carried activations may be cleared by any
+  stage from their reader up to the region's next writer (:func:`clearing_places`: the narrowest
+  such stage, so the widest stage -- what TransformerLens pads every block to -- grows least); a
+  pre-activation by its reader.
 
 Blocks with zero or one hidden layer stay one block.  Two scratch regions alternate
 (``unfold:a`` for odd stages, ``unfold:b`` for even ones), each as wide as the widest
@@ -36,6 +38,24 @@ outputs are summed without fused multiply-add, wide ones with it), so a model wi
 float weights can differ in the last bit; compiled weights make almost every product and sum
 exact, and a model whose arithmetic is exact is unfolded bit for bit whatever the kernels.
 The cost: ``sum(max(k, 1))`` blocks instead of ``L`` and a wider residual.
+
+Balancing (:func:`balance`; a standard-shape model's unfolding, ``unfold(balanced=...)``).
+TransformerLens has one MLP width for every block, so the unfolded blocks are zero-padded to the
+widest; a staircase's first stage (ramps) and second (gated units) and a one-hidden-layer readout
+differ by up to 4x.  Units move between MLPs where that changes no value: the units of one MLP
+that write a common residual dim form a *part* (one sum per dim: it moves whole, with the MLP's
+output bias on those dims), and a part may sit in any block's MLP where every dim it reads has
+the same writes before it, and every dim it writes the same reads and writes before and after
+its write, as where it was (:func:`_reach`, over every access of every dim: embeddings, heads,
+MLP units, the unembedding).  Then each unit computes the same dot product of the same weights
+with the same residual entries, and each written dim receives the same sum, added to the same
+residual value, before the same readers: the values every later operation reads are unchanged,
+so the logits are, and the certificate of the model unfolded from (``verify/certify/unfolded.py``,
+which rebuilds this function's output tensor for tensor) covers the balanced model as it covers
+the zero-padded one.  Parts move from wider to narrower MLPs (:func:`_spread`); each MLP keeps
+its own units first, the moved ones after (their zero products come after its sums' terms).  The
+blocks and the parameter count do not change (units only move), only the widths:
+:func:`unfolded_config` gives the widths before balancing.
 """
 
 from __future__ import annotations
@@ -44,6 +64,7 @@ import copy
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from .config import BlockShape, ModelConfig
@@ -81,9 +102,22 @@ def clearing_stages(model: CompiledTransformer | ModelConfig) -> set[tuple[int, 
     cleared after it: those whose region a later stage (of this MLP or a later block's) writes
     again (by the stage :func:`clearing_places` names).  The last use of each region keeps its
     value: no weight after it reads the region.  ``model``: a model or its config."""
-    uses = [(l, j) for l, b in enumerate(_blocks(model)) for j in range(1, len(b.mlp_hidden))]
-    last = {_region(j): (l, j) for l, j in uses}
-    return {u for u in uses if last[_region(u[1])] != u}
+    return set(cleared(model))
+
+
+def cleared(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], int]:
+    """For each (layer, stage) of :func:`clearing_stages`: how many of the scratch dims it read are
+    cleared -- those a later use of the region writes again.  Every use writes from the region's
+    first dim, so that is the first min(its carried width, the widest later use's); the dims past
+    them are neither written nor read again and keep their values, as a region's last use does."""
+    blocks = _blocks(model)
+    uses = [(l, j, _carried(list(b.mlp_hidden), j)) for l, b in enumerate(blocks) for j in range(1, len(b.mlp_hidden))]
+    out = {}
+    for k, (l, j, c) in enumerate(uses):
+        later = [c2 for _, j2, c2 in uses[k + 1:] if _region(j2) == _region(j)]
+        if later:
+            out[(l, j)] = min(c, max(later))
+    return out
 
 
 def _writes(hidden: tuple[int, ...], stage: int) -> int | None:
@@ -101,12 +135,13 @@ def clearing_places(model: CompiledTransformer | ModelConfig) -> dict[tuple[int,
     blocks = _blocks(model)
     order = [(o.layer, o.stage) for o in origins(model)]
     width = {(l, j): (len(blocks[l].mlp_hidden) and blocks[l].mlp_hidden[j]) for l, j in order}
-    todo = sorted(clearing_stages(model))
+    need = cleared(model)
+    todo = sorted(need)
     places: dict[tuple[int, int], tuple[int, int]] = {}
     for l, j in todo:
         if not carries_activations(list(blocks[l].mlp_hidden))[j - 1]:
             places[(l, j)] = (l, j)
-            width[(l, j)] += _carried(list(blocks[l].mlp_hidden), j)
+            width[(l, j)] += need[(l, j)]
     for l, j in todo:
         if (l, j) in places:
             continue
@@ -117,7 +152,7 @@ def clearing_places(model: CompiledTransformer | ModelConfig) -> dict[tuple[int,
             if blocks[at[0]].mlp_hidden:
                 options.append(at)
         places[(l, j)] = min(options, key=lambda at: (width[at], order.index(at)))
-        width[places[(l, j)]] += _carried(list(blocks[l].mlp_hidden), j)
+        width[places[(l, j)]] += need[(l, j)]
     return places
 
 
@@ -127,8 +162,9 @@ def _stage_widths(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, i
     blocks = _blocks(model)
     width = {(o.layer, o.stage): blocks[o.layer].mlp_hidden[o.stage] for o in origins(model)
              if blocks[o.layer].mlp_hidden}
-    for (l, j), at in clearing_places(model).items():
-        width[at] += _carried(list(blocks[l].mlp_hidden), j)
+    need = cleared(model)
+    for read, at in clearing_places(model).items():
+        width[at] += need[read]
     return width
 
 
@@ -179,9 +215,16 @@ def scratch_widths(model: CompiledTransformer | ModelConfig) -> tuple[int, int]:
     return widths[0], widths[1]
 
 
+def standard_shape(meta: dict[str, Any]) -> bool:
+    """Was the model of ``meta`` compiled in the standard shape (``meta["shape"]``, the planner's)?"""
+    shape = meta.get("shape")
+    return isinstance(shape, dict) and shape.get("name") == "standard"
+
+
 def unfolded_config(config: ModelConfig) -> ModelConfig:
     """The config of :func:`unfold`'s model, from the original's config alone (its blocks, sizes and
-    parameter count known before any weight: the standard shape's exact cost)."""
+    parameter count known before any weight: the standard shape's exact cost); :func:`balance`
+    may then move units between its MLPs, which keeps its blocks, residual and parameter count."""
     blocks = []
     widths = _stage_widths(config)
     for o in origins(config):
@@ -240,11 +283,11 @@ def _clear(m, regions: list[tuple[int, int]], at: int) -> None:
 
 
 def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, d: int,
-                starts: tuple[int, int], clears: bool, foreign: list[tuple[int, int]]) -> None:
+                starts: tuple[int, int], clears: int, foreign: list[tuple[int, int]]) -> None:
     """Set the one-hidden-layer MLP ``m`` of unfolded stage ``stage`` of an MLP whose (weights,
-    biases) are ``layers`` (module docstring): its hidden layer first, then (``clears``) the
-    clearing units of the region it reads, then those of the (start, c) scratch ranges ``foreign``
-    (:func:`clearing_places`)."""
+    biases) are ``layers`` (module docstring): its hidden layer first, then the units clearing
+    the first ``clears`` dims of the region it reads (:func:`cleared`), then those of the
+    (start, c) scratch ranges ``foreign`` (:func:`clearing_places`)."""
     k = len(layers) - 1
     hidden = [w.shape[1] for w, _ in layers[:-1]]
     carry = carries_activations(hidden)
@@ -256,20 +299,18 @@ def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, 
     else:
         c = _carried(hidden, stage)
         own = torch.arange(starts[_region(stage)], starts[_region(stage)] + c)
-        eye = torch.eye(c, dtype=m.W_in.dtype)
+        gone, eye = own[:clears], torch.eye(clears, dtype=m.W_in.dtype)
         if carry[stage - 1]:  # h_{stage-1} carried: compute the layer, clear with ReLU(h) = h
             m.W_in[own, :h] = layers[stage][0]
             m.b_in[:h] = layers[stage][1]
-            if clears:
-                m.W_in[own, h:h + c] = eye
-                m.W_out[h:h + c, own] = -eye
+            m.W_in[gone, h:h + clears] = eye
+            m.W_out[h:h + clears, gone] = -eye
         else:  # z_stage carried: ReLU(z) is the layer; -ReLU(z) + ReLU(-z) = -z clears
-            m.W_in[own, :h] = eye
-            if clears:
-                m.W_in[own, h:h + c] = -eye
-                m.W_out[:h, own] = -eye
-                m.W_out[h:h + c, own] = eye
-        at += c if clears else 0
+            m.W_in[own, :h] = torch.eye(c, dtype=m.W_in.dtype)
+            m.W_in[gone, h:h + clears] = -eye
+            m.W_out[:clears, gone] = -eye
+            m.W_out[h:h + clears, gone] = eye
+        at += clears
     _clear(m, foreign, at)
     W, b = layers[stage + 1]  # hidden layer ``stage`` to the next pre-activation (or the output)
     if stage + 1 == k:  # the original output into the model's own dims
@@ -285,15 +326,17 @@ def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, 
 
 
 @torch.no_grad()
-def unfold(model: CompiledTransformer) -> CompiledTransformer:
+def unfold(model: CompiledTransformer, balanced: bool | None = None) -> CompiledTransformer:
     """``model`` with every MLP of k > 1 hidden layers unfolded into k one-hidden-layer blocks
     (see the module docstring); same dtype, same logits bit for bit on the same attention path.
-    ``meta["unfolded"]["blocks"]`` lists each new block's :class:`Origin`."""
+    ``meta["unfolded"]["blocks"]`` lists each new block's :class:`Origin`.  ``balanced``: then
+    :func:`balance` its MLPs' widths; by default when ``model`` was compiled in the standard shape
+    (``meta["shape"]``), whose blocks are the unfolded ones."""
     d = model.config.d_model
     widths = scratch_widths(model)
     starts = (d, d + widths[0])
     where = origins(model)
-    places = clearing_places(model)
+    places, need = clearing_places(model), cleared(model)
     clears = {read for read, at in places.items() if at == read}
     foreign = _foreign(model)
     new = CompiledTransformer(unfolded_config(model.config), _meta(model, d, widths, where, clears))
@@ -312,7 +355,228 @@ def unfold(model: CompiledTransformer) -> CompiledTransformer:
         layers = _hidden(old)
         if not layers:
             continue
-        ranges = [(starts[_region(j)], _carried([w.shape[1] for w, _ in _hidden(model.blocks[l])[:-1]], j))
-                  for l, j in foreign.get((o.layer, o.stage), [])]
-        _fill_stage(blk.mlp, layers, o.stage, d, starts, (o.layer, o.stage) in clears, ranges)
+        ranges = [(starts[_region(j)], need[(l, j)]) for l, j in foreign.get((o.layer, o.stage), [])]
+        here = (o.layer, o.stage)
+        _fill_stage(blk.mlp, layers, o.stage, d, starts, need[here] if here in clears else 0, ranges)
+    if balanced is None:
+        balanced = standard_shape(model.meta)
+    return balance(new) if balanced else new
+
+
+FIXED = -1
+"""The owner of an access that never moves (:func:`balance`): the embeddings, a head, an MLP's bias
+on a dim no unit of that MLP writes, the unembedding."""
+
+
+@dataclass
+class _Part:
+    """Hidden units of one block's MLP joined by the residual dims they write (each such dim one sum
+    of theirs: they move together), the dims they read and write, and the block holding them now."""
+
+    home: int
+    units: list[int]
+    reads: list[int]
+    writes: list[int]
+    block: int
+
+
+Accesses = list[dict[int, dict[int, int]]]
+"""Per residual dim: access time -> owner (a part's index or :data:`FIXED`) -> count.  Block b's
+attention reads at 4b and writes at 4b + 1, its MLP reads at 4b + 2 and writes at 4b + 3; the
+embeddings write at -1, the unembedding reads at 4L (odd times write, even times read)."""
+
+
+def _groups(writes: np.ndarray) -> list[list[int]]:
+    """The units of one MLP (rows of the [units, dims] mask ``writes``) joined by a written dim in
+    common, each group in unit order, the groups by their first unit; a unit writing nothing alone."""
+    parent = list(range(writes.shape[0]))
+
+    def root(u: int) -> int:
+        while parent[u] != u:
+            parent[u] = parent[parent[u]]
+            u = parent[u]
+        return u
+
+    cols, units = np.nonzero(writes.T)
+    for k in range(1, len(cols)):
+        if cols[k] == cols[k - 1]:
+            parent[root(int(units[k]))] = root(int(units[k - 1]))
+    groups: dict[int, list[int]] = {}
+    for u in range(len(parent)):
+        groups.setdefault(root(u), []).append(u)
+    return sorted(groups.values())
+
+
+def _one_layer(mlp: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """W_in, b_in, W_out, b_out of a one-hidden-layer MLP."""
+    assert mlp is not None and mlp.n_hidden == 1, "balancing takes MLPs of one hidden layer"
+    return mlp.weight(0), mlp.bias(0), mlp.weight(1), mlp.bias(1)
+
+
+def _dims(mask: Any) -> list[int]:
+    return np.flatnonzero(np.asarray(mask)).tolist()
+
+
+def _note(acc: Accesses, dims: list[int], t: int, owner: int, n: int = 1) -> None:
+    for x in dims:
+        at = acc[x].setdefault(t, {})
+        at[owner] = at.get(owner, 0) + n
+        if not at[owner]:
+            del at[owner]
+            if not at:
+                del acc[x][t]
+
+
+@torch.no_grad()
+def _accesses(flat: CompiledTransformer) -> tuple[list[_Part], Accesses]:
+    """Every MLP's parts and every read and write of every residual dim (:data:`Accesses`)."""
+    acc: Accesses = [{} for _ in range(flat.config.d_model)]
+    _note(acc, _dims((flat.W_E != 0).any(0) | (flat.W_pos != 0).any(0)), -1, FIXED)
+    parts: list[_Part] = []
+    for b, blk in enumerate(flat.blocks):
+        a = blk.attn
+        _note(acc, _dims(((a.W_Q != 0) | (a.W_K != 0) | (a.W_V != 0)).any(2).any(0)), 4 * b, FIXED)
+        _note(acc, _dims((a.W_O != 0).any(1).any(0)), 4 * b + 1, FIXED)
+        if blk.mlp is None:
+            continue
+        W_in, _, W_out, b_out = _one_layer(blk.mlp)
+        w_in, w_out = (W_in != 0).cpu().numpy(), (W_out != 0).cpu().numpy()
+        _note(acc, _dims((b_out != 0).cpu().numpy() & ~w_out.any(0)), 4 * b + 3, FIXED)
+        for units in _groups(w_out):
+            part = _Part(b, units, _dims(w_in[:, units].any(1)), _dims(w_out[units].any(0)), b)
+            _note(acc, part.reads, 4 * b + 2, len(parts))
+            _note(acc, part.writes, 4 * b + 3, len(parts))
+            parts.append(part)
+    _note(acc, _dims((flat.W_U != 0).any(1)), 4 * len(flat.blocks), FIXED)
+    return parts, acc
+
+
+def _reach(i: int, part: _Part, acc: Accesses, n_blocks: int) -> tuple[int, int]:
+    """The blocks whose MLP may hold part ``i`` instead of its own, everything else where it is:
+    every dim it reads has the same writes before it there, and every dim it writes the same
+    accesses before and after its write (so the same values are read and summed in the same order)."""
+    lo, hi = 0, n_blocks - 1
+    read, write = 4 * part.block + 2, 4 * part.block + 3
+    for x in part.reads:
+        for t, owners in acc[x].items():
+            if t % 2 and (len(owners) > 1 or i not in owners):  # another's write
+                lo, hi = (max(lo, (t - 2) // 4 + 1), hi) if t < read else (lo, min(hi, (t - 3) // 4))
+    for x in part.writes:
+        for t, owners in acc[x].items():
+            if t != write and (len(owners) > 1 or i not in owners):  # another's read or write
+                lo, hi = (max(lo, (t - 3) // 4 + 1), hi) if t < write else (lo, min(hi, (t - 4) // 4))
+    return lo, hi
+
+
+def _move(i: int, part: _Part, q: int, acc: Accesses) -> None:
+    """Part ``i`` into block ``q``'s MLP, its accesses with it."""
+    for dims, t in ((part.reads, 2), (part.writes, 3)):
+        _note(acc, dims, 4 * part.block + t, i, -1)
+        _note(acc, dims, 4 * q + t, i)
+    part.block = q
+
+
+def _spread(parts: list[_Part], acc: Accesses, widths: list[int]) -> None:
+    """Move parts out of wide MLPs into narrower ones within their reach until no move narrows a
+    pair: a part of c units from an MLP of w_p units to one of w_q moves when w_q + c < w_p (the
+    sum of squared widths falls, so this ends), the widest MLPs emptied first, largest parts first."""
+    has_mlp = [w > 0 for w in widths]
+    while True:
+        for p in sorted(range(len(widths)), key=lambda b: (-widths[b], b)):
+            moved = False
+            here = [i for i, pt in enumerate(parts) if pt.block == p]
+            for i in sorted(here, key=lambda i: (-len(parts[i].units), i)):
+                size = len(parts[i].units)
+                lo, hi = _reach(i, parts[i], acc, len(widths))
+                options = [q for q in range(lo, hi + 1) if has_mlp[q] and q != p and widths[q] + size < widths[p]]
+                if options:
+                    q = min(options, key=lambda q: (widths[q], q))
+                    _move(i, parts[i], q, acc)
+                    widths[p], widths[q], moved = widths[p] - size, widths[q] + size, True
+            if moved:
+                break
+        else:
+            return
+
+
+def _runs(units: list[tuple[int, int]]) -> list[list[int]]:
+    """(home block, unit) pairs as runs [home, first unit, last unit + 1]."""
+    runs: list[list[int]] = []
+    for home, u in units:
+        if runs and runs[-1][0] == home and runs[-1][2] == u:
+            runs[-1][2] += 1
+        else:
+            runs.append([home, u, u + 1])
+    return runs
+
+
+def _layout_mlp(mlp: dict[str, Any], units: list[tuple[int, int]], old: list[dict[str, Any]], parts: list[_Part],
+                b: int, subspaces: dict[str, Any]) -> dict[str, Any]:
+    """Block ``b``'s layout MLP entry once it holds ``units``: named after the MLPs they come from,
+    reading and writing the subspaces its units touch (in the order of those MLPs' entries)."""
+    homes = list(dict.fromkeys(h for h, _ in units))
+    names = [old[h]["mlp"]["name"] + ("" if h == b else f"[{sum(x == h for x, _ in units)} units]") for h in homes]
+    here = [pt for pt in parts if pt.block == b]
+    out = {"name": " + ".join(names), "hidden": [len(units)]}
+    for key in ("reads", "writes"):
+        dims = {x for pt in here for x in getattr(pt, key)}
+        listed = dict.fromkeys(n for h in homes for n in old[h]["mlp"][key])
+        out[key] = [n for n in listed if n not in subspaces or dims & set(subspaces[n]["dims"])]
+    return {**mlp, **out}
+
+
+@torch.no_grad()
+def _rebuilt(flat: CompiledTransformer, parts: list[_Part]) -> CompiledTransformer:
+    """``flat`` with its MLPs' units where ``parts`` now are: each MLP its own units first (in
+    order), then those moved in (by home block and unit); a moved part's output biases with it."""
+    L = len(flat.blocks)
+    order: list[list[tuple[int, int]]] = []
+    for b in range(L):
+        own = sorted(u for pt in parts if pt.block == b == pt.home for u in pt.units)
+        moved_in = sorted((pt for pt in parts if pt.block == b != pt.home), key=lambda pt: (pt.home, pt.units[0]))
+        order.append([(b, u) for u in own] + [(pt.home, u) for pt in moved_in for u in pt.units])
+    config = replace(flat.config, blocks=tuple(BlockShape(s.n_heads, (len(units),) if s.mlp_hidden else ())
+                                               for s, units in zip(flat.config.blocks, order)))
+    meta = copy.deepcopy(flat.meta)
+    meta.setdefault("unfolded", {})["units"] = [_runs(units) for units in order]
+    layout = meta.get("layout")
+    if layout is not None:
+        old = flat.meta["layout"]["blocks"]
+        for b, units in enumerate(order):
+            if layout["blocks"][b]["mlp"] is not None:
+                layout["blocks"][b]["mlp"] = _layout_mlp(old[b]["mlp"], units, old, parts, b, layout["subspaces"])
+    new = CompiledTransformer(config, meta)
+    new.fused = flat.fused
+    mlp_keys = {k for k in new.state_dict() if ".mlp." in k}
+    new.load_state_dict({k: v for k, v in flat.state_dict().items() if k not in mlp_keys}, strict=False)
+    for b, (blk, units) in enumerate(zip(new.blocks, order)):
+        if blk.mlp is None:
+            continue
+        W_in, b_in, W_out, b_out = _one_layer(blk.mlp)
+        k = 0
+        for home, first, stop in _runs(units):
+            src = _one_layer(flat.blocks[home].mlp)
+            W_in[:, k:k + stop - first] = src[0][:, first:stop]
+            b_in[k:k + stop - first] = src[1][first:stop]
+            W_out[k:k + stop - first] = src[2][first:stop]
+            k += stop - first
+        _, _, src_out, src_b = _one_layer(flat.blocks[b].mlp)
+        b_out.copy_(torch.where((src_out != 0).any(0), 0.0, src_b))  # the biases no unit's sum holds
+        for pt in parts:
+            if pt.block == b:
+                b_out[pt.writes] = _one_layer(flat.blocks[pt.home].mlp)[3][pt.writes]
     return new
+
+
+def balance(flat: CompiledTransformer) -> CompiledTransformer:
+    """``flat`` (every MLP one hidden layer) with hidden units moved between blocks so the widest
+    MLP -- what TransformerLens pads every block to -- narrows (module docstring); ``flat`` itself
+    when it cannot.  ``meta["unfolded"]["units"]`` then lists each MLP's units as runs [home block,
+    first unit, last unit + 1] of the MLPs before the move."""
+    parts, acc = _accesses(flat)
+    widths = [0 if b.mlp is None else len(b.mlp.bias(0)) for b in flat.blocks]
+    before = max(widths, default=0)
+    _spread(parts, acc, widths)
+    if max(widths, default=0) >= before:
+        return flat
+    return _rebuilt(flat, parts)
