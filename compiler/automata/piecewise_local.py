@@ -29,9 +29,11 @@ chain, so the table on (omega, counts, progress) is the same function.
 **The search** (:func:`detect`) alternates the two detectors' own refinements: S starts empty;
 on A_S, sampled conflicts -- two words with equal factors (k <= 6) and equal X that reach
 different states: the factor detector's swaps and pumps (factor_witnesses.refuting_pairs), and
-the ordered pairs P c^5 x c^5 z c^5 / P c^5 z c^5 x c^5 after each word P of S
+the ordered pairs P c^5 x c^5 z c^5 / P c^5 z c^5 x c^5 after each word P of S, then after each
+state's access word (and it followed by S's words) within a budget
 (compiler/automata/piecewise_local_levels.py: they ask for S's words extended by one letter, which
-random samples over 64 letters seldom hold) -- each need a subsequence.  For the shortest, the
+random samples over 64 letters seldom hold, and reach past a prefix pattern) -- each need a
+subsequence.  For the shortest, the
 distinguishing subsequences the automaton's states tell apart best (least *ambiguity*: the extra
 (state, progress) pairs of A run beside the word's progress counter, 0 when the progress is a
 function of the state; a subsequence the language ignores doubles the states at each letter) are
@@ -64,7 +66,7 @@ from .factors import MAX_WORK as MAX_FACTOR_WORK
 from .moore import reachable_states
 from .piecewise import Budget, Run, Trie, confluence_witness, cycle_witness, distinguishers, embeds, runs
 from .spec import Semiautomaton
-from .piecewise_local_levels import NEUTRAL, Levels, neutral_letters, ordered_conflicts, told_apart
+from .piecewise_local_levels import NEUTRAL, Levels, access_words, neutral_letters, ordered_conflicts, told_apart
 
 MAX_WORDS = 48
 """Most words the subsequence set S may hold."""
@@ -74,10 +76,12 @@ MAX_WORK = 2_000_000
 """Most transitions of the automaton beside its subsequence trackers one detection computes (every
 candidate's and pruning's walk together: seconds)."""
 FACTOR_WORK = MAX_FACTOR_WORK
-"""Each factor search's budget (work units, ``factors.closure_work``): a quarter of the factor
-detector's own, since the search may run once per subsequence added.  Auto runs this detection on
-every aperiodic automaton, and a non-PLT one (flipflop, memory:3) spends it: seconds.  A sixteenth
-refused PLT_4 on 16 and 64 letters and PLT_6 on 4 (measured), so it stays a quarter."""
+"""Each factor search's budget (work units, ``factors.closure_work``): the factor detector's own.
+It was a quarter while non-PLT automata that satisfy the first identities (flipflop, memory:3)
+spent it on every search; the alternation identity now refuses those in a few compositions, and
+the sampled conflicts settle S before the search runs (once, on the languages measured).  A
+quarter refused PLT_6 on 64 letters: the factor part of its A_S (840 states) needs 30 window
+patterns and two factors (measured)."""
 CANDIDATES = 8
 """Most distinguishing subsequences weighed per conflict (the least ambiguous: a pumped conflict
 differs in many subsequences the states do not track before the one that matters)."""
@@ -193,7 +197,9 @@ def _conflicts(a: Semiautomaton, words: list[tuple[int, ...]], work: list[int], 
     seen = [(_letters(classes, x), _letters(classes, y))
             for x, y in refuting_pairs(maps, 0, MAX_K, (given.label, given.free))]
     letter_maps = np.asarray(prod.maps, dtype=np.int64).reshape(prod.n_symbols, prod.n_states)
-    seen += ordered_conflicts(letter_maps, 0, given.label, given.free, words, neutral)
+    contexts = access_words(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states), a.start)
+    after = [c + w for c in contexts[1:] for w in [(), *words]]  # S's words first: the budget cuts the rest
+    seen += ordered_conflicts(letter_maps, 0, given.label, given.free, words + after, neutral)
     return prod, label, free, maps, classes, given, seen
 
 

@@ -116,6 +116,21 @@ def neutral_letters(levels: Levels, most: int) -> list[int]:
     return sorted(range(len(amb)), key=lambda x: (-amb[x], x))[:most]
 
 
+def access_words(maps: np.ndarray, q0: int) -> list[tuple[int, ...]]:
+    """A shortest word reaching each state from ``q0`` (breadth first over the maps [letter,
+    state]), in the order reached: contexts for the ordered pairs (a prefix pattern or a sink the
+    samples' own starts never reach past)."""
+    words: dict[int, tuple[int, ...]] = {q0: ()}
+    order = [q0]
+    for q in order:  # grows while it is read: breadth first
+        for letter in range(maps.shape[0]):
+            r = int(maps[letter, q])
+            if r not in words:
+                words[r] = (*words[q], letter)
+                order.append(r)
+    return [words[q] for q in order]
+
+
 def ordered_conflicts(maps: np.ndarray, q0: int, label: np.ndarray, free: np.ndarray,
                       prefixes: list[tuple[int, ...]], neutral: list[int]) -> list[tuple[list[int], list[int]]]:
     """The ordered pairs (module docstring) after each word of ``prefixes`` (and the empty word)

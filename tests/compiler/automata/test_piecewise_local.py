@@ -109,6 +109,15 @@ def test_a_failing_identity_refutes_in_a_few_compositions(spec, needle):
     assert plan is None and needle in reason
 
 
+def test_a_prefix_pattern_is_searched_past():
+    """PLT_5 on 16 letters (45 states) needs the prefix pattern 10 13 0 11 before its subsequence
+    matters: no sample reaches past it (each starts with a block), the ordered pairs after the
+    states' access words do; it was refused by the factor search's budget."""
+    plan, why = detect(random_language("plt", k=5, letters=16, seed=0))
+    assert plan is not None, why
+    assert plan.layers <= 5 and plan.k == 5
+
+
 @pytest.mark.parametrize("spec,letters", [("flipflop", "'w0', z = 'w1'"), ("memory:3", "'0', z = '1'"),
                                           ("adder:2", "'00', z = '11'")])
 def test_the_alternation_identity_refutes_what_the_others_miss(spec, letters):

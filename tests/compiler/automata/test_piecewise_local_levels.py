@@ -10,7 +10,8 @@ import pytest
 
 from compiler.automata.piecewise import embeds
 from compiler.automata.piecewise_local import beside_tracker
-from compiler.automata.piecewise_local_levels import GAP, Levels, neutral_letters, ordered_conflicts, told_apart
+from compiler.automata.piecewise_local_levels import (GAP, Levels, access_words, neutral_letters, ordered_conflicts,
+                                                     told_apart)
 from compiler.automata.subregular_families import draw
 
 
@@ -69,3 +70,12 @@ def test_ordered_pairs_hold_the_same_factors_and_are_conflicts(plt6):
             assert _factors(w, GAP + 1) == _factors(v, GAP + 1)
             assert {u for u in words if embeds(u, w)} == {u for u in words if embeds(u, v)}
             assert a.run(w)[-1] != a.run(v)[-1]
+
+
+def test_access_words_reach_every_state_once_shortest_first(plt6):
+    _, a = plt6
+    maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
+    words = access_words(maps, a.start)
+    ends = [a.run(list(w))[-1] if w else a.start for w in words]
+    assert len(set(ends)) == len(ends) == a.n_states
+    assert [len(w) for w in words] == sorted(len(w) for w in words)
