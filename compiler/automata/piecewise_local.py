@@ -27,14 +27,24 @@ A chain's progress determines the flags of its prefixes and every word of S is a
 chain, so the table on (omega, counts, progress) is the same function.
 
 **The search** (:func:`detect`) alternates the two detectors' own refinements: S starts empty;
-the factor search runs on A_S (its conflicts are pairs of words with equal window, counts and X
-that reach different states; it adds windows and factors while some tell them apart).  When it
-is stuck -- two words with the same last k - 1 letters and the same k-factors (k = 6), the same X,
-different states -- a subsequence that tells them apart (the piecewise detector's extension of S,
-else its shortest distinguishing subsequence) joins S and the factor search starts again on the
-new A_S.  No such subsequence (up to length 8) refuses with the two words as the witness: they
-have the same k-factors and the same short subsequences, yet reach different states.  A letter
-with a cycle refuses at once (PLT languages are star-free: every letter's power is idempotent).
+on A_S, sampled conflicts -- two words with equal factors (k <= 6) and equal X that reach
+different states: the factor detector's swaps and pumps (factor_witnesses.refuting_pairs), and
+the ordered pairs P c^5 x c^5 z c^5 / P c^5 z c^5 x c^5 after each word P of S, then after each
+state's access word (and it followed by S's words) within a budget
+(compiler/automata/piecewise_local_levels.py: they ask for S's words extended by one letter, which
+random samples over 64 letters seldom hold, and reach past a prefix pattern) -- each need a
+subsequence.  For the shortest, the
+distinguishing subsequences the automaton's states tell apart best (least *ambiguity*: the extra
+(state, progress) pairs of A run beside the word's progress counter, 0 when the progress is a
+function of the state; a subsequence the language ignores doubles the states at each letter) are
+weighed, and the one that tells apart the most sampled conflicts joins S.  When the samples see
+none, S's leaves they do not miss are pruned, then the factor search runs on A_S; stuck -- two
+words with the same last k - 1 letters and the same k-factors, the same X, different states -- a
+subsequence that tells them apart joins S (never pruned) and the loop goes on.  No such
+subsequence (up to length 8) refuses with the two words as the witness: they have the same
+k-factors and the same short subsequences, yet reach different states.  A letter with a cycle
+refuses at once (PLT languages are star-free: every letter's power is idempotent), and so does a
+failing word identity (:func:`identity_witness`).
 
 Budgets: S holds at most :data:`MAX_WORDS` words, A_S at most :data:`MAX_PRODUCT` states, each
 factor search its own closure budget (factors.MAX_WORK); past one the refusal names it.
@@ -43,6 +53,7 @@ factor search its own closure budget (factors.MAX_WORK); past one the refusal na
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,9 +64,9 @@ from .factor_witnesses import letter_with_a_cycle, refuting_pairs
 from .factors import MAX_K, FactorPlan, Given, class_maps, given_description
 from .factors import MAX_WORK as MAX_FACTOR_WORK
 from .moore import reachable_states
-from .piecewise import (Budget, Run, Trie, confluence_witness, cycle_witness, distinguishers, embeds, extension,
-                        runs)
+from .piecewise import Budget, Run, Trie, confluence_witness, cycle_witness, distinguishers, embeds, runs
 from .spec import Semiautomaton
+from .piecewise_local_levels import NEUTRAL, Levels, access_words, neutral_letters, ordered_conflicts, told_apart
 
 MAX_WORDS = 48
 """Most words the subsequence set S may hold."""
@@ -64,16 +75,16 @@ MAX_PRODUCT = 20_000
 MAX_WORK = 2_000_000
 """Most transitions of the automaton beside its subsequence trackers one detection computes (every
 candidate's and pruning's walk together: seconds)."""
-FACTOR_WORK = MAX_FACTOR_WORK // 4
-"""Each factor search's budget (work units, ``factors.closure_work``): a quarter of the factor
-detector's own, since the search may run once per subsequence added.  Auto runs this detection on
-every aperiodic automaton, and a non-PLT one (flipflop, memory:3) spends it: seconds.  A sixteenth
-refused PLT_4 on 16 and 64 letters and PLT_6 on 4 (measured), so it stays a quarter."""
-CANDIDATES = 256
-"""Most distinguishing subsequences weighed per conflict."""
-LEVELS = 3
-"""Lengths of distinguishing subsequences weighed per conflict (the shortest and the next ones: a
-pumped conflict differs in short subsequences of repeated letters before the one that matters)."""
+FACTOR_WORK = MAX_FACTOR_WORK
+"""Each factor search's budget (work units, ``factors.closure_work``): the factor detector's own.
+It was a quarter while non-PLT automata that satisfy the first identities (flipflop, memory:3)
+spent it on every search; the alternation identity now refuses those in a few compositions, and
+the sampled conflicts settle S before the search runs (once, on the languages measured).  A
+quarter refused PLT_6 on 64 letters: the factor part of its A_S (840 states) needs 30 window
+patterns and two factors (measured)."""
+CANDIDATES = 8
+"""Most distinguishing subsequences weighed per conflict (the least ambiguous: a pumped conflict
+differs in many subsequences the states do not track before the one that matters)."""
 SEEN = 256
 """Most sampled conflicts a candidate subsequence is scored on."""
 
@@ -173,6 +184,25 @@ def _show(a: Semiautomaton, w: list[int]) -> str:
     return repr(" ".join(a.alphabet[s] for s in w)) if w else "the empty word"
 
 
+def _conflicts(a: Semiautomaton, words: list[tuple[int, ...]], work: list[int], neutral: list[int]) -> tuple[
+        Semiautomaton, np.ndarray, np.ndarray, np.ndarray, tuple[int, ...], Given, list[tuple[list[int], list[int]]]]:
+    """A_S for ``words``, its labels, tracker sets, class maps, letter classes, the given features,
+    and the conflicts the samples see: two words with equal factors and tracker sets that reach
+    different states (factor_witnesses.refuting_pairs, and the ordered pairs after each tracked
+    word, piecewise_local_levels.ordered_conflicts), as letter words."""
+    prod, label, free = beside_tracker(a, words, work)
+    maps, classes = class_maps(prod)
+    _, dense = np.unique(free, return_inverse=True)  # the tracker sets X, numbered
+    given = Given(label, dense.astype(np.int64))
+    seen = [(_letters(classes, x), _letters(classes, y))
+            for x, y in refuting_pairs(maps, 0, MAX_K, (given.label, given.free))]
+    letter_maps = np.asarray(prod.maps, dtype=np.int64).reshape(prod.n_symbols, prod.n_states)
+    contexts = access_words(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states), a.start)
+    after = [c + w for c in contexts[1:] for w in [(), *words]]  # S's words first: the budget cuts the rest
+    seen += ordered_conflicts(letter_maps, 0, given.label, given.free, words + after, neutral)
+    return prod, label, free, maps, classes, given, seen
+
+
 def _search(a: Semiautomaton) -> tuple[Any, list[tuple[int, ...]], Semiautomaton, np.ndarray, np.ndarray,
                                         tuple[int, ...]] | str:
     """The alternating search (module docstring): the factor search that works, S, A_S, its labels,
@@ -180,18 +210,12 @@ def _search(a: Semiautomaton) -> tuple[Any, list[tuple[int, ...]], Semiautomaton
     words: list[tuple[int, ...]] = []
     work = [0]
     stuck: set[tuple[int, ...]] = set()
+    levels = Levels(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states), a.start)
+    neutral = neutral_letters(levels, NEUTRAL)
     while True:
         try:
-            prod, label, free = beside_tracker(a, words, work)
-        except SpecError as e:
-            return str(e)
-        maps, classes = class_maps(prod)
-        _, dense = np.unique(free, return_inverse=True)  # the tracker sets X, numbered
-        given = Given(label, dense.astype(np.int64))
-        seen = [(_letters(classes, x), _letters(classes, y))
-                for x, y in refuting_pairs(maps, 0, MAX_K, (given.label, given.free))]
-        try:
-            fewer = _pruned(a, words, work, stuck) if not seen else words
+            prod, label, free, maps, classes, given, seen = _conflicts(a, words, work, neutral)
+            fewer = _pruned(a, words, work, stuck, neutral) if not seen else words
         except SpecError as e:
             return str(e)
         if words != fewer:
@@ -208,7 +232,7 @@ def _search(a: Semiautomaton) -> tuple[Any, list[tuple[int, ...]], Semiautomaton
         w, v = pair
         proven = given.stuck != []  # the factor search's own conflict: its subsequence is never pruned
         try:
-            u = _best_subsequence(a, words, w, v, seen)
+            u = _best_subsequence(levels, w, v, seen)
         except (Budget, SpecError) as e:
             return str(e)
         if u is None:
@@ -222,39 +246,30 @@ def _search(a: Semiautomaton) -> tuple[Any, list[tuple[int, ...]], Semiautomaton
             return f"more than {MAX_WORDS} relevant subsequences"
 
 
-def _best_subsequence(a: Semiautomaton, words: list[tuple[int, ...]], w: list[int], v: list[int],
+def _best_subsequence(levels: Levels, w: list[int], v: list[int],
                       seen: list[tuple[list[int], list[int]]]) -> tuple[int, ...] | None:
-    """What tells ``w`` and ``v`` apart: of the shortest distinguishing subsequences (and the
-    piecewise detector's extension of S), the one that tells apart the most of the conflicts the
-    samples ``seen`` (a subsequence that matters is one many conflicts differ in; the others each
-    explain few)."""
-    cands = list(dict.fromkeys([u for u in (extension(a, words, w, v),) if u] +
-                               distinguishers(w, v, CANDIDATES, LEVELS)))
-    if len(cands) < 2:
-        return cands[0] if cands else None
+    """What tells ``w`` and ``v`` apart: of the distinguishing subsequences the automaton's states
+    tell apart best (the :data:`CANDIDATES` of least ambiguity, piecewise_local_levels.told_apart; else
+    the shortest ones), the one that tells apart the most of the sampled conflicts ``seen``, ties
+    to the least ambiguous (a subsequence that matters is one the states track and many conflicts
+    differ in)."""
+    told = told_apart(levels, w, v, CANDIDATES) or [(u, 0) for u in distinguishers(w, v, 1)]
+    if len(told) < 2:
+        return told[0][0] if told else None
     sample = seen[:SEEN]
-    scores = [(sum(embeds(u, x) != embeds(u, y) for x, y in sample), -len(u)) for u in cands]
-    return cands[max(range(len(cands)), key=lambda i: scores[i])]
-
-
-def _sampled(a: Semiautomaton, words: list[tuple[int, ...]], work: list[int]) -> bool:
-    """Whether the sampled refutations (factor_witnesses.refuting_pairs) find no two words with equal
-    factors and tracker sets that reach different states."""
-    prod, label, free = beside_tracker(a, words, work)
-    maps, _ = class_maps(prod)
-    _, dense = np.unique(free, return_inverse=True)
-    return not refuting_pairs(maps, 0, MAX_K, (label, dense.astype(np.int64)))
+    scores = [(sum(embeds(u, x) != embeds(u, y) for x, y in sample), -amb) for u, amb in told]
+    return told[max(range(len(told)), key=lambda i: scores[i])][0]
 
 
 def _pruned(a: Semiautomaton, words: list[tuple[int, ...]], work: list[int],
-            keep: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """S without the leaves (longest first) the sampled refutations do not miss: a conflict's
+            keep: set[tuple[int, ...]], neutral: list[int]) -> list[tuple[int, ...]]:
+    """S without the leaves (longest first) the sampled conflicts do not miss: a conflict's
     distinguishing subsequence may be one of several, and a later one may make it redundant; those
     in ``keep`` (added for the factor search's own conflicts) stay.  Only a proposal: the factor
     search's closure is the proof."""
     for leaf in sorted(set(_leaves(words)) - keep, key=lambda w: (-len(w), w)):
         fewer = [w for w in words if w != leaf]
-        if leaf in _leaves(words) and _sampled(a, fewer, work):
+        if leaf in _leaves(words) and not _conflicts(a, fewer, work, neutral)[-1]:
             words = fewer
     return words
 
@@ -297,7 +312,7 @@ def identity_witness(a: Semiautomaton) -> str | None:
     for e = x^omega (x^K for K past both k and the index).  Checked on every letter and pair of
     letters x (at most :data:`IDENTITY_WORDS`): a failure refutes the class in a few map
     compositions -- the gridworld (x = left right, y = left), a counter with a sink -- where the
-    description search would spend its budget."""
+    description search would spend its budget.  Then :func:`_alternation_witness`."""
     M = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
     live = np.asarray(sorted(reachable_states(a)), dtype=np.int64)
     rounds = max(1, int(a.n_states).bit_length() + 1)
@@ -319,6 +334,37 @@ def identity_witness(a: Semiautomaton) -> str | None:
             if not np.array_equal(mz[my][live], my[mz][live]):
                 return (f"e y e z e != e z e y e for e = ({_show(a, list(x))})^omega, y = {_show(a, [y])}, "
                         f"z = {_show(a, [z])} (a piecewise locally testable automaton satisfies it)")
+    return _alternation_witness(a, M, live, rounds)
+
+
+def _alternation_witness(a: Semiautomaton, M: np.ndarray, live: np.ndarray, rounds: int) -> str | None:
+    """The alternation identity, failing here, or None.
+
+    Lemma: for any words x, y, z and K >= k, W = (x^K y x^K z)^K x^K and W y x^K have the same
+    k-factors of the bracketed words (each lies within the bracketed x^K at either end or within
+    one x^K y x^K or x^K z x^K, and both words hold all of those) and the same subsequences of length
+    <= k (every word of length <= k over their common content: each of the K blocks x^K y x^K z holds
+    every letter of it).  So a PLT automaton satisfies f = f y e for e = x^omega and
+    f = (e y e z)^omega e, with no condition on the letters -- the identity the flip-flop (the last of
+    set and reset: x = read, y = set, z = reset), a register and a carry fail, which the identities
+    of :func:`identity_witness` do not see.  Checked on letters x, y, z in order, at most
+    :data:`IDENTITY_WORDS` triples (a refutation's bound)."""
+    n = a.n_symbols
+    for t, (x, y) in enumerate(itertools.product(range(n), repeat=2)):
+        if t * n >= IDENTITY_WORDS:
+            break
+        e = _idempotent_power(M[x], live, rounds)
+        if e is None:
+            return f"the letter {_show(a, [x])} has a cycle: not star-free"
+        eye = e[M[y][e]]
+        for z in range(n):
+            f = _idempotent_power(e[M[z][eye]], live, rounds)
+            if f is None:
+                return f"the word {_show(a, [x, y, x, z])} has a cycle: not star-free"
+            f = e[f]
+            if not np.array_equal(f[live], e[M[y][f]][live]):
+                return (f"f != f y e for e = {_show(a, [x])}^omega, f = (e y e z)^omega e, y = {_show(a, [y])}, "
+                        f"z = {_show(a, [z])} (a piecewise locally testable automaton satisfies it for any x, y, z)")
     return None
 
 

@@ -21,12 +21,18 @@ def _words(plan: PiecewiseLocalPlan) -> set[tuple[int, ...]]:
     return {tuple(a for a, m in c for _ in range(m)) for c in plan.chains}
 
 
-def test_the_generators_subsequences_are_found():
-    lang, a = draw("plt", k=2, letters=16, seed=0)
+@pytest.mark.parametrize("k,letters,layers", [(2, 16, 2), pytest.param(6, 16, 6, id="plt6-16"),
+                                              pytest.param(6, 64, 6, marks=pytest.mark.slow, id="plt6-64")])
+def test_the_generators_subsequences_are_found(k, letters, layers):
+    """The least ambiguous distinguishers and the ordered pairs after each tracked word find the
+    drawn subsequences (PLT_6 on 16 letters: (1 14) and (10 14 14 10 13 1), its last letter's
+    window pattern left to the factor part; PLT_6 on 64 letters: both, 668 states)."""
+    lang, a = draw("plt", k=k, letters=letters, seed=0)
     plan, why = detect(a)
     assert plan is not None, why
-    assert _words(plan) == set(lang.piecewise.patterns)  # type: ignore[union-attr]
-    assert plan.layers == 2 and plan.k == 2
+    drawn = set(lang.piecewise.patterns)  # type: ignore[union-attr]
+    assert all(any(w == d[:len(w)] for d in drawn) for w in _words(plan)) and len(_words(plan)) == len(drawn)
+    assert plan.layers <= layers and plan.k == k
 
 
 def test_the_table_is_the_automatons_on_random_words():
@@ -83,11 +89,12 @@ def test_refuting_pairs_reach_different_labels_with_the_same_free_feature():
             assert label[ends[0]] != label[ends[1]] and dense[ends[0]] == dense[ends[1]]
 
 
-@pytest.mark.parametrize("cls,k,letters,seed", [("plt", 2, 16, 0), ("plt", 4, 4, 1), ("plt", 4, 64, 0), ("lt", 4, 16, 0),
-                                                ("pt", 4, 16, 0), ("sl", 6, 4, 0)])
+@pytest.mark.parametrize("cls,k,letters,seed", [("plt", 2, 16, 0), ("plt", 4, 4, 1), ("plt", 4, 64, 0),
+                                                ("plt", 6, 16, 0), ("lt", 4, 16, 0), ("pt", 4, 16, 0), ("sl", 6, 4, 0)])
 def test_the_identities_hold_on_the_classes_they_are_drawn_from(cls, k, letters, seed):
     """e y e = e y e y e and e y e z e = e z e y e hold on every PLT, LT and PT language drawn (the
-    lemma of identity_witness): the refutation never refuses a member of the class."""
+    lemma of identity_witness), and so does the alternation identity (any x, y, z: _alternation_witness
+    checks it on letters): the refutation never refuses a member of the class."""
     assert identity_witness(random_language(cls, k=k, letters=letters, seed=seed)) is None
 
 
@@ -100,3 +107,23 @@ def test_a_failing_identity_refutes_in_a_few_compositions(spec, needle):
     assert needle in identity_witness(a)
     plan, reason = detect(a)
     assert plan is None and needle in reason
+
+
+def test_a_prefix_pattern_is_searched_past():
+    """PLT_5 on 16 letters (45 states) needs the prefix pattern 10 13 0 11 before its subsequence
+    matters: no sample reaches past it (each starts with a block), the ordered pairs after the
+    states' access words do; it was refused by the factor search's budget."""
+    plan, why = detect(random_language("plt", k=5, letters=16, seed=0))
+    assert plan is not None, why
+    assert plan.layers <= 5 and plan.k == 5
+
+
+@pytest.mark.parametrize("spec,letters", [("flipflop", "'w0', z = 'w1'"), ("memory:3", "'0', z = '1'"),
+                                          ("adder:2", "'00', z = '11'")])
+def test_the_alternation_identity_refutes_what_the_others_miss(spec, letters):
+    """The flip-flop, a register and a carry satisfy e y e = e y e y e and e y e z e = e z e y e
+    (they spent the whole search budget before) and fail f = f y e for f = (e y e z)^omega e: the
+    flip-flop's (set reset)^omega and (set reset)^omega set end in different states."""
+    a = build(spec)
+    plan, reason = detect(a)
+    assert plan is None and "f != f y e" in reason and letters in reason
