@@ -42,39 +42,36 @@ generated language ``CLASS:k=K,letters=L,seed=S`` (:func:`automaton`)."""
 
 NOTE = """
 
-What the rows say. In standard blocks 17 of the 19 paper rows are at or below the trained depth (8
-before the staircases, 16 before the Walsh tables and the interpolated last level), against 19 of 19
-in attention layers. A cascade of counters is built with each block's MLP as one staircase
-(`gadgets/staircase.py`: ramps at every threshold of the prefix sum, then units gated by the exact
-letter and codes, exactly 0 or 1, with the next lookups fused in), so a level is 2 standard blocks.
-A table of two or three mod-2 counters of one level (D8's and Q8's first levels) is read in Walsh's
-basis: f(p) = sum_S c_S (-1)^(sum_S p_i) with quarter weights, the parity of a sum of counters read
-off one more ramp on the sum of their prefix sums, so that level is 2 blocks, not 3 (no joint
-one-hot). The last level, read only by the readout (whose argmax has margin 1), is decoded in ONE
-hidden layer where its float32 bound allows (`gadgets.interpolation_mlp`: the code and one-hot
-interpolated through the integers, units relu(X - j), worst-case error ~u T^3: 0.067 for a mod-2
-one-hot at T = 100, 0.34 mod 3, 8.2 at T = 512), the unembedding summing the keys' one-hots. So C2,
-C2^2 and C2^3 take 1 block, C3..C8 2 (their one-hot's bound is past 1/4), D8 and Q8 3 (2 + 1;
-trained 3 and 7), A4 3, D6 4 (its last level is mod 3), S4 5. All certified (the Walsh ramp couples
-the two prefix sums; the checker evaluates its units once per class of rows with the same sum,
-`verify/certify/contributions.py`, not once per pair). The legal Dyck stack takes 2, as SGD's; the
-gridworlds 6. The price is width: O(n T) units per counter, carried in scratch residual dims once
-unfolded (C8: 2.2M parameters at T = 100; the default's 8.6k). TransformerLens pads every block to
-the widest: 1.0x for the one- and two-block models, 1.3-1.6x for D8, Q8, A4, D6, 2.4x for S4.
-
-What is still above the trained depth, and why: Grid4 and Grid9 (6 against 2). Their first MLP
-decodes z in -T..T into sinusoidal codes of z mod M (M = 16 at T = 100) that layer 2's heads
-match bitwise, scores beta (<code, code> + lambda j) with beta ~1960 and a recency gap of
-beta lambda ~19: a code error e moves a score by ~beta 16 e, so the codes must be right within
-~3e-4. One hidden layer reading z is piecewise linear in z, and the interpolation of those codes
-(slopes up to 2, second differences up to 4 at period 2) has a worst-case float32 error of 1.0
-(`interpolation_error`, measured), and even z's own noise (1e-3) times the slope passes 3e-4; so
-the decode keeps its 4 hidden layers (exact coarse and fine steps, codes read out of a one-hot).
-The races after layer 2 might be one layer of threshold pairs (not tried): with the decode at 4
-that would give 5, not 2. For a cascade the floor of this approach is 2 blocks per level but the last: one
-hidden layer cannot give the next attention its increments within 1/(4T) (the staircase's
-worst-case error gamma_R u s R^2 passes 1/2 beyond R ~ 100 and one attention layer gives no
-coarse exact information about X to gate with)."""
+What the rows say. In standard blocks all 19 paper rows are at or below the trained depth (8 before
+the staircases, 16 before the Walsh tables and the interpolated last level, 17 before the one-hot
+gridworld), as in attention layers. A cascade of counters is built with each block's MLP as one
+staircase (`gadgets/staircase.py`: ramps at every threshold of the prefix sum, then units gated by
+the exact letter and codes, exactly 0 or 1, with the next lookups fused in), so a level is 2
+standard blocks. A table of two or three mod-2 counters of one level (D8's and Q8's first levels)
+is read in Walsh's basis: f(p) = sum_S c_S (-1)^(sum_S p_i) with quarter weights, the parity of a
+sum of counters read off one more ramp on the sum of their prefix sums, so that level is 2 blocks,
+not 3 (no joint one-hot). The last level, read only by the readout (whose argmax has margin 1), is
+decoded in ONE hidden layer where its float32 bound allows (`gadgets.interpolation_mlp`: the code
+and one-hot interpolated through the integers, units relu(X - j), worst-case error ~u T^3: 0.067
+for a mod-2 one-hot at T = 100, 0.34 mod 3, 8.2 at T = 512), the unembedding summing the keys'
+one-hots. So C2, C2^2 and C2^3 take 1 block, C3..C8 2 (their one-hot's bound is past 1/4), D8 and
+Q8 3 (2 + 1; trained 3 and 7), A4 3, D6 4 (its last level is mod 3), S4 5. All certified (the
+Walsh ramp couples the two prefix sums; the checker evaluates its units once per class of rows
+with the same sum, `verify/certify/contributions.py`, not once per pair). The legal Dyck stack
+takes 2, as SGD's. The gridworlds take 2 (`constructions/gridworld_standard.py`): MLP 1 writes a
+one-hot of the prefix sum over all 2T + 1 values (step pairs, each dim reading its own units, so
+its float32 error stays ~1e-3 where a one-hidden-layer decode into sinusoidal codes had a bound of
+1.0), the layer-2 heads match one-hot keys (gap 1, so the score tolerance is the recency step, not
+3e-4), MLP 2 takes the races in one hidden layer; it holds to T = 143 (from T = 144 the codes'
+score error passes a quarter of the recency step, and the unfolded 6-block build is taken). The
+price is width: O(n T) units per counter, carried in scratch residual dims once unfolded (C8: 2.2M
+parameters at T = 100; the default's 8.6k), heads of width 2T + 3 for the gridworlds (Grid9: 3.3M).
+TransformerLens pads every block to the widest MLP and the most heads; unfolding balances a
+standard model's MLP widths first (`unfold.balance`, benchmarks/results/tl_padding.md), so the
+export is 1.00-1.02x ours for the cyclic groups, products, scans and D8, 1.09x Q8, 1.24x the Dyck
+task, and above 1.25x where one block holds a part no move can split: A4 1.46x, D6 1.47x, S4
+1.82x, and the gridworlds 1.74x / 1.88x (one prefix-sum head in block 1 padded to block 2's 2S
+find heads)."""
 
 OTHER_NOTE = ("\n\n"
               "The trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks (ceil(log2 "
