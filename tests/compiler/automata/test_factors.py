@@ -225,6 +225,41 @@ def test_a_threshold_is_refuted_on_the_automatons_own_runs():
     assert run(w1) != run(w2) and capped(w1) == capped(w2) and w1[-5:] == w2[-5:]
 
 
+def test_a_count_under_a_factor_anchored_at_the_start_is_refuted_by_separated_pumps():
+    """LTT_{5,2} on 16 letters (seed 0): one occurrence of a 5-factor from two tells apart only after
+    the factor anchored at the start, and a shortest word ends with the counted factor, so the runs'
+    pumps count it 2 against 3.  A s B s against A s B s B s (A B a shortest word, s one letter
+    repeated) counts it 1 against 2: a proof that t = 1 fails, checked here from the words alone,
+    which the runs' and the blocks' samples miss; the search at t = 2 then gets the budget and finds
+    the description, whose table is the state after random words."""
+    from compiler.automata import factor_witnesses as fw
+    from compiler.automata.factors import class_maps
+    from compiler.automata.subregular_families import random_language
+    a = random_language("ltt", k=5, letters=16, seed=0)
+    maps, _ = class_maps(a)
+    assert fw._refuted_by_runs(maps, a.start, 6, 1) is None and fw._refuted_by_blocks(maps, a.start, 6, 1) is None
+    w1, w2 = fw.refuted(maps, a.start, 6, 1)
+
+    def run(w):
+        q = a.start
+        for c in w:
+            q = int(maps[c - 1, q])
+        return q
+
+    def factors(w):
+        x = [0] * 5 + w
+        return {tuple(x[i:i + 6]) for i in range(len(w))}
+    assert run(w1) != run(w2) and factors(w1) == factors(w2) and w1[-5:] == w2[-5:]
+    plan, why = detect(a)
+    assert plan is not None, why
+    assert (plan.k, plan.threshold, plan.layers) == (5, 2, 2)
+    table = dict(zip(plan.keys, plan.states))
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        word = [int(x) for x in rng.integers(0, a.n_symbols, int(rng.integers(1, 20)))]
+        assert table[_features(plan, word)] == a.run(word)[-1]
+
+
 def test_a_description_with_a_count_per_factor_does_not_end_the_tries():
     """Locally 4-testable on 64 letters (seed 0): one score ends with a count per anchored factor
     (32 groups, 9.4M parameters); the tries go on and take the description of 2 factors."""
