@@ -8,7 +8,8 @@ description exists, found by sampling.
   this t) exists.  :func:`refuted` samples swaps A s B s C s D / A s C s B s D and pumps of random
   words, then (:func:`_refuted_by_blocks`) the identity of Therien and Weiss for locally threshold
   testable semigroups, e x f y e z f = e z f y e x f, with blocks -- powers of short words -- for
-  its idempotents, and pumps of blocks.  Both words of a pair hold the same windows, so a pair
+  its idempotents, and pumps of blocks, and (:func:`_separated_pairs`) the runs split and pumped
+  between repetitions of one letter.  Both words of a pair hold the same windows, so a pair
   reaching different states is a proof; the rules only propose.  :func:`refuting_pairs` returns
   every such pair the samples see (the PLT detector's conflicts), and ``given`` (label, free
   feature per state) compares labels among states of one free feature.

@@ -299,6 +299,17 @@ def test_a_shared_budget_refuses_naming_its_share():
     with shared_budget(1 << 20):
         plan, why = detect(b)
     assert plan is None and "over the search's budget" in why and "1/1048576 of a detection's: shared" in why
+    assert "gave up at thresholds 1, 2, 3" in why  # every threshold that ran out, not only the last
+
+
+def test_a_refusal_names_the_proof_at_its_threshold_and_the_thresholds_over_the_budget():
+    """``_refusal``: a proof at a threshold proves every smaller one, so only the larger thresholds whose
+    searches ran out are named beside it; with none, the proof alone."""
+    from compiler.automata.factors import _refusal
+    assert _refusal("the class words x", 3, [1, 2], 10) == "the class words x"
+    why = _refusal("the class words x", 1, [2, 3], 10)
+    assert why.startswith("gave up at thresholds 2, 3 over the search's budget (10 work units")
+    assert why.endswith("; at threshold 1: the class words x")
 
 
 def test_the_budget_counts_a_fixed_cost_per_closure_computed_and_the_rows_of_one_kept():
