@@ -211,18 +211,23 @@ def test_a_threshold_is_refuted_on_the_automatons_own_runs():
     maps, _ = class_maps(a)
     pair = refuted(maps, a.start, 6, 1)
     assert pair is not None and refuted(maps, a.start, 6, 2) is None
-    w1, w2 = pair
+    _assert_refutes_threshold_1(maps, a.start, pair)
 
+
+def _assert_refutes_threshold_1(maps: np.ndarray, q0: int, pair: tuple[list[int], list[int]]) -> None:
+    """``pair`` is a proof that no description with k = 6, t = 1 exists, from the words alone: the same
+    last 5 class codes, the same set of 6-factors of the padded text, different states from q0."""
     def run(w):
-        q = a.start
+        q = q0
         for c in w:
             q = int(maps[c - 1, q])
         return q
 
-    def capped(w):
+    def factors(w):
         x = [0] * 5 + w
-        return {f: 1 for f in (tuple(x[i:i + 6]) for i in range(len(w)))}
-    assert run(w1) != run(w2) and capped(w1) == capped(w2) and w1[-5:] == w2[-5:]
+        return {tuple(x[i:i + 6]) for i in range(len(w))}
+    w1, w2 = pair
+    assert run(w1) != run(w2) and factors(w1) == factors(w2) and w1[-5:] == w2[-5:]
 
 
 def test_a_count_under_a_factor_anchored_at_the_start_is_refuted_by_separated_pumps():
@@ -238,18 +243,9 @@ def test_a_count_under_a_factor_anchored_at_the_start_is_refuted_by_separated_pu
     a = random_language("ltt", k=5, letters=16, seed=0)
     maps, _ = class_maps(a)
     assert fw._refuted_by_runs(maps, a.start, 6, 1) is None and fw._refuted_by_blocks(maps, a.start, 6, 1) is None
-    w1, w2 = fw.refuted(maps, a.start, 6, 1)
-
-    def run(w):
-        q = a.start
-        for c in w:
-            q = int(maps[c - 1, q])
-        return q
-
-    def factors(w):
-        x = [0] * 5 + w
-        return {tuple(x[i:i + 6]) for i in range(len(w))}
-    assert run(w1) != run(w2) and factors(w1) == factors(w2) and w1[-5:] == w2[-5:]
+    pair = fw.refuted(maps, a.start, 6, 1)
+    assert pair is not None
+    _assert_refutes_threshold_1(maps, a.start, pair)
     plan, why = detect(a)
     assert plan is not None, why
     assert (plan.k, plan.threshold, plan.layers) == (5, 2, 2)
