@@ -8,13 +8,16 @@ description exists, found by sampling.
   this t) exists.  :func:`refuted` samples swaps A s B s C s D / A s C s B s D and pumps of random
   words, then (:func:`_refuted_by_blocks`) the identity of Therien and Weiss for locally threshold
   testable semigroups, e x f y e z f = e z f y e x f, with blocks -- powers of short words -- for
-  its idempotents, and pumps of blocks.  Both words of a pair hold the same windows, so a pair
+  its idempotents, and pumps of blocks, and (:func:`_separated_pairs`) the runs split and pumped
+  between repetitions of one letter.  Both words of a pair hold the same windows, so a pair
   reaching different states is a proof; the rules only propose.  :func:`refuting_pairs` returns
   every such pair the samples see (the PLT detector's conflicts), and ``given`` (label, free
   feature per state) compares labels among states of one free feature.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -80,7 +83,8 @@ def refuted(maps: np.ndarray, q0: int, k: int, threshold: int | None,
             w1, w2 = A + s_ + (B + s_) * threshold + D, A + s_ + (B + s_) * (threshold + 1) + D
         if _differ(np.array([[_run(maps, q0, w1), _run(maps, q0, w2)]]), given)[0]:
             return w1, w2
-    return _refuted_by_runs(maps, q0, k, threshold, given) or _refuted_by_blocks(maps, q0, k, threshold, given)
+    return _refuted_by_runs(maps, q0, k, threshold, given) or _refuted_by_blocks(maps, q0, k, threshold, given) \
+        or _first_differing(maps, q0, _separated_pairs(maps, q0, k, threshold), given)
 
 
 def shortest_words(maps: np.ndarray, q0: int) -> list[list[int]]:
@@ -131,6 +135,37 @@ def _run_pairs(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> list
             w = w * -(-(k - 1) // len(w))
             s = w[len(w) - (k - 1):]
             pairs.append((s + w * threshold, s + w * (threshold + 1)))
+    return pairs
+
+
+SEPARATED = 1 << 14
+"""Most word pairs :func:`_separated_pairs` runs (shortest words x splits x letter classes, sampled above it:
+about 0.1 CPU s)."""
+
+
+def _separated_pairs(maps: np.ndarray, q0: int, k: int, threshold: int | None) -> list[tuple[list[int], list[int]]]:
+    """For A B a shortest word to a state (B not empty) and s = c^(k-1) for a letter class c,
+    A s (B s)^t against A s (B s)^(t+1): every k-factor that ends in a block B s reads the k - 1
+    letters s before it, so each occurs at least t times in both and the rest equally often (a
+    proof, as :func:`_run_pairs`').  Where B is as short as a factor counted twice (the word to the
+    state where it occurred once), :func:`_run_pairs`' s, a suffix of B, already holds it: its pair
+    counts it t + 1 against t + 2, this one t against t + 1; and A keeps what the run read first
+    (a factor anchored at the start under which the count matters).  At most :data:`SEPARATED`
+    pairs (a fixed sample of the (word, split, class) triples above it); none without a threshold."""
+    if threshold is None:
+        return []
+    words = shortest_words(maps, q0)
+    triples = [(u, i) for u in words for i in range(len(u))]
+    n_cls = maps.shape[0]
+    picks: Iterable[int] = range(len(triples) * n_cls)
+    if len(triples) * n_cls > SEPARATED:
+        picks = np.sort(np.random.default_rng(k * 13 + threshold).choice(len(triples) * n_cls, SEPARATED,
+                                                                             replace=False)).tolist()
+    pairs = []
+    for j in picks:
+        (u, i), s = triples[j // n_cls], [j % n_cls + 1] * (k - 1)
+        A, B = u[:i], u[i:]
+        pairs.append((A + s + (B + s) * threshold, A + s + (B + s) * (threshold + 1)))
     return pairs
 
 

@@ -40,7 +40,9 @@ k-factor) the automaton is not in LTT_{k,t}:
 the two words are the refusal's witness, as are the sampled swaps and pumps of :func:`~.factor_witnesses.refuted`
 (random words, the automaton's own runs pumped, then blocks: powers of short words, most of them
 the powers that keep the most states apart -- a balanced block keeps a stack's level, so a stack
-is refused in tens of milliseconds instead of the search's budget).
+is refused in tens of milliseconds instead of the search's budget -- and the runs split and
+pumped between repetitions of one letter, which count a factor t against t + 1 where a run's own
+pump counts it t + 1 against t + 2: a threshold-2 language is refused at t = 1 before its search).
 Then unneeded factors and windows are dropped, groups merged and factors shortened while the
 closure stays a function.  The rules only propose; every candidate is checked by a closure.
 
@@ -522,20 +524,19 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
     pair = refuted(maps, a.start, k, None)
     if pair is not None:
         return None, f"{name} is not locally threshold testable with k <= {k}: {witness(pair, k, None)}"
-    why, work, memo = "", [0], _Memo()
+    why, proved, over, work, memo = "", 0, [], [0], _Memo()  # the last proof and its threshold; thresholds over budget
     for t in range(1, max_threshold + 1):
         pair = refuted(maps, a.start, k, t)
         if pair is not None:
-            why = witness(pair, k, t)
+            why, proved = witness(pair, k, t), t
             continue
         try:
             s, reason = _tries(maps, a.start, k, t, work, budget, memo)
         except TooBig:
-            why = f"gave up at threshold {t} over the search's budget ({budget:,} work units{share_text()}, " \
-                  f"{MAX_PATTERNS} patterns)"
+            over.append(t)
             continue
         if s is None:
-            why = reason
+            why, proved = reason, t
             continue
         if not s.factors:
             return None, f"{name} is definite: its last {k - 1} letters decide the state (no factor counts)"
@@ -544,4 +545,15 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         s.work[0], s.limit = 0, MAX_WORK  # the final closure is the proof: it runs whatever the search spent
         plan = _plan(a, s, classes)
         return plan, (f"locally {'threshold ' * (t > 1)}testable with k = {plan.k}" + (f", t = {t}" if t > 1 else ""))
-    return None, f"{name} is not locally threshold testable with k <= {max_k}, t <= {max_threshold}: {why}"
+    return None, f"{name} is not locally threshold testable with k <= {max_k}, t <= {max_threshold}: " + \
+        _refusal(why, proved, over, budget)
+
+
+def _refusal(why: str, proved: int, over: list[int], budget: int) -> str:
+    """Why no threshold has a description: the proof at the largest threshold refuted (two words with equal
+    counts capped at t have them equal capped at every smaller threshold), and the thresholds above it
+    whose searches ran out of the budget (one budget for all: an earlier one may have spent it)."""
+    over = [t for t in over if t > proved]
+    gave_up = f"gave up at threshold{'s' * (len(over) > 1)} {', '.join(map(str, over))} over the search's budget " \
+              f"({budget:,} work units{share_text()}, {MAX_PATTERNS} patterns)" if over else ""
+    return "; ".join(x for x in (gave_up, f"at threshold {proved}: {why}" if why and over else why) if x)

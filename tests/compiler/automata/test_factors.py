@@ -211,18 +211,49 @@ def test_a_threshold_is_refuted_on_the_automatons_own_runs():
     maps, _ = class_maps(a)
     pair = refuted(maps, a.start, 6, 1)
     assert pair is not None and refuted(maps, a.start, 6, 2) is None
-    w1, w2 = pair
+    _assert_refutes_threshold_1(maps, a.start, pair)
 
+
+def _assert_refutes_threshold_1(maps: np.ndarray, q0: int, pair: tuple[list[int], list[int]]) -> None:
+    """``pair`` is a proof that no description with k = 6, t = 1 exists, from the words alone: the same
+    last 5 class codes, the same set of 6-factors of the padded text, different states from q0."""
     def run(w):
-        q = a.start
+        q = q0
         for c in w:
             q = int(maps[c - 1, q])
         return q
 
-    def capped(w):
+    def factors(w):
         x = [0] * 5 + w
-        return {f: 1 for f in (tuple(x[i:i + 6]) for i in range(len(w)))}
-    assert run(w1) != run(w2) and capped(w1) == capped(w2) and w1[-5:] == w2[-5:]
+        return {tuple(x[i:i + 6]) for i in range(len(w))}
+    w1, w2 = pair
+    assert run(w1) != run(w2) and factors(w1) == factors(w2) and w1[-5:] == w2[-5:]
+
+
+def test_a_count_under_a_factor_anchored_at_the_start_is_refuted_by_separated_pumps():
+    """LTT_{5,2} on 16 letters (seed 0): one occurrence of a 5-factor from two tells apart only after
+    the factor anchored at the start, and a shortest word ends with the counted factor, so the runs'
+    pumps count it 2 against 3.  A s B s against A s B s B s (A B a shortest word, s one letter
+    repeated) counts it 1 against 2: a proof that t = 1 fails, checked here from the words alone,
+    which the runs' and the blocks' samples miss; the search at t = 2 then gets the budget and finds
+    the description, whose table is the state after random words."""
+    from compiler.automata import factor_witnesses as fw
+    from compiler.automata.factors import class_maps
+    from compiler.automata.subregular_families import random_language
+    a = random_language("ltt", k=5, letters=16, seed=0)
+    maps, _ = class_maps(a)
+    assert fw._refuted_by_runs(maps, a.start, 6, 1) is None and fw._refuted_by_blocks(maps, a.start, 6, 1) is None
+    pair = fw.refuted(maps, a.start, 6, 1)
+    assert pair is not None
+    _assert_refutes_threshold_1(maps, a.start, pair)
+    plan, why = detect(a)
+    assert plan is not None, why
+    assert (plan.k, plan.threshold, plan.layers) == (5, 2, 2)
+    table = dict(zip(plan.keys, plan.states))
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        word = [int(x) for x in rng.integers(0, a.n_symbols, int(rng.integers(1, 20)))]
+        assert table[_features(plan, word)] == a.run(word)[-1]
 
 
 def test_a_description_with_a_count_per_factor_does_not_end_the_tries():
@@ -264,6 +295,17 @@ def test_a_shared_budget_refuses_naming_its_share():
     with shared_budget(1 << 20):
         plan, why = detect(b)
     assert plan is None and "over the search's budget" in why and "1/1048576 of a detection's: shared" in why
+    assert "gave up at thresholds 1, 2, 3" in why  # every threshold that ran out, not only the last
+
+
+def test_a_refusal_names_the_proof_at_its_threshold_and_the_thresholds_over_the_budget():
+    """``_refusal``: a proof at a threshold proves every smaller one, so only the larger thresholds whose
+    searches ran out are named beside it; with none, the proof alone."""
+    from compiler.automata.factors import _refusal
+    assert _refusal("the class words x", 3, [1, 2], 10) == "the class words x"
+    why = _refusal("the class words x", 1, [2, 3], 10)
+    assert why.startswith("gave up at thresholds 2, 3 over the search's budget (10 work units")
+    assert why.endswith("; at threshold 1: the class words x")
 
 
 def test_the_budget_counts_a_fixed_cost_per_closure_computed_and_the_rows_of_one_kept():
