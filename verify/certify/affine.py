@@ -5,7 +5,7 @@ weight checker's one evaluation rule for lookups, steps and their parts)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -70,12 +70,20 @@ class Coefficients:
         """Coefficients held as the dense array A."""
         return Coefficients(np.zeros(0, dtype=np.int64), np.zeros((0, 0)), dense, dense.shape[2])
 
-    def times(self, W: np.ndarray) -> "Coefficients | Outer":
-        """A @ W (each entry one product while compact, as the dense sum over its one nonzero term)."""
+    def times(self, W: np.ndarray, memo: dict[bytes, tuple] | None = None) -> "Coefficients | Outer":
+        """A @ W (each entry one product while compact, as the dense sum over its one nonzero term).
+        ``memo``: where the row each input reaches and its number of units are kept, by ``at``
+        (the same for every chunk of rows a layer sees)."""
         if self.dense is not None:
             return Coefficients.of(_times(self.dense, W))
-        rows = W[np.maximum(self.at, 0)] * (self.at >= 0)[:, None]  # [inputs, k]: the row each input reaches
-        reach = np.count_nonzero(rows, axis=1)
+        key = self.at.tobytes()
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            rows = W[np.maximum(self.at, 0)] * (self.at >= 0)[:, None]  # [inputs, k]: the row each input reaches
+            found = (rows, np.count_nonzero(rows, axis=1))
+            if memo is not None:
+                memo[key] = found
+        rows, reach = found
         if reach.max(initial=0) <= 1:
             at = np.where(reach == 1, np.argmax(rows != 0, axis=1), -1) if W.shape[1] else np.full(len(rows), -1)
             c = self.c * rows[np.arange(len(at)), np.maximum(at, 0)] * (at >= 0)
@@ -86,9 +94,13 @@ class Coefficients:
         """sum_inputs rl[i] |A[:, i, :]| ([N, units])."""
         if self.dense is not None:
             return np.asarray(np.matmul(rl, np.abs(self.dense)))
-        P = np.zeros((len(self.at), self.units))
-        P[np.flatnonzero(self.at >= 0), self.at[self.at >= 0]] = 1.0
-        return np.asarray((np.abs(self.c) * rl) @ P)
+        ok = np.flatnonzero(self.at >= 0)
+        order = ok[np.argsort(self.at[ok], kind="stable")]  # by unit, then input: each unit's terms summed alone
+        units, starts = np.unique(self.at[order], return_index=True)
+        out = np.zeros((len(self.c), self.units))
+        if len(order):
+            out[:, units] = np.add.reduceat((np.abs(self.c) * rl)[:, order], starts, axis=1)
+        return out
 
     def masked(self, on: np.ndarray) -> "Coefficients":
         """A with the units off (``on`` [N, units] False) zeroed."""
@@ -115,8 +127,8 @@ class Outer:
         """A as the dense array [N, inputs, units]."""
         return self.c[:, :, None] * (self.rows[None] * self.keep[:, None, :])
 
-    def times(self, W: np.ndarray) -> Coefficients:
-        """A @ W, over the units some row keeps."""
+    def times(self, W: np.ndarray, memo: dict[bytes, tuple] | None = None) -> Coefficients:
+        """A @ W, over the units some row keeps (``memo`` unused: the kept units vary by chunk)."""
         kept = np.flatnonzero(self.keep.any(0))
         part = self.c[:, :, None] * (self.rows[None, :, kept] * self.keep[:, None, kept])
         return Coefficients.of(_times(part, W[kept]))
@@ -144,7 +156,8 @@ class Layer:
     (:func:`_single_power_of_two`), the weights' and bias's quanta (:func:`_weight_grid`), and,
     where W is sparse (:data:`SPARSE_BELOW`), its nonzeros ordered by column (``gather``: their
     rows, columns, each column's first and the columns that have any) so that :meth:`dot` sums
-    those terms alone: a term left out is an exact zero, which adds nothing to a float sum."""
+    those terms alone: a term left out is an exact zero, which adds nothing to a float sum; and
+    ``memo``, what a compact form's product with W needs (:meth:`Coefficients.times`)."""
 
     W: np.ndarray
     b: np.ndarray
@@ -154,6 +167,7 @@ class Layer:
     qw: np.ndarray
     qb: np.ndarray
     gather: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
+    memo: dict[bytes, tuple] = field(default_factory=dict)
 
     def dot(self, x: np.ndarray, M: np.ndarray) -> np.ndarray:
         """x @ M for M one of W, |W| or the 0/1 pattern (the same nonzeros)."""
@@ -229,7 +243,7 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     A, nu, exact, rho = _snap(h, np.broadcast_to(r, x.shape), A, nu, exact, p)  # rho: each input's error bound
     for i, L in enumerate(layers):
         z = L.dot(h, L.W) + L.b
-        Az = A.times(L.W)
+        Az = A.times(L.W, L.memo)
         size = L.dot(np.abs(h) + rho, L.abs_w) + np.abs(L.b)
         delta = _grid(h, exact, L.qw, L.qb)
         integral = size < 2.0**p * delta
