@@ -5,7 +5,7 @@ weight checker's one evaluation rule for lookups, steps and their parts)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,6 +16,13 @@ BLAS_ABOVE = 1 << 27
 """Multiply-adds above which a dense error-coefficient product goes through BLAS (a wide
 staircase's layers), not einsum (whose loops are the faster for the small products of most MLPs,
 and a threaded BLAS stalls on a busy machine)."""
+
+
+def _product(x: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """x @ M ([N, n] x [n, k]): by einsum up to :data:`BLAS_ABOVE` multiply-adds, else BLAS."""
+    if x.size * M.shape[1] <= BLAS_ABOVE:
+        return np.einsum("Nn,nk->Nk", x, M)
+    return np.asarray(x @ M)
 
 
 def _times(A: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -45,7 +52,8 @@ class Coefficients:
     reaches one unit at most (an input's own unit; a box read through an identity layer), they are
     kept as that unit (``at``, -1: none) and its coefficient per row (``c`` [N, inputs]): the same
     numbers without the zeros, whose products and sums :func:`affine` would otherwise run over
-    every (input, unit) pair.  Otherwise ``dense`` holds A."""
+    every (input, unit) pair.  Otherwise ``dense`` holds A, or, just past such a form, its factors
+    (:class:`Outer`)."""
 
     at: np.ndarray
     c: np.ndarray
@@ -62,25 +70,37 @@ class Coefficients:
         """Coefficients held as the dense array A."""
         return Coefficients(np.zeros(0, dtype=np.int64), np.zeros((0, 0)), dense, dense.shape[2])
 
-    def times(self, W: np.ndarray) -> "Coefficients":
-        """A @ W (each entry one product while compact, as the dense sum over its one nonzero term)."""
+    def times(self, W: np.ndarray, memo: dict[bytes, tuple] | None = None) -> "Coefficients | Outer":
+        """A @ W (each entry one product while compact, as the dense sum over its one nonzero term).
+        ``memo``: where the row each input reaches and its number of units are kept, by ``at``
+        (the same for every chunk of rows a layer sees)."""
         if self.dense is not None:
             return Coefficients.of(_times(self.dense, W))
-        rows = W[np.maximum(self.at, 0)] * (self.at >= 0)[:, None]  # [inputs, k]: the row each input reaches
-        reach = np.count_nonzero(rows, axis=1)
+        key = self.at.tobytes()
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            rows = W[np.maximum(self.at, 0)] * (self.at >= 0)[:, None]  # [inputs, k]: the row each input reaches
+            found = (rows, np.count_nonzero(rows, axis=1))
+            if memo is not None:
+                memo[key] = found
+        rows, reach = found
         if reach.max(initial=0) <= 1:
             at = np.where(reach == 1, np.argmax(rows != 0, axis=1), -1) if W.shape[1] else np.full(len(rows), -1)
             c = self.c * rows[np.arange(len(at)), np.maximum(at, 0)] * (at >= 0)
             return Coefficients(at, c, None, W.shape[1])
-        return Coefficients.of(self.c[:, :, None] * rows[None])
+        return Outer(self.c, rows, np.ones((len(self.c), W.shape[1]), dtype=bool))
 
     def weighted(self, rl: np.ndarray) -> np.ndarray:
         """sum_inputs rl[i] |A[:, i, :]| ([N, units])."""
         if self.dense is not None:
             return np.asarray(np.matmul(rl, np.abs(self.dense)))
-        P = np.zeros((len(self.at), self.units))
-        P[np.flatnonzero(self.at >= 0), self.at[self.at >= 0]] = 1.0
-        return np.asarray((np.abs(self.c) * rl) @ P)
+        ok = np.flatnonzero(self.at >= 0)
+        order = ok[np.argsort(self.at[ok], kind="stable")]  # by unit, then input: each unit's terms summed alone
+        units, starts = np.unique(self.at[order], return_index=True)
+        out = np.zeros((len(self.c), self.units))
+        if len(order):
+            out[:, units] = np.add.reduceat((np.abs(self.c) * rl)[:, order], starts, axis=1)
+        return out
 
     def masked(self, on: np.ndarray) -> "Coefficients":
         """A with the units off (``on`` [N, units] False) zeroed."""
@@ -89,15 +109,102 @@ class Coefficients:
         return Coefficients(self.at, self.c * (on[:, np.maximum(self.at, 0)] & (self.at >= 0)[None]), None, self.units)
 
 
+@dataclass(frozen=True)
+class Outer:
+    """Coefficients A [N, inputs, units] held as factors, A[n, i, k] = c[n, i] rows[i, k] keep[n, k]:
+    the compact form (each input reaching one unit, with coefficient c) times a layer where it
+    reaches several (``rows``, each input's unit's weights), masked (``keep``).  The same numbers
+    as the dense array, whose weighted sums and masks cost [N, units] here instead of [N, inputs,
+    units] (a lookup's 82 decodes times its 2438 key units), and a product runs over the units some
+    row keeps alone (after the ReLU a few per row): the others' coefficients are exact zeros."""
+
+    c: np.ndarray
+    rows: np.ndarray
+    keep: np.ndarray
+
+    @property
+    def dense(self) -> np.ndarray:
+        """A as the dense array [N, inputs, units]."""
+        return self.c[:, :, None] * (self.rows[None] * self.keep[:, None, :])
+
+    def times(self, W: np.ndarray, memo: dict[bytes, tuple] | None = None) -> Coefficients:
+        """A @ W, over the units some row keeps (``memo`` unused: the kept units vary by chunk)."""
+        kept = np.flatnonzero(self.keep.any(0))
+        part = self.c[:, :, None] * (self.rows[None, :, kept] * self.keep[:, None, kept])
+        return Coefficients.of(_times(part, W[kept]))
+
+    def weighted(self, rl: np.ndarray) -> np.ndarray:
+        """sum_inputs rl[i] |A[:, i, :]| ([N, units]): (rl |c|) @ |rows|, masked."""
+        return _product(np.abs(self.c) * rl, np.abs(self.rows)) * self.keep
+
+    def masked(self, on: np.ndarray) -> "Outer":
+        """A with the units off (``on`` [N, units] False) zeroed."""
+        return Outer(self.c, self.rows, self.keep & on)
+
+
+SPARSE_BELOW = 1 / 8
+"""Fraction of nonzero weights below which a layer's products go over its nonzeros alone
+(:class:`Layer`): a gathered term costs a few times a dense multiply-add, so the gather pays
+once most terms are zeros -- the same cut as :func:`_times` (a lookup's one-hot output layer
+has one nonzero per row: 1 in 854)."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer's weights as :func:`affine` reads them, computed once for all its calls: W and
+    b, |W| and W's nonzero pattern as 0/1 (its sums count terms), the units that round once
+    (:func:`_single_power_of_two`), the weights' and bias's quanta (:func:`_weight_grid`), and,
+    where W is sparse (:data:`SPARSE_BELOW`), its nonzeros ordered by column (``gather``: their
+    rows, columns, each column's first and the columns that have any) so that :meth:`dot` sums
+    those terms alone: a term left out is an exact zero, which adds nothing to a float sum; and
+    ``memo``, what a compact form's product with W needs (:meth:`Coefficients.times`)."""
+
+    W: np.ndarray
+    b: np.ndarray
+    abs_w: np.ndarray
+    nonzero: np.ndarray
+    single: np.ndarray
+    qw: np.ndarray
+    qb: np.ndarray
+    gather: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
+    memo: dict[bytes, tuple] = field(default_factory=dict)
+
+    def dot(self, x: np.ndarray, M: np.ndarray) -> np.ndarray:
+        """x @ M for M one of W, |W| or the 0/1 pattern (the same nonzeros)."""
+        if self.gather is None:
+            return _product(x, M)
+        rows, cols, starts, present = self.gather
+        out = np.zeros((len(x), M.shape[1]))
+        if len(rows):
+            out[:, present] = np.add.reduceat(x[:, rows] * M[rows, cols], starts, axis=1)
+        return out
+
+
+def prepared(weights: list[np.ndarray], biases: list[np.ndarray], p: int) -> list[Layer]:
+    """Each layer's :class:`Layer`, for :func:`affine`."""
+    out = []
+    for W, b in zip(weights, biases):
+        nonzero = W != 0
+        gather = None
+        if np.count_nonzero(nonzero) < SPARSE_BELOW * W.size:
+            cols, rows = np.nonzero(nonzero.T)  # by column, then row
+            present, starts = np.unique(cols, return_index=True)
+            gather = (rows, cols, starts, present)
+        out.append(Layer(W, b, np.abs(W), nonzero.astype(np.float64), _single_power_of_two(W, b, p),
+                         *_weight_grid(W, b), gather))
+    return out
+
+
 def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
-            u: float, p: int) -> tuple[np.ndarray, np.ndarray]:
+           u: float, p: int, layers: list[Layer] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Evaluate a ReLU network on clean inputs ``x`` [N, n] whose errors are at most ``r`` [n].
 
     Returns the clean output [N, k] and its error bound [N, k]: sum_n |A[k, n]| r[n] for A the
     output's coefficients on the input errors (exact while every unit's sign is fixed), plus an
     independent bound (rounding, and the whole possible deviation of units whose sign the error
     could flip).  Only the inputs with an error (r > 0) get coefficients, kept as [N, inputs,
-    units] (:class:`Coefficients`) so each layer's update is one matrix product.
+    units] (:class:`Coefficients`) so each layer's update is one matrix product.  ``layers``:
+    the weights :func:`prepared` once for many calls (computed here when not given).
 
     Exact integers: a unit whose inputs are exactly known integers, whose weights and bias are
     integers and whose terms' magnitudes sum below 2^p computes its integer exactly (every
@@ -126,34 +233,32 @@ def affine(x: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list
     unit whose noisy terms all have clean input 0 and whose clean value is not 0 is exact when
     those terms (with their roundings) stay below 2^-(p+1) delta -- the float snapping lemma
     (``state.snaps``) for an MLP unit, the composition gadget's claim (:func:`_absorbed`)."""
-    single = _single_power_of_two(weights, biases, p)
-    grids = [_weight_grid(W, b) for W, b in zip(weights, biases)]
+    layers = layers or prepared(weights, biases, p)
     h = x
     live = np.flatnonzero(r)
     rl = r[live]
-    A = Coefficients.inputs(x.shape[0], live, x.shape[1])
+    A: Coefficients | Outer = Coefficients.inputs(x.shape[0], live, x.shape[1])
     nu = np.zeros_like(x)
     exact = (r[None, :] == 0) & _fits(x, p)
     A, nu, exact, rho = _snap(h, np.broadcast_to(r, x.shape), A, nu, exact, p)  # rho: each input's error bound
-    for i, (W, b) in enumerate(zip(weights, biases)):
-        z = h @ W + b
-        Az = A.times(W)
-        size = (np.abs(h) + rho) @ np.abs(W) + np.abs(b)
-        delta = _grid(h, exact, *grids[i])
+    for i, L in enumerate(layers):
+        z = L.dot(h, L.W) + L.b
+        Az = A.times(L.W, L.memo)
+        size = L.dot(np.abs(h) + rho, L.abs_w) + np.abs(L.b)
+        delta = _grid(h, exact, L.qw, L.qb)
         integral = size < 2.0**p * delta
-        nonzero = (W != 0).astype(np.float64)
-        inexact_terms = (~exact).astype(np.float64) @ nonzero
-        live_terms = (~(exact & (h == 0))).astype(np.float64) @ nonzero  # exact zeros add nothing
+        inexact_terms = L.dot((~exact).astype(np.float64), L.nonzero)
+        live_terms = L.dot((~(exact & (h == 0))).astype(np.float64), L.nonzero)  # exact zeros add nothing
         one = (inexact_terms == 1) & integral  # one noisy term among integers: 4 u, not gamma_n
         rounding = np.where(one, 4 * u, gamma(live_terms + 1, u)) * size
         ein = Az.weighted(rl)
-        carried = nu @ np.abs(W)
-        rounding = np.where(single[i][None], np.minimum(rounding, u * (np.abs(z) + ein + carried)), rounding)
-        exact = ((inexact_terms == 0) & integral) | _absorbed(z, h, rho, exact, W, delta, size, live_terms, u, p)
+        carried = L.dot(nu, L.abs_w)
+        rounding = np.where(L.single[None], np.minimum(rounding, u * (np.abs(z) + ein + carried)), rounding)
+        exact = ((inexact_terms == 0) & integral) | _absorbed(z, h, rho, exact, L, delta, size, live_terms, u, p)
         Az = Az.masked(~exact)
         nz = np.where(exact, 0.0, carried + rounding)
         err = np.where(exact, 0.0, ein + nz)
-        if i == len(weights) - 1:
+        if i == len(layers) - 1:
             return z, err
         on = z > 0
         flip = (err >= np.abs(z)) & ~exact
@@ -198,8 +303,8 @@ def _grid(h: np.ndarray, exact: np.ndarray, qw: np.ndarray, qb: np.ndarray) -> n
     return np.minimum(terms, qb[None])
 
 
-def _snap(h: np.ndarray, rho: np.ndarray, A: Coefficients, nu: np.ndarray, exact: np.ndarray,
-          p: int) -> tuple[Coefficients, np.ndarray, np.ndarray, np.ndarray]:
+def _snap(h: np.ndarray, rho: np.ndarray, A: "Coefficients | Outer", nu: np.ndarray, exact: np.ndarray,
+          p: int) -> tuple["Coefficients | Outer", np.ndarray, np.ndarray, np.ndarray]:
     """Values that are their clean code (:func:`affine`, snapped): c != 0 a float of p bits
     (c 2^(p - e) an integer for |c| in [2^(e-1), 2^e)) within an error bound ``rho`` below
     2^(e - 1 - p), the distance to c's nearest other float (toward zero at a power of two):
@@ -212,30 +317,26 @@ def _snap(h: np.ndarray, rho: np.ndarray, A: Coefficients, nu: np.ndarray, exact
     return A.masked(~snap), np.where(snap, 0.0, nu), exact | snap, np.where(snap, 0.0, rho)
 
 
-def _absorbed(z: np.ndarray, h: np.ndarray, rho: np.ndarray, exact: np.ndarray, W: np.ndarray, delta: np.ndarray,
+def _absorbed(z: np.ndarray, h: np.ndarray, rho: np.ndarray, exact: np.ndarray, L: Layer, delta: np.ndarray,
               size: np.ndarray, live_terms: np.ndarray, u: float, p: int) -> np.ndarray:
     """Units that compute their clean value z exactly though some inputs are noisy (:func:`affine`,
     absorbed): every noisy input's clean value is 0, so z is the exact terms' sum, a nonzero
     multiple of ``delta``; their terms' bound (each product and sum rounded: a factor (1 + u) per
     term) is the noise of ``state.snaps``."""
     noisy = ~exact
-    clean_zero = (noisy & (h != 0)).astype(np.float64) @ (W != 0).astype(np.float64) == 0
-    small = (np.where(noisy, rho, 0.0) @ np.abs(W)) * (1 + u) ** (live_terms + 2)
+    clean_zero = L.dot((noisy & (h != 0)).astype(np.float64), L.nonzero) == 0
+    small = L.dot(np.where(noisy, rho, 0.0), L.abs_w) * (1 + u) ** (live_terms + 2)
     finite = np.isfinite(delta)
     snapped = (small < 2.0 ** -(p + 1) * np.where(finite, delta, 0.0)) & (size < 2.0**p * delta)
     return clean_zero & (z != 0) & finite & snapped
 
 
-def _single_power_of_two(
-weights: list[np.ndarray], biases: list[np.ndarray], p: int) -> list[np.ndarray]:
-    """Per layer, the units that round once (:func:`affine`): one nonzero weight, a power of two
-    2^j with 0 <= j (its product is exact), and an integer bias below 2^p (exact in the dtype)."""
-    out = []
-    for W, b in zip(weights, biases):
-        mant, _ = np.frexp(np.abs(W))
-        ok = (np.count_nonzero(W, axis=0) == 1) & np.all((W == 0) | ((mant == 0.5) & (np.abs(W) >= 1)), axis=0)
-        out.append(ok & (np.round(b) == b) & (np.abs(b) < 2.0**p))
-    return out
+def _single_power_of_two(W: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
+    """The units that round once (:func:`affine`): one nonzero weight, a power of two 2^j with
+    0 <= j (its product is exact), and an integer bias below 2^p (exact in the dtype)."""
+    mant, _ = np.frexp(np.abs(W))
+    ok = (np.count_nonzero(W, axis=0) == 1) & np.all((W == 0) | ((mant == 0.5) & (np.abs(W) >= 1)), axis=0)
+    return ok & (np.round(b) == b) & (np.abs(b) < 2.0**p)
 
 
 def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
@@ -244,8 +345,9 @@ def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray
     coefficients): the outputs ``out`` of each row and their error bounds, [rows, len(out)] each."""
     z_out, err_out = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
     step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * np.count_nonzero(r)))
+    layers = prepared(weights, biases, m.p)
     for lo in range(0, len(X), step):
         sl = slice(lo, lo + step)
-        z, err = affine(X[sl], r, weights, biases, m.u, m.p)
+        z, err = affine(X[sl], r, weights, biases, m.u, m.p, layers)
         z_out[sl], err_out[sl] = z[:, out], err[:, out]
     return z_out, err_out

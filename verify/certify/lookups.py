@@ -15,8 +15,8 @@ from constructions.obligations import Joint, Lookup, Modular, Round, Steps
 
 from .affine import affine_rows, on_grid
 from .contributions import contributions
-from .state import (COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, State, Model,
-                    first_positions, gamma, get_code, half_gaps, product_rows, put_code)
+from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, ROW_FLOAT_BUDGET,
+                    State, Model, first_positions, gamma, get_code, half_gaps, product_rows, put_code)
 from .scores import feasible
 
 
@@ -181,14 +181,27 @@ def _read(steps: tuple[Lookup | Modular | Round, ...]) -> list[str]:
 
 
 Keep = Callable[[dict[str, np.ndarray], int], np.ndarray]
+"""Which rows of declared values (name -> [N, dims]) the program can produce (:func:`jointly`)."""
 Split = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]
 """(rows describing each checked case, the declared outputs, the network's outputs, their error
 bounds, the names the rows describe): one way of checking an MLP, :func:`_joint` or a cut of
 :func:`_split`."""
-"""Which rows of declared values (name -> [N, dims]) the program can produce (:func:`jointly`)."""
 
 SPLIT_ABOVE = 20_000
-"""Code combinations above which an MLP is checked group by group (:func:`_split`)..."""
+"""Code combinations above which an MLP is checked group by group (:func:`_split`)."""
+
+
+def _within(n: int, width: int) -> bool:
+    """Whether ``n`` combinations, each checked on ``width`` written dims, are within the budgets:
+    :data:`COMBINATION_BUDGET` combinations and :data:`ROW_FLOAT_BUDGET` floats per array of them."""
+    return n <= COMBINATION_BUDGET and n * width <= ROW_FLOAT_BUDGET
+
+
+def _budgets(width: int) -> str:
+    """The budgets :func:`_within` applies, in words, for a refusal."""
+    return (f"the budget {min(COMBINATION_BUDGET, ROW_FLOAT_BUDGET // max(1, width)):,} (COMBINATION_BUDGET "
+            f"{COMBINATION_BUDGET:,}; ROW_FLOAT_BUDGET {ROW_FLOAT_BUDGET:,} floats over {width} written dims)")
+
 
 def _member(rows: np.ndarray, combos: np.ndarray) -> np.ndarray:
     """Which ``rows`` are one of ``combos`` (rows of the same width)."""
@@ -289,10 +302,10 @@ def _split(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[
             break
     if not cuts:
         return None
-    within = sorted((c for c in cuts if c[0] <= COMBINATION_BUDGET), key=lambda c: (c[0], c[1]))
+    within = sorted((c for c in cuts if _within(c[0], len(out))), key=lambda c: (c[0], c[1]))
     if not within:
         raise NotCertifiable(f"{where}: {min(c[0] for c in cuts):,} combinations of its parts' signatures, over "
-                             f"the budget {COMBINATION_BUDGET:,}")
+                             f"{_budgets(len(out))}")
     return [(width, partial(_stage_b, m, Ws, biases, steps, writes, out, where, keep, cut, parts, outside))
             for _, width, cut, parts, outside in within]
 
@@ -302,12 +315,30 @@ def _stage_b(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], steps: tu
              outside: list[int]) -> Split:
     """:func:`_split`'s stage B at hidden layer ``cut``: (rows describing each combination of the
     parts' signatures, the declared outputs, the network's outputs, their error bounds, and the
-    signature names)."""
+    signature names).  The combinations go through in chunks of at most :data:`AFFINE_CHUNK`
+    floats of the next layer's width (:func:`_stage_b_rows`), so the arrays over that width --
+    hulls, centres, roundings -- stay within one chunk however many combinations there are."""
+    shape = [len(p[1]) for p in parts]
+    n = math.prod(shape)
+    step = max(1, AFFINE_CHUNK // max(1, Ws[cut + 1].shape[1]))
+    pieces = [_stage_b_rows(m, Ws, biases, steps, writes, out, where, keep, cut, parts, outside,
+                            np.stack(np.unravel_index(np.arange(lo, min(lo + step, n)), shape), axis=1).reshape(-1, len(shape)))
+              for lo in range(0, n, step)]
+    desc, want, z, err = (np.concatenate([piece[i] for piece in pieces]) for i in range(4))
+    return desc, want, z, err, [nm for p in parts for nm in p[0]]
+
+
+def _stage_b_rows(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], steps: tuple[Lookup | Modular | Round, ...],
+                  writes: list[str], out: list[int], where: str, keep: Keep, cut: int, parts: list[tuple],
+                  outside: list[int], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_stage_b` on the combinations ``grid`` (each row a signature index per part): the
+    next layer's pre-activation is the sum of the parts' hulls (its centre, and its half width
+    plus the rounding of the sum), then the remaining layers run with affine error forms on
+    inputs within the largest radius of these rows (each row lies within it)."""
     H = len(Ws) - 1
     W_next, b_next = Ws[cut + 1], biases[cut + 1]
     cols = W_next.shape[1]
-    n = math.prod(len(p[1]) for p in parts)
-    grid = np.array(list(np.ndindex(*[len(p[1]) for p in parts])), dtype=np.int64).reshape(n, len(parts))
+    n = len(grid)
     lo = sum(p[2][grid[:, g]] for g, p in enumerate(parts))
     hi = sum(p[3][grid[:, g]] for g, p in enumerate(parts))
     big = sum(p[4][grid[:, g]] for g, p in enumerate(parts))
@@ -327,16 +358,14 @@ def _stage_b(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], steps: tu
     mask = keep(values, n)
     grid, centre, half, rounding = grid[mask], centre[mask], half[mask], rounding[mask]
     values = {k: v[mask] for k, v in values.items()}
-    n = len(grid)
     want = np.concatenate([values[nm] for nm in writes], axis=1)
-    sig_all = [nm for p in parts for nm in p[0]]
     desc = np.concatenate([p[1][grid[:, g]] for g, p in enumerate(parts)], axis=1)
     if cut + 1 == H:
-        return desc, want, centre[:, out], (half + rounding)[:, out], sig_all
-    r = (half + rounding).max(0)
+        return desc, want, centre[:, out], (half + rounding)[:, out]
+    r = (half + rounding).max(0, initial=0.0)
     z_out, err_out = affine_rows(m, centre, r, [np.eye(cols), *Ws[cut + 2 :]], [np.zeros(cols), *biases[cut + 2 :]],
                                  out)
-    return desc, want, z_out, err_out, sig_all
+    return desc, want, z_out, err_out
 
 
 def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[Code], names: list[str],
@@ -414,8 +443,8 @@ def _joint(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: list[
     """Every combination of the codes an MLP reads (the product of their sets, or ``X``: the rows a
     claim allows) through the whole network with affine error forms; the declared result of each."""
     n = math.prod(s.size() for s in sets) if X is None else len(X)
-    if n > COMBINATION_BUDGET:
-        raise NotCertifiable(f"{where}: {n:,} code combinations, over the budget {COMBINATION_BUDGET:,}")
+    if not _within(n, len(out)):
+        raise NotCertifiable(f"{where}: {n:,} code combinations, over {_budgets(len(out))}")
     if X is None:
         X = product_rows([s.combos() for s in sets])
     X = X[feasible(X, names, sets, [len(s.radius) for s in sets])]

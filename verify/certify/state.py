@@ -25,6 +25,13 @@ COMBINATION_BUDGET = 2_000_000
 AFFINE_CHUNK = 1 << 22
 """Floats in one chunk of affine coefficients (combinations x units x input dims)."""
 
+ROW_FLOAT_BUDGET = 1 << 24
+"""Most floats in one array over a lookup check's code combinations (combinations x the dims it
+writes): the check holds about ten such arrays at once (the declared values, the network's
+outputs, their bounds, the settled bounds and their temporaries), so 2^24 float64s (128 MB each)
+keep it near 1 GB, a quarter of the 4 GB a 700-state compile and certify may use.  (Arrays over a
+hidden layer's width go through in chunks, :data:`AFFINE_CHUNK`.)"""
+
 PRECISION = {torch.float32: 24, torch.float64: 53, torch.float16: 11, torch.bfloat16: 8}
 """Significand bits p of each dtype: its unit roundoff is 2^-p."""
 PATHS = ["fused (scaled_dot_product_attention)", "explicit (scores, softmax, pattern @ values)"]
