@@ -62,6 +62,7 @@ from .assemble import count_params
 from .construction import (ONE_HIDDEN_LAYER, BuildOptions, Construction, Cost, InvariantReport, Refusal, check_start,
                            composite, rebuild)
 from . import gridworld_standard
+from .gridworld import NAME as GRIDWORLD
 from .labels import one_hot_rows
 from .model import CompiledTransformer
 from .obligations import Embedding, Joint, Obligations, Readout, prefixed
@@ -338,8 +339,8 @@ def _within_proof(built: list[tuple[Program, dict[str, Any]]], ch: Choice, optio
     their one-hot labels, kept jointly by the product's program proof, would exceed its budget
     (:func:`gridworld_standard.refusal` over all their axes, as a box world's own build checks):
     the product would be proved in its weights but not against the automaton."""
-    flat = [i for i, (_, m) in enumerate(built) if "standard" in m.get("gridworld", {})]
-    axes = sum(len(built[i][1]["gridworld"]["axes"]) for i in flat)
+    flat = [i for i, (_, m) in enumerate(built) if "standard" in m.get(GRIDWORLD, {})]
+    axes = sum(len(built[i][1][GRIDWORLD]["axes"]) for i in flat)
     if axes < 2 or gridworld_standard.refusal(options.max_len, options.eps, axes, automaton.n_states) is None:
         return built
     default = replace(options, one_hidden_layer=False)
