@@ -150,6 +150,7 @@ class Program:
     current: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the scans' maps at this position
     special: Special = field(default_factory=dict)
     rows: list[Env] = field(default_factory=list)  # the embedding's codes per token row
+    at: dict[int, Env] = field(default_factory=dict)  # the positional features' codes per position
     start: Any = ()
     latch: tuple[int, int] | None = None
     memo: StepCache = field(default_factory=StepCache)
@@ -168,9 +169,9 @@ class Program:
             self.rows.extend({name: tuple(float(v) for v in np.asarray(codes)[r])
                               for name, codes in self.ob.embedding.codes.items()}
                              for r in range(len(next(iter(self.ob.embedding.codes.values())))))
-        env: Env = dict(self.rows[row])
-        env.update({name: tuple(float(v) for v in values[t]) for name, values in self.positional.items()})
-        return env
+        if t not in self.at:
+            self.at[t] = {name: tuple(float(v) for v in values[t]) for name, values in self.positional.items()}
+        return {**self.rows[row], **self.at[t]}
 
 
 def _clock(stable: int, values: list[np.ndarray], T: int) -> Callable[[int], Hashable]:
