@@ -18,7 +18,7 @@ import compiler
 from compiler.pipeline import with_start
 from constructions import gridworld, gridworld_standard as standard
 from tests.constructions.test_gridworld import _flipped
-from tests.verify.test_recency import _wrong_somewhere
+from tests.verify.test_recency import _wrong_somewhere, race_unit_shifted
 from verify.certify import certify
 
 FLOAT32 = 2.0**-23
@@ -94,18 +94,11 @@ def test_a_step_pair_wrong_for_the_closest_last_visits_is_refused_naming_the_rac
     """Race k = 2's first unit moved by S + 1 steps: its step reads 0 when r1 - r2 <= S + 1, so
     the race is wrong when the two last visits are close; its order cell has a kink inside, so
     the affine rule does not apply and the intervals refuse it."""
-    b = grid4.blocks[1].mlp.b_in
-    S = 3
-    with torch.no_grad():
-        b[4] -= 4.0 * (S + 1)
-    try:
+    with race_unit_shifted(grid4, 4, S=3):
         cert = certify(grid4)
         assert cert.certified is False and cert.failure["where"] == "layer 2 MLP gw.boundary"
         assert "on gt" in cert.failure["detail"]
         assert _wrong_somewhere(grid4) > 0
-    finally:
-        with torch.no_grad():
-            b[4] += 4.0 * (S + 1)
     assert certify(grid4).certified is True
 
 

@@ -9,6 +9,7 @@ Then the certified models, the partial (walls illegal) world, and the slow rando
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
@@ -76,20 +77,27 @@ def test_a_key_that_scores_like_an_old_position_is_refused_naming_the_head(grid4
     assert weights_hold(certify(grid4))
 
 
+@contextlib.contextmanager
+def race_unit_shifted(model, unit: int, S: int):
+    """Layer 2 MLP's hidden ``unit`` moved by S + 1 steps of slope 4 (a race's step wrong exactly
+    when the two last visits are S + 1 apart), restored afterwards."""
+    b = model.blocks[1].mlp.b_in
+    with torch.no_grad():
+        b[unit] -= 4.0 * (S + 1)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            b[unit] += 4.0 * (S + 1)
+
+
 def test_a_boundary_unit_wrong_for_the_closest_last_visits_is_refused_naming_the_race(grid4):
     """u_2 = relu(s(r1 - r2) - 1 - s(S + 1)): wrong exactly when r(z - 2) = r(z + 2) + S + 1."""
-    b = grid4.blocks[1].mlp.b_in
-    S = 3
-    with torch.no_grad():
-        b[1] -= 4.0 * (S + 1)
-    try:
+    with race_unit_shifted(grid4, 1, S=3):
         cert = certify(grid4)
         assert cert.failure["where"] == "layer 2 MLP gw.boundary"
         assert "race gw0:rec[1] vs gw0:rec[4]" in cert.failure["detail"] and "on gt" in cert.failure["detail"]
         assert _wrong_somewhere(grid4) > 0
-    finally:
-        with torch.no_grad():
-            b[1] += 4.0 * (S + 1)
 
 
 def _walls(spec: str, max_len: int):
