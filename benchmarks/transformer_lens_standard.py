@@ -141,18 +141,17 @@ def row(name: str, T: int, n: int, batch: int) -> str:
 NOTE = """
 
 Where the excess is. The export pads nothing but what TransformerLens's one head count and one
-MLP width force: every block to the most heads (gridworld: 6 or 16 find heads in one block of 6;
-Dyck: 4 heads in one of 2) and to the widest MLP (a counter level's gated layer, O(n T) units per
-gate combination, beside its ramp layer of O(n T) units and the narrow joint lookups). The
-export is at the bound n_blocks x (widest block) for these models: no head in the 19 splits into
-narrower ones (a head's query-key width is its d_head already, or splitting leaves n_heads x d_head
-unchanged), and no unit of a construction's hidden layer can move to another block (each MLP
-reads the scratch its predecessor writes, or the attention just before it); the units clearing
-scratch can, and sit in the narrowest block allowed (D8, Q8: 2.42x before). So "TL params / ours <= 1.25" holds for the
-rows whose blocks are alike (the cyclic groups, the products, C2³, the scans, Dyck) and needs the
-standard-shape builds of the cascades and the gridworld to balance their blocks (widest MLP /
-mean is the MLP part's ratio); padding our own model to uniform blocks would make the ratio 1
-without making the export any smaller.
+MLP width force: every block to the most heads (gridworld: 2S find heads in block 2 against block
+1's one prefix-sum head; Dyck: 4 heads in one of 2) and to the widest MLP. Unfolding balances a
+standard model's MLP widths first (`unfold.balance`: an MLP's units that write a common dim move
+together to any block where every dim they read and write keeps its order of accesses), so D8 is
+1.00x and Q8 1.09x (1.32x and 1.60x before); what is left is a part no move can split or relocate
+(A4: two 203-unit decodes off level 0's ramps; D6: the units clearing level 0's ramps; S4: a
+609-unit increment table; `tl_padding.md`), and no head in the 19 splits into narrower ones (a
+head's query-key width is its d_head already). So "TL params / ours <= 1.25" holds for the cyclic
+groups, the products, C2³, the scans, D8, Q8 and Dyck, and needs builds of alike blocks for A4,
+D6, S4 and the gridworlds; padding our own model to uniform blocks would make the ratio 1 without
+making the export any smaller.
 
 Rotated models. The standard-basis models are bit-equal (their products and sums are exact). A
 rotated model's weights are dense floats, so the order of the float operations decides the
@@ -160,11 +159,11 @@ last bits: TransformerLens's `nn.Linear` adds the MLP's bias inside `addmm` (to 
 partial sums), ours after the product (`x @ W + b`), and a contraction over a zero-padded width
 (the padded MLP units in W_out, padded heads in W_O) is blocked differently by the matmul kernel
 (`rotated_export_rounding.md`). The first activation that differs says which: block 0's MLP
-pre-activation (the bias) for C5, C7 and C8, an MLP output (a padded W_out) for D8, Q8 and S4, the
-attention output (W_O as one `nn.Linear` over heads x d_head, ours an einsum over both) for Dyck and
-the gridworlds. A last-bit difference then grows through the steep ramps and sharp heads: up to
-8e-3 on logits of size 1 for the cyclic groups and cascades, 0.93 on logits up to 64 for Grid9. The
-argmaxes agree on every input. Bit-equality of a rotated model would need the same
+pre-activation (the bias) for C5, C7, C8, D8 and Q8, an MLP output (a padded W_out) for A4, S4
+and the gridworlds, the attention output (W_O as one `nn.Linear` over heads x d_head, ours an
+einsum over both) for Dyck. A last-bit difference then grows through the steep ramps and sharp
+heads: up to 0.07 on logits of size 1 for the cyclic groups and cascades, 5e-4 for the gridworlds.
+The argmaxes agree on every input. Bit-equality of a rotated model would need the same
 shapes (our blocks as uniform as TransformerLens's, or no padded contraction) and the same
 operations (our MLP through `nn.functional.linear`, our W_O over the concatenated heads): with our
 MLP as `nn.functional.linear`, C5's block 0 pre-activations are bit-equal and the first difference
