@@ -67,6 +67,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from compiler.automata.partitions import DisjointSets
+
 from .config import BlockShape, ModelConfig
 from .model import CompiledTransformer
 
@@ -389,21 +391,14 @@ embeddings write at -1, the unembedding reads at 4L (odd times write, even times
 def _groups(writes: np.ndarray) -> list[list[int]]:
     """The units of one MLP (rows of the [units, dims] mask ``writes``) joined by a written dim in
     common, each group in unit order, the groups by their first unit; a unit writing nothing alone."""
-    parent = list(range(writes.shape[0]))
-
-    def root(u: int) -> int:
-        while parent[u] != u:
-            parent[u] = parent[parent[u]]
-            u = parent[u]
-        return u
-
+    sets = DisjointSets(writes.shape[0])
     cols, units = np.nonzero(writes.T)
     for k in range(1, len(cols)):
         if cols[k] == cols[k - 1]:
-            parent[root(int(units[k]))] = root(int(units[k - 1]))
+            sets.union(int(units[k]), int(units[k - 1]))
     groups: dict[int, list[int]] = {}
-    for u in range(len(parent)):
-        groups.setdefault(root(u), []).append(u)
+    for u in range(writes.shape[0]):
+        groups.setdefault(sets.find(u), []).append(u)
     return sorted(groups.values())
 
 

@@ -50,6 +50,22 @@ def _find(parent: list[int], x: int) -> int:
     return x
 
 
+class DisjointSets:
+    """Disjoint sets of 0..n-1 (union-find with path halving, :func:`_find`): which units of a
+    network its weights join (the lookup checker's parts, the unfolding's balanced parts)."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        """The root of ``x``'s set."""
+        return _find(self.parent, x)
+
+    def union(self, a: int, b: int) -> None:
+        """Join the sets of ``a`` and ``b``."""
+        self.parent[self.find(a)] = self.find(b)
+
+
 def congruence(a: Semiautomaton, parent: list[int], p: int, q: int) -> list[int]:
     """The finest SP partition coarser than ``parent`` (a union-find array: the root of each
     state's block) that joins ``p`` and ``q``: merge them, then the images of every merged pair

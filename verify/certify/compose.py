@@ -8,12 +8,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from compiler.automata.partitions import DisjointSets
 from constructions.obligations import Beside, Compose, Kind, Lookup, Steps
 
 from .state import (COMBINATION_BUDGET, CertificateFailure, Code, JOINT_BUDGET, NotCertifiable, State, Model, get_code,
                     half_gaps, product_rows, put_code)
 from .affine import affine_rows
-from .lookups import Partition, check_io, fixed_by_class, mlp_weights, run_declared
+from .lookups import check_io, fixed_by_class, mlp_weights, run_declared
 
 
 def _part_io(m: Model, part: Kind) -> tuple[set[int], set[int]]:
@@ -31,7 +32,7 @@ def beside_parts(m: Model, l: int, ob: Beside, weights: list[np.ndarray],
     sizes = [W.shape[1] for W in weights[:-1]]
     base = np.cumsum([0] + sizes)
     d = weights[0].shape[0]
-    sets = Partition(base[-1] + d)  # hidden units, then residual dims
+    sets = DisjointSets(base[-1] + d)  # hidden units, then residual dims
     find = sets.find
     for i, k in zip(*np.nonzero(weights[0])):
         if i not in m.fixed_dims:

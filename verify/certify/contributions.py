@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .affine import affine
+from .affine import affine, prepared
 from .state import AFFINE_CHUNK, quanta
 
 Contribution = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -90,11 +90,12 @@ def direct(X: np.ndarray, r: np.ndarray, layer_w: list[np.ndarray], layer_b: lis
     N, (k, cols) = len(X), Wg.shape
     centre, err, mag = (np.zeros((N, cols)) for _ in range(3))
     exact = np.ones((N, cols), dtype=bool)
-    last = np.hstack([Wg, np.eye(k)])
-    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in [*layer_w, last]) * np.count_nonzero(r)))
+    weights, biases = [*layer_w, np.hstack([Wg, np.eye(k)])], [*layer_b, np.zeros(cols + k)]
+    layers = prepared(weights, biases, p)  # the weights' data once for every chunk
+    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * np.count_nonzero(r)))
     for lo in range(0, N, step):
         sl = slice(lo, lo + step)
-        z, e_all = affine(X[sl], r, [*layer_w, last], [*layer_b, np.zeros(cols + k)], u, p)
+        z, e_all = affine(X[sl], r, weights, biases, u, p, layers)
         h, e, e_signed = z[:, cols:], e_all[:, cols:], e_all[:, :cols]
         centre[sl], mag[sl] = h @ Wg, (np.abs(h) + e) @ np.abs(Wg)
         err[sl] = np.minimum(e @ np.abs(Wg), e_signed)

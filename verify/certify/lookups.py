@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from compiler.automata.partitions import DisjointSets
 from constructions.obligations import Joint, Lookup, Modular, Round, Steps
 
 from .affine import affine_rows, on_grid
@@ -226,22 +227,6 @@ def _claimed_rows(m: Model, claim: Joint, names: list[str], sets: list[Code], re
     return product_rows([claimed, *(s_.combos() for n, s_ in zip(names, sets) if n not in read)])
 
 
-class Partition:
-    """Disjoint sets of 0..n-1 (union-find with path halving): which units an MLP joins."""
-
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, x: int) -> int:
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: int, b: int) -> None:
-        self.parent[self.find(a)] = self.find(b)
-
-
 def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
             cut: int) -> list[tuple[set[int], list[np.ndarray]]]:
     """The independent parts of an MLP's first ``cut`` + 1 hidden layers: hidden units joined by a
@@ -250,7 +235,7 @@ def _groups(W0: np.ndarray, row_input: list[int | None], Ws: list[np.ndarray],
     sizes = [W0.shape[1]] + [W.shape[1] for W in Ws[1 : cut + 1]]
     base = np.cumsum([0] + sizes)
     n_inputs = 1 + max((i for i in row_input if i is not None), default=-1)
-    sets = Partition(base[-1] + n_inputs)
+    sets = DisjointSets(base[-1] + n_inputs)
     find, union = sets.find, sets.union
     for d, k in zip(*np.nonzero(W0)):
         if row_input[d] is not None:

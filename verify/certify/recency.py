@@ -54,9 +54,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from compiler.automata.partitions import DisjointSets
 from constructions.obligations import Match, Race, Races
 
-from .lookups import check_io, fixed_by_class, mlp_weights, Partition
+from .lookups import check_io, fixed_by_class, mlp_weights
 from .scores import abs_products, copy_map, read_dims, recency_gaps
 from .state import CertificateFailure, Code, NotCertifiable, get_code, product_rows, put_code, gamma
 
@@ -291,7 +292,7 @@ def unit_groups(weights: list[np.ndarray], joins: list[int]) -> list[list[np.nda
     its units in each hidden layer."""
     sizes = [W.shape[1] for W in weights[:-1]]
     base = np.cumsum([0] + sizes)
-    sets = Partition(int(base[-1]) + weights[0].shape[0])
+    sets = DisjointSets(int(base[-1]) + weights[0].shape[0])
     for d, k in zip(*np.nonzero(weights[0])):
         if d in joins:
             sets.union(int(k), int(base[-1] + d))
