@@ -49,7 +49,12 @@ Tiers (compiler/automata/tiers.py; the tier lemma in docs/constructions/locally-
 layer 1 fetches the offset codes of the most recent tier letter (Lemma 16); layer 2 those of the
 k - 1 tier letters before it (k = 2: an offset head on layer 1's output; k >= 3: the tier count
 from layer 1, its residue mod k one-hot, and a nearest-value match per offset, Theorem 12) beside
-the first lookup; layer 3 as above.
+the first lookup; layer 3 as above.  A *definite* tier (no factor: the last k - 1 tier letters
+decide the state) needs no count: the first lookup writes the state's one-hot itself, its rows
+telescoping over the window patterns as the window class's do (:func:`definite_rows`), so the
+program is layers 1 and 2 alone (at k = 2 the most recent tier letter decides: layer 1's heads
+and the lookup, one layer); it reads k - 1 tier letters (:func:`width`) and matches the tier count
+modulo k - 1.
 
 Float reach: the prefix count's margin STEP_TOLERANCE / (eps T (T + 1)) and the position code's
 (as constructions/local.py); float32 is certified to about T = 1024.
@@ -73,7 +78,7 @@ from .budget import MAX_PARAMS, STEP_TOLERANCE, check_params
 from .construction import BuildOptions, Construction, Cost, Refusal, check_start, declared_obligations, rebuild
 from .gadgets import (ABSORB, CodeInput, absorb_feature, attention_temperature, code_function_mlp, lookup_mlp,
                       offset_head, prefix_mean_head, recency_margin, recent_flag_head, residue_mlp, residue_range)
-from .obligations import Lookup, Match, SuffixLookup, keys_reached, one_hot_readout
+from .obligations import Joint, Lookup, Match, SuffixLookup, keys_reached, one_hot_readout
 from .positions import PositionCode, position_code, position_table
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse
 from .workspace import Workspace, join
@@ -94,11 +99,17 @@ def back(j: int) -> str:
     return f"fac:back{j}" if j else code(0)
 
 
+def width(plan: FactorPlan) -> int:
+    """How many offsets (a tier's: tier letters) the lookups read: k, or k - 1 for a definite tier
+    (no factor: its windows are shorter than k)."""
+    return plan.k - plan.definite
+
+
 def offset_codes(plan: FactorPlan) -> list[dict[int, int]]:
     """Per offset j, the code of each class some pattern holds there (1..m_j, by class); every other
     class gets m_j + 1 (:func:`n_codes`), the pad 0."""
     out = []
-    for j in range(plan.k):
+    for j in range(width(plan)):
         held = sorted({p[-1 - j] for p in (*plan.windows, *plan.factors) if len(p) > j and p[-1 - j] > 0})
         out.append({c: i + 1 for i, c in enumerate(held)})
     return out
@@ -112,13 +123,14 @@ def n_codes(plan: FactorPlan) -> list[int]:
 def letter_codes(plan: FactorPlan) -> np.ndarray:
     """[n_symbols, k]: the offset codes of every letter (its class's)."""
     maps = offset_codes(plan)
-    return np.array([[maps[j].get(c, len(maps[j]) + 1) for j in range(plan.k)] for c in plan.classes],
-                    dtype=np.float64).reshape(plan.n_symbols, plan.k)
+    return np.array([[maps[j].get(c, len(maps[j]) + 1) for j in range(width(plan))] for c in plan.classes],
+                    dtype=np.float64).reshape(plan.n_symbols, width(plan))
 
 
 def windowed(plan: FactorPlan) -> bool:
-    """Whether the final lookup reads a window class (a tier's always: its start class)."""
-    return bool(plan.windows or plan.tier)
+    """Whether the final lookup reads a window class (a tier's always: its start class; a definite
+    tier's has no final lookup, its first lookup writes the state)."""
+    return bool(plan.windows or plan.tier) and not plan.definite
 
 
 def radix(plan: FactorPlan) -> list[int]:
@@ -133,7 +145,10 @@ def _key(plan: FactorPlan, pattern: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def first_rows(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
-    """The first lookup's keys (suffix keys) and rows over (``fac:window``, ``fac:flag{g}``...)."""
+    """The first lookup's keys (suffix keys) and rows over (``fac:window``, ``fac:flag{g}``...), or
+    over the state's one-hot when a tier's window alone decides (:func:`definite_rows`)."""
+    if plan.definite:
+        return definite_rows(plan)
     G = plan.n_groups
     index = {p: i + 1 for i, p in enumerate(plan.windows)}
     rows: dict[tuple[int, ...], np.ndarray] = {}
@@ -155,6 +170,29 @@ def first_rows(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
     return rows
 
 
+def definite_rows(plan: FactorPlan) -> dict[tuple[int, ...], np.ndarray]:
+    """A definite tier's first lookup (the tier lemma with no factor): the state's one-hot by the
+    window class, its rows telescoping as the window class's do.  With v(i) the one-hot of the state
+    at window class i (a class never reached: its longest proper suffix's; v(0): the state where no
+    pattern ends, 0 if never), pattern p's key (either tier bit) adds v(p) - v(p'), p' its longest
+    proper suffix in P: the keys a combination starts with are the chain of the patterns its window
+    ends with, so the sum is v(omega).  The empty key adds v(0) everywhere; the start's key (bit 0,
+    the pad) e_q0 - v(0)."""
+    eye = np.eye(plan.n_states)
+    reached = {key[0]: eye[q] for key, q in zip(plan.keys, plan.states)}
+    value = {0: reached.get(0, np.zeros(plan.n_states))}
+    parent: dict[tuple[int, ...], int] = {}
+    index = {p: i + 1 for i, p in enumerate(plan.windows)}
+    for p in sorted(plan.windows, key=len):  # a suffix before the patterns that end with it
+        parent[p] = next((index[p[j:]] for j in range(1, len(p)) if p[j:] in index), 0)
+        value[index[p]] = reached.get(index[p], value[parent[p]])
+    rows = {(): value[0], (0, 0): reached[len(plan.windows) + 1] - value[0]}
+    for p, i in index.items():
+        for bit in (0, 1):
+            rows[(bit, *_key(plan, p))] = value[i] - value[parent[p]]
+    return {key: row for key, row in rows.items() if row.any()}
+
+
 def _layout(plan: FactorPlan, code_: PositionCode) -> Workspace:
     ws = Workspace()
     ws.add("one"), ws.add("bos")
@@ -163,14 +201,14 @@ def _layout(plan: FactorPlan, code_: PositionCode) -> Workspace:
     ws.add(ABSORB)
     if plan.tier:
         ws.add("pos:recency"), ws.add("fac:tier")
-        for j in range(plan.k):
+        for j in range(width(plan)):
             ws.add(f"fac:last{j}")
     if matched(plan):
         M = modulus(plan)
         ws.add("pos:index"), ws.add("fac:inc"), ws.add("fac:tcount"), ws.add("fac:tcode", [f"r{r}" for r in range(M)])
-    for j in range(plan.k):
+    for j in range(width(plan)):
         ws.add(code(j))
-    for j in range(1, plan.k):
+    for j in range(1, width(plan)):
         ws.add(back(j))
     if windowed(plan):
         ws.add("fac:window")
@@ -186,11 +224,13 @@ def _group(ws: Workspace, kind: str, plan: FactorPlan):
 
 
 def _first_mlp(plan: FactorPlan, ws: Workspace) -> MLP:
-    """Layer 1's lookup (module docstring): offset codes -> window class and factor flags.  Its
+    """Layer 1's lookup (module docstring): offset codes -> window class and factor flags (a definite
+    tier's: the state, :func:`definite_rows`).  Its
     obligation is the keys themselves (:class:`SuffixLookup`: a combination gets the sum of the
     rows of the keys it starts with), never the product of the offsets' codes."""
     ins = [CodeInput(ws[name], n) for name, n in zip(first_reads(plan), radix(plan))]
-    out = join("fac:first", ([ws["fac:window"]] if windowed(plan) else []) + [_group(ws, "flag", plan)])
+    out = ws["fac:state"] if plan.definite else \
+        join("fac:first", ([ws["fac:window"]] if windowed(plan) else []) + [_group(ws, "flag", plan)])
     rows = first_rows(plan)
     return replace(lookup_mlp("fac.first", ins, out, rows),
                    obligation=SuffixLookup("fac.first", first_reads(plan), " + ".join(out.names), rows))
@@ -200,7 +240,7 @@ def first_reads(plan: FactorPlan) -> tuple[str, ...]:
     """What the first lookup reads: the offsets' codes, or a tier's bit, its most recent letter's
     offset-0 code and the offset-j codes of the j-th tier letter before it (j = 1..k-1)."""
     if plan.tier:
-        return ("fac:tier", "fac:last0", *(back(j) for j in range(1, plan.k)))
+        return ("fac:tier", "fac:last0", *(back(j) for j in range(1, width(plan))))
     return tuple(back(j) for j in range(plan.k))
 
 
@@ -231,7 +271,7 @@ def _embeddings(plan: FactorPlan, ws: Workspace, code_: PositionCode, max_len: i
     W_E[:, ws["one"][0]] = 1.0
     W_E[-1, ws["bos"][0]] = 1.0
     codes = letter_codes(plan)
-    for j in range(plan.k):
+    for j in range(width(plan)):
         W_E[:s, ws[code(j)][0]] = codes[:, j]
     if plan.k == 1:  # the factors are letter classes: their flags are token features
         for f, g in zip(plan.factors, plan.groups):
@@ -254,31 +294,36 @@ def program(plan: FactorPlan, max_len: int, positions: str) -> Program:
     """The program (weights in float64; it does not depend on the start, the plan does) and its
     declaration: every subspace but the constant and position features tracked from W_E, the
     state's one-hot read out, and the claim that the window class and capped counts together are
-    a key the closure reached (the final lookup's)."""
+    a key the closure reached (the final lookup's; a definite tier's first lookup writes the state:
+    no final lookup, no claim)."""
     code_ = position_code(positions, max_len)
     ws = _layout(plan, code_)
     W_E, W_pos = _embeddings(plan, ws, code_, max_len)
-    mass = 2 * max_len
-    count = prefix_mean_head("fac.count", ws[ABSORB], ws["bos"], _group(ws, "flag", plan), _group(ws, "count", plan),
-                             mass=mass, value_scale=float(mass), max_len=max_len)
-    final = Block([count], _final_mlp(plan, ws, max_len))
     if plan.k == 1:
-        blocks = [final]
+        blocks = []
     elif matched(plan):
-        blocks = [*_tier_blocks(plan, ws, max_len), final]
+        blocks = _tier_blocks(plan, ws, max_len)
+    elif plan.tier and plan.definite:  # k = 2: the most recent tier letter alone decides
+        blocks = [Block(_recent_heads(plan, ws, max_len), _first_mlp(plan, ws))]
     elif plan.tier:
-        blocks = [Block(_recent_heads(plan, ws, max_len)), Block([_tier_back(plan, ws, code_)], _first_mlp(plan, ws)),
-                  final]
+        blocks = [Block(_recent_heads(plan, ws, max_len)), Block([_tier_back(plan, ws, code_)], _first_mlp(plan, ws))]
     else:
         offsets = [offset_head(f"fac.back{j}", ws["pos"], code_, ws["bos"], ws["one"], j, ws[code(j)], ws[back(j)],
                                value_range=float(n - 1)) for j, n in enumerate(n_codes(plan)) if j]
-        blocks = [Block(offsets, _first_mlp(plan, ws)), final]
+        blocks = [Block(offsets, _first_mlp(plan, ws))]
+    joint: tuple[Joint, ...] = ()
+    if not plan.definite:
+        mass = 2 * max_len
+        count = prefix_mean_head("fac.count", ws[ABSORB], ws["bos"], _group(ws, "flag", plan),
+                                 _group(ws, "count", plan), mass=mass, value_scale=float(mass), max_len=max_len)
+        final = _final_mlp(plan, ws, max_len)
+        blocks.append(Block([count], final))
+        assert isinstance(final.second.obligation, Lookup)
+        joint = (keys_reached(final.second.obligation),)
     W_U = np.zeros((ws.d_model, plan.n_states))
     W_U[list(ws["fac:state"].dims), np.arange(plan.n_states)] = 1.0
-    lookup = final.mlp.second if isinstance(final.mlp, Fused) else None
-    assert lookup is not None and isinstance(lookup.obligation, Lookup)
     declared = Declaration(NAME, tuple(n for n in ws.subspaces if n not in UNTRACKED),
-                           one_hot_readout("fac:state", plan.n_states), joint=(keys_reached(lookup.obligation),))
+                           one_hot_readout("fac:state", plan.n_states), joint=joint)
     return Program(ws, W_E, W_pos, blocks, W_U, np.zeros(plan.n_states), declaration=declared)
 
 
@@ -290,7 +335,7 @@ def _tier_blocks(plan: FactorPlan, ws: Workspace, max_len: int) -> list[Block]:
     tcount = prefix_mean_head("fac.tcount", ws[ABSORB], ws["bos"], ws["fac:inc"], ws["fac:tcount"], mass=mass,
                               value_scale=float(mass), max_len=max_len)
     return [Block([tcount, *_recent_heads(plan, ws, max_len)], _tier_code(plan, ws, max_len)),
-            Block([_match_head(plan, ws, j, max_len) for j in range(1, plan.k)], _first_mlp(plan, ws))]
+            Block([_match_head(plan, ws, j, max_len) for j in range(1, width(plan))], _first_mlp(plan, ws))]
 
 
 def _tier_code(plan: FactorPlan, ws: Workspace, max_len: int) -> MLP:
@@ -311,15 +356,17 @@ def matched(plan: FactorPlan) -> bool:
 
 
 def positional(plan: FactorPlan) -> bool:
-    """Whether offset heads read a position code (k > 1, except a tier's matched route)."""
-    return plan.k > 1 and not matched(plan)
+    """Whether offset heads read a position code (more than one offset read, except a tier's matched
+    route: the plain route at k > 1, a tier's look-back at k = 2)."""
+    return width(plan) > 1 and not matched(plan)
 
 
 def modulus(plan: FactorPlan) -> int:
-    """M = k: the tier count is matched modulo M, its residue one-hot (the tier lemma, k >= 3: the
-    counts c_t - j, j < k, have distinct residues and no later count shares one).  The smallest M
-    keeps the program proof's memory small (per residue, the letter at its last visit)."""
-    return plan.k
+    """M = :func:`width` (k; k - 1 for a definite tier): the tier count is matched modulo M, its residue
+    one-hot (the tier lemma, k >= 3: the counts c_t - j, j < M, have distinct residues and no later
+    count shares one).  The smallest M keeps the program proof's memory small (per residue, the
+    letter at its last visit)."""
+    return width(plan)
 
 
 def _recent_heads(plan: FactorPlan, ws: Workspace, max_len: int) -> list[Head]:
@@ -363,7 +410,8 @@ def _tier_back(plan: FactorPlan, ws: Workspace, code_: PositionCode) -> Head:
 def precision(plan: FactorPlan, code_: PositionCode, max_len: int, eps: float) -> dict[str, float]:
     """Worst-case rounding margins (> 1 safe; module docstring)."""
     out = {"position_margin": code_.precision_margin(eps)} if positional(plan) else {}
-    out["prefix_count_margin"] = STEP_TOLERANCE / (eps * max_len * (max_len + 1))
+    if matched(plan) or not plan.definite:  # a prefix-mean head: the tier count's or the factors'
+        out["prefix_count_margin"] = STEP_TOLERANCE / (eps * max_len * (max_len + 1))
     if plan.tier:  # half the recency gap over the rounding of scores up to 1.5 beta (constructions/local.py);
         # a match head's too: gap beta lambda = beta / (2 (T + 1)), scores up to beta (1 + lambda T) < 1.5 beta
         out["recency_margin"] = recency_margin(max_len, eps)
@@ -442,6 +490,9 @@ def estimate(plan: FactorPlan, max_len: int, positions: str = "sinusoidal") -> C
 def describe(plan: FactorPlan, automaton: Semiautomaton) -> str:
     capped = f"counts capped at {plan.threshold}" if plan.threshold > 1 else "occurrence"
     on = f"tier-based ({len(plan.tier)} of {plan.n_symbols} letters), " if plan.tier else ""
+    if plan.definite:
+        return (f"{on}definite, k = {plan.k}: the state is a function of {len(plan.windows)} window patterns "
+                f"of the last {plan.k - 1} tier letters ({len(plan.keys)} keys)")
     return (f"{on}locally {'threshold ' * (plan.threshold > 1)}testable, k = {plan.k}: the state is a function of "
             f"{len(plan.windows)} window patterns and the {capped} of {len(plan.factors)} factors in "
             f"{plan.n_groups} groups ({len(plan.keys)} keys)")

@@ -140,9 +140,18 @@ class FactorPlan:
         return max(self.groups) + 1 if self.groups else 0
 
     @property
+    def definite(self) -> bool:
+        """Whether the window alone decides the state (no factor: a tier's only, compiler/automata/tiers.py)."""
+        return not self.factors
+
+    @property
     def layers(self) -> int:
         """The counts in one layer when k = 1 (the factors are letters: token features), else the
-        window's heads and flags first: 2; a tier's most recent letters first: 3."""
+        window's heads and flags first: 2; a tier's most recent letters first: 3.  When the tier's
+        window alone decides, the first lookup writes the state: 2, or 1 when that window is the
+        most recent tier letter (k = 2)."""
+        if self.tier and self.definite:
+            return 1 if self.k == 2 else 2
         return 3 if self.tier else 1 if self.k == 1 else 2
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,17 +170,17 @@ class FactorPlan:
         groups = tuple(int(g) for g in d["groups"])
         keys = tuple(tuple(int(v) for v in x) for x in d["keys"])
         states, tier = tuple(int(q) for q in d["states"]), tuple(int(a) for a in d.get("tier", ()))
-        if k < 1 or t < 1 or s < 1 or n < 1 or len(classes) != s or not factors:
+        if k < 1 or t < 1 or s < 1 or n < 1 or len(classes) != s or not (factors or tier):
             raise SpecError("a factor plan needs k, threshold, n_symbols, n_states >= 1, a class per letter "
-                            "and at least one factor")
+                            "and at least one factor (or a tier)")
         top = max(classes)
         if min(classes) < 1 or any(len(p) > k - 1 or not p or any(not 0 <= v <= top for v in p) for p in windows) \
                 or any(not 1 <= len(f) <= k or any(not 0 <= v <= top for v in f) for f in factors):
             raise SpecError("a factor plan's patterns need codes of its classes, windows shorter than k, "
                             "factors up to k")
-        if len(groups) != len(factors) or sorted(set(groups)) != list(range(max(groups) + 1)):
+        G = len(set(groups))
+        if len(groups) != len(factors) or sorted(set(groups)) != list(range(G)):
             raise SpecError("a factor plan needs a group per factor, numbered 0..G-1")
-        G = max(groups) + 1
         if len(keys) != len(states) or any(len(x) != 1 + G or not 0 <= x[0] <= len(windows) + bool(tier)
                                            or any(not 0 <= c <= t for c in x[1:]) for x in keys):
             raise SpecError("a factor plan's keys need (window class, a capped count per group)")
@@ -495,7 +504,7 @@ def _plan(a: Semiautomaton, s: _Search, classes: tuple[int, ...]) -> FactorPlan:
     """The plan of a search that works, with k its longest factor (or window + 1): more leading pads
     change no node of the tracker (every pattern ends in a letter), so the closure stands."""
     cl, tr = s.closure()
-    k = max([len(f) for f in s.factors] + [len(p) + 1 for p in s.windows])
+    k = max([len(f) for f in s.factors] + [len(p) + 1 for p in s.windows], default=1)
     keys = np.concatenate([tr.omega[cl.node][:, None], cl.counts], axis=1)[1:]
     rows = sorted({tuple(int(v) for v in key): int(q) for key, q in zip(keys, cl.q[1:])}.items())
     return FactorPlan(k, s.threshold, a.n_symbols, a.n_states, classes, tuple(s.windows), tuple(s.factors),
@@ -503,12 +512,14 @@ def _plan(a: Semiautomaton, s: _Search, classes: tuple[int, ...]) -> FactorPlan:
 
 
 def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESHOLD,
-           budget: int = MAX_WORK) -> tuple[FactorPlan | None, str]:
+           budget: int = MAX_WORK, definite: bool = False) -> tuple[FactorPlan | None, str]:
     """The factor description with the smallest threshold, searched at k = ``max_k`` (a description
     with factors up to k holds with any larger k; the plan's k is its longest pattern's), or None
     and why there is none (module docstring).  Refusals: a letter with a cycle (not aperiodic),
-    two words with equal features at ``max_k`` (a proof for every smaller k and threshold), or the
-    search's ``budget`` (:func:`closure_work`, every threshold's tries together)."""
+    two words with equal features at ``max_k`` (a proof for every smaller k and threshold), the
+    search's ``budget`` (:func:`closure_work`, every threshold's tries together), or a description
+    without factors (definite: the lookback construction's case) unless ``definite`` accepts one
+    (a tier's, compiler/automata/tiers.py: no construction looks back over a tier but this one's)."""
     name = a.name or "the automaton"
     if a.partial:
         return None, f"{name} is partial (factor descriptions are searched on complete automata)"
@@ -538,12 +549,14 @@ def detect(a: Semiautomaton, max_k: int = MAX_K, max_threshold: int = MAX_THRESH
         if s is None:
             why, proved = reason, t
             continue
-        if not s.factors:
+        if not s.factors and not definite:
             return None, f"{name} is definite: its last {k - 1} letters decide the state (no factor counts)"
         s.limit = s.work[0] + budget * ROUNDS[-1] // 16  # simplifying has a try's budget of its own
         _simplify(s)
         s.work[0], s.limit = 0, MAX_WORK  # the final closure is the proof: it runs whatever the search spent
         plan = _plan(a, s, classes)
+        if plan.definite:
+            return plan, f"definite: its last {plan.k - 1} letters decide the state"
         return plan, (f"locally {'threshold ' * (t > 1)}testable with k = {plan.k}" + (f", t = {t}" if t > 1 else ""))
     return None, f"{name} is not locally threshold testable with k <= {max_k}, t <= {max_threshold}: " + \
         _refusal(why, proved, over, budget)

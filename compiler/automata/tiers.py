@@ -8,7 +8,9 @@ state is the tier automaton's (the same states, the tier's letters only) after t
 When that automaton has a factor description (compiler/automata/factors.py), the state at t
 is F(window and capped factor counts of pi(w_1..w_t)) once a tier letter has occurred, and the
 start q0 before: the plan is that description with its tier and an extra key, the start's
-(window class len(windows) + 1, counts 0), with k at least 2.  The construction
+(window class len(windows) + 1, counts 0), with k at least 2.  A tier's description may have no
+factor (the tier automaton is definite: its last k - 1 letters decide, which
+:func:`~.factors.detect` refuses off a tier, the lookback construction's case).  The construction
 (constructions/factors.py) fetches the most recent tier letter and the k - 1 before it: at k = 2
 by an offset head, at k >= 3 by matching the tier count.
 """
@@ -61,7 +63,7 @@ def detect_tier(a: Semiautomaton) -> tuple[FactorPlan | None, str]:
     projected = Semiautomaton(name=f"{name} on its tier", states=a.states, start=a.start,
                               alphabet=tuple(a.alphabet[x] for x in letters), maps=tuple(a.maps[x] for x in letters))
     for max_k in TIER_KS:  # the detection's budget, shared
-        plan, why = detect(projected, max_k=max_k, budget=MAX_WORK // len(TIER_KS))
+        plan, why = detect(projected, max_k=max_k, budget=MAX_WORK // len(TIER_KS), definite=True)
         if plan is not None:
             break
     if plan is None:

@@ -168,11 +168,51 @@ def test_a_match_head_looking_one_tier_letter_too_far_back_is_refused():
     assert "fac.back1" in cert.failure["where"], cert.failure
 
 
-def test_a_tier_plan_declaring_a_wrong_state_is_refused_with_a_separating_input(monkeypatch):
+def _definite(k: int):
+    """Generated TLT languages whose tier automaton is definite (its last k - 1 tier letters decide)."""
+    return random_language("tlt", k=k, letters={2: 4, 3: 6}[k], seed={2: 8, 3: 29}[k])
+
+
+@pytest.mark.parametrize("k, layers", [(2, 1), (3, 2)])
+@pytest.mark.parametrize("max_len", [50, 256])
+def test_definite_tiers_compile_without_counts_certified(k, layers, max_len):
+    """A definite tier: the first lookup writes the state (no count, no final lookup): 1 layer when
+    the most recent tier letter decides, else 2 (the tier count mod k - 1, k - 2 match heads);
+    auto is never deeper; certified, program proved, the declared program holds layer by layer."""
+    a = _definite(k)
+    assert len(compile_automaton(a, max_len=max_len, readout="labels").blocks) <= layers
+    model = compile_automaton(a, max_len=max_len, method=factors.NAME)
+    meta = model.meta[factors.NAME]
+    assert len(model.blocks) == layers and meta["groups"] == 0 and meta["tier"]
+    assert len(meta["offset_codes"]) == k - 1
+    cert = certify(model)
+    assert cert.certified is True and cert.program["proved"] is True, cert.reason
+    assert not invariants(model, np.random.default_rng(2).integers(0, a.n_symbols, (8, 40))).failures
+
+
+def test_a_definite_tier_key_unit_on_off_its_key_is_refused():
+    """Soundness: the key unit of the definite tier's longest window (the rarest key: tier bit and
+    the last two tier letters) gets its bias raised by 2, so it fires where one of its codes
+    differs: refused by the key-unit check of the first lookup (layer 2)."""
+    a = _definite(3)
+    keys = sorted(factors.first_rows(factors.applies(a)))
+    model = compile_automaton(a, max_len=50, method=factors.NAME)
+    unit = keys.index(max(keys, key=len))
+    mlp = model.blocks[1].mlp
+    assert torch.any(mlp.W_out[unit, model.subspace("fac:state")] != 0)  # a unit of the state's lookup
+    with torch.no_grad():
+        mlp.b_hid1[unit] += 2.0
+    cert = certify(model)
+    assert cert.certified is False and cert.failure["where"] == "layer 2 MLP fac.first", cert.failure
+    assert f"second-layer unit {unit} may be on off its key" in cert.failure["detail"], cert.failure
+
+
+@pytest.mark.parametrize("language", [_tier3, lambda: _definite(3)], ids=["tsl3", "definite3"])
+def test_a_tier_plan_declaring_a_wrong_state_is_refused_with_a_separating_input(monkeypatch, language):
     """Soundness (declaration): the plan's final table sends its last key to a wrong state; weights
     and obligations follow the plan, so the weights are proved, and the program proof refuses,
     naming an input on which the declared program and the automaton differ."""
-    a = _tier3()
+    a = language()
     plan = factors.applies(a)
     wrong = next(q for q in range(a.n_states) if q != plan.states[-1])
     bad = dataclasses.replace(plan, states=(*plan.states[:-1], wrong))

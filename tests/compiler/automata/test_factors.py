@@ -117,13 +117,43 @@ def test_a_tier_is_the_letters_that_move_a_state_and_the_table_is_every_run(cls,
     plan, why = detect_tier(a)
     assert plan is not None, why
     assert plan.k == k and plan.tier == tuple(sorted(language.tier)) and plan.layers == 3
+    _tier_table_is_every_run(plan, a, 6 if letters < 16 else 5)
+
+
+def _tier_table_is_every_run(plan: FactorPlan, a, up_to: int) -> None:
+    """The plan's table at the features of the projection onto its tier (the start's key before any
+    tier letter) is the state after every word shorter than ``up_to`` over the tier and one letter off it."""
     table = dict(zip(plan.keys, plan.states))
-    letters_ = sorted(language.tier) + [min(set(range(letters)) - set(language.tier))]
-    for n in range(1, 6 if letters < 16 else 5):
+    letters_ = list(plan.tier) + [min(set(range(a.n_symbols)) - set(plan.tier))]
+    for n in range(1, up_to):
         for word in itertools.product(letters_, repeat=n):
-            projected = [x for x in word if x in language.tier]
+            projected = [x for x in word if x in plan.tier]
             key = _features(plan, projected) if projected else plan.keys[0]
             assert table[key] == a.run(word)[-1]
+
+
+@pytest.mark.parametrize("k, letters, seed, layers", [(2, 4, 8, 1), (3, 6, 29, 2)])
+def test_a_definite_tier_is_a_description_without_factors(k, letters, seed, layers):
+    """Generated TLT languages whose tier automaton is definite (its last k - 1 tier letters decide):
+    the tier's description has windows and no factor (1 layer when the most recent tier letter
+    decides, else 2), round-trips, and its table is every run; the tier automaton itself, off a
+    tier, is refused as definite (the lookback construction's case) unless a tier asks."""
+    from compiler.automata.spec import Semiautomaton
+    from compiler.automata.subregular_families import random_language
+    from compiler.automata.tiers import detect_tier, tier
+    a = random_language("tlt", k=k, letters=letters, seed=seed)
+    plan, why = detect_tier(a)
+    assert plan is not None, why
+    assert plan.definite and not plan.groups and plan.windows and plan.tier == tier(a)
+    assert (plan.k, plan.layers) == (k, layers) and "definite" in why
+    assert FactorPlan.from_dict(plan.to_dict()) == plan
+    _tier_table_is_every_run(plan, a, 7)
+    on = tier(a)
+    projected = Semiautomaton(name="projected", states=a.states, start=a.start,
+                              alphabet=tuple(a.alphabet[x] for x in on), maps=tuple(a.maps[x] for x in on))
+    refused, why = detect(projected)
+    assert refused is None and "is definite" in why
+    assert detect(projected, definite=True)[0].definite
 
 
 def test_a_tier_plan_round_trips_and_a_wrong_tier_is_refused():
