@@ -218,16 +218,6 @@ BESIDE_MLP = "labels.beside"
 """The name of the last block's MLP when the label lookup sits beside the construction's."""
 
 
-def _pruned(mlp: MLP) -> MLP:
-    """``mlp`` without the hidden units nothing reads (zero outgoing weights: e.g. the step units
-    of code values no key of a lookup has), layer by layer from the last; the same function."""
-    W, b = [w.copy() for w in mlp.weights], [x.copy() for x in mlp.biases]
-    for i in range(len(W) - 2, -1, -1):
-        keep = np.any(W[i + 1] != 0, axis=1)
-        W[i], b[i], W[i + 1] = W[i][:, keep], b[i][keep], W[i + 1][keep]
-    return dataclasses.replace(mlp, weights=W, biases=b)
-
-
 def _free_dim(program: Program):
     """A one-dim subspace that is 0 at every input position when the last MLP runs, so the label
     index can be added to it there (nothing reads it later): no letter's embedding (the BOS row,
@@ -385,7 +375,7 @@ def _lookups(inputs: list[CodeInput], out, table: dict[tuple[int, ...], np.ndarr
                 interpolated_code_function_mlp(LOOKUP_MLP, inputs[0], out, values)]
     index = {k: int(round(float(v[0]))) for k, v in table.items()}
     return [m for m in (halfspace_lookup_mlp(LOOKUP_MLP, inputs, out, index, domain),
-                        _pruned(lookup_mlp(LOOKUP_MLP, inputs, out, table))) if m is not None]
+                        lookup_mlp(LOOKUP_MLP, inputs, out, table).pruned()) if m is not None]
 
 
 def _relayed(mlp: MLP) -> MLP:

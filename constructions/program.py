@@ -132,6 +132,20 @@ class MLP:
             return {}
         return {ws[name].dims[i]: (unit, offset) for name, i, unit, offset in self.passes}
 
+    def pruned(self) -> MLP:
+        """The same function without the hidden units nothing reads (zero outgoing weights: the
+        step units of code values no key of a lookup has, the thresholds where a staircase's
+        table does not change), layer by layer from the last; every layer keeps one unit.  Only
+        for MLPs without pass-through units (their unit indices would move)."""
+        if self.passes:
+            raise ValueError(f"{self.name}: pruning would move its pass-through units")
+        W, b = [w.copy() for w in self.weights], [x.copy() for x in self.biases]
+        for i in range(len(W) - 2, -1, -1):
+            keep = np.any(W[i + 1] != 0, axis=1)
+            keep[0] |= not keep.any()
+            W[i], b[i], W[i + 1] = W[i][:, keep], b[i][keep], W[i + 1][keep]
+        return replace(self, weights=W, biases=b)
+
     def embed(self, ws: Workspace) -> Dense:
         """The same MLP over the residual width."""
         d = ws.d_model

@@ -77,8 +77,9 @@ def staircase_mlp(name: str, ramps: list[Ramp], gates: list[CodeInput | OneHotIn
 
     out = sum_g F_g(high) m_g + sum_j (F_g(j - 1) - F_g(j)) h_gj = F_g(X) at the gates' codes g:
     a sum of exact 0s and 1s with the table's integer codes as weights, so exact in any dtype.
-    Width: high + 1 units per gate combination (O(T) per counter); the obligation is the caller's
-    (the decode and lookups it replaces, which compute the same function).
+    Width: high + 1 units per gate combination (O(T) per counter), less the units no output reads
+    (thresholds where no stair's table changes, ramps no such unit reads: :meth:`MLP.pruned`); the
+    obligation is the caller's (the decode and lookups it replaces, which compute the same function).
 
     With ``joints`` (tables of several ramps, which one gated staircase cannot read: its units are
     per combination of every threshold), a third hidden layer (:func:`_joint_layer`): the stairs'
@@ -139,7 +140,7 @@ def staircase_mlp(name: str, ramps: list[Ramp], gates: list[CodeInput | OneHotIn
         Ws, bs = _joint_layer(Ws, bs, gates, match, stairs, units, joints)
         outs += [j.out for j in joints]
         info["joint_keys"] = sum(len(j.table) for j in joints)
-    return MLP(name, Ws, bs, info, reads=names(*subs), writes=names(*outs), obligation=obligation)
+    return MLP(name, Ws, bs, info, reads=names(*subs), writes=names(*outs), obligation=obligation).pruned()
 
 
 def _one_hot(st: Stair, units: dict[tuple, int], width: int, v: int) -> np.ndarray:

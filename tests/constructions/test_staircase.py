@@ -57,6 +57,20 @@ def test_staircase_is_exact_at_every_threshold_and_gate_within_its_tolerance():
     assert out[0] == 5 % 3 and np.all(out[2:] == 0)
 
 
+def test_thresholds_where_no_table_changes_are_pruned_and_the_function_kept():
+    """A table constant past X = 4 (a bounded stack's depth past D, sink rows) needs thresholds 1..4
+    only: ramps 5..20 and their gated units are dropped, every X still maps to its row exactly."""
+    ws = Workspace()
+    mean, out = ws.add("mean"), ws.add("out")
+    X = np.arange(21)
+    F = np.minimum(X, 4)[:, None].astype(float)
+    mlp = staircase_mlp("flat", [Ramp(mean, 10.0, 1, 20)], [], [Stair(out, 0, (), {(): F})])
+    assert mlp.hidden_sizes == [4, 5]
+    for x in X:
+        for noise in (-0.249, 0.0, 0.249):
+            assert mlp(np.array([(x - 1 + noise) / 10.0]))[0] == min(x, 4), (x, noise)
+
+
 def test_ramps_are_off_below_and_past_the_clip_above_their_tolerance():
     """relu(s(X - j) + s(1 - tau)): 0 at X = j - 1 + tau, 2 at X = j - tau (s = 4 at a quarter)."""
     assert RAMP_SLOPE == 4.0
