@@ -69,9 +69,10 @@ parameters at T = 100; the default's 8.6k), heads of width 2T + 3 for the gridwo
 TransformerLens pads every block to the widest MLP and the most heads; unfolding balances a
 standard model's MLP widths first (`unfold.balance`, benchmarks/results/tl_padding.md), so the
 export is 1.00-1.02x ours for the cyclic groups, products, scans and D8, 1.09x Q8, 1.24x the Dyck
-task, and above 1.25x where one block holds a part no move can split: A4 1.46x, D6 1.47x, S4
-1.82x, and the gridworlds 1.74x / 1.88x (one prefix-sum head in block 1 padded to block 2's 2S
-find heads)."""
+task, 1.12x / 1.05x the gridworlds (block 1's prefix-sum head padded to block 2's 2S find heads,
+which share one key and value: grouped-query attention, `compiler.export.kv_heads`; 1.74x / 1.88x
+with a key and value per head), and above 1.25x where one block holds a part no move can split:
+A4 1.46x, D6 1.47x, S4 1.82x."""
 
 OTHER_NOTE = ("\n\n"
               "The trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks (ceil(log2 "

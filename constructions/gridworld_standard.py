@@ -31,6 +31,14 @@ and one one-hidden-layer MLP each) it takes 6.  Here, per axis:
 Width: per axis 4T hidden units in MLP 1, 2T + 1 residual dims and heads of width 2T + 3.  The
 obligations are the default build's kinds (Average, Lookup, Match, Races), so the certificate
 and the program proof (verify/certify/walk.py: an M-cycle of one-hot codes) read them unchanged.
+
+Why not a one-hot of z mod a small M (the default build's residue): the same hidden layer with
+its output dims summed per residue class gives it, but a residue dim then sums about 8T / M step
+units of size up to 8T, in an order a bound may not assume, so its proved error grows as
+T^3 / M^2 and the scores' E grows as M shrinks -- every M < 2T + 1 is worse than none
+(benchmarks/gridworld_residue_fold.py, measured with the certificate's own lookup bound).  The
+find heads all read one key and copy one value, so TransformerLens holds them with one
+key-value head per block (compiler.export.kv_heads).
 """
 
 from __future__ import annotations
