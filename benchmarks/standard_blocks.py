@@ -62,7 +62,7 @@ takes 2, as SGD's. The gridworlds take 2 (`constructions/gridworld_standard.py`)
 one-hot of the prefix sum over all 2T + 1 values (step pairs, each dim reading its own units, so
 its float32 error stays ~1e-3 where a one-hidden-layer decode into sinusoidal codes had a bound of
 1.0), the layer-2 heads match one-hot keys (gap 1, so the score tolerance is the recency step, not
-3e-4), MLP 2 takes the races in one hidden layer; it holds to T = 143 (from T = 144 the codes'
+3e-4), MLP 2 takes the races in one hidden layer; it holds to T = 186 (from T = 187 the codes'
 score error passes a quarter of the recency step, and the unfolded 6-block build is taken). The
 price is width: O(n T) units per counter, carried in scratch residual dims once unfolded (C8: 2.2M
 parameters at T = 100; the default's 8.6k), heads of width 2T + 3 for the gridworlds (Grid9: 3.3M).
