@@ -56,9 +56,11 @@ def split_params(c: ModelConfig) -> tuple[int, int]:
 
 def export_split(config: dict[str, Any]) -> tuple[int, int]:
     """(attention, MLP) parameters of an exported config, counted as :func:`split_params` counts
-    ours (the export's zero biases b_Q, b_K, b_V, b_O left out: ours has none)."""
+    ours (the export's zero biases b_Q, b_K, b_V, b_O left out: ours has none; W_K and W_V once per
+    key-value head where the heads share them, ``n_key_value_heads``)."""
     L, d, H, e, m = (config[k] for k in ("n_layers", "d_model", "n_heads", "d_head", "d_mlp"))
-    return L * 4 * H * e * d, L * (2 * d * m + m + d)
+    kv = config.get("n_key_value_heads", H)
+    return L * 2 * (H + kv) * e * d, L * (2 * d * m + m + d)
 
 
 def inputs(a: Semiautomaton, T: int, n: int) -> torch.Tensor:
@@ -142,15 +144,20 @@ NOTE = """
 
 Where the excess is. The export pads nothing but what TransformerLens's one head count and one
 MLP width force: every block to the most heads (gridworld: 2S find heads in block 2 against block
-1's one prefix-sum head; Dyck: 4 heads in one of 2) and to the widest MLP. Unfolding balances a
+1's one prefix-sum head; Dyck: 4 heads in one of 2) and to the widest MLP. Where every run of
+consecutive heads in every block shares W_K and W_V, the export holds them as grouped-query
+attention (`n_key_value_heads`, `compiler.export.kv_heads`): the gridworlds' find heads all read
+one key and copy one value, so their padding costs W_Q and W_O only and K and V are stored once
+per block, not once per head (heads pad 0.00; 0.61 and 0.82 with a key and value per head, 1.74x
+and 1.88x in all). Unfolding balances a
 standard model's MLP widths first (`unfold.balance`: an MLP's units that write a common dim move
 together to any block where every dim they read and write keeps its order of accesses), so D8 is
 1.00x and Q8 1.09x (1.32x and 1.60x before); what is left is a part no move can split or relocate
 (A4: two 203-unit decodes off level 0's ramps; D6: the units clearing level 0's ramps; S4: a
 609-unit increment table; `tl_padding.md`), and no head in the 19 splits into narrower ones (a
 head's query-key width is its d_head already). So "TL params / ours <= 1.25" holds for the cyclic
-groups, the products, C2³, the scans, D8, Q8 and Dyck, and needs builds of alike blocks for A4,
-D6, S4 and the gridworlds; padding our own model to uniform blocks would make the ratio 1 without
+groups, the products, C2³, the scans, D8, Q8, Dyck and the gridworlds, and needs builds of alike
+blocks for A4, D6 and S4; padding our own model to uniform blocks would make the ratio 1 without
 making the export any smaller.
 
 Rotated models. The standard-basis models are bit-equal (their products and sums are exact). A
@@ -182,8 +189,9 @@ def main(argv: list[str] | None = None) -> str:
     lines = [header(f"Standard-shape models in TransformerLens at T = {T}, float32"), "",
              f"transformer-lens {importlib.metadata.version('transformer-lens')} (native TransformerBridge, no weight "
              "processing). `auto` in the standard shape; TL: its export (`to_transformer_lens`). Padding: the "
-             "export's parameters beyond ours in zero heads and in zero MLP units, as fractions of ours (TL / ours = "
-             "1 + heads + MLP + the export's zero attention biases). Widest / mean: the widest MLP over the mean "
+             "export's attention parameters beyond ours (zero heads; W_K and W_V once per key-value head where heads "
+             "share them) and its zero MLP units, as fractions of ours (TL / ours = 1 + heads + MLP + the export's "
+             "zero attention biases). Widest / mean: the widest MLP over the mean "
              "width. Logits compared at positions 1..T "
              "on our explicit attention path (the number of inputs in brackets: random, then the adversarial "
              "families; legal words for the Dyck task, compiled under their promise). Rotated: "

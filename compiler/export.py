@@ -16,6 +16,12 @@ Conventions the config pins (each one matters for bit-equality):
 * token ids are our symbol ids with BOS = ``n_symbols`` prepended by the caller (position 0),
   so ``d_vocab = n_symbols + 1``, ``n_ctx = max_len + 1``; the logits at position 0 (BOS) are
   not a state;
+* grouped-query attention where the heads allow it (:func:`kv_heads`: every run of consecutive
+  heads in every block shares its W_K and W_V, as the gridworld's find heads do): the config sets
+  ``n_key_value_heads`` and the state dict holds one key and value per run under
+  ``HookedTransformer``'s GQA names (``attn._W_K``, ``attn._W_V``, ``attn._b_K``, ``attn._b_V``);
+  each head computes the same scores from the same numbers, and the padding heads cost W_Q and W_O
+  only;
 * no normalisation, ReLU, standard positional embedding, causal attention, zero biases;
 * attention scores: our scores are ``q . k`` (the temperature is in ``W_Q``); TransformerLens
   divides by ``attn_scale``.  4.x's native attention ignores ``use_attn_scale=False`` (it then
@@ -28,6 +34,7 @@ Conventions the config pins (each one matters for bit-equality):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,10 +120,12 @@ def tokenizer_config(n_ctx: int) -> dict[str, Any]:
             "clean_up_tokenization_spaces": False}
 
 
-def _config(flat: CompiledTransformer, n_heads: int, d_mlp: int) -> dict[str, Any]:
+def _config(flat: CompiledTransformer, n_heads: int, d_mlp: int, kv: int) -> dict[str, Any]:
+    """The TransformerLens config fields (module docstring); ``n_key_value_heads`` where ``kv``
+    key-value heads (:func:`kv_heads`) are fewer than the heads."""
     c = flat.config
     a = flat.automaton
-    return {
+    return {**({"n_key_value_heads": kv} if kv < n_heads else {}),
         "model_name": f"shortcut-{a.name}-{flat.meta.get('method', 'model')}",
         "n_layers": len(flat.blocks), "d_model": c.d_model, "d_head": c.d_head, "n_heads": n_heads,
         "d_mlp": d_mlp, "d_vocab": c.n_symbols + 1, "d_vocab_out": c.n_out, "n_ctx": c.max_len + 1,
@@ -125,6 +134,32 @@ def _config(flat: CompiledTransformer, n_heads: int, d_mlp: int) -> dict[str, An
         "original_architecture": None, "tokenizer_name": None, "default_prepend_bos": True,
         "dtype": c.dtype,
     }
+
+
+def kv_heads(blocks: Iterable[Any], n_heads: int) -> int:
+    """The fewest key-value heads TransformerLens's grouped-query attention (``n_key_value_heads``)
+    can hold these attention sublayers in exactly: the least divisor g of ``n_heads`` such that in
+    every block the heads of each run of n_heads / g consecutive heads share W_K and W_V (a run's
+    padding heads, zero in W_Q and W_O, take its key and value: their output is 0 whatever they
+    attend to).  A head then reads its run's one key and value, the same numbers (the gridworld's
+    find heads all read the same codes and copy the same position)."""
+    def shared(W: torch.Tensor, size: int) -> bool:
+        return all(torch.equal(W[h], W[h - h % size]) for h in range(W.shape[0]))
+    blocks = list(blocks)
+    for g in (g for g in range(1, n_heads + 1) if n_heads % g == 0):
+        if all(shared(b.attn.W_K, n_heads // g) and shared(b.attn.W_V, n_heads // g) for b in blocks):
+            return g
+    return n_heads
+
+
+def _runs(W: torch.Tensor, g: int, n_heads: int, shape: tuple[int, ...]) -> torch.Tensor:
+    """The key or value weights of :func:`kv_heads`'s g runs (the first head of each; zero for a
+    run of padding heads alone), shaped ``(g, *shape)``."""
+    out = torch.zeros((g, *shape), dtype=W.dtype)
+    for r in range(g):
+        if r * (n_heads // g) < W.shape[0]:
+            out[r] = _pad(W[r * (n_heads // g)], shape)
+    return out
 
 
 def _pad(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -149,6 +184,7 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
     d, e = c.d_model, c.d_head
     n_heads = c.n_heads
     d_mlp = max([h for b in c.blocks for h in b.mlp_hidden] + [1])
+    kv = kv_heads(flat.blocks, n_heads)
     sd: dict[str, torch.Tensor] = {"embed.W_E": flat.W_E.detach().clone(),
                                    "pos_embed.W_pos": flat.W_pos.detach().clone()}
     dtype = flat.W_E.dtype
@@ -156,11 +192,15 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
         p = f"blocks.{i}."
         att = blk.attn
         sd[p + "attn.W_Q"] = _pad(att.W_Q * ATTN_SCALE, (n_heads, d, e))
-        sd[p + "attn.W_K"] = _pad(att.W_K, (n_heads, d, e))
-        sd[p + "attn.W_V"] = _pad(att.W_V, (n_heads, d, e))
         sd[p + "attn.W_O"] = _pad(att.W_O, (n_heads, e, d))
-        for b in ("b_Q", "b_K", "b_V"):
-            sd[p + "attn." + b] = torch.zeros(n_heads, e, dtype=dtype)
+        sd[p + "attn.b_Q"] = torch.zeros(n_heads, e, dtype=dtype)
+        if kv < n_heads:  # grouped-query attention: HookedTransformer's names for its key-value heads
+            sd[p + "attn._W_K"] = _runs(att.W_K, kv, n_heads, (d, e))
+            sd[p + "attn._W_V"] = _runs(att.W_V, kv, n_heads, (d, e))
+            sd[p + "attn._b_K"], sd[p + "attn._b_V"] = (torch.zeros(kv, e, dtype=dtype) for _ in range(2))
+        else:
+            sd[p + "attn.W_K"], sd[p + "attn.W_V"] = _pad(att.W_K, (n_heads, d, e)), _pad(att.W_V, (n_heads, d, e))
+            sd[p + "attn.b_K"], sd[p + "attn.b_V"] = (torch.zeros(n_heads, e, dtype=dtype) for _ in range(2))
         sd[p + "attn.b_O"] = torch.zeros(d, dtype=dtype)
         m = blk.mlp
         if m is None:
@@ -175,7 +215,7 @@ def to_transformer_lens(model: CompiledTransformer) -> TransformerLensExport:
     sd["unembed.b_U"] = flat.b_U.detach().clone()
     a = flat.automaton
     return TransformerLensExport(
-        state_dict={k: v.contiguous() for k, v in sd.items()}, config=_config(flat, n_heads, d_mlp),
+        state_dict={k: v.contiguous() for k, v in sd.items()}, config=_config(flat, n_heads, d_mlp, kv),
         blocks=list(flat.meta["unfolded"]["blocks"]), residual_labels=list(flat.meta["residual_labels"]),
         subspaces={k: list(v) for k, v in flat.meta["subspaces"].items()},
         tokens=[*a.alphabet, BOS], outputs=list(output_names(flat)))  # a label model's logits are its labels

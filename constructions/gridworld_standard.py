@@ -16,11 +16,13 @@ and one one-hidden-layer MLP each) it takes 6.  Here, per axis:
 * **Layer 2: 2S heads per axis match one-hot keys** against the query's one-hot shifted by d
   (a cyclic permutation, scaled by beta): a match scores 1, a miss 0 -- gap 1 -- plus the
   recency lambda j, lambda = 1/(2(T + 1)); BOS scores 3/4 (its key's code column cancelled by
-  ``bos``), a quarter from both.  The one-hots' errors enter a score through the hot dims (2 e0) and the sum over
-  every dim of products of errors (at most M e_far^2), plus the dot product's rounding: E per
-  unit of beta (:func:`score_error`).  beta is Lemma 13's for the gap lambda - 2E that survives
-  them, and the build is refused where 4E > lambda (the gap would be under half the recency
-  step): from about T = 140 in float32, where the default build (unfolded) is used.
+  ``bos``), a quarter from both.  The one-hots' errors enter a match's score through the hot dims
+  (2 e0) and the sum over the dims below the hot one of products of errors (the query's row errs
+  as the key's: the sum of :func:`dim_errors` squared, each dim's bound from its own four units,
+  about a third of M e_far^2), plus the dot product's rounding: E per unit of beta
+  (:func:`score_error`).  beta is Lemma 13's for the gap lambda - 2E that survives them, and the
+  build is refused where 4E > lambda (the gap would be under half the recency step): from
+  T = 187 in float32, where the default build (unfolded) is used.
 * **MLP 2: the races in one hidden layer**: [r(z - k) > r(z + S + 1 - k)] is one step pair on the
   difference of the two recencies, and the start rule [both 0][z + q0 >= k] one step pair on
   z + q0 - k + 1 - G (r1 + r2) (G = 2(T + S + 1): a matched head pushes it below 1/2), 4S units
@@ -31,6 +33,14 @@ and one one-hidden-layer MLP each) it takes 6.  Here, per axis:
 Width: per axis 4T hidden units in MLP 1, 2T + 1 residual dims and heads of width 2T + 3.  The
 obligations are the default build's kinds (Average, Lookup, Match, Races), so the certificate
 and the program proof (verify/certify/walk.py: an M-cycle of one-hot codes) read them unchanged.
+
+Why not a one-hot of z mod a small M (the default build's residue): the same hidden layer with
+its output dims summed per residue class gives it, but a residue dim then sums about 8T / M step
+units of size up to 8T, in an order a bound may not assume, so its proved error grows as
+T^3 / M^2 and the scores' E grows as M shrinks -- every M < 2T + 1 is worse than none
+(benchmarks/gridworld_residue_fold.py, measured with the certificate's own lookup bound).  The
+find heads all read one key and copy one value, so TransformerLens holds them with one
+key-value head per block (compiler.export.kv_heads).
 """
 
 from __future__ import annotations
@@ -72,13 +82,27 @@ def code_errors(max_len: int, eps: float) -> tuple[float, float]:
     return 4 * u * 3 + g5 * 6, 4 * u * V + g5 * (4 * V + 1)
 
 
+def dim_errors(max_len: int, eps: float) -> np.ndarray:
+    """The float error bound of a one-hot dim k = 1..2T values below the hot one (the dims above it
+    are exactly 0: every unit surely off): its four live units, 4k + 2, 4k + 1, 4k - 2, 4k - 3 (each
+    up to 1 more from z's tolerance of 1/4), each rounded once, and their sum of five terms --
+    :func:`code_errors`'s e_far with the row's own sizes, as the certificate bounds each row."""
+    u = eps / 2
+    g5 = 5 * u / (1 - 5 * u)
+    size = 16.0 * np.arange(1, onehot_size(max_len)) + 2.0
+    return u * size + g5 * (size + 1)
+
+
 def score_error(max_len: int, eps: float) -> float:
     """E: a layer-2 score's worst-case error per unit of beta from the one-hot codes (query and
-    key): the hot dims' errors (2 e0), the products of errors over all M dims (M e_far^2), and the
-    dot product's rounding over M + 3 terms of total size at most 2 (twice, generously)."""
-    e0, far = code_errors(max_len, eps)
+    key) when they match: the hot dims' errors (2 e0), the products of errors over the dims below
+    the hot one, where the query's and the key's rows err alike (the query's code is the key's
+    shifted by the head's offset, so its dim k below the match is its own k below: the sum of
+    :func:`dim_errors` squared), and the dot product's rounding over M + 3 terms of total size at
+    most 2 (twice, generously)."""
+    e0, _ = code_errors(max_len, eps)
     M, u = onehot_size(max_len), eps / 2
-    return 2 * e0 + M * far**2 + 4 * (M + 3) * u / (1 - (M + 3) * u)
+    return 2 * e0 + float(np.sum(dim_errors(max_len, eps) ** 2)) + 4 * (M + 3) * u / (1 - (M + 3) * u)
 
 
 PROOF_PAIRS = 50_000

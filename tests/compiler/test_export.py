@@ -16,6 +16,16 @@ T = 24
 CASES = [("quaternion", "scan"), ("quaternion", "krohn-rhodes"), ("grid:5", "gridworld")]
 
 
+def _qkv(sd: dict, cfg: dict, p: str, c: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Block ``p``'s W_c and b_c per head: under grouped-query attention (``n_key_value_heads``)
+    each key-value head's weights repeated for its run of consecutive heads, as HookedTransformer
+    does."""
+    if p + f"attn.W_{c}" in sd:
+        return sd[p + f"attn.W_{c}"], sd[p + f"attn.b_{c}"]
+    runs = cfg["n_heads"] // cfg["n_key_value_heads"]
+    return (sd[p + f"attn._W_{c}"].repeat_interleave(runs, 0), sd[p + f"attn._b_{c}"].repeat_interleave(runs, 0))
+
+
 def hooked_transformer_forward(sd: dict, cfg: dict, tokens: torch.Tensor) -> torch.Tensor:
     """HookedTransformer's forward for this config (no LayerNorm, ReLU, standard positions,
     scores divided by ``attn_scale``), written out from the state dict: a check of the layout's
@@ -25,8 +35,7 @@ def hooked_transformer_forward(sd: dict, cfg: dict, tokens: torch.Tensor) -> tor
     mask = torch.ones(n, n, dtype=torch.bool).triu(1)
     for i in range(cfg["n_layers"]):
         p = f"blocks.{i}."
-        q, k, v = (torch.einsum("btd,hde->bhte", x, sd[p + f"attn.W_{c}"]) + sd[p + f"attn.b_{c}"][:, None]
-                   for c in "QKV")
+        q, k, v = (torch.einsum("btd,hde->bhte", x, W) + b[:, None] for W, b in (_qkv(sd, cfg, p, c) for c in "QKV"))
         scores = (q @ k.transpose(-1, -2) / cfg["attn_scale"]).masked_fill(mask, float("-inf"))
         z = torch.softmax(scores, -1) @ v
         x = x + torch.einsum("bhte,hed->btd", z, sd[p + "attn.W_O"]) + sd[p + "attn.b_O"]
@@ -46,12 +55,15 @@ def test_state_dict_layout_and_a_plain_forward_give_the_same_logits(name, method
     assert c["normalization_type"] is None and c["act_fn"] == "relu" and c["attn_scale"] == ATTN_SCALE
     shapes = {"embed.W_E": (c["d_vocab"], d), "pos_embed.W_pos": (T + 1, d), "unembed.W_U": (d, c["d_vocab_out"]),
               "unembed.b_U": (c["d_vocab_out"],)}
+    kv = c.get("n_key_value_heads", H)  # the gridworld's find heads share their key and value: one per block
+    assert kv == (1 if method == "gridworld" else H)
+    g = "_" if kv < H else ""
     for i in range(L):
         p = f"blocks.{i}."
-        shapes.update({p + "attn.W_Q": (H, d, e), p + "attn.W_K": (H, d, e), p + "attn.W_V": (H, d, e),
-                       p + "attn.W_O": (H, e, d), p + "attn.b_Q": (H, e), p + "attn.b_K": (H, e),
-                       p + "attn.b_V": (H, e), p + "attn.b_O": (d,), p + "mlp.W_in": (d, m), p + "mlp.b_in": (m,),
-                       p + "mlp.W_out": (m, d), p + "mlp.b_out": (d,)})
+        shapes.update({p + "attn.W_Q": (H, d, e), p + f"attn.{g}W_K": (kv, d, e), p + f"attn.{g}W_V": (kv, d, e),
+                       p + "attn.W_O": (H, e, d), p + "attn.b_Q": (H, e), p + f"attn.{g}b_K": (kv, e),
+                       p + f"attn.{g}b_V": (kv, e), p + "attn.b_O": (d,), p + "mlp.W_in": (d, m),
+                       p + "mlp.b_in": (m,), p + "mlp.W_out": (m, d), p + "mlp.b_out": (d,)})
     assert {k: tuple(v.shape) for k, v in ex.state_dict.items()} == shapes
     assert len(ex.residual_labels) == d and len(set(ex.residual_labels)) == d
     assert ex.tokens == [*model.automaton.alphabet, "BOS"] and ex.outputs == list(model.automaton.states)
@@ -141,3 +153,30 @@ def test_a_standard_shape_model_exports_block_for_block_padded_only_to_its_wides
     with torch.no_grad(), model.explicit_attention():
         theirs = hooked_transformer_forward(ex.state_dict, c, bos_tokens(tokens, model.bos_id))[:, 1:]
         assert torch.equal(model(tokens), theirs)
+
+
+def test_heads_that_share_their_key_and_value_export_as_grouped_query_attention():
+    """The gridworld's find heads all read the same codes and copy the same position: the export
+    keeps one key-value head per block (``n_key_value_heads`` 1), so padding block 1's prefix head
+    to the find heads costs W_Q and W_O only -- exactly that many parameters -- and the plain
+    forward (each head reading its run's key and value) gives our logits bit for bit.  One find
+    head's key changed (its BOS weight halved) no longer shares: every head keeps its own."""
+    model = compiler.compile_automaton("grid:4", max_len=12, shape="standard")
+    ex = to_transformer_lens(model)
+    c, blocks = ex.config, model.config.blocks
+    d, e, H, m = c["d_model"], c["d_head"], c["n_heads"], c["d_mlp"]
+    assert [b.n_heads for b in blocks] == [1, 6] and c["n_key_value_heads"] == 1
+    ours = sum(p.numel() for p in model.parameters())
+    ours_attn = sum(4 * b.n_heads * e * d for b in blocks)
+    attn = len(blocks) * ((2 * H + 2) * e * d + (H + 2) * e + d)  # W_Q, W_O per head; one W_K, W_V; biases
+    mlp_pad = sum((m - b.mlp_hidden[0]) * (2 * d + 1) for b in blocks)
+    assert sum(v.numel() for v in ex.state_dict.values()) == ours - ours_attn + attn + mlp_pad
+    tokens = torch.randint(0, model.bos_id, (64, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), model.explicit_attention():
+        assert torch.equal(model(tokens), hooked_transformer_forward(ex.state_dict, c, bos_tokens(tokens, 2))[:, 1:])
+        k = model.blocks[1].attn.W_K
+        k[3] = torch.where(k[3] < 0, k[3] / 2, k[3])
+        ex = to_transformer_lens(model)
+        assert "n_key_value_heads" not in ex.config and ex.state_dict["blocks.1.attn.W_K"].shape == (H, d, e)
+        assert torch.equal(model(tokens), hooked_transformer_forward(ex.state_dict, ex.config,
+                                                                     bos_tokens(tokens, 2))[:, 1:])

@@ -62,12 +62,12 @@ def test_exact_on_every_input_from_every_start(grid4):
 
 
 def test_beyond_the_float_bound_the_default_build_is_the_standard_one():
-    """At T = 144 the one-hot codes' worst-case rounding leaves under half the recency step: the
+    """At T = 187 the one-hot codes' worst-case rounding leaves under half the recency step: the
     build says which bound failed and the standard shape unfolds the default build (6 blocks)."""
-    assert standard.refusal(143, FLOAT32) is None
-    why = standard.refusal(144, FLOAT32)
-    assert why is not None and "4E <= lambda" in why and "289 dims" in why
-    model = _standard("grid:9", 144)
+    assert standard.refusal(186, FLOAT32) is None
+    why = standard.refusal(187, FLOAT32)
+    assert why is not None and "4E <= lambda" in why and "375 dims" in why
+    model = _standard("grid:9", 187)
     assert model.meta["gridworld"]["one_hidden_layer_refused"] == why
     assert len(model.blocks) == 6
 
@@ -80,6 +80,21 @@ def test_a_box_world_whose_joint_labels_exceed_the_program_proof_is_refused():
     assert len(model.blocks) == 2 and model.meta["one_hidden_layer"] is True
     cert = certify(model)
     assert cert.certified is True, cert.reason
+
+
+def test_the_score_error_sums_each_rows_own_dim_errors():
+    """E's products of errors run over the dims below the hot one, each with its own row's bound
+    (16k + 2 in live units k dims below), not M times the farthest dim's: about a third, so the
+    build is taken up to T = 186 (the farthest dim's bound on every dim refused it from 144)."""
+    def coarse(T: int) -> float:  # every dim at the farthest dim's bound (and the dot product's rounding)
+        e0, far = standard.code_errors(T, FLOAT32)
+        M, u = 2 * T + 1, FLOAT32 / 2
+        return 2 * e0 + M * far**2 + 4 * (M + 3) * u / (1 - (M + 3) * u)
+
+    dims, far = standard.dim_errors(143, FLOAT32), standard.code_errors(143, FLOAT32)[1]
+    assert len(dims) == 2 * 143 and np.all(np.diff(dims) > 0) and dims[-1] <= far
+    assert standard.score_error(143, FLOAT32) < coarse(143) / 2
+    assert 4 * coarse(144) > 1 / (2 * 145) and 4 * standard.score_error(144, FLOAT32) < 1 / (2 * 145)
 
 
 def test_constants_leave_the_derived_gap():
