@@ -1,4 +1,5 @@
-"""Shared bits of the benchmark scripts: a header naming the machine, a footer writing the table."""
+"""Shared bits of the benchmark scripts: a header naming the machine, a footer writing the table, and
+the standard-shape measurements (compile or refusal, size, certificate) both paper tables take."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import time
 from pathlib import Path
 
 import torch
+
+import compiler
+from compiler.automata.catalog import build
+from compiler.automata.subregular_families import CLASSES, random_language
+from verify.certify.certificate import certify
 
 
 def machine() -> str:
@@ -46,3 +52,32 @@ def finish(lines: list[str], t_start: float, out: str | None, note: str = "") ->
     if out:
         Path(out).write_text(text)
     return text
+
+
+def automaton(name: str):
+    """The catalog automaton ``name``, or for ``CLASS:k=K,letters=L,seed=S`` (CLASS one of the
+    subregular classes, e.g. ``plt``) that generated language (``random_language``)."""
+    cls, _, rest = name.partition(":")
+    if cls in CLASSES and "=" in rest:
+        return random_language(cls, **{k: int(v) for k, v in (a.split("=", 1) for a in rest.split(","))})
+    return build(name)
+
+
+def compile_or_refusal(name: str, method: str, T: int, shape: str):
+    """The model of ``name`` at max_len ``T`` in ``shape``, or the refusal's text."""
+    try:
+        return compiler.compile_automaton(automaton(name), max_len=T, method=method, shape=shape)
+    except compiler.ShortcutError as e:
+        return f"refused: {e}"
+
+
+def size(model) -> tuple[int, int]:
+    """(blocks, parameters) of a compiled model."""
+    return len(model.blocks), sum(p.numel() for p in model.parameters())
+
+
+def certified(model) -> tuple[str, float]:
+    """("yes" or "no: reason", seconds) of ``verify.certify`` on ``model``."""
+    t0 = time.perf_counter()
+    cert = certify(model)
+    return ("yes" if cert.certified else f"no: {(cert.reason or '')[:90]}"), time.perf_counter() - t0

@@ -22,14 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-import compiler
-from compiler.automata.catalog import build
-from compiler.automata.subregular_families import CLASSES, random_language
 from compiler.export import to_transformer_lens
-from verify.certify.certificate import certify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, finish, header  # noqa: E402
+from _common import certified, compile_or_refusal, emit, finish, header, size  # noqa: E402
 from paper_suite import PAPER_NAMES, TRAINED_DEPTH, at_or_below, suite  # noqa: E402
 
 EVERY_CONSTRUCTION = ["symmetric:5@scan", "quaternion@krohn-rhodes", "grid:9@gridworld", "nth-last:3@lookback",
@@ -37,7 +33,7 @@ EVERY_CONSTRUCTION = ["symmetric:5@scan", "quaternion@krohn-rhodes", "grid:9@gri
                       "blocks:4@piecewise", "repeat:2@locally-testable", "adder:2@transition", "repeat:2@starfree",
                       "plt:k=2,letters=3,seed=1@piecewise-local"]
 """One model per construction (spec@method; the forced method in both shapes): a catalog name, or a
-generated language ``CLASS:k=K,letters=L,seed=S`` (:func:`automaton`)."""
+generated language ``CLASS:k=K,letters=L,seed=S`` (``_common.automaton``)."""
 
 
 NOTE = """
@@ -93,32 +89,14 @@ def _how(model) -> str:
     return f"{built}; unfolded: {deep}" if deep else built
 
 
-def automaton(name: str):
-    """The catalog automaton ``name``, or for ``CLASS:k=K,letters=L,seed=S`` (CLASS one of the
-    subregular classes, e.g. ``plt``) that generated language (``random_language``)."""
-    cls, _, rest = name.partition(":")
-    if cls in CLASSES and "=" in rest:
-        return random_language(cls, **{k: int(v) for k, v in (a.split("=", 1) for a in rest.split(","))})
-    return build(name)
-
-
-def _compile(name: str, method: str, T: int, shape: str):
-    """The model, or the refusal's text."""
-    try:
-        return compiler.compile_automaton(automaton(name), max_len=T, method=method, shape=shape)
-    except compiler.ShortcutError as e:
-        return f"refused: {e}"
-
-
 def row(spec: str, T: int) -> str:
     """One table row for ``spec`` (``name`` or ``name@method``)."""
     name, method = (spec.split("@") + ["auto"])[:2]
     paper = PAPER_NAMES.get(name, name)
     t0 = time.perf_counter()
-    default = _compile(name, method, T, "default")
-    standard = _compile(name, method, T, "standard")
+    default = compile_or_refusal(name, method, T, "default")
+    standard = compile_or_refusal(name, method, T, "standard")
     seconds = time.perf_counter() - t0
-    size = lambda m: (len(m.blocks), sum(p.numel() for p in m.parameters()))  # noqa: E731
     left = (f"{default.meta['method']} | {size(default)[0]} | {size(default)[1]:,}" if not isinstance(default, str)
             else f"{default[:80]} | - | -")
     trained = TRAINED_DEPTH.get(paper, "—")
@@ -126,14 +104,11 @@ def row(spec: str, T: int) -> str:
         return (f"| {paper} | `{name}` | {left} | {standard[:120]} | - | - | - | - | - | - | {trained} | n/a | "
                 f"{seconds:.1f} |")
     blocks, params = size(standard)
-    t0 = time.perf_counter()
-    cert = certify(standard)
-    cert_s = time.perf_counter() - t0
-    certified = "yes" if cert.certified else f"no: {(cert.reason or '')[:90]}"
+    cert, cert_s = certified(standard)
     export = to_transformer_lens(standard)
     exported = sum(v.numel() for v in export.state_dict.values())
     return (f"| {paper} | `{name}` | {left} | {standard.meta['method']} | {blocks} | {params:,} | {_how(standard)} | "
-            f"{certified} ({cert_s:.1f} s) | {export.config['n_layers']} | {exported / params:.2f} | {trained} | "
+            f"{cert} ({cert_s:.1f} s) | {export.config['n_layers']} | {exported / params:.2f} | {trained} | "
             f"{at_or_below(blocks, trained)} | {seconds:.1f} |")
 
 
