@@ -80,7 +80,8 @@ def test_a_balanced_standard_model_is_certified_and_a_misplaced_unit_is_refused(
     (through the model it unfolds); the same model with one part moved before the head whose
     output it reads is not that model's unfolding, and the certificate refuses it."""
     model = compiler.compile_automaton("dihedral:4", max_len=24, shape="standard")
-    assert [b.mlp_hidden for b in model.config.blocks] == [(77,), (77,), (77,)]
+    widths = [b.mlp_hidden[0] for b in model.config.blocks]
+    assert len(widths) == 3 and max(widths) - min(widths) <= 1  # balanced to one unit
     assert certify(model).certified
     flat = unfold(folded(model), balanced=False)
     assert max(b.mlp_hidden[0] for b in flat.config.blocks) > 100  # 102, 104, 25 before balancing
