@@ -26,10 +26,13 @@ same operands, summed in another order and blocking, which the certificate's rou
 (``verify.certify.state.ASSUMPTIONS``: any summation order or blocking).  A sum of exact terms (0/1
 activations times small integer weights: a staircase's gated units) is formed bit for bit.
 
-Parts and pieces move from wider to narrower MLPs (:func:`_spread`); each MLP keeps its own units
-first, the moved ones after (their zero products come after its sums' terms).  The blocks, the
-residual and the parameter count do not change (units only move), only the widths:
-``unfold.unfolded_config`` gives the widths before balancing.
+Parts move from wider to narrower MLPs (:func:`_spread`), whole parts first and then the pieces of
+split sums (:func:`_pieces`); a move leaves the receiving MLP narrower than the giving one was, so
+the widest never grows and splitting never ends wider than moving whole parts alone (D8's
+305/305/305 at T = 100 stays).  Each MLP keeps its own units first, the moved ones after (their zero
+products come after its sums' terms).  The blocks, the residual and the parameter count do not
+change (units only move), only the widths: ``unfold.unfolded_config`` gives the widths before
+balancing.
 """
 
 from __future__ import annotations
