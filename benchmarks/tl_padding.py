@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import compiler
-from compiler.automata.catalog import build
 from compiler.export import to_transformer_lens
 from constructions.model import CompiledTransformer
 from constructions.unfold import unfold
@@ -31,7 +30,7 @@ from verify.certify.unfolded import folded
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, finish, header  # noqa: E402
 from paper_suite import PAPER_NAMES, suite  # noqa: E402
-from standard_blocks import EVERY_CONSTRUCTION  # noqa: E402
+from standard_blocks import EVERY_CONSTRUCTION, automaton  # noqa: E402
 
 
 def exported(model: CompiledTransformer) -> int:
@@ -47,7 +46,7 @@ def row(spec: str, T: int) -> str:
     """One table row for ``spec`` (``name`` or ``name@method``)."""
     name, method = (spec.split("@") + ["auto"])[:2]
     t0 = time.perf_counter()
-    model = compiler.compile_automaton(build(name), max_len=T, method=method, shape="standard")
+    model = compiler.compile_automaton(automaton(name), max_len=T, method=method, shape="standard")
     ours = sum(p.numel() for p in model.parameters())
     balanced = "units" in model.meta.get("unfolded", {})
     before = unfold(folded(model), balanced=False) if balanced else model
@@ -63,35 +62,33 @@ def row(spec: str, T: int) -> str:
 
 NOTE = """
 
-What the rows say. Balancing moves a part (the units of one MLP that write a common residual dim) to
-any block where every dim it reads has the same writes before it and every dim it writes the same
-accesses around it, wider to narrower; it is kept where the widest MLP narrows. D8 and Q8 come under
-1.25x: their first level's one-hots (read only by the unembedding) move after the next head, and
-D8's single-counter ramps to the gated layer, so D8 is 305/305/305 (1.00x) and Q8 1.09x, both
-certified. What stays above 1.25x, and why (each a part no balancing can split or move, measured
-with `_reach`): A4 -- block 1 holds level 1's increment table (203 units, read by block 2's head)
-and level 0's one-hot decode (203, read only by the unembedding: block 1 or 2, where level 1's
-interpolated readout holds 202), both off level 0's mod-3 ramps: one MLP has >= 405 of the 812
-units, 1.46x either way (it moved to block 2, 406 -> 405). D6 -- block 1 holds level 0's code (102,
-a gate of block 2's staircase), level 1's increments (102, block 2's head) and 103 units clearing
-level 0's ramps from scratch region a before block 2's staircase writes its own ramps there: 307 of
-819, 1.47x. A fresh region for block 2's ramps would drop the clearing units but widen the residual
-by 103 dims (computed from the shapes: widest 205, TL / ours 1.14, but ours 403,929 -> 517,744
-parameters, +28%, and the export's 591,766 -> 588,032): not taken. S4 -- level 2's increment table
-is one part of 609 units (3 gate combinations x 203 thresholds of a mod-3 counter, writing both
-increments) that block 4's head reads: 609 of 1,635 units over 5 blocks, 1.82x. The gridworld rows
-(and adder:2's transition, which contains one) do not move: every part's reach is its own block (it
-reads what the block before wrote, the next block reads it), and their padding is mostly heads (6 or
-16 find heads in one block). dyck:2,2 (3.45x at 346,782 parameters on d530ac4, its export 1.20M; now
-2.51x at 253,782, its export 637k): its depth MLP's first stage is one 202-unit part (the
-pre-activations of a second layer 189 of whose 201 units have zero output weights) that stays in
-block 0. Since d530ac4 the unfolding also clears only the scratch dims a later use writes again
-(every use writes from the region's first dim), which shrinks ours, not the export: dyck:2,2 drops
-193 of its 201 clearing units, Grid4 10 (43,545 -> 42,455 parameters), adder:2's transition 7, D8 at
-T = 512 1,537 of 2,054 (31.2M -> 24.8M parameters; its export 69.8M on d530ac4, 2.24x, and 44.1M
-now, 1.78x: block 1's stage is 2,573 units, was 4,110). TransformerLens 4.x cannot carry per-block
-widths: its native model builds every block's MLP as nn.Linear(d_model, cfg.d_mlp) from one config
-value."""
+What the rows say. Balancing (constructions/balance.py) moves a part (the units of one MLP that write a
+common residual dim) to any block where every dim it reads has the same writes before it and every dim
+it writes the same accesses around it, wider to narrower; then it splits every sum nothing wrote before
+into one piece per unit, each free between the blocks before the sum's first reader (the first piece
+added to an exact zero, the rest after it: the same terms in another blocking, which the certificate's
+rounding covers), and moves pieces the same way; it is kept where the widest MLP narrows. D8 and Q8 are
+under 1.25x as before (D8 305/305/305, 1.00x; Q8 1.09x). A4 now too: level 0's one-hot decode (a sum of
+203 units read only by the unembedding) is formed in blocks 1 and 2, beside level 1's increments (203,
+read by block 2's head) and level 1's interpolated readout (202): 205/303/304, 1.11x (was 204/203/405,
+1.46x). dyck:2,2 likewise: the first stage of its depth MLP (one 202-unit sum) spreads over the blocks
+before its reader: 72 x 6, 1.08x (was 202/46/46/46/45/45, 2.51x). All certified. What stays above 1.25x,
+and why: a sum all of whose units read what one block's MLP writes and are read by the next block's head
+or MLP has one block to sit in, split or not. D6 -- block 1 holds level 0's code (102 units, a gate of
+block 2's staircase), level 1's increments (102, block 2's head) and 103 units clearing level 0's ramps
+from scratch region a, all reading the ramps block 0 writes, before block 2's staircase writes its own
+ramps there: 306 of 819, 1.46x. A fresh region for block 2's ramps would drop the clearing units but
+widen the residual by 103 dims (computed from the shapes: widest 204, TL / ours 1.13, but ours 403,929
+-> 517,744 parameters, +28%, and the export's 589,938 -> about 585,000): not taken. S4 -- level 2's
+increment table (3 gate combinations x 203 thresholds of a mod-3 counter, writing both increments) reads
+block 2's ramps and block 4's head reads it: 609 of 1,635 units over 5 blocks, 1.82x. At T = 512 A4 is 4
+blocks in D6's pattern (block 1: 1,026 + 1,027 decode and increment units and 1,028 clearing units, 3,081
+of 6,171: 1.95x; a fresh region: 1.57x at +65% parameters) and S4 2.94x (block 3's table: 5,137 units).
+The gridworld rows (and adder:2's transition, which contains one) do not move: every part's reach is its
+own block, and their padding is block 0's 400-unit one-hot and 6 or 16 find heads in block 1. The
+unfolding clears only the scratch dims a later use writes again (every use writes from the region's
+first dim), which shrinks ours, not the export. TransformerLens 4.x cannot carry per-block widths: its
+native model builds every block's MLP as nn.Linear(d_model, cfg.d_mlp) from one config value."""
 
 
 def main(argv: list[str] | None = None) -> str:

@@ -149,15 +149,16 @@ consecutive heads in every block shares W_K and W_V, the export holds them as gr
 attention (`n_key_value_heads`, `compiler.export.kv_heads`): the gridworlds' find heads all read
 one key and copy one value, so their padding costs W_Q and W_O only and K and V are stored once
 per block, not once per head (heads pad 0.00; 0.61 and 0.82 with a key and value per head, 1.74x
-and 1.88x in all). Unfolding balances a
-standard model's MLP widths first (`unfold.balance`: an MLP's units that write a common dim move
-together to any block where every dim they read and write keeps its order of accesses), so D8 is
-1.00x and Q8 1.09x (1.32x and 1.60x before); what is left is a part no move can split or relocate
-(A4: two 203-unit decodes off level 0's ramps; D6: the units clearing level 0's ramps; S4: a
-609-unit increment table; `tl_padding.md`), and no head in the 19 splits into narrower ones (a
-head's query-key width is its d_head already). So "TL params / ours <= 1.25" holds for the cyclic
-groups, the products, C2³, the scans, D8, Q8, Dyck and the gridworlds, and needs builds of alike
-blocks for A4, D6 and S4; padding our own model to uniform blocks would make the ratio 1 without
+and 1.88x in all). Unfolding balances a standard model's MLP widths first
+(`constructions/balance.py`: an MLP's units that write a common dim move together to any block
+where every dim they read and write keeps its order of accesses, and a sum nothing wrote before is
+split unit by unit between the blocks before its first reader), so D8 is 1.00x, Q8 1.09x and A4
+1.11x (1.32x, 1.60x and 1.46x before); what is left is a sum with one block between what it reads
+and its reader (D6: level 0's decodes and the units clearing level 0's ramps; S4: a 609-unit
+increment table; `tl_padding.md`), and no head in the 19 splits into narrower ones (a head's
+query-key width is its d_head already). So "TL params / ours <= 1.25" holds for the cyclic
+groups, the products, C2³, the scans, D8, Q8, A4, Dyck and the gridworlds, and needs builds of
+alike blocks for D6 and S4; padding our own model to uniform blocks would make the ratio 1 without
 making the export any smaller.
 
 Rotated models. The standard-basis models are bit-equal (their products and sums are exact). A
@@ -166,8 +167,8 @@ last bits: TransformerLens's `nn.Linear` adds the MLP's bias inside `addmm` (to 
 partial sums), ours after the product (`x @ W + b`), and a contraction over a zero-padded width
 (the padded MLP units in W_out, padded heads in W_O) is blocked differently by the matmul kernel
 (`rotated_export_rounding.md`). The first activation that differs says which: block 0's MLP
-pre-activation (the bias) for C5, C7, C8, D8 and Q8, an MLP output (a padded W_out) for A4, S4
-and the gridworlds, the attention output (W_O as one `nn.Linear` over heads x d_head, ours an
+pre-activation (the bias) for C5, C7, C8, D8 and Q8, an MLP output (a padded W_out) for S4 and
+the gridworlds, the attention output (W_O as one `nn.Linear` over heads x d_head, ours an
 einsum over both) for Dyck. A last-bit difference then grows through the steep ramps and sharp
 heads: up to 0.07 on logits of size 1 for the cyclic groups and cascades, 5e-4 for the gridworlds.
 The argmaxes agree on every input. Bit-equality of a rotated model would need the same

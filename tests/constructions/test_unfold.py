@@ -13,10 +13,9 @@ from compiler.automata.catalog import build
 from compiler.automata.spec import Semiautomaton
 from constructions.config import ModelConfig
 from constructions.model import CompiledTransformer
-from constructions.unfold import (SCRATCH, Origin, _accesses, _reach, _rebuilt, balance, carries_activations, cleared,
+from constructions.unfold import (SCRATCH, Origin, carries_activations, cleared,
                                   clearing_places, clearing_stages, origins, scratch_widths, unfold)
 from verify.certify.certificate import certify
-from verify.certify.unfolded import folded
 from verify.check import adversarial_families
 
 T = 32
@@ -208,77 +207,3 @@ def test_a_forced_reset_cascade_unfolds_with_clearing_units_in_its_first_stage()
     tokens = torch.tensor(np.random.default_rng(0).integers(0, len(a.alphabet), (16, 12)))
     assert torch.equal(model(tokens), ref(tokens))
     assert certify(model).certified is True
-
-
-def _chain_model() -> CompiledTransformer:
-    """Three one-hidden-layer blocks over exact small integers (every head on BOS): block 0's MLP
-    has six units reading the token dim 3 -- u0 writes dim 4 (block 1's head reads it), u1 dim 6
-    (the unembedding only), u2 dim 7 (block 1's MLP reads it), u3 and u4 both dim 8 (the
-    unembedding only: one sum), u5 dim 9 (block 1's head writes it too); block 1's unit reads 7
-    and writes 10, block 2's reads 5 (block 1's head output: dim 4 at the current position) and
-    writes 11; heads 0 and 2 attend to BOS and write nothing."""
-    config = {"format": "shortcut-transformer", "dtype": "float32", "d_model": 12, "d_head": 1, "n_symbols": 3,
-              "max_len": 20, "n_out": 4, "blocks": [{"n_heads": 1, "mlp_hidden": [6]}, {"n_heads": 1, "mlp_hidden": [1]},
-                                                    {"n_heads": 1, "mlp_hidden": [1]}]}
-    model = CompiledTransformer(ModelConfig.from_json(config), {})
-    with torch.no_grad():
-        model.W_E[:, 0] = 1.0
-        model.W_E[:3, 3] = torch.tensor([1.0, 2.0, 3.0])
-        model.W_pos[:, 1] = torch.arange(21.0)
-        for b in model.blocks:
-            b.attn.W_Q[0, 0, 0], b.attn.W_K[0, 1, 0] = 1.0, -1000.0
-        attn1 = model.blocks[1].attn  # on the current position: dim 5 (and 9) gets its dim 4
-        attn1.W_K[0, 1, 0] = 1000.0
-        attn1.W_V[0, 4, 0], attn1.W_O[0, 0, 5], attn1.W_O[0, 0, 9] = 1.0, 1.0, 1.0
-        m0, m1, m2 = (b.mlp for b in model.blocks)
-        m0.W_in[3] = torch.tensor([1.0, 2.0, 1.0, 1.0, 3.0, 2.0])
-        m0.b_in.copy_(torch.tensor([0.0, -1.0, 1.0, 0.0, -2.0, 0.0]))
-        for u, dim in enumerate([4, 6, 7, 8, 8, 9]):
-            m0.W_out[u, dim] = 1.0 + u
-        m0.b_out[8] = 5.0
-        m1.W_in[7, 0], m1.W_out[0, 10] = 1.0, 2.0
-        m2.W_in[5, 0], m2.W_out[0, 11] = 1.0, 3.0
-        model.W_U[[6, 8, 9, 10, 11], :] = torch.tensor([[1.0, 0, 0, 1], [0, 1, 0, 0], [0, 0, 1, 1], [1, 1, 0, 0],
-                                                        [0, 0, 0, 1]])
-    return model
-
-
-def test_balancing_moves_only_units_whose_reads_and_writes_keep_their_order():
-    """Of block 0's six units only u1 and the pair (u3, u4) may leave it: each of the others reads
-    or writes a dim some head or MLP touches in between.  They move to the narrow blocks (widths
-    6, 1, 1 -> 3, 3, 2), with their output bias, the logits bitwise the same; a unit put beyond
-    its reach (u0 after the head that reads it) changes them."""
-    model = _chain_model()
-    parts, acc = _accesses(model)
-    reach = {tuple(pt.units): _reach(i, pt, acc, 3) for i, pt in enumerate(parts) if pt.home == 0}
-    assert reach == {(0,): (0, 0), (1,): (0, 2), (2,): (0, 0), (3, 4): (0, 2), (5,): (0, 0)}
-    flat = balance(model)
-    assert [b.mlp_hidden for b in flat.config.blocks] == [(3,), (3,), (2,)]
-    assert flat.meta["unfolded"]["units"] == [[[0, 0, 1], [0, 2, 3], [0, 5, 6]], [[1, 0, 1], [0, 3, 5]],
-                                              [[2, 0, 1], [0, 1, 2]]]
-    assert flat.blocks[1].mlp.b_out[8] == 5.0 and flat.blocks[0].mlp.b_out[8] == 0.0
-    assert flat.config.n_params() == model.config.n_params() and balance(flat) is flat  # a fixed point
-    tokens = torch.randint(0, 3, (50, 20), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        logits = model(tokens)
-        assert logits.abs().max() > 0 and torch.equal(logits, flat(tokens))
-        parts[0].block = 2  # u0 after block 1's head, which reads dim 4
-        assert not torch.equal(logits, _rebuilt(model, parts)(tokens))
-
-
-def test_a_balanced_standard_model_is_certified_and_a_misplaced_unit_is_refused():
-    """The standard D8 cascade: its staircase stages and readout balanced to equal widths, certified
-    (through the model it unfolds); the same model with one part moved before the head whose
-    output it reads is not that model's unfolding, and the certificate refuses it."""
-    model = compiler.compile_automaton("dihedral:4", max_len=24, shape="standard")
-    assert [b.mlp_hidden for b in model.config.blocks] == [(77,), (76,), (77,)]
-    assert certify(model).certified
-    flat = unfold(folded(model), balanced=False)
-    assert max(b.mlp_hidden[0] for b in flat.config.blocks) > 100  # 102, 104, 25 before balancing
-    parts, _ = _accesses(model)
-    late = next(pt for pt in parts if pt.block == 2 and pt.home == 2)  # the readout: reads block 2's head
-    late.block = 1
-    moved = _rebuilt(model, parts)
-    moved.meta = {k: v for k, v in model.meta.items()}
-    cert = certify(moved)
-    assert not cert.certified and "not the unfolding" in (cert.reason or "")

@@ -9,7 +9,10 @@ performs on the same operands -- the same dot products with exact zero terms add
 rows and columns), the scratch carrying a pre-activation or an activation exactly (added to a
 zero residual entry, read back through an identity, cleared as ``v + (-v) = 0``) -- and the
 certificate's rounding bounds hold for any summation order or blocking (``state.ASSUMPTIONS``),
-so they hold for the unfolded model's sums as well.
+so they hold for the unfolded model's sums as well.  Balancing (``constructions/balance.py``) keeps
+this: it moves units only where every residual dim keeps the order of its accesses, and splits a sum
+only where nothing wrote its dims before it and nothing reads or writes them between its first and last
+piece, so the readers see the same terms summed in another blocking (the first piece added to a zero).
 """
 
 from __future__ import annotations
