@@ -42,16 +42,17 @@ def tracker(k: int, n_codes: int, windows: tuple[tuple[int, ...], ...], factors:
     omega = np.zeros(len(nodes), dtype=np.int64)
     inc = np.zeros((len(nodes), max(groups, default=-1) + 1), dtype=np.int64)
     fail = np.zeros(len(nodes), dtype=np.int64)
+    children: list[list[int]] = [[] for _ in nodes]
+    for i, p in enumerate(nodes[1:], start=1):
+        children[index[p[:-1]]].append(i)
     for i, p in enumerate(nodes):  # by length: a node's failure (shorter) is done before it
         if p:
             f = fail[i] = 0 if len(p) == 1 else step[fail[index[p[:-1]]], p[-1]]
             step[i], omega[i], inc[i] = step[f], where.get(p, omega[f]), inc[f]
             if p in fac:
                 inc[i, fac[p]] += 1
-        for c in range(n_codes):
-            child = index.get(p + (c,))
-            if child is not None:
-                step[i, c] = child
+        for child in children[i]:
+            step[i, nodes[child][-1]] = child
     node = 0
     for _ in range(k - 1):
         node = int(step[node, 0])
