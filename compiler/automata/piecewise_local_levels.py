@@ -55,6 +55,9 @@ MAX_PAIRS = 200_000
 COUNTED = 1 << 12
 """Most counted pairs :func:`counted_conflict` runs (access words x splits x letters c; a fixed sample
 above it: a few hundredths of a CPU second)."""
+COUNTED_ACCESS = 32
+"""Longest access word a counted pair is made of (the pairs' words stay a few hundred letters long: a
+long chain's access words would make the batch hundreds of megabytes)."""
 MAX_CLOSURES = 4_000
 """Most level closures one :func:`told_apart` search computes (each a breadth-first search of the
 automaton under a set of letters)."""
@@ -184,9 +187,10 @@ def ordered_conflicts(maps: np.ndarray, q0: int, label: np.ndarray, free: np.nda
 
 def counted_pairs(maps: np.ndarray, q0: int) -> list[tuple[list[int], list[int]]]:
     """The counted pairs (module docstring) on the maps [letter, state] from ``q0``, as letter words:
-    every (access word, split, letter c), or :data:`COUNTED` of them (a fixed sample) above that."""
+    every (access word of at most :data:`COUNTED_ACCESS` letters, split, letter c), or :data:`COUNTED` of
+    them (a fixed sample) above that."""
     M = np.asarray(maps, dtype=np.int64)
-    splits = [(u, i) for u in access_words(M, q0) for i in range(len(u))]
+    splits = [(u, i) for u in access_words(M, q0) if len(u) <= COUNTED_ACCESS for i in range(len(u))]
     n = M.shape[0]
     picks: Sequence[int] = range(len(splits) * n)
     if len(picks) > COUNTED:
