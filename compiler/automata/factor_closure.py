@@ -42,16 +42,17 @@ def tracker(k: int, n_codes: int, windows: tuple[tuple[int, ...], ...], factors:
     omega = np.zeros(len(nodes), dtype=np.int64)
     inc = np.zeros((len(nodes), max(groups, default=-1) + 1), dtype=np.int64)
     fail = np.zeros(len(nodes), dtype=np.int64)
+    children: list[list[int]] = [[] for _ in nodes]
+    for i, p in enumerate(nodes[1:], start=1):
+        children[index[p[:-1]]].append(i)
     for i, p in enumerate(nodes):  # by length: a node's failure (shorter) is done before it
         if p:
             f = fail[i] = 0 if len(p) == 1 else step[fail[index[p[:-1]]], p[-1]]
             step[i], omega[i], inc[i] = step[f], where.get(p, omega[f]), inc[f]
             if p in fac:
                 inc[i, fac[p]] += 1
-        for c in range(n_codes):
-            child = index.get(p + (c,))
-            if child is not None:
-                step[i, c] = child
+        for child in children[i]:
+            step[i, nodes[child][-1]] = child
     node = 0
     for _ in range(k - 1):
         node = int(step[node, 0])
@@ -75,6 +76,39 @@ class Closure:
     feature: np.ndarray
 
 
+DENSE_CODES = 1 << 24
+"""Largest code space (states x nodes x count vectors) whose closure marks the codes it met in a
+dense boolean array (16 MB at most); a larger one keeps them sorted (:class:`_Met`)."""
+
+
+class _Met:
+    """The codes a closure has met: a dense mark per code where the code space is at most
+    :data:`DENSE_CODES`, else a sorted array (the same answers: dense only saves the sorts)."""
+
+    def __init__(self, space: int, first: int) -> None:
+        self.dense = np.zeros(space, dtype=bool) if space <= DENSE_CODES else None
+        self.sorted = np.array([first], dtype=np.int64)  # the start's code (-1: no word reaches it)
+
+    def fresh(self, codes: np.ndarray) -> np.ndarray:
+        """The rows (ascending) of the first occurrence of each code not met before; marks them met."""
+        if self.dense is not None:
+            cand = np.flatnonzero(~self.dense[codes])
+            _, first = np.unique(codes[cand], return_index=True)
+            fresh = cand[np.sort(first)]
+            self.dense[codes[fresh]] = True
+            return fresh
+        order = np.argsort(codes, kind="stable")
+        ordered = codes[order]
+        lead = np.empty(len(order), dtype=bool)  # each code's first row
+        lead[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=lead[1:])
+        first, code = order[lead], ordered[lead]
+        at = np.minimum(np.searchsorted(self.sorted, code), len(self.sorted) - 1)
+        new = self.sorted[at] != code
+        self.sorted = np.sort(np.concatenate([self.sorted, code[new]]))
+        return np.sort(first[new])
+
+
 def closure_of(maps: np.ndarray, tr: Tracker, q0: int, n_groups: int, threshold: int) -> Closure:
     """The breadth-first closure from (q0, start node, 0) over the letter classes (``maps``:
     [class, state], class c has code c + 1); counts capped at ``threshold``.  The start is its own
@@ -92,7 +126,7 @@ def closure_of(maps: np.ndarray, tr: Tracker, q0: int, n_groups: int, threshold:
     q = np.array([q0])
     node = np.array([tr.start])
     counts = np.zeros((1, n_groups), dtype=np.int64)
-    seen = np.array([-1], dtype=np.int64)  # the start's code: no word reaches it
+    met = _Met(maps.shape[1] * n_nodes * span, -1)  # the start's code: no word reaches it
     qs, nodes, cs, parents, letters = [q], [node], [counts], [np.array([-1])], [np.array([-1])]
     base, total = 0, 1
     while len(q):
@@ -104,18 +138,9 @@ def closure_of(maps: np.ndarray, tr: Tracker, q0: int, n_groups: int, threshold:
         codes = (nq * n_nodes + nn) * span
         if n_groups:
             codes += nc @ weights
-        order = np.argsort(codes, kind="stable")
-        ordered = codes[order]
-        lead = np.empty(len(order), dtype=bool)  # each code's first row
-        lead[0] = True
-        np.not_equal(ordered[1:], ordered[:-1], out=lead[1:])
-        first, code = order[lead], ordered[lead]
-        at = np.minimum(np.searchsorted(seen, code), len(seen) - 1)
-        new = seen[at] != code
-        if not new.any():
+        fresh = met.fresh(codes)
+        if not len(fresh):
             break
-        fresh = np.sort(first[new])
-        seen = np.sort(np.concatenate([seen, code[new]]))
         total += len(fresh)
         if total > MAX_NODES:
             raise TooBig

@@ -111,13 +111,14 @@ def _refuted_by_runs(maps: np.ndarray, q0: int, k: int, threshold: int | None,
 
 def _first_differing(maps: np.ndarray, q0: int, pairs: list[tuple[list[int], list[int]]],
                      given: tuple[np.ndarray, np.ndarray] | None) -> tuple[list[int], list[int]] | None:
-    differ = _differing(maps, q0, pairs, given)
+    differ = differing(maps, q0, pairs, given)
     return pairs[int(differ[0])] if len(differ) else None
 
 
-def _differing(maps: np.ndarray, q0: int, pairs: list[tuple[list[int], list[int]]],
+def differing(maps: np.ndarray, q0: int, pairs: list[tuple[list[int], list[int]]],
                given: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    """The indices of the pairs whose words reach different states (:func:`_differ`), run together."""
+    """The indices of the pairs whose words (codes 1.. of the rows of ``maps``) reach different states
+    (:func:`_differ`), run together."""
     ends = _runs(maps, q0, [w for pair in pairs for w in pair]).reshape(-1, 2) if pairs else np.zeros((0, 2), int)
     return np.flatnonzero(_differ(ends, given))
 
@@ -212,7 +213,7 @@ def refuting_pairs(maps: np.ndarray, q0: int, k: int,
     same window and the same set of k-factors reaching different states (or labels, ``given``), all
     the conflicts those samples see."""
     pairs = _block_pairs(maps, k, None) + _run_pairs(maps, q0, k, 1) + _block_pairs(maps, k, 1)
-    return [pairs[int(i)] for i in _differing(maps, q0, pairs, given)]
+    return [pairs[int(i)] for i in differing(maps, q0, pairs, given)]
 
 
 def _block_pairs(maps: np.ndarray, k: int, threshold: int | None) -> list[tuple[list[int], list[int]]]:

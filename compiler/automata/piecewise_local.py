@@ -43,8 +43,11 @@ words with the same last k - 1 letters and the same k-factors, the same X, diffe
 subsequence that tells them apart joins S (never pruned) and the loop goes on.  No such
 subsequence (up to length 8) refuses with the two words as the witness: they have the same
 k-factors and the same short subsequences, yet reach different states.  A letter with a cycle
-refuses at once (PLT languages are star-free: every letter's power is idempotent), and so does a
-failing word identity (:func:`identity_witness`).
+refuses at once (PLT languages are star-free: every letter's power is idempotent), and so do a
+failing word identity (:func:`identity_witness`) and a counted pair: two words with the same factors
+and subsequences that count a factor once against twice and reach different states
+(piecewise_local_levels.counted_conflict; a locally threshold testable language that counts to 2 is
+refused in milliseconds, where its search ran out of its budget in 7-11 CPU s).
 
 Budgets: S holds at most :data:`MAX_WORDS` words, A_S at most :data:`MAX_PRODUCT` states, each
 factor search its own closure budget (factors.MAX_WORK); past one the refusal names it.
@@ -64,9 +67,11 @@ from .factor_witnesses import letter_with_a_cycle, refuting_pairs
 from .factors import MAX_K, FactorPlan, Given, class_maps, given_description
 from .factors import MAX_WORK as MAX_FACTOR_WORK
 from .moore import reachable_states
+from .piecewise import MAX_K as MAX_SUBSEQUENCE
 from .piecewise import Budget, Run, Trie, confluence_witness, cycle_witness, distinguishers, embeds, runs
 from .spec import Semiautomaton
-from .piecewise_local_levels import NEUTRAL, Levels, access_words, neutral_letters, ordered_conflicts, told_apart
+from .piecewise_local_levels import (NEUTRAL, Levels, access_words, counted_conflict, neutral_letters,
+                                     ordered_conflicts, told_apart)
 
 MAX_WORDS = 48
 """Most words the subsequence set S may hold."""
@@ -236,14 +241,19 @@ def _search(a: Semiautomaton) -> tuple[Any, list[tuple[int, ...]], Semiautomaton
         except (Budget, SpecError) as e:
             return str(e)
         if u is None:
-            return (f"the words {_show(a, w)} and {_show(a, v)} end in the same letters, hold the same k-factors "
-                    f"(k <= 6) and the same subsequences (up to length 8), yet reach different states: not "
-                    f"piecewise locally testable")
+            return _inseparable(a, w, v)
         words = list(dict.fromkeys(words + _prefixes(u)))
         if proven:
             stuck.add(u)
         if len(words) > MAX_WORDS:
             return f"more than {MAX_WORDS} relevant subsequences"
+
+
+def _inseparable(a: Semiautomaton, w: list[int], v: list[int]) -> str:
+    """The refusal for two letter words with the same features that reach different states."""
+    return (f"the words {_show(a, w)} and {_show(a, v)} end in the same letters, hold the same k-factors "
+            f"(k <= {MAX_K}) and the same subsequences (up to length {MAX_SUBSEQUENCE}), yet reach different states: "
+            f"not piecewise locally testable")
 
 
 def _best_subsequence(levels: Levels, w: list[int], v: list[int],
@@ -384,6 +394,9 @@ def detect(a: Semiautomaton) -> tuple[PiecewiseLocalPlan | None, str]:
     if cycle_witness(a, states) is None and confluence_witness(a, states) is None:
         return None, ("partially ordered and locally confluent: piecewise testable (Klima and Polak), which the "
                       "piecewise construction builds")
+    pair = counted_conflict(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states), a.start)
+    if pair is not None:
+        return None, _inseparable(a, *pair)
     found = _search(a)
     if isinstance(found, str):
         return None, found

@@ -21,6 +21,17 @@ while the subsequences already tracked agree, a subsequence that orders x and z 
 (:func:`ordered_conflicts`, with P each tracked word: the extensions of what is tracked by one
 letter, which random samples over many letters seldom hit).  These pairs are proposals: the
 factor search's closure is the proof.
+
+**Counted pairs.**  For A B a shortest word to a state (B not empty), a letter c, s = c^K and Z the
+letters of B and c in order, repeated L = 8 times (the longest subsequence searched,
+compiler/automata/piecewise.py): A s B s Z s and A s B s Z s B s end in the same K letters and hold
+the same factors of every length <= MAX_K (one that ends in the appended B s lies in s B s, which
+both hold after A), and the same subsequences of length <= L (the first is a subsequence of the
+second; the part of an embedding in the second after A s B s is a word over Z's letters of at most L
+letters, which Z holds).  They differ only in how often the factors of s B s occur: once against
+twice.  If they reach different states, no PLT description of these widths exists -- a proof, which
+the detector refuses with before its search (:func:`counted_conflict`: a locally threshold testable
+language that counts a factor to 2 is refused in milliseconds instead of the search's budget).
 """
 
 from __future__ import annotations
@@ -30,7 +41,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .factor_witnesses import differing
 from .factors import MAX_K
+from .piecewise import MAX_K as MAX_SUBSEQUENCE
 from .piecewise import embeds
 
 GAP = MAX_K - 1
@@ -39,6 +52,12 @@ NEUTRAL = 2
 """Letters c tried per ordered pair (the two the states track least: the highest ambiguity)."""
 MAX_PAIRS = 200_000
 """Most ordered pairs one call runs (each a few dozen map lookups, vectorised)."""
+COUNTED = 1 << 12
+"""Most counted pairs :func:`counted_conflict` runs (access words x splits x letters c; a fixed sample
+above it: a few hundredths of a CPU second)."""
+COUNTED_ACCESS = 32
+"""Longest access word a counted pair is made of (the pairs' words stay a few hundred letters long: a
+long chain's access words would make the batch hundreds of megabytes)."""
 MAX_CLOSURES = 4_000
 """Most level closures one :func:`told_apart` search computes (each a breadth-first search of the
 automaton under a set of letters)."""
@@ -164,3 +183,29 @@ def ordered_conflicts(maps: np.ndarray, q0: int, label: np.ndarray, free: np.nda
             if budget <= 0:
                 return out
     return out
+
+
+def counted_pairs(maps: np.ndarray, q0: int) -> list[tuple[list[int], list[int]]]:
+    """The counted pairs (module docstring) on the maps [letter, state] from ``q0``, as letter words:
+    every (access word of at most :data:`COUNTED_ACCESS` letters, split, letter c), or :data:`COUNTED` of
+    them (a fixed sample) above that."""
+    M = np.asarray(maps, dtype=np.int64)
+    splits = [(u, i) for u in access_words(M, q0) if len(u) <= COUNTED_ACCESS for i in range(len(u))]
+    n = M.shape[0]
+    picks: Sequence[int] = range(len(splits) * n)
+    if len(picks) > COUNTED:
+        picks = np.sort(np.random.default_rng(len(splits)).choice(len(picks), COUNTED, replace=False)).tolist()
+    pairs = []
+    for j in picks:
+        (u, i), c = splits[j // n], j % n
+        s, A, B = [c] * GAP, list(u[:i]), list(u[i:])
+        head = A + s + B + s + sorted({*B, c}) * MAX_SUBSEQUENCE + s
+        pairs.append((head, head + B + s))
+    return pairs
+
+
+def counted_conflict(maps: np.ndarray, q0: int) -> tuple[list[int], list[int]] | None:
+    """A counted pair (module docstring) whose words reach different states from ``q0``, or None."""
+    pairs = counted_pairs(maps, q0)
+    hit = differing(maps, q0, [([x + 1 for x in w], [x + 1 for x in v]) for w, v in pairs], None)
+    return pairs[int(hit[0])] if len(hit) else None

@@ -246,8 +246,11 @@ class _Blocks:
         self.work.add(1 + 2 * len(pairs))
         parent, size, find = self.parent, self.size, self.find
         rp, rr, joined = find(p), find(r), 0
-        for x, y in pairs:
-            fx, fy = find(x), find(y)
+        for fx, fy in pairs:
+            while parent[fx] != fx:  # find, inlined: most of the search's time is these walks
+                fx = parent[fx]
+            while parent[fy] != fy:
+                fy = parent[fy]
             if fx == fy:
                 continue
             if size[fx] > size[fy]:

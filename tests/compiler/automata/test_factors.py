@@ -310,6 +310,28 @@ def test_the_closures_kept_change_no_answer(monkeypatch, cls, k, letters):
     assert (detect(a), detect_tier(a)) == kept
 
 
+@pytest.mark.parametrize("cls,k,letters", [("ltt", 2, 4), ("lt", 4, 16)])
+def test_a_closure_marks_its_codes_densely_or_sorted_alike(monkeypatch, cls, k, letters):
+    """``closure_of`` marks the codes it met in a dense array where the code space is small and keeps
+    them sorted above it: every closure of a detection is the same array for array either way."""
+    import compiler.automata.factor_closure as fc
+    import compiler.automata.factors as factors
+    from compiler.automata.subregular_families import random_language
+
+    seen: list = []
+
+    def recorded(*args):
+        seen.append((args, fc.closure_of(*args)))
+        return seen[-1][1]
+
+    a = random_language(cls, k=k, letters=letters, seed=0)
+    monkeypatch.setattr(factors, "closure_of", recorded)
+    detect(a)
+    monkeypatch.setattr(fc, "DENSE_CODES", 0)
+    assert seen and all(np.array_equal(getattr(cl, f), getattr(fc.closure_of(*args), f))
+                        for args, cl in seen for f in ("q", "node", "counts", "parent", "letter", "feature"))
+
+
 def test_a_shared_budget_refuses_naming_its_share():
     """Inside ``shared_budget(n)`` a search gets 1/n of its budget: one that runs out refuses naming the
     share, never "not in the class"; outside, the same automaton is found."""

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from compiler.automata.piecewise import embeds
-from compiler.automata.piecewise_local import beside_tracker
-from compiler.automata.piecewise_local_levels import (GAP, Levels, access_words, neutral_letters, ordered_conflicts,
-                                                     told_apart)
+from compiler.automata.piecewise_local import beside_tracker, detect
+from compiler.automata.piecewise_local_levels import (GAP, Levels, access_words, counted_conflict, counted_pairs,
+                                                     neutral_letters, ordered_conflicts, told_apart)
 from compiler.automata.subregular_families import draw
 
 
@@ -79,3 +79,50 @@ def test_access_words_reach_every_state_once_shortest_first(plt6):
     ends = [a.run(list(w))[-1] if w else a.start for w in words]
     assert len(set(ends)) == len(ends) == a.n_states
     assert [len(w) for w in words] == sorted(len(w) for w in words)
+
+
+def _subsequences(word: list[int], most: int, letters: set[int]) -> set[tuple[int, ...]]:
+    """Every subsequence of ``word`` over ``letters`` of at most ``most`` letters (a breadth-first walk
+    over the greedy embeddings: the next occurrence of each letter after a position)."""
+    found, frontier = {()}, {(): 0}
+    for _ in range(most):
+        nxt: dict[tuple[int, ...], int] = {}
+        for u, at in frontier.items():
+            for x in letters & set(word[at:]):
+                nxt.setdefault(u + (x,), word.index(x, at) + 1)
+        found.update(nxt)
+        frontier = nxt
+    return found
+
+
+@pytest.mark.parametrize("spec", [("ltt", 5, 16, 1), ("ltt", 4, 4, 0)])
+def test_a_counted_pair_is_a_proof(spec):
+    """A threshold language's counted pair (a factor once against twice): the same padded factors of
+    every length up to MAX_K and the same subsequences up to length 8 (checked here, not assumed),
+    different states; the detector refuses with it before its search."""
+    cls, k, letters, seed = spec
+    _, a = draw(cls, k=k, letters=letters, seed=seed)
+    maps = np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states)
+    pair = counted_conflict(maps, a.start)
+    assert pair is not None
+    w, v = pair
+    assert set(_factors(w, GAP + 1)) == set(_factors(v, GAP + 1)) and w[-GAP:] == v[-GAP:]
+    small = set(sorted(set(w))[:3])  # length 8 over every letter is too many words: over 3 of them, and length 4
+    assert _subsequences(w, 8, small) == _subsequences(v, 8, small)
+    assert _subsequences(w, 4, set(w)) == _subsequences(v, 4, set(v))
+    ends = []
+    for word in pair:
+        q = a.start
+        for x in word:
+            q = int(maps[x, q])
+        ends.append(q)
+    assert ends[0] != ends[1]
+    plan, why = detect(a)
+    assert plan is None and "the same subsequences (up to length 8)" in why
+
+
+def test_a_piecewise_locally_testable_language_has_no_counted_conflict(plt6):
+    """The pairs are proofs: on a PLT language none reaches different states."""
+    _, a = plt6
+    assert counted_conflict(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states), a.start) is None
+    assert len(counted_pairs(np.asarray(a.maps, dtype=np.int64).reshape(a.n_symbols, a.n_states), a.start)) > 0
