@@ -28,9 +28,9 @@ from verify.certify.certificate import certify
 from verify.certify.unfolded import folded
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, finish, header  # noqa: E402
+from _common import automaton, emit, finish, header  # noqa: E402
 from paper_suite import PAPER_NAMES, suite  # noqa: E402
-from standard_blocks import EVERY_CONSTRUCTION, automaton  # noqa: E402
+from standard_blocks import EVERY_CONSTRUCTION  # noqa: E402
 
 
 def exported(model: CompiledTransformer) -> int:
