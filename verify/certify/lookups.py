@@ -14,7 +14,7 @@ import numpy as np
 from compiler.automata.partitions import DisjointSets
 from constructions.obligations import Joint, Lookup, Modular, Round, Steps
 
-from .affine import affine_rows, on_grid
+from .affine import affine_rows, on_grid, possibly_on
 from .contributions import contributions
 from .state import (AFFINE_CHUNK, COMBINATION_BUDGET, CertificateFailure, Code, NotCertifiable, ROW_FLOAT_BUDGET,
                     State, Model, first_positions, gamma, get_code, half_gaps, product_rows, put_code)
@@ -319,10 +319,10 @@ def _stage_b_rows(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], step
     """:func:`_stage_b` on the combinations ``grid`` (each row a signature index per part): the
     next layer's pre-activation is the sum of the parts' hulls (its centre, and its half width
     plus the rounding of the sum), then the remaining layers run with affine error forms on
-    inputs within the largest radius of these rows (each row lies within it)."""
+    inputs within the largest radius of these rows (each row lies within it) -- an identity
+    first, for that layer's ReLU, over its units :func:`possibly_on` in some row alone."""
     H = len(Ws) - 1
     W_next, b_next = Ws[cut + 1], biases[cut + 1]
-    cols = W_next.shape[1]
     n = len(grid)
     lo = sum(p[2][grid[:, g]] for g, p in enumerate(parts))
     hi = sum(p[3][grid[:, g]] for g, p in enumerate(parts))
@@ -348,8 +348,9 @@ def _stage_b_rows(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], step
     if cut + 1 == H:
         return desc, want, centre[:, out], (half + rounding)[:, out]
     r = (half + rounding).max(0, initial=0.0)
-    z_out, err_out = affine_rows(m, centre, r, [np.eye(cols), *Ws[cut + 2 :]], [np.zeros(cols), *biases[cut + 2 :]],
-                                 out)
+    on = possibly_on(centre, r, m.u)
+    z_out, err_out = affine_rows(m, centre[:, on], r[on], [np.eye(len(on)), Ws[cut + 2][on], *Ws[cut + 3 :]],
+                                 [np.zeros(len(on)), *biases[cut + 2 :]], out)
     return desc, want, z_out, err_out
 
 
