@@ -7,7 +7,7 @@ not apply."""
 import numpy as np
 import pytest
 
-from verify.certify.affine import Coefficients, affine, on_grid
+from verify.certify.affine import Coefficients, affine, affine_rows, on_grid, possibly_on, row_floats
 
 P = 24
 U = 2.0**-P + 2.0**-52  # as verify.certify.state.arrays: float32's unit roundoff and the checker's own
@@ -177,3 +177,52 @@ def test_an_output_of_quarter_weights_on_exact_units_has_no_error_and_a_third_ha
         z, err = affine(x, r, [hidden[0], w], [hidden[1], np.zeros(1)], U, P)
         assert z[0, 0] == x[0] @ w[:, 0]
         assert bool(err[0, 0] == 0) == exact
+
+
+def test_units_surely_off_are_left_out_with_the_same_outputs_and_no_looser_bounds():
+    """Pre-activations known within a radius through an identity (their ReLU) then a dense layer,
+    as stage B runs them: leaving out the units :func:`possibly_on` drops (each negative beyond
+    its bound in every row, one at the margin kept) gives the same outputs and bounds no looser;
+    the dropped units are the ones the whole network finds surely off, and the float32 network
+    stays within the bound."""
+    rng = np.random.default_rng(2)
+    for trial in range(40):
+        N, k = 6, int(rng.integers(2, 12))
+        r = 10.0 ** rng.uniform(-9, -2, k) * (rng.random(k) < 0.9)
+        x = rng.integers(-3, 4, (N, k)).astype(np.float64)
+        x[:, rng.random(k) < 0.5] = -1.0  # units off in every row
+        x[0, 0] = -r[0] * (1 + 2 * U)  # at the margin: the error bound reaches |z|, so it may flip: kept
+        W, b = rng.integers(-4, 5, (k, 3)) / 2.0, rng.integers(-4, 5, 3) / 4.0
+        on = possibly_on(x, r, U)
+        assert 0 in on
+        z, err = affine(x, r, [np.eye(k), W], [np.zeros(k), b], U, P)
+        z_on, err_on = affine(x[:, on], r[on], [np.eye(len(on)), W[on]], [np.zeros(len(on)), b], U, P)
+        assert np.array_equal(z_on, z) and np.all(err_on <= err), trial
+        off = np.setdiff1d(np.arange(k), on)
+        assert np.all(x[:, off] + r[off] < 0)
+        for _ in range(10):
+            noisy = _held(x, r, x + rng.uniform(-1, 1, x.shape) * r)
+            assert np.all(np.abs(_float32(noisy, [np.eye(k), W], [np.zeros(k), b]) - z_on) <= err_on), trial
+
+
+def test_rows_go_through_in_chunks_of_their_coefficients_own_size():
+    """An identity over 300 noisy inputs then a one-hot layer keeps one coefficient per input
+    and row (the compact form), so a chunk holds AFFINE_CHUNK / (300 + 300) rows, not
+    AFFINE_CHUNK / (300 x 300) (one row per chunk); a dense layer after a fan-out counts inputs x
+    units; the results are the same as row by row."""
+    n = 300
+    r = np.full(n, 1e-6)
+    one_hot = np.zeros((n, 4))
+    one_hot[np.arange(n), np.arange(n) % 4] = 1.0
+    assert row_floats(r, [np.eye(n), one_hot]) == n + n
+    fan = np.ones((n, 5))
+    assert row_floats(r, [np.eye(n), fan, np.ones((5, 7))]) == n * 7
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2, 3, (40, n)).astype(np.float64)
+
+    class M:
+        u, p = U, P
+    z, err = affine_rows(M(), x, r, [np.eye(n), one_hot], [np.zeros(n), np.zeros(4)], [0, 1, 2, 3])
+    for i in range(0, 40, 13):
+        zi, ei = affine(x[i : i + 1], r, [np.eye(n), one_hot], [np.zeros(n), np.zeros(4)], U, P)
+        assert np.array_equal(zi, z[i : i + 1]) and np.array_equal(ei, err[i : i + 1])

@@ -2,6 +2,7 @@
 contribution to the next layer keeps its input-error coefficients through that layer's weights,
 so the two units of a step pair cancel there (verify/certify/lookups.py)."""
 
+import itertools
 import math
 from contextlib import contextmanager
 
@@ -105,3 +106,71 @@ def test_the_cheapest_cut_is_tried_first(monkeypatch):
     cert = certify(model)
     assert cert.certified is True, cert.reason
     assert checked and sum(checked) < 100_000
+
+
+@pytest.fixture(scope="module")
+def plt_5_4():
+    """PLT k = 5 on 4 letters (piecewise-local): its last MLP runs the parts' steps, then the
+    joint lookup's step units and its 138 key units, then the state's one-hot."""
+    return compile_automaton(random_language("plt", k=5, letters=4, seed=0), max_len=50, readout="labels")
+
+
+def _key_layer(model):
+    """The last MLP's key-unit layer: its weights and biases (as torch parameters) and each key
+    unit's label (its state's row of the output layer, then the unembedding)."""
+    mlp = model.blocks[-1].mlp
+    W, b, out = mlp.weight(mlp.n_hidden - 1), mlp.bias(mlp.n_hidden - 1), mlp.weight(mlp.n_hidden)
+    labels = [int(torch.argmax(model.W_U[torch.argmax(out[u])])) for u in range(W.shape[1])]
+    return W, b, labels
+
+
+@contextmanager
+def fires_on_two_keys(model):
+    """The model with a key unit u of the joint lookup firing on its own key and, harder, on the
+    next key v (the last such pair whose states have different labels; adjacent keys differ in
+    one input): its pre-activation pre_u + 2 pre_v + 2 is 1 at u's key, 3 at v's (u's state wins
+    there) and at most -1 elsewhere; restored afterwards."""
+    W, b, labels = _key_layer(model)
+    u = max(i for i in range(W.shape[1] - 1) if labels[i] != labels[i + 1])
+    saved = W[:, u].clone(), b[u].clone()
+    with torch.no_grad():
+        W[:, u] += 2 * W[:, u + 1]
+        b[u] += 2 * b[u + 1] + 2
+    try:
+        yield model
+    finally:
+        with torch.no_grad():
+            W[:, u], b[u] = saved
+
+
+def test_stage_b_leaves_out_units_off_in_every_row_and_still_refuses_a_key_unit_firing_on_two_keys(
+        plt_5_4, monkeypatch):
+    """The joint lookup split (SPLIT_ABOVE 100) with stage B in chunks of 2^12 floats: its key
+    units read the hull sums, and a chunk's rows turn a few of them on -- the others, surely off
+    in every row, are left out (:func:`~verify.certify.affine.possibly_on`).  Certified; and with
+    one key unit also firing on a neighbouring key (wrong on some words of 6 letters), refused at
+    the fused final lookup."""
+    keys = _key_layer(plt_5_4)[0].shape[1]
+    monkeypatch.setattr(lookups, "SPLIT_ABOVE", 100)
+    monkeypatch.setattr(lookups, "AFFINE_CHUNK", keys)  # one row per chunk
+    kept = []
+
+    def recorded(x, r, u):
+        on = possibly_on(x, r, u)
+        if x.shape[1] == keys:
+            kept.append(len(on))
+        return on
+
+    possibly_on = lookups.possibly_on
+    monkeypatch.setattr(lookups, "possibly_on", recorded)
+    cert = certify(plt_5_4)
+    assert cert.certified is True, cert.reason
+    assert kept and max(kept) < keys / 2
+    a = plt_5_4.automaton
+    words = [[a.alphabet[i] for i in w] for w in itertools.product(range(a.n_symbols), repeat=6)]
+    right = plt_5_4.simulate(words)
+    with fires_on_two_keys(plt_5_4) as broken:
+        assert broken.simulate(words) != right
+        cert = certify(broken)
+    assert cert.certified is False
+    assert "plt.final" in cert.failure["where"], cert.failure

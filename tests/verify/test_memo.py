@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from constructions.obligations import Lookup, Recent
+from constructions.obligations import Beside, Lookup, Recent
 from verify.certify.memo import HeadCache, StepCache
 from verify.certify.semantics import Head
 
@@ -44,3 +44,23 @@ def test_a_head_reading_an_undeclared_entry_is_keyed_on_it():
     cache = HeadCache()
     got = [cache.step(f, h, 0, {"flag": (1.0,), "src": (0.0,), "y": (y,)}, 5)[1] for y in (1.0, 2.0, 1.0)]
     assert got == [(1.0,), (2.0,), (1.0,)]
+
+
+def test_the_parts_beside_each_other_are_cached_each_on_its_own_codes():
+    """A Beside of a lookup on ``a`` and one on ``b``: ``b`` changes every run, so the whole MLP's
+    codes never repeat, but the lookup on ``a`` runs once -- and a run's outputs are still each
+    part's own."""
+    on_a = Lookup("m.a", ("a",), "out_a", {(0,): np.array([5.0])})
+    on_b = Lookup("m.b", ("b",), "out_b", {(b,): np.array([float(b)]) for b in range(4)})
+    both = Beside("m", (on_a, on_b))
+    runs = []
+
+    def counted(env):
+        runs.append(env["a"])
+        env["out_a"] = (env["out_a"][0] + 5.0,)
+    cache = StepCache()
+    for b in range(4):
+        env = {"a": (0.0,), "b": (float(b),), "out_a": (0.0,), "out_b": (0.0,)}
+        cache.run(both, env, {id(on_a): counted})
+        assert env["out_a"] == (5.0,) and env["out_b"] == (float(b),)
+    assert len(runs) == 1

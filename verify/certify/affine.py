@@ -46,6 +46,39 @@ def _times(A: np.ndarray, W: np.ndarray) -> np.ndarray:
     return out
 
 
+def reached(at: np.ndarray, W: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """Where inputs at units ``at`` (-1: none) go through W: when each reaches one unit at most,
+    (None, that unit or -1, its weight or 0); else (the row each reaches [inputs, k], None, an
+    empty array).  A function of ``at`` and W's pattern alone, the same for every row."""
+    src = np.maximum(at, 0)
+    reach = np.count_nonzero(W, axis=1)[src] * (at >= 0)
+    if reach.max(initial=0) > 1:
+        return W[src] * (at >= 0)[:, None], None, np.zeros(0)
+    if not W.shape[1]:
+        return None, np.full(len(at), -1), np.zeros(len(at))
+    new = np.where(reach == 1, np.argmax(W != 0, axis=1)[src], -1)
+    return None, new, W[src, np.maximum(new, 0)] * (new >= 0)
+
+
+def row_floats(r: np.ndarray, weights: list[np.ndarray]) -> int:
+    """Floats one row's error coefficients take at most in :func:`affine`, layer by layer: the
+    inputs with an error, and the layer's units, while each input reaches one unit at most
+    (:class:`Coefficients`, compact) or just past it (:class:`Outer`); inputs times units once
+    dense.  The form depends on ``r`` and the weights' nonzero pattern alone (a mask only zeroes
+    coefficients), so it is the same for every row."""
+    live = np.flatnonzero(r)
+    at: np.ndarray | None = live
+    most, before = 1, len(r)
+    for W in weights:
+        if at is None:  # dense: the product's operand and result
+            most = max(most, len(live) * max(before, W.shape[1]))
+        else:
+            at = reached(at, W)[1]
+            most = max(most, len(live) + W.shape[1])
+        before = W.shape[1]
+    return most
+
+
 @dataclass(frozen=True)
 class Coefficients:
     """The output's coefficients on the input errors, A [N, inputs, units].  While each input
@@ -72,22 +105,20 @@ class Coefficients:
 
     def times(self, W: np.ndarray, memo: dict[bytes, tuple] | None = None) -> "Coefficients | Outer":
         """A @ W (each entry one product while compact, as the dense sum over its one nonzero term).
-        ``memo``: where the row each input reaches and its number of units are kept, by ``at``
-        (the same for every chunk of rows a layer sees)."""
+        ``memo``: where each input goes through W (:func:`reached`), kept by ``at`` (the same for
+        every chunk of rows a layer sees)."""
         if self.dense is not None:
             return Coefficients.of(_times(self.dense, W))
         key = self.at.tobytes()
         found = memo.get(key) if memo is not None else None
         if found is None:
-            rows = W[np.maximum(self.at, 0)] * (self.at >= 0)[:, None]  # [inputs, k]: the row each input reaches
-            found = (rows, np.count_nonzero(rows, axis=1))
+            found = reached(self.at, W)
             if memo is not None:
                 memo[key] = found
-        rows, reach = found
-        if reach.max(initial=0) <= 1:
-            at = np.where(reach == 1, np.argmax(rows != 0, axis=1), -1) if W.shape[1] else np.full(len(rows), -1)
-            c = self.c * rows[np.arange(len(at)), np.maximum(at, 0)] * (at >= 0)
-            return Coefficients(at, c, None, W.shape[1])
+        rows, at, weight = found
+        if rows is None:
+            return Coefficients(at, self.c * weight, None, W.shape[1])
+        assert at is None
         return Outer(self.c, rows, np.ones((len(self.c), W.shape[1]), dtype=bool))
 
     def weighted(self, rl: np.ndarray) -> np.ndarray:
@@ -339,13 +370,26 @@ def _single_power_of_two(W: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     return ok & (np.round(b) == b) & (np.abs(b) < 2.0**p)
 
 
+def possibly_on(x: np.ndarray, r: np.ndarray, u: float) -> np.ndarray:
+    """The units (columns of pre-activations ``x`` [N, units] known within ``r`` [units]) that
+    some row may hold positive after a ReLU: :func:`affine` on an identity layer over them finds
+    every other unit surely off -- its clean value z = x < 0 and its error bound at most
+    r + u (|x| + r) (the error carried, plus one rounding: a single weight 1), grown by (1 + 8 u)
+    for the floats that sum it, below |z| -- so an exact zero, which adds nothing to any later
+    sum, changes no later unit's rules (its terms are left out of every count, size and grid)
+    and is left out of the network with its row of the next layer's weights."""
+    bound = (r + u * (np.abs(x) + r)) * (1 + 8 * u)
+    return np.flatnonzero(~np.all(bound < -x, axis=0))
+
+
 def affine_rows(m: Model, X: np.ndarray, r: np.ndarray, weights: list[np.ndarray], biases: list[np.ndarray],
-                out: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`affine` on every row of ``X`` (in chunks of at most :data:`AFFINE_CHUNK` error
-    coefficients): the outputs ``out`` of each row and their error bounds, [rows, len(out)] each."""
+                out: list[int], layers: list[Layer] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`affine` on every row of ``X`` (in chunks of at most :data:`AFFINE_CHUNK` floats of
+    error coefficients, :func:`row_floats`): the outputs ``out`` of each row and their error
+    bounds, [rows, len(out)] each.  ``layers``: the weights :func:`prepared` (here when not given)."""
     z_out, err_out = np.zeros((len(X), len(out))), np.zeros((len(X), len(out)))
-    step = max(1, AFFINE_CHUNK // max(1, max(w.shape[1] for w in weights) * np.count_nonzero(r)))
-    layers = prepared(weights, biases, m.p)
+    step = max(1, AFFINE_CHUNK // row_floats(r, weights))
+    layers = layers or prepared(weights, biases, m.p)
     for lo in range(0, len(X), step):
         sl = slice(lo, lo + step)
         z, err = affine(X[sl], r, weights, biases, m.u, m.p, layers)

@@ -9,7 +9,10 @@ outside its key (a composite name such as ``a + b`` looked up whole, an entry it
 that entry to the MLP's key from then on (a longer key never matches a shorter one), so every
 cached result was computed from codes equal, on every entry its run touched, to the ones it is
 used for.  A hit writes back exactly the entries the run left, so the residual after a hit equals
-the residual after running the step.
+the residual after running the step.  A :class:`Steps` or :class:`Beside` is cached part by part
+(:func:`~.semantics.in_order`: the same runs, in the same order, on the same residual), so a part
+whose own entries repeat is run once even where the whole MLP's codes never do (the chains' lookups
+beside a joint lookup that reads every chain).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from constructions.obligations import Kind
 
-from .semantics import FAR, Env, Head, Special, _parts, run_mlp
+from .semantics import FAR, Env, Head, Special, _parts, in_order, run_mlp
 
 TRIAL = 2000
 """Calls after which a head whose cache hit fewer than half of them runs uncached (its memory is
@@ -67,7 +70,13 @@ class StepCache:
         self.done: dict[Any, tuple[tuple[str, Any], ...]] = {}
 
     def run(self, o: Kind, env: Env, special: Special) -> None:
-        """``run_mlp(o, env, special)``, cached by the codes of the entries ``o`` names."""
+        """``run_mlp(o, env, special)``, cached by the codes of the entries ``o`` names (a
+        :class:`Steps` or :class:`Beside` part by part)."""
+        parts = None if id(o) in special else in_order(o)
+        if parts is not None:
+            for part in parts:
+                self.run(part, env, special)
+            return
         names = self.names.get(id(o))
         if names is None:
             names = self.names[id(o)] = entries(o)

@@ -486,15 +486,25 @@ def _threshold(o: Threshold, env: Env, special: Special) -> None:
     add(env, o.dst, (float(sum(read(env, o.src)) > 0),))
 
 
+def in_order(o: Kind) -> tuple[Kind, ...] | None:
+    """The obligations a :class:`Steps` (its ``first``, then its steps) or a :class:`Beside` (its
+    parts) runs, one after another on the same residual; None for any other kind."""
+    if isinstance(o, Steps):
+        return ((o.first,) if o.first is not None else ()) + tuple(o.steps)
+    if isinstance(o, Beside):
+        return tuple(o.parts)
+    return None
+
+
 def _steps(o: Steps, env: Env, special: Special) -> None:
     """The steps one after another (after ``first``)."""
-    for s in ((o.first,) if o.first is not None else ()) + tuple(o.steps):
+    for s in in_order(o) or ():
         run_mlp(s, env, special)
 
 
 def _beside(o: Beside, env: Env, special: Special) -> None:
     """The parts read and write disjoint subspaces: in any order."""
-    for part in o.parts:
+    for part in in_order(o) or ():
         run_mlp(part, env, special)
 
 
