@@ -416,8 +416,8 @@ def test_the_declared_program_is_certified_and_a_wrong_plan_is_refused(monkeypat
 
 
 def test_a_gridworld_factor_declares_inside_a_product():
-    """A flip-flop beside a 4-cell line (a starfree factor, one layer and smaller than the local
-    one, and a gridworld factor): the line's
+    """A flip-flop beside a 4-cell line (a locally-testable factor, one layer: the flip-flop is
+    definite on its tier of set and reset letters; and a gridworld factor): the line's
     declaration, prefixed into the product's workspace (one recency dim per head, ``f2.gw0:rec[i]``),
     is the product's, certified end to end."""
     from verify.certify import certify
@@ -428,7 +428,8 @@ def test_a_gridworld_factor_declares_inside_a_product():
     spec = {"name": "ffxgrid4", "states": list(trans), "alphabet": [f"{n}{x}" for n in ff for x in moves],
             "start": "0.0", "transitions": trans}
     model = compiler.compile_automaton(load_spec(spec), max_len=16, method="product")
-    assert [f["method"] for f in model.meta["product"]["factors"]] == ["starfree", "gridworld"]
+    factors = model.meta["product"]["factors"]
+    assert [(f["method"], f["layers"]) for f in factors] == [("locally-testable", 1), ("gridworld", 2)]
     cert = certify(model, with_obligations=True)
     assert cert.certified is True and cert.program["proved"] is True, cert.reason
     assert "f2.gw0:rec[0]" in cert.obligations["embedding"]

@@ -176,6 +176,16 @@ def _cases(m: Model, ob: SuffixLookup, W3: np.ndarray, b3: np.ndarray, keys: lis
     return nodes, want, z, err
 
 
+def without_carries(weights: list[np.ndarray], biases: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The network without its hidden identity layers (an identity matrix, zero bias: what a side-by-side
+    MLP pads a shallower part with, constructions.program.Beside).  Exact: such a layer reads a
+    hidden layer, already >= 0, and each output is h_k * 1 plus zeros, so relu returns h_k bit for bit."""
+    keep = [i for i in range(len(weights)) if not (0 < i < len(weights) - 1 and weights[i].shape[0] == weights[i].shape[1]
+                                                   and np.array_equal(weights[i], np.eye(len(weights[i])))
+                                                   and not np.any(biases[i]))]
+    return [weights[i] for i in keep], [biases[i] for i in keep]
+
+
 def suffix_lookup_mlp(m: Model, l: int, ob: SuffixLookup, states: list[State], pos_class: np.ndarray,
                       report: dict[str, Any], joint: tuple[Joint, ...] = (),
                       written: set[str] | frozenset[str] = frozenset(), mlp: MLPWeights | None = None) -> list[State]:
@@ -183,7 +193,7 @@ def suffix_lookup_mlp(m: Model, l: int, ob: SuffixLookup, states: list[State], p
     one case per deepest key node against the declared rows -- after BOS only the declared codes
     the program's claims allow (``joint`` on the subspaces ``written`` by now)."""
     where = f"layer {l + 1} MLP {ob.mlp}"
-    weights, biases = mlp or mlp_weights(m, l, ob.mlp)
+    weights, biases = without_carries(*(mlp or mlp_weights(m, l, ob.mlp)))
     if len(weights) != 3:
         raise NotCertifiable(f"{where}: a suffix lookup in {len(weights) - 1} hidden layers (the rule reads two)")
     reads = [d for name in ob.reads for d in m.dims(name)]
