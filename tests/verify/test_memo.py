@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from constructions.obligations import Beside, Lookup, Recent
+from constructions.obligations import Beside, Lookup, Recent, SuffixLookup
 from verify.certify.memo import HeadCache, StepCache
-from verify.certify.semantics import Head
+from verify.certify.semantics import Head, run_mlp
 
 
 def test_a_lookup_is_run_once_per_combination_of_the_codes_it_names():
@@ -64,3 +64,19 @@ def test_the_parts_beside_each_other_are_cached_each_on_its_own_codes():
         cache.run(both, env, {id(on_a): counted})
         assert env["out_a"] == (5.0,) and env["out_b"] == (float(b),)
     assert len(runs) == 1
+
+
+def test_a_suffix_lookup_is_cached_by_the_longest_key_its_codes_start_with():
+    """Codes that share a shorter key but not the longest one must not share a result (a cache
+    keyed on too short a prefix would give (1, 2, 0) the sum of (1, 3, 0)); codes that differ only
+    past their longest key share one, and every result is the uncached semantics'."""
+    o = SuffixLookup("m", ("a", "b", "c"), "out",
+                     {(): np.array([100.0]), (1,): np.array([1.0]), (1, 2): np.array([10.0]), (2, 2, 2): np.array([7.0])})
+    cache = StepCache()
+    for codes in ((1, 3, 0), (1, 2, 0), (1, 2, 5), (2, 2, 0), (2, 2, 2), (1, 3, 9), (0, 0, 0)):
+        env = {"a": (float(codes[0]),), "b": (float(codes[1]),), "c": (float(codes[2]),), "out": (0.5,)}
+        want = dict(env)
+        run_mlp(o, want, {})
+        cache.run(o, env, {})
+        assert env == want
+    assert {k for _, k, _ in cache.sums} == {(), (1,), (1, 2), (2, 2, 2)}

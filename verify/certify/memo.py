@@ -13,15 +13,20 @@ the residual after running the step.  A :class:`Steps` or :class:`Beside` is cac
 (:func:`~.semantics.in_order`: the same runs, in the same order, on the same residual), so a part
 whose own entries repeat is run once even where the whole MLP's codes never do (the chains' lookups
 beside a joint lookup that reads every chain).
+
+A :class:`~constructions.obligations.SuffixLookup` reads a window whose codes seldom repeat, but
+what it adds depends on them only through the longest of its keys they start with
+(:func:`~.semantics.suffix_key`), so it runs uncached on the residual itself and only that sum of
+its declared rows is cached, by (the lookup, that key, the width of ``out``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from constructions.obligations import Kind
+from constructions.obligations import Kind, SuffixLookup
 
-from .semantics import FAR, Env, Head, Special, _parts, in_order, run_mlp
+from .semantics import FAR, Code, Env, Head, Special, _parts, in_order, run_mlp, suffix_lookup, suffix_rows
 
 TRIAL = 2000
 """Calls after which a head whose cache hit fewer than half of them runs uncached (its memory is
@@ -68,14 +73,25 @@ class StepCache:
     def __init__(self) -> None:
         self.names: dict[int, tuple[str, ...]] = {}
         self.done: dict[Any, tuple[tuple[str, Any], ...]] = {}
+        self.sums: dict[tuple[int, tuple[int, ...], int], Code] = {}
+
+    def rows(self, o: SuffixLookup, key: tuple[int, ...], width: int) -> Code:
+        """:func:`~.semantics.suffix_rows`, cached by (``o``, ``key``, ``width``)."""
+        got = self.sums.get((id(o), key, width))
+        if got is None:
+            got = self.sums[id(o), key, width] = suffix_rows(o, key, width)
+        return got
 
     def run(self, o: Kind, env: Env, special: Special) -> None:
         """``run_mlp(o, env, special)``, cached by the codes of the entries ``o`` names (a
-        :class:`Steps` or :class:`Beside` part by part)."""
+        :class:`Steps` or :class:`Beside` part by part; a suffix lookup by its longest key)."""
         parts = None if id(o) in special else in_order(o)
         if parts is not None:
             for part in parts:
                 self.run(part, env, special)
+            return
+        if type(o) is SuffixLookup and id(o) not in special:  # run on the residual, its rows' sums cached
+            suffix_lookup(o, env, special, self.rows)
             return
         names = self.names.get(id(o))
         if names is None:
