@@ -68,12 +68,14 @@ def entries(o: Kind) -> tuple[str, ...]:
 
 
 class StepCache:
-    """Per MLP obligation: its entries, and the entries it leaves for each key."""
+    """Per MLP obligation: its entries, and the entries it leaves for each combination of their
+    codes.  The overrides (``special``) a cache is run with are the same on every call."""
 
     def __init__(self) -> None:
         self.names: dict[int, tuple[str, ...]] = {}
-        self.done: dict[Any, tuple[tuple[str, Any], ...]] = {}
+        self.done: dict[int, dict[Any, tuple[tuple[str, Any], ...]]] = {}
         self.sums: dict[tuple[int, tuple[int, ...], int], Code] = {}
+        self.leaves: dict[int, tuple[Kind, ...]] = {}
 
     def rows(self, o: SuffixLookup, key: tuple[int, ...], width: int) -> Code:
         """:func:`~.semantics.suffix_rows`, cached by (``o``, ``key``, ``width``)."""
@@ -85,28 +87,41 @@ class StepCache:
     def run(self, o: Kind, env: Env, special: Special) -> None:
         """``run_mlp(o, env, special)``, cached by the codes of the entries ``o`` names (a
         :class:`Steps` or :class:`Beside` part by part; a suffix lookup by its longest key)."""
-        parts = None if id(o) in special else in_order(o)
-        if parts is not None:
-            for part in parts:
-                self.run(part, env, special)
-            return
-        if type(o) is SuffixLookup and id(o) not in special:  # run on the residual, its rows' sums cached
-            suffix_lookup(o, env, special, self.rows)
-            return
+        leaves = self.leaves.get(id(o))
+        if leaves is None:
+            leaves = self.leaves[id(o)] = _in_order(o, special)
+        for leaf in leaves:
+            if type(leaf) is SuffixLookup and id(leaf) not in special:  # run on the residual, its rows' sums cached
+                suffix_lookup(leaf, env, special, self.rows)
+            else:
+                self._run(leaf, env, special)
+
+    def _run(self, o: Kind, env: Env, special: Special) -> None:
+        """One step that is neither a :class:`Steps` nor a :class:`Beside`, cached (module docstring)."""
         names = self.names.get(id(o))
         if names is None:
             names = self.names[id(o)] = entries(o)
-        key = (id(o), names, tuple(map(env.get, names)))
-        got = self.done.get(key)
+            self.done[id(o)] = {}
+        done = self.done[id(o)]
+        codes = tuple(map(env.get, names))
+        got = done.get(codes)
         if got is None:
             rec = _Recording(env)
             run_mlp(o, rec, special)
             touched = rec.seen | {n for n in set(rec) | set(env) if dict.get(rec, n, _ABSENT) != env.get(n, _ABSENT)}
             if not touched <= set(names):  # a name the declaration does not list: key on it from now on
                 names = self.names[id(o)] = tuple(sorted(touched | set(names)))
-                key = (id(o), names, tuple(map(env.get, names)))
-            got = self.done[key] = tuple((n, dict.__getitem__(rec, n)) for n in names if n in dict.keys(rec))
+                done = self.done[id(o)] = {}  # the results keyed on fewer names are dropped
+                codes = tuple(map(env.get, names))
+            got = done[codes] = tuple((n, dict.__getitem__(rec, n)) for n in names if n in dict.keys(rec))
         env.update(got)
+
+
+def _in_order(o: Kind, special: Special) -> tuple[Kind, ...]:
+    """The steps ``o`` runs one after another (:func:`~.semantics.in_order`, nested), each one
+    that is neither a :class:`Steps` nor a :class:`Beside` or has an override."""
+    parts = None if id(o) in special else in_order(o)
+    return (o,) if parts is None else tuple(leaf for part in parts for leaf in _in_order(part, special))
 
 
 class HeadCache:
