@@ -159,6 +159,8 @@ class Program:
     uncached: dict[int, bool] = field(default_factory=dict)  # per layer: its MLP runs a special rule
     readouts: dict[Any, Any] = field(default_factory=dict)
     """What each readout code (as read) says: its table entry, or the code itself."""
+    seen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # by id: (the code object, what it says)
+    seen_dims: int = 0
     canonical: Callable[[Any], Any] | None = None
     """One memory of each class whose readouts agree on every continuation (:func:`.residues.canonical_memory`)."""
 
@@ -424,6 +426,9 @@ def _word(parents: dict[Any, Any], node: Any, letter: int, alphabet: tuple[str, 
     return " ".join(alphabet[a] for a in reversed(letters))
 
 
+SEEN_DIMS = 4_000_000
+"""Most dims of readout code objects :func:`_said` keeps alive to find them by identity (at most
+128 MB where no cached step holds them already: a float and a pointer per dim)."""
 SETTLED = "settled"
 """The memory once a latch fixes the readout for good (:func:`_latch`)."""
 
@@ -437,15 +442,29 @@ def _outcome(program: Program, cache: dict[Any, Any], memory: Any, x: int, t: in
         new, env = step(program, memory, x, t)
         if program.canonical is not None:
             new = program.canonical(new)
-        raw = read(env, " + ".join(program.ob.readout.reads))
-        said = program.readouts.get(raw)
-        if said is None:  # each readout code decoded once (a one-hot over many states is long)
-            code = integers(raw, "the readout")
-            said = program.readouts[raw] = program.ob.readout.table.get(code, code)
+        said = _said(program, read(env, " + ".join(program.ob.readout.reads)))
         if program.latch is not None and new[program.latch[0]]:
             new = SETTLED
         cache[key] = (new, said)
     return cache[key]
+
+
+def _said(program: Program, raw: Any) -> Any:
+    """What the readout code ``raw`` says: its table entry, or the code itself; each code decoded
+    once.  A code object met before is found by identity first (a cached step hands back the
+    object it stored, and hashing a one-hot over many states is the slow part): ``seen`` keeps
+    the object itself, so an id there is never reused by another, up to :data:`SEEN_DIMS` dims."""
+    hit = program.seen.get(id(raw))
+    if hit is not None and hit[0] is raw:
+        return hit[1]
+    said = program.readouts.get(raw)
+    if said is None:
+        code = integers(raw, "the readout")
+        said = program.readouts[raw] = program.ob.readout.table.get(code, code)
+    if program.seen_dims + len(raw) <= SEEN_DIMS:
+        program.seen[id(raw)] = (raw, said)
+        program.seen_dims += len(raw)
+    return said
 
 
 def letter_classes(ob: Obligations, a: Semiautomaton) -> list[int]:
