@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from constructions.obligations import Beside, Lookup, Recent, SuffixLookup
-from verify.certify.memo import HeadCache, StepCache
+from verify.certify.memo import WIDE, HeadCache, StepCache
 from verify.certify.semantics import Head, run_mlp
 
 
@@ -80,3 +80,19 @@ def test_a_suffix_lookup_is_cached_by_the_longest_key_its_codes_start_with():
         cache.run(o, env, {})
         assert env == want
     assert {k for _, k, _ in cache.sums} == {(), (1,), (1, 2), (2, 2, 2)}
+
+
+def test_a_wide_code_is_keyed_on_its_value_whatever_the_object():
+    """A destination wider than ``WIDE`` dims is keyed on a number per value, found by identity
+    first: an equal code in another object shares the result, a code that differs in one dim
+    does not (a key on the object, or on the width, would fail one of the two)."""
+    w = WIDE + 8
+    o = Lookup("m", ("a",), "out", {(0,): np.ones(w)})
+    cache = StepCache()
+    olds = [tuple([0.0] * w), tuple([0.0] * w), tuple(float(i == 3) for i in range(w))]
+    for old in (olds[0], olds[1], olds[2], olds[0]):
+        env, want = {"a": (0.0,), "out": old}, {"a": (0.0,), "out": old}
+        run_mlp(o, want, {})
+        cache.run(o, env, {})
+        assert env == want
+    assert len(cache.done[id(o)]) == 2

@@ -34,6 +34,33 @@ the large part of the key: a nearest-value head's codes per key code)."""
 
 
 _ABSENT = object()
+WIDE = 32
+"""A step keys a code wider than this (a one-hot over many states) on its :class:`Numbers` number."""
+KEPT_DIMS = 4_000_000
+"""Most dims of code objects a :class:`Numbers` keeps alive (at most 128 MB where nothing else holds
+them: a float and a pointer per dim)."""
+
+
+class Numbers:
+    """A number per value met (equal values, the same number), found by the object's identity
+    first: hashing a wide code is slow, and a cached step hands back the very objects it stored.
+    The objects found by identity are kept alive (so an id there is never another object's), at
+    most :data:`KEPT_DIMS` dims; past that a value is found by its hash."""
+
+    def __init__(self) -> None:
+        self.of_value: dict[Any, int] = {}
+        self.of_id: dict[int, tuple[Any, int]] = {}
+        self.dims = 0
+
+    def __call__(self, v: Any) -> int:
+        hit = self.of_id.get(id(v))
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        n = self.of_value.setdefault(v, len(self.of_value))
+        if type(v) is tuple and self.dims + len(v) <= KEPT_DIMS:
+            self.of_id[id(v)] = (v, n)
+            self.dims += len(v)
+        return n
 
 
 class _Recording(dict):  # type: ignore[type-arg]
@@ -76,6 +103,8 @@ class StepCache:
         self.done: dict[int, dict[Any, tuple[tuple[str, Any], ...]]] = {}
         self.sums: dict[tuple[int, tuple[int, ...], int], Code] = {}
         self.leaves: dict[int, tuple[Kind, ...]] = {}
+        self.wide: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # per step: its names keyed on codes, on numbers
+        self.numbers = Numbers()
 
     def rows(self, o: SuffixLookup, key: tuple[int, ...], width: int) -> Code:
         """:func:`~.semantics.suffix_rows`, cached by (``o``, ``key``, ``width``)."""
@@ -96,6 +125,18 @@ class StepCache:
             else:
                 self._run(leaf, env, special)
 
+    def _codes(self, o: Kind, names: tuple[str, ...], env: Env) -> Any:
+        """The key of step ``o`` on ``env``: the codes of ``names``, those wider than :data:`WIDE`
+        at its first run as their :class:`Numbers` numbers (equal codes, equal numbers)."""
+        split = self.wide.get(id(o))
+        if split is None:
+            wide = tuple(n for n in names if type(env.get(n)) is tuple and len(env[n]) > WIDE)
+            split = self.wide[id(o)] = (tuple(n for n in names if n not in wide), wide)
+        narrow, wide = split
+        if not wide:
+            return tuple(map(env.get, narrow))
+        return tuple(map(env.get, narrow)), tuple(self.numbers(env.get(n)) for n in wide)
+
     def _run(self, o: Kind, env: Env, special: Special) -> None:
         """One step that is neither a :class:`Steps` nor a :class:`Beside`, cached (module docstring)."""
         names = self.names.get(id(o))
@@ -103,7 +144,7 @@ class StepCache:
             names = self.names[id(o)] = entries(o)
             self.done[id(o)] = {}
         done = self.done[id(o)]
-        codes = tuple(map(env.get, names))
+        codes = self._codes(o, names, env)
         got = done.get(codes)
         if got is None:
             rec = _Recording(env)
@@ -112,7 +153,8 @@ class StepCache:
             if not touched <= set(names):  # a name the declaration does not list: key on it from now on
                 names = self.names[id(o)] = tuple(sorted(touched | set(names)))
                 done = self.done[id(o)] = {}  # the results keyed on fewer names are dropped
-                codes = tuple(map(env.get, names))
+                self.wide.pop(id(o))
+                codes = self._codes(o, names, env)
             got = done[codes] = tuple((n, dict.__getitem__(rec, n)) for n in names if n in dict.keys(rec))
         env.update(got)
 

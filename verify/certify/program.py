@@ -47,7 +47,7 @@ from constructions.model import CompiledTransformer
 from constructions.obligations import Compose, Fetch, Layer, Match, Obligations, Races, offset_keys
 
 from .latch import Claims, latch
-from .memo import HeadCache, StepCache
+from .memo import HeadCache, Numbers, StepCache
 from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
                         read, reads_of, run_mlp)
 from .state import CertificateFailure, arrays
@@ -158,9 +158,8 @@ class Program:
     """The MLP steps' cache (:mod:`.memo`); a layer whose MLP holds a scan's composition runs uncached."""
     uncached: dict[int, bool] = field(default_factory=dict)  # per layer: its MLP runs a special rule
     readouts: dict[Any, Any] = field(default_factory=dict)
-    """What each readout code (as read) says: its table entry, or the code itself."""
-    seen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # by id: (the code object, what it says)
-    seen_dims: int = 0
+    """What each readout code (by its number) says: its table entry, or the code itself."""
+    numbers: Numbers = field(default_factory=Numbers)
     canonical: Callable[[Any], Any] | None = None
     """One memory of each class whose readouts agree on every continuation (:func:`.residues.canonical_memory`)."""
 
@@ -426,9 +425,6 @@ def _word(parents: dict[Any, Any], node: Any, letter: int, alphabet: tuple[str, 
     return " ".join(alphabet[a] for a in reversed(letters))
 
 
-SEEN_DIMS = 4_000_000
-"""Most dims of readout code objects :func:`_said` keeps alive to find them by identity (at most
-128 MB where no cached step holds them already: a float and a pointer per dim)."""
 SETTLED = "settled"
 """The memory once a latch fixes the readout for good (:func:`_latch`)."""
 
@@ -451,19 +447,12 @@ def _outcome(program: Program, cache: dict[Any, Any], memory: Any, x: int, t: in
 
 def _said(program: Program, raw: Any) -> Any:
     """What the readout code ``raw`` says: its table entry, or the code itself; each code decoded
-    once.  A code object met before is found by identity first (a cached step hands back the
-    object it stored, and hashing a one-hot over many states is the slow part): ``seen`` keeps
-    the object itself, so an id there is never reused by another, up to :data:`SEEN_DIMS` dims."""
-    hit = program.seen.get(id(raw))
-    if hit is not None and hit[0] is raw:
-        return hit[1]
-    said = program.readouts.get(raw)
+    once, found by its :class:`~.memo.Numbers` number (a one-hot over many states is slow to hash)."""
+    n = program.numbers(raw)
+    said = program.readouts.get(n)
     if said is None:
         code = integers(raw, "the readout")
-        said = program.readouts[raw] = program.ob.readout.table.get(code, code)
-    if program.seen_dims + len(raw) <= SEEN_DIMS:
-        program.seen[id(raw)] = (raw, said)
-        program.seen_dims += len(raw)
+        said = program.readouts[n] = program.ob.readout.table.get(code, code)
     return said
 
 
