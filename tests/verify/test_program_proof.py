@@ -320,3 +320,20 @@ def test_a_letter_coded_as_another_class_is_refused_though_the_automaton_cannot_
     word = _refused_at(certify(model))
     assert spec.alphabet[x] in word.split()
     assert _separates(model, word)
+
+
+def test_a_readout_code_is_decoded_by_value_and_found_again_by_identity_within_its_budget(monkeypatch):
+    """:func:`program._said`: an object met before is found by identity, an equal object or a
+    different code by value; past ``KEPT_DIMS`` objects are no longer kept (and still decoded)."""
+    from types import SimpleNamespace
+
+    from verify.certify import memo
+    from verify.certify import program as program_module
+    monkeypatch.setattr(memo, "KEPT_DIMS", 4)
+    table = {(1, 0): 0, (0, 1): 1}
+    p = SimpleNamespace(ob=SimpleNamespace(readout=SimpleNamespace(table=table)), readouts={}, numbers=memo.Numbers())
+    a, b = (1.0, 0.0), (0.0, 1.0)
+    assert [program_module._said(p, x) for x in (a, b, a, tuple([1.0, 0.0]), (0.0, 2.0))] == [0, 1, 0, 0, (0, 2)]
+    assert [v[0] for v in p.numbers.of_id.values()] == [a, b] and p.numbers.of_id[id(a)][0] is a
+    with pytest.raises(program_module.ProgramError):
+        program_module._said(p, (0.5, 0.0))

@@ -13,15 +13,20 @@ the residual after running the step.  A :class:`Steps` or :class:`Beside` is cac
 (:func:`~.semantics.in_order`: the same runs, in the same order, on the same residual), so a part
 whose own entries repeat is run once even where the whole MLP's codes never do (the chains' lookups
 beside a joint lookup that reads every chain).
+
+A :class:`~constructions.obligations.SuffixLookup` reads a window whose codes seldom repeat, but
+what it adds depends on them only through the longest of its keys they start with
+(:func:`~.semantics.suffix_key`), so it runs uncached on the residual itself and only that sum of
+its declared rows is cached, by (the lookup, that key, the width of ``out``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from constructions.obligations import Kind
+from constructions.obligations import Kind, SuffixLookup
 
-from .semantics import FAR, Env, Head, Special, _parts, in_order, run_mlp
+from .semantics import FAR, Code, Env, Head, Special, _parts, in_order, run_mlp, suffix_lookup, suffix_rows
 
 TRIAL = 2000
 """Calls after which a head whose cache hit fewer than half of them runs uncached (its memory is
@@ -29,6 +34,33 @@ the large part of the key: a nearest-value head's codes per key code)."""
 
 
 _ABSENT = object()
+WIDE = 32
+"""A step keys a code wider than this (a one-hot over many states) on its :class:`Numbers` number."""
+KEPT_DIMS = 4_000_000
+"""Most dims of code objects a :class:`Numbers` keeps alive (at most 128 MB where nothing else holds
+them: a float and a pointer per dim)."""
+
+
+class Numbers:
+    """A number per value met (equal values, the same number), found by the object's identity
+    first: hashing a wide code is slow, and a cached step hands back the very objects it stored.
+    The objects found by identity are kept alive (so an id there is never another object's), at
+    most :data:`KEPT_DIMS` dims; past that a value is found by its hash."""
+
+    def __init__(self) -> None:
+        self.of_value: dict[Any, int] = {}
+        self.of_id: dict[int, tuple[Any, int]] = {}
+        self.dims = 0
+
+    def __call__(self, v: Any) -> int:
+        hit = self.of_id.get(id(v))
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        n = self.of_value.setdefault(v, len(self.of_value))
+        if type(v) is tuple and self.dims + len(v) <= KEPT_DIMS:
+            self.of_id[id(v)] = (v, n)
+            self.dims += len(v)
+        return n
 
 
 class _Recording(dict):  # type: ignore[type-arg]
@@ -63,34 +95,75 @@ def entries(o: Kind) -> tuple[str, ...]:
 
 
 class StepCache:
-    """Per MLP obligation: its entries, and the entries it leaves for each key."""
+    """Per MLP obligation: its entries, and the entries it leaves for each combination of their
+    codes.  The overrides (``special``) a cache is run with are the same on every call."""
 
     def __init__(self) -> None:
         self.names: dict[int, tuple[str, ...]] = {}
-        self.done: dict[Any, tuple[tuple[str, Any], ...]] = {}
+        self.done: dict[int, dict[Any, tuple[tuple[str, Any], ...]]] = {}
+        self.sums: dict[tuple[int, tuple[int, ...], int], Code] = {}
+        self.leaves: dict[int, tuple[Kind, ...]] = {}
+        self.wide: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # per step: its names keyed on codes, on numbers
+        self.numbers = Numbers()
+
+    def rows(self, o: SuffixLookup, key: tuple[int, ...], width: int) -> Code:
+        """:func:`~.semantics.suffix_rows`, cached by (``o``, ``key``, ``width``)."""
+        got = self.sums.get((id(o), key, width))
+        if got is None:
+            got = self.sums[id(o), key, width] = suffix_rows(o, key, width)
+        return got
 
     def run(self, o: Kind, env: Env, special: Special) -> None:
         """``run_mlp(o, env, special)``, cached by the codes of the entries ``o`` names (a
-        :class:`Steps` or :class:`Beside` part by part)."""
-        parts = None if id(o) in special else in_order(o)
-        if parts is not None:
-            for part in parts:
-                self.run(part, env, special)
-            return
+        :class:`Steps` or :class:`Beside` part by part; a suffix lookup by its longest key)."""
+        leaves = self.leaves.get(id(o))
+        if leaves is None:
+            leaves = self.leaves[id(o)] = _in_order(o, special)
+        for leaf in leaves:
+            if type(leaf) is SuffixLookup and id(leaf) not in special:  # run on the residual, its rows' sums cached
+                suffix_lookup(leaf, env, special, self.rows)
+            else:
+                self._run(leaf, env, special)
+
+    def _codes(self, o: Kind, names: tuple[str, ...], env: Env) -> Any:
+        """The key of step ``o`` on ``env``: the codes of ``names``, those wider than :data:`WIDE`
+        at its first run as their :class:`Numbers` numbers (equal codes, equal numbers)."""
+        split = self.wide.get(id(o))
+        if split is None:
+            wide = tuple(n for n in names if type(env.get(n)) is tuple and len(env[n]) > WIDE)
+            split = self.wide[id(o)] = (tuple(n for n in names if n not in wide), wide)
+        narrow, wide = split
+        if not wide:
+            return tuple(map(env.get, narrow))
+        return tuple(map(env.get, narrow)), tuple(self.numbers(env.get(n)) for n in wide)
+
+    def _run(self, o: Kind, env: Env, special: Special) -> None:
+        """One step that is neither a :class:`Steps` nor a :class:`Beside`, cached (module docstring)."""
         names = self.names.get(id(o))
         if names is None:
             names = self.names[id(o)] = entries(o)
-        key = (id(o), names, tuple(map(env.get, names)))
-        got = self.done.get(key)
+            self.done[id(o)] = {}
+        done = self.done[id(o)]
+        codes = self._codes(o, names, env)
+        got = done.get(codes)
         if got is None:
             rec = _Recording(env)
             run_mlp(o, rec, special)
             touched = rec.seen | {n for n in set(rec) | set(env) if dict.get(rec, n, _ABSENT) != env.get(n, _ABSENT)}
             if not touched <= set(names):  # a name the declaration does not list: key on it from now on
                 names = self.names[id(o)] = tuple(sorted(touched | set(names)))
-                key = (id(o), names, tuple(map(env.get, names)))
-            got = self.done[key] = tuple((n, dict.__getitem__(rec, n)) for n in names if n in dict.keys(rec))
+                done = self.done[id(o)] = {}  # the results keyed on fewer names are dropped
+                self.wide.pop(id(o))
+                codes = self._codes(o, names, env)
+            got = done[codes] = tuple((n, dict.__getitem__(rec, n)) for n in names if n in dict.keys(rec))
         env.update(got)
+
+
+def _in_order(o: Kind, special: Special) -> tuple[Kind, ...]:
+    """The steps ``o`` runs one after another (:func:`~.semantics.in_order`, nested), each one
+    that is neither a :class:`Steps` nor a :class:`Beside` or has an override."""
+    parts = None if id(o) in special else in_order(o)
+    return (o,) if parts is None else tuple(leaf for part in parts for leaf in _in_order(part, special))
 
 
 class HeadCache:

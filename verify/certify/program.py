@@ -47,7 +47,7 @@ from constructions.model import CompiledTransformer
 from constructions.obligations import Compose, Fetch, Layer, Match, Obligations, Races, offset_keys
 
 from .latch import Claims, latch
-from .memo import HeadCache, StepCache
+from .memo import HeadCache, Numbers, StepCache
 from .semantics import (HEADS, OPAQUE, Context, Env, Head, NotCovered, ProgramError, Special, add, integers, mark_far,
                         read, reads_of, run_mlp)
 from .state import CertificateFailure, arrays
@@ -158,7 +158,8 @@ class Program:
     """The MLP steps' cache (:mod:`.memo`); a layer whose MLP holds a scan's composition runs uncached."""
     uncached: dict[int, bool] = field(default_factory=dict)  # per layer: its MLP runs a special rule
     readouts: dict[Any, Any] = field(default_factory=dict)
-    """What each readout code (as read) says: its table entry, or the code itself."""
+    """What each readout code (by its number) says: its table entry, or the code itself."""
+    numbers: Numbers = field(default_factory=Numbers)
     canonical: Callable[[Any], Any] | None = None
     """One memory of each class whose readouts agree on every continuation (:func:`.residues.canonical_memory`)."""
 
@@ -437,15 +438,22 @@ def _outcome(program: Program, cache: dict[Any, Any], memory: Any, x: int, t: in
         new, env = step(program, memory, x, t)
         if program.canonical is not None:
             new = program.canonical(new)
-        raw = read(env, " + ".join(program.ob.readout.reads))
-        said = program.readouts.get(raw)
-        if said is None:  # each readout code decoded once (a one-hot over many states is long)
-            code = integers(raw, "the readout")
-            said = program.readouts[raw] = program.ob.readout.table.get(code, code)
+        said = _said(program, read(env, " + ".join(program.ob.readout.reads)))
         if program.latch is not None and new[program.latch[0]]:
             new = SETTLED
         cache[key] = (new, said)
     return cache[key]
+
+
+def _said(program: Program, raw: Any) -> Any:
+    """What the readout code ``raw`` says: its table entry, or the code itself; each code decoded
+    once, found by its :class:`~.memo.Numbers` number (a one-hot over many states is slow to hash)."""
+    n = program.numbers(raw)
+    said = program.readouts.get(n)
+    if said is None:
+        code = integers(raw, "the readout")
+        said = program.readouts[n] = program.ob.readout.table.get(code, code)
+    return said
 
 
 def letter_classes(ob: Obligations, a: Semiautomaton) -> list[int]:

@@ -443,21 +443,37 @@ def _lookup(o: Lookup, env: Env, special: Special) -> None:
     add(env, o.out, tuple(float(v) for v in np.asarray(value).ravel()))
 
 
-def suffix_value(o: SuffixLookup, raw: Code, width: int) -> Code:
-    """What a suffix lookup adds for the codes ``raw`` it reads: the rows of every key they start
-    with.  A code a memory forgot (NaN, :mod:`.residues`'s matches lemma) is accepted only where no
-    key reads it: the keys the codes start with are then the same whatever it was."""
+def suffix_key(o: SuffixLookup, raw: Code) -> tuple[int, ...]:
+    """The longest key of ``o`` that the codes ``raw`` it reads start with (``()`` where none
+    does).  What the lookup adds depends on the codes through it alone: the keys the codes start
+    with are prefixes of the codes, so each is one this key starts with, and conversely.  A code a
+    memory forgot (NaN, :mod:`.residues`'s matches lemma) is accepted only where no key reads it:
+    the keys the codes start with are then the same whatever it was."""
     p = next((i for i, v in enumerate(raw) if v != v), len(raw))  # a code the memory forgot (NaN: residues.py)
     key = integers(raw[:p], f"the reads of {o.mlp}")
     if p < len(raw) and any(len(k) > p and k[:p] == key for k in o.rows):
         raise NotCovered(f"MLP {o.mlp}: a code the program's memory forgot decides its key")
+    n = next((n for n in range(len(key), 0, -1) if key[:n] in o.rows), 0)
+    return key[:n]
+
+
+def suffix_rows(o: SuffixLookup, key: tuple[int, ...], width: int) -> Code:
+    """The rows of every key ``key`` starts with, summed (``key``: a :func:`suffix_key`)."""
     return tuple(float(v) for v in o.value(key, width))
 
 
-def _suffix_lookup(o: SuffixLookup, env: Env, special: Special) -> None:
+def suffix_value(o: SuffixLookup, raw: Code, width: int,
+                 rows: Callable[[SuffixLookup, tuple[int, ...], int], Code] = suffix_rows) -> Code:
+    """What a suffix lookup adds for the codes ``raw`` it reads: the rows of every key they start
+    with (``rows`` of their :func:`suffix_key`; the program proof's cache passes a cached one)."""
+    return rows(o, suffix_key(o, raw), width)
+
+
+def suffix_lookup(o: SuffixLookup, env: Env, special: Special,
+                  rows: Callable[[SuffixLookup, tuple[int, ...], int], Code] = suffix_rows) -> None:
     """Lemma 11 with suffix keys: ``out`` += the rows of every key the codes read start with
     (:func:`suffix_value`)."""
-    add(env, o.out, suffix_value(o, read(env, " + ".join(o.reads)), len(read(env, o.out))))
+    add(env, o.out, suffix_value(o, read(env, " + ".join(o.reads)), len(read(env, o.out)), rows))
 
 
 def _modular(o: Modular, env: Env, special: Special) -> None:
@@ -527,7 +543,7 @@ def _compose(o: Compose, env: Env, special: Special) -> None:
 
 
 MLPS: dict[type, Callable[[Any, Env, Special], None]] = {
-    Lookup: _lookup, SuffixLookup: _suffix_lookup, Modular: _modular, Round: _round, Threshold: _threshold,
+    Lookup: _lookup, SuffixLookup: suffix_lookup, Modular: _modular, Round: _round, Threshold: _threshold,
     Steps: _steps, Beside: _beside,
     Races: _races, Compose: _compose}
 """Each MLP kind's semantics (a kind is added here, with its rule)."""

@@ -17,7 +17,7 @@ t - d + 1..t sit at offsets j - 1..j - d and their codes there are already in th
 (j - i)'s window, the same slot j - 1 - d, for i = 1..d).  If no key of the lookup long enough to
 read offset j has those codes at those offsets, no key reads that slot's code at that time: the
 memory forgets it (NaN).  Soundness does not rest on this reasoning: the lookup's semantics
-(:func:`.semantics._suffix_lookup`) accepts a NaN code only where no key the codes before it start
+(:func:`.semantics.suffix_lookup`) accepts a NaN code only where no key the codes before it start
 with reads it (then the keys it starts with are the same whatever the code was), and is
 NotCovered otherwise; since nothing else reads the heads, two memories that differ only in
 forgotten codes give the same readouts wherever the search accepts them.  The memory then keeps
