@@ -113,10 +113,11 @@ def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gat
 
 def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
                  lay: Layout, sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool,
-                 by_letter: dict[str, dict[int, int]]) -> Stair:
+                 by_letter: dict[str, dict[int, int]], possible: dict[str, dict[int, tuple[int, ...]]]) -> Stair:
     """One lookup (Lemma 11) as a stair: gated by the letter and the stale keys' codes; a key decoded
     in this block (at most one) read off its ramp, before the update through its increment's gate
-    (or the letter's, when the increment is a function of the letter: ``by_letter``)."""
+    (or the letter's, when the increment is a function of the letter: ``by_letter``), at the
+    increments it can take at the row's letter only (``possible``, :func:`increments_at`)."""
     keys = plan.keys
     at = next((i for i, k in enumerate(keys) if k in fresh), None)
     gate_of = {}
@@ -140,7 +141,8 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
         ramp, high, _ = fresh[keys[at]]
         n = sizes[keys[at]]
         X = np.arange(high + 1)
-        for dk in (known[letter],) if known is not None else range(n) if old else (0,):
+        incs = possible[keys[at]][letter] if letter_keyed else range(n)
+        for dk in (known[letter],) if known is not None else incs if old else (0,):
             gk = g + ((dk,) if old and known is None else ())
             F = values.setdefault(gk, np.zeros((high + 1, len(out))))
             F[(X - dk) % n == vals[at]] = row
@@ -211,7 +213,8 @@ def walsh_ok(plan: TablePlan, fresh: set[str], sizes: dict[str, int], lay: Layou
 
 def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
                  ramps: list[Ramp], sums: dict[tuple[int, ...], int], lay: Layout, sizes: dict[str, int],
-                 gates: _Gates, letter_keyed: bool, new: bool, by_letter: dict[str, dict[int, int]]) -> list[Stair]:
+                 gates: _Gates, letter_keyed: bool, new: bool, by_letter: dict[str, dict[int, int]],
+                 possible: dict[str, dict[int, tuple[int, ...]]]) -> list[Stair]:
     """A table (Lemma 11) of k mod-2 counters decoded in this block, gated as :func:`_table_stair`,
     without their joint one-hot: in the Walsh basis of Z_2^k, f(p) = sum_S c_S (-1)^(sum_S p_i)
     (c_S = 2^-k sum_p f(p) (-1)^(sum_S p_i), multiples of 2^-k: exact), and sum_S p_i (the values
@@ -219,7 +222,8 @@ def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
     a prefix sum itself (a ramp on the sum of the counters' means, added to ``ramps`` once per S,
     ``sums``).  So one stair per S, gated by the stale keys, the letter and S's increments (an
     increment that is a function of the letter, ``by_letter``, is read off the letter's gate): the
-    staircase's two hidden layers, exact (its units are exact 0s and 1s)."""
+    staircase's two hidden layers, exact (its units are exact 0s and 1s).  Increments are gated at
+    the values they can take at the letter only (``possible``, :func:`increments_at`)."""
     at = [i for i, k in enumerate(plan.keys) if k in fresh]
     stale = [i for i in range(len(plan.keys)) if i not in at]
     old = {plan.keys[i]: not new and "old" in lay.subs[plan.keys[i]] for i in at}
@@ -245,12 +249,15 @@ def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
         names_ = [plan.keys[at[j]] for j in members]
         ramp = _sum_ramp(tuple(fresh[k][0] for k in names_), ramps, sums)
         fixed = [k for k in names_ if old[k] and k in by_letter and letter_keyed]
-        incs = [gates.code(lay.subs[k]["inc"], 2) for k in names_ if old[k] and k not in fixed]
+        gated = [k for k in names_ if old[k] and k not in fixed]
+        incs = [gates.code(lay.subs[k]["inc"], 2) for k in gated]
         Y = np.arange(ramps[ramp].high + 1)
         values = {}
         for g, c in coef.items():
             known = sum(by_letter[k][g[-1]] for k in fixed)
             for d in np.ndindex(*(2,) * len(incs)):
+                if letter_keyed and any(v not in possible[k][g[-1]] for k, v in zip(gated, d)):
+                    continue
                 values[g + d] = ((-1.0) ** ((Y + known + sum(d)) % 2))[:, None] * c[None]
         stairs.append(Stair(out, ramp, tuple(stale_g + incs), values))
     return stairs
@@ -264,6 +271,29 @@ def _letter_increments(cascade: Cascade, sched: Schedule) -> dict[str, dict[int,
         plan = sched.inputs[c.name]
         if c.kind == "counter" and not plan.keys:
             out[c.name] = {letter: int(act) % c.size for ((), letter), act in plan.rows.items()}
+    return out
+
+
+def increments_at(cascade: Cascade, sched: Schedule, n_letters: int) -> dict[str, dict[int, tuple[int, ...]]]:
+    """Each counter's possible increments at each letter: those its input table's rows at that
+    letter give, and 0 where the rows miss a key of it (an absent row writes nothing).  A superset
+    of what a run can meet (every key combination, reachable or not), so a table of the counter's
+    value before the update, keyed by (``new``, ``inc``), needs no gate combination outside it: at
+    any other (letter, increment) pair the network is never evaluated on a reachable input, and the
+    obligation says the lookup writes 0 there, which the certificate's program proof checks."""
+    sizes = {c.name: c.size for c in cascade.components}
+    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    for c in cascade.components:
+        if c.kind != "counter":
+            continue
+        plan = sched.inputs[c.name]
+        combos = int(np.prod([sizes[k] for k in plan.keys])) if plan.keys else 1
+        seen: dict[int, set[int]] = {a: set() for a in range(n_letters)}
+        rows: dict[int, int] = {a: 0 for a in range(n_letters)}
+        for (_, letter), act in plan.rows.items():
+            seen[letter].add(int(act) % c.size)
+            rows[letter] += 1
+        out[c.name] = {a: tuple(sorted(seen[a] | ({0} if rows[a] < combos else set()))) for a in range(n_letters)}
     return out
 
 
@@ -291,14 +321,20 @@ def _kept_old(b: int, cascade: Cascade, sched: Schedule, lay: Layout, tables: li
     return {k for k in fresh if k in joint or obligation_name(lay.subs[k]["old"]) in read_elsewhere}
 
 
-def _without_old(obligation, dropped: dict[str, tuple[str, str, int, dict[int, int] | None]], letter: str):
+Dropped = dict[str, tuple[str, str, int, dict[int, int] | None, dict[int, tuple[int, ...]]]]
+"""``old`` code name -> the counter's ``new`` and ``inc`` names, its modulus, letter -> increment
+(where that is a function of the letter) and letter -> the increments it can take."""
+
+
+def _without_old(obligation, dropped: Dropped, letter: str):
     """``obligation`` (the default block's steps) less the ``old`` codes in ``dropped`` (name ->
     the counter's ``new`` and ``inc`` names, its modulus): each such decode
     (:class:`~.obligations.Modular`) states its ``new`` code only, and a lookup keyed by the
     ``old`` code v is keyed by (``new``, ``inc``) instead, at every pair with new - inc = v mod n --
     the same function, as the staircase computes it (the value before the update off the ramp,
-    through the increment's gate); by ``new`` alone where the increment is a function of the
-    letter (the fourth entry: letter -> increment), read off the letter's gate."""
+    through the increment's gate, at the increments the row's letter allows: the fifth entry);
+    by ``new`` alone where the increment is a function of the letter (the fourth entry: letter ->
+    increment), read off the letter's gate."""
     if not dropped or not isinstance(obligation, Steps):
         return obligation
     steps = []
@@ -313,19 +349,23 @@ def _without_old(obligation, dropped: dict[str, tuple[str, str, int, dict[int, i
 
 
 def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int,
-             by_letter: dict[int, int] | None = None) -> Lookup:
+             by_letter: dict[int, int] | None = None, possible: dict[int, tuple[int, ...]] | None = None) -> Lookup:
     """Lookup ``st`` with its one-dim read ``old`` replaced by the two reads (``new``, ``inc``):
-    key (..., v, ...) becomes every (..., a, d, ...) with (a - d) mod n = v; with ``by_letter``
-    (the increment d a function of the letter, the last read), by ``new`` alone: every (..., a, ...)
-    with (a - d(letter)) mod n = v."""
+    key (..., v, ...) becomes every (..., a, d, ...) with (a - d) mod n = v -- where the letter is
+    the last read, every such pair with d one of the increments ``possible`` at the key's letter
+    (the lookup writes 0 at the others, which no reachable input meets); with ``by_letter`` (the
+    increment d a function of the letter), by ``new`` alone: every (..., a, ...) with
+    (a - d(letter)) mod n = v."""
     i = st.reads.index(old)
     assert letter not in st.reads[:i], "one-dim codes before the letter: the old code's key position is i"
-    if by_letter is not None and st.reads[-1] == letter:
-        at = len(st.reads) - 1  # the one-dim codes before it: the letter's one-hot starts here
+    keyed = st.reads[-1] == letter
+    at = len(st.reads) - 1  # with the letter read: the one-dim codes before it, its one-hot starts here
+    if by_letter is not None and keyed:
         table = {key[:i] + (a,) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)
                  if (a - by_letter[key[at:].index(1)]) % n == key[i]}
         return replace(st, reads=st.reads[:i] + (new,) + st.reads[i + 1 :], table=table)
-    table = {key[:i] + (a, (a - key[i]) % n) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)}
+    table = {key[:i] + (a, (a - key[i]) % n) + key[i + 1 :]: row for key, row in st.table.items() for a in range(n)
+             if not keyed or possible is None or (a - key[i]) % n in possible[key[at:].index(1)]}
     return replace(st, reads=st.reads[:i] + (new, inc) + st.reads[i + 1 :], table=table)
 
 
@@ -417,10 +457,11 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
         tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
     here = {c.name for c in cascade.components if sched.block_of[c.name] == b}
     by_letter = _letter_increments(cascade, sched)
+    possible = increments_at(cascade, sched, len(lay.tok))
     walsh = [walsh_ok(t[0], here, sizes, lay, max_len) for t in tables]
     kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)
     by_letter = {k: d for k, d in by_letter.items() if k not in kept}  # a kept old code is read through inc
-    dropped: dict[str, tuple[str, str, int, dict[int, int] | None]] = {}
+    dropped: Dropped = {}
     for c in cascade.components:
         if sched.block_of[c.name] == b:
             d, high = lay.subs[c.name], counter_high(c.size, max_len)
@@ -428,7 +469,7 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
             ramps.append(Ramp(d["mean"], float(mass), init[c.name], high))
             if "old" in d and c.name not in kept:
                 dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size,
-                                                      by_letter.get(c.name))
+                                                      by_letter.get(c.name), possible[c.name])
             for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in kept)):
                 code_stair[(c.name, role)] = len(stairs)
                 stairs.append(st)
@@ -438,14 +479,15 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     sums: dict[tuple[int, ...], int] = {}
     for (plan, out, row_of, keyed, new), w in zip(tables, walsh):
         if w:
-            stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, lay, sizes, gates, keyed, new, by_letter)
+            stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, lay, sizes, gates, keyed, new, by_letter,
+                                   possible)
             continue
         if sum(k in fresh for k in plan.keys) > 1:
             joint = _joint(plan, out, row_of, code_stair, lay, sizes, gates, keyed, new)
             if joint.table:
                 joints.append(joint)
             continue
-        st = _table_stair(plan, out, row_of, fresh, lay, sizes, gates, keyed, new, by_letter)
+        st = _table_stair(plan, out, row_of, fresh, lay, sizes, gates, keyed, new, by_letter, possible)
         if st.values:
             stairs.append(st)
     used = sorted({i for st in stairs for i in st.gates} | {i for j in joints for k, i in j.reads if k == "gate"})

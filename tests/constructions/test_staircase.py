@@ -15,7 +15,8 @@ import torch
 import compiler
 from compiler.automata.catalog import build
 from compiler.pipeline import set_start
-from constructions import krohn_rhodes_flat
+from constructions import krohn_rhodes, krohn_rhodes_flat
+from constructions.krohn_rhodes_layout import schedule
 from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, interpolation_error, staircase_mlp
 from constructions.gadgets.staircase import RAMP_SLOPE
 from constructions.workspace import Workspace
@@ -211,3 +212,36 @@ def test_an_interpolated_decode_is_one_hidden_layer_and_one_broken_at_a_rare_sum
     cert = certify(model)
     assert cert.certified is False and "block1.mlp" in cert.failure["where"], cert.failure
     assert interpolation_error(np.eye(2)[np.arange(513) % 2], 2.0**-23) > 1
+
+
+def test_a_table_is_gated_only_at_the_increments_its_letter_allows():
+    """S4's second counter (mod 3) moves by 1 or 2 at its middle letter and by 0 at the others, so
+    the third level's increment table, keyed by that counter's value before the update (its ``new``
+    code less the increment), needs 2 gate combinations at that letter, not 3: 2 x 35 units at
+    T = 16 where all three took 3 x 35, and the model is certified."""
+    automaton = build("symmetric:4")
+    model = compiler.compile_automaton(automaton, max_len=16, method="krohn-rhodes", shape="standard")
+    cascade = krohn_rhodes.applies(automaton)
+    at = krohn_rhodes_flat.increments_at(cascade, schedule(cascade), automaton.n_symbols)
+    assert at["h1.b0.count1.0"] == {0: (0,), 1: (1, 2), 2: (0,)}
+    assert [b.mlp_hidden[0] for b in model.config.blocks] == [21, 53, 38, 70, 68]
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
+
+
+def test_an_increment_left_out_where_its_letter_can_take_it_is_refused(monkeypatch):
+    """Soundness of the gating above: drop one increment the second counter does take at its middle
+    letter (2) from both the staircase and the declared lookup, which then agree, writing 0 there;
+    the program proof finds the input where the declared program's state differs from S4's."""
+    at = krohn_rhodes_flat.increments_at
+
+    def without_one(*args):
+        out = at(*args)
+        out["h1.b0.count1.0"] = {**out["h1.b0.count1.0"], 1: (1,)}
+        return out
+
+    monkeypatch.setattr(krohn_rhodes_flat, "increments_at", without_one)
+    model = compiler.compile_automaton(build("symmetric:4"), max_len=16, method="krohn-rhodes", shape="standard")
+    cert = certify(model)
+    assert cert.certified is False
+    assert "program" in (cert.reason or ""), cert.reason
