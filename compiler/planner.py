@@ -23,7 +23,7 @@ from constructions.budget import MAX_PARAMS
 from constructions.construction import ONE_HIDDEN_LAYER, BuildOptions, Construction, Refusal
 from constructions.model import CompiledTransformer
 from constructions.program import Program
-from constructions.unfold import unfolded_config
+from constructions.unfold import Exits, exits, unfolded_config
 
 from .automata.errors import BudgetError, PrecisionError, ShortcutError
 from .automata.promise import promise_text
@@ -113,6 +113,16 @@ def standard_build(automaton: Semiautomaton, c: Construction, plan: Any,
     return flat if default[1].get("warnings") else default
 
 
+def _exits(program: Program) -> list[Exits]:
+    """Each block's MLP's early exits (``constructions.unfold.exits``), read off its weights in the
+    residual width (no stage without an MLP)."""
+    out = []
+    for b in program.blocks:
+        dense = None if b.mlp is None else b.mlp.embed(program.workspace)
+        out.append(Exits.none(()) if dense is None else exits(list(zip(dense.weights, dense.biases))))
+    return out
+
+
 def standard_shape(program: Program, meta: dict[str, Any], max_len: int) -> dict[str, Any]:
     """``meta["shape"]`` of a standard-shape program: its config unfolded (``unfolded_config``: the
     standard blocks and their parameters, exact), whether its MLPs were built with one hidden layer,
@@ -123,7 +133,7 @@ def standard_shape(program: Program, meta: dict[str, Any], max_len: int) -> dict
     deep = [{"layer": l, "mlp": b.mlp.name, "hidden_layers": len(cb.mlp_hidden)}
             for l, (b, cb) in enumerate(zip(program.blocks, config.blocks))
             if b.mlp is not None and len(cb.mlp_hidden) > 1]
-    unfolded = unfolded_config(config)
+    unfolded = unfolded_config(config, _exits(program))
     return {"name": STANDARD, "one_hidden_layer": bool(meta.get(ONE_HIDDEN_LAYER)), "unfolded": deep,
             "blocks": len(unfolded.blocks), "params": unfolded.n_params()}
 

@@ -26,6 +26,17 @@ block ``l`` has an MLP with hidden widths ``h_0 .. h_{k-1}`` into ``k`` blocks:
   such stage, so the widest stage -- what TransformerLens pads every block to -- grows least); a
   pre-activation by its reader.
 
+* a unit whose activation reaches the output only through identity copies (the padding a
+  side-by-side MLP gives a shallower part, :class:`constructions.program.Beside`: a next-layer
+  unit reading it alone with weight 1 and bias 0, its only reader) *exits* early
+  (:func:`exits`): it writes the output at its own stage, with the last copy's output weights
+  (and the output bias on those dims), and neither it nor its copies cross a boundary.  Exact:
+  relu(h) = h for h >= 0, so the copies hold its value bit for bit, and an exit is taken only
+  where every unit writing its output dims exits at the same stage (the same sum, formed in one
+  MLP) and nothing reads those dims before the original MLP's end (the stages between have zero
+  attention and read scratch alone).  A product's one-hidden-layer factor beside a staircase
+  then costs no scratch dims and no copies.
+
 Blocks with zero or one hidden layer stay one block.  Two scratch regions alternate
 (``unfold:a`` for odd stages, ``unfold:b`` for even ones), each as wide as the widest
 thing it carries, appended after the model's own residual dimensions; embeddings,
@@ -51,6 +62,7 @@ import copy
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from .balance import balance
@@ -72,33 +84,143 @@ class Origin:
     stages: int
 
 
-def carries_activations(hidden: list[int]) -> list[bool]:
-    """For each boundary j = 1 .. k-1 of an MLP with hidden widths ``hidden``: True when hidden
-    layer j-1's activations (``hidden[j-1]`` wide) cross it, False when hidden layer j's
-    pre-activation does (``hidden[j]`` wide): the narrower, the pre-activation on a tie."""
-    return [hidden[j - 1] < hidden[j] for j in range(1, len(hidden))]
+Widths = list[int] | tuple[int, ...]
 
 
-def _carried(hidden: list[int], j: int) -> int:
+def carries_activations(hidden: Widths, crossing: Widths | None = None) -> list[bool]:
+    """For each boundary j = 1 .. k-1 of an MLP computing ``hidden[m]`` units at stage m: True when
+    stage j-1's activations (``crossing[j-1]`` of them: all but its exits, :func:`exits`; by default
+    all ``hidden[j-1]``) cross it, False when hidden layer j's pre-activation does (``hidden[j]``
+    wide): the narrower, the pre-activation on a tie."""
+    crossing = hidden[:-1] if crossing is None else crossing
+    return [crossing[j - 1] < hidden[j] for j in range(1, len(hidden))]
+
+
+@dataclass(frozen=True)
+class Exits:
+    """How one MLP of k hidden layers unfolds (:func:`exits`): per stage m, the units of hidden
+    layer m it computes (``keep[m]``: all but identity copies) and those of them that exit there
+    (``out[m]``: unit -> the hidden unit of layer k-1 whose output weights it writes with)."""
+
+    keep: tuple[tuple[int, ...], ...]
+    out: tuple[dict[int, int], ...]
+
+    @property
+    def hidden(self) -> tuple[int, ...]:
+        """Units computed at each stage."""
+        return tuple(len(k) for k in self.keep)
+
+    @property
+    def crossing(self) -> tuple[int, ...]:
+        """Activations of each stage but the last that may cross to the next (its units less its exits)."""
+        return tuple(len(k) - len(o) for k, o in zip(self.keep[:-1], self.out[:-1]))
+
+    @staticmethod
+    def none(hidden: tuple[int, ...]) -> Exits:
+        return Exits(tuple(tuple(range(h)) for h in hidden), tuple({} for _ in hidden))
+
+
+def _array(w: Any) -> np.ndarray:
+    return w.detach().cpu().numpy() if isinstance(w, torch.Tensor) else np.asarray(w)
+
+
+def _copies(W: np.ndarray, b: np.ndarray) -> dict[int, int]:
+    """The identity copies among the units of a hidden layer with input weights W and biases b:
+    unit -> the previous layer's unit it copies (its one nonzero weight, exactly 1, from a unit
+    it alone reads; bias 0)."""
+    nz = W != 0
+    ins, outs = nz.sum(0), nz.sum(1)
+    out = {}
+    for r in (int(x) for x in np.flatnonzero(ins == 1)):
+        u = int(np.argmax(nz[:, r]))
+        if W[u, r] == 1.0 and b[r] == 0.0 and outs[u] == 1:
+            out[r] = u
+    return out
+
+
+def exits(layers: list[tuple[Any, Any]]) -> Exits:
+    """The early exits of an MLP with (weights, biases) ``layers`` (W_in first, W_out last; torch
+    or numpy): chains u_m -> u_(m+1) -> .. -> u_(k-1) where each next unit is an identity copy of
+    the one before (:func:`_copies`), so u_m's activation reaches the output unchanged.  u_m exits
+    at stage m where every output dim its chain writes is written only by chains exiting at m;
+    else no chain writing that dim exits (the dims' sums stay whole)."""
+    W = [_array(w) for w, _ in layers]
+    bias = [_array(b) for _, b in layers]
+    k = len(layers) - 1
+    hidden = tuple(w.shape[1] for w in W[:-1])
+    if k < 2:
+        return Exits.none(hidden)
+    # layer m: copy -> its source in layer m - 1
+    copy_of: list[dict[int, int]] = [{}] + [_copies(W[m], bias[m]) for m in range(1, k)]
+    chains: dict[tuple[int, int], int] = {}  # (stage, start unit) -> its last copy in layer k - 1
+    for r in copy_of[k - 1]:
+        m, u = k - 1, r
+        while u in copy_of[m]:
+            m, u = m - 1, copy_of[m][u]
+        chains[(m, u)] = r
+    writes = {c: {int(d) for d in np.flatnonzero(W[k][r])} for c, r in chains.items()}
+    ends = set(chains.values())
+    late = {int(d) for r in range(hidden[-1]) if r not in ends for d in np.flatnonzero(W[k][r])}
+    while True:  # drop chains whose dims another stage writes, until none is left
+        stage_of: dict[int, set[int]] = {d: {k - 1} for d in late}
+        for (m, _), ds in ((c, writes[c]) for c in chains):
+            for d in ds:
+                stage_of.setdefault(d, set()).add(m)
+        bad = [c for c in chains if any(len(stage_of[d]) > 1 for d in writes[c])]
+        if not bad:
+            break
+        for c in bad:
+            late |= writes[c]
+            del chains[c]
+    dropped: list[set[int]] = [set() for _ in range(k)]
+    for (m, _), r in chains.items():
+        j = k - 1
+        while j > m:
+            dropped[j].add(r)
+            r, j = copy_of[j][r], j - 1
+    keep = tuple(tuple(u for u in range(hidden[m]) if u not in dropped[m]) for m in range(k))
+    return Exits(keep, tuple({u: r for (m2, u), r in sorted(chains.items()) if m2 == m} for m in range(k)))
+
+
+def _carried(hidden: Widths, j: int, crossing: Widths | None = None) -> int:
     """How many scratch dims cross boundary j (1 <= j < len(hidden))."""
-    return hidden[j - 1] if carries_activations(hidden)[j - 1] else hidden[j]
+    crossing = hidden[:-1] if crossing is None else crossing
+    return crossing[j - 1] if carries_activations(hidden, crossing)[j - 1] else hidden[j]
 
 
-def clearing_stages(model: CompiledTransformer | ModelConfig) -> set[tuple[int, int]]:
+Stages = list[Exits]
+"""Per block, how its MLP unfolds (:class:`Exits`; no stage without an MLP)."""
+
+
+def stages(model: CompiledTransformer | ModelConfig, given: Stages | None = None) -> Stages:
+    """Each block's :class:`Exits`: ``given``, else read off a model's weights (:func:`exits`), or,
+    for a config alone, none (every unit computed, every activation may cross)."""
+    if given is not None:
+        return given
+    if isinstance(model, ModelConfig):
+        return [Exits.none(b.mlp_hidden) for b in model.blocks]
+    return [exits(_hidden(b)) if b.mlp is not None else Exits.none(()) for b in model.blocks]
+
+
+def _uses(ex: Stages) -> list[tuple[int, int, int]]:
+    """Every (layer, boundary j, dims crossing it) in order."""
+    return [(l, j, _carried(e.hidden, j, e.crossing)) for l, e in enumerate(ex) for j in range(1, len(e.hidden))]
+
+
+def clearing_stages(model: CompiledTransformer | ModelConfig, given: Stages | None = None) -> set[tuple[int, int]]:
     """The (layer, stage) pairs, stage >= 1, whose scratch region (the one the stage reads) is
     cleared after it: those whose region a later stage (of this MLP or a later block's) writes
     again (by the stage :func:`clearing_places` names).  The last use of each region keeps its
     value: no weight after it reads the region.  ``model``: a model or its config."""
-    return set(cleared(model))
+    return set(cleared(model, given))
 
 
-def cleared(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], int]:
+def cleared(model: CompiledTransformer | ModelConfig, given: Stages | None = None) -> dict[tuple[int, int], int]:
     """For each (layer, stage) of :func:`clearing_stages`: how many of the scratch dims it read are
     cleared -- those a later use of the region writes again.  Every use writes from the region's
     first dim, so that is the first min(its carried width, the widest later use's); the dims past
     them are neither written nor read again and keep their values, as a region's last use does."""
-    blocks = _blocks(model)
-    uses = [(l, j, _carried(list(b.mlp_hidden), j)) for l, b in enumerate(blocks) for j in range(1, len(b.mlp_hidden))]
+    uses = _uses(stages(model, given))
     out = {}
     for k, (l, j, c) in enumerate(uses):
         later = [c2 for _, j2, c2 in uses[k + 1:] if _region(j2) == _region(j)]
@@ -113,20 +235,22 @@ def _writes(hidden: tuple[int, ...], stage: int) -> int | None:
     return _region(stage + 1) if stage + 1 < len(hidden) else None
 
 
-def clearing_places(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], tuple[int, int]]:
+def clearing_places(model: CompiledTransformer | ModelConfig,
+                    given: Stages | None = None) -> dict[tuple[int, int], tuple[int, int]]:
     """For each (layer, stage) of :func:`clearing_stages`: the unfolded stage (layer, stage) whose
     extra units clear the region it read.  A carried pre-activation is cleared by its reader
     (fused with its units: -ReLU(z) + ReLU(-z) = -z); carried activations (>= 0) by c units
     ReLU(h) written as -h in any stage with an MLP from the reader up to the region's next writer,
     the narrowest so far (pre-activation clearings counted first; the earliest on a tie)."""
-    blocks = _blocks(model)
+    ex = stages(model, given)
     order = [(o.layer, o.stage) for o in origins(model)]
-    width = {(l, j): (len(blocks[l].mlp_hidden) and blocks[l].mlp_hidden[j]) for l, j in order}
-    need = cleared(model)
+    width = {(l, j): (ex[l].hidden[j] if ex[l].hidden else 0) for l, j in order}
+    need = cleared(model, ex)
     todo = sorted(need)
     places: dict[tuple[int, int], tuple[int, int]] = {}
     for l, j in todo:
-        if not carries_activations(list(blocks[l].mlp_hidden))[j - 1]:
+        e = ex[l]
+        if not carries_activations(e.hidden, e.crossing)[j - 1]:
             places[(l, j)] = (l, j)
             width[(l, j)] += need[(l, j)]
     for l, j in todo:
@@ -134,32 +258,33 @@ def clearing_places(model: CompiledTransformer | ModelConfig) -> dict[tuple[int,
             continue
         options = []
         for at in order[order.index((l, j)):]:
-            if at != (l, j) and _writes(blocks[at[0]].mlp_hidden, at[1]) == _region(j):
+            e = ex[at[0]]
+            if at != (l, j) and e.hidden and _writes(e.hidden, at[1]) == _region(j):
                 break
-            if blocks[at[0]].mlp_hidden:
+            if e.hidden:
                 options.append(at)
         places[(l, j)] = min(options, key=lambda at: (width[at], order.index(at)))
         width[places[(l, j)]] += need[(l, j)]
     return places
 
 
-def _stage_widths(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], int]:
-    """Units of every unfolded stage (layer, stage) with an MLP: its hidden layer, then the
-    clearing units :func:`clearing_places` puts there (module docstring)."""
-    blocks = _blocks(model)
-    width = {(o.layer, o.stage): blocks[o.layer].mlp_hidden[o.stage] for o in origins(model)
-             if blocks[o.layer].mlp_hidden}
-    need = cleared(model)
-    for read, at in clearing_places(model).items():
+def _stage_widths(model: CompiledTransformer | ModelConfig, given: Stages | None = None) -> dict[tuple[int, int], int]:
+    """Units of every unfolded stage (layer, stage) with an MLP: the hidden units it computes, then
+    the clearing units :func:`clearing_places` puts there (module docstring)."""
+    ex = stages(model, given)
+    width = {(o.layer, o.stage): ex[o.layer].hidden[o.stage] for o in origins(model) if ex[o.layer].hidden}
+    need = cleared(model, ex)
+    for read, at in clearing_places(model, ex).items():
         width[at] += need[read]
     return width
 
 
-def _foreign(model: CompiledTransformer | ModelConfig) -> dict[tuple[int, int], list[tuple[int, int]]]:
+def _foreign(model: CompiledTransformer | ModelConfig,
+             given: Stages | None = None) -> dict[tuple[int, int], list[tuple[int, int]]]:
     """Per unfolded stage, the (layer, stage) pairs whose activations it clears though it did not
     read them (:func:`clearing_places`), in order."""
     out: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for read, at in sorted(clearing_places(model).items()):
+    for read, at in sorted(clearing_places(model, given).items()):
         if at != read:
             out.setdefault(at, []).append(read)
     return out
@@ -192,13 +317,11 @@ def origins(model: CompiledTransformer | ModelConfig) -> list[Origin]:
     return out
 
 
-def scratch_widths(model: CompiledTransformer | ModelConfig) -> tuple[int, int]:
+def scratch_widths(model: CompiledTransformer | ModelConfig, given: Stages | None = None) -> tuple[int, int]:
     """Widths of the two scratch regions: the widest thing each must carry (``model``: a model or its config)."""
     widths = [0, 0]
-    for b in _blocks(model):
-        hidden = list(b.mlp_hidden)
-        for j in range(1, len(hidden)):
-            widths[_region(j)] = max(widths[_region(j)], _carried(hidden, j))
+    for _, j, c in _uses(stages(model, given)):
+        widths[_region(j)] = max(widths[_region(j)], c)
     return widths[0], widths[1]
 
 
@@ -208,22 +331,23 @@ def standard_shape(meta: dict[str, Any]) -> bool:
     return isinstance(shape, dict) and shape.get("name") == "standard"
 
 
-def unfolded_config(config: ModelConfig) -> ModelConfig:
-    """The config of :func:`unfold`'s model, from the original's config alone (its blocks, sizes and
-    parameter count known before any weight: the standard shape's exact cost); :func:`balance`
-    may then move units between its MLPs, which keeps its blocks, residual and parameter count."""
+def unfolded_config(config: ModelConfig, given: Stages | None = None) -> ModelConfig:
+    """The config of :func:`unfold`'s model, from the original's config and its MLPs' exits
+    (``given``, :func:`exits` of each MLP's weights; none by default): its blocks, sizes and
+    parameter count, the standard shape's exact cost; :func:`balance` may then move units between
+    its MLPs, which keeps its blocks, residual and parameter count."""
     blocks = []
-    widths = _stage_widths(config)
+    widths = _stage_widths(config, given)
     for o in origins(config):
         b = config.blocks[o.layer]
         n_heads = b.n_heads if o.stage == 0 else 1
         mlp = (widths[(o.layer, o.stage)],) if b.mlp_hidden else ()
         blocks.append(BlockShape(n_heads, mlp))
-    return replace(config, d_model=config.d_model + sum(scratch_widths(config)), blocks=tuple(blocks))
+    return replace(config, d_model=config.d_model + sum(scratch_widths(config, given)), blocks=tuple(blocks))
 
 
 def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: list[Origin],
-          clears: set[tuple[int, int]]) -> dict[str, Any]:
+          clears: set[tuple[int, int]], ex: Stages) -> dict[str, Any]:
     """The original meta with the scratch dims named and the block list rewritten."""
     meta = {k: copy.deepcopy(v) for k, v in model.meta.items() if k not in ("verification", "header_sha256")}
     starts = (d, d + widths[0])
@@ -233,7 +357,7 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
     meta["subspaces"] = {**meta.get("subspaces", {}), **names}
     layout = meta.get("layout")
     if layout is not None:
-        stage_widths, foreign = _stage_widths(model), _foreign(model)
+        stage_widths, foreign = _stage_widths(model, ex), _foreign(model, ex)
         old = layout["blocks"]
         layout["subspaces"].update({n: {"dims": names[n], "labels": labels[n]} for n in names})
         layout["blocks"] = []
@@ -243,6 +367,8 @@ def _meta(model: CompiledTransformer, d: int, widths: tuple[int, int], where: li
                 src = (list(mlp["reads"]) if o.stage == 0 else [SCRATCH[_region(o.stage)]])
                 last = o.stage == o.stages - 1
                 dst = (list(mlp["writes"]) if last else [SCRATCH[_region(o.stage + 1)]])
+                if not last and ex[o.layer].out[o.stage]:  # early exits write some of the MLP's outputs
+                    dst = list(mlp["writes"]) + dst
                 if (o.layer, o.stage) in clears:
                     dst = dst + [SCRATCH[_region(o.stage)]]
                 cleared = [SCRATCH[_region(j)] for _, j in foreign.get((o.layer, o.stage), [])]
@@ -269,27 +395,38 @@ def _clear(m, regions: list[tuple[int, int]], at: int) -> None:
         at += c
 
 
-def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, d: int,
+def _exit_dims(layers: list[tuple[torch.Tensor, torch.Tensor]], e: Exits, stage: int) -> torch.Tensor:
+    """The output dims the units exiting at ``stage`` write (their sums and the output bias there)."""
+    W = layers[-1][0]
+    rows = list(e.out[stage].values())
+    if not rows:
+        return torch.zeros(W.shape[1], dtype=torch.bool)
+    return (W[rows] != 0).any(0)
+
+
+def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], e: Exits, stage: int, d: int,
                 starts: tuple[int, int], clears: int, foreign: list[tuple[int, int]]) -> None:
     """Set the one-hidden-layer MLP ``m`` of unfolded stage ``stage`` of an MLP whose (weights,
-    biases) are ``layers`` (module docstring): its hidden layer first, then the units clearing
-    the first ``clears`` dims of the region it reads (:func:`cleared`), then those of the
-    (start, c) scratch ranges ``foreign`` (:func:`clearing_places`)."""
+    biases) are ``layers`` and whose exits are ``e`` (module docstring): the units of its hidden
+    layer it computes first, then the units clearing the first ``clears`` dims of the region it
+    reads (:func:`cleared`), then those of the (start, c) scratch ranges ``foreign``
+    (:func:`clearing_places`); the units exiting here write the output's dims they own."""
     k = len(layers) - 1
-    hidden = [w.shape[1] for w, _ in layers[:-1]]
-    carry = carries_activations(hidden)
-    h = hidden[stage]
+    carry = carries_activations(e.hidden, e.crossing)
+    u = list(e.keep[stage])
+    h = len(u)
     at = h
     if stage == 0:
-        m.W_in[:d, :h] = layers[0][0]
-        m.b_in[:h] = layers[0][1]
+        m.W_in[:d, :h] = layers[0][0][:, u]
+        m.b_in[:h] = layers[0][1][u]
     else:
-        c = _carried(hidden, stage)
+        c = _carried(e.hidden, stage, e.crossing)
         own = torch.arange(starts[_region(stage)], starts[_region(stage)] + c)
         gone, eye = own[:clears], torch.eye(clears, dtype=m.W_in.dtype)
-        if carry[stage - 1]:  # h_{stage-1} carried: compute the layer, clear with ReLU(h) = h
-            m.W_in[own, :h] = layers[stage][0]
-            m.b_in[:h] = layers[stage][1]
+        if carry[stage - 1]:  # stage - 1's activations carried: compute the layer, clear with ReLU(h) = h
+            crossing = [x for x in e.keep[stage - 1] if x not in e.out[stage - 1]]
+            m.W_in[own, :h] = layers[stage][0][crossing][:, u]
+            m.b_in[:h] = layers[stage][1][u]
             m.W_in[gone, h:h + clears] = eye
             m.W_out[h:h + clears, gone] = -eye
         else:  # z_stage carried: ReLU(z) is the layer; -ReLU(z) + ReLU(-z) = -z clears
@@ -299,17 +436,27 @@ def _fill_stage(m, layers: list[tuple[torch.Tensor, torch.Tensor]], stage: int, 
             m.W_out[h:h + clears, gone] = eye
         at += clears
     _clear(m, foreign, at)
-    W, b = layers[stage + 1]  # hidden layer ``stage`` to the next pre-activation (or the output)
-    if stage + 1 == k:  # the original output into the model's own dims
-        m.W_out[:h, :d] = W
-        m.b_out[:d] = b
-    elif carry[stage]:  # the activations cross the next boundary as they are
-        r = starts[_region(stage + 1)]
-        m.W_out[:h, r:r + h] = torch.eye(h, dtype=m.W_out.dtype)
+    W_k, b_k = layers[k]
+    if stage + 1 == k:  # the original output into the model's own dims (less what exited earlier)
+        m.W_out[:h, :d] = W_k[u]
+        early = torch.stack([_exit_dims(layers, e, j) for j in range(k)]).any(0)
+        m.b_out[:d] = torch.where(early, torch.zeros_like(b_k), b_k)
+        return
+    if e.out[stage]:  # units exiting here: their last copy's output weights, and the bias on those dims
+        mine = _exit_dims(layers, e, stage)
+        for p, x in enumerate(u):
+            if x in e.out[stage]:
+                m.W_out[p, :d] = W_k[e.out[stage][x]]
+        m.b_out[:d] = torch.where(mine, b_k, torch.zeros_like(b_k))
+    r = starts[_region(stage + 1)]
+    if carry[stage]:  # the activations cross the next boundary as they are
+        crossing = [p for p, x in enumerate(u) if x not in e.out[stage]]
+        m.W_out[crossing, r:r + len(crossing)] = torch.eye(len(crossing), dtype=m.W_out.dtype)
     else:
-        r = starts[_region(stage + 1)]
-        m.W_out[:h, r:r + W.shape[1]] = W
-        m.b_out[r:r + W.shape[1]] = b
+        W, b = layers[stage + 1]
+        nxt = list(e.keep[stage + 1])
+        m.W_out[:h, r:r + len(nxt)] = W[u][:, nxt]
+        m.b_out[r:r + len(nxt)] = b[nxt]
 
 
 @torch.no_grad()
@@ -320,13 +467,14 @@ def unfold(model: CompiledTransformer, balanced: bool | None = None) -> Compiled
     :func:`balance` its MLPs' widths; by default when ``model`` was compiled in the standard shape
     (``meta["shape"]``), whose blocks are the unfolded ones."""
     d = model.config.d_model
-    widths = scratch_widths(model)
+    ex = stages(model)
+    widths = scratch_widths(model, ex)
     starts = (d, d + widths[0])
     where = origins(model)
-    places, need = clearing_places(model), cleared(model)
+    places, need = clearing_places(model, ex), cleared(model, ex)
     clears = {read for read, at in places.items() if at == read}
-    foreign = _foreign(model)
-    new = CompiledTransformer(unfolded_config(model.config), _meta(model, d, widths, where, clears))
+    foreign = _foreign(model, ex)
+    new = CompiledTransformer(unfolded_config(model.config, ex), _meta(model, d, widths, where, clears, ex))
     new.fused = model.fused
     new.W_E[:, :d] = model.W_E
     new.W_pos[:, :d] = model.W_pos
@@ -344,7 +492,7 @@ def unfold(model: CompiledTransformer, balanced: bool | None = None) -> Compiled
             continue
         ranges = [(starts[_region(j)], need[(l, j)]) for l, j in foreign.get((o.layer, o.stage), [])]
         here = (o.layer, o.stage)
-        _fill_stage(blk.mlp, layers, o.stage, d, starts, need[here] if here in clears else 0, ranges)
+        _fill_stage(blk.mlp, layers, ex[o.layer], o.stage, d, starts, need[here] if here in clears else 0, ranges)
     if balanced is None:
         balanced = standard_shape(model.meta)
     return balance(new) if balanced else new

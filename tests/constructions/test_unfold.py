@@ -13,8 +13,8 @@ from compiler.automata.catalog import build
 from compiler.automata.spec import Semiautomaton
 from constructions.config import ModelConfig
 from constructions.model import CompiledTransformer
-from constructions.unfold import (SCRATCH, Origin, carries_activations, cleared,
-                                  clearing_places, clearing_stages, origins, scratch_widths, unfold)
+from constructions.unfold import (SCRATCH, Exits, Origin, carries_activations, cleared, clearing_places,
+                                  clearing_stages, exits, origins, scratch_widths, unfold)
 from verify.certify.certificate import certify
 from verify.check import adversarial_families
 
@@ -207,3 +207,44 @@ def test_a_forced_reset_cascade_unfolds_with_clearing_units_in_its_first_stage()
     tokens = torch.tensor(np.random.default_rng(0).integers(0, len(a.alphabet), (16, 12)))
     assert torch.equal(model(tokens), ref(tokens))
     assert certify(model).certified is True
+
+
+def _chain_mlp(bias: float = 0.0, shared: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Two hidden layers: units 0-2 of layer 0 feed layer 1's units 0-1; unit 3 is copied by layer 1's
+    unit 2 (weight 1, bias ``bias``), which alone writes output dim 1 (``shared``: dim 0 too, which
+    unit 0 writes)."""
+    W0, W1, W2 = np.ones((2, 4)), np.zeros((4, 3)), np.zeros((3, 2))
+    W1[:3, :2] = 2.0
+    W1[3, 2] = 1.0
+    W2[:2, 0], W2[2, 1] = 1.0, 3.0
+    if shared:
+        W2[2, 0] = 1.0
+    return [(W0, np.zeros(4)), (W1, np.array([0.0, 0.0, bias])), (W2, np.array([0.5, 0.25]))]
+
+
+def test_a_unit_copied_to_the_output_exits_at_its_own_stage_and_nothing_else_does():
+    """The chain 3 -> 2 exits at stage 0 (layer 1 computes 2 units, 3 activations cross, not 4);
+    a copy with a bias, or an output dim another unit writes too, keeps the chain whole."""
+    assert exits(_chain_mlp()) == Exits(keep=((0, 1, 2, 3), (0, 1)), out=({3: 2}, {}))
+    assert exits(_chain_mlp()).crossing == (3,) and exits(_chain_mlp()).hidden == (4, 2)
+    for layers in (_chain_mlp(bias=1.0), _chain_mlp(shared=True)):
+        assert exits(layers) == Exits.none((4, 3))
+
+
+def test_a_product_factor_in_one_hidden_layer_beside_a_staircase_exits_early_bit_for_bit():
+    """C6 in the standard shape: C2's one-hidden-layer decode beside C3's two-layer staircase (the
+    product pads it with identity copies) writes its outputs from the first unfolded stage, so
+    neither its activations cross in scratch nor do copies run in the second: 2 blocks, logits
+    bitwise equal to the folded model's, certified; the scratch is C3's ramps alone."""
+    from verify.certify.unfolded import folded
+
+    T = 100  # below about 40 both factors are interpolated: one block, nothing to unfold
+    model = compiler.compile_automaton("cyclic:6", max_len=T, method="product", shape="standard")
+    original = folded(model)
+    mlp = original.blocks[0].mlp
+    e = exits([(mlp.weight(i), mlp.bias(i)) for i in range(mlp.n_hidden + 1)])
+    assert len(e.out[0]) == T + 1 and e.crossing[0] == e.hidden[0] - (T + 1)
+    assert scratch_widths(original) == (e.crossing[0], 0)
+    flat = _assert_same_logits(original, _tokens(model.automaton.n_symbols, T))
+    assert flat.config == model.config
+    assert certify(model).certified

@@ -7,7 +7,9 @@ with the model's own options) and requires the given model to be its unfolding, 
 one: every nonzero floating-point operation the unfolded model performs is one the folded model
 performs on the same operands -- the same dot products with exact zero terms added (zero-padded
 rows and columns), the scratch carrying a pre-activation or an activation exactly (added to a
-zero residual entry, read back through an identity, cleared as ``v + (-v) = 0``) -- and the
+zero residual entry, read back through an identity, cleared as ``v + (-v) = 0``), a unit that
+exits early writing at its own stage the sum its identity copies (relu(h) = h, h >= 0) would have
+written at the MLP's end, on dims no other stage writes and nothing reads in between -- and the
 certificate's rounding bounds hold for any summation order or blocking (``state.ASSUMPTIONS``),
 so they hold for the unfolded model's sums as well.  Balancing (``constructions/balance.py``) keeps
 this: it moves units only where every residual dim keeps the order of its accesses, and splits a sum
