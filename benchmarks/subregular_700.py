@@ -1,11 +1,12 @@
 """Compile (auto, T = 50) and certify one generated language in this process: one JSON row with the
 pick, CPU seconds (``time.process_time``) and the peak RSS (``ru_maxrss``).
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/subregular_700.py ltt 4 64 0 5   # class k letters seed factors
+    OPENBLAS_NUM_THREADS=1 python benchmarks/subregular_700.py ltt 4 64 0 5   # class k letters seed [factors]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import sys
@@ -16,13 +17,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402,F401  (imported before timing, as the CLI would)
 
-from compiler.automata.subregular_families import random_language  # noqa: E402
+from compiler.automata.subregular_families import CLASSES, random_language  # noqa: E402
 from compiler.pipeline import compile_automaton  # noqa: E402
 from verify.certify.certificate import certify  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    cls, (k, letters, seed, n_factors) = argv[0], map(int, argv[1:5])
+    p = argparse.ArgumentParser(description="Compile (auto, T = 50) and certify one generated subregular "
+                                "language: one JSON row (pick, CPU seconds, peak RSS).")
+    p.add_argument("cls", choices=CLASSES, help="the language class")
+    for name in ("k", "letters", "seed"):
+        p.add_argument(name, type=int)
+    p.add_argument("factors", type=int, nargs="?", help="how many factors or subsequences (the generator's default)")
+    a_ = p.parse_args(argv)
+    cls, k, letters, seed, n_factors = a_.cls, a_.k, a_.letters, a_.seed, a_.factors
     a = random_language(cls, k=k, letters=letters, seed=seed, factors=n_factors)
     row: dict = {"language": f"{cls}:{k}:{letters}:{seed}:factors={n_factors}", "states": a.n_states,
                  "letters": a.n_symbols}
