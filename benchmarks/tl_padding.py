@@ -79,11 +79,22 @@ block 2's staircase), level 1's increments (102, block 2's head) and 103 units c
 from scratch region a, all reading the ramps block 0 writes, before block 2's staircase writes its own
 ramps there: 306 of 819, 1.46x. A fresh region for block 2's ramps would drop the clearing units but
 widen the residual by 103 dims (computed from the shapes: widest 204, TL / ours 1.13, but ours 403,929
--> 517,744 parameters, +28%, and the export's 589,938 -> about 585,000): not taken. S4 -- level 2's
-increment table (3 gate combinations x 203 thresholds of a mod-3 counter, writing both increments) reads
-block 2's ramps and block 4's head reads it: 609 of 1,635 units over 5 blocks, 1.82x. At T = 512 A4 is 4
-blocks in D6's pattern (block 1: 1,026 + 1,027 decode and increment units and 1,028 clearing units, 3,081
-of 6,171: 1.95x; a fresh region: 1.57x at +65% parameters) and S4 2.94x (block 3's table: 5,137 units).
+-> 517,744 parameters, +28%, and the export's 589,938 -> about 585,000): not taken. What would take it
+under: level 0's code is read only by the readout's one-hot in block 3; written there by interpolation
+off level 0's prefix sum instead (one hidden layer, 101 units, error 0.067 at T = 100), it would exit at
+its stage and balance into block 0 (about 205/203/204/204, ~1.0x) -- but block 1's increment lookup is
+declared as reading that code, and a declared step whose output the MLP does not write has no rule in
+the certificate yet. S4 -- level 2's increment table reads block 2's ramps and block 4's head reads
+it; it is gated only at the increments level 1 can take at its letter (1 or 2 of 0..2,
+krohn_rhodes_flat.increments_at): 2 x 203 = 406 of 1,426 units over 5 blocks, 1.40x (was 3 x 203 = 609
+of 1,629, 1.83x); blocks 0 and 2 hold ramps alone (105, 206) and blocks 3 and 4 about 405 each (the
+table; level 2's interpolated readout and level 1's one-hot), so no move gets it under 1.25x. At T = 512
+A4 is 4 blocks in D6's pattern (block 1: 1,026 + 1,027 decode and increment units and 1,028 clearing
+units, 3,081 of 6,171: 1.95x; a fresh region: 1.57x at +65% parameters) and S4's block 3 holds 4,111
+units (was 5,137). C6 -- C2's one-hidden-layer decode beside C3's two-layer staircase (the product pads
+it with identity copies) exits at the first unfolded stage (constructions/unfold.py, exits): neither its
+activations in scratch nor its copies, 451,525 -> 268,412 parameters, then balanced to 253/253 (1.01x),
+certified; blocks:4, repeat:2 and the piecewise-local row drop two copies each the same way.
 The gridworld rows (and adder:2's transition, which contains one) do not move: every part's reach is its
 own block, and their padding is block 0's 400-unit one-hot and 6 or 16 find heads in block 1. The
 unfolding clears only the scratch dims a later use writes again (every use writes from the region's

@@ -98,9 +98,9 @@ from .gadgets import (
     staircase_margin,
 )
 from .gadgets.lookups import lookup_obligation
-from .krohn_rhodes_flat import (add_one_hots, counter_high, flat_mlp, flat_refusal, interpolable,
+from .krohn_rhodes_flat import (add_one_hots, counter_high, flat_mlp, flat_refusal, interpolable, late_one_hots,
                                 one_hot_readout_keys, one_hot_unembedding)
-from .obligations import Beside, Lookup, Readout, Steps
+from .obligations import Beside, Lookup, Modular, Readout, Steps
 from .positions import KINDS
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse, fused_obligation, obligation_name
 from .workspace import Subspace, Workspace, join
@@ -257,9 +257,12 @@ def embed(cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], 
     if not flat:
         return blocks
     reads = [read_by(block) for block in blocks]
+    obligations = [None if block.mlp is None else block.mlp.obligation for block in blocks]
+    late = tuple(late_one_hots(cascade, sched, lay, max_len, obligations))
+    decodes = {st.out: st for o in obligations if o is not None for st in o.leaves() if isinstance(st, Modular)}
     return [Block(block.heads, None if block.mlp is None else flat_mlp(
         b, cascade, sched, lay, init, max_len, lay.blocks.mass, block.mlp.obligation,
-        set().union(*(r for i, r in enumerate(reads, 1) if i != b)))) for b, block in enumerate(blocks, 1)]
+        set().union(*(r for i, r in enumerate(reads, 1) if i != b)), late, decodes)) for b, block in enumerate(blocks, 1)]
 
 
 def read_by(block: Block) -> set[str]:

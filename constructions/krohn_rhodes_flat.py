@@ -31,7 +31,7 @@ from .budget import STEP_TOLERANCE
 from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Schedule, TablePlan, input_update,
                                   prefix_sum_bounds)
 from .obligations import Lookup, Modular, Readout, Steps
-from .program import MLP, obligation_name
+from .program import MLP, Beside, Fused, obligation_name
 from .workspace import Subspace
 
 
@@ -422,6 +422,59 @@ def _interpolated_mlp(b: int, cascade: Cascade, lay: Layout, init: dict[str, int
     return interpolation_mlp(f"block{b}.mlp", parts, declared, {"counters": counters})
 
 
+def late_one_hots(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, obligations: list[Any]) -> list[str]:
+    """The readout keys decoded before the last block whose one-hot the last block interpolates off
+    their prefix sums (:func:`_late_mlp`, one hidden layer beside its staircase) instead of looking
+    it up from their ``new`` code: where the readout sums one-hots, the last block's decode is a
+    staircase (not :func:`interpolated_readout`), the key's ``new`` code is read by no block but its
+    own and the readout, and each such one-hot's worst-case float32 error with its prefix sum's is
+    at most 1/(4 k) for k of them (the code's within STEP_TOLERANCE), as the interpolated readout's.
+    Their own block then computes ``new`` for its lookups without writing it (``Steps.unwritten``),
+    so its units leave that block: unfolded, the interpolation exits at its first stage
+    (``unfold.exits``) and balancing may place it in any block after the key's attention."""
+    L, keys = sched.n_blocks, sched.readout.keys
+    if not keys or not all("hot" in lay.subs[k] for k in keys) or interpolated_readout(cascade, sched, lay, max_len):
+        return []
+    state = obligation_name(lay.state)
+    last = obligations[L - 1]
+    last_reads = {n for st in (last.leaves() if last is not None else ()) if not (isinstance(st, Lookup)
+                  and st.out == state) for n in st.names_read()}
+    sizes = {c.name: c.size for c in cascade.components}
+    fits: list[tuple[float, str]] = []
+    for k in keys:
+        b, new = sched.block_of.get(k), obligation_name(lay.subs[k]["new"])
+        if b is None or b == L or cascade.component(k).kind != "counter" or new in last_reads:
+            continue
+        if any(o is not None and new in o.names_read() for i, o in enumerate(obligations, 1) if i not in (b, L)):
+            continue
+        hot, code, noise = _interpolation_bounds(sizes[k], max_len, lay)
+        if code + (sizes[k] - 1) * noise <= STEP_TOLERANCE:
+            fits.append((hot + noise, k))
+    fits.sort()
+    n = max((i for i in range(1, len(fits) + 1) if fits[i - 1][0] <= 1 / (4 * i)), default=0)
+    return sorted(k for _, k in fits[:n])
+
+
+def _interpolation_bounds(n: int, max_len: int, lay: Layout) -> tuple[float, float, float]:
+    """A mod-n counter's interpolated one-hot and code errors (:func:`gadgets.interpolation_error`)
+    and its prefix sum's worst-case noise, in float32."""
+    code, hot = _decode_values(n, counter_high(n, max_len))
+    return (interpolation_error(hot, CERTIFIED_EPS), interpolation_error(code, CERTIFIED_EPS),
+            sum(prefix_sum_bounds(n, max_len, lay.blocks, CERTIFIED_EPS)))
+
+
+def _late_mlp(b: int, k: str, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int, mass: int,
+              decode: Modular) -> MLP:
+    """Readout key k's code and one-hot interpolated off its prefix sum in one hidden layer
+    (:func:`late_one_hots`), stating its decode (``decode``, the default build's, less the value
+    before the update) and the one-hot's lookup."""
+    n, d = cascade.component(k).size, lay.subs[k]
+    code, hot = _decode_values(n, counter_high(n, max_len))
+    declared = Steps(f"block{b}.mlp.{k}", (replace(decode, minus=None, minus_out=None), _one_hot_lookup(d, n)))
+    return interpolation_mlp(f"block{b}.mlp.{k}", [(Ramp(d["mean"], float(mass), init[k], counter_high(n, max_len)),
+                                                     [(d["new"], code), (d["hot"], hot)])], declared, {"counters": [k]})
+
+
 def _early_one_hots(b: int, sched: Schedule, lay: Layout, sizes: dict[str, int],
                     fresh: dict[str, tuple[int, int, Subspace]], gates: _Gates, declared) -> tuple[list[Stair], Any]:
     """With an interpolated readout, the one-hots of the readout keys decoded in block b (< the
@@ -435,10 +488,14 @@ def _early_one_hots(b: int, sched: Schedule, lay: Layout, sizes: dict[str, int],
 
 
 def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
-             mass: int, obligation, read_elsewhere: set[str] | frozenset[str] = frozenset()) -> MLP:
+             mass: int, obligation, read_elsewhere: set[str] | frozenset[str] = frozenset(),
+             late: tuple[str, ...] = (), decodes: dict[str, Modular] | None = None) -> MLP | Beside:
     """Block b's MLP as one staircase: its counters' decodes, then the next block's input tables (and
     the readout in the last block), stating ``obligation`` (the default block's) less the ``old``
-    codes that no other block (``read_elsewhere``: the names they read) nor a joint lookup reads."""
+    codes that no other block (``read_elsewhere``: the names they read) nor a joint lookup reads.
+    ``late`` (:func:`late_one_hots`): readout keys whose ``new`` code their block computes without
+    writing it, and whose one-hot the last block interpolates beside its staircase (``decodes``:
+    the default build's decode of each, by its ``new`` name)."""
     sizes = {c.name: c.size for c in cascade.components}
     interpolated = interpolated_readout(cascade, sched, lay, max_len)
     if interpolated and b == sched.n_blocks:
@@ -448,13 +505,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     fresh: dict[str, tuple[int, int, Subspace]] = {}
     stairs: list[Stair] = []
     code_stair: dict[tuple[str, str], int] = {}
-    tables: list[tuple[TablePlan, Subspace, Callable[[Any], np.ndarray], bool, bool]] = [
-        (sched.inputs[c.name], lay.input_out(c), partial(input_update, c), True, False)
-        for c in cascade.components if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1]
     hot = b == sched.n_blocks and all("hot" in lay.subs[k] for k in sched.readout.keys)
-    if b == sched.n_blocks and not hot:
-        eye = np.eye(len(lay.state))
-        tables.append((sched.readout, lay.state, eye.__getitem__, False, True))
+    tables = _tables(b, cascade, sched, lay, hot)
     here = {c.name for c in cascade.components if sched.block_of[c.name] == b}
     by_letter = _letter_increments(cascade, sched)
     possible = increments_at(cascade, sched, len(lay.tok))
@@ -471,10 +523,13 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
                 dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size,
                                                       by_letter.get(c.name), possible[c.name])
             for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in kept)):
+                if role == "new" and c.name in late:  # computed for this block's tables, written by none
+                    continue
                 code_stair[(c.name, role)] = len(stairs)
                 stairs.append(st)
     if hot:
-        stairs += [_one_hot_stair(lay.subs[k], sizes[k], fresh.get(k), gates) for k in sched.readout.keys]
+        stairs += [_one_hot_stair(lay.subs[k], sizes[k], fresh.get(k), gates) for k in sched.readout.keys
+                   if k not in late]
     joints = []
     sums: dict[tuple[int, ...], int] = {}
     for (plan, out, row_of, keyed, new), w in zip(tables, walsh):
@@ -496,11 +551,40 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     joints = [StairLookup(j.out, tuple((k, renumber[i] if k == "gate" else i) for k, i in j.reads), j.table)
               for j in joints]
     declared = _without_old(obligation, dropped, obligation_name(lay.tok))
+    unwritten = tuple(obligation_name(lay.subs[k]["new"]) for k in late if k in fresh)
+    if unwritten:
+        declared = replace(declared, unwritten=unwritten)
     if hot:
         declared = _one_hot_steps(declared, obligation_name(lay.state), [
-            _one_hot_lookup(lay.subs[k], sizes[k]) for k in sched.readout.keys])
+            _one_hot_lookup(lay.subs[k], sizes[k]) for k in sched.readout.keys if k not in late])
     elif interpolated:
         early, declared = _early_one_hots(b, sched, lay, sizes, fresh, gates, declared)
         stairs += early
-    return staircase_mlp(f"block{b}.mlp", ramps, [gates.inputs[i] for i in used], stairs, declared,
-                         {"counters": sorted(fresh)}, tuple(joints))
+    name = f"block{b}.mlp" + (".stairs" if hot and late else "")
+    mlp = staircase_mlp(name, ramps, [gates.inputs[i] for i in used], stairs, replace(declared, mlp=name),
+                        {"counters": sorted(fresh)}, tuple(joints))
+    if not (hot and late):
+        return mlp
+    return _beside_late(f"block{b}.mlp", mlp, [_late_mlp(b, k, cascade, lay, init, max_len, mass, (decodes or {})[
+        obligation_name(lay.subs[k]["new"])]) for k in late])
+
+
+Table = tuple[TablePlan, Subspace, Callable[[Any], np.ndarray], bool, bool]
+"""A lookup a staircase computes: its plan, output, row of an action, keyed by the letter, read after the update."""
+
+
+def _tables(b: int, cascade: Cascade, sched: Schedule, lay: Layout, hot: bool) -> list[Table]:
+    """Block b's lookups: the next block's input tables, and in the last block the readout (unless
+    the unembedding sums one-hots, ``hot``)."""
+    tables: list[Table] = [(sched.inputs[c.name], lay.input_out(c), partial(input_update, c), True, False)
+                           for c in cascade.components if sched.inputs[c.name].keys and sched.block_of[c.name] == b + 1]
+    if b == sched.n_blocks and not hot:
+        tables.append((sched.readout, lay.state, np.eye(len(lay.state)).__getitem__, False, True))
+    return tables
+
+
+def _beside_late(name: str, stairs: MLP, late: list[MLP]) -> Beside:
+    """The last block's staircase with the late keys' interpolations (:func:`late_one_hots`) beside it."""
+    parts: list[MLP | Fused | Beside] = [stairs, *late]
+    return Beside(name, parts, {"beside": [m.name for m in parts]}, reads=tuple(n for m in parts for n in m.reads),
+                  writes=tuple(n for m in parts for n in m.writes))

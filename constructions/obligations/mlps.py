@@ -165,12 +165,18 @@ class Steps(Container):
     (they are :class:`Lookup` s)."""
 
     kind = "steps"
-    LABELS, INNER = ("mlp",), ("first", "steps")
-    CODECS, OPTIONAL = {"steps": KIND_TUPLE, "first": KIND}, ("first",)
+    LABELS, INNER, NAMES = ("mlp",), ("first", "steps"), ("unwritten",)
+    CODECS, OPTIONAL = {"steps": KIND_TUPLE, "first": KIND, "unwritten": TUPLE}, ("first", "unwritten")
 
     mlp: str
     steps: tuple[Lookup | Modular | Round, ...]
     first: Compose | Races | None = None
+    unwritten: tuple[str, ...] | None = None
+    """Subspaces a step computes for later steps that the MLP does not write (a code read off the
+    same units by the steps after it): they keep their value (0) in the residual."""
+
+    def names_written(self) -> tuple[str, ...]:
+        return tuple(n for n in super().names_written() if n not in (self.unwritten or ()))
 
 
 @registered

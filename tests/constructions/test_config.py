@@ -9,7 +9,7 @@ from pathlib import Path
 import compiler
 from constructions.checkpoint import header_sha256, load, save
 from constructions.config import BlockShape, ModelConfig
-from constructions.unfold import unfold, unfolded_config
+from constructions.unfold import stages, unfold, unfolded_config
 
 OLD = Path(__file__).resolve().parent / "data" / "cyclic3_scan_691005e.safetensors"
 
@@ -42,6 +42,8 @@ def test_a_saved_config_reads_back_equal_and_counts_its_parameters(tmp_path) -> 
     assert model.config.dtype == "float32" and model.config.n_heads == max(b.n_heads for b in model.config.blocks)
     assert any(len(b.mlp_hidden) > 1 for b in model.config.blocks)  # a deep MLP: the unfolding changes shapes
     flat = unfold(model)
-    assert flat.config == unfolded_config(model.config) != model.config
+    assert flat.config == unfolded_config(model.config, stages(model)) != model.config
     assert flat.config.n_params() == sum(p.numel() for p in flat.parameters())
+    # from the config alone (no early exits known): never fewer parameters
+    assert unfolded_config(model.config).n_params() >= flat.config.n_params()
 

@@ -15,7 +15,8 @@ import torch
 import compiler
 from compiler.automata.catalog import build
 from compiler.pipeline import set_start
-from constructions import krohn_rhodes, krohn_rhodes_flat
+from constructions import krohn_rhodes, krohn_rhodes_flat, registry
+from constructions.construction import BuildOptions
 from constructions.krohn_rhodes_layout import schedule
 from constructions.gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, interpolation_error, staircase_mlp
 from constructions.gadgets.staircase import RAMP_SLOPE
@@ -245,3 +246,50 @@ def test_an_increment_left_out_where_its_letter_can_take_it_is_refused(monkeypat
     cert = certify(model)
     assert cert.certified is False
     assert "program" in (cert.reason or ""), cert.reason
+
+
+def test_a_readout_key_of_an_earlier_block_is_interpolated_late_and_its_code_left_unwritten():
+    """D6 at T = 100: the readout reads level 0's one-hot, which the last block interpolated off level
+    0's prefix sum beside its staircase (one hidden layer: unfolded, it exits at its first stage and
+    balances into block 0); level 0's block computes its code for level 1's increments without
+    writing it (``Steps.unwritten``), so its 102 decode units are gone: the standard blocks'
+    widths within 1% of each other, certified.  In the folded staircase build, the late unit that
+    only the input of 100 reflections turns on (X = 100; j = 99), given 2 more on the one-hot entry
+    that is 0 there, is refused; the unit after it (j = 100, which no input turns on) is not read."""
+    T = 100
+    model = compiler.compile_automaton(build("dihedral:3"), max_len=T, method="krohn-rhodes", shape="standard")
+    widths = [b.mlp_hidden[0] for b in model.config.blocks]
+    assert len(widths) == 4 and max(widths) - min(widths) <= 2, widths
+    assert certify(model).certified is True
+    folded = compiler.compile_automaton(build("dihedral:3"), max_len=T, method="krohn-rhodes", one_hidden_layer=True)
+    construction, plan = registry.plan_of(folded)
+    program, _ = construction.build(build("dihedral:3"), plan, BuildOptions.of_model(folded))
+    assert program.blocks[0].mlp.obligation.unwritten == ("kr:h1.b0.count0.0.new",)
+    new0 = folded.meta["subspaces"]["kr:h1.b0.count0.0.new"]
+    assert not folded.blocks[0].mlp.weight(folded.blocks[0].mlp.n_hidden)[:, new0].any()  # unwritten there
+    assert certify(folded).certified is True
+    hot = folded.meta["subspaces"]["kr:h1.b0.count0.0.hot"]
+    mlp = folded.blocks[-1].mlp
+    with torch.no_grad():
+        mlp.weight(mlp.n_hidden)[-1, hot[0]] += 2.0  # unit j = 100: X = 101 is past every input
+    assert certify(folded).certified is True
+    with torch.no_grad():
+        mlp.weight(mlp.n_hidden)[-2, hot[1]] += 2.0  # unit j = 99: on at X = 100 alone, where hot[1] is 0
+    cert = certify(folded)
+    assert cert.certified is False and "block2.mlp" in cert.failure["where"], cert.failure
+
+
+def test_a_code_a_step_leaves_unwritten_keeps_its_value_in_the_program():
+    """The declared program's semantics of ``Steps.unwritten``: the decode computes the code and the
+    lookup after it reads it, but the residual keeps the code's value from before the MLP."""
+    from constructions.obligations import Lookup as LookupOb, Modular, Steps
+    from verify.certify.semantics import run_mlp
+
+    decode = Modular("d", "x", 1.0, 0, np.array([[0.0], [1.0]]), "c")
+    look = LookupOb("l", ("c",), "y", {(0,): np.array([5.0]), (1,): np.array([7.0])})
+    env = {"x": (3.0,), "c": (0.0,), "y": (0.0,)}
+    run_mlp(Steps("m", (decode, look), unwritten=("c",)), env, {})
+    assert env == {"x": (3.0,), "c": (0.0,), "y": (7.0,)}
+    env = {"x": (3.0,), "c": (0.0,), "y": (0.0,)}
+    run_mlp(Steps("m", (decode, look)), env, {})
+    assert env["c"] == (1.0,)

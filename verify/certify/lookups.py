@@ -416,7 +416,7 @@ def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: lis
         run_declared(tuple(steps[j] for j in mine), values, where)
         mask = keep(values, len(X))
         X, values = X[mask], {k: v[mask] for k, v in values.items()}
-        sig_names = [n for n in names + writes if n in have and n in needed]
+        sig_names = [n for n in names + writes + [n for _, wr in io for n in wr] if n in have and n in needed]
         sig_names = list(dict.fromkeys(sig_names))
         outputs = {n for j in mine for n in io[j][1]}
         sig = np.concatenate([values[n] for n in sig_names], axis=1) if sig_names else np.zeros((len(X), 0))
@@ -537,8 +537,10 @@ def lookup_mlp(m: Model, l: int, ob: Lookup | Steps, states: list[State], pos_cl
     if isinstance(ob, Steps) and ob.first is not None:  # (compose.composed_steps checks a last MLP's)
         raise NotCertifiable(f"{where}: steps after a composition, beside another MLP, are not certified yet")
     weights, biases = mlp or mlp_weights(m, l, ob.mlp)
-    writes = _written(steps)
-    inputs_names = [n for n in _read(steps) if n not in writes] + writes
+    produced = _written(steps)
+    unwritten = set(ob.unwritten or ()) if isinstance(ob, Steps) else set()
+    writes = [n for n in produced if n not in unwritten]  # a step's unwritten code: computed, not compared
+    inputs_names = [n for n in _read(steps) if n not in produced] + writes
     reads = [d for name in inputs_names for d in m.dims(name)]
     out = [d for name in writes for d in m.dims(name)]
     const, class_fixed = fixed_by_class(m, pos_class, len(states))

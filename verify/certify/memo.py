@@ -26,7 +26,7 @@ from typing import Any
 
 from constructions.obligations import Kind, SuffixLookup
 
-from .semantics import FAR, Code, Env, Head, Special, _parts, in_order, run_mlp, suffix_lookup, suffix_rows
+from .semantics import FAR, Code, Env, Head, Special, _parts, in_order, run_mlp, suffix_lookup, suffix_rows, unwritten
 
 TRIAL = 2000
 """Calls after which a head whose cache hit fewer than half of them runs uncached (its memory is
@@ -104,6 +104,7 @@ class StepCache:
         self.sums: dict[tuple[int, tuple[int, ...], int], Code] = {}
         self.leaves: dict[int, tuple[Kind, ...]] = {}
         self.wide: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # per step: its names keyed on codes, on numbers
+        self.unwritten: dict[int, tuple[str, ...]] = {}  # per obligation run: the codes its steps leave unwritten
         self.numbers = Numbers()
 
     def rows(self, o: SuffixLookup, key: tuple[int, ...], width: int) -> Code:
@@ -119,11 +120,14 @@ class StepCache:
         leaves = self.leaves.get(id(o))
         if leaves is None:
             leaves = self.leaves[id(o)] = _in_order(o, special)
+            self.unwritten[id(o)] = unwritten(o)
+        kept = {n: env[n] for n in self.unwritten[id(o)] if n in env}  # a Steps' unwritten codes keep their value
         for leaf in leaves:
             if type(leaf) is SuffixLookup and id(leaf) not in special:  # run on the residual, its rows' sums cached
                 suffix_lookup(leaf, env, special, self.rows)
             else:
                 self._run(leaf, env, special)
+        env.update(kept)
 
     def _codes(self, o: Kind, names: tuple[str, ...], env: Env) -> Any:
         """The key of step ``o`` on ``env``: the codes of ``names``, those wider than :data:`WIDE`

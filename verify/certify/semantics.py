@@ -513,9 +513,18 @@ def in_order(o: Kind) -> tuple[Kind, ...] | None:
 
 
 def _steps(o: Steps, env: Env, special: Special) -> None:
-    """The steps one after another (after ``first``)."""
+    """The steps one after another (after ``first``); the codes they leave unwritten keep their value."""
+    kept = {n: env[n] for n in unwritten(o) if n in env}
     for s in in_order(o) or ():
         run_mlp(s, env, special)
+    env.update(kept)
+
+
+def unwritten(o: Kind) -> tuple[str, ...]:
+    """The codes a :class:`Steps` in ``o`` (itself, or nested: a part side by side) computes but does
+    not write (``Steps.unwritten``): they keep their value in the residual."""
+    own = tuple(o.unwritten or ()) if isinstance(o, Steps) else ()
+    return own + tuple(n for part in in_order(o) or () for n in unwritten(part))
 
 
 def _beside(o: Beside, env: Env, special: Special) -> None:
