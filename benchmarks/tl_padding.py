@@ -74,18 +74,15 @@ read by block 2's head) and level 1's interpolated readout (202): 205/303/304, 1
 1.46x). dyck:2,2 likewise: the first stage of its depth MLP (one 202-unit sum) spreads over the blocks
 before its reader: 72 x 6, 1.08x (was 202/46/46/46/45/45, 2.51x). All certified. What stays above 1.25x,
 and why: a sum all of whose units read what one block's MLP writes and are read by the next block's head
-or MLP has one block to sit in, split or not. D6 -- block 1 holds level 0's code (102 units, a gate of
-block 2's staircase), level 1's increments (102, block 2's head) and 103 units clearing level 0's ramps
-from scratch region a, all reading the ramps block 0 writes, before block 2's staircase writes its own
-ramps there: 306 of 819, 1.46x. A fresh region for block 2's ramps would drop the clearing units but
-widen the residual by 103 dims (computed from the shapes: widest 204, TL / ours 1.13, but ours 403,929
--> 517,744 parameters, +28%, and the export's 589,938 -> about 585,000): not taken. What would take it
-under: level 0's code is read only by the readout's one-hot in block 3; written there by interpolation
-off level 0's prefix sum instead (one hidden layer, 101 units, error 0.067 at T = 100), it would exit at
-its stage and balance into block 0 (about 205/203/204/204, ~1.0x) -- but block 1's increment lookup is
-declared as reading that code, and a declared step whose output the MLP does not write has no rule in
-the certificate yet. S4 -- level 2's increment table reads block 2's ramps and block 4's head reads
-it; it is gated only at the increments level 1 can take at its letter (1 or 2 of 0..2,
+or MLP has one block to sit in, split or not. D6 -- before: block 1 held level 0's code (102 units, read
+only by the readout's one-hot in block 3), level 1's increments (102, block 2's head) and 103 units
+clearing level 0's ramps from scratch region a, all reading the ramps block 0 writes: 306 of 819, 1.46x.
+Now the last block interpolates level 0's one-hot off its prefix sum beside its staircase
+(krohn_rhodes_flat.late_one_hots: 101 units, one hidden layer, error 0.067 + the sum's at T = 100) and
+block 1 computes the code for its increments without writing it (Steps.unwritten): unfolded, the
+interpolation exits at its first stage and balances into block 0: 203/204/202/203, 1.01x, certified (a
+fresh scratch region instead would have cost 28% more parameters for no smaller an export). S4 --
+level 2's increment table reads block 2's ramps and block 4's head reads it; it is gated only at the increments level 1 can take at its letter (1 or 2 of 0..2,
 krohn_rhodes_flat.increments_at): 2 x 203 = 406 of 1,426 units over 5 blocks, 1.40x (was 3 x 203 = 609
 of 1,629, 1.83x); blocks 0 and 2 hold ramps alone (105, 206) and blocks 3 and 4 about 405 each (the
 table; level 2's interpolated readout and level 1's one-hot), so no move gets it under 1.25x. At T = 512
