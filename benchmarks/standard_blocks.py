@@ -68,7 +68,8 @@ export is 1.00-1.02x ours for the cyclic groups, products, scans and D8, 1.09x Q
 task, 1.12x / 1.05x the gridworlds (block 1's prefix-sum head padded to block 2's 2S find heads,
 which share one key and value: grouped-query attention, `compiler.export.kv_heads`; 1.74x / 1.88x
 with a key and value per head), and above 1.25x where one block holds a part no move can split:
-A4 1.46x, D6 1.47x, S4 1.82x."""
+S4 1.40x (its level-2 increment table, 406 units, in the one block between the ramps it reads and
+the head that reads it; D6 1.01x since its level 0's one-hot is interpolated late, A4 1.12x)."""
 
 OTHER_NOTE = ("\n\n"
               "The trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks (ceil(log2 "

@@ -153,13 +153,18 @@ and 1.88x in all). Unfolding balances a standard model's MLP widths first
 (`constructions/balance.py`: an MLP's units that write a common dim move together to any block
 where every dim they read and write keeps its order of accesses, and a sum nothing wrote before is
 split unit by unit between the blocks before its first reader), so D8 is 1.00x, Q8 1.09x and A4
-1.11x (1.32x, 1.60x and 1.46x before); what is left is a sum with one block between what it reads
-and its reader (D6: level 0's decodes and the units clearing level 0's ramps; S4: a 609-unit
-increment table; `tl_padding.md`), and no head in the 19 splits into narrower ones (a head's
-query-key width is its d_head already). So "TL params / ours <= 1.25" holds for the cyclic
-groups, the products, C2³, the scans, D8, Q8, A4, Dyck and the gridworlds, and needs builds of
-alike blocks for D6 and S4; padding our own model to uniform blocks would make the ratio 1 without
-making the export any smaller.
+1.12x (1.32x, 1.60x and 1.46x before). D6 is 1.01x (1.46x before): its last block interpolates
+level 0's one-hot beside its staircase, level 0's block no longer writes the code (102 units),
+and the interpolation, one hidden layer, exits early when unfolded and balances into block 0
+(`krohn_rhodes_flat.late_one_hots`, `unfold.exits`). What is left is S4's: its level-2
+increment table (2 x 203 gated units, 3 x 203 before `increments_at` gated it only at the
+increments level 1 takes at its letter) sits in the one block between the ramps it reads and the
+head that reads it, and the next block holds level 2's interpolated readout and level 1's
+one-hot (about 405 each against 105-305 in blocks 0-2): 1.40x (1.83x before); `tl_padding.md`.
+No head in the 19 splits into narrower ones (a head's query-key width is its d_head already). So
+"TL params / ours <= 1.25" holds for 18 of the 19; S4 needs a build whose blocks 3 and 4 hold
+less, or another level order; padding our own model to uniform blocks would make the ratio 1
+without making the export any smaller.
 
 Rotated models. The standard-basis models are bit-equal (their products and sums are exact). A
 rotated model's weights are dense floats, so the order of the float operations decides the

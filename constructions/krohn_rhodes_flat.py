@@ -447,12 +447,24 @@ def late_one_hots(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, 
             continue
         if any(o is not None and new in o.names_read() for i, o in enumerate(obligations, 1) if i not in (b, L)):
             continue
+        if _read_jointly(k, b, cascade, sched, lay, obligations[b - 1]):
+            continue
         hot, code, noise = _interpolation_bounds(sizes[k], max_len, lay)
         if code + (sizes[k] - 1) * noise <= STEP_TOLERANCE:
             fits.append((hot + noise, k))
     fits.sort()
     n = max((i for i in range(1, len(fits) + 1) if fits[i - 1][0] <= 1 / (4 * i)), default=0)
     return sorted(k for _, k in fits[:n])
+
+
+def _read_jointly(k: str, b: int, cascade: Cascade, sched: Schedule, lay: Layout, obligation: Any) -> bool:
+    """Whether block b reads counter k's ``new`` code in a table with another counter it decodes (a
+    joint lookup or Walsh's ramps of sums, which read k's code stair or ramp with theirs)."""
+    own = {obligation_name(d) for c in cascade.components if sched.block_of[c.name] == b and c.name != k
+           for role, d in lay.subs[c.name].items() if role in ("new", "old")}
+    new = obligation_name(lay.subs[k]["new"])
+    return any(isinstance(st, Lookup) and new in st.reads and own & set(st.reads)
+               for st in (obligation.leaves() if obligation is not None else ()))
 
 
 def _interpolation_bounds(n: int, max_len: int, lay: Layout) -> tuple[float, float, float]:
