@@ -28,8 +28,8 @@ from compiler.automata.cascade import Cascade
 from .gadgets import (CodeInput, OneHotInput, Ramp, Stair, StairLookup, interpolation_error, interpolation_mlp,
                       staircase_mlp)
 from .budget import STEP_TOLERANCE
-from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Schedule, TablePlan, input_update,
-                                  prefix_sum_bounds)
+from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Schedule, TablePlan, increments_at,
+                                  input_update, letter_increments, prefix_sum_bounds)
 from .obligations import Lookup, Modular, Readout, Steps
 from .program import MLP, Beside, Fused, obligation_name
 from .workspace import Subspace
@@ -263,40 +263,6 @@ def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
     return stairs
 
 
-def _letter_increments(cascade: Cascade, sched: Schedule) -> dict[str, dict[int, int]]:
-    """Each counter whose increment is a function of the letter alone (its input table reads no
-    component): letter -> increment."""
-    out = {}
-    for c in cascade.components:
-        plan = sched.inputs[c.name]
-        if c.kind == "counter" and not plan.keys:
-            out[c.name] = {letter: int(act) % c.size for ((), letter), act in plan.rows.items()}
-    return out
-
-
-def increments_at(cascade: Cascade, sched: Schedule, n_letters: int) -> dict[str, dict[int, tuple[int, ...]]]:
-    """Each counter's possible increments at each letter: those its input table's rows at that
-    letter give, and 0 where the rows miss a key of it (an absent row writes nothing).  A superset
-    of what a run can meet (every key combination, reachable or not), so a table of the counter's
-    value before the update, keyed by (``new``, ``inc``), needs no gate combination outside it: at
-    any other (letter, increment) pair the network is never evaluated on a reachable input, and the
-    obligation says the lookup writes 0 there, which the certificate's program proof checks."""
-    sizes = {c.name: c.size for c in cascade.components}
-    out: dict[str, dict[int, tuple[int, ...]]] = {}
-    for c in cascade.components:
-        if c.kind != "counter":
-            continue
-        plan = sched.inputs[c.name]
-        combos = int(np.prod([sizes[k] for k in plan.keys])) if plan.keys else 1
-        seen: dict[int, set[int]] = {a: set() for a in range(n_letters)}
-        rows: dict[int, int] = {a: 0 for a in range(n_letters)}
-        for (_, letter), act in plan.rows.items():
-            seen[letter].add(int(act) % c.size)
-            rows[letter] += 1
-        out[c.name] = {a: tuple(sorted(seen[a] | ({0} if rows[a] < combos else set()))) for a in range(n_letters)}
-    return out
-
-
 def _sum_ramp(members: tuple[int, ...], ramps: list[Ramp], sums: dict[tuple[int, ...], int]) -> int:
     """The ramp of the sum of ramps ``members`` (one of them when there is one), added once."""
     if len(members) == 1:
@@ -520,7 +486,7 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     hot = b == sched.n_blocks and all("hot" in lay.subs[k] for k in sched.readout.keys)
     tables = _tables(b, cascade, sched, lay, hot)
     here = {c.name for c in cascade.components if sched.block_of[c.name] == b}
-    by_letter = _letter_increments(cascade, sched)
+    by_letter = letter_increments(cascade, sched)
     possible = increments_at(cascade, sched, len(lay.tok))
     walsh = [walsh_ok(t[0], here, sizes, lay, max_len) for t in tables]
     kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)

@@ -450,6 +450,40 @@ def input_update(c: Component, action) -> np.ndarray:
     return np.zeros(2) if action is None else np.array([1.0, action], dtype=np.float64)
 
 
+def letter_increments(cascade: Cascade, sched: Schedule) -> dict[str, dict[int, int]]:
+    """Each counter whose increment is a function of the letter alone (its input table reads no
+    component): letter -> increment."""
+    out = {}
+    for c in cascade.components:
+        plan = sched.inputs[c.name]
+        if c.kind == "counter" and not plan.keys:
+            out[c.name] = {letter: int(act) % c.size for ((), letter), act in plan.rows.items()}
+    return out
+
+
+def increments_at(cascade: Cascade, sched: Schedule, n_letters: int) -> dict[str, dict[int, tuple[int, ...]]]:
+    """Each counter's possible increments at each letter: those its input table's rows at that
+    letter give, and 0 where the rows miss a key of it (an absent row writes nothing).  A superset
+    of what a run can meet (every key combination, reachable or not), so a table of the counter's
+    value before the update, keyed by (``new``, ``inc``), needs no gate combination outside it: at
+    any other (letter, increment) pair the network is never evaluated on a reachable input, and the
+    obligation says the lookup writes 0 there, which the certificate's program proof checks."""
+    sizes = {c.name: c.size for c in cascade.components}
+    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    for c in cascade.components:
+        if c.kind != "counter":
+            continue
+        plan = sched.inputs[c.name]
+        combos = int(np.prod([sizes[k] for k in plan.keys])) if plan.keys else 1
+        seen: dict[int, set[int]] = {a: set() for a in range(n_letters)}
+        rows: dict[int, int] = {a: 0 for a in range(n_letters)}
+        for (_, letter), act in plan.rows.items():
+            seen[letter].add(int(act) % c.size)
+            rows[letter] += 1
+        out[c.name] = {a: tuple(sorted(seen[a] | ({0} if rows[a] < combos else set()))) for a in range(n_letters)}
+    return out
+
+
 def embedding(automaton: Semiautomaton, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int],
               max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """W_E (token one-hot, letter-only inputs; BOS flags every reset with its initial
