@@ -83,7 +83,7 @@ block 1 computes the code for its increments without writing it (Steps.unwritten
 interpolation exits at its first stage and balances into block 0: 203/204/202/203, 1.01x, certified (a
 fresh scratch region instead would have cost 28% more parameters for no smaller an export). S4 --
 level 2's increment table reads block 2's ramps and block 4's head reads it; it is gated only at the increments level 1 can take at its letter (1 or 2 of 0..2,
-krohn_rhodes_flat.increments_at): 2 x 203 = 406 of 1,426 units over 5 blocks, 1.40x (was 3 x 203 = 609
+krohn_rhodes_layout.increments_at): 2 x 203 = 406 of 1,426 units over 5 blocks, 1.40x (was 3 x 203 = 609
 of 1,629, 1.83x); blocks 0 and 2 hold ramps alone (105, 206) and blocks 3 and 4 about 405 each (the
 table; level 2's interpolated readout and level 1's one-hot), so no move gets it under 1.25x. At T = 512
 A4 is 4 blocks in D6's pattern (block 1: 1,026 + 1,027 decode and increment units and 1,028 clearing
