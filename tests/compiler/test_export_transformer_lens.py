@@ -20,7 +20,7 @@ from compiler.export import (bos_tokens, load_transformer_bridge, read_map, read
 from constructions import registry  # noqa: E402
 from constructions.config import ModelConfig  # noqa: E402
 from constructions.model import CompiledTransformer  # noqa: E402
-from constructions.unfold import origins, scratch_widths  # noqa: E402
+from constructions.unfold import origins, scratch_widths, stages  # noqa: E402
 from verify.check import adversarial_families  # noqa: E402
 
 T = 48
@@ -53,6 +53,7 @@ def test_bridge_logits_patterns_and_residuals_are_bitwise_ours(name, method):
     assert torch.equal(ours, theirs[:, 1:])
     assert torch.equal(ours.argmax(-1), theirs[:, 1:].argmax(-1))
     d = model.config.d_model
+    ex = stages(model)
     for i, o in enumerate(origins(model)):
         resid = tcache[f"blocks.{i}.hook_resid_pre"]
         if o.stage == 0:  # our block o.layer's input; its attention, head by head
@@ -64,10 +65,10 @@ def test_bridge_logits_patterns_and_residuals_are_bitwise_ours(name, method):
             H = model.config.blocks[o.layer].n_heads
             assert torch.equal(tcache[f"blocks.{i}.attn.hook_pattern"][:, :H],
                                cache[f"blocks.{o.layer}.attn.hook_pattern"])
-        else:  # the unfolded stage's first units are our MLP's hidden layer o.stage
-            h = model.config.blocks[o.layer].mlp_hidden[o.stage]
-            assert torch.equal(tcache[f"blocks.{i}.mlp.hook_post"][..., :h],
-                               cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"])
+        else:  # the unfolded stage's first units are our MLP's hidden layer o.stage, less identity copies
+            keep = list(ex[o.layer].keep[o.stage])  # (of units that exit early: constructions/unfold.py)
+            assert torch.equal(tcache[f"blocks.{i}.mlp.hook_post"][..., :len(keep)],
+                               cache[f"blocks.{o.layer}.mlp.hook_post.{o.stage}"][..., keep])
     final = tcache[f"blocks.{len(origins(model)) - 1}.hook_resid_post"]
     assert torch.equal(final[..., :d], cache["hook_resid_final"])
 
