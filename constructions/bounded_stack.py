@@ -269,6 +269,27 @@ def _level_codes(plan: BoundedStack) -> list[tuple[int, ...]]:
     return [tuple(int(v) for v in row) for row in eye] + [(0,) * (plan.depth + 1)]
 
 
+STACK_TABLE_BUDGET = 200_000
+"""Most rows of the stack lookup's declared table (:func:`_stack_table`, one per code combination
+MLP 2 may read): (D + 2)(k + 1)^D, times k + 1 with errors, grows exponentially in the depth D
+(dyck:32,1: 34 x 2^32 rows, tens of gigabytes), so deeper stacks are refused and another
+construction takes them."""
+
+
+def stack_table_rows(plan: BoundedStack) -> int:
+    """How many rows :func:`_stack_table` declares."""
+    D, k = plan.depth, plan.symbols
+    return (D + 2) * (k + 1) ** D * (1 if plan.legal else k + 1)
+
+
+def _table_budget(plan: BoundedStack) -> None:
+    """BudgetError where the stack lookup's declared table is over :data:`STACK_TABLE_BUDGET`."""
+    rows = stack_table_rows(plan)
+    if rows > STACK_TABLE_BUDGET:
+        raise BudgetError(f"a stack of depth {plan.depth} over {plan.symbols} bracket type(s) declares its stack "
+                          f"lookup on {rows:,} code combinations (budget {STACK_TABLE_BUDGET:,})")
+
+
 def _stack_table(plan: BoundedStack) -> dict[tuple[int, ...], np.ndarray]:
     """MLP 2's declared function on every code combination it may read: stack[j, b] =
     [sum_{v >= j} level_v + open_j[b] >= 2] and, with error tracking, mismatch =
@@ -354,6 +375,7 @@ def build(automaton: Semiautomaton, plan: BoundedStack, options: BuildOptions) -
     """The three-layer program for a bounded-stack automaton and its metadata (two layers for a
     legal stack; the stack construction uses no position code: ``options.positions`` is unused)."""
     max_len, eps = options.max_len, options.eps
+    _table_budget(plan)
     sizes = _sizes(plan, automaton.n_symbols, automaton.n_states, max_len)
     if sizes["params"] > options.max_params:
         raise BudgetError(f"a stack model of {automaton.name} at max_len {max_len} would have "
@@ -500,6 +522,7 @@ def estimate(plan: BoundedStack, max_len: int, positions: str = "sinusoidal") ->
     """Three attention layers (two for a legal stack) at every max_len; the exact parameter count of
     the assembled model."""
     n_symbols, n_states = len(plan.letters), len(plan.stacks)
+    _table_budget(plan)
     params = _sizes(plan, n_symbols, n_states, max_len)["params"]
     if params > MAX_PARAMS:
         raise BudgetError(f"a stack model at max_len {max_len} would have {params:,} parameters, over the budget "

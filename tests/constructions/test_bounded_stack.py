@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import compiler
+from compiler.automata.catalog import build
 from compiler.automata.load import load_spec
 from compiler.automata.spec import from_dict
 from compiler.cli import main
@@ -202,3 +203,17 @@ def test_standard_shape_stack_with_errors_decodes_its_depth_in_two_hidden_layers
     assert len(model.blocks) == 6 and model.meta["shape"]["unfolded"][0] == {"layer": 0, "mlp": "st.depth",
                                                                                "hidden_layers": 2}
     assert certify(model).certified is True
+
+
+def test_a_stack_whose_declared_table_is_over_budget_is_refused_and_auto_takes_another():
+    """The stack lookup declares MLP 2's function on every code combination it may read, (D + 2)
+    (k + 1)^D of them (times k + 1 with errors): counted exactly (dyck:3,2 and its legal variant),
+    and dyck:32,1's 292 billion refused by the estimate -- auto takes another construction in
+    seconds instead of filling memory -- and by a forced build (exit 2, one line)."""
+    for name in ("dyck:3,2", "dyck-legal:3,2"):
+        plan = stack.applies(build(name))
+        assert stack.stack_table_rows(plan) == len(stack._stack_table(plan)) <= stack.STACK_TABLE_BUDGET
+    model = compiler.compile_automaton("dyck:32,1", max_len=16)
+    refusal = next(c for c in model.meta["candidates"] if c["name"] == "bounded-stack")["refusal"]
+    assert model.meta["method"] != "bounded-stack" and "292,057,776,128 code combinations" in refusal
+    assert main(["compile", "dyck:32,1", "--method", "bounded-stack", "--max-len", "16", "-o", "/dev/null"]) == 2
