@@ -37,7 +37,9 @@ NOTE = """
 What the export does (`constructions/unfold.py`, `compiler/export.py`): a k-hidden-layer MLP
 becomes k blocks; across each boundary the narrower of the next pre-activation and the
 current activations is carried in scratch dims, cleared only where a later stage writes that
-region again; heads and MLP widths are zero-padded to the largest, since TransformerLens has one
+region again; a unit whose activation reaches the output only through identity copies (a product's
+shallower factor, padded) writes the output from its own block and crosses nothing
+(`unfold.exits`); heads and MLP widths are zero-padded to the largest, since TransformerLens has one
 head count and one MLP width. The non-zero column shows that what remains is padding: every
 export holds at most 1.6x our non-zero weights.
 
@@ -65,7 +67,8 @@ decode and a lookup in one layer each: a decode in one hidden layer is exact onl
 rounding (not the exact codes those proofs take), and at two per MLP the scratch and zero
 attention already cost more than 2x as above. Head padding adds to it where head counts differ:
 grid:9's layers have 1 and 16 heads, so even one block per layer would hold 32 head slots for
-our 17, and dyck:32,1 pads 32 head slots into all 8 blocks."""
+our 17. dyck:32,1 is a scan now: the stack construction's declared stack table would have 34 x 2^32
+x 2 rows (`bounded_stack.STACK_TABLE_BUDGET`), where it padded 32 head slots into all 8 blocks."""
 
 
 def row(spec: str, T: int) -> str:
