@@ -213,8 +213,7 @@ def walsh_ok(plan: TablePlan, fresh: set[str], sizes: dict[str, int], lay: Layou
 
 def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
                  ramps: list[Ramp], sums: dict[tuple[int, ...], int], lay: Layout, sizes: dict[str, int],
-                 gates: _Gates, letter_keyed: bool, new: bool, by_letter: dict[str, dict[int, int]],
-                 possible: dict[str, dict[int, tuple[int, ...]]]) -> list[Stair]:
+                 gates: _Gates, letter_keyed: bool, new: bool, by_letter: dict[str, dict[int, int]]) -> list[Stair]:
     """A table (Lemma 11) of k mod-2 counters decoded in this block, gated as :func:`_table_stair`,
     without their joint one-hot: in the Walsh basis of Z_2^k, f(p) = sum_S c_S (-1)^(sum_S p_i)
     (c_S = 2^-k sum_p f(p) (-1)^(sum_S p_i), multiples of 2^-k: exact), and sum_S p_i (the values
@@ -222,8 +221,10 @@ def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
     a prefix sum itself (a ramp on the sum of the counters' means, added to ``ramps`` once per S,
     ``sums``).  So one stair per S, gated by the stale keys, the letter and S's increments (an
     increment that is a function of the letter, ``by_letter``, is read off the letter's gate): the
-    staircase's two hidden layers, exact (its units are exact 0s and 1s).  Increments are gated at
-    the values they can take at the letter only (``possible``, :func:`increments_at`)."""
+    staircase's two hidden layers, exact (its units are exact 0s and 1s).  Every increment value is
+    gated (the sum over S is the function only with all of its terms: a gate combination left out
+    would leave the empty subset's coefficient, not 0), so a block with such a table keeps its
+    counters' lookups keyed at every increment (:func:`increments_at` is not applied to them)."""
     at = [i for i, k in enumerate(plan.keys) if k in fresh]
     stale = [i for i in range(len(plan.keys)) if i not in at]
     old = {plan.keys[i]: not new and "old" in lay.subs[plan.keys[i]] for i in at}
@@ -249,15 +250,12 @@ def walsh_stairs(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
         names_ = [plan.keys[at[j]] for j in members]
         ramp = _sum_ramp(tuple(fresh[k][0] for k in names_), ramps, sums)
         fixed = [k for k in names_ if old[k] and k in by_letter and letter_keyed]
-        gated = [k for k in names_ if old[k] and k not in fixed]
-        incs = [gates.code(lay.subs[k]["inc"], 2) for k in gated]
+        incs = [gates.code(lay.subs[k]["inc"], 2) for k in names_ if old[k] and k not in fixed]
         Y = np.arange(ramps[ramp].high + 1)
         values = {}
         for g, c in coef.items():
             known = sum(by_letter[k][g[-1]] for k in fixed)
             for d in np.ndindex(*(2,) * len(incs)):
-                if letter_keyed and any(v not in possible[k][g[-1]] for k, v in zip(gated, d)):
-                    continue
                 values[g + d] = ((-1.0) ** ((Y + known + sum(d)) % 2))[:, None] * c[None]
         stairs.append(Stair(out, ramp, tuple(stale_g + incs), values))
     return stairs
@@ -424,12 +422,14 @@ def late_one_hots(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, 
 
 
 def _read_jointly(k: str, b: int, cascade: Cascade, sched: Schedule, lay: Layout, obligation: Any) -> bool:
-    """Whether block b reads counter k's ``new`` code in a table with another counter it decodes (a
-    joint lookup or Walsh's ramps of sums, which read k's code stair or ramp with theirs)."""
-    own = {obligation_name(d) for c in cascade.components if sched.block_of[c.name] == b and c.name != k
-           for role, d in lay.subs[c.name].items() if role in ("new", "old")}
-    new = obligation_name(lay.subs[k]["new"])
-    return any(isinstance(st, Lookup) and new in st.reads and own & set(st.reads)
+    """Whether block b reads counter k (its code before or after the update) in a table with another
+    counter it decodes: a joint lookup or Walsh's ramps of sums, which the certificate checks with
+    the codes written."""
+    def codes(c: str) -> set[str]:
+        return {obligation_name(d) for role, d in lay.subs[c].items() if role in ("new", "old")}
+    own = {n for c in cascade.components if sched.block_of[c.name] == b and c.name != k for n in codes(c.name)}
+    mine = codes(k)
+    return any(isinstance(st, Lookup) and mine & set(st.reads) and own & set(st.reads)
                for st in (obligation.leaves() if obligation is not None else ()))
 
 
@@ -487,8 +487,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     tables = _tables(b, cascade, sched, lay, hot)
     here = {c.name for c in cascade.components if sched.block_of[c.name] == b}
     by_letter = letter_increments(cascade, sched)
-    possible = increments_at(cascade, sched, len(lay.tok))
     walsh = [walsh_ok(t[0], here, sizes, lay, max_len) for t in tables]
+    possible = _increments(cascade, sched, lay, [t[0] for t, w in zip(tables, walsh) if w])
     kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)
     by_letter = {k: d for k, d in by_letter.items() if k not in kept}  # a kept old code is read through inc
     dropped: Dropped = {}
@@ -513,7 +513,7 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     for (plan, out, row_of, keyed, new), w in zip(tables, walsh):
         if w:
             stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, lay, sizes, gates, keyed, new, by_letter,
-                                   possible)
+                                   )
             continue
         if sum(k in fresh for k in plan.keys) > 1:
             joint = _joint(plan, out, row_of, code_stair, lay, sizes, gates, keyed, new)
@@ -545,6 +545,16 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
         return mlp
     return _beside_late(f"block{b}.mlp", mlp, [_late_mlp(b, k, cascade, lay, init, max_len, mass, (decodes or {})[
         obligation_name(lay.subs[k]["new"])]) for k in late])
+
+
+def _increments(cascade: Cascade, sched: Schedule, lay: Layout,
+                walsh: list[TablePlan]) -> dict[str, dict[int, tuple[int, ...]]]:
+    """Each counter's increments its lookups are gated at, per letter: those it can take
+    (:func:`increments_at`), or every one for a key of a table read in Walsh's basis."""
+    possible = increments_at(cascade, sched, len(lay.tok))
+    for k in {k for plan in walsh for k in plan.keys if k in possible}:
+        possible[k] = {a: tuple(range(cascade.component(k).size)) for a in possible[k]}
+    return possible
 
 
 Table = tuple[TablePlan, Subspace, Callable[[Any], np.ndarray], bool, bool]

@@ -293,3 +293,17 @@ def test_a_code_a_step_leaves_unwritten_keeps_its_value_in_the_program():
     env = {"x": (3.0,), "c": (0.0,), "y": (0.0,)}
     run_mlp(Steps("m", (decode, look)), env, {})
     assert env["c"] == (1.0,)
+
+
+def test_a_key_its_block_reads_with_another_counter_it_decodes_is_not_interpolated_late():
+    """D12 at T = 100: level 0's two mod-2 counters key level 1's increment table together (read
+    in Walsh's basis), so neither is a late one-hot: their codes stay written in block 1 and the
+    model is certified (taking them late left a table the weight check could not bound)."""
+    model = compiler.compile_automaton(build("dihedral:6"), max_len=100, method="krohn-rhodes", shape="standard")
+    cascade = krohn_rhodes.applies(build("dihedral:6"))
+    construction, plan = registry.plan_of(model)
+    program, _ = construction.build(build("dihedral:6"), plan, BuildOptions.of_model(model))
+    assert all(getattr(b.mlp.obligation, "unwritten", None) is None for b in program.blocks if b.mlp is not None)
+    assert len(cascade.components) == 3 and len(model.blocks) == 4
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
