@@ -113,27 +113,20 @@ def standard_build(automaton: Semiautomaton, c: Construction, plan: Any,
     return flat if default[1].get("warnings") else default
 
 
-def _exits(program: Program) -> list[Exits]:
-    """Each block's MLP's early exits (``constructions.unfold.exits``), read off its weights in the
-    residual width (no stage without an MLP)."""
-    out = []
-    for b in program.blocks:
-        dense = None if b.mlp is None else b.mlp.embed(program.workspace)
-        out.append(Exits.none(()) if dense is None else exits(list(zip(dense.weights, dense.biases))))
-    return out
-
-
 def standard_shape(program: Program, meta: dict[str, Any], max_len: int) -> dict[str, Any]:
     """``meta["shape"]`` of a standard-shape program: its config unfolded (``unfolded_config``: the
     standard blocks and their parameters, exact), whether its MLPs were built with one hidden layer,
     and each MLP deeper than one hidden layer (its block, name and depth), which unfolding turns into
-    that many blocks."""
+    that many blocks; the unfolding's early exits (``constructions.unfold.exits``) read off the MLPs'
+    weights in the residual width."""
+    dense = [None if b.mlp is None else b.mlp.embed(program.workspace) for b in program.blocks]
     config = shape_config(program.workspace, program.blocks, n_symbols=program.W_E.shape[0] - 1,
-                          n_out=program.W_U.shape[1], max_len=max_len)
+                          n_out=program.W_U.shape[1], max_len=max_len, mlps=dense)
     deep = [{"layer": l, "mlp": b.mlp.name, "hidden_layers": len(cb.mlp_hidden)}
             for l, (b, cb) in enumerate(zip(program.blocks, config.blocks))
             if b.mlp is not None and len(cb.mlp_hidden) > 1]
-    unfolded = unfolded_config(config, _exits(program))
+    unfolded = unfolded_config(config, [Exits.none(()) if m is None else exits(list(zip(m.weights, m.biases)))
+                                        for m in dense])
     return {"name": STANDARD, "one_hidden_layer": bool(meta.get(ONE_HIDDEN_LAYER)), "unfolded": deep,
             "blocks": len(unfolded.blocks), "params": unfolded.n_params()}
 

@@ -360,14 +360,29 @@ def interpolable(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int) -
     last = [c for c in cascade.components if sched.block_of[c.name] == L]
     if not last or any(c.name not in keys or "old" in lay.subs[c.name] for c in last):
         return []
-    for c in last:
-        high = counter_high(c.size, max_len)
-        code, hot = _decode_values(c.size, high)
-        noise = sum(prefix_sum_bounds(c.size, max_len, lay.blocks, CERTIFIED_EPS))
-        if interpolation_error(hot, CERTIFIED_EPS) + noise > 1 / (4 * len(last)) or \
-                interpolation_error(code, CERTIFIED_EPS) + (c.size - 1) * noise > STEP_TOLERANCE:
-            return []
+    if any(not _interpolates(c.size, max_len, lay, len(last)) for c in last):
+        return []
     return [c.name for c in last]
+
+
+def _interpolates(n: int, max_len: int, lay: Layout, k: int) -> bool:
+    """Whether a mod-n counter's code and one-hot may be interpolated (:func:`gadgets.interpolation_mlp`)
+    beside k - 1 others the readout sums: the one-hot's worst-case float32 error with its prefix
+    sum's at most 1/(4 k) (the state's logit then beats every other by 1 - 2 k / (4 k) = 1/2), the
+    code's within STEP_TOLERANCE."""
+    code, hot = _decode_values(n, counter_high(n, max_len))
+    noise = sum(prefix_sum_bounds(n, max_len, lay.blocks, CERTIFIED_EPS))
+    return (interpolation_error(hot, CERTIFIED_EPS) + noise <= 1 / (4 * k)
+            and interpolation_error(code, CERTIFIED_EPS) + (n - 1) * noise <= STEP_TOLERANCE)
+
+
+def _interpolated_part(name: str, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int,
+                       mass: int) -> tuple[Ramp, list[tuple[Subspace, np.ndarray]]]:
+    """A counter's code and one-hot off its prefix sum, as a part of :func:`gadgets.interpolation_mlp`."""
+    n, d = cascade.component(name).size, lay.subs[name]
+    high = counter_high(n, max_len)
+    code, hot = _decode_values(n, high)
+    return Ramp(d["mean"], float(mass), init[name], high), [(d["new"], code), (d["hot"], hot)]
 
 
 def _interpolated_mlp(b: int, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int, mass: int,
@@ -375,13 +390,8 @@ def _interpolated_mlp(b: int, cascade: Cascade, lay: Layout, init: dict[str, int
     """The last block's MLP in one hidden layer (:func:`interpolated_readout`): each counter's code
     and one-hot interpolated off its prefix sum, stating the default block's decodes with the
     readout's lookup replaced by the one-hots' (the unembedding sums them)."""
-    parts, lookups = [], []
-    for name in counters:
-        n, d = cascade.component(name).size, lay.subs[name]
-        high = counter_high(n, max_len)
-        code, hot = _decode_values(n, high)
-        parts.append((Ramp(d["mean"], float(mass), init[name], high), [(d["new"], code), (d["hot"], hot)]))
-        lookups.append(_one_hot_lookup(d, n))
+    parts = [_interpolated_part(name, cascade, lay, init, max_len, mass) for name in counters]
+    lookups = [_one_hot_lookup(lay.subs[name], cascade.component(name).size) for name in counters]
     declared = _one_hot_steps(obligation, obligation_name(lay.state), lookups)
     return interpolation_mlp(f"block{b}.mlp", parts, declared, {"counters": counters})
 
@@ -403,8 +413,7 @@ def late_one_hots(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, 
     last = obligations[L - 1]
     last_reads = {n for st in (last.leaves() if last is not None else ()) if not (isinstance(st, Lookup)
                   and st.out == state) for n in st.names_read()}
-    sizes = {c.name: c.size for c in cascade.components}
-    fits: list[tuple[float, str]] = []
+    out: list[str] = []
     for k in keys:
         b, new = sched.block_of.get(k), obligation_name(lay.subs[k]["new"])
         if b is None or b == L or cascade.component(k).kind != "counter" or new in last_reads:
@@ -413,12 +422,11 @@ def late_one_hots(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, 
             continue
         if _read_jointly(k, b, cascade, sched, lay, obligations[b - 1]):
             continue
-        hot, code, noise = _interpolation_bounds(sizes[k], max_len, lay)
-        if code + (sizes[k] - 1) * noise <= STEP_TOLERANCE:
-            fits.append((hot + noise, k))
-    fits.sort()
-    n = max((i for i in range(1, len(fits) + 1) if fits[i - 1][0] <= 1 / (4 * i)), default=0)
-    return sorted(k for _, k in fits[:n])
+        out.append(k)
+    sizes = {k: cascade.component(k).size for k in out}
+    while out and not all(_interpolates(sizes[k], max_len, lay, len(out)) for k in out):
+        out.remove(max(out, key=lambda k: (sizes[k], k)))  # the widest modulus errs most
+    return out
 
 
 def _read_jointly(k: str, b: int, cascade: Cascade, sched: Schedule, lay: Layout, obligation: Any) -> bool:
@@ -433,24 +441,15 @@ def _read_jointly(k: str, b: int, cascade: Cascade, sched: Schedule, lay: Layout
                for st in (obligation.leaves() if obligation is not None else ()))
 
 
-def _interpolation_bounds(n: int, max_len: int, lay: Layout) -> tuple[float, float, float]:
-    """A mod-n counter's interpolated one-hot and code errors (:func:`gadgets.interpolation_error`)
-    and its prefix sum's worst-case noise, in float32."""
-    code, hot = _decode_values(n, counter_high(n, max_len))
-    return (interpolation_error(hot, CERTIFIED_EPS), interpolation_error(code, CERTIFIED_EPS),
-            sum(prefix_sum_bounds(n, max_len, lay.blocks, CERTIFIED_EPS)))
-
-
 def _late_mlp(b: int, k: str, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int, mass: int,
               decode: Modular) -> MLP:
     """Readout key k's code and one-hot interpolated off its prefix sum in one hidden layer
     (:func:`late_one_hots`), stating its decode (``decode``, the default build's, less the value
     before the update) and the one-hot's lookup."""
-    n, d = cascade.component(k).size, lay.subs[k]
-    code, hot = _decode_values(n, counter_high(n, max_len))
-    declared = Steps(f"block{b}.mlp.{k}", (replace(decode, minus=None, minus_out=None), _one_hot_lookup(d, n)))
-    return interpolation_mlp(f"block{b}.mlp.{k}", [(Ramp(d["mean"], float(mass), init[k], counter_high(n, max_len)),
-                                                     [(d["new"], code), (d["hot"], hot)])], declared, {"counters": [k]})
+    declared = Steps(f"block{b}.mlp.{k}", (replace(decode, minus=None, minus_out=None),
+                                           _one_hot_lookup(lay.subs[k], cascade.component(k).size)))
+    return interpolation_mlp(f"block{b}.mlp.{k}", [_interpolated_part(k, cascade, lay, init, max_len, mass)],
+                             declared, {"counters": [k]})
 
 
 def _early_one_hots(b: int, sched: Schedule, lay: Layout, sizes: dict[str, int],
@@ -512,8 +511,7 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     sums: dict[tuple[int, ...], int] = {}
     for (plan, out, row_of, keyed, new), w in zip(tables, walsh):
         if w:
-            stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, lay, sizes, gates, keyed, new, by_letter,
-                                   )
+            stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, lay, sizes, gates, keyed, new, by_letter)
             continue
         if sum(k in fresh for k in plan.keys) > 1:
             joint = _joint(plan, out, row_of, code_stair, lay, sizes, gates, keyed, new)

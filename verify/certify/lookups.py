@@ -416,7 +416,7 @@ def _stage_a(m: Model, Ws: list[np.ndarray], biases: list[np.ndarray], sets: lis
         run_declared(tuple(steps[j] for j in mine), values, where)
         mask = keep(values, len(X))
         X, values = X[mask], {k: v[mask] for k, v in values.items()}
-        sig_names = [n for n in names + writes + [n for _, wr in io for n in wr] if n in have and n in needed]
+        sig_names = [n for n in names + [w for _, wr in io for w in wr] if n in have and n in needed]
         sig_names = list(dict.fromkeys(sig_names))
         outputs = {n for j in mine for n in io[j][1]}
         sig = np.concatenate([values[n] for n in sig_names], axis=1) if sig_names else np.zeros((len(X), 0))
