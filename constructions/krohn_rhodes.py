@@ -73,6 +73,7 @@ from .krohn_rhodes_layout import (
     allocate,
     block_heads,
     configurations,
+    counter_high,
     depth_floor,
     embedding,
     input_update,
@@ -98,8 +99,8 @@ from .gadgets import (
     staircase_margin,
 )
 from .gadgets.lookups import lookup_obligation
-from .krohn_rhodes_flat import (add_one_hots, counter_high, flat_mlp, flat_refusal, interpolable, late_one_hots,
-                                one_hot_readout_keys, one_hot_unembedding)
+from .krohn_rhodes_flat import flat_mlp, flat_refusal
+from .krohn_rhodes_readout import add_one_hots, interpolable, late_one_hots, one_hot_readout_keys, one_hot_unembedding
 from .obligations import Beside, Lookup, Modular, Readout, Steps
 from .positions import KINDS
 from .program import MLP, Block, Declaration, Fused, Head, Program, beside, fuse, fused_obligation, obligation_name

@@ -13,11 +13,11 @@ so only when every component is a counter and no view is evaluated in the networ
 (:func:`flat_refusal`); otherwise the default build is used and unfolded.  A table of two or more
 counters decoded in the same block is a :class:`StairLookup` in a third hidden layer (its one-hots
 read off the exact second layer): 3 blocks for that level -- except the readout, whose keys the
-staircase writes as one-hots for the unembedding to sum (:func:`one_hot_readout_keys`)."""
+staircase writes as one-hots for the unembedding to sum (:mod:`.krohn_rhodes_readout`)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable
 
@@ -25,19 +25,13 @@ import numpy as np
 
 from compiler.automata.cascade import Cascade
 
-from .gadgets import (CodeInput, OneHotInput, Ramp, Stair, StairLookup, interpolation_error, interpolation_mlp,
-                      staircase_mlp)
-from .budget import STEP_TOLERANCE
-from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Schedule, TablePlan, increments_at,
-                                  input_update, letter_increments, prefix_sum_bounds)
-from .obligations import Lookup, Modular, Readout, Steps
-from .program import MLP, Beside, Fused, obligation_name
+from .gadgets import CodeInput, OneHotInput, Ramp, Stair, StairLookup, staircase_mlp
+from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Schedule, TablePlan, counter_high,
+                                  increments_at, input_update, letter_increments, prefix_sum_bounds)
+from .krohn_rhodes_readout import (interpolated_mlp, interpolated_readout, one_hot_lookup, one_hot_steps, with_late)
+from .obligations import Lookup, Modular, Steps
+from .program import MLP, Beside, obligation_name
 from .workspace import Subspace
-
-
-def counter_high(n: int, max_len: int) -> int:
-    """The largest prefix sum of a mod-n counter: the initial value plus t <= T increments < n."""
-    return (n - 1) * (max_len + 1)
 
 
 def flat_refusal(cascade: Cascade, sched: Schedule) -> str | None:
@@ -47,43 +41,6 @@ def flat_refusal(cascade: Cascade, sched: Schedule) -> str | None:
     if sched.old_views or sched.new_views:
         return "views evaluated in the network"
     return None
-
-
-def one_hot_readout_keys(cascade: Cascade, sched: Schedule, single: bool = False) -> list[str]:
-    """The readout's keys when the last block's staircase writes each as a one-hot for the
-    unembedding to sum (``kr:<c>.hot``; empty: the readout is a lookup in the MLP).  Taken where
-    the lookup reads a counter decoded in the last block and another key -- a second such counter
-    (a joint lookup: a third hidden layer, one more standard block) or an earlier block's (a stair
-    per code of it: n (T + 1) units, where a fresh key's one-hot shares its ``new`` code's units and
-    a stale key's is n) -- and every state is read out from one configuration: the state q's logit,
-    the number of keys at q's values, is then the number of keys k, every other state's at most
-    k - 1 (margin 1, the one-hot's).  ``single``: one key too (where the last block's decode is
-    interpolated, :func:`interpolated_readout`, which writes one-hots)."""
-    plan, L = sched.readout, sched.n_blocks
-    states = list(plan.rows.values())
-    fresh = sum(sched.block_of.get(k) == L for k in plan.keys)
-    if not fresh or len(plan.keys) < (1 if single else 2) or len(set(states)) < len(states):
-        return []
-    return list(plan.keys)
-
-
-def add_one_hots(lay: Layout, keys: list[str], sizes: dict[str, int]) -> None:
-    """Allocate ``kr:<c>.hot`` (a one-hot of c's updated value) for each readout key."""
-    for k in keys:
-        lay.subs[k]["hot"] = lay.ws.add(f"kr:{k}.hot", sizes[k])
-
-
-def one_hot_unembedding(lay: Layout, sched: Schedule, n_states: int) -> tuple[np.ndarray, Readout]:
-    """W_U summing the keys' one-hots at each state's values, and its readout obligation: the
-    one-hots of a reached configuration read as its state."""
-    W_U = np.zeros((lay.ws.d_model, n_states))
-    table = {}
-    for (vals, _), q in sched.readout.rows.items():
-        hots = [lay.subs[k]["hot"] for k in sched.readout.keys]
-        for sub, v in zip(hots, vals):
-            W_U[sub.dims[v], q] = 1.0
-        table[tuple(int(x) for sub, v in zip(hots, vals) for x in np.eye(len(sub), dtype=np.int64)[v])] = int(q)
-    return W_U, Readout(tuple(obligation_name(lay.subs[k]["hot"]) for k in sched.readout.keys), table)
 
 
 class _Gates:
@@ -100,11 +57,17 @@ class _Gates:
         return len(self.inputs) - 1
 
 
-def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gates, old: bool) -> list[Stair]:
-    """A counter's decode (Lemma 15): ``new`` = X mod n and, with ``old``, ``old`` = (X - increment) mod n."""
+def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gates, old: bool,
+                    before: tuple[int, int] | None = None) -> list[Stair]:
+    """A counter's decode (Lemma 15): ``new`` = X mod n and, with ``old``, ``old`` = (X - increment) mod n
+    -- off the ramp of the value before the update where the block has one (``before``: its index and
+    top, :func:`_old_ramp`), else through the increment's gate."""
     X, n = np.arange(high + 1), c.size
     stairs = [Stair(d["new"], ramp, (), {(): (X % n)[:, None].astype(np.float64)})]
-    if old:
+    if old and before is not None:
+        Y = np.arange(before[1] + 1) - (n - 1)
+        stairs.append(Stair(d["old"], before[0], (), {(): (Y % n)[:, None].astype(np.float64)}))
+    elif old:
         inc = gates.code(d["inc"], n)
         stairs.append(Stair(d["old"], ramp, (inc,), {(k,): ((X - k) % n)[:, None].astype(np.float64)
                                                       for k in range(n)}))
@@ -113,11 +76,13 @@ def _counter_stairs(c, d: dict[str, Subspace], ramp: int, high: int, gates: _Gat
 
 def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[int, int, Subspace]],
                  lay: Layout, sizes: dict[str, int], gates: _Gates, letter_keyed: bool, new: bool,
-                 by_letter: dict[str, dict[int, int]], possible: dict[str, dict[int, tuple[int, ...]]]) -> Stair:
+                 by_letter: dict[str, dict[int, int]], possible: dict[str, dict[int, tuple[int, ...]]],
+                 olds: dict[str, tuple[int, int]]) -> Stair:
     """One lookup (Lemma 11) as a stair: gated by the letter and the stale keys' codes; a key decoded
     in this block (at most one) read off its ramp, before the update through its increment's gate
     (or the letter's, when the increment is a function of the letter: ``by_letter``), at the
-    increments it can take at the row's letter only (``possible``, :func:`increments_at`)."""
+    increments it can take at the row's letter only (``possible``, :func:`increments_at`) -- or off
+    the ramp of its value before the update (``olds``: its index and top, :func:`_old_ramp`)."""
     keys = plan.keys
     at = next((i for i, k in enumerate(keys) if k in fresh), None)
     gate_of = {}
@@ -127,7 +92,8 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
     g_idx = [gate_of[i] for i in sorted(gate_of)] + ([0] if letter_keyed else [])
     old = False if at is None else not new and "old" in lay.subs[keys[at]]
     known = by_letter.get(keys[at]) if old and at is not None and letter_keyed else None
-    if old and at is not None and known is None:
+    ramp_y = olds.get(keys[at]) if old and at is not None and known is None else None
+    if old and at is not None and known is None and ramp_y is None:
         g_idx.append(gates.code(lay.subs[keys[at]]["inc"], sizes[keys[at]]))
     values: dict[tuple[int, ...], np.ndarray] = {}
     for (vals, letter), act in plan.rows.items():
@@ -141,12 +107,17 @@ def _table_stair(plan: TablePlan, out: Subspace, row_of, fresh: dict[str, tuple[
         ramp, high, _ = fresh[keys[at]]
         n = sizes[keys[at]]
         X = np.arange(high + 1)
+        if ramp_y is not None:  # Y = X - increment + (n - 1)
+            F = values.setdefault(g, np.zeros((ramp_y[1] + 1, len(out))))
+            F[(np.arange(ramp_y[1] + 1) - (n - 1)) % n == vals[at]] = row
+            continue
         incs = possible[keys[at]][letter] if letter_keyed else range(n)
         for dk in (known[letter],) if known is not None else incs if old else (0,):
             gk = g + ((dk,) if old and known is None else ())
             F = values.setdefault(gk, np.zeros((high + 1, len(out))))
             F[(X - dk) % n == vals[at]] = row
-    return Stair(out, None if at is None else fresh[keys[at]][0], tuple(g_idx), values)
+    read = None if at is None else ramp_y[0] if ramp_y is not None else fresh[keys[at]][0]
+    return Stair(out, read, tuple(g_idx), values)
 
 
 def _one_hot_stair(d: dict[str, Subspace], n: int, fresh: tuple[int, int, Subspace] | None, gates: _Gates) -> Stair:
@@ -157,22 +128,6 @@ def _one_hot_stair(d: dict[str, Subspace], n: int, fresh: tuple[int, int, Subspa
         return Stair(d["hot"], None, (gates.code(d["new"], n),), {(v,): eye[v][None] for v in range(n)})
     ramp, high, _ = fresh
     return Stair(d["hot"], ramp, (), {(): eye[np.arange(high + 1) % n]})
-
-
-def _one_hot_lookup(d: dict[str, Subspace], n: int) -> Lookup:
-    """The obligation of :func:`_one_hot_stair`: ``hot`` = the one-hot of the ``new`` code."""
-    eye = np.eye(n)
-    return Lookup(d["hot"].name, (obligation_name(d["new"]),), obligation_name(d["hot"]),
-                  {(v,): eye[v] for v in range(n)})
-
-
-def _one_hot_steps(obligation, state: str, lookups: list[Lookup]):
-    """``obligation`` (the last block's steps) with its readout lookup into ``state`` replaced by
-    the keys' one-hot lookups (the unembedding sums them: :func:`one_hot_unembedding`)."""
-    assert isinstance(obligation, Steps), "the last block's default MLP is decodes then lookups"
-    steps = [st for st in obligation.steps if not (isinstance(st, Lookup) and st.out == state)]
-    assert len(steps) == len(obligation.steps) - 1, "one readout lookup"
-    return replace(obligation, steps=(*steps, *lookups))
 
 
 def _joint(plan: TablePlan, out: Subspace, row_of, code_stair: dict[tuple[str, str], int], lay: Layout,
@@ -333,135 +288,18 @@ def _rekeyed(st: Lookup, letter: str, old: str, new: str, inc: str, n: int,
     return replace(st, reads=st.reads[:i] + (new, inc) + st.reads[i + 1 :], table=table)
 
 
-def _decode_values(n: int, high: int) -> tuple[np.ndarray, np.ndarray]:
-    """A mod-n counter's code X mod n ([high + 1, 1]) and its one-hot ([high + 1, n]) at X = 0..high."""
-    X = np.arange(high + 1)
-    return (X % n)[:, None].astype(np.float64), np.eye(n)[X % n]
-
-
-def interpolated_readout(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int) -> list[str]:
-    """The last block's counters when its MLP decodes them in ONE hidden layer
-    (:func:`gadgets.interpolation_mlp`: the code and the one-hot the unembedding sums), else [].
-    Taken where the readout sums one-hots (:func:`one_hot_readout_keys`), the last block decodes
-    only readout keys and keeps no value before the update, and each one-hot's worst-case
-    float32 error -- the interpolation's rounding (:func:`gadgets.interpolation_error`, ~T^3 eps)
-    plus the prefix sum's (times slope 1) -- is at most 1/(4 k) for k such counters: the errors
-    move each logit (a sum of one-hot entries, one per key) by at most k / (4 k) = 1/4, so the
-    state's stays above every other's (margin 1, less 1/2).  An earlier block's readout keys write
-    their one-hots in its staircase (:func:`_early_one_hots`)."""
-    if not sched.readout.keys or not all("hot" in lay.subs[k] for k in sched.readout.keys):
-        return []
-    return interpolable(cascade, sched, lay, max_len)
-
-
-def interpolable(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int) -> list[str]:
-    """:func:`interpolated_readout`'s counters, before the one-hots are allocated."""
-    L, keys = sched.n_blocks, sched.readout.keys
-    last = [c for c in cascade.components if sched.block_of[c.name] == L]
-    if not last or any(c.name not in keys or "old" in lay.subs[c.name] for c in last):
-        return []
-    if any(not _interpolates(c.size, max_len, lay, len(last)) for c in last):
-        return []
-    return [c.name for c in last]
-
-
-def _interpolates(n: int, max_len: int, lay: Layout, k: int) -> bool:
-    """Whether a mod-n counter's code and one-hot may be interpolated (:func:`gadgets.interpolation_mlp`)
-    beside k - 1 others the readout sums: the one-hot's worst-case float32 error with its prefix
-    sum's at most 1/(4 k) (the state's logit then beats every other by 1 - 2 k / (4 k) = 1/2), the
-    code's within STEP_TOLERANCE."""
-    code, hot = _decode_values(n, counter_high(n, max_len))
-    noise = sum(prefix_sum_bounds(n, max_len, lay.blocks, CERTIFIED_EPS))
-    return (interpolation_error(hot, CERTIFIED_EPS) + noise <= 1 / (4 * k)
-            and interpolation_error(code, CERTIFIED_EPS) + (n - 1) * noise <= STEP_TOLERANCE)
-
-
-def _interpolated_part(name: str, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int,
-                       mass: int) -> tuple[Ramp, list[tuple[Subspace, np.ndarray]]]:
-    """A counter's code and one-hot off its prefix sum, as a part of :func:`gadgets.interpolation_mlp`."""
-    n, d = cascade.component(name).size, lay.subs[name]
-    high = counter_high(n, max_len)
-    code, hot = _decode_values(n, high)
-    return Ramp(d["mean"], float(mass), init[name], high), [(d["new"], code), (d["hot"], hot)]
-
-
-def _interpolated_mlp(b: int, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int, mass: int,
-                      obligation, counters: list[str]) -> MLP:
-    """The last block's MLP in one hidden layer (:func:`interpolated_readout`): each counter's code
-    and one-hot interpolated off its prefix sum, stating the default block's decodes with the
-    readout's lookup replaced by the one-hots' (the unembedding sums them)."""
-    parts = [_interpolated_part(name, cascade, lay, init, max_len, mass) for name in counters]
-    lookups = [_one_hot_lookup(lay.subs[name], cascade.component(name).size) for name in counters]
-    declared = _one_hot_steps(obligation, obligation_name(lay.state), lookups)
-    return interpolation_mlp(f"block{b}.mlp", parts, declared, {"counters": counters})
-
-
-def late_one_hots(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int, obligations: list[Any]) -> list[str]:
-    """The readout keys decoded before the last block whose one-hot the last block interpolates off
-    their prefix sums (:func:`_late_mlp`, one hidden layer beside its staircase) instead of looking
-    it up from their ``new`` code: where the readout sums one-hots, the last block's decode is a
-    staircase (not :func:`interpolated_readout`), the key's ``new`` code is read by no block but its
-    own and the readout, and each such one-hot's worst-case float32 error with its prefix sum's is
-    at most 1/(4 k) for k of them (the code's within STEP_TOLERANCE), as the interpolated readout's.
-    Their own block then computes ``new`` for its lookups without writing it (``Steps.unwritten``),
-    so its units leave that block: unfolded, the interpolation exits at its first stage
-    (``unfold.exits``) and balancing may place it in any block after the key's attention."""
-    L, keys = sched.n_blocks, sched.readout.keys
-    if not keys or not all("hot" in lay.subs[k] for k in keys) or interpolated_readout(cascade, sched, lay, max_len):
-        return []
-    state = obligation_name(lay.state)
-    last = obligations[L - 1]
-    last_reads = {n for st in (last.leaves() if last is not None else ()) if not (isinstance(st, Lookup)
-                  and st.out == state) for n in st.names_read()}
-    out: list[str] = []
-    for k in keys:
-        b, new = sched.block_of.get(k), obligation_name(lay.subs[k]["new"])
-        if b is None or b == L or cascade.component(k).kind != "counter" or new in last_reads:
-            continue
-        if any(o is not None and new in o.names_read() for i, o in enumerate(obligations, 1) if i not in (b, L)):
-            continue
-        if _read_jointly(k, b, cascade, sched, lay, obligations[b - 1]):
-            continue
-        out.append(k)
-    sizes = {k: cascade.component(k).size for k in out}
-    while out and not all(_interpolates(sizes[k], max_len, lay, len(out)) for k in out):
-        out.remove(max(out, key=lambda k: (sizes[k], k)))  # the widest modulus errs most
-    return out
-
-
-def _read_jointly(k: str, b: int, cascade: Cascade, sched: Schedule, lay: Layout, obligation: Any) -> bool:
-    """Whether block b reads counter k (its code before or after the update) in a table with another
-    counter it decodes: a joint lookup or Walsh's ramps of sums, which the certificate checks with
-    the codes written."""
-    def codes(c: str) -> set[str]:
-        return {obligation_name(d) for role, d in lay.subs[c].items() if role in ("new", "old")}
-    own = {n for c in cascade.components if sched.block_of[c.name] == b and c.name != k for n in codes(c.name)}
-    mine = codes(k)
-    return any(isinstance(st, Lookup) and mine & set(st.reads) and own & set(st.reads)
-               for st in (obligation.leaves() if obligation is not None else ()))
-
-
-def _late_mlp(b: int, k: str, cascade: Cascade, lay: Layout, init: dict[str, int], max_len: int, mass: int,
-              decode: Modular) -> MLP:
-    """Readout key k's code and one-hot interpolated off its prefix sum in one hidden layer
-    (:func:`late_one_hots`), stating its decode (``decode``, the default build's, less the value
-    before the update) and the one-hot's lookup."""
-    declared = Steps(f"block{b}.mlp.{k}", (replace(decode, minus=None, minus_out=None),
-                                           _one_hot_lookup(lay.subs[k], cascade.component(k).size)))
-    return interpolation_mlp(f"block{b}.mlp.{k}", [_interpolated_part(k, cascade, lay, init, max_len, mass)],
-                             declared, {"counters": [k]})
-
-
 def _early_one_hots(b: int, sched: Schedule, lay: Layout, sizes: dict[str, int],
-                    fresh: dict[str, tuple[int, int, Subspace]], gates: _Gates, declared) -> tuple[list[Stair], Any]:
+                    fresh: dict[str, tuple[int, int, Subspace]], gates: _Gates, declared,
+                    late: tuple[str, ...]) -> tuple[list[Stair], Any]:
     """With an interpolated readout, the one-hots of the readout keys decoded in block b (< the
-    last) written by its staircase, and their lookups appended to its obligation."""
-    keys = [k for k in sched.readout.keys if k in fresh]
+    last) written by its staircase, and their lookups appended to its obligation (not the ``late``
+    ones: the last block interpolates those)."""
+    keys = [k for k in sched.readout.keys if k in fresh and k not in late]
     if not keys:
         return [], declared
     assert isinstance(declared, Steps), "a block's default MLP is decodes then lookups"
     stairs = [_one_hot_stair(lay.subs[k], sizes[k], fresh[k], gates) for k in keys]
-    return stairs, replace(declared, steps=(*declared.steps, *(_one_hot_lookup(lay.subs[k], sizes[k]) for k in keys)))
+    return stairs, replace(declared, steps=(*declared.steps, *(one_hot_lookup(lay.subs[k], sizes[k]) for k in keys)))
 
 
 def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[str, int], max_len: int,
@@ -472,34 +310,88 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     codes that no other block (``read_elsewhere``: the names they read) nor a joint lookup reads.
     ``late`` (:func:`late_one_hots`): readout keys whose ``new`` code their block computes without
     writing it, and whose one-hot the last block interpolates beside its staircase (``decodes``:
-    the default build's decode of each, by its ``new`` name)."""
-    sizes = {c.name: c.size for c in cascade.components}
+    the default build's decode of each, by its ``new`` name).  A counter's value before the update
+    read through its increment's gate is read off a ramp of its own instead where that takes fewer
+    units (:func:`_staircase`'s ``before``)."""
     interpolated = interpolated_readout(cascade, sched, lay, max_len)
     if interpolated and b == sched.n_blocks:
-        return _interpolated_mlp(b, cascade, lay, init, max_len, mass, obligation, interpolated)
-    gates = _Gates(lay.tok)
-    ramps: list[Ramp] = []
-    fresh: dict[str, tuple[int, int, Subspace]] = {}
-    stairs: list[Stair] = []
-    code_stair: dict[tuple[str, str], int] = {}
+        name = f"block{b}.mlp" + (".interpolation" if late else "")
+        mlp = interpolated_mlp(b, cascade, lay, init, max_len, mass, obligation, interpolated, name)
+        return with_late(b, mlp, late, cascade, lay, init, max_len, mass, decodes)
+    sizes = {c.name: c.size for c in cascade.components}
     hot = b == sched.n_blocks and all("hot" in lay.subs[k] for k in sched.readout.keys)
     tables = _tables(b, cascade, sched, lay, hot)
     here = {c.name for c in cascade.components if sched.block_of[c.name] == b}
-    by_letter = letter_increments(cascade, sched)
     walsh = [walsh_ok(t[0], here, sizes, lay, max_len) for t in tables]
-    possible = _increments(cascade, sched, lay, [t[0] for t, w in zip(tables, walsh) if w])
     kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)
-    by_letter = {k: d for k, d in by_letter.items() if k not in kept}  # a kept old code is read through inc
+    by_letter = {k: d for k, d in letter_increments(cascade, sched).items() if k not in kept}
+    blk = _Block(b, cascade, sched, lay, init, max_len, mass, obligation, late, hot, bool(interpolated), tables,
+                 walsh, _increments(cascade, sched, lay, [t[0] for t, w in zip(tables, walsh) if w]), kept, by_letter)
+    mlp = _staircase(blk, frozenset())
+    gated = frozenset(c for c in here if "old" in lay.subs[c] and (c in kept or c not in by_letter))
+    if gated and not any(walsh):
+        other = _staircase(blk, gated)
+        if sum(other.hidden_sizes) < sum(mlp.hidden_sizes):
+            mlp = other
+    return with_late(b, mlp, late if hot else (), cascade, lay, init, max_len, mass, decodes)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """What :func:`_staircase` builds block b's MLP from (:func:`flat_mlp`)."""
+
+    b: int
+    cascade: Cascade
+    sched: Schedule
+    lay: Layout
+    init: dict[str, int]
+    max_len: int
+    mass: int
+    obligation: Any
+    late: tuple[str, ...]
+    hot: bool
+    interpolated: bool
+    tables: list
+    walsh: list[bool]
+    possible: dict[str, dict[int, tuple[int, ...]]]
+    kept: set[str]
+    by_letter: dict[str, dict[int, int]]
+
+
+def _old_ramp(c, d: dict[str, Subspace], mass: int, init: int, high: int) -> Ramp:
+    """A ramp of counter c's value before the update, Y = X - increment + (n - 1) in 0..high + n - 1
+    (X its prefix sum, 0..high; the increment an exact code): a table of that value is a function of
+    Y alone, ((Y - (n - 1)) mod n), so it needs no gate combination per increment."""
+    return Ramp(d["mean"], float(mass), init + c.size - 1, high + c.size - 1, ((d["inc"], -1.0),))
+
+
+def _staircase(blk: _Block, before: frozenset[str]) -> MLP:
+    """Block ``blk.b``'s staircase (:func:`flat_mlp`), reading the value before the update of each
+    counter in ``before`` off its own ramp (:func:`_old_ramp`) instead of through its increment's gate."""
+    b, cascade, sched, lay, late, hot = blk.b, blk.cascade, blk.sched, blk.lay, blk.late, blk.hot
+    sizes = {c.name: c.size for c in cascade.components}
+    gates = _Gates(lay.tok)
+    ramps: list[Ramp] = []
+    fresh: dict[str, tuple[int, int, Subspace]] = {}
+    olds: dict[str, tuple[int, int]] = {}
+    stairs: list[Stair] = []
+    code_stair: dict[tuple[str, str], int] = {}
     dropped: Dropped = {}
     for c in cascade.components:
         if sched.block_of[c.name] == b:
-            d, high = lay.subs[c.name], counter_high(c.size, max_len)
+            d, high = lay.subs[c.name], counter_high(c.size, blk.max_len)
             fresh[c.name] = (len(ramps), high, d["mean"])
-            ramps.append(Ramp(d["mean"], float(mass), init[c.name], high))
-            if "old" in d and c.name not in kept:
+            ramps.append(Ramp(d["mean"], float(blk.mass), blk.init[c.name], high))
+            if c.name in before:
+                olds[c.name] = (len(ramps), high + c.size - 1)
+                ramps.append(_old_ramp(c, d, blk.mass, blk.init[c.name], high))
+            if "old" in d and c.name not in blk.kept:
+                every = {a: tuple(range(c.size)) for a in blk.possible[c.name]}  # a ramp's table is every increment's
                 dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size,
-                                                      by_letter.get(c.name), possible[c.name])
-            for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in kept)):
+                                                      blk.by_letter.get(c.name),
+                                                      every if c.name in olds else blk.possible[c.name])
+            for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in blk.kept,
+                                                                olds.get(c.name))):
                 if role == "new" and c.name in late:  # computed for this block's tables, written by none
                     continue
                 code_stair[(c.name, role)] = len(stairs)
@@ -507,42 +399,58 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     if hot:
         stairs += [_one_hot_stair(lay.subs[k], sizes[k], fresh.get(k), gates) for k in sched.readout.keys
                    if k not in late]
+    joints = _table_stairs(blk, fresh, olds, ramps, gates, stairs, code_stair)
+    return _assembled(blk, ramps, gates, stairs, joints, fresh, dropped)
+
+
+def _table_stairs(blk: _Block, fresh: dict[str, tuple[int, int, Subspace]], olds: dict[str, tuple[int, int]],
+                  ramps: list[Ramp], gates: _Gates, stairs: list[Stair],
+                  code_stair: dict[tuple[str, str], int]) -> list[StairLookup]:
+    """The block's lookups as stairs (appended to ``stairs``; Walsh's, or one per table) and the
+    joint ones, returned."""
+    sizes = {c.name: c.size for c in blk.cascade.components}
     joints = []
     sums: dict[tuple[int, ...], int] = {}
-    for (plan, out, row_of, keyed, new), w in zip(tables, walsh):
+    for (plan, out, row_of, keyed, new), w in zip(blk.tables, blk.walsh):
         if w:
-            stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, lay, sizes, gates, keyed, new, by_letter)
+            stairs += walsh_stairs(plan, out, row_of, fresh, ramps, sums, blk.lay, sizes, gates, keyed, new,
+                                   blk.by_letter)
             continue
         if sum(k in fresh for k in plan.keys) > 1:
-            joint = _joint(plan, out, row_of, code_stair, lay, sizes, gates, keyed, new)
+            joint = _joint(plan, out, row_of, code_stair, blk.lay, sizes, gates, keyed, new)
             if joint.table:
                 joints.append(joint)
             continue
-        st = _table_stair(plan, out, row_of, fresh, lay, sizes, gates, keyed, new, by_letter, possible)
+        st = _table_stair(plan, out, row_of, fresh, blk.lay, sizes, gates, keyed, new, blk.by_letter, blk.possible,
+                          olds)
         if st.values:
             stairs.append(st)
+    return joints
+
+
+def _assembled(blk: _Block, ramps: list[Ramp], gates: _Gates, stairs: list[Stair], joints: list[StairLookup],
+               fresh: dict[str, tuple[int, int, Subspace]], dropped: Dropped) -> MLP:
+    """The staircase MLP of the block's stairs, stating its declared steps."""
+    lay, late, sched = blk.lay, blk.late, blk.sched
+    sizes = {c.name: c.size for c in blk.cascade.components}
     used = sorted({i for st in stairs for i in st.gates} | {i for j in joints for k, i in j.reads if k == "gate"})
     renumber = {old: new for new, old in enumerate(used)}
     stairs = [Stair(st.out, st.ramp, tuple(renumber[i] for i in st.gates), st.values) for st in stairs]
     joints = [StairLookup(j.out, tuple((k, renumber[i] if k == "gate" else i) for k, i in j.reads), j.table)
               for j in joints]
-    declared = _without_old(obligation, dropped, obligation_name(lay.tok))
+    declared = _without_old(blk.obligation, dropped, obligation_name(lay.tok))
     unwritten = tuple(obligation_name(lay.subs[k]["new"]) for k in late if k in fresh)
     if unwritten:
         declared = replace(declared, unwritten=unwritten)
-    if hot:
-        declared = _one_hot_steps(declared, obligation_name(lay.state), [
-            _one_hot_lookup(lay.subs[k], sizes[k]) for k in sched.readout.keys if k not in late])
-    elif interpolated:
-        early, declared = _early_one_hots(b, sched, lay, sizes, fresh, gates, declared)
+    if blk.hot:
+        declared = one_hot_steps(declared, obligation_name(lay.state), [
+            one_hot_lookup(lay.subs[k], sizes[k]) for k in sched.readout.keys if k not in late])
+    elif blk.interpolated:
+        early, declared = _early_one_hots(blk.b, sched, lay, sizes, fresh, gates, declared, late)
         stairs += early
-    name = f"block{b}.mlp" + (".stairs" if hot and late else "")
-    mlp = staircase_mlp(name, ramps, [gates.inputs[i] for i in used], stairs, replace(declared, mlp=name),
-                        {"counters": sorted(fresh)}, tuple(joints))
-    if not (hot and late):
-        return mlp
-    return _beside_late(f"block{b}.mlp", mlp, [_late_mlp(b, k, cascade, lay, init, max_len, mass, (decodes or {})[
-        obligation_name(lay.subs[k]["new"])]) for k in late])
+    name = f"block{blk.b}.mlp" + (".stairs" if blk.hot and late else "")
+    return staircase_mlp(name, ramps, [gates.inputs[i] for i in used], stairs, replace(declared, mlp=name),
+                         {"counters": sorted(fresh)}, tuple(joints))
 
 
 def _increments(cascade: Cascade, sched: Schedule, lay: Layout,
@@ -567,10 +475,3 @@ def _tables(b: int, cascade: Cascade, sched: Schedule, lay: Layout, hot: bool) -
     if b == sched.n_blocks and not hot:
         tables.append((sched.readout, lay.state, np.eye(len(lay.state)).__getitem__, False, True))
     return tables
-
-
-def _beside_late(name: str, stairs: MLP, late: list[MLP]) -> Beside:
-    """The last block's staircase with the late keys' interpolations (:func:`late_one_hots`) beside it."""
-    parts: list[MLP | Fused | Beside] = [stairs, *late]
-    return Beside(name, parts, {"beside": [m.name for m in parts]}, reads=tuple(n for m in parts for n in m.reads),
-                  writes=tuple(n for m in parts for n in m.writes))

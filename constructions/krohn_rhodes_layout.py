@@ -276,6 +276,11 @@ class CounterBlocks:
         return 2 * self.length
 
 
+def counter_high(n: int, max_len: int) -> int:
+    """The largest prefix sum of a mod-n counter: the initial value plus t <= T increments < n."""
+    return (n - 1) * (max_len + 1)
+
+
 def prefix_sum_bounds(n: int, max_len: int, blocks: CounterBlocks, eps: float) -> tuple[float, float]:
     """Worst-case errors of X = mass * (the block heads' summed output), the prefix sum of a
     mod-n counter's increments (each <= n - 1), as (rounding, leak).

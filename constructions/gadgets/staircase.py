@@ -241,10 +241,16 @@ def interpolation_mlp(name: str, parts: list[tuple[Ramp, list[tuple[Subspace, np
                       obligation=None, notes: dict | None = None) -> MLP:
     """Functions F of ramps' integers X in ONE hidden layer (per part: a ramp and its outputs, each
     with values [high + 1, len(out)]): F's piecewise-linear interpolation through the integers,
-    F(0) + sum_j c_j relu(X - j) (j = 0..high - 1; c_0 = F(1) - F(0), then F's second differences):
-    F(X) at every integer X, off by at most the largest slope times X's noise near it.  Its float
-    rounding grows as high^3 (:func:`interpolation_error`: about high active units of size up to
-    high), so a caller takes it only where that bound is small -- a readout, whose argmax has margin."""
+    two-sided about the middle m = high // 2 (:func:`_interpolation_units`):
+
+        F(m) + a relu(X - m) - b relu(m - X) + sum_(m<j<high) c_j relu(X - j) + sum_(0<j<m) c_j relu(j - X)
+
+    (a, b: F's slopes right and left of m; c_j: its slope's change at j), so F(X) at every integer
+    X, off by at most the largest slope times X's noise near it.  Each unit is active on the half-line
+    away from m only, so the active units at X sum to about |c| d^2 / 2 at distance d from m -- a
+    quarter of a one-sided sum's, where the units at the top of the range add up to |c| high^2 / 2.
+    Its float rounding still grows as high^3 (:func:`interpolation_error`), so a caller takes it only
+    where that bound is small -- a readout, whose argmax has margin."""
     subs = list({r.sub.name: r.sub for r, _ in parts}.values())
     row = _local_rows(subs)
     outs = [o for _, po in parts for o, _ in po]
@@ -253,35 +259,62 @@ def interpolation_mlp(name: str, parts: list[tuple[Ramp, list[tuple[Subspace, np
     b2 = np.zeros(len(out_rows))
     for r, po in parts:
         assert not r.more, "one counter's prefix sum per part"
-        w = np.zeros((len(row), r.high))
-        w[_local_dims(row, r.sub)[0]] = r.scale
+        F = np.concatenate([np.asarray(v, dtype=np.float64).reshape(r.high + 1, len(o)) for o, v in po], axis=1)
+        sign, centre, W2 = _interpolation_units(F)
+        w = np.zeros((len(row), len(sign)))
+        w[_local_dims(row, r.sub)[0]] = sign * r.scale
         W1_cols.append(w)
-        b1.append(r.shift - np.arange(r.high, dtype=np.float64))
-        W2 = np.zeros((r.high, len(out_rows)))
-        for out, F in po:
-            cols = _local_dims(out_rows, out)
-            W2[:, cols] = _interpolation_weights(np.asarray(F, dtype=np.float64).reshape(r.high + 1, len(out)))
-            b2[cols] = np.asarray(F, dtype=np.float64).reshape(r.high + 1, len(out))[0]
-        W2_rows.append(W2)
+        b1.append(sign * (r.shift - centre))
+        cols = [c for o, _ in po for c in _local_dims(out_rows, o)]
+        W2_full = np.zeros((len(sign), len(out_rows)))
+        W2_full[:, cols] = W2
+        W2_rows.append(W2_full)
+        b2[cols] = F[r.high // 2]
     info = {"kind": "interpolation", **(notes or {}), "thresholds": [r.high for r, _ in parts]}
     return MLP(name, [np.concatenate(W1_cols, axis=1), np.concatenate(W2_rows, axis=0)],
                [np.concatenate(b1), b2], info, reads=names(*subs), writes=names(*outs), obligation=obligation)
 
 
-def _interpolation_weights(F: np.ndarray) -> np.ndarray:
-    """c_j of :func:`interpolation_mlp` for values F [high + 1, k]: F(1) - F(0), then F(j + 1) - 2 F(j) + F(j - 1)."""
-    slopes = np.diff(F, axis=0)
-    return np.concatenate([slopes[:1], np.diff(slopes, axis=0)], axis=0)
+def _interpolation_units(F: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`interpolation_mlp`'s units for values F [high + 1, k] (high >= 1): each unit
+    relu(sign (X - centre)) with its output weights [units, k] -- the slopes either side of
+    m = high // 2, then each kink's change of slope, on the side of m it lies."""
+    high = len(F) - 1
+    m = high // 2
+    slopes = np.diff(F, axis=0)  # slope on [i, i + 1]
+    units = ([(1.0, m, slopes[m])] if m < high else []) + ([(-1.0, m, -slopes[m - 1])] if m > 0 else [])
+    units += [(1.0 if j > m else -1.0, j, slopes[j] - slopes[j - 1]) for j in range(1, high) if j != m]
+    W2 = np.array([w for _, _, w in units]).reshape(len(units), F.shape[1])
+    return np.array([u[0] for u in units]), np.array([u[1] for u in units], dtype=np.float64), W2
 
 
 def interpolation_error(F: np.ndarray, eps: float) -> float:
     """A worst-case bound on :func:`interpolation_mlp`'s float rounding for values F [high + 1, k]
-    with machine epsilon ``eps`` (unit roundoff u = eps / 2): the output's sum of high + 1 terms,
-    at most gamma_(high + 1) times sum_j |c_j| (high - j) + |F(0)|, plus each unit's pre-activation
-    (X - j: two terms up to 2 high, rounded twice) times |c_j|."""
+    with machine epsilon ``eps`` (unit roundoff u = eps / 2), the largest over the integers X: the
+    output's sum of its n = units + 1 terms, at most gamma_n times their size there (F(m) and each
+    active unit's |weight| times its distance from its centre), plus each unit's pre-activation
+    (X - j: two terms up to 2 high, rounded twice) times its |weight|."""
     F = np.asarray(F, dtype=np.float64).reshape(len(F), -1)
     high, u = len(F) - 1, eps / 2
-    c = np.abs(_interpolation_weights(F))
-    size = (c * (high - np.arange(high))[:, None]).sum(0) + np.abs(F[0])
-    n = high + 1
-    return float(np.max(n * u / (1 - n * u) * size + 2 * u * 2 * high * c.sum(0)))
+    if high == 0:
+        return 0.0
+    sign, centre, W2 = _interpolation_units(F)
+    X = np.arange(high + 1, dtype=np.float64)
+    size = np.abs(F[high // 2])[None] + _active_size(sign > 0, centre, np.abs(W2), X)
+    size = size + _active_size(sign < 0, high - centre, np.abs(W2), high - X)  # mirrored: relu(c - X)
+    n = len(sign) + 1
+    return float(np.max(n * u / (1 - n * u) * size + 2 * u * 2 * high * np.abs(W2).sum(0)))
+
+
+def _active_size(which: np.ndarray, centre: np.ndarray, W: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """sum over the units ``which`` of W_u relu(X - centre_u) at every X ([len(X), k]; centres and X
+    integers in 0..len(X) - 1), by prefix sums: X sum_(c <= X) W - sum_(c <= X) c W."""
+    n = len(X)
+    w = np.zeros((n, W.shape[1]))
+    wc = np.zeros((n, W.shape[1]))
+    at = centre[which].astype(np.int64)
+    np.add.at(w, at, W[which])
+    np.add.at(wc, at, W[which] * centre[which][:, None])
+    order = X.astype(np.int64)
+    return X[:, None] * np.cumsum(w, axis=0)[order] - np.cumsum(wc, axis=0)[order]
+

@@ -143,8 +143,10 @@ def test_a_sum_nothing_wrote_before_is_split_between_blocks_before_its_reader():
 def test_a_standard_a4_cascade_splits_its_first_levels_decode_and_is_certified():
     """A4's first level's one-hot decode (one sum of the staircase's gated units, read only by the
     unembedding) is formed in blocks 1 and 2 beside level 1's increments and readout, which then hold
-    as many units to one (block 0's ramps stay: blocks 1 and 2 read them); certified."""
-    model = compiler.compile_automaton("alternating:4", max_len=24, shape="standard")
+    as many units to one (block 0's ramps stay: blocks 1 and 2 read them); certified.  At T = 150,
+    where that one-hot's interpolation in the last block is past the readout's budget (up to T = 100
+    it is taken late, :func:`krohn_rhodes_flat.late_one_hots`, and no sum is split)."""
+    model = compiler.compile_automaton("alternating:4", max_len=150, shape="standard")
     flat = unfold(folded(model), balanced=False)
     before = [b.mlp_hidden[0] for b in flat.config.blocks]
     after = [b.mlp_hidden[0] for b in model.config.blocks]

@@ -79,12 +79,12 @@ def test_ramps_are_off_below_and_past_the_clip_above_their_tolerance():
     assert RAMP_SLOPE * (-0.75) + RAMP_SLOPE * 0.75 == 0 and RAMP_SLOPE * (-0.25) + RAMP_SLOPE * 0.75 == 2
 
 
-@pytest.mark.parametrize("name, T, blocks", [("cyclic:3", 100, 2), ("cyclic:3", 16, 1), ("dihedral:3", 16, 3),
+@pytest.mark.parametrize("name, T, blocks", [("cyclic:3", 200, 2), ("cyclic:3", 100, 1), ("dihedral:3", 16, 3),
                                              ("quaternion", 16, 3), ("dihedral:4", 16, 3)])
 def test_standard_shape_cascades_in_two_blocks_per_level_certified(name, T, blocks):
     """C_n: one level (2 blocks); D6: two levels of one counter; Q8 and D8: a level whose table
     reads its two mod-2 counters (ramps of X_a, X_b and X_a + X_b, 2) then one -- the last level in
-    1 where its decode's interpolation stays within its float bound (C3 at T = 16, not 100)."""
+    1 where its decode's interpolation stays within its float bound (C3 at T = 100, not 200)."""
     model = compiler.compile_automaton(build(name), max_len=T, method="krohn-rhodes", shape="standard")
     assert model.meta["one_hidden_layer"]
     assert model.meta["shape"]["blocks"] == blocks == len(model.blocks)
@@ -94,7 +94,9 @@ def test_standard_shape_cascades_in_two_blocks_per_level_certified(name, T, bloc
 
 
 def test_auto_takes_two_standard_blocks_for_a_cyclic_group_and_they_run_exactly():
-    model = compiler.compile_automaton(build("cyclic:5"), max_len=40, shape="standard")
+    """C5 at T = 100: its one-hot's interpolation is past the readout's budget (R = 404), so the
+    staircase's two blocks."""
+    model = compiler.compile_automaton(build("cyclic:5"), max_len=100, shape="standard")
     assert model.meta["method"] == "krohn-rhodes" and len(model.blocks) == 2
     assert verify(model, samples=16, seed=0).exact
 
@@ -215,19 +217,51 @@ def test_an_interpolated_decode_is_one_hidden_layer_and_one_broken_at_a_rare_sum
     assert interpolation_error(np.eye(2)[np.arange(513) % 2], 2.0**-23) > 1
 
 
-def test_a_table_is_gated_only_at_the_increments_its_letter_allows():
+def test_a_table_is_gated_only_at_the_increments_its_letter_allows(monkeypatch):
     """S4's second counter (mod 3) moves by 1 or 2 at its middle letter and by 0 at the others, so
     the third level's increment table, keyed by that counter's value before the update (its ``new``
     code less the increment), needs 2 gate combinations at that letter, not 3: 2 x 35 units at
-    T = 16 where all three took 3 x 35, and the model is certified."""
+    T = 16 where all three took 3 x 35, and the model is certified -- read through the increment's
+    gate, as where that takes fewer units than a ramp of the value before the update (here forced)."""
+    staircase = krohn_rhodes_flat._staircase
+    monkeypatch.setattr(krohn_rhodes_flat, "_staircase", lambda blk, before: staircase(blk, frozenset()))
     automaton = build("symmetric:4")
     model = compiler.compile_automaton(automaton, max_len=16, method="krohn-rhodes", shape="standard")
     cascade = krohn_rhodes.applies(automaton)
     at = krohn_rhodes_flat.increments_at(cascade, schedule(cascade), automaton.n_symbols)
     assert at["h1.b0.count1.0"] == {0: (0,), 1: (1, 2), 2: (0,)}
-    assert [b.mlp_hidden[0] for b in model.config.blocks] == [21, 53, 38, 70, 68]
+    construction, plan = registry.plan_of(model)
+    program, _ = construction.build(automaton, plan, BuildOptions.of_model(model))
+    table = program.blocks[1].mlp  # level 1's: its new code and one-hot are the last block's (late)
+    assert table.notes["gate_combinations"] == 2 and table.hidden_sizes == [39, 2 * 35]
     cert = certify(model)
     assert cert.certified is True, cert.reason
+
+
+def test_a_value_before_the_update_is_read_off_a_ramp_of_its_own_and_one_broken_is_refused():
+    """S4 at T = 16: level 1's one-hot is interpolated late, so its block decodes no ``new`` code
+    and the level-2 table, keyed by level 1's value before the update, reads it off a ramp of
+    Y = X - increment + 2 (one gate combination, the letter's, 36 units) instead of gating X's at
+    each increment (2 x 35 and X's own ramps): certified.  Soundness: Y's ramp at threshold 32,
+    lowered by its offset, turns on one step late, so the table is wrong at Y = 32 alone (a prefix
+    sum of 30 at a letter that adds 0); the certificate refuses it in that block's MLP."""
+    automaton = build("symmetric:4")
+    model = compiler.compile_automaton(automaton, max_len=16, method="krohn-rhodes", one_hidden_layer=True)
+    construction, plan = registry.plan_of(model)
+    program, _ = construction.build(automaton, plan, BuildOptions.of_model(model))
+    assert program.blocks[1].mlp.notes["gate_combinations"] == 1 and program.blocks[1].mlp.hidden_sizes == [37, 37]
+    mlp = model.blocks[1].mlp
+    inc = model.meta["subspaces"]["kr:h1.b0.count1.0.inc"]
+    W_in, b_in = mlp.weight(0), mlp.bias(0)
+    old = [int(u) for u in np.nonzero(W_in[inc[0]].detach().numpy())[0]]  # the units reading the increment: Y's ramps
+    assert len(old) == 36 and all(W_in[inc[0], u] < 0 for u in old)
+    assert certify(model).certified is True
+    bias = b_in.detach().numpy().copy()
+    by_threshold = sorted(old, key=lambda u: -bias[u])  # bias s (shift - j) + s (1 - tau): j = 1, 2, ...
+    with torch.no_grad():
+        b_in[by_threshold[32 - 1]] -= RAMP_SLOPE * 0.75
+    cert = certify(model)
+    assert cert.certified is False and "block2.mlp" in cert.failure["where"], cert.failure
 
 
 def test_an_increment_left_out_where_its_letter_can_take_it_is_refused(monkeypatch):
@@ -250,16 +284,16 @@ def test_an_increment_left_out_where_its_letter_can_take_it_is_refused(monkeypat
 
 def test_a_readout_key_of_an_earlier_block_is_interpolated_late_and_its_code_left_unwritten():
     """D6 at T = 100: the readout reads level 0's one-hot, which the last block interpolated off level
-    0's prefix sum beside its staircase (one hidden layer: unfolded, it exits at its first stage and
-    balances into block 0); level 0's block computes its code for level 1's increments without
-    writing it (``Steps.unwritten``), so its 102 decode units are gone: the standard blocks'
-    widths within 1% of each other, certified.  In the folded staircase build, the late unit that
+    0's prefix sum beside its own interpolated decode (one hidden layer: unfolded, it exits at its
+    first stage and balances into blocks 0 and 1); level 0's block computes its code for level 1's
+    increments without writing it (``Steps.unwritten``), so its 102 decode units are gone: 3
+    standard blocks, certified.  In the folded staircase build, the late unit that
     only the input of 100 reflections turns on (X = 100; j = 99), given 2 more on the one-hot entry
     that is 0 there, is refused; the unit after it (j = 100, which no input turns on) is not read."""
     T = 100
     model = compiler.compile_automaton(build("dihedral:3"), max_len=T, method="krohn-rhodes", shape="standard")
     widths = [b.mlp_hidden[0] for b in model.config.blocks]
-    assert len(widths) == 4 and max(widths) - min(widths) <= 2, widths
+    assert widths == [153, 152, 202], widths  # level 1 interpolated too: 101 late units split over blocks 0-1
     assert certify(model).certified is True
     folded = compiler.compile_automaton(build("dihedral:3"), max_len=T, method="krohn-rhodes", one_hidden_layer=True)
     construction, plan = registry.plan_of(folded)
@@ -304,6 +338,6 @@ def test_a_key_its_block_reads_with_another_counter_it_decodes_is_not_interpolat
     construction, plan = registry.plan_of(model)
     program, _ = construction.build(build("dihedral:6"), plan, BuildOptions.of_model(model))
     assert all(getattr(b.mlp.obligation, "unwritten", None) is None for b in program.blocks if b.mlp is not None)
-    assert len(cascade.components) == 3 and len(model.blocks) == 4
+    assert len(cascade.components) == 3 and len(model.blocks) == 3  # the last level interpolated
     cert = certify(model)
     assert cert.certified is True, cert.reason
