@@ -59,7 +59,7 @@ def test_auto_takes_the_fewest_standard_blocks():
 
 
 def test_a_standard_model_records_its_shape_through_a_checkpoint(tmp_path, capsys):
-    model = compiler.compile_automaton("cyclic:3", max_len=100, method="krohn-rhodes", shape="standard")
+    model = compiler.compile_automaton("cyclic:4", max_len=100, method="krohn-rhodes", shape="standard")
     assert model.meta["shape"]["unfolded"] == [{"layer": 0, "mlp": "block1.mlp", "hidden_layers": 2}]
     assert "unfolded" in model.meta and _one_hidden_layer(model)
     save(model, tmp_path / "m.safetensors")
@@ -70,7 +70,7 @@ def test_a_standard_model_records_its_shape_through_a_checkpoint(tmp_path, capsy
 
 
 def test_an_unfolded_model_keeps_its_start_state():
-    model = compiler.compile_automaton("cyclic:3", max_len=100, method="krohn-rhodes", shape="standard")
+    model = compiler.compile_automaton("cyclic:4", max_len=100, method="krohn-rhodes", shape="standard")
     with pytest.raises(ShortcutError, match="keeps its start state"):
         set_start(model, "1")
 

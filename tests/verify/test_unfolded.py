@@ -11,7 +11,7 @@ from verify.check import UNFOLDED_NOTE, verify
 
 
 def test_an_unfolded_cascade_is_certified_through_its_folded_model():
-    model = compiler.compile_automaton("cyclic:3", max_len=100, method="krohn-rhodes", shape="standard")
+    model = compiler.compile_automaton("cyclic:4", max_len=100, method="krohn-rhodes", shape="standard")
     assert len(model.blocks) == 2  # one 2-hidden-layer MLP (the counter's staircase) unfolded
     cert = certify(model)
     assert cert.certified, cert.reason
@@ -20,7 +20,7 @@ def test_an_unfolded_cascade_is_certified_through_its_folded_model():
 
 def test_one_changed_scratch_weight_is_refused():
     """A weight only the unfolding has (a scratch identity of a middle stage): no longer the unfolding."""
-    model = compiler.compile_automaton("cyclic:3", max_len=100, method="krohn-rhodes", shape="standard")
+    model = compiler.compile_automaton("cyclic:4", max_len=100, method="krohn-rhodes", shape="standard")
     scratch = model.subspace("unfold:a")
     with torch.no_grad():
         w = model.blocks[1].mlp.weight(0)
