@@ -71,22 +71,27 @@ rounding covers), and moves pieces the same way; it is kept where the widest MLP
 under 1.25x as before (D8 305/305/305, 1.00x; Q8 1.09x). A4 now too: level 0's one-hot decode (a sum of
 203 units read only by the unembedding) is formed in blocks 1 and 2, beside level 1's increments (203,
 read by block 2's head) and level 1's interpolated readout (202): 205/303/304, 1.11x (was 204/203/405,
-1.46x). dyck:2,2 likewise: the first stage of its depth MLP (one 202-unit sum) spreads over the blocks
-before its reader: 72 x 6, 1.08x (was 202/46/46/46/45/45, 2.51x). All certified. What stays above 1.25x,
-and why: a sum all of whose units read what one block's MLP writes and are read by the next block's head
-or MLP has one block to sit in, split or not. D6 -- before: block 1 held level 0's code (102 units, read
+1.46x). dyck:2,2's
+bounded stack is small (14,595 parameters, MLPs of 1-20 units over 6 blocks) and nothing of it moves;
+what its export pads is block 2's second head and the 20-unit MLP in every block: 1.66x. All certified. A sum all of whose units read what one block's MLP
+writes and are read by the next block's head or MLP has one block to sit in, split or not; what moves
+the rest is building less into such a block. D6 -- before: block 1 held level 0's code (102 units, read
 only by the readout's one-hot in block 3), level 1's increments (102, block 2's head) and 103 units
 clearing level 0's ramps from scratch region a, all reading the ramps block 0 writes: 306 of 819, 1.46x.
-Now the last block interpolates level 0's one-hot off its prefix sum beside its staircase
-(krohn_rhodes_flat.late_one_hots: 101 units, one hidden layer, error 0.067 + the sum's at T = 100) and
-block 1 computes the code for its increments without writing it (Steps.unwritten): unfolded, the
-interpolation exits at its first stage and balances into block 0: 203/204/202/203, 1.01x, certified (a
-fresh scratch region instead would have cost 28% more parameters for no smaller an export). S4 --
-level 2's increment table reads block 2's ramps and block 4's head reads it; it is gated only at the increments level 1 can take at its letter (1 or 2 of 0..2,
-krohn_rhodes_layout.increments_at): 2 x 203 = 406 of 1,426 units over 5 blocks, 1.40x (was 3 x 203 = 609
-of 1,629, 1.83x); blocks 0 and 2 hold ramps alone (105, 206) and blocks 3 and 4 about 405 each (the
-table; level 2's interpolated readout and level 1's one-hot), so no move gets it under 1.25x. At T = 512
-A4 is 4 blocks in D6's pattern (block 1: 1,026 + 1,027 decode and increment units and 1,028 clearing
+The last block interpolates level 0's one-hot off its prefix sum (krohn_rhodes_readout.late_one_hots,
+one hidden layer) and block 1 computes the code for its increments without writing it (Steps.unwritten);
+unfolded, the interpolation exits at its first stage and balances into the blocks before: 203/204/202/203,
+1.01x. Now level 1's decode is interpolated too (two-sided: its one-hot's float32 bound 0.096 at T = 100,
+0.34 one-sided), so D6 is 3 blocks, 153/152/202, 1.18x, 144,027 parameters (was 397,222). S4 -- level 2's
+increment table reads block 2's ramps and block 4's head reads it: gated at level 1's increments (1 or 2
+at its letter, krohn_rhodes_layout.increments_at) it was 2 x 203 = 406 units in block 3, with level 2's
+interpolated readout and level 1's one-hot about 405 in block 4 (1.40x). Level 1's one-hot is now
+interpolated late beside level 2's readout (the two-sided bound fits the budget), so level 1's ramps of X
+have no other reader, and the table reads level 1's value before the update off a ramp of its own
+(Y = X - increment + 2, krohn_rhodes_flat._old_ramp: 205 ramps in block 2 and 205 gated units in
+block 3, one gate combination): 203/204/271/271/272, 1.11x, 678,789 parameters (was 791,236). A4's level
+0 one-hot is late the same way: 270/270/270, 1.00x. At T = 512 the interpolations are past the budget:
+A4 is 4 blocks in D6's old pattern (block 1: 1,026 + 1,027 decode and increment units and 1,028 clearing
 units, 3,081 of 6,171: 1.95x; a fresh region: 1.57x at +65% parameters) and S4's block 3 holds 4,111
 units (was 5,137). C6 -- C2's one-hidden-layer decode beside C3's two-layer staircase (the product pads
 it with identity copies) exits at the first unfolded stage (constructions/unfold.py, exits): neither its

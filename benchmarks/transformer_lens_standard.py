@@ -152,19 +152,18 @@ per block, not once per head (heads pad 0.00; 0.61 and 0.82 with a key and value
 and 1.88x in all). Unfolding balances a standard model's MLP widths first
 (`constructions/balance.py`: an MLP's units that write a common dim move together to any block
 where every dim they read and write keeps its order of accesses, and a sum nothing wrote before is
-split unit by unit between the blocks before its first reader), so D8 is 1.00x, Q8 1.09x and A4
-1.12x (1.32x, 1.60x and 1.46x before). D6 is 1.01x (1.46x before): its last block interpolates
-level 0's one-hot beside its staircase, level 0's block no longer writes the code (102 units),
-and the interpolation, one hidden layer, exits early when unfolded and balances into block 0
-(`krohn_rhodes_flat.late_one_hots`, `unfold.exits`). What is left is S4's: its level-2
-increment table (2 x 203 gated units, 3 x 203 before `increments_at` gated it only at the
-increments level 1 takes at its letter) sits in the one block between the ramps it reads and the
-head that reads it, and the next block holds level 2's interpolated readout and level 1's
-one-hot (about 405 each against 105-305 in blocks 0-2): 1.40x (1.83x before); `tl_padding.md`.
-No head in the 19 splits into narrower ones (a head's query-key width is its d_head already). So
-"TL params / ours <= 1.25" holds for 18 of the 19; S4 needs a build whose blocks 3 and 4 hold
-less, or another level order; padding our own model to uniform blocks would make the ratio 1
-without making the export any smaller.
+split unit by unit between the blocks before its first reader), so D8 is 1.00x and Q8 1.09x (1.32x
+and 1.60x before). D6, A4 and S4 build less into the one block
+between what a sum reads and its reader: readout keys of earlier levels are interpolated late in the
+last block (one hidden layer, exiting early when unfolded, so balancing places it in any block after its
+head; `krohn_rhodes_readout.late_one_hots`), the interpolation is two-sided (each unit active only away
+from the middle of the range: a quarter of the float32 bound, so a mod-3 one-hot fits at T = 100), and
+S4's level-2 table reads level 1's value before the update off a ramp of its own (one gate combination,
+not one per increment; `krohn_rhodes_flat._old_ramp`): D6 1.18x in 3 blocks (1.46x in 4), A4 1.00x
+(1.12x), S4 1.11x at 678,789 parameters (1.40x at 791,236); `tl_padding.md`. No head in the 19 splits
+into narrower ones (a head's query-key width is its d_head already). So "TL params / ours <= 1.25"
+holds for the 19; padding our own model to uniform blocks would make the ratio 1 without making the
+export any smaller.
 
 Rotated models. The standard-basis models are bit-equal (their products and sums are exact). A
 rotated model's weights are dense floats, so the order of the float operations decides the
@@ -172,8 +171,8 @@ last bits: TransformerLens's `nn.Linear` adds the MLP's bias inside `addmm` (to 
 partial sums), ours after the product (`x @ W + b`), and a contraction over a zero-padded width
 (the padded MLP units in W_out, padded heads in W_O) is blocked differently by the matmul kernel
 (`rotated_export_rounding.md`). The first activation that differs says which: block 0's MLP
-pre-activation (the bias) for C5, C7, C8, D8 and Q8, an MLP output (a padded W_out) for S4 and
-the gridworlds, the attention output (W_O as one `nn.Linear` over heads x d_head, ours an
+pre-activation (the bias) for C5, C7, C8, D8 and Q8, an MLP output (a padded W_out) for the
+gridworlds, the attention output (W_O as one `nn.Linear` over heads x d_head, ours an
 einsum over both) for Dyck. A last-bit difference then grows through the steep ramps and sharp
 heads: up to 0.07 on logits of size 1 for the cyclic groups and cascades, 5e-4 for the gridworlds.
 The argmaxes agree on every input. Bit-equality of a rotated model would need the same

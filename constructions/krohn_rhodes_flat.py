@@ -31,6 +31,7 @@ from .krohn_rhodes_layout import (CERTIFIED_EPS, PREFIX_TOLERANCE, Layout, Sched
 from .krohn_rhodes_readout import (interpolated_mlp, interpolated_readout, one_hot_lookup, one_hot_steps, with_late)
 from .obligations import Lookup, Modular, Steps
 from .program import MLP, Beside, obligation_name
+from .unfold import scratch_needed
 from .workspace import Subspace
 
 
@@ -312,7 +313,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     writing it, and whose one-hot the last block interpolates beside its staircase (``decodes``:
     the default build's decode of each, by its ``new`` name).  A counter's value before the update
     read through its increment's gate is read off a ramp of its own instead where that takes fewer
-    units (:func:`_staircase`'s ``before``)."""
+    units and no more scratch once unfolded (:func:`_staircase`'s ``before``; the scratch dims are
+    the residual's, so wider ramps would widen every block)."""
     interpolated = interpolated_readout(cascade, sched, lay, max_len)
     if interpolated and b == sched.n_blocks:
         name = f"block{b}.mlp" + (".interpolation" if late else "")
@@ -331,7 +333,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     gated = frozenset(c for c in here if "old" in lay.subs[c] and (c in kept or c not in by_letter))
     if gated and not any(walsh):
         other = _staircase(blk, gated)
-        if sum(other.hidden_sizes) < sum(mlp.hidden_sizes):
+        if (sum(other.hidden_sizes) < sum(mlp.hidden_sizes)
+                and scratch_needed(other.hidden_sizes) <= scratch_needed(mlp.hidden_sizes)):
             mlp = other
     return with_late(b, mlp, late if hot else (), cascade, lay, init, max_len, mass, decodes)
 

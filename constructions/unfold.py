@@ -188,6 +188,12 @@ def _carried(hidden: Widths, j: int, crossing: Widths | None = None) -> int:
     return crossing[j - 1] if carries_activations(hidden, crossing)[j - 1] else hidden[j]
 
 
+def scratch_needed(hidden: Widths) -> int:
+    """The most scratch dims an MLP of these hidden widths crosses a boundary with when unfolded
+    (exits not counted): at each boundary the narrower of the activations and the pre-activation."""
+    return max((_carried(hidden, j) for j in range(1, len(hidden))), default=0)
+
+
 Stages = list[Exits]
 """Per block, how its MLP unfolds (:class:`Exits`; no stage without an MLP)."""
 

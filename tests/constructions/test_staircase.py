@@ -282,6 +282,18 @@ def test_an_increment_left_out_where_its_letter_can_take_it_is_refused(monkeypat
     assert "program" in (cert.reason or ""), cert.reason
 
 
+def test_a_ramp_of_the_value_before_the_update_is_not_taken_where_it_widens_the_scratch(monkeypatch):
+    """S4 at T = 150: level 1's one-hot is past the interpolation budget, so its block decodes X and
+    its ramps stay; a ramp of Y beside them would take fewer units but twice the scratch the unfolded
+    ramps cross in (the residual's dims, in every block): the table stays gated, d_model 361. Without
+    the scratch rule the build takes Y's ramps and d_model grows to 661 (1.6M -> 3.0M parameters)."""
+    model = compiler.compile_automaton(build("symmetric:4"), max_len=150, method="krohn-rhodes", shape="standard")
+    assert model.config.d_model == 361 and certify(model).certified is True
+    monkeypatch.setattr(krohn_rhodes_flat, "scratch_needed", lambda hidden: 0)
+    wider = compiler.compile_automaton(build("symmetric:4"), max_len=150, method="krohn-rhodes", shape="standard")
+    assert wider.config.d_model == 661
+
+
 def test_a_readout_key_of_an_earlier_block_is_interpolated_late_and_its_code_left_unwritten():
     """D6 at T = 100: the readout reads level 0's one-hot, which the last block interpolated off level
     0's prefix sum beside its own interpolated decode (one hidden layer: unfolded, it exits at its
