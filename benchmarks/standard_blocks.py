@@ -64,18 +64,19 @@ price is width: O(n T) units per counter, carried in scratch residual dims once 
 parameters at T = 100; the default's 8.6k), heads of width 2T + 3 for the gridworlds (Grid9: 3.3M).
 TransformerLens pads every block to the widest MLP and the most heads; unfolding balances a
 standard model's MLP widths first (`unfold.balance`, benchmarks/results/tl_padding.md), so the
-export is 1.00-1.02x ours for the cyclic groups, products, scans and D8, 1.09x Q8, 1.24x the Dyck
-task, 1.12x / 1.05x the gridworlds (block 1's prefix-sum head padded to block 2's 2S find heads,
-which share one key and value: grouped-query attention, `compiler.export.kv_heads`; 1.74x / 1.88x
-with a key and value per head), and above 1.25x where one block holds a part no move can split:
-S4 1.40x (its level-2 increment table, 406 units, in the one block between the ramps it reads and
-the head that reads it; D6 1.01x since its level 0's one-hot is interpolated late, A4 1.12x)."""
+export is 1.00-1.02x ours for the cyclic groups, products, scans, D8 and A4, 1.09x Q8, 1.11x S4,
+1.18x D6, 1.24x the Dyck task, 1.12x / 1.05x the gridworlds (block 1's prefix-sum head padded to
+block 2's 2S find heads, which share one key and value: grouped-query attention,
+`compiler.export.kv_heads`; 1.74x / 1.88x with a key and value per head). Above 1.25x: rows where one
+block holds a part no move can split -- the transition row's 400-unit one-hot in block 0 (1.69x) --
+and small models whose padding is a second head or a 20-unit MLP (dyck:2,2 1.66x, blocks:4 1.54x, the
+piecewise-local row 1.53x)."""
 
 OTHER_NOTE = ("\n\n"
               "The trained depths are the paper's, trained at T = 100. At T = 512 the scan is 9 blocks (ceil(log2 "
               "T)), so A5 is above its trained 7 here. A cascade's last level keeps its two-hidden-layer decode "
-              "(the interpolated one-hidden-layer decode's float32 bound, ~u T^3, is 8.2 for a mod-2 one-hot, past "
-              "its share of the readout's margin), so every level is 2 blocks: D8 4 (trained 3), Q8 and A4 4, S4 6 "
+              "(the interpolated one-hidden-layer decode's float32 bound, ~u T^3, is 2.1 for a mod-2 one-hot, past "
+              "the readout's budget of 1/4), so every level is 2 blocks: D8 4 (trained 3), Q8 and A4 4, S4 6 "
               "(the scan's 9 above it). The checker reads a Walsh table's ramp of two prefix sums once per class of"
               " rows with the same sum (`verify/certify/contributions.py`: O(T) classes, not the O(T^2) pairs that "
               "took D8 2,258 s under load; Q8's run was stopped). What the rows say and what the rest needs: "
