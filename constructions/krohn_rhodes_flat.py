@@ -328,7 +328,8 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)
     by_letter = {k: d for k, d in letter_increments(cascade, sched).items() if k not in kept}
     blk = _Block(b, cascade, sched, lay, init, max_len, mass, obligation, late, hot, bool(interpolated), tables,
-                 walsh, _increments(cascade, sched, lay, [t[0] for t, w in zip(tables, walsh) if w]), kept, by_letter)
+                 walsh, _increments(cascade, sched, lay, [t[0] for t, w in zip(tables, walsh) if w], kept), kept,
+                 by_letter)
     mlp = _staircase(blk, frozenset())
     gated = frozenset(c for c in here if "old" in lay.subs[c] and (c in kept or c not in by_letter))
     if gated and not any(walsh):
@@ -456,12 +457,16 @@ def _assembled(blk: _Block, ramps: list[Ramp], gates: _Gates, stairs: list[Stair
                          {"counters": sorted(fresh)}, tuple(joints))
 
 
-def _increments(cascade: Cascade, sched: Schedule, lay: Layout,
-                walsh: list[TablePlan]) -> dict[str, dict[int, tuple[int, ...]]]:
+def _increments(cascade: Cascade, sched: Schedule, lay: Layout, walsh: list[TablePlan],
+                kept: set[str]) -> dict[str, dict[int, tuple[int, ...]]]:
     """Each counter's increments its lookups are gated at, per letter: those it can take
-    (:func:`increments_at`), or every one for a key of a table read in Walsh's basis."""
+    (:func:`increments_at`), or every one for a key of a table read in Walsh's basis and for a
+    counter whose value before the update is written (``kept``): the obligation's lookups then read
+    that code, computed from the increment code whatever the letter, so they are not rekeyed to
+    write 0 at the pairs no run meets, and the weight check, which tries every pair, would find
+    the staircase's 0 there."""
     possible = increments_at(cascade, sched, len(lay.tok))
-    for k in {k for plan in walsh for k in plan.keys if k in possible}:
+    for k in {k for plan in walsh for k in plan.keys if k in possible} | (kept & set(possible)):
         possible[k] = {a: tuple(range(cascade.component(k).size)) for a in possible[k]}
     return possible
 

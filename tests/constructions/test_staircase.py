@@ -14,6 +14,7 @@ import torch
 
 import compiler
 from compiler.automata.catalog import build
+from compiler.automata.spec import Semiautomaton
 from compiler.pipeline import set_start
 from constructions import krohn_rhodes, krohn_rhodes_flat, registry
 from constructions.construction import BuildOptions
@@ -262,6 +263,25 @@ def test_a_value_before_the_update_is_read_off_a_ramp_of_its_own_and_one_broken_
         b_in[by_threshold[32 - 1]] -= RAMP_SLOPE * 0.75
     cert = certify(model)
     assert cert.certified is False and "block2.mlp" in cert.failure["where"], cert.failure
+
+
+def test_a_value_before_the_update_another_block_reads_is_gated_at_every_increment(monkeypatch):
+    """A 4-state permutation automaton whose first counter (mod 2) moves by 1 at one letter and 0 at
+    the other, and whose value before the update a later block reads (so it is written: ``kept``).
+    Its block's own table reads it through the increment's gate; the obligation's lookup reads the
+    written code, which the decode computes from the increment code whatever the letter, so the
+    weight check tries every (letter, increment) pair.  Gated only at the increments each letter
+    gives (as a dropped code's rekeyed lookup may be), the staircase writes 0 at the others and is
+    refused (found by a sweep of random permutation automata); gated at every one, certified."""
+    a = Semiautomaton("perm4", ("0", "1", "2", "3"), ("a0", "a1"), ((1, 3, 0, 2), (3, 1, 0, 2)), 0)
+    model = compiler.compile_automaton(a, max_len=16, method="krohn-rhodes", shape="standard")
+    cert = certify(model)
+    assert cert.certified is True, cert.reason
+    increments = krohn_rhodes_flat._increments
+    monkeypatch.setattr(krohn_rhodes_flat, "_increments", lambda *args: increments(*args[:-1], set()))
+    narrow = compiler.compile_automaton(a, max_len=16, method="krohn-rhodes", shape="standard")
+    cert = certify(narrow)
+    assert cert.certified is False and "block1.mlp" in cert.failure["where"], cert.failure
 
 
 def test_an_increment_left_out_where_its_letter_can_take_it_is_refused(monkeypatch):
