@@ -327,13 +327,13 @@ def flat_mlp(b: int, cascade: Cascade, sched: Schedule, lay: Layout, init: dict[
     walsh = [walsh_ok(t[0], here, sizes, lay, max_len) for t in tables]
     kept = _kept_old(b, cascade, sched, lay, [t for t, w in zip(tables, walsh) if not w], read_elsewhere)
     by_letter = {k: d for k, d in letter_increments(cascade, sched).items() if k not in kept}
-    blk = _Block(b, cascade, sched, lay, init, max_len, mass, obligation, late, hot, bool(interpolated), tables,
-                 walsh, _increments(cascade, sched, lay, [t[0] for t, w in zip(tables, walsh) if w], kept), kept,
-                 by_letter)
+    blk = _Block(b, cascade, sched, lay, init, max_len, mass, obligation, late, hot, bool(interpolated), sizes,
+                 tables, walsh, _increments(cascade, sched, lay, [t[0] for t, w in zip(tables, walsh) if w], kept),
+                 kept, by_letter)
     mlp = _staircase(blk, frozenset())
-    gated = frozenset(c for c in here if "old" in lay.subs[c] and (c in kept or c not in by_letter))
-    if gated and not any(walsh):
-        other = _staircase(blk, gated)
+    through_inc = frozenset(c for c in here if "old" in lay.subs[c] and c not in by_letter)  # by_letter has no kept
+    if through_inc and not any(walsh):
+        other = _staircase(blk, through_inc)
         if (sum(other.hidden_sizes) < sum(mlp.hidden_sizes)
                 and scratch_needed(other.hidden_sizes) <= scratch_needed(mlp.hidden_sizes)):
             mlp = other
@@ -355,6 +355,7 @@ class _Block:
     late: tuple[str, ...]
     hot: bool
     interpolated: bool
+    sizes: dict[str, int]
     tables: list
     walsh: list[bool]
     possible: dict[str, dict[int, tuple[int, ...]]]
@@ -372,8 +373,7 @@ def _old_ramp(c, d: dict[str, Subspace], mass: int, init: int, high: int) -> Ram
 def _staircase(blk: _Block, before: frozenset[str]) -> MLP:
     """Block ``blk.b``'s staircase (:func:`flat_mlp`), reading the value before the update of each
     counter in ``before`` off its own ramp (:func:`_old_ramp`) instead of through its increment's gate."""
-    b, cascade, sched, lay, late, hot = blk.b, blk.cascade, blk.sched, blk.lay, blk.late, blk.hot
-    sizes = {c.name: c.size for c in cascade.components}
+    b, cascade, sched, lay, late, hot, sizes = blk.b, blk.cascade, blk.sched, blk.lay, blk.late, blk.hot, blk.sizes
     gates = _Gates(lay.tok)
     ramps: list[Ramp] = []
     fresh: dict[str, tuple[int, int, Subspace]] = {}
@@ -390,10 +390,10 @@ def _staircase(blk: _Block, before: frozenset[str]) -> MLP:
                 olds[c.name] = (len(ramps), high + c.size - 1)
                 ramps.append(_old_ramp(c, d, blk.mass, blk.init[c.name], high))
             if "old" in d and c.name not in blk.kept:
-                every = {a: tuple(range(c.size)) for a in blk.possible[c.name]}  # a ramp's table is every increment's
+                incs = ({a: tuple(range(c.size)) for a in blk.possible[c.name]} if c.name in olds  # Y's: every one
+                        else blk.possible[c.name])
                 dropped[obligation_name(d["old"])] = (obligation_name(d["new"]), obligation_name(d["inc"]), c.size,
-                                                      blk.by_letter.get(c.name),
-                                                      every if c.name in olds else blk.possible[c.name])
+                                                      blk.by_letter.get(c.name), incs)
             for role, st in zip(("new", "old"), _counter_stairs(c, d, fresh[c.name][0], high, gates, c.name in blk.kept,
                                                                 olds.get(c.name))):
                 if role == "new" and c.name in late:  # computed for this block's tables, written by none
@@ -412,7 +412,7 @@ def _table_stairs(blk: _Block, fresh: dict[str, tuple[int, int, Subspace]], olds
                   code_stair: dict[tuple[str, str], int]) -> list[StairLookup]:
     """The block's lookups as stairs (appended to ``stairs``; Walsh's, or one per table) and the
     joint ones, returned."""
-    sizes = {c.name: c.size for c in blk.cascade.components}
+    sizes = blk.sizes
     joints = []
     sums: dict[tuple[int, ...], int] = {}
     for (plan, out, row_of, keyed, new), w in zip(blk.tables, blk.walsh):
@@ -435,8 +435,7 @@ def _table_stairs(blk: _Block, fresh: dict[str, tuple[int, int, Subspace]], olds
 def _assembled(blk: _Block, ramps: list[Ramp], gates: _Gates, stairs: list[Stair], joints: list[StairLookup],
                fresh: dict[str, tuple[int, int, Subspace]], dropped: Dropped) -> MLP:
     """The staircase MLP of the block's stairs, stating its declared steps."""
-    lay, late, sched = blk.lay, blk.late, blk.sched
-    sizes = {c.name: c.size for c in blk.cascade.components}
+    lay, late, sched, sizes = blk.lay, blk.late, blk.sched, blk.sizes
     used = sorted({i for st in stairs for i in st.gates} | {i for j in joints for k, i in j.reads if k == "gate"})
     renumber = {old: new for new, old in enumerate(used)}
     stairs = [Stair(st.out, st.ramp, tuple(renumber[i] for i in st.gates), st.values) for st in stairs]

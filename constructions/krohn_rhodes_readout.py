@@ -104,7 +104,7 @@ def interpolable(cascade: Cascade, sched: Schedule, lay: Layout, max_len: int) -
     if not last or any(c.name not in keys or "old" in lay.subs[c.name] for c in last):
         return []
     costs = [interpolation_cost(c.size, max_len, lay) for c in last]
-    if any(e is None for e in costs) or sum(costs) > INTERPOLATION_BUDGET:  # type: ignore[arg-type]
+    if None in costs or sum(e or 0.0 for e in costs) > INTERPOLATION_BUDGET:
         return []
     return [c.name for c in last]
 
